@@ -1,0 +1,36 @@
+"""Alembic environment: warpforge's own version table, and Optuna's tables left alone."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from warpforge.db.models import Base
+from warpforge.db.session import VERSION_TABLE
+
+
+def include_object(obj, name, type_, reflected, compare_to):  # type: ignore[no-untyped-def]
+    if type_ == "table":
+        return bool(name) and name.startswith("wf_")
+    return True
+
+
+def run_migrations_online() -> None:
+    engine = context.config.attributes.get("engine")
+    if engine is None:
+        from sqlalchemy import create_engine
+
+        engine = create_engine(context.config.get_main_option("sqlalchemy.url"))
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=Base.metadata,
+            version_table=VERSION_TABLE,
+            include_object=include_object,
+            render_as_batch=connection.dialect.name == "sqlite",
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+
+
+run_migrations_online()

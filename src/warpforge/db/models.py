@@ -1,0 +1,160 @@
+"""SQLAlchemy 2 models. Every table carries the ``wf_`` prefix so Optuna's tables can share the URL.
+
+No foreign key points into Optuna's tables: a study is referenced by name only (DESIGN 3.5).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Campaign(Base):
+    __tablename__ = "wf_campaigns"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    status: Mapped[str] = mapped_column(String(20), default="running")  # running | finished | interrupted
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    evaluations: Mapped[list[Evaluation]] = relationship(back_populates="campaign")
+
+
+class TaskRecord(Base):
+    """A task's identity: its name and the hash of the file that defined it."""
+
+    __tablename__ = "wf_tasks"
+    __table_args__ = (UniqueConstraint("name", "source_hash"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    source_hash: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class VariantRecord(Base):
+    """A variant, keyed by the content hash of its source (the same source is one row forever)."""
+
+    __tablename__ = "wf_variants"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    task: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    origin: Mapped[str] = mapped_column(String(20), default="template")  # template | llm | user
+    source: Mapped[str] = mapped_column(Text)
+    space: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Hardware(Base):
+    """A hardware fingerprint: device name, compute capability, memory, driver (what makes times comparable)."""
+
+    __tablename__ = "wf_hardware"
+
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class Evaluation(Base):
+    """One evaluation of (variant, params) on one backend, with its verdict and measurements."""
+
+    __tablename__ = "wf_evaluations"
+    __table_args__ = (
+        Index("ix_wf_eval_lookup", "variant_hash", "params_key", "backend", "fingerprint"),
+        Index("ix_wf_eval_task", "task", "verdict"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("wf_campaigns.id"), index=True)
+    task: Mapped[str] = mapped_column(String(200))
+    task_hash: Mapped[str] = mapped_column(String(64), default="")
+    variant_id: Mapped[int] = mapped_column(ForeignKey("wf_variants.id"))
+    variant_hash: Mapped[str] = mapped_column(String(64))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    params_key: Mapped[str] = mapped_column(String(1000))  # canonical JSON of params
+    backend: Mapped[str] = mapped_column(String(20))
+    verdict: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(String(200), default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    device: Mapped[str] = mapped_column(String(200), default="")
+    fingerprint: Mapped[str] = mapped_column(String(64), default="")
+    torch_version: Mapped[str] = mapped_column(String(50), default="")
+    triton_version: Mapped[str] = mapped_column(String(50), default="")
+    warpforge_version: Mapped[str] = mapped_column(String(50), default="")
+    timing_source: Mapped[str | None] = mapped_column(String(20))  # live | recorded | None (not measured)
+    timing_gpu: Mapped[str | None] = mapped_column(String(200))
+    objective_ms: Mapped[float | None] = mapped_column(Float)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    compile_s: Mapped[float | None] = mapped_column(Float)
+    wall_s: Mapped[float | None] = mapped_column(Float)
+    study_name: Mapped[str | None] = mapped_column(String(400))
+    trial_number: Mapped[int | None] = mapped_column(Integer)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the full EvalResult
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    campaign: Mapped[Campaign | None] = relationship(back_populates="evaluations")
+    variant: Mapped[VariantRecord] = relationship()
+    measurements: Mapped[list[Measurement]] = relationship(
+        back_populates="evaluation", cascade="all, delete-orphan"
+    )
+
+
+class Measurement(Base):
+    """Per-shape times of one evaluation (p20/p50/p80 ms), candidate and reference measured alike."""
+
+    __tablename__ = "wf_measurements"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    evaluation_id: Mapped[int] = mapped_column(ForeignKey("wf_evaluations.id", ondelete="CASCADE"), index=True)
+    shape_key: Mapped[str] = mapped_column(String(400))
+    shape: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    dtype: Mapped[str] = mapped_column(String(20))
+    p20_ms: Mapped[float | None] = mapped_column(Float)
+    p50_ms: Mapped[float | None] = mapped_column(Float)
+    p80_ms: Mapped[float | None] = mapped_column(Float)
+    ref_p50_ms: Mapped[float | None] = mapped_column(Float)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    roofline_pct: Mapped[float | None] = mapped_column(Float)
+
+    evaluation: Mapped[Evaluation] = relationship(back_populates="measurements")
+
+
+class Plan(Base):
+    """A parallelism plan and its prediction (parallel/), stored like kernel results."""
+
+    __tablename__ = "wf_plans"
+    __table_args__ = (Index("ix_wf_plans_lookup", "model_name", "cluster_name", "nodes"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("wf_campaigns.id"), index=True)
+    model_name: Mapped[str] = mapped_column(String(200))
+    cluster_name: Mapped[str] = mapped_column(String(200))
+    nodes: Mapped[int] = mapped_column(Integer)
+    model_spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    cluster_spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # tp, pp, dp, cp, ep, micro_batch, ...
+    plan_key: Mapped[str] = mapped_column(String(400))  # canonical JSON of plan
+    source: Mapped[str] = mapped_column(String(20), default="search")  # search | enqueued | predict
+    fits: Mapped[bool] = mapped_column(default=True)
+    step_time_s: Mapped[float | None] = mapped_column(Float)
+    mfu: Mapped[float | None] = mapped_column(Float)
+    peak_mem_gb: Mapped[float | None] = mapped_column(Float)
+    prediction: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # full breakdown
+    warpforge_version: Mapped[str] = mapped_column(String(50), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,117 @@
+"""The variant contract (DESIGN 3.2), read without executing the file.
+
+A variant file defines ``TASK``, ``SPACE`` (a literal dict of parameter -> candidate values),
+optionally ``constraints(params, shape) -> bool``, and ``launch(*inputs, **params)``. The trusted
+process only parses it (``ast``); the code runs in a sandboxed child (evaluator/child.py).
+
+Example::
+
+    >>> from warpforge.kernels.variant import builtin_variants
+    >>> [v.name for v in builtin_variants("softmax")]  # doctest: +SKIP
+    ['looped', 'single_pass']
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+
+
+class VariantError(ValueError):
+    """A variant file breaks the contract; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A parsed variant: its source, content hash and tunable space (never its executed code)."""
+
+    name: str
+    task: str
+    source: str
+    space: dict[str, list[Any]]
+    has_constraints: bool
+    path: Path | None = None
+
+    @property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    def configs(self) -> list[dict[str, Any]]:
+        """The cartesian product of SPACE, in a stable order (constraints not yet applied)."""
+        names = list(self.space)
+        return [dict(zip(names, values)) for values in itertools.product(*(self.space[n] for n in names))]
+
+    @property
+    def space_size(self) -> int:
+        size = 1
+        for values in self.space.values():
+            size *= len(values)
+        return size
+
+
+def parse_variant(source: str, name: str = "variant", path: Path | None = None) -> Variant:
+    """Parse a variant's source statically; raise VariantError with a one-line fix on bad input."""
+    where = str(path) if path else name
+    try:
+        tree = ast.parse(source, filename=where)
+    except SyntaxError as exc:
+        raise VariantError(f"{where}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    task: str | None = None
+    space: dict[str, list[Any]] | None = None
+    functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    for node in tree.body:
+        target, value = None, None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            target, value = node.target.id, node.value
+        if target == "TASK":
+            try:
+                task = ast.literal_eval(value)  # type: ignore[arg-type]
+            except ValueError as exc:
+                raise VariantError(f"{where}: TASK must be a string literal") from exc
+        elif target == "SPACE":
+            try:
+                space = ast.literal_eval(value)  # type: ignore[arg-type]
+            except ValueError as exc:
+                raise VariantError(
+                    f"{where}: SPACE must be a literal dict of lists (no names or calls), e.g. "
+                    "{'BLOCK': [64, 128], 'num_warps': [4, 8]}"
+                ) from exc
+    if not isinstance(task, str) or not task:
+        raise VariantError(f"{where}: missing TASK = '<task name>'")
+    if "launch" not in functions:
+        raise VariantError(f"{where}: missing 'def launch(*inputs, **params)'")
+    if space is None:
+        space = {}
+    if not isinstance(space, dict) or not all(
+        isinstance(k, str) and isinstance(v, (list, tuple)) and len(v) > 0 for k, v in space.items()
+    ):
+        raise VariantError(f"{where}: SPACE must map parameter names to non-empty lists of values")
+    return Variant(
+        name=name,
+        task=task,
+        source=source,
+        space={k: list(v) for k, v in space.items()},
+        has_constraints="constraints" in functions,
+        path=path,
+    )
+
+
+def load_variant(path: str | Path) -> Variant:
+    p = Path(path)
+    if not p.is_file():
+        raise VariantError(f"variant file {p} does not exist")
+    return parse_variant(p.read_text(), name=p.stem, path=p.resolve())
+
+
+def builtin_variants(task: str) -> list[Variant]:
+    """The template variants shipped for a task (``kernels/templates/<task>/*.py``)."""
+    folder = TEMPLATES_DIR / task
+    return [load_variant(p) for p in sorted(folder.glob("*.py")) if not p.stem.startswith("_")]

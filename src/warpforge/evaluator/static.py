@@ -1,0 +1,94 @@
+"""Static checks on a variant's source, done in the trusted process by reading the AST only.
+
+``launch`` may allocate tensors and launch Triton kernels; it may not compute with torch (a torch
+matmul inside ``launch`` is cuBLAS, not a found kernel) nor reach the reference. Code inside
+``@triton.jit`` functions is Triton's and is not inspected here. Dynamic tricks that slip past this
+check (``getattr(torch, "mm")``) are caught at run time by the ghost replay (issue 3).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# torch.* names a launch may use: allocation, dtypes, shapes, devices, streams.
+ALLOWED_TORCH = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like", "ones", "ones_like",
+    "Size", "dtype", "device", "is_tensor", "float16", "bfloat16", "float32", "float64", "int8", "int16",
+    "int32", "int64", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "finfo", "iinfo", "get_default_dtype",
+    "cuda", "Tensor", "library", "no_grad", "inference_mode", "promote_types",
+}
+# Tensor methods that compute (as opposed to describing or viewing a tensor).
+COMPUTE_METHODS = {
+    "sum", "mean", "exp", "exp2", "log", "log2", "log1p", "softmax", "log_softmax", "matmul", "mm", "bmm",
+    "addmm", "baddbmm", "einsum", "max", "min", "amax", "amin", "argmax", "argmin", "sigmoid", "relu", "silu",
+    "gelu", "tanh", "mul", "add", "sub", "div", "pow", "sqrt", "rsqrt", "norm", "var", "std", "cumsum",
+    "logsumexp", "abs", "neg", "reciprocal", "square", "clamp", "where", "masked_fill", "gather", "scatter",
+    "index_select", "sort", "topk", "copy_", "mul_", "add_", "div_", "sub_", "exp_", "linear", "conv2d",
+    "layer_norm", "rms_norm", "cross_entropy", "nll_loss", "float", "half", "bfloat16", "double",
+}
+FORBIDDEN_IMPORTS = ("warpforge", "torch.nn", "torch.ops", "torch._C", "torch.linalg", "torch.special",
+                     "torch.fft", "numpy", "cupy", "ctypes", "scipy")
+JIT_DECORATORS = {"jit", "autotune", "heuristics"}
+
+
+@dataclass(frozen=True)
+class StaticFinding:
+    reason: str  # e.g. "torch_compute_call"
+    message: str
+
+
+def _is_jit(fn: ast.FunctionDef) -> bool:
+    for dec in fn.decorator_list:
+        node = dec.func if isinstance(dec, ast.Call) else dec
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+        if name in JIT_DECORATORS:
+            return True
+    return False
+
+
+def _torch_aliases(tree: ast.Module) -> set[str]:
+    names = {"torch"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.asname for a in node.names if a.name == "torch" and a.asname}
+    return names
+
+
+def check_source(source: str) -> StaticFinding | None:
+    """The first static rule the source breaks, or None."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for mod in modules:
+            if any(mod == bad or mod.startswith(bad + ".") for bad in FORBIDDEN_IMPORTS):
+                return StaticFinding("forbidden_import", f"imports {mod}: a variant may use only torch "
+                                     "allocation utilities and Triton, never the reference or other compute")
+    torch_names = _torch_aliases(tree)
+    host_functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and not _is_jit(n)]
+    for fn in host_functions:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                return StaticFinding("torch_compute_call", f"'{fn.name}' uses the @ operator (a torch matmul)")
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            attr = node.func.attr
+            base = node.func.value
+            if isinstance(base, ast.Name) and base.id in torch_names and attr not in ALLOWED_TORCH:
+                return StaticFinding("torch_compute_call", f"'{fn.name}' calls torch.{attr}: launch may only "
+                                     "allocate tensors and launch Triton kernels")
+            root = base
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in torch_names and isinstance(base, ast.Attribute):
+                dotted = ast.unparse(node.func)
+                if not dotted.startswith(("torch.cuda.", "torch.library.")):
+                    return StaticFinding("torch_compute_call", f"'{fn.name}' calls {dotted}")
+            if attr in COMPUTE_METHODS and not (isinstance(base, ast.Name) and base.id in {"tl", "triton", "math"}):
+                return StaticFinding("torch_compute_call", f"'{fn.name}' calls .{attr}() on a tensor: compute "
+                                     "belongs in a @triton.jit kernel")
+    return None

@@ -1,0 +1,84 @@
+"""RMSNorm over the last dimension: ``y = x * rsqrt(mean(x^2) + eps) * w`` with eps = 1e-6 (Llama).
+
+``x`` is [M, N] activations, ``w`` a weight of shape [N]; the output has the input's dtype. The whole
+expression is computed in fp32 and rounded once.
+
+Example::
+
+    >>> import torch
+    >>> from warpforge.kernels.tasks import rmsnorm
+    >>> x, w = rmsnorm.make_inputs({"M": 2, "N": 8}, torch.float32, seed=0, device="cpu")
+    >>> rmsnorm.reference(x, w).shape
+    torch.Size([2, 8])
+"""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "rmsnorm"
+DESCRIPTION = "RMSNorm y = x * rsqrt(mean(x^2) + 1e-6) * w over the last dim of [M, N]; weight [N]."
+
+EPS = 1e-6
+
+# Hidden sizes of 4096 (Llama-2/3 8B) and 8192 (70B) over several thousand tokens.
+SHAPES: list[dict[str, int]] = [
+    {"M": 4096, "N": 4096},
+    {"M": 8192, "N": 8192},
+    {"M": 16384, "N": 4096},
+]
+
+# Correctness-only boundary shapes (<= ~17.5k elements): one element; primes below, just above
+# (1031 = 1024 + 7) and well above (5003 > 4096) common block sizes so looped kernels run several
+# partial chunks; M = 130 and 13 are not multiples of any rows-per-program count.
+CHECK_SHAPES: list[dict[str, int]] = [
+    {"M": 1, "N": 1},
+    {"M": 13, "N": 67},
+    {"M": 17, "N": 1031},
+    {"M": 3, "N": 5003},
+    {"M": 130, "N": 127},
+]
+
+SMALL_SHAPES: list[dict[str, int]] = [{"M": 64, "N": 4096}, {"M": 16, "N": 8192}]
+
+DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16, torch.float32]
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    # fp16/bf16/fp32 compute in fp32; float64 (the evaluator's ground-truth pass) stays float64.
+    return torch.promote_types(dtype, torch.float32)
+
+
+def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    ct = _compute_dtype(x.dtype)
+    xf = x.to(ct)
+    rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + EPS)
+    return (xf * rstd * w.to(ct)).to(x.dtype)
+
+
+def make_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    m, n = shape["M"], shape["N"]
+    # Activations: standard normal with a per-row scale in [0.5, 2] (token norms differ); trained norm
+    # weights sit near 1.
+    row_scale = 0.5 + 1.5 * torch.rand(m, 1, generator=gen)
+    x = torch.randn(m, n, generator=gen) * row_scale
+    w = 1.0 + 0.1 * torch.randn(n, generator=gen)
+    return x.to(dtype=dtype, device=device), w.to(dtype=dtype, device=device)
+
+
+def _elem_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # Per element: square, accumulate, scale by rstd, scale by w = 4 operations.
+    return 4.0 * shape["M"] * shape["N"]
+
+
+def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # x read once, y written once, w read once.
+    m, n = shape["M"], shape["N"]
+    return (2.0 * m * n + n) * _elem_size(dtype)

@@ -1,0 +1,87 @@
+"""LayerNorm over the last dimension: ``y = (x - mean) / sqrt(var + eps) * w + b`` with eps = 1e-5.
+
+``x`` is [M, N] activations, ``w`` and ``b`` have shape [N]; ``var`` is the biased (population)
+variance, as in ``torch.nn.LayerNorm``. The output has the input's dtype; the whole expression is
+computed in fp32 and rounded once.
+
+Example::
+
+    >>> import torch
+    >>> from warpforge.kernels.tasks import layernorm
+    >>> x, w, b = layernorm.make_inputs({"M": 2, "N": 8}, torch.float32, seed=0, device="cpu")
+    >>> layernorm.reference(x, w, b).shape
+    torch.Size([2, 8])
+"""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "layernorm"
+DESCRIPTION = "LayerNorm y = (x - mean) / sqrt(var + 1e-5) * w + b over the last dim of [M, N]; w, b [N]."
+
+EPS = 1e-5
+
+# Hidden sizes of 4096 and 8192 over several thousand tokens.
+SHAPES: list[dict[str, int]] = [
+    {"M": 4096, "N": 4096},
+    {"M": 8192, "N": 8192},
+    {"M": 16384, "N": 4096},
+]
+
+# Correctness-only boundary shapes (<= ~17.5k elements): one element (variance 0, y = b); primes
+# below, just above (1031 = 1024 + 7) and well above (5003 > 4096) common block sizes so looped kernels
+# run several partial chunks; M = 130 and 13 are not multiples of any rows-per-program count.
+CHECK_SHAPES: list[dict[str, int]] = [
+    {"M": 1, "N": 1},
+    {"M": 13, "N": 67},
+    {"M": 17, "N": 1031},
+    {"M": 3, "N": 5003},
+    {"M": 130, "N": 127},
+]
+
+SMALL_SHAPES: list[dict[str, int]] = [{"M": 64, "N": 4096}, {"M": 16, "N": 8192}]
+
+DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16, torch.float32]
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    # fp16/bf16/fp32 compute in fp32; float64 (the evaluator's ground-truth pass) stays float64.
+    return torch.promote_types(dtype, torch.float32)
+
+
+def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    ct = _compute_dtype(x.dtype)
+    y = torch.nn.functional.layer_norm(x.to(ct), (x.shape[-1],), w.to(ct), b.to(ct), eps=EPS)
+    return y.to(x.dtype)
+
+
+def make_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    m, n = shape["M"], shape["N"]
+    # Activations: standard normal with a per-row scale in [0.5, 2] and a per-row offset of about
+    # +-1 (a non-zero mean is what LayerNorm removes, and it exposes E[x^2] - E[x]^2 cancellation).
+    row_scale = 0.5 + 1.5 * torch.rand(m, 1, generator=gen)
+    row_shift = torch.randn(m, 1, generator=gen)
+    x = torch.randn(m, n, generator=gen) * row_scale + row_shift
+    w = 1.0 + 0.1 * torch.randn(n, generator=gen)
+    b = 0.1 * torch.randn(n, generator=gen)
+    return tuple(t.to(dtype=dtype, device=device) for t in (x, w, b))  # type: ignore[return-value]
+
+
+def _elem_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # Per element: accumulate for the mean, subtract it, square, accumulate for the variance, scale by
+    # rstd, scale by w, add b = 7 operations.
+    return 7.0 * shape["M"] * shape["N"]
+
+
+def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # x read once, y written once, w and b read once.
+    m, n = shape["M"], shape["N"]
+    return (2.0 * m * n + 2.0 * n) * _elem_size(dtype)

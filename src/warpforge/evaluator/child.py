@@ -8,6 +8,7 @@ torch, then blocks on one JSON request line. Modes:
   side to compare;
 - ``compile``: capture each ``@triton.jit`` launch on fake tensors (no memory, any shape) and compile
   it ahead of time for a target GPU, reporting registers, spills and shared memory;
+- ``space``: apply ``constraints`` to every configuration of SPACE (the feasible set for search);
 - ``bench``: on a GPU, time the reference first (before the candidate is even imported, so it cannot
   slow the reference down), then the candidate, with ``triton.testing.do_bench`` (L2 flushed).
 """
@@ -272,12 +273,34 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     }}
 
 
+def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    """Apply the variant's constraints to every configuration of its SPACE, for every benchmark shape."""
+    import itertools
+
+    try:
+        module = _load_candidate(scratch / req["candidate"])
+    except BaseException as exc:  # noqa: BLE001
+        return {"error": _error(exc, "import")}
+    space: dict[str, list[Any]] = req["space"]
+    names = list(space)
+    feasible = []
+    fn = getattr(module, "constraints", None)
+    try:
+        for values in itertools.product(*(space[n] for n in names)):
+            params = dict(zip(names, values))
+            if fn is None or all(fn(dict(params), dict(shape)) for shape in req["shapes"]):
+                feasible.append(list(values))
+    except BaseException as exc:  # noqa: BLE001
+        return {"error": _error(exc, "constraints")}
+    return {"names": names, "feasible": feasible}
+
+
 def main() -> None:
     result_fd = int(sys.argv[1])
     line = sys.stdin.readline()
     req = json.loads(line)
     scratch = Path(req["scratch"])
-    handlers = {"check": run_check, "compile": run_compile, "bench": run_bench}
+    handlers = {"check": run_check, "compile": run_compile, "bench": run_bench, "space": run_space}
     try:
         result = handlers[req["mode"]](req, scratch)
     except BaseException as exc:  # noqa: BLE001 - report the harness's own failure too

@@ -208,3 +208,18 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
         return None, resources
     finally:
         pool.release(outcome)
+
+
+def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict[str, Any]]]:
+    """The configurations of SPACE that satisfy ``constraints`` on every benchmark shape (run in a child)."""
+    request = {"mode": "space", "candidate": CANDIDATE_FILE, "space": job.variant.space, "shapes": job.shapes}
+    outcome = pool.run(request, child_env(interpret=True), job.timeout_s, _write_candidate(job))
+    try:
+        failure = _child_failure(job, outcome, "constraint enumeration")
+        if failure is not None:
+            return failure, []
+        report = outcome.report or {}
+        names = report["names"]
+        return None, [dict(zip(names, values)) for values in report["feasible"]]
+    finally:
+        pool.release(outcome)

@@ -1,0 +1,315 @@
+"""The ``warpforge`` command line (Typer + Rich). Every command takes ``--json``.
+
+Exit codes: 0 success, 1 failure (including a candidate whose verdict is not ``ok`` in ``eval``),
+2 usage error (unknown task, malformed file, bad option). Errors are one line that says what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
+                  no_args_is_help=True, add_completion=False)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+out = Console()
+err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data dir)")
+JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")
+
+
+def _emit_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+
+
+def handle_errors(fn: F) -> F:
+    """Known errors become one line on stderr and a meaningful exit code, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from warpforge.db.session import DatabaseError
+        from warpforge.kernels.task import TaskError
+        from warpforge.kernels.variant import VariantError
+        from warpforge.search.campaign import CampaignError
+
+        try:
+            return fn(*args, **kwargs)
+        except (TaskError, VariantError, ValueError) as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        except (DatabaseError, CampaignError) as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err.print("interrupted: completed evaluations are stored; continue with --resume")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@handle_errors
+def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also load these task files"),
+          json_out: bool = JsonOpt) -> None:
+    """List tasks (built-in and from --task-file) with their shapes and templates."""
+    from warpforge.kernels.task import all_tasks, dtype_name
+    from warpforge.kernels.variant import builtin_variants
+
+    rows = []
+    for task in all_tasks([str(f) for f in task_file]):
+        rows.append({"name": task.name, "description": task.description, "builtin": task.builtin,
+                     "dtypes": [dtype_name(d) for d in task.dtypes], "shapes": task.shapes,
+                     "check_shapes": task.check_shapes, "templates": [v.name for v in builtin_variants(task.name)]})
+    if json_out:
+        return _emit_json(rows)
+    table = Table(title="warpforge tasks")
+    for col in ("task", "description", "dtypes", "benchmark shapes", "templates"):
+        table.add_column(col)
+    for r in rows:
+        shapes = "; ".join(",".join(f"{k}={v}" for k, v in s.items()) for s in r["shapes"])
+        table.add_row(r["name"], r["description"], ", ".join(r["dtypes"]), shapes, ", ".join(r["templates"]))
+    out.print(table)
+
+
+@app.command()
+@handle_errors
+def run(
+    task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
+    trials: int = typer.Option(20, "--trials", min=1, help="evaluations per task, split across its variants"),
+    time_budget: float | None = typer.Option(None, "--time-budget", help="wall-time budget in seconds"),
+    proposer: str = typer.Option("template", "--proposer", help="where variants come from: template"),
+    sampler: str | None = typer.Option(None, "--sampler", help="search strategy (see bench-search); default: best"),
+    backend: str = typer.Option("auto", "--backend", help="auto | cuda | interpret | replay"),
+    campaign: str | None = typer.Option(None, "--campaign", help="campaign name (default: generated)"),
+    db: str | None = DbOpt,
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted campaign"),
+    target: str = typer.Option("sm_90", "--target", help="GPU architecture for ahead-of-time compilation"),
+    seed: int | None = typer.Option(None, "--seed", help="sampler seed"),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run an optimization campaign: search each task's variants, check, measure and store."""
+    from datetime import datetime
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from warpforge.search.campaign import CampaignSpec, Event, run_campaign
+    from warpforge.search.samplers import DEFAULT_SAMPLER, make_policy
+
+    make_policy(sampler or DEFAULT_SAMPLER)  # unknown sampler: a usage error before anything starts
+    if resume and campaign is None:
+        raise ValueError("--resume needs --campaign NAME (the campaign to continue)")
+    name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
+    spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
+                        proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
+                        seed=seed, resume=resume, db_url=db)
+    progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
+                        disable=not err.is_terminal and json_out)
+    bars: dict[str, Any] = {}
+
+    def on_start(task: str, total: int) -> None:
+        bars[task] = progress.add_task("", total=total, name=task, status="starting")
+
+    def on_event(e: Event) -> None:
+        best = f"best {e.best_ms:.4g} ms ({e.best_label})" if e.best_ms is not None else "best: not measured"
+        progress.update(bars[e.task], completed=e.done, status=f"{e.result.summary()} | {best}")
+
+    with progress:
+        summary = run_campaign(spec, on_event=on_event, on_start=on_start)
+    if json_out:
+        return _emit_json(summary.to_dict())
+    for t in summary.tasks:
+        table = Table(title=f"campaign {summary.campaign}: {t.task} ({t.backend})")
+        for col in ("variant", "feasible", "evaluated", "verdicts", "best ms", "best params"):
+            table.add_column(col)
+        for v in t.variants:
+            table.add_row(v.variant, str(v.feasible), str(v.evaluated),
+                          ", ".join(f"{k}:{n}" for k, n in sorted(v.verdicts.items())),
+                          f"{v.best_ms:.4g}" if v.best_ms else "-", json.dumps(v.best_params) if v.best_params else "-")
+        out.print(table)
+        out.print(t.timing)
+    out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)")
+
+
+@app.command("eval")
+@handle_errors
+def eval_cmd(
+    task_name: str = typer.Argument(..., metavar="TASK"),
+    variant_file: Path = typer.Argument(..., metavar="VARIANT_FILE"),
+    params: str = typer.Option("{}", "--params", help="JSON object of parameters (default: SPACE's first values)"),
+    backend: str = typer.Option("auto", "--backend", help="auto | cuda | interpret | replay"),
+    target: str = typer.Option("sm_90", "--target"),
+    timeout: float = typer.Option(120.0, "--timeout", help="seconds per child process"),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Evaluate one candidate and print its verdict (exit 0 only when the verdict is ok)."""
+    from warpforge.evaluator.backends import get_backend
+    from warpforge.evaluator.result import Verdict
+    from warpforge.evaluator.stages import Job
+    from warpforge.kernels.task import get_task
+    from warpforge.kernels.variant import load_variant
+
+    task = get_task(task_name)
+    variant = load_variant(variant_file)
+    try:
+        given = json.loads(params)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--params is not valid JSON ({exc.msg}); e.g. --params '{{\"BLOCK\": 1024}}'") from None
+    if not isinstance(given, dict):
+        raise ValueError("--params must be a JSON object")
+    chosen = {k: v[0] for k, v in variant.space.items()} | given
+    engine = get_backend(backend, task.name)
+    try:
+        result = engine.evaluate(Job(task, variant, chosen, target=target, timeout_s=timeout))
+    finally:
+        engine.close()
+    if json_out:
+        _emit_json(result.model_dump(mode="json"))
+    else:
+        color = "green" if result.verdict is Verdict.OK else "red"
+        out.print(f"[{color}]{result.verdict.value}[/{color}]" + (f": {result.reason}" if result.reason else ""))
+        if result.message:
+            out.print(result.message, highlight=False)
+        out.print(f"checked {len(result.checked)} cases on {result.device or result.backend}; "
+                  + ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked"), highlight=False)
+        for r in result.resources:
+            out.print(f"  {r.kernel} [{r.target}] registers={r.registers} spill={r.spill_bytes}B "
+                      f"shared={r.shared_bytes}B", highlight=False)
+        if result.measured:
+            out.print(f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})")
+    if result.verdict is not Verdict.OK:
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def results(campaign: str | None = typer.Option(None, "--campaign"), task: str | None = typer.Option(None, "--task"),
+            limit: int = typer.Option(50, "--limit"), db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
+    """List stored evaluations, newest first."""
+    from warpforge.db import store
+    from warpforge.db.session import Database
+
+    database = Database(db)
+    database.upgrade()
+    with database.session() as s:
+        rows = [{"id": r.id, "campaign": r.campaign.name if r.campaign else None, "task": r.task,
+                 "variant": r.variant.name, "variant_hash": r.variant_hash[:12], "params": r.params,
+                 "backend": r.backend, "verdict": r.verdict, "reason": r.reason, "time_ms": r.objective_ms,
+                 "speedup": r.speedup, "timing_source": r.timing_source, "gpu": r.timing_gpu,
+                 "created_at": r.created_at.isoformat()} for r in store.results(s, campaign, task, limit)]
+    if json_out:
+        return _emit_json(rows)
+    table = Table(title="warpforge results")
+    for col in ("id", "campaign", "task", "variant", "params", "backend", "verdict", "ms", "speedup", "timing"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["id"]), r["campaign"] or "-", r["task"], r["variant"], json.dumps(r["params"]),
+                      r["backend"], r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+                      f"{r['time_ms']:.4g}" if r["time_ms"] else "-", f"{r['speedup']:.3g}" if r["speedup"] else "-",
+                      f"{r['timing_source']} on {r['gpu']}" if r["timing_source"] else "not measured")
+    out.print(table)
+
+
+@app.command()
+@handle_errors
+def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = typer.Option(None, "--gpu"),
+         shape: str | None = typer.Option(None, "--shape", help="rank by one shape, e.g. M=4096,N=4096"),
+         limit: int = typer.Option(5, "--limit"), db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
+    """The fastest correct measured configurations of a task (one GPU per answer)."""
+    from warpforge.db import store
+    from warpforge.db.session import Database
+
+    database = Database(db)
+    database.upgrade()
+    with database.session() as s:
+        rows = [{"variant": r.evaluation.variant.name, "variant_hash": r.evaluation.variant_hash[:12],
+                 "params": r.evaluation.params, "time_ms": r.time_ms, "shape": r.shape,
+                 "speedup": r.evaluation.speedup, "gpu": r.evaluation.timing_gpu,
+                 "timing_source": r.evaluation.timing_source, "evaluation_id": r.evaluation.id}
+                for r in store.best(s, task, gpu, shape, limit)]
+    if json_out:
+        return _emit_json(rows)
+    if not rows:
+        err.print(f"no measured correct result for {task!r}" + (f" on {gpu}" if gpu else "")
+                  + ": run a campaign on a GPU (warpforge run) or with recorded times (--backend replay)")
+        raise typer.Exit(1)
+    table = Table(title=f"best {task}")
+    for col in ("variant", "params", "ms", "speedup", "timing"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["variant"], json.dumps(r["params"]), f"{r['time_ms']:.4g}",
+                      f"{r['speedup']:.3g}" if r["speedup"] else "-", f"{r['timing_source']} on {r['gpu']}")
+    out.print(table)
+
+
+@db_app.command("upgrade")
+@handle_errors
+def db_upgrade(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
+    """Create or migrate warpforge's tables (Alembic, version table wf_alembic_version)."""
+    from warpforge.db.session import Database
+
+    database = Database(db)
+    database.upgrade()
+    payload = {"db": database.safe_url, "revision": database.current_revision()}
+    if json_out:
+        return _emit_json(payload)
+    out.print(f"{payload['db']} is at revision {payload['revision']}")
+
+
+@app.command()
+@handle_errors
+def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
+    """Check the installation: torch, triton, GPU, interpreter, AOT compiler, database."""
+    from warpforge.doctor import run_checks
+
+    checks = run_checks(db)
+    if json_out:
+        _emit_json([c.__dict__ for c in checks])
+    else:
+        table = Table(title="warpforge doctor")
+        for col in ("check", "status", "detail"):
+            table.add_column(col)
+        for c in checks:
+            table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]fail[/red]", c.detail)
+        out.print(table)
+    if not all(c.ok or not c.required for c in checks):
+        raise typer.Exit(1)
+
+
+def _mount_optional() -> None:
+    """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
+    try:
+        from warpforge.search.bench import bench_search
+
+        app.command("bench-search")(handle_errors(bench_search))
+    except ImportError:  # pragma: no cover - present in every release; guards partial checkouts
+        pass
+    try:
+        from warpforge.parallel.cli import app as plan_app
+
+        app.add_typer(plan_app, name="plan")
+    except ImportError:  # pragma: no cover
+        pass
+
+
+_mount_optional()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Reads and writes of warpforge's results. The orchestrator is the only writer (DESIGN 3.5).
+
+Example::
+
+    >>> from warpforge.db.session import Database
+    >>> from warpforge.db import store
+    >>> db = Database("sqlite:///wf.db"); db.upgrade()                     # doctest: +SKIP
+    >>> with db.session() as s: rows = store.results(s, task="softmax")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from warpforge.db.models import Campaign, Evaluation, Hardware, Measurement, TaskRecord, VariantRecord
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.kernels.task import Task, shape_key
+from warpforge.kernels.variant import Variant
+
+
+def params_key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+def ensure_task(session: Session, task: Task) -> TaskRecord:
+    row = session.scalar(select(TaskRecord).where(TaskRecord.name == task.name,
+                                                  TaskRecord.source_hash == task.source_hash))
+    if row is None:
+        row = TaskRecord(name=task.name, source_hash=task.source_hash, description=task.description)
+        session.add(row)
+        session.flush()
+    return row
+
+
+def ensure_variant(session: Session, variant: Variant, origin: str = "template") -> VariantRecord:
+    row = session.scalar(select(VariantRecord).where(VariantRecord.source_hash == variant.source_hash))
+    if row is None:
+        row = VariantRecord(source_hash=variant.source_hash, task=variant.task, name=variant.name, origin=origin,
+                            source=variant.source, space=variant.space)
+        session.add(row)
+        session.flush()
+    return row
+
+
+def get_campaign(session: Session, name: str) -> Campaign | None:
+    return session.scalar(select(Campaign).where(Campaign.name == name))
+
+
+def create_campaign(session: Session, name: str, spec: dict[str, Any]) -> Campaign:
+    row = Campaign(name=name, spec=spec, status="running")
+    session.add(row)
+    session.flush()
+    return row
+
+
+def find_evaluation(session: Session, variant_hash: str, params: dict[str, Any], backend: str,
+                    versions: dict[str, str]) -> Evaluation | None:
+    """A stored evaluation of exactly this source, params, backend and software, if any."""
+    stmt = (
+        select(Evaluation)
+        .where(Evaluation.variant_hash == variant_hash, Evaluation.params_key == params_key(params),
+               Evaluation.backend == backend, Evaluation.torch_version == versions.get("torch", ""),
+               Evaluation.triton_version == versions.get("triton", ""))
+        .order_by(Evaluation.id.desc())
+        .limit(1)
+    )
+    return session.scalar(stmt)
+
+
+def save_evaluation(session: Session, result: EvalResult, *, task: Task, variant: VariantRecord,
+                    campaign: Campaign | None = None, study_name: str | None = None,
+                    trial_number: int | None = None) -> Evaluation:
+    """Store one result with its per-shape measurements, in the caller's transaction."""
+    ensure_task(session, task)
+    if result.fingerprint and session.get(Hardware, result.fingerprint) is None:
+        session.add(Hardware(fingerprint=result.fingerprint, name=result.device or "unknown",
+                             details={"timing_gpu": result.timing.gpu if result.timing else None}))
+    row = Evaluation(
+        campaign=campaign, task=task.name, task_hash=task.source_hash, variant=variant,
+        variant_hash=variant.source_hash, params=result.params, params_key=params_key(result.params),
+        backend=result.backend, verdict=result.verdict.value, reason=result.reason, message=result.message,
+        device=result.device, fingerprint=result.fingerprint,
+        torch_version=result.versions.get("torch", ""), triton_version=result.versions.get("triton", ""),
+        warpforge_version=result.versions.get("warpforge", ""),
+        timing_source=result.timing.source if result.timing else None,
+        timing_gpu=result.timing.gpu if result.timing else None,
+        objective_ms=result.objective_ms, speedup=result.speedup, compile_s=result.compile_s,
+        wall_s=result.wall_s, study_name=study_name, trial_number=trial_number,
+        result=result.model_dump(mode="json"),
+    )
+    for s in result.shapes:
+        row.measurements.append(Measurement(
+            shape_key=shape_key(s.shape), shape=s.shape, dtype=s.dtype, p20_ms=s.p20_ms, p50_ms=s.p50_ms,
+            p80_ms=s.p80_ms, ref_p50_ms=s.ref_p50_ms, speedup=s.speedup, roofline_pct=s.roofline_pct,
+        ))
+    session.add(row)
+    session.flush()
+    return row
+
+
+def results(session: Session, campaign: str | None = None, task: str | None = None,
+            limit: int = 200) -> list[Evaluation]:
+    stmt = select(Evaluation).options(selectinload(Evaluation.variant), selectinload(Evaluation.campaign))
+    if campaign is not None:
+        stmt = stmt.join(Campaign).where(Campaign.name == campaign)
+    if task is not None:
+        stmt = stmt.where(Evaluation.task == task)
+    return list(session.scalars(stmt.order_by(Evaluation.id.desc()).limit(limit)))
+
+
+@dataclass(frozen=True)
+class BestRow:
+    evaluation: Evaluation
+    time_ms: float  # the objective (geomean over shapes) or the one shape's p50
+    shape: str | None
+
+
+def best(session: Session, task: str, gpu: str | None = None, shape: str | None = None,
+         limit: int = 5) -> list[BestRow]:
+    """Fastest correct measured configurations of a task, never mixing GPUs within one answer.
+
+    ``gpu`` filters by a substring of the GPU name the times came from; ``shape`` ranks by that
+    shape's p50 (``M=4096,N=4096``). Unmeasured evaluations are never ranked.
+    """
+    stmt = (select(Evaluation).options(selectinload(Evaluation.measurements), selectinload(Evaluation.variant))
+            .where(Evaluation.task == task, Evaluation.verdict == Verdict.OK.value,
+                   Evaluation.objective_ms.is_not(None)))
+    if gpu is not None:
+        stmt = stmt.where(Evaluation.timing_gpu.ilike(f"%{gpu}%"))
+    rows: list[BestRow] = []
+    for ev in session.scalars(stmt):
+        if shape is None:
+            rows.append(BestRow(ev, float(ev.objective_ms or 0.0), None))
+            continue
+        for m in ev.measurements:
+            if m.shape_key == shape and m.p50_ms is not None:
+                rows.append(BestRow(ev, m.p50_ms, shape))
+    rows.sort(key=lambda r: r.time_ms)
+    if rows and gpu is None:
+        # Times from different GPUs are not comparable: answer for the GPU of the overall fastest.
+        first_gpu = rows[0].evaluation.fingerprint
+        rows = [r for r in rows if r.evaluation.fingerprint == first_gpu]
+    return rows[:limit]
+
+
+def result_of(row: Evaluation) -> EvalResult:
+    return EvalResult.model_validate(row.result)

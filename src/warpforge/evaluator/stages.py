@@ -70,7 +70,7 @@ def _write_candidate(job: Job) -> Any:
 def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | None:
     """Map a child that produced no usable report, or reported an error, to a verdict."""
     if outcome.status == "timeout":
-        return job.result(Verdict.TIMEOUT, f"{what}_timeout",
+        return job.result(Verdict.TIMEOUT, "timed_out",
                           f"the {what} did not finish within {job.timeout_s:.0f} s and was killed")
     if outcome.status == "crashed" or outcome.report is None:
         code = outcome.returncode

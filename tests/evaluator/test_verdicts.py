@@ -1,0 +1,89 @@
+"""Each planted bad variant ends in its verdict and reason; the honest control passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from warpforge.evaluator.backends import get_backend
+from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.sandbox import ChildPool
+from warpforge.evaluator.stages import Job, space_stage
+from warpforge.kernels.task import load_task_file
+from warpforge.kernels.variant import VariantError, load_variant
+
+PLANTED = Path(__file__).parent / "planted"
+PARAMS = {"BLOCK": 256, "num_warps": 4}
+
+CASES = {
+    "good": (Verdict.OK, ""),
+    "wrong": (Verdict.INCORRECT, "wrong_values"),
+    "exception": (Verdict.RUNTIME_ERROR, "exception"),
+    "crash": (Verdict.CRASHED, "process_died"),
+    "hang": (Verdict.TIMEOUT, "timed_out"),
+    "mutate": (Verdict.REJECTED, "input_mutated"),
+    "return_input": (Verdict.REJECTED, "output_aliases_input"),
+    "partial": (Verdict.INCORRECT, "non_finite_output"),
+    "torch_op": (Verdict.REJECTED, "torch_compute_call"),
+    "missing_import": (Verdict.COMPILE_ERROR, "import_failed"),
+    "compile_error": (Verdict.COMPILE_ERROR, "compile_failed"),
+    "no_valid_config": (Verdict.INVALID_CONFIG, "constraints_false"),
+    "nan_output": (Verdict.INCORRECT, "non_finite_output"),
+}
+
+
+@pytest.fixture(scope="module")
+def backend():
+    engine = get_backend("interpret", pool=ChildPool())
+    yield engine
+    engine.pool.close()
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task_file(PLANTED / "task_double.py")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_planted_variant_verdict(name: str, backend, task) -> None:
+    verdict, reason = CASES[name]
+    timeout = 8.0 if name == "hang" else 120.0
+    result = backend.evaluate(Job(task, load_variant(PLANTED / f"{name}.py"), dict(PARAMS), timeout_s=timeout))
+    assert result.verdict is verdict, result.message
+    assert result.reason == reason
+    assert result.message or verdict is Verdict.OK
+
+
+def test_good_variant_reports_checks_and_resources(backend, task) -> None:
+    result = backend.evaluate(Job(task, load_variant(PLANTED / "good.py"), dict(PARAMS)))
+    assert result.verdict is Verdict.OK
+    # 3 check shapes x 2 dtypes x 2 seeds, each compared against the float64 reference
+    assert len(result.checked) == 12
+    assert not result.measured and result.timing is None  # the interpreter never times
+    assert result.resources and result.resources[0].registers and result.resources[0].registers > 0
+    assert result.resources[0].target == "sm_90"
+
+
+def test_hang_is_killed_within_timeout(backend, task) -> None:
+    result = backend.evaluate(Job(task, load_variant(PLANTED / "hang.py"), dict(PARAMS), timeout_s=5.0))
+    assert result.verdict is Verdict.TIMEOUT
+    assert result.wall_s is not None and result.wall_s < 30
+
+
+def test_space_enumeration_applies_constraints(backend, task) -> None:
+    failure, configs = space_stage(backend.pool, Job(task, load_variant(PLANTED / "good.py"), {}))
+    assert failure is None
+    assert {"BLOCK": 128, "num_warps": 4} in configs and len(configs) == 6
+    failure, configs = space_stage(backend.pool, Job(task, load_variant(PLANTED / "no_valid_config.py"), {}))
+    assert failure is None and configs == []
+
+
+def test_malformed_space_is_a_clear_error() -> None:
+    with pytest.raises(VariantError, match="SPACE must be a literal"):
+        load_variant(PLANTED / "malformed_space.py")
+
+
+def test_unknown_parameter_is_invalid_config(backend, task) -> None:
+    result = backend.evaluate(Job(task, load_variant(PLANTED / "good.py"), {"BLOCK": 256, "TYPO": 1}))
+    assert result.verdict is Verdict.INVALID_CONFIG and result.reason == "unknown_parameter"

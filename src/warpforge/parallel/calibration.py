@@ -1,0 +1,96 @@
+"""Calibration: how close to the datasheet the kernels and collectives of a GPU family get.
+
+The simulator is analytical; these few numbers turn datasheet peaks into achieved rates. Priors per GPU
+family live in ``presets/calibration.yaml`` (from public microbenchmarks); fitted values in
+``presets/calibration_fitted.yaml``, written only by ``benchmarks/planner_validation.py
+--write-calibration`` from a declared training split of measured runs. Only A100 has measured data in
+``shared/``, so H100/H200 use their priors.
+
+Example::
+
+    >>> from warpforge.parallel.calibration import calibration_for
+    >>> from warpforge.parallel.specs import load_cluster
+    >>> 0 < calibration_for(load_cluster("dgx-a100")).gemm_eff <= 1
+    True
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from warpforge.parallel.specs import ClusterSpec
+
+# The parameters a fit may move, with their bounds (physically sensible ranges, so that a fit cannot
+# "explain" a dataset with, say, 120% of peak).
+FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_eff": (0.4, 0.95),
+    "gemm_half_dim": (4.0, 512.0),
+    "mem_eff": (0.3, 0.95),
+    "host_us": (0.0, 200.0),
+    "intra_bw_eff": (0.3, 0.95),
+}
+
+
+class Calibration(BaseModel):
+    """Efficiency knobs of the simulator (all dimensionless unless a unit is in the name)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gemm_eff: float = Field(default=0.80, gt=0, le=1)  # large bf16 GEMMs: ~250 of 312 TFLOP/s on A100
+    gemm_half_dim: float = Field(default=48.0, gt=0)  # a GEMM dimension of this size halves efficiency
+    attn_eff: float = Field(default=0.50, gt=0, le=1)  # fused (flash) attention, fwd+bwd average
+    mem_eff: float = Field(default=0.75, gt=0, le=1)  # elementwise kernels reach ~75% of HBM bandwidth
+    kernel_us: float = Field(default=4.0, ge=0)  # per-kernel GPU launch latency + tail
+    host_us: float = Field(default=15.0, ge=0)  # host (framework) time to issue one simulated kernel
+    intra_bw_eff: float = Field(default=0.75, gt=0, le=1)  # NCCL bus bandwidth / NVLink (~230 of 300 GB/s)
+    inter_bw_eff: float = Field(default=0.85, gt=0, le=1)  # NCCL over InfiniBand reaches ~85% of line rate
+    source: str = "prior"
+
+    def with_params(self, **params: float) -> Calibration:
+        """A copy with some parameters replaced (used by the fit)."""
+        return self.model_copy(update=params)
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, dict[str, Any]]:
+    text = resources.files("warpforge.parallel").joinpath("presets").joinpath("calibration.yaml").read_text()
+    data: dict[str, dict[str, Any]] = yaml.safe_load(text) or {}
+    return data
+
+
+@lru_cache(maxsize=1)
+def _fitted_table() -> dict[str, dict[str, Any]]:
+    path = resources.files("warpforge.parallel").joinpath("presets").joinpath("calibration_fitted.yaml")
+    if not path.is_file():
+        return {}
+    data: dict[str, dict[str, Any]] = yaml.safe_load(path.read_text()) or {}
+    return data
+
+
+def _entry(cluster: ClusterSpec) -> dict[str, Any]:
+    table = _table()
+    entry = dict(table.get(cluster.gpu_family) or table.get("default") or {})
+    fitted = _fitted_table().get(cluster.gpu_family)
+    if fitted:
+        entry["fitted"] = fitted
+    return entry
+
+
+def prior_for(cluster: ClusterSpec) -> Calibration:
+    """The unfitted prior for the cluster's GPU family: the starting point of a fit."""
+    return Calibration(**_entry(cluster).get("prior", {}), source="prior")
+
+
+def calibration_for(cluster: ClusterSpec) -> Calibration:
+    """The packaged calibration for the cluster's GPU family: the fitted values where a fit was
+    recorded, else the prior (``default`` when the family is unknown)."""
+    entry = _entry(cluster)
+    fitted = entry.get("fitted")
+    if not fitted:
+        return prior_for(cluster)
+    return Calibration(**{**entry.get("prior", {}), **fitted})

@@ -1,0 +1,249 @@
+"""Per-layer cost of one micro-batch on one GPU: GEMMs, attention, memory-bound kernels, TP/CP/EP traffic.
+
+GEMM time is a roofline with size-dependent efficiency: ``max(flops / (peak * eff), bytes / HBM)`` plus
+a per-kernel overhead, where ``eff = gemm_eff * g(m) * g(n) * g(k)`` and ``g(d) = d / (d + d_half)``
+models tile under-fill of small dimensions (a 384-wide GEMM on A100 runs ~11% slower than a 4096-wide one
+with ``d_half = 48``). Memory-bound kernels (norms, residual adds, dropout, activation functions,
+unfused softmax, cross-entropy) cost their bytes over the calibrated HBM bandwidth.
+
+Example::
+
+    >>> from warpforge.parallel.specs import load_model, load_cluster, PlanConfig
+    >>> from warpforge.parallel.calibration import calibration_for
+    >>> m, c = load_model("gpt3-175b"), load_cluster("dgx-a100")
+    >>> cost = layer_cost(m, PlanConfig(tp=8), c, calibration_for(c), moe=False)
+    >>> cost.fwd > 0 and cost.bwd > cost.fwd
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warpforge.parallel.calibration import Calibration
+from warpforge.parallel.comm import Group, Network
+from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
+
+BF16 = 2  # bytes per activation/weight element
+
+
+@dataclass(frozen=True)
+class Hw:
+    """Calibrated hardware rates for one GPU."""
+
+    flops: float  # peak FLOP/s
+    hbm: float  # achieved bytes/s for memory-bound kernels
+    calib: Calibration
+
+    @staticmethod
+    def of(cluster: ClusterSpec, calib: Calibration) -> Hw:
+        return Hw(cluster.peak_tflops * 1e12, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib)
+
+    def g(self, d: float) -> float:
+        return d / (d + self.calib.gemm_half_dim)
+
+    def gemm(self, m: float, n: float, k: float, batch: float = 1.0) -> float:
+        """Seconds for ``batch`` GEMMs of (m x k) @ (k x n) in bf16."""
+        if m <= 0 or n <= 0 or k <= 0:
+            return 0.0
+        eff = self.calib.gemm_eff * self.g(m) * self.g(n) * self.g(k)
+        compute = 2.0 * m * n * k * batch / (self.flops * eff)
+        traffic = BF16 * (m * k + k * n + m * n) * batch / self.hbm
+        return max(compute, traffic) + self.calib.kernel_us * 1e-6
+
+    def mem(self, nbytes: float, kernels: int) -> float:
+        """Seconds for memory-bound kernels moving ``nbytes`` in total."""
+        return nbytes / self.hbm + kernels * self.calib.kernel_us * 1e-6
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Seconds (and FLOPs) for one layer and one micro-batch on one GPU; comm is what is exposed."""
+
+    fwd_compute: float
+    fwd_mem: float
+    fwd_comm: float  # TP + CP + EP
+    bwd_compute: float
+    bwd_mem: float
+    bwd_comm: float
+    host_stall: float  # forward + backward time the GPU waits for the host to issue kernels
+    recompute: float  # extra forward work during backward, its communication included
+    tp_comm: float  # the TP share of fwd_comm + bwd_comm
+    cp_comm: float
+    ep_comm: float
+    model_flops: float  # forward FLOPs by the model formula (no recompute), this GPU's share
+    recompute_flops: float
+
+    @property
+    def fwd(self) -> float:
+        return self.fwd_compute + self.fwd_mem + self.fwd_comm + self.host_stall / 3
+
+    @property
+    def bwd(self) -> float:
+        return self.bwd_compute + self.bwd_mem + self.bwd_comm + self.recompute + 2 * self.host_stall / 3
+
+    @property
+    def total(self) -> float:
+        return self.fwd + self.bwd
+
+
+def groups(plan: PlanConfig, gpus_per_node: int) -> dict[str, Group]:
+    """Communicators in Megatron's rank order (TP, CP, DP/EP, PP)."""
+    tp, cp = plan.tp, plan.cp
+    return {
+        "tp": Group.of(tp, 1, gpus_per_node),
+        "cp": Group.of(cp, tp, gpus_per_node),
+        "dp": Group.of(plan.dp * cp, tp, gpus_per_node),  # gradients reduce over DP x CP
+        "ep": Group.of(plan.ep, tp * cp, gpus_per_node),
+        "edp": Group.of(plan.dp * cp // plan.ep, tp * cp * plan.ep, gpus_per_node),  # expert-data-parallel
+    }
+
+
+def layer_cost(
+    model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration, *, moe: bool
+) -> LayerCost:
+    """Cost of one transformer layer (dense or MoE) for one micro-batch on one GPU."""
+    hw, net = Hw.of(cluster, calib), Network.of(cluster, calib)
+    grp = groups(plan, cluster.gpus_per_node)
+    t, b, h, a = plan.tp, plan.micro_batch, model.hidden, model.heads
+    s_loc, s = model.seq / plan.cp, model.seq
+    tokens = b * s_loc
+    kv = model.n_kv_heads * model.head_dim
+    sp_div = t if plan.sp else 1
+
+    # --- GEMMs (forward); backward = dgrad + wgrad = 2x the same shapes.
+    gemm = hw.gemm(tokens, (h + 2 * kv) / t, h) + hw.gemm(tokens, h, h / t)
+    up = model.mlp_mats - 1  # gate+up fused for SwiGLU
+    if moe:
+        fe, e_loc = model.expert_ffn, model.experts / plan.ep
+        tokens_e = plan.ep * tokens * model.top_k / model.experts  # per local expert, balanced routing
+        gemm += hw.gemm(tokens / sp_div, model.experts, h)  # router
+        gemm += hw.gemm(tokens_e, up * fe / t, h, e_loc) + hw.gemm(tokens_e, h, fe / t, e_loc)
+        if model.shared_experts:
+            fs = model.shared_experts * fe
+            gemm += hw.gemm(tokens, up * fs / t, h) + hw.gemm(tokens, h, fs / t)
+        act_width = model.top_k * fe + model.shared_experts * fe
+        mlp_params = model.moe_mlp_params(model.top_k)
+    else:
+        f = model.ffn_dim
+        gemm += hw.gemm(tokens, up * f / t, h) + hw.gemm(tokens, h, f / t)
+        act_width = f
+        mlp_params = model.dense_mlp_params()
+
+    # --- attention core: 2 batched GEMMs (QK^T, AV) over a/t heads.
+    attn_flops = 4.0 * b * s_loc * s * h / t  # non-causal count, Megatron's FLOP convention
+    score_elems = b * (a / t) * s_loc * s
+    if plan.flash_attention:
+        # FlashAttention skips the masked half of a causal product; backward recomputes S: 2.5x fwd.
+        eff = calib.attn_eff * hw.g(s_loc)
+        attn_fwd = 0.5 * attn_flops / (hw.flops * eff) + calib.kernel_us * 1e-6
+        attn_bwd = 2.5 * (attn_fwd - calib.kernel_us * 1e-6) + calib.kernel_us * 1e-6
+        softmax_fwd = softmax_bwd = 0.0
+    else:
+        batch = b * a / t
+        attn_fwd = hw.gemm(s_loc, s, model.head_dim, batch) + hw.gemm(s_loc, model.head_dim, s, batch)
+        attn_bwd = 2 * attn_fwd
+        # scale+mask+softmax fused (read+write), dropout (read+write + 1-byte mask): 2 or 4.5 passes.
+        passes = 4.5 if model.dropout else 2.0
+        softmax_fwd = hw.mem(BF16 * score_elems * passes, 2 if model.dropout else 1)
+        softmax_bwd = 1.5 * softmax_fwd  # read y and dy, write dx: 3 passes for forward's 2
+
+    # --- memory-bound elementwise kernels (bf16 passes over [tokens, width] tensors).
+    # Per layer: 2 norms (read+write: 4 passes), 2 residual adds (read 2 + write 1: 6 passes) and,
+    # with dropout, two 1-byte masks (1 pass): on tokens/t when sequence-parallel, else replicated.
+    rep_passes = 10 + (1 if model.dropout else 0)
+    act_passes = (3 if model.activation == "swiglu" else 2) * act_width / t  # read in, write out
+    elem_bytes = BF16 * tokens * (rep_passes * h / sp_div + act_passes)
+    kernels = 6
+    if moe:
+        elem_bytes += BF16 * tokens * model.top_k * h * 4 / sp_div  # permute + un-permute
+        kernels += 2
+    fwd_mem = hw.mem(elem_bytes, kernels) + softmax_fwd
+    # Backward of norms, activations and dropout reads the saved input and dy and writes dx (3 passes for
+    # forward's 2); residual adds pass gradients through without a kernel: ~1.5x forward's traffic.
+    bwd_mem = hw.mem(1.5 * elem_bytes, 2 * kernels) + softmax_bwd
+
+    # --- TP: 2 all-reduces per layer forward and 2 backward (with SP: all-gather + reduce-scatter
+    # pairs of the same volume, twice the latency).
+    act_bytes = BF16 * tokens * h
+    if plan.tp > 1:
+        if plan.sp:
+            tp_one = net.all_gather(act_bytes, grp["tp"]) + net.reduce_scatter(act_bytes, grp["tp"])
+        else:
+            tp_one = net.all_reduce(act_bytes, grp["tp"])
+    else:
+        tp_one = 0.0
+    tp_fwd = 2 * tp_one
+
+    # --- CP: ring attention passes K/V chunks around the CP group, overlapped with attention compute.
+    cp_fwd = cp_bwd = 0.0
+    if plan.cp > 1:
+        kv_bytes = 2 * BF16 * b * s_loc * kv / t
+        step = net.p2p(kv_bytes, grp["cp"].nodes > 1)
+        cp_fwd = max((plan.cp - 1) * step - attn_fwd, (plan.cp - 1) * 2e-6)
+        cp_bwd = max(2 * (plan.cp - 1) * step - attn_bwd, (plan.cp - 1) * 2e-6)  # K/V and dK/dV
+
+    # --- EP: all-to-all dispatch + combine, forward and backward.
+    ep_fwd = 0.0
+    if moe and plan.ep > 1:
+        ep_fwd = 2 * net.all_to_all(BF16 * tokens * model.top_k * h / sp_div, grp["ep"])
+
+    fwd_compute = gemm + attn_fwd
+    fwd_comm = tp_fwd + cp_fwd + ep_fwd
+    bwd_comm = tp_fwd + cp_bwd + ep_fwd
+
+    # --- host floor: eager PyTorch issues kernels one by one; a layer whose GPU work is shorter than
+    # the host's issue time waits on the host (small models, small micro-batches, large TP).
+    n_ops = 4 + (1 if plan.flash_attention else 4) + kernels
+    n_ops += (5 if model.shared_experts else 3) if moe else 0
+    n_ops += (4 if plan.sp else 2) if plan.tp > 1 else 0
+    host_fwd = n_ops * calib.host_us * 1e-6
+    # Collectives run on the GPU while the host keeps issuing, so they count towards the GPU side.
+    fwd_stall = max(0.0, host_fwd - (fwd_compute + fwd_mem + fwd_comm))
+    bwd_stall = max(0.0, 2 * host_fwd - (2 * gemm + attn_bwd + bwd_mem + bwd_comm))  # autograd: ~2 per op
+
+    model_flops = 2.0 * tokens * (model.attention_params() + mlp_params) / t + attn_flops
+    if plan.recompute == "full":
+        recompute = fwd_compute + fwd_mem + fwd_comm + fwd_stall
+        recompute_flops = model_flops
+    elif plan.recompute == "selective":
+        recompute = attn_fwd + softmax_fwd
+        recompute_flops = attn_flops
+    else:
+        recompute = recompute_flops = 0.0
+
+    return LayerCost(
+        fwd_compute=fwd_compute,
+        fwd_mem=fwd_mem,
+        fwd_comm=fwd_comm,
+        bwd_compute=2 * gemm + attn_bwd,
+        bwd_mem=bwd_mem,
+        bwd_comm=bwd_comm,
+        host_stall=fwd_stall + bwd_stall,
+        recompute=recompute,
+        tp_comm=2 * tp_fwd,
+        cp_comm=cp_fwd + cp_bwd,
+        ep_comm=2 * ep_fwd,
+        model_flops=model_flops,
+        recompute_flops=recompute_flops,
+    )
+
+
+@dataclass(frozen=True)
+class HeadCost:
+    """The LM head (output GEMM + vocab-parallel cross-entropy) for one micro-batch."""
+
+    fwd: float
+    bwd: float
+    model_flops: float
+
+
+def head_cost(model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration) -> HeadCost:
+    hw = Hw.of(cluster, calib)
+    tokens = plan.micro_batch * model.seq / plan.cp
+    v_loc = model.vocab / plan.tp
+    gemm = hw.gemm(tokens, v_loc, model.hidden)
+    # Cross-entropy in fp32: softmax statistics and the gradient are two read+write passes (16 B/logit).
+    ce = hw.mem(16.0 * tokens * v_loc, 3)
+    flops = 2.0 * tokens * model.hidden * v_loc
+    return HeadCost(fwd=gemm + ce, bwd=2 * gemm + ce, model_flops=flops)

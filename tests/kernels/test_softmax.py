@@ -152,18 +152,20 @@ def _run_template(name: str, dtype: torch.dtype, shapes: list[dict[str, int]], d
     module = _load(variant)
     for shape in shapes:
         for seed in (0, 1):
-            (x,) = TASK.make_inputs(shape, dtype, seed, device)
-            before = x.clone()
-            ref64 = TASK.reference(x.double())
+            inputs = TASK.make_inputs(shape, dtype, seed, device)
+            x = inputs[0]
+            before = [t.clone() for t in inputs]
+            ref64 = TASK.reference(*(t.double() for t in inputs))
             for params in _representative(_valid_configs(variant, module, shape)):
                 with _nan_allocations():
-                    out = module.launch(x, **params)
+                    out = module.launch(*inputs, **params)
                 where = f"{name} {params} {shape} {dtype}"
                 assert isinstance(out, torch.Tensor), where
                 assert out.dtype == dtype and out.shape == x.shape, where
                 assert torch.isfinite(out).all(), where
-                assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr(), where
-                assert torch.equal(x, before), where
+                ptrs = {t.untyped_storage().data_ptr() for t in inputs}
+                assert out.untyped_storage().data_ptr() not in ptrs, where
+                assert all(torch.equal(t, b) for t, b in zip(inputs, before)), where
                 _assert_matches(out, ref64, dtype)
 
 

@@ -68,7 +68,7 @@ def make_inputs(
     x = torch.randn(m, n, generator=gen) * row_scale + row_shift
     w = 1.0 + 0.1 * torch.randn(n, generator=gen)
     b = 0.1 * torch.randn(n, generator=gen)
-    return tuple(t.to(dtype=dtype, device=device) for t in (x, w, b))  # type: ignore[return-value]
+    return x.to(dtype=dtype, device=device), w.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device)
 
 
 def _elem_size(dtype: torch.dtype) -> int:

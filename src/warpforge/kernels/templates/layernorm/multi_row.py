@@ -1,6 +1,7 @@
-"""LayerNorm, several rows per program as one 2D block [ROWS, BLOCK_N] (BLOCK_N = next_power_of_2(N)):
-for short rows a one-row program leaves lanes idle; a 2D tile keeps every warp busy, issues one wide
-load and reuses one load of w and b for ROWS rows. Mean and centred variance reduce along axis 1."""
+"""LayerNorm, several rows per program as one 2D block [ROWS, BLOCK_N], BLOCK_N = next_power_of_2(N)
+and ROWS = TILE // BLOCK_N: for short rows a one-row program leaves lanes idle; a 2D tile keeps every
+warp busy, issues one wide load and reuses one load of w and b for ROWS rows. Mean and centred variance
+reduce along axis 1."""
 
 import torch
 import triton
@@ -9,8 +10,10 @@ import triton.language as tl
 TASK = "layernorm"
 
 SPACE = {
-    "ROWS": [1, 2, 4, 8, 16, 32, 64],
-    "num_warps": [1, 2, 4, 8, 16],
+    # Elements per program; ROWS = TILE // BLOCK_N rows (at least 1), so one configuration adapts to
+    # every row length: a 4096-wide row with TILE 16384 gives 4 rows per program, a 32768-wide row 1.
+    "TILE": [1024, 2048, 4096, 8192, 16384, 32768],
+    "num_warps": [1, 2, 4, 8, 16, 32],
     # No loop to software-pipeline: a single stage is the only meaningful value.
     "num_stages": [1],
 }
@@ -21,14 +24,17 @@ MAX_BLOCK = 65536
 MAX_ELEMS_PER_THREAD = 128
 
 
+def _rows(tile, m, n):
+    # Powers of two throughout (tl.arange needs them); never more rows than the matrix has.
+    return max(1, min(tile // triton.next_power_of_2(n), triton.next_power_of_2(m)))
+
+
 def constraints(params, shape):
     block_n = triton.next_power_of_2(shape["N"])
     if block_n > MAX_BLOCK:
         return False
-    # More rows per program than the matrix has is a wasted (but valid) duplicate of a smaller ROWS.
-    if params["ROWS"] > 1 and params["ROWS"] // 2 >= shape["M"]:
-        return False
-    return params["ROWS"] * block_n // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
+    rows = _rows(params["TILE"], shape["M"], shape["N"])
+    return rows * block_n // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
 
 
 @triton.jit
@@ -58,7 +64,7 @@ def launch(x, w, b, **params):
     b = b.contiguous()
     m = x2.shape[0]
     y = torch.empty_like(x2)
-    rows = params["ROWS"]
+    rows = _rows(params["TILE"], m, n)
     grid = (triton.cdiv(m, rows),)
     _layernorm_2d_kernel[grid](
         x2, w, b, y, m, n, x2.stride(0), y.stride(0), EPS,

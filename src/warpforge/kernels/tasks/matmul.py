@@ -1,0 +1,64 @@
+"""Dense matrix multiply ``C = A @ B`` with fp32 accumulation (the GEMM inside every linear layer).
+
+``A`` is ``[M, K]`` (activations: tokens x hidden), ``B`` is ``[K, N]`` (a weight), both in the same
+half-precision dtype; ``C`` is ``[M, N]`` in that dtype, rounded once from an fp32 accumulator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+NAME = "matmul"
+DESCRIPTION = "C = A @ B, A [M, K], B [K, N]; fp16/bf16 inputs, fp32 accumulation, output in the input dtype"
+
+SHAPES: list[dict[str, int]] = [
+    {"M": 4096, "N": 4096, "K": 4096},
+    {"M": 8192, "N": 8192, "K": 8192},
+    {"M": 16384, "N": 4096, "K": 4096},  # LLM projection: 16k tokens through a 4096x4096 weight
+    {"M": 4096, "N": 14336, "K": 4096},  # Llama-3-8B FFN up/gate projection
+]
+
+# Every dimension hits 1, a prime or a non-multiple of each tile size (16..256); all <= 130 so the
+# Triton interpreter stays fast.
+CHECK_SHAPES: list[dict[str, int]] = [
+    {"M": 1, "N": 1, "K": 1},
+    {"M": 17, "N": 31, "K": 67},
+    {"M": 129, "N": 65, "K": 127},
+    {"M": 1, "N": 130, "K": 97},
+    {"M": 67, "N": 3, "K": 129},
+]
+
+SMALL_SHAPES: list[dict[str, int]] = [{"M": 256, "N": 512, "K": 256}]
+
+DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16]
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
+    return torch.promote_types(dtype, torch.float32)
+
+
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    ct = _compute_dtype(a.dtype)
+    return (a.to(ct) @ b.to(ct)).to(a.dtype)
+
+
+def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
+    m, n, k = shape["M"], shape["N"], shape["K"]
+    gen = torch.Generator().manual_seed(seed)
+    # activations ~ N(0, 1); weights ~ N(0, 1/K) (fan-in scaled init) so C is O(1) for any K
+    a = torch.randn(m, k, generator=gen, dtype=torch.float32)
+    b = torch.randn(k, n, generator=gen, dtype=torch.float32) / math.sqrt(k)
+    return a.to(dtype).to(device), b.to(dtype).to(device)
+
+
+def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
+    return 2.0 * shape["M"] * shape["N"] * shape["K"]
+
+
+def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
+    m, n, k = shape["M"], shape["N"], shape["K"]
+    size = torch.tensor([], dtype=dtype).element_size()
+    return float((m * k + k * n + m * n) * size)

@@ -1,0 +1,186 @@
+"""The swiglu task (reference, inputs, cost model) and its templates run under the Triton interpreter."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from warpforge.kernels.task import get_task
+from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
+
+TASK = get_task("swiglu")
+VARIANTS = {v.name: v for v in builtin_variants("swiglu")}
+
+
+def _load_template(name: str) -> ModuleType:
+    path = TEMPLATES_DIR / "swiglu" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_test_swiglu_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MODULES = {name: _load_template(name) for name in VARIANTS}
+
+
+def _valid_configs(name: str) -> list[dict]:
+    check = getattr(MODULES[name], "constraints", lambda p, s: True)
+    return [c for c in VARIANTS[name].configs() if all(check(c, s) for s in TASK.shapes)]
+
+
+def _representative(name: str) -> list[dict]:
+    valid = _valid_configs(name)
+    picks = [valid[0], valid[len(valid) // 2], valid[-1]]
+    return [c for i, c in enumerate(picks) if c not in picks[:i]]
+
+
+def _expected(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return TASK.reference(a.double(), b.double())
+
+
+def _assert_matches(out: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    atol, rtol = TASK.tolerance(dtype)
+    rms = expected.double().pow(2).mean().sqrt().item()
+    torch.testing.assert_close(out.double(), expected.double(), atol=atol * rms, rtol=rtol)
+
+
+def _independent_f64(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """silu(a) * b = a * b / (1 + e^-a), from the formula in float64."""
+    a64, b64 = a.double(), b.double()
+    return a64 * b64 / (1.0 + torch.exp(-a64))
+
+
+# -- the task module ------------------------------------------------------------------------------
+
+
+def test_task_loads_with_expected_shapes() -> None:
+    assert TASK.name == "swiglu"
+    assert TASK.dtypes == [torch.float16, torch.bfloat16, torch.float32]
+    assert {"M": 4096, "N": 14336} in TASK.shapes and {"M": 8192, "N": 28672} in TASK.shapes
+    assert {"M": 1, "N": 1} in TASK.check_shapes
+    assert all(s["M"] * s["N"] <= 20_000 for s in TASK.check_shapes)
+    assert any(s["N"] % 2 for s in TASK.check_shapes)
+
+
+@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+@pytest.mark.parametrize("shape", TASK.check_shapes + TASK.small_shapes, ids=str)
+def test_reference_matches_independent_float64(shape: dict, dtype: torch.dtype) -> None:
+    a, b = TASK.make_inputs(shape, dtype, seed=0, device="cpu")
+    out = TASK.reference(a, b)
+    assert out.dtype == dtype and out.shape == (shape["M"], shape["N"])
+    _assert_matches(out, _independent_f64(a, b).to(dtype), dtype)
+    _assert_matches(out, _independent_f64(a, b), dtype)
+
+
+def test_reference_in_float64_stays_float64() -> None:
+    a, b = TASK.make_inputs(TASK.check_shapes[1], torch.bfloat16, seed=1, device="cpu")
+    out = TASK.reference(a.double(), b.double())
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, _independent_f64(a, b), atol=1e-12, rtol=1e-12)
+
+
+def test_make_inputs_deterministic_per_seed() -> None:
+    shape = TASK.check_shapes[2]
+    a0, b0 = TASK.make_inputs(shape, torch.bfloat16, seed=0, device="cpu")
+    a1, b1 = TASK.make_inputs(shape, torch.bfloat16, seed=0, device="cpu")
+    a2, b2 = TASK.make_inputs(shape, torch.bfloat16, seed=1, device="cpu")
+    assert torch.equal(a0, a1) and torch.equal(b0, b1)
+    assert not torch.equal(a0, a2) and not torch.equal(b0, b2)
+    assert not torch.equal(a0, b0)
+    assert a0.shape == (17, 257) and a0.dtype == torch.bfloat16
+
+
+def test_flops_and_bytes() -> None:
+    shape = {"M": 4096, "N": 14336}
+    assert TASK.flops(shape, torch.bfloat16) == 5 * 4096 * 14336
+    assert TASK.bytes_moved(shape, torch.bfloat16) == 3 * 2 * 4096 * 14336
+    assert TASK.bytes_moved({"M": 3, "N": 5}, torch.float32) == 3 * 4 * 15
+
+
+@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+def test_zero_output_fails_tolerance(dtype: torch.dtype) -> None:
+    a, b = TASK.make_inputs(TASK.check_shapes[2], dtype, seed=0, device="cpu")
+    expected = _expected(a, b)
+    with pytest.raises(AssertionError):
+        _assert_matches(torch.zeros_like(expected), expected, dtype)
+
+
+# -- the templates --------------------------------------------------------------------------------
+
+
+def test_templates_parse_and_differ() -> None:
+    assert set(VARIANTS) >= {"flat", "rows"}
+    for name, variant in VARIANTS.items():
+        assert variant.task == "swiglu"
+        assert "num_warps" in variant.space and "num_stages" in variant.space
+        assert _valid_configs(name), f"{name}: no configuration passes its constraints"
+    assert max(VARIANTS["flat"].space["BLOCK"]) >= 8192
+
+
+def test_rows_constraints_reject_spilling_blocks() -> None:
+    check = MODULES["rows"].constraints
+    shape = TASK.shapes[0]
+    assert not check({"BLOCK_M": 16, "BLOCK_N": 2048, "num_warps": 16, "num_stages": 1}, shape)
+    assert check({"BLOCK_M": 8, "BLOCK_N": 2048, "num_warps": 8, "num_stages": 1}, shape)
+
+
+CASES = [(name, config) for name in VARIANTS for config in _representative(name)]
+
+
+@pytest.mark.parametrize(("name", "config"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_template_matches_reference_on_check_shapes(name: str, config: dict) -> None:
+    module = MODULES[name]
+    for dtype in TASK.dtypes:
+        for shape in TASK.check_shapes:
+            a, b = TASK.make_inputs(shape, dtype, seed=0, device="cpu")
+            a_before, b_before = a.clone(), b.clone()
+            out = module.launch(a, b, **config)
+            assert out.shape == a.shape and out.dtype == dtype
+            assert torch.isfinite(out).all(), f"{name} {config} {shape}: non-finite output"
+            for x in (a, b):
+                assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+            assert torch.equal(a, a_before) and torch.equal(b, b_before), "inputs were modified"
+            _assert_matches(out, _expected(a, b), dtype)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_template_extreme_gate_values(name: str) -> None:
+    """Large |a| saturates the sigmoid: exp(-a) overflows to inf for a << 0, the result must be -0, not NaN."""
+    a = torch.tensor([[-1000.0, -100.0, -20.0, -1e-3, 0.0, 1e-3, 20.0, 100.0, 1000.0]])
+    b = torch.full_like(a, 3.0)
+    out = MODULES[name].launch(a, b, **_representative(name)[0])
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), _independent_f64(a, b), atol=1e-6, rtol=1e-6)
+
+
+def test_rows_accepts_row_strided_halves_of_a_fused_projection() -> None:
+    """gate and up as the two halves of one [M, 2N] tensor (non-contiguous rows)."""
+    fused, _ = TASK.make_inputs({"M": 9, "N": 2 * 301}, torch.float16, seed=5, device="cpu")
+    a, b = fused[:, :301], fused[:, 301:]
+    assert not a.is_contiguous()
+    for name in sorted(VARIANTS):
+        out = MODULES[name].launch(a, b, **_representative(name)[1])
+        _assert_matches(out, _expected(a, b), torch.float16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_template_on_gpu(name: str, dtype: torch.dtype) -> None:
+    for config in _representative(name):
+        for shape in TASK.check_shapes + [{"M": 333, "N": 14336}]:
+            a, b = TASK.make_inputs(shape, dtype, seed=0, device="cuda")
+            out = MODULES[name].launch(a, b, **config)
+            torch.cuda.synchronize()
+            _assert_matches(out.cpu(), _expected(a.cpu(), b.cpu()), dtype)
+
+
+def test_templates_directory_matches_variant_loader() -> None:
+    files = sorted(p.stem for p in (Path(TEMPLATES_DIR) / "swiglu").glob("*.py") if not p.stem.startswith("_"))
+    assert files == sorted(VARIANTS)

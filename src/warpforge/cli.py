@@ -26,7 +26,7 @@ out = Console()
 err = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
-DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data dir)")
+DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")
 
 
@@ -47,10 +47,10 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (TaskError, VariantError, ValueError) as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except (DatabaseError, CampaignError) as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err.print("interrupted: completed evaluations are stored; continue with --resume")
@@ -90,6 +90,7 @@ def run(
     trials: int = typer.Option(20, "--trials", min=1, help="evaluations per task, split across its variants"),
     time_budget: float | None = typer.Option(None, "--time-budget", help="wall-time budget in seconds"),
     proposer: str = typer.Option("template", "--proposer", help="where variants come from: template"),
+    variant_file: list[Path] = typer.Option([], "--variant-file", help="extra variant files to search too"),
     sampler: str | None = typer.Option(None, "--sampler", help="search strategy (see bench-search); default: best"),
     backend: str = typer.Option("auto", "--backend", help="auto | cuda | interpret | replay"),
     campaign: str | None = typer.Option(None, "--campaign", help="campaign name (default: generated)"),
@@ -113,7 +114,7 @@ def run(
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
     spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
-                        seed=seed, resume=resume, db_url=db)
+                        seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file])
     progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
                         disable=not err.is_terminal and json_out)
@@ -139,7 +140,7 @@ def run(
                           ", ".join(f"{k}:{n}" for k, n in sorted(v.verdicts.items())),
                           f"{v.best_ms:.4g}" if v.best_ms else "-", json.dumps(v.best_params) if v.best_params else "-")
         out.print(table)
-        out.print(t.timing)
+        out.print(t.timing, soft_wrap=True)
     out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)")
 
 
@@ -163,6 +164,8 @@ def eval_cmd(
 
     task = get_task(task_name)
     variant = load_variant(variant_file)
+    if variant.task != task.name:
+        raise ValueError(f"{variant_file} implements task {variant.task!r}, not {task.name!r}")
     try:
         given = json.loads(params)
     except json.JSONDecodeError as exc:

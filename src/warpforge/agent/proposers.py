@@ -40,7 +40,9 @@ class TemplateProposer(Proposer):
 PROPOSERS: dict[str, type[Proposer]] = {TemplateProposer.name: TemplateProposer}
 
 
-def get_proposer(name: str) -> Proposer:
+def get_proposer(name: str, extra_files: list[str] | None = None) -> Proposer:
     if name not in PROPOSERS:
         raise ValueError(f"unknown proposer {name!r}: available: {', '.join(sorted(PROPOSERS))}")
+    if name == TemplateProposer.name:
+        return TemplateProposer(extra_files)
     return PROPOSERS[name]()

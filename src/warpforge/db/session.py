@@ -39,7 +39,7 @@ def default_url() -> str:
 
 
 def _sqlite_path(url: str) -> Path | None:
-    if url.startswith("sqlite:///") and ":memory:" not in url:
+    if url.startswith("sqlite:///") and ":memory:" not in url and "file:" not in url:
         return Path(url.removeprefix("sqlite:///"))
     return None
 
@@ -115,6 +115,11 @@ class Database:
         try:
             yield session
             session.commit()
+        except OperationalError as exc:
+            session.rollback()
+            msg = str(exc.orig).strip().splitlines()[0]
+            hint = "the database is read-only: pass a writable --db URL" if "readonly" in msg else "check --db"
+            raise DatabaseError(f"database write failed on {self.safe_url}: {msg}; {hint}") from exc
         except BaseException:
             session.rollback()
             raise
@@ -124,8 +129,12 @@ class Database:
 
 def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
     cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
-    # WAL lets the dashboard read while a campaign writes; 30 s busy timeout rides out Optuna's writes.
-    cursor.execute("PRAGMA journal_mode=WAL")
+    # 30 s busy timeout rides out Optuna's writes; WAL lets the dashboard read while a campaign writes
+    # (it needs a writable file, so a read-only database keeps its journal mode).
     cursor.execute("PRAGMA busy_timeout=30000")
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+    except Exception:  # noqa: BLE001 - read-only database
+        pass
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()

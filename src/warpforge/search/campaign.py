@@ -52,6 +52,7 @@ class CampaignSpec:
     resume: bool = False
     db_url: str | None = None
     seeds: int = 2  # correctness seeds per check case
+    variant_files: list[str] = field(default_factory=list)  # user variants searched beside the proposer's
 
 
 @dataclass
@@ -199,7 +200,7 @@ def _run_task(db: Database, spec: CampaignSpec, task: Task, deadline: float | No
 
 def _open_arms(db: Database, spec: CampaignSpec, task: Task, backend: Backend,
                storage: optuna.storages.BaseStorage) -> tuple[list[_Arm], int]:
-    variants = get_proposer(spec.proposer).propose(task)
+    variants = get_proposer(spec.proposer, spec.variant_files).propose(task)
     if not variants:
         raise CampaignError(f"the {spec.proposer} proposer has no variants for task {task.name!r}")
     arms, requeued = [], 0

@@ -194,3 +194,7 @@ def resolve_backend_name(name: str, task_name: str | None = None) -> str:
 def get_backend(name: str = "auto", task_name: str | None = None, pool: ChildPool | None = None,
                 **kwargs: object) -> Backend:
     return BACKENDS[resolve_backend_name(name, task_name)](pool=pool, **kwargs)
+
+
+# The replay backend lives in its own module and registers itself; import it so the registry is complete.
+from warpforge.evaluator import replay as _replay  # noqa: E402,F401

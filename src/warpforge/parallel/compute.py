@@ -19,6 +19,8 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 from warpforge.parallel.calibration import Calibration
 from warpforge.parallel.comm import Group, Network
@@ -102,7 +104,27 @@ def groups(plan: PlanConfig, gpus_per_node: int) -> dict[str, Group]:
 def layer_cost(
     model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration, *, moe: bool
 ) -> LayerCost:
-    """Cost of one transformer layer (dense or MoE) for one micro-batch on one GPU."""
+    """Cost of one transformer layer (dense or MoE) for one micro-batch on one GPU.
+
+    Only TP, CP, EP, micro-batch, recompute, SP and FlashAttention matter here, so a search that varies
+    PP, DP, ZeRO and interleaving reuses one evaluation (cached)."""
+    key = (plan.tp, plan.cp, plan.ep, plan.micro_batch, plan.recompute, plan.sp, plan.flash_attention)
+    return _layer_cost_cached(model, cluster, calib, key, moe)
+
+
+@lru_cache(maxsize=4096)
+def _layer_cost_cached(
+    model: ModelSpec, cluster: ClusterSpec, calib: Calibration, key: tuple[Any, ...], moe: bool
+) -> LayerCost:
+    tp, cp, ep, mb, recompute, sp, fa = key
+    plan = PlanConfig(tp=tp, cp=cp, ep=ep, micro_batch=mb, recompute=recompute,
+                      sequence_parallel=sp, flash_attention=fa)
+    return _layer_cost(model, plan, cluster, calib, moe=moe)
+
+
+def _layer_cost(
+    model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration, *, moe: bool
+) -> LayerCost:
     hw, net = Hw.of(cluster, calib), Network.of(cluster, calib)
     grp = groups(plan, cluster.gpus_per_node)
     t, b, h, a = plan.tp, plan.micro_batch, model.hidden, model.heads

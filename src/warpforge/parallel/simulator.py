@@ -118,6 +118,11 @@ def memory_by_rank(
     return out
 
 
+def peak_memory_gib(model: ModelSpec, plan: PlanConfig) -> float:
+    """Peak GiB per GPU over pipeline ranks: the cheap half of ``predict`` (search filters on it)."""
+    return max(mem.total for mem in memory_by_rank(model, plan).values()) / GIB
+
+
 def predict(
     model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig, calib: Calibration | None = None
 ) -> Prediction:

@@ -256,7 +256,8 @@ def _read_spec_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _one_line(exc: ValidationError) -> str:
+def one_line(exc: ValidationError) -> str:
+    """A pydantic validation error as one line: ``field: message; field: message``."""
     errs = exc.errors()
     parts = []
     for e in errs[:3]:
@@ -286,7 +287,7 @@ def load_model(ref: str | Path, **overrides: Any) -> ModelSpec:
     try:
         return ModelSpec(**data)
     except ValidationError as exc:
-        raise SpecError(f"invalid model '{data.get('name', ref)}': {_one_line(exc)}") from None
+        raise SpecError(f"invalid model '{data.get('name', ref)}': {one_line(exc)}") from None
 
 
 def load_cluster(ref: str | Path, nodes: int | None = None, **overrides: Any) -> ClusterSpec:
@@ -297,4 +298,4 @@ def load_cluster(ref: str | Path, nodes: int | None = None, **overrides: Any) ->
     try:
         return ClusterSpec(**data)
     except ValidationError as exc:
-        raise SpecError(f"invalid cluster '{data.get('name', ref)}': {_one_line(exc)}") from None
+        raise SpecError(f"invalid cluster '{data.get('name', ref)}': {one_line(exc)}") from None

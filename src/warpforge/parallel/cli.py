@@ -1,0 +1,233 @@
+"""``warpforge plan``: predict one plan, search for the best plans, export a plan.
+
+Mounted by the main CLI as ``app.add_typer(plan_app, name="plan")``. Every command takes ``--json``
+(one JSON document on stdout); errors are one line on stderr with exit code 2 (bad input) or 1 (failure).
+
+Example::
+
+    $ warpforge plan predict --model llama3-70b --cluster dgx-h100 --tp 8 --pp 4 --dp 2 --json
+    $ warpforge plan search --model llama3-70b --cluster dgx-h100 --nodes 8 --json
+    $ warpforge plan export --model llama3-70b --cluster dgx-h100 --tp 8 --pp 4 --dp 2 --format megatron
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Any, NoReturn
+
+import typer
+from pydantic import ValidationError
+
+from warpforge.parallel.errors import PlannerError, SpecError
+from warpforge.parallel.export import export_plan
+from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_cluster, load_model, one_line
+
+app = typer.Typer(
+    help="Parallelism planner: simulate a training plan, search the fastest plans that fit, export them.",
+    no_args_is_help=True,
+)
+
+
+class RecomputeOpt(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+class ExportFmt(str, Enum):
+    megatron = "megatron"
+    torchtitan = "torchtitan"
+
+
+class Method(str, Enum):
+    auto = "auto"
+    exhaustive = "exhaustive"
+    optuna = "optuna"
+
+
+MODEL = typer.Option(..., "--model", "-m", help="Model preset (e.g. llama3-70b) or YAML/JSON spec file.")
+CLUSTER = typer.Option(..., "--cluster", "-c", help="Cluster preset (e.g. dgx-h100) or YAML/JSON spec file.")
+NODES = typer.Option(None, "--nodes", "-n", help="Nodes (default: the spec's, or what the plan needs).")
+GB = typer.Option(None, "--global-batch", help="Global batch in sequences (default: model's, ~4M tokens).")
+SEQ = typer.Option(None, "--seq", help="Override the model's sequence length.")
+JSON_OUT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
+
+
+def _fail(exc: Exception, code: int) -> NoReturn:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(code)
+
+
+def _load(model: str, cluster: str, nodes: int | None, seq: int | None) -> tuple[ModelSpec, ClusterSpec]:
+    if nodes is not None and nodes < 1:
+        raise SpecError(f"--nodes must be at least 1, got {nodes}")
+    return load_model(model, seq=seq), load_cluster(cluster, nodes=nodes)
+
+
+def _plan_from_opts(model: ModelSpec, cluster: ClusterSpec, nodes: int | None, opts: dict[str, Any]
+                    ) -> tuple[PlanConfig, ClusterSpec]:
+    """Build the plan; without --nodes, size the cluster to the plan (DP fills it when --dp is omitted)."""
+    tp, pp, cp = opts["tp"], opts["pp"], opts["cp"]
+    dp = opts.pop("dp")
+    if dp is None:
+        dp = max(1, cluster.total_gpus // (tp * pp * cp))
+    try:
+        plan = PlanConfig(dp=dp, **opts)
+    except ValidationError as exc:
+        raise SpecError(f"invalid plan: {one_line(exc)}") from None
+    if nodes is None and plan.gpus > cluster.total_gpus:
+        cluster = cluster.model_copy(update={"nodes": -(-plan.gpus // cluster.gpus_per_node)})
+    return plan, cluster
+
+
+def _run(fn: Any) -> Any:
+    from warpforge.db.session import DatabaseError
+
+    try:
+        return fn()
+    except PlannerError as exc:
+        _fail(exc, exc.exit_code)
+    except DatabaseError as exc:
+        _fail(exc, 1)
+
+
+@app.command()
+def predict(
+    model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES,
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel size."),
+    dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: fill the cluster)."),
+    cp: int = typer.Option(1, "--cp", help="Context-parallel size."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE; carved out of DP x CP)."),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="Micro-batch size in sequences."),
+    global_batch: int | None = GB, seq: int | None = SEQ,
+    recompute: RecomputeOpt = typer.Option(RecomputeOpt.selective, "--recompute"),
+    zero: int = typer.Option(1, "--zero", help="0 none, 1 distributed optimizer, 2 +grads, 3 +weights."),
+    interleave: int = typer.Option(1, "--interleave", help="Model chunks per pipeline rank (interleaved)."),
+    no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
+    no_flash: bool = typer.Option(False, "--no-flash", help="Unfused attention instead of FlashAttention."),
+    no_overlap: bool = typer.Option(False, "--no-overlap", help="Do not overlap gradient reduction."),
+    export: ExportFmt | None = typer.Option(None, "--export", help="Also export: megatron|torchtitan."),
+    db: str | None = typer.Option(None, "--db", help="Store the prediction in this database URL."),
+    json_out: bool = JSON_OUT,
+) -> None:
+    """Predict step time, MFU and peak memory of one plan."""
+    from warpforge.parallel.render import print_prediction
+    from warpforge.parallel.simulator import predict as simulate
+
+    def go() -> None:
+        m, c = _load(model, cluster, nodes, seq)
+        sized_from = c.nodes
+        plan, c = _plan_from_opts(m, c, nodes, dict(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
+            recompute=recompute.value, zero=zero, interleave=interleave, sequence_parallel=not no_sp,
+            flash_attention=not no_flash, overlap_grad_reduce=not no_overlap))
+        pred = simulate(m, c, plan)
+        if nodes is None and c.nodes != sized_from:
+            pred = pred.model_copy(update={"notes": [
+                *pred.notes, f"cluster sized to {c.nodes} nodes for the plan's {plan.gpus} GPUs"]})
+        ex = export_plan(m, plan, export.value) if export else None
+        stored = 0
+        if db:
+            from warpforge.parallel.store import store_predictions
+
+            stored = store_predictions(db, m, c, [(pred, "predict", [])])
+        if json_out:
+            doc: dict[str, Any] = {**pred.summary(), "hfu": pred.hfu,
+                                   "prediction": pred.model_dump(mode="json")}
+            if ex:
+                doc["export"] = ex.model_dump()
+            if db:
+                doc["stored"] = stored
+            print(json.dumps(doc, indent=2))
+        else:
+            print_prediction(pred, ex)
+
+    _run(go)
+
+
+@app.command()
+def search(
+    model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES, global_batch: int | None = GB,
+    seq: int | None = SEQ,
+    trials: int = typer.Option(400, "--trials", help="Optuna trials when the space is too big to enumerate."),
+    top: int = typer.Option(5, "--top", help="How many plans to show."),
+    method: Method = typer.Option(Method.auto, "--method", help="auto: exhaustive up to 20k candidates."),
+    memory_margin: float = typer.Option(0.05, "--memory-margin", help="Fraction of HBM kept free."),
+    enqueue: list[str] = typer.Option([], "--enqueue", help='A plan to evaluate too, as JSON: {"tp":8}.'),
+    seed: int = typer.Option(0, "--seed"),
+    db: str | None = typer.Option(None, "--db", help="Database URL (default: WARPFORGE_DB, then SQLite)."),
+    no_store: bool = typer.Option(False, "--no-store", help="Do not write the plans to the database."),
+    export: ExportFmt | None = typer.Option(None, "--export", help="Also export the best plan."),
+    json_out: bool = JSON_OUT,
+) -> None:
+    """Search the fastest plans that fit in memory, and say why they win."""
+    from warpforge.parallel.render import print_search
+    from warpforge.parallel.search import search_plans
+
+    def go() -> None:
+        m, c = _load(model, cluster, nodes, seq)
+        if top < 1 or trials < 1:
+            raise SpecError("--top and --trials must be at least 1")
+        proposals = []
+        for text in enqueue:
+            try:
+                proposals.append(PlanConfig(**json.loads(text)))
+            except ValidationError as exc:
+                raise SpecError(f"bad --enqueue plan {text!r}: {one_line(exc)}") from None
+            except (json.JSONDecodeError, TypeError) as exc:
+                raise SpecError(f"bad --enqueue plan {text!r}: {str(exc).splitlines()[0]}") from None
+        res = search_plans(m, c, global_batch=global_batch, trials=trials, top=top, enqueue=proposals,
+                           method=method.value,  # type: ignore[arg-type]
+                           memory_margin=memory_margin, seed=seed)
+        stored, where = 0, None
+        if not no_store:
+            from warpforge.db.session import Database
+            from warpforge.parallel.store import store_search
+
+            stored = store_search(db, m, c, res)
+            where = Database(db, create_dirs=False).safe_url
+        ex = export_plan(m, res.plans[0].prediction.plan, export.value) if export else None
+        if json_out:
+            doc = res.to_json()
+            doc["db"] = {"url": where, "stored": stored}
+            if ex:
+                doc["export"] = ex.model_dump()
+            print(json.dumps(doc, indent=2))
+        else:
+            print_search(res, ex, where, stored)
+
+    _run(go)
+
+
+@app.command("export")
+def export_cmd(
+    model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES,
+    fmt: ExportFmt = typer.Option(..., "--format", "-f", help="megatron or torchtitan."),
+    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
+    dp: int | None = typer.Option(None, "--dp"), cp: int = typer.Option(1, "--cp"),
+    ep: int = typer.Option(1, "--ep"), micro_batch: int = typer.Option(1, "--micro-batch"),
+    global_batch: int | None = GB, seq: int | None = SEQ,
+    recompute: RecomputeOpt = typer.Option(RecomputeOpt.selective, "--recompute"),
+    zero: int = typer.Option(1, "--zero"), interleave: int = typer.Option(1, "--interleave"),
+    json_out: bool = JSON_OUT,
+) -> None:
+    """Print a plan as Megatron-LM arguments or a torchtitan TOML section (checked like predict)."""
+    from warpforge.parallel.simulator import check_plan
+
+    def go() -> None:
+        m, c = _load(model, cluster, nodes, seq)
+        plan, c = _plan_from_opts(m, c, nodes, dict(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
+            recompute=recompute.value, zero=zero, interleave=interleave))
+        check_plan(m, c, plan)
+        ex = export_plan(m, plan, fmt.value)
+        if json_out:
+            print(json.dumps({"plan": plan.model_dump(), **ex.model_dump()}, indent=2))
+        else:
+            typer.echo(ex.text)
+            for note in ex.notes:
+                typer.echo(f"# note: {note}", err=True)
+
+    _run(go)

@@ -1,0 +1,36 @@
+"""A KernelBench-style file (class Model, get_inputs, get_init_inputs) is accepted as a task by path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from warpforge.evaluator.backends import get_backend
+from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.stages import Job
+from warpforge.kernels.task import load_task_file
+from warpforge.kernels.variant import load_variant
+
+HERE = Path(__file__).parent / "kernelbench"
+
+
+def test_kernelbench_file_follows_the_task_contract() -> None:
+    task = load_task_file(HERE / "relu.py")
+    assert task.name == "relu" and task.shapes == [{"x0_d0": 16, "x0_d1": 1031}]
+    (x,) = task.make_inputs(task.shapes[0], torch.float32, 3, "cpu")
+    (x2,) = task.make_inputs(task.shapes[0], torch.float32, 3, "cpu")
+    assert torch.equal(x, x2) and x.shape == (16, 1031)
+    assert torch.equal(task.reference(x), torch.relu(x))
+    assert task.reference(x.double()).dtype == torch.float64
+    assert task.bytes_moved(task.shapes[0], torch.float32) == 2 * 16 * 1031 * 4
+
+
+def test_kernelbench_task_evaluates_a_triton_variant() -> None:
+    backend = get_backend("interpret")
+    try:
+        result = backend.evaluate(Job(load_task_file(HERE / "relu.py"), load_variant(HERE / "relu_variant.py"),
+                                      {"BLOCK": 256, "num_warps": 4}))
+    finally:
+        backend.close()
+    assert result.verdict is Verdict.OK, result.message

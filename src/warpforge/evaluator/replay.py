@@ -144,7 +144,11 @@ class ReplayBackend(Backend):
 
 
 def _quantiles(samples: list[float]) -> tuple[float, float, float]:
+    """p20/p50/p80 of recorded samples; warpforge's own recordings store exactly [p20, p50, p80]."""
     if len(samples) < 2:
         return samples[0], samples[0], samples[0]
+    if len(samples) == 3:
+        low, mid, high = sorted(samples)
+        return low, mid, high
     q = statistics.quantiles(samples, n=10, method="inclusive")
     return q[1], statistics.median(samples), q[7]

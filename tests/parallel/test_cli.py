@@ -1,0 +1,111 @@
+"""``warpforge plan`` through Typer's CliRunner: JSON fields, Rich tables, exit codes, DB storage."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from typer.testing import CliRunner
+
+from warpforge.parallel.cli import app
+
+runner = CliRunner()
+PREDICT = ["predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "8", "--pp", "4", "--dp", "2"]
+
+
+def test_predict_json_fields() -> None:
+    res = runner.invoke(app, [*PREDICT, "--json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    for key in ("step_time_s", "mfu", "peak_mem_gb", "fits", "tokens_per_s", "hfu", "prediction"):
+        assert key in doc
+    assert doc["fits"] is True and 0 < doc["mfu"] < 1 and doc["step_time_s"] > 0
+    assert doc["prediction"]["plan"]["tp"] == 8 and doc["prediction"]["gpus"] == 64
+    assert any("sized to 8 nodes" in n for n in doc["prediction"]["notes"])
+    assert set(doc["prediction"]["time"]) >= {"compute", "tp_comm", "bubble", "dp_comm"}
+
+
+def test_predict_all_options_and_export() -> None:
+    args = ["predict", "--model", "mixtral-8x7b", "--cluster", "h100", "--nodes", "4", "--tp", "2",
+            "--pp", "2", "--dp", "8", "--ep", "4", "--cp", "1", "--micro-batch", "1", "--global-batch", "256",
+            "--recompute", "full", "--zero", "1", "--interleave", "2", "--export", "megatron", "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert "--expert-model-parallel-size 4" in doc["export"]["text"]
+    assert "--num-layers-per-virtual-pipeline-stage 8" in doc["export"]["args"]
+
+
+def test_predict_rich_tables() -> None:
+    res = runner.invoke(app, PREDICT)
+    assert res.exit_code == 0
+    assert "time per step" in res.stdout and "TP comm" in res.stdout and "fits" in res.stdout
+
+
+def test_search_json_under_10_seconds_and_stored(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'plans.db'}"
+    t0 = time.perf_counter()
+    res = runner.invoke(app, ["search", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8",
+                              "--db", url, "--json", "--enqueue", '{"tp": 8, "pp": 4, "dp": 2}'])
+    assert time.perf_counter() - t0 < 10.0
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["gpus"] == 64 and doc["plans"] and all(p["prediction"]["fits"] for p in doc["plans"])
+    assert doc["plans"][0]["why"] and doc["db"]["stored"] > 0
+    assert doc["enqueued"][0]["status"] == "ranked"
+    with create_engine(url).connect() as conn:
+        rows = conn.execute(text("SELECT source, count(*) FROM wf_plans GROUP BY source")).all()
+    counts = dict(rows)  # type: ignore[arg-type]
+    assert counts["search"] + counts.get("enqueued", 0) == doc["db"]["stored"] and counts["enqueued"] == 1
+
+
+def test_search_rich_table_and_export() -> None:
+    res = runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "dgx-a100", "--top", "2",
+                              "--no-store", "--export", "torchtitan"])
+    assert res.exit_code == 0, res.stderr
+    assert "best plans for llama3-8b" in res.stdout and "[parallelism]" in res.stdout
+
+
+def test_export_command() -> None:
+    res = runner.invoke(app, ["export", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "8",
+                              "--pp", "4", "--dp", "2", "--format", "megatron"])
+    assert res.exit_code == 0
+    assert res.stdout.startswith("--num-layers 80") and "--tensor-model-parallel-size 8" in res.stdout
+
+
+def _one_line_error(res: object, code: int, fragment: str) -> None:
+    assert res.exit_code == code, (res.exit_code, res.stdout, res.stderr)  # type: ignore[attr-defined]
+    err = res.stderr.strip()  # type: ignore[attr-defined]
+    assert err.startswith("error: ") and fragment in err and "\n" not in err and "Traceback" not in err
+
+
+def test_heads_not_divisible_by_tp() -> None:
+    res = runner.invoke(app, ["predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "3"])
+    _one_line_error(res, 2, "heads 64 not divisible by TP 3")
+
+
+def test_model_that_fits_nowhere() -> None:
+    res = runner.invoke(app, ["search", "--model", "llama3-405b", "--cluster", "dgx-a100", "--no-store"])
+    _one_line_error(res, 1, "no plan of llama3-405b fits")
+
+
+def test_cluster_with_zero_gpus(tmp_path: Path) -> None:
+    spec = tmp_path / "empty.yaml"
+    spec.write_text("gpu: X\ngpus_per_node: 0\npeak_tflops: 1\nhbm_gb: 1\nhbm_tbps: 1\n"
+                    "intra_gbps: 1\ninter_gbps: 1\n")
+    res = runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", str(spec), "--no-store"])
+    _one_line_error(res, 2, "0 GPUs")
+    res = runner.invoke(app, [*PREDICT, "--nodes", "0"])
+    _one_line_error(res, 2, "--nodes must be at least 1")
+
+
+def test_other_bad_inputs() -> None:
+    nope = runner.invoke(app, ["predict", "--model", "nope", "--cluster", "h100"])
+    _one_line_error(nope, 2, "unknown model")
+    _one_line_error(runner.invoke(app, [*PREDICT, "--zero", "7"]), 2, "zero")
+    _one_line_error(runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "h100", "--no-store",
+                                        "--enqueue", "{oops"]), 2, "bad --enqueue plan")
+    _one_line_error(runner.invoke(app, [*PREDICT, "--db", "nosuchdialect://x"]), 1, "error")
+    assert runner.invoke(app, []).exit_code in (0, 2)  # no_args_is_help

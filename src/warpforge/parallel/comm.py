@@ -11,7 +11,7 @@ Example::
     >>> from warpforge.parallel.comm import Network, Group
     >>> net = Network(intra_bw=225e9, inter_bw=21e9, intra_lat=10e-6, inter_lat=20e-6)
     >>> round(net.all_reduce(1e9, Group(size=8, per_node=8)) * 1e3, 2)  # 1 GB inside a node, ms
-    7.79
+    7.8
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from warpforge.parallel.explain import LABELS
+from warpforge.parallel.explain import LABELS, time_split
 from warpforge.parallel.export import Export
 from warpforge.parallel.prediction import Prediction
 from warpforge.parallel.search import SearchResult
@@ -73,14 +73,18 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
     title = f"best plans for {res.model} on {res.gpus} x {res.cluster} (global batch {res.global_batch})"
     t = Table(title=title)
     for col, just in (("#", "right"), ("plan", "left"), ("step s", "right"), ("tokens/s", "right"),
-                      ("MFU", "right"), ("GiB", "right"), ("why", "left")):
+                      ("MFU", "right"), ("GiB", "right"), ("where the time goes", "left")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in res.plans:
         p = r.prediction
         label = p.plan.short() + (" [enqueued]" if r.source == "enqueued" else "")
         t.add_row(str(r.rank), label, f"{p.step_time_s:.2f}", f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
-                  f"{p.peak_mem_gb:.1f}", "\n".join(r.why[1:]))
+                  f"{p.peak_mem_gb:.1f}", time_split(p, 2).removeprefix("time: "))
     console.print(t)
+    console.print("[bold]why[/bold]")
+    for r in res.plans:
+        for line in r.why[2:]:
+            console.print(f"  #{r.rank} {line}")
     console.print(f"{res.method} search: {res.evaluated} plans evaluated of {res.space_size}, "
                   f"{res.feasible} fit, {res.elapsed_s:.1f} s")
     for e in res.enqueued:

@@ -72,3 +72,30 @@ def test_fit_uses_only_what_it_is_given(shared_parallel: Path) -> None:
     before = mape([fn(c, prior) for c in train], [c.measured_s for c in train])
     after = mape([fn(c, fitted) for c in train], [c.measured_s for c in train])
     assert after < before and 0 <= fitted.host_us <= 200
+
+
+def _benchmark_main() -> object:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "planner_validation.py"
+    spec = importlib.util.spec_from_file_location("planner_validation", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_benchmark_exits_cleanly_without_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main = _benchmark_main()
+    assert main(["--shared", str(tmp_path)]) == 0  # type: ignore[operator]
+    out = capsys.readouterr().out
+    assert "skipped" in out and str(tmp_path) in out
+
+
+def test_benchmark_meets_targets(shared_parallel: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The full script: fit on the training split, held-out tables, memory; all targets met."""
+    main = _benchmark_main()
+    assert main(["--shared", str(shared_parallel)]) == 0  # type: ignore[operator]
+    out = capsys.readouterr().out
+    assert "All targets met." in out and "NOT MET" not in out
+    assert "packaged calibration matches this fit" in out

@@ -311,6 +311,10 @@ _mount_optional()
 
 
 def main() -> None:
+    import optuna
+
+    # Optuna logs every study creation and trial at INFO; the CLI shows its own progress instead.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     app()
 
 

@@ -188,15 +188,12 @@ def predict(
     memory = MemoryBreakdown(stage=peak_rank, **peak.gib())
 
     # --- FLOPs: Megatron's convention (full, non-causal attention; logits included).
-    seqs = gb
-    per_seq_layer = {False: dense_c, True: moe_c}
-    n_moe = model.moe_layers
-    scale = plan.tp * plan.cp / plan.micro_batch  # per-GPU per-micro-batch -> per sequence
-    fwd_per_seq = ((model.layers - n_moe) * dense_c.model_flops + n_moe * per_seq_layer[True].model_flops
-                   + head.model_flops) * scale
-    rec_per_seq = ((model.layers - n_moe) * dense_c.recompute_flops + n_moe * moe_c.recompute_flops) * scale
-    model_flops = 3.0 * fwd_per_seq * seqs
-    hw_flops = model_flops + rec_per_seq * seqs
+    n_moe, n_dense = model.moe_layers, model.layers - model.moe_layers
+    scale = plan.tp * plan.cp / plan.micro_batch  # per-GPU, per-micro-batch -> per sequence
+    fwd_per_seq = (n_dense * dense_c.model_flops + n_moe * moe_c.model_flops + head.model_flops) * scale
+    rec_per_seq = (n_dense * dense_c.recompute_flops + n_moe * moe_c.recompute_flops) * scale
+    model_flops = 3.0 * fwd_per_seq * gb  # forward + backward (2x)
+    hw_flops = model_flops + rec_per_seq * gb
     denom = step * plan.gpus * cluster.peak_tflops * 1e12
 
     notes = []

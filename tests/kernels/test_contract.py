@@ -1,0 +1,74 @@
+"""Contract tests over every registered task, template and backend."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from warpforge.evaluator.backends import BACKENDS, get_backend
+from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.sandbox import ChildPool
+from warpforge.evaluator.stages import Job, compile_stage, space_stage
+from warpforge.kernels.task import builtin_task_names, get_task, load_task_file
+from warpforge.kernels.variant import builtin_variants, load_variant
+
+TASKS = builtin_task_names()
+TEMPLATES = [(t, v.name) for t in TASKS for v in builtin_variants(t)]
+PLANTED = Path(__file__).parents[1] / "evaluator" / "planted"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ChildPool() as p:
+        yield p
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_task_contract(name: str) -> None:
+    task = get_task(name)
+    assert task.name == name and task.description
+    assert task.shapes and task.check_shapes and task.dtypes
+    assert len(builtin_variants(name)) >= 2, "each task ships at least two genuinely different templates"
+    for shape in task.shapes + task.check_shapes:
+        for dtype in task.dtypes:
+            assert task.flops(shape, dtype) > 0 and task.bytes_moved(shape, dtype) > 0
+    # Every check shape runs in the interpreter on every trial: keep them small (elements of the largest input).
+    for shape in task.check_shapes:
+        biggest = max(x.numel() for x in task.make_inputs(shape, task.dtypes[0], 0, "cpu")
+                      if isinstance(x, torch.Tensor))
+        assert biggest <= 40_000, shape
+    # Boundary sizes: some dimension of 1 and some prime dimension among the check shapes.
+    dims = [d for s in task.check_shapes for d in s.values()]
+    assert 1 in dims and any(d > 2 and all(d % p for p in range(2, int(math.sqrt(d)) + 1)) for d in dims)
+
+
+@pytest.mark.parametrize(("task_name", "variant_name"), TEMPLATES)
+def test_template_has_feasible_space_and_compiles_for_sm90(task_name: str, variant_name: str, pool) -> None:
+    task = get_task(task_name)
+    variant = next(v for v in builtin_variants(task_name) if v.name == variant_name)
+    assert variant.task == task_name
+    failure, configs = space_stage(pool, Job(task, variant, {}))
+    assert failure is None and configs, "no configuration satisfies constraints on the benchmark shapes"
+    failure, resources = compile_stage(pool, Job(task, variant, configs[len(configs) // 2]))
+    assert failure is None, failure.message
+    assert all(r.registers and r.registers <= 255 for r in resources)
+    assert all(r.shared_bytes is not None and r.shared_bytes <= 232448 for r in resources)
+
+
+@pytest.mark.parametrize("backend_name", sorted(BACKENDS))
+def test_backend_contract(backend_name: str, pool) -> None:
+    """Every backend ends in one verdict of the closed set, labelled with its name and versions."""
+    task = load_task_file(PLANTED / "task_double.py")
+    backend = get_backend(backend_name, pool=pool)
+    result = backend.evaluate(Job(task, load_variant(PLANTED / "good.py"), {"BLOCK": 256, "num_warps": 4}))
+    assert result.verdict in set(Verdict) and result.backend == backend_name
+    assert {"torch", "triton", "warpforge"} <= set(result.versions)
+    if result.measured:
+        assert result.timing is not None and result.timing.source in ("live", "recorded") and result.timing.gpu
+    elif backend_name == "interpret":
+        assert result.verdict is Verdict.OK and result.timing is None
+    else:  # no GPU, no recordings here: said so, never a made-up time
+        assert result.verdict is Verdict.UNSUPPORTED

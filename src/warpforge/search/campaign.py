@@ -1,37 +1,48 @@
-"""The campaign engine: proposals -> Optuna ask/tell per variant -> evaluator -> database.
+"""The campaign engine: proposals -> Optuna ask/tell per variant -> worker pool -> database.
 
-One Optuna study per (campaign, task, variant), stored in the same database as warpforge's tables;
-the trial budget and wall-time budget are split across a task's variants; every evaluation is stored
-before its trial is told, so a campaign killed at any point resumes (``resume=True``) without losing
-or repeating a completed evaluation: a trial left RUNNING is re-proposed, and its stored result (if
-it got that far) is reused instead of evaluated again.
+One Optuna study per (campaign, task, variant), stored in the same database as warpforge's tables; the
+trial budget and wall-time budget are split across a task's variants. Several proposals are in flight
+at once (``pool.depth``: enough that no worker waits for the orchestrator); each completion is stored
+in its own transaction *before* its trial is told, so a campaign killed at any point resumes
+(``resume=True``) without losing or repeating a completed evaluation: trials left RUNNING are
+re-proposed first, and a stored result (the kill fell between store and tell) is reused.
+
+A new best is adopted only when faster beyond noise (search/acceptance.py); the campaign ends by
+re-benchmarking its top-k where the backend measures live, and reports speedups with intervals.
 
 Example::
 
-    >>> spec = CampaignSpec(name="demo", tasks=["softmax"], trials=20)   # doctest: +SKIP
-    >>> summary = run_campaign(spec)                                     # doctest: +SKIP
+    >>> spec = CampaignSpec(name="demo", tasks=["softmax"], trials=20, workers=4)   # doctest: +SKIP
+    >>> summary = run_campaign(spec)                                                # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, cast
 
 import optuna
+from sqlalchemy import event, select
 
 from warpforge.agent.proposers import get_proposer
 from warpforge.db import store
+from warpforge.db.models import Evaluation
 from warpforge.db.session import Database
-from warpforge.evaluator.backends import Backend, get_backend, resolve_backend_name, software_versions
+from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
+from warpforge.evaluator.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
 from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import Job, space_stage
 from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import Variant
+from warpforge.search.acceptance import Entry, FinalEntry, Incumbent, beyond_noise, speedup_interval
 from warpforge.search.samplers import DEFAULT_SAMPLER
 from warpforge.search.space import SearchSpace
 from warpforge.search.strategy import Proposal, Strategy, make_study
+
+FINAL_SUFFIX = ":final"  # study_name suffix of the final re-benchmark's stored evaluations
 
 
 class CampaignError(RuntimeError):
@@ -53,6 +64,18 @@ class CampaignSpec:
     db_url: str | None = None
     seeds: int = 2  # correctness seeds per check case
     variant_files: list[str] = field(default_factory=list)  # user variants searched beside the proposer's
+    workers: int = 1  # evaluation workers: one per GPU (cuda), else CPU workers; 0 = all there are
+    compile_workers: int | None = None  # CPU actors compiling ahead of GPU workers (None: one per GPU worker)
+    ray: bool | None = None  # None: Ray when workers != 1 or ray_address is given
+    ray_address: str | None = None
+    top_k: int = 3  # re-benchmarked at the end where the backend measures live
+    alpha: float = 0.05  # significance for adopting a new best
+    timeout_s: float = 120.0  # per child process
+    interpret_check: bool = False  # GPU backends: interpreter correctness on CPU workers before the GPU
+
+    def pool_config(self) -> PoolConfig:
+        return PoolConfig(workers=self.workers, compile_workers=self.compile_workers, use_ray=self.ray,
+                          address=self.ray_address, interpret_check=self.interpret_check)
 
 
 @dataclass
@@ -92,6 +115,11 @@ class TaskSummary:
     best_params: dict[str, Any] | None = None
     best_ms: float | None = None
     best_speedup: float | None = None
+    best_speedup_low: float | None = None
+    best_speedup_high: float | None = None
+    workers: str = ""  # how it was evaluated ("in-process, 1 worker", "Ray, 4 GPU workers + 4 CPU ...")
+    acceptance: str = ""  # how the best was adopted (beyond noise, on what evidence)
+    final: list[FinalEntry] = field(default_factory=list)  # the top-k re-benchmark
 
 
 @dataclass
@@ -115,6 +143,7 @@ class _Arm:
     summary: VariantSummary
     study_name: str
     exhausted: bool = False
+    inflight: int = 0
 
 
 def study_name(campaign: str, task: str, variant: Variant) -> str:
@@ -122,20 +151,22 @@ def study_name(campaign: str, task: str, variant: Variant) -> str:
 
 
 def _pick_arm(arms: list[_Arm], step: int) -> _Arm | None:
-    """Budget split: round-robin until each variant has 3 evaluations, then every other trial goes to the
-    variant with the best measured time (when there are measurements) and the rest round-robin."""
+    """Budget split: round-robin until each variant has 3 evaluations (in flight included), then every other
+    trial goes to the variant with the best measured time (when there are measurements), the rest round-robin."""
     live = [a for a in arms if not a.exhausted]
     if not live:
         return None
-    fewest = min(live, key=lambda a: a.strategy.n_told)
+    fewest = min(live, key=lambda a: a.strategy.n_told + a.inflight)
     measured = [a for a in live if a.strategy.best is not None]
-    if fewest.strategy.n_told < 3 or not measured or step % 2 == 0:
+    if fewest.strategy.n_told + fewest.inflight < 3 or not measured or step % 2 == 0:
         return fewest
     return min(measured, key=lambda a: a.strategy.best[1])  # type: ignore[index]
 
 
 def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = None,
-                 on_start: Callable[[str, int], None] | None = None) -> CampaignSummary:
+                 on_start: Callable[[str, int], None] | None = None,
+                 pool_config: PoolConfig | None = None) -> CampaignSummary:
+    """Run (or resume) a campaign; ``pool_config`` overrides the pool the spec describes (tests, benchmarks)."""
     start = time.monotonic()
     db = Database(spec.db_url)
     db.upgrade()
@@ -148,14 +179,20 @@ def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = 
         if existing is None and spec.resume:
             raise CampaignError(f"no campaign {spec.name!r} in {db.safe_url} to resume; drop --resume to start it")
         if existing is None:
-            spec_dict = {k: v for k, v in asdict(spec).items() if k not in ("db_url", "resume")}
+            spec_dict = {k: v for k, v in asdict(spec).items() if k not in ("db_url", "resume", "ray_address")}
             store.create_campaign(s, spec.name, spec_dict)
     summaries, requeued = [], 0
-    for task in tasks:
-        deadline = None if spec.time_budget_s is None else start + spec.time_budget_s
-        summary, n = _run_task(db, spec, task, deadline, on_event, on_start)
-        summaries.append(summary)
-        requeued += n
+    pools: dict[str, EvalPool] = {}  # one per backend, shared by the tasks that use it (actors start once)
+    try:
+        for task in tasks:
+            deadline = None if spec.time_budget_s is None else start + spec.time_budget_s
+            summary, n = _TaskRun(db, spec, task, pools, pool_config or spec.pool_config(), deadline,
+                                  on_event, on_start).run()
+            summaries.append(summary)
+            requeued += n
+    finally:
+        for pool in pools.values():
+            pool.close()
     with db.session() as s:
         row = store.get_campaign(s, spec.name)
         if row is not None:
@@ -163,42 +200,247 @@ def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = 
     return CampaignSummary(spec.name, db.safe_url, spec.resume, requeued, summaries, time.monotonic() - start)
 
 
-def _run_task(db: Database, spec: CampaignSpec, task: Task, deadline: float | None,
-              on_event: Callable[[Event], None] | None,
-              on_start: Callable[[str, int], None] | None) -> tuple[TaskSummary, int]:
-    backend_name = resolve_backend_name(spec.backend, task.name)
-    backend = get_backend(backend_name, task.name)
-    storage = optuna.storages.RDBStorage(db.url)
-    versions = software_versions()
-    try:
-        arms, requeued = _open_arms(db, spec, task, backend, storage)
-        already = sum(a.strategy.n_told for a in arms)
-        budget = max(spec.trials - (already if spec.resume else 0), 0)
-        if on_start is not None:
-            on_start(task.name, budget)
-        done = 0
-        while done < budget and (deadline is None or time.monotonic() < deadline):
-            arm = _pick_arm(arms, done)
-            if arm is None:
+class _TaskRun:
+    """One task's search: keep ``pool.depth`` proposals in flight, store each result, then tell it."""
+
+    def __init__(self, db: Database, spec: CampaignSpec, task: Task, pools: dict[str, EvalPool],
+                 config: PoolConfig, deadline: float | None, on_event: Callable[[Event], None] | None,
+                 on_start: Callable[[str, int], None] | None) -> None:
+        self.db, self.spec, self.task, self.deadline = db, spec, task, deadline
+        self.on_event, self.on_start = on_event, on_start
+        self.backend_name = resolve_backend_name(spec.backend, task.name)
+        self.backend_cls = cast("type[Backend]", BACKENDS[self.backend_name])
+        if self.backend_name not in pools:
+            try:
+                pools[self.backend_name] = make_pool(self.backend_name, config)
+            except PoolError as exc:
+                raise CampaignError(str(exc)) from exc
+        self.pool = pools[self.backend_name]
+        self.versions = software_versions()
+        self.inflight: dict[str, tuple[_Arm, Proposal, JobSpec]] = {}
+        self.incumbent = Incumbent(spec.alpha, remeasure=self.pool.can_remeasure)
+        self.ab_key: str | None = None  # the A/B re-measurement in flight
+        self.issued = self.done = self.budget = 0
+        self.measured: list[Entry] = []
+
+    def run(self) -> tuple[TaskSummary, int]:
+        storage = _optuna_storage(self.db)
+        with ChildPool() as children:  # constraint enumeration runs candidate code: in a child, here
+            self.arms, requeued = _open_arms(self.db, self.spec, self.task, children, storage)
+        self.by_hash = {a.variant.source_hash: a for a in self.arms}
+        with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
+            self.stored = set(s.execute(
+                select(Evaluation.variant_hash, Evaluation.params_key)
+                .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
+                       Evaluation.torch_version == self.versions.get("torch", ""),
+                       Evaluation.triton_version == self.versions.get("triton", ""))).tuples())
+        self._load_history()
+        already = sum(a.strategy.n_told for a in self.arms)
+        self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)
+        if self.on_start is not None:
+            self.on_start(self.task.name, self.budget)
+        while True:
+            self._fill()
+            if not self.inflight and self.ab_key is None:
                 break
+            for completion in self.pool.poll(timeout=1.0):
+                self._complete(completion)
+        final = self._final()
+        return self._summarize(final), requeued
+
+    # --- the loop ----------------------------------------------------------------------------------
+    def _fill(self) -> None:
+        while (len(self.inflight) < self.pool.depth and self.issued < self.budget
+               and (self.deadline is None or time.monotonic() < self.deadline)):
+            arm = _pick_arm(self.arms, self.issued)
+            if arm is None:
+                return
             proposal = arm.strategy.ask()
             if proposal is None:
                 arm.exhausted = True
                 continue
-            result, cached = _evaluate_or_reuse(db, spec, task, backend, arm, proposal, versions)
-            _tell(arm, proposal, result)
-            done += 1
-            if on_event is not None:
-                best = _best_arm(arms)
-                on_event(Event(task.name, arm.variant.name, done, budget, result, cached,
-                               best.strategy.best[1] if best and best.strategy.best else None,
-                               f"{best.variant.name} {best.strategy.best[0]}" if best and best.strategy.best else None))
-        return _summarize(db, spec, task, backend, arms), requeued
-    finally:
-        backend.close()
+            self.issued += 1
+            key = f"{arm.study_name}#{proposal.trial.number}"
+            job = self.job_spec(arm, proposal.params, key)
+            cached = None
+            if (arm.variant.source_hash, store.params_key(proposal.params)) in self.stored:
+                with self.db.session() as s:  # same source, params, backend and software: never evaluated again
+                    row = store.find_evaluation(s, arm.variant.source_hash, proposal.params, self.backend_name,
+                                                self.versions)
+                    cached = store.result_of(row) if row is not None else None
+            if cached is not None:
+                self._finish(arm, proposal, job, cached, cached=True)
+                continue
+            self.inflight[key] = (arm, proposal, job)
+            arm.inflight += 1
+            self.pool.submit(job)
+
+    def _complete(self, completion: Completion) -> None:
+        if completion.key == self.ab_key:
+            self.ab_key = None
+            self._challenge(self.incumbent.resolve(completion.samples))
+            return
+        arm, proposal, job = self.inflight.pop(completion.key)
+        arm.inflight -= 1
+        assert completion.result is not None
+        with self.db.session() as s:  # stored before the trial is told: a crash in between re-proposes, then reuses
+            self.store(s, arm, completion.result, trial_number=proposal.trial.number)
+        self._finish(arm, proposal, job, completion.result, cached=False)
+
+    def _finish(self, arm: _Arm, proposal: Proposal, job: JobSpec, result: EvalResult, cached: bool) -> None:
+        attrs = {"verdict": result.verdict.value, "reason": result.reason}
+        if result.verdict is not Verdict.OK:
+            arm.strategy.tell(proposal, None, failed=True, attrs=attrs)
+        else:
+            arm.strategy.tell(proposal, result.objective_ms, attrs=attrs)
+        self.done += 1
+        entry = Entry(job.key, arm.variant.name, dict(proposal.params), result, job)
+        self.measured.append(entry)
+        self._challenge(self.incumbent.offer(entry))
+        if self.on_event is not None:
+            best = self.incumbent.best
+            self.on_event(Event(self.task.name, arm.variant.name, self.done, self.budget, result, cached,
+                                best.ms if best else None, f"{best.variant} {best.params}" if best else None))
+
+    def _challenge(self, pair: tuple[Entry, Entry] | None) -> None:
+        if pair is not None:
+            self.ab_key = f"ab:{pair[0].key}:{pair[1].key}"
+            assert pair[0].spec is not None and pair[1].spec is not None
+            self.pool.submit_remeasure(self.ab_key, pair[0].spec, pair[1].spec)
+
+    # --- helpers shared with final.py --------------------------------------------------------------
+    def job_spec(self, arm: _Arm, params: dict[str, Any], key: str) -> JobSpec:
+        if not hasattr(self, "_base"):  # the task's file is read and hashed once, not per job
+            self._base = JobSpec.of(Job(self.task, arm.variant, {}, seeds=self.spec.seeds, target=self.spec.target,
+                                        timeout_s=self.spec.timeout_s), "")
+        return replace(self._base, key=key, variant=arm.variant, params=dict(params))
+
+    def store(self, s: Any, arm: _Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
+        campaign = store.get_campaign(s, self.spec.name)
+        variant = s.get(store.VariantRecord, arm.record_id)
+        store.save_evaluation(s, result, task=self.task, variant=variant, campaign=campaign,
+                              study_name=arm.study_name + (FINAL_SUFFIX if final else ""), trial_number=trial_number)
+
+    def _load_history(self) -> None:
+        """On resume, the incumbent is rebuilt from this campaign's stored measurements, in order."""
+        if not self.spec.resume:
+            return
+        with self.db.session() as s:
+            rows = store.results(s, campaign=self.spec.name, task=self.task.name, limit=100_000)
+            history = [(r.id, r.variant_hash, r.params, store.result_of(r)) for r in rows
+                       if r.verdict == Verdict.OK.value and r.objective_ms is not None
+                       and not (r.study_name or "").endswith(FINAL_SUFFIX)]
+        for _, vhash, params, result in sorted(history, key=lambda h: h[0]):
+            arm = self.by_hash.get(vhash)
+            if arm is not None:
+                key = f"{arm.study_name}@{store.params_key(params)}"
+                entry = Entry(key, arm.variant.name, params, result, self.job_spec(arm, params, key))
+                self.measured.append(entry)
+                self.incumbent.offer(entry)
+        self.incumbent.waiting = None  # history is judged on its stored samples, not re-measured
+        self.incumbent.remeasure = self.pool.can_remeasure
+
+    # --- the end: re-benchmark the top-k -----------------------------------------------------------
+    def _final(self) -> list[FinalEntry]:
+        """Re-measure the top-k in fresh children (live backends; recorded times cannot change), report each
+        speedup with its interval, and keep the incumbent unless another is faster beyond noise again."""
+        best = self.incumbent.best
+        if self.spec.top_k <= 0 or best is None:
+            return []
+        top: dict[str, Entry] = {}
+        for e in sorted((e for e in self.measured if e.result.verdict is Verdict.OK and e.result.measured),
+                        key=lambda e: e.ms):
+            top.setdefault(f"{e.result.variant_hash}@{store.params_key(e.params)}", e)
+        chosen = [e for e in list(top.values())[: self.spec.top_k] if e is not best][: self.spec.top_k - 1] + [best]
+        fresh: dict[str, EvalResult] = {}
+        if getattr(self.backend_cls, "live_timing", self.backend_name == "cuda"):
+            pending: dict[str, Entry] = {}
+            for i, e in enumerate(chosen):
+                if e.spec is not None:
+                    pending[f"final:{i}:{e.key}"] = e
+                    self.pool.submit(replace(e.spec, key=f"final:{i}:{e.key}"))
+            while pending:
+                for c in self.pool.poll(timeout=1.0):
+                    e = pending.pop(c.key)
+                    if c.result is not None:
+                        with self.db.session() as s:
+                            self.store(s, self.by_hash[e.result.variant_hash], c.result, None, final=True)
+                        fresh[e.key] = c.result
+        results = {e.key: fresh.get(e.key, e.result) for e in chosen}
+        winner = best if results[best.key].measured else None
+        for e in sorted(chosen, key=lambda e: results[e.key].objective_ms or float("inf")):
+            r = results[e.key]
+            if e is best or not r.measured or r.verdict is not Verdict.OK:
+                continue
+            if winner is None or beyond_noise(r, results[winner.key], self.spec.alpha)[0]:
+                winner = e
+                break
+        if winner is not None:
+            self.incumbent.best = Entry(winner.key, winner.variant, winner.params, results[winner.key], winner.spec)
+        out = []
+        for e in chosen:
+            r = results[e.key]
+            low, mid, high, how = speedup_interval(r) if r.measured else (None, None, None, r.verdict.value)
+            out.append(FinalEntry(e.variant, e.params, r.verdict.value, r.objective_ms, mid, low, high, how,
+                                  e.key in fresh, e is winner))
+        return sorted(out, key=lambda f: f.ms or float("inf"))
+
+    def _summarize(self, final: list[FinalEntry]) -> TaskSummary:
+        with self.db.session() as s:
+            rows = [r for r in store.results(s, campaign=self.spec.name, task=self.task.name, limit=100_000)
+                    if not (r.study_name or "").endswith(FINAL_SUFFIX)]
+            measured = 0
+            for arm in self.arms:
+                summary = arm.summary
+                for r in rows:
+                    if r.variant_hash != arm.variant.source_hash:
+                        continue
+                    summary.evaluated += 1
+                    summary.verdicts[r.verdict] = summary.verdicts.get(r.verdict, 0) + 1
+                    if r.objective_ms is not None and r.verdict == "ok":
+                        measured += 1
+                        if summary.best_ms is None or r.objective_ms < summary.best_ms:
+                            summary.best_ms, summary.best_params = r.objective_ms, r.params
+        best = self.incumbent.best
+        if self.backend_cls.measures or measured:
+            timing = best.result.timing if best else None
+            source, gpu = (timing.source, timing.gpu) if timing else (self.backend_name, "a GPU")
+            text = f"{measured} of {len(rows)} evaluations measured ({source} times from {gpu})"
+        else:
+            text = (f"0 of {len(rows)} evaluations measured: no GPU here and no recorded GPU times for these "
+                    "variants; configurations were checked for correctness (Triton interpreter) and compiled for "
+                    f"{self.spec.target}, but not ranked. Run on a CUDA machine or record with "
+                    "benchmarks/record_spaces.py")
+        out = TaskSummary(self.task.name, self.backend_name, len(rows), measured, text, [a.summary for a in self.arms],
+                          workers=self.pool.describe, acceptance=self.incumbent.describe(), final=final)
+        if best is not None:
+            out.best_variant, out.best_params, out.best_ms, out.best_speedup = (
+                best.variant, best.params, best.result.objective_ms, best.result.speedup)
+            chosen = next((f for f in final if f.chosen), None)
+            if chosen is not None:
+                out.best_speedup, out.best_speedup_low, out.best_speedup_high = (
+                    chosen.speedup, chosen.speedup_low, chosen.speedup_high)
+        return out
 
 
-def _open_arms(db: Database, spec: CampaignSpec, task: Task, backend: Backend,
+def _optuna_storage(db: Database) -> optuna.storages.RDBStorage:
+    storage = optuna.storages.RDBStorage(db.url)
+    if storage.engine.dialect.name == "sqlite":
+        # Optuna commits ~15 times per evaluation; with WAL, synchronous=NORMAL skips the fsync of each (1.3 ms
+        # here) and committed trials still survive a kill -9 (an OS crash may lose the last few, never corrupt).
+        event.listen(storage.engine, "connect", _sqlite_no_fsync)
+        storage.engine.dispose()
+    return storage
+
+
+def _sqlite_no_fsync(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _open_arms(db: Database, spec: CampaignSpec, task: Task, children: ChildPool,
                storage: optuna.storages.BaseStorage) -> tuple[list[_Arm], int]:
     variants = get_proposer(spec.proposer, spec.variant_files).propose(task)
     if not variants:
@@ -207,7 +449,7 @@ def _open_arms(db: Database, spec: CampaignSpec, task: Task, backend: Backend,
     for i, variant in enumerate(variants):
         if not variant.space:
             raise CampaignError(f"variant {variant.name} of {task.name} has an empty SPACE: nothing to search")
-        failure, configs = space_stage(backend.pool, Job(task, variant, {}))
+        failure, configs = space_stage(children, Job(task, variant, {}))
         if failure is not None:
             raise CampaignError(f"variant {variant.name}: {failure.verdict.value}: {failure.message}")
         if not configs:
@@ -225,68 +467,3 @@ def _open_arms(db: Database, spec: CampaignSpec, task: Task, backend: Backend,
         arms.append(_Arm(variant, record_id, strategy, VariantSummary(variant.name, variant.source_hash, len(space)),
                          name))
     return arms, requeued
-
-
-def _evaluate_or_reuse(db: Database, spec: CampaignSpec, task: Task, backend: Backend, arm: _Arm,
-                       proposal: Proposal, versions: dict[str, str]) -> tuple[EvalResult, bool]:
-    """A configuration already evaluated with this source, backend and software is never evaluated again."""
-    with db.session() as s:
-        row = store.find_evaluation(s, arm.variant.source_hash, proposal.params, backend.name, versions)
-        if row is not None:
-            return store.result_of(row), True
-    result = backend.evaluate(Job(task, arm.variant, proposal.params, seeds=spec.seeds, target=spec.target))
-    with db.session() as s:  # stored before the trial is told: a crash in between re-proposes, then reuses
-        campaign = store.get_campaign(s, spec.name)
-        variant = s.get(store.VariantRecord, arm.record_id)
-        assert variant is not None
-        store.save_evaluation(s, result, task=task, variant=variant, campaign=campaign, study_name=arm.study_name,
-                              trial_number=proposal.trial.number)
-    return result, False
-
-
-def _tell(arm: _Arm, proposal: Proposal, result: EvalResult) -> None:
-    attrs = {"verdict": result.verdict.value, "reason": result.reason}
-    if result.verdict is not Verdict.OK:
-        arm.strategy.tell(proposal, None, failed=True, attrs=attrs)
-    else:
-        arm.strategy.tell(proposal, result.objective_ms, attrs=attrs)
-
-
-def _best_arm(arms: list[_Arm]) -> _Arm | None:
-    measured = [a for a in arms if a.strategy.best is not None]
-    return min(measured, key=lambda a: a.strategy.best[1]) if measured else None  # type: ignore[index]
-
-
-def _summarize(db: Database, spec: CampaignSpec, task: Task, backend: Backend, arms: list[_Arm]) -> TaskSummary:
-    with db.session() as s:
-        rows = [r for r in store.results(s, campaign=spec.name, task=task.name, limit=100_000)]
-        by_hash: dict[str, list[Any]] = {}
-        for r in rows:
-            by_hash.setdefault(r.variant_hash, []).append(r)
-        measured = 0
-        best: tuple[float, Any] | None = None
-        for arm in arms:
-            summary = arm.summary
-            for r in by_hash.get(arm.variant.source_hash, []):
-                summary.evaluated += 1
-                summary.verdicts[r.verdict] = summary.verdicts.get(r.verdict, 0) + 1
-                if r.objective_ms is not None and r.verdict == "ok":
-                    measured += 1
-                    if summary.best_ms is None or r.objective_ms < summary.best_ms:
-                        summary.best_ms, summary.best_params = r.objective_ms, r.params
-                    if best is None or r.objective_ms < best[0]:
-                        best = (r.objective_ms, r)
-    if backend.measures or measured:
-        gpu = best[1].timing_gpu if best else "a GPU"
-        source = best[1].timing_source if best else backend.name
-        timing = f"{measured} of {len(rows)} evaluations measured ({source} times from {gpu})"
-    else:
-        timing = (f"0 of {len(rows)} evaluations measured: no GPU here and no recorded GPU times for these variants; "
-                  "configurations were checked for correctness (Triton interpreter) and compiled for "
-                  f"{spec.target}, but not ranked. Run on a CUDA machine or record with benchmarks/record_spaces.py")
-    out = TaskSummary(task.name, backend.name, len(rows), measured, timing, [a.summary for a in arms])
-    if best is not None:
-        row = best[1]
-        out.best_variant, out.best_params, out.best_ms, out.best_speedup = (
-            row.variant.name, row.params, row.objective_ms, row.speedup)
-    return out

@@ -1,0 +1,239 @@
+"""Pipeline efficiency on the CPU: the real orchestrator, Ray pool and database driving stand-in GPUs.
+
+The stand-in backend (``standin-gpu``, registered only when this file is imported: by this script and
+by the tests) holds a custom Ray resource in place of a GPU. Its CPU stage takes ``compile_s``, its GPU
+stage ``eval_s``, both by sleeping, so the GPU work is known exactly; its "times" are synthetic numbers
+labelled ``timing.source = "simulated"`` on a device named "stand-in (no GPU)", for a throwaway database.
+
+Measured per worker count (1..4 stand-in GPUs, as many CPU compile workers):
+- GPU busy %: the stand-in GPUs' busy seconds (each evaluation's ``wall_s``, measured inside the actor)
+  over workers x the campaign loop's wall time (first proposal to last stored result);
+- overhead ms/eval: the orchestrator's own time per evaluation (ask, store, tell, dispatch): the loop's
+  wall time minus the time it spent blocked waiting for the pool;
+- throughput and scaling efficiency (throughput / (workers x throughput at 1 worker)).
+
+Run: ``.venv/bin/python benchmarks/pipeline.py [--evals-per-worker 40] [--out benchmarks/results/pipeline_cpu.txt]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from warpforge.evaluator.backends import Backend, register
+from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
+from warpforge.evaluator.stages import Job
+
+RESOURCE = "standin_gpu"  # the custom Ray resource that stands in for a GPU
+
+
+def synthetic_ms(params: dict[str, Any]) -> float:
+    """A fixed pseudo-time per configuration (0.5-1.5 ms), so searches have something to rank."""
+    digest = hashlib.sha256(repr(sorted(params.items())).encode()).digest()
+    return 0.5 + int.from_bytes(digest[:4], "big") / 2**32
+
+
+def samples_of(params: dict[str, Any], n: int = 20, spread: float = 0.01) -> list[float]:
+    """Deterministic samples around synthetic_ms with +-``spread`` relative jitter."""
+    ms = synthetic_ms(params)
+    return [ms * (1 + spread * math.sin(1.7 * i + ms)) for i in range(n)]
+
+
+@register
+class StandInGpuBackend(Backend):
+    """Benchmark and test stand-in for a GPU backend: known evaluation times, synthetic labelled 'times'."""
+
+    name = "standin-gpu"
+    measures = True
+    uses_gpu = True  # one worker per (stand-in) GPU, compile stage on CPU workers ahead of it
+    live_timing = True  # re-measuring gives fresh numbers, so the final top-k is re-run
+
+    def __init__(self, pool: Any = None, eval_s: float = 0.5, compile_s: float = 0.25, remeasure_s: float = 0.0,
+                 die_on: dict[str, Any] | None = None, reference_ms: float = 2.0) -> None:
+        super().__init__(pool)
+        self.eval_s, self.compile_s, self.remeasure_s = eval_s, compile_s, remeasure_s
+        self.die_on, self.reference_ms = die_on, reference_ms
+
+    def precheck(self, job: Job) -> EvalResult:
+        time.sleep(self.compile_s)
+        return job.result(Verdict.OK, checked=["stand-in compile"])
+
+    def _evaluate(self, job: Job) -> EvalResult:
+        if self.die_on is not None and all(job.params.get(k) == v for k, v in self.die_on.items()):
+            os._exit(3)  # a worker that dies: the pool must replace it and retry, then give up
+        time.sleep(self.eval_s)
+        ms, ref = synthetic_ms(job.params), self.reference_ms
+        shape = ShapeResult(shape=dict(job.shapes[0]), dtype="float32", p20_ms=ms * 0.99, p50_ms=ms, p80_ms=ms * 1.01,
+                            ref_p20_ms=ref * 0.99, ref_p50_ms=ref, ref_p80_ms=ref * 1.01, speedup=ref / ms)
+        return aggregate(job.result(Verdict.OK, shapes=[shape], device="stand-in (no GPU)", fingerprint="standin",
+                                    timing=Timing(source="simulated", gpu="stand-in (no GPU)")))
+
+    def remeasure(self, job_a: Job, job_b: Job) -> tuple[list[float], list[float]]:
+        time.sleep(self.remeasure_s)
+        return samples_of(job_a.params), samples_of(job_b.params)
+
+
+TASK_SOURCE = '''"""Stand-in task for the pipeline benchmark: y = 2x + 1."""
+import torch
+
+NAME = "standin"
+DESCRIPTION = "stand-in task for the pipeline benchmark"
+SHAPES = [{"N": 1 << 20}]
+CHECK_SHAPES = [{"N": 97}]
+DTYPES = [torch.float32]
+
+
+def reference(x):
+    return x * 2 + 1
+
+
+def make_inputs(shape, dtype, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape["N"], generator=g).to(dtype).to(device),)
+
+
+def flops(shape, dtype):
+    return 2.0 * shape["N"]
+
+
+def bytes_moved(shape, dtype):
+    return 8.0 * shape["N"]
+'''
+
+VARIANT_SOURCE = '''import torch
+import triton
+import triton.language as tl
+
+TASK = "standin"
+SPACE = {"BLOCK": [64, 128, 256, 512, 1024, 2048, 4096, 8192], "num_warps": [1, 2, 4, 8],
+         "num_stages": [1, 2, 3, 4], "UNROLL": [1, 2, 4, 8]}
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2 + 1, mask=mask)
+
+
+def launch(x, BLOCK=256, num_warps=4, num_stages=1, UNROLL=1):
+    y = torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, UNROLL=UNROLL, num_warps=num_warps,
+                                              num_stages=num_stages)
+    return y
+'''
+
+
+def write_files(folder: Path) -> tuple[Path, Path]:
+    """The stand-in task and a variant whose SPACE has 512 configurations."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "standin_task.py").write_text(TASK_SOURCE)
+    (folder / "standin_variant.py").write_text(VARIANT_SOURCE)
+    return folder / "standin_task.py", folder / "standin_variant.py"
+
+
+def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, folder: Path) -> dict[str, float]:
+    """One campaign on ``workers`` stand-in GPUs; returns the measured row."""
+    from sqlalchemy import create_engine, text
+
+    from warpforge.evaluator.pool import PoolConfig
+    from warpforge.search import campaign as engine
+
+    task, variant = write_files(folder)
+    db = folder / f"bench-{workers}.db"
+    spec = engine.CampaignSpec(name=f"bench-{workers}", tasks=[str(task)], variant_files=[str(variant)],
+                               trials=evaluations, backend=StandInGpuBackend.name, db_url=f"sqlite:///{db}",
+                               seed=0, top_k=0, sampler="random")
+    config = PoolConfig(workers=workers, compile_workers=workers, use_ray=True, gpu_resource=RESOURCE,
+                        backend_kwargs={"eval_s": eval_s, "compile_s": compile_s})
+    marks: dict[str, float] = {"waiting": 0.0}
+    make_pool = engine.make_pool
+
+    def timed_pool(*args: Any, **kwargs: Any) -> Any:  # measure how long the orchestrator waits on the pool
+        pool = make_pool(*args, **kwargs)
+        poll = pool.poll
+
+        def timed_poll(timeout: float) -> Any:
+            t = time.perf_counter()
+            try:
+                return poll(timeout)
+            finally:
+                marks["waiting"] += time.perf_counter() - t
+
+        pool.poll = timed_poll  # type: ignore[method-assign]
+        return pool
+
+    engine.make_pool = timed_pool  # type: ignore[assignment]
+    try:
+        def on_start(_task: str, _total: int) -> None:
+            marks["start"] = time.perf_counter()
+
+        def on_event(_event: Any) -> None:
+            marks["end"] = time.perf_counter()
+
+        engine.run_campaign(spec, on_event=on_event, on_start=on_start, pool_config=config)
+    finally:
+        engine.make_pool = make_pool  # type: ignore[assignment]
+    wall = marks["end"] - marks["start"]
+    sql = create_engine(f"sqlite:///{db}")
+    with sql.connect() as conn:
+        n, busy = conn.execute(text("select count(*), sum(wall_s) from wf_evaluations")).one()
+    sql.dispose()
+    return {"workers": workers, "evaluations": n, "wall_s": wall, "busy_pct": 100 * busy / (workers * wall),
+            "overhead_ms": 1000 * (wall - marks["waiting"]) / n, "throughput": n / wall}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2,3,4", help="stand-in GPU counts, comma-separated")
+    parser.add_argument("--evals-per-worker", type=int, default=40)
+    parser.add_argument("--eval-s", type=float, default=0.5, help="stand-in GPU seconds per evaluation")
+    parser.add_argument("--compile-s", type=float, default=0.25, help="stand-in CPU compile seconds per evaluation")
+    parser.add_argument("--out", type=Path, help="also write the table here")
+    args = parser.parse_args(argv)
+    import ray
+
+    counts = [int(w) for w in args.workers.split(",")]
+    top = max(counts)
+    t0 = time.perf_counter()
+    ray.init(num_cpus=2 * top, resources={RESOURCE: top}, include_dashboard=False, log_to_driver=False,
+             logging_level="warning")
+    ray_init_s = time.perf_counter() - t0
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="wf-pipeline-") as tmp:
+        for w in counts:
+            rows.append(run_one(w, w * args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp) / str(w)))
+            print(f"  {w} worker(s) done", file=sys.stderr)
+    ray.shutdown()
+    base = rows[0]["throughput"] / rows[0]["workers"]
+    lines = [
+        f"pipeline benchmark (benchmarks/pipeline.py): stand-in GPU {args.eval_s} s/eval, CPU compile "
+        f"{args.compile_s} s/eval, {args.evals_per_worker} evaluations per worker, random sampler, SQLite",
+        f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; "
+        f"ray.init {ray_init_s:.1f} s (not counted)",
+        "",
+        f"{'workers':>7} {'evals':>6} {'wall s':>7} {'GPU busy %':>10} {'overhead ms/eval':>16} "
+        f"{'evals/s':>8} {'scaling eff %':>13}",
+    ]
+    for r in rows:
+        eff = 100 * r["throughput"] / (r["workers"] * base)
+        lines.append(f"{r['workers']:>7} {r['evaluations']:>6} {r['wall_s']:>7.1f} {r['busy_pct']:>10.1f} "
+                     f"{r['overhead_ms']:>16.1f} {r['throughput']:>8.2f} {eff:>13.1f}")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,445 @@
+"""Evaluation worker pools: in-process threads, or Ray actors (one per GPU, plus CPU compile actors).
+
+Every worker owns a :class:`~warpforge.evaluator.backends.Backend` and with it a ChildPool, so each
+candidate still runs in a fresh single-use child (pipes, SIGKILL on timeout, EOF = crash). Workers
+never open the database: results come back to the orchestrator (the single writer) as EvalResult JSON.
+
+- :class:`LocalPool` (no Ray): ``workers`` threads in this process, each with its own Backend. The
+  default for ``warpforge run`` (``--workers 1``): no 3 s ``ray.init``, no extra daemons.
+- :class:`RayPool`: long-lived Ray actors. For a GPU backend (``cuda``) each GPU actor holds one GPU
+  (``num_gpus=1``) and ``compile_workers`` CPU actors run the static check and the ahead-of-time compile
+  (optionally the interpreter check) first, so a GPU only ever receives candidates that compile, and
+  never waits for a compiler: a two-stage pipeline. Without GPUs every actor runs the whole evaluation
+  (``interpret``/``replay``). A dead actor is replaced and its job retried, then recorded ``crashed``.
+
+Example::
+
+    >>> pool = make_pool("interpret", PoolConfig(workers=1))                 # doctest: +SKIP
+    >>> pool.submit(JobSpec.of(job, key="a"))                                # doctest: +SKIP
+    >>> [c.result.verdict for c in pool.poll(timeout=600)]                   # doctest: +SKIP
+    [<Verdict.OK: 'ok'>]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from warpforge.evaluator.backends import BACKENDS, Backend, _interpret_checks, software_versions
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.stages import Job, compile_stage, static_stage
+from warpforge.kernels.task import Task, dtype_name, get_task, parse_dtype
+from warpforge.kernels.variant import Variant
+
+Samples = tuple[list[float], list[float]]
+# A precheck that ends in one of these lets the candidate go on to the GPU: the interpreter cannot judge
+# bf16 tl.dot (DESIGN 8), which the GPU can.
+_PASS = (Verdict.OK, Verdict.UNSUPPORTED)
+
+
+class PoolError(RuntimeError):
+    """The pool cannot start (no such cluster, not enough GPUs); the message says what to do."""
+
+
+def uses_gpu(backend_cls: type[Backend]) -> bool:
+    """Does this backend time on a GPU (so one worker per GPU, never two timings on one device)?"""
+    return bool(getattr(backend_cls, "uses_gpu", backend_cls.name == "cuda"))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A :class:`Job` that any worker process, on any host, can rebuild: a task file travels as its text."""
+
+    key: str
+    task: str  # built-in task name, or the task file's path
+    task_hash: str
+    task_source: str | None  # the task file's text (None for built-in tasks)
+    variant: Variant
+    params: dict[str, Any]
+    seeds: int = 2
+    target: str = "sm_90"
+    timeout_s: float = 120.0
+    dtypes: tuple[str, ...] = ()
+    shapes: tuple[dict[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, job: Job, key: str) -> JobSpec:
+        source = None if job.task.builtin else job.task.path.read_bytes().decode()
+        return cls(key, job.task.name if job.task.builtin else str(job.task.path), job.task.source_hash, source,
+                   job.variant, dict(job.params), job.seeds, job.target, job.timeout_s,
+                   tuple(dtype_name(d) for d in job.dtypes), tuple(dict(s) for s in job.shapes))
+
+    def job(self) -> Job:
+        return Job(_load_task(self), self.variant, dict(self.params), seeds=self.seeds, target=self.target,
+                   timeout_s=self.timeout_s, dtypes=[parse_dtype(d) for d in self.dtypes],
+                   shapes=[dict(s) for s in self.shapes])
+
+
+def _load_task(spec: JobSpec) -> Task:
+    if spec.task_source is None:
+        return get_task(spec.task)
+    path = Path(spec.task)
+    if not (path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == spec.task_hash):
+        # Another host without a shared filesystem: materialise the exact text, keyed by its hash.
+        path = Path(tempfile.gettempdir()) / "warpforge-tasks" / spec.task_hash[:16] / path.name
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(spec.task_source.encode())
+    return get_task(str(path))
+
+
+@dataclass
+class Completion:
+    """A finished request: an evaluation's result, or the samples of an A/B re-measurement."""
+
+    key: str
+    result: EvalResult | None = None
+    samples: Samples | None = None
+    attempts: int = 1
+
+
+class Worker:
+    """One evaluator: a Backend with its own ChildPool. Lives in a pool thread or inside a Ray actor."""
+
+    def __init__(self, backend_cls: type[Backend], backend_kwargs: dict[str, Any] | None = None,
+                 interpret_check: bool = False) -> None:
+        self.backend = backend_cls(**(backend_kwargs or {}))
+        self.interpret_check = interpret_check
+
+    def info(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "host": socket.gethostname(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+    def evaluate(self, spec: JobSpec) -> EvalResult:
+        return self.backend.evaluate(spec.job())
+
+    def precheck(self, spec: JobSpec) -> EvalResult:
+        """The CPU stage: static check and AOT compile (plus interpreter correctness when asked)."""
+        job, start = spec.job(), time.monotonic()
+        custom = getattr(self.backend, "precheck", None)
+        if callable(custom):
+            result: EvalResult = custom(job)
+        elif (static := static_stage(job)) is not None:
+            result = static
+        elif self.interpret_check:
+            result = _interpret_checks(self.backend.pool, job)
+        else:
+            failure, resources = compile_stage(self.backend.pool, job)
+            result = failure or job.result(Verdict.OK, resources=resources,
+                                           compile_s=sum(r.compile_s or 0.0 for r in resources))
+            result.resources = resources
+        result.backend, result.versions = self.backend.name, result.versions or software_versions()
+        result.wall_s = time.monotonic() - start
+        return result
+
+    def remeasure(self, a: JobSpec, b: JobSpec) -> Samples | None:
+        """Interleaved A/B timing, where the backend offers it (``remeasure(job_a, job_b)``)."""
+        fn = getattr(self.backend, "remeasure", None)
+        if not callable(fn):
+            return None
+        samples_a, samples_b = fn(a.job(), b.job())
+        return list(samples_a), list(samples_b)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def _worker_error(key: str, spec: JobSpec, exc: BaseException) -> Completion:
+    """A worker-side exception is a bug in trusted code, not the candidate's fault: crashed, with the reason."""
+    result = EvalResult(verdict=Verdict.CRASHED, reason="worker_error", task=spec.variant.task,
+                        variant_hash=spec.variant.source_hash, params=dict(spec.params),
+                        message=f"the evaluation worker raised {type(exc).__name__}: {str(exc)[:400]}")
+    return Completion(key, result=result)
+
+
+class EvalPool:
+    """What the campaign drives: ``submit`` jobs (and A/B re-measurements), ``poll`` for completions."""
+
+    backend_name: str = ""
+    depth: int = 1  # jobs to keep submitted so no worker waits for the orchestrator
+    can_remeasure: bool = False
+    describe: str = ""
+
+    def submit(self, spec: JobSpec) -> None:
+        raise NotImplementedError
+
+    def submit_remeasure(self, key: str, a: JobSpec, b: JobSpec) -> None:
+        raise NotImplementedError
+
+    def poll(self, timeout: float) -> list[Completion]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class LocalPool(EvalPool):
+    """``workers`` daemon threads in this process, each with its own Backend (daemon: Ctrl-C exits at once)."""
+
+    def __init__(self, backend_cls: type[Backend], backend_kwargs: dict[str, Any] | None = None,
+                 workers: int = 1, interpret_check: bool = False) -> None:
+        self.backend_name = backend_cls.name
+        self.can_remeasure = callable(getattr(backend_cls, "remeasure", None))
+        # Two per worker: the next job is already queued when a worker finishes one.
+        self.depth = 2 * workers if workers > 1 else 1
+        self.describe = f"in-process, {workers} worker{'s' if workers > 1 else ''}"
+        self._todo: queue.Queue[tuple[str, tuple[JobSpec, ...]] | None] = queue.Queue()
+        self._done: queue.Queue[Completion] = queue.Queue()
+        self._threads = []
+        for i in range(workers):
+            worker = Worker(backend_cls, backend_kwargs, interpret_check)
+            thread = threading.Thread(target=self._loop, args=(worker,), name=f"wf-eval-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _loop(self, worker: Worker) -> None:
+        try:
+            while (item := self._todo.get()) is not None:
+                key, specs = item
+                try:
+                    if len(specs) == 2:
+                        done = Completion(key, samples=worker.remeasure(*specs))
+                    else:
+                        done = Completion(key, result=worker.evaluate(specs[0]))
+                except Exception as exc:  # noqa: BLE001 - reported as a crashed evaluation, the pool goes on
+                    done = _worker_error(key, specs[0], exc)
+                self._done.put(done)
+        finally:
+            worker.close()
+
+    def submit(self, spec: JobSpec) -> None:
+        self._todo.put((spec.key, (spec,)))
+
+    def submit_remeasure(self, key: str, a: JobSpec, b: JobSpec) -> None:
+        self._todo.put((key, (a, b)))
+
+    def poll(self, timeout: float) -> list[Completion]:
+        try:
+            out = [self._done.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                return out
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._todo.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+@dataclass
+class PoolConfig:
+    """How to evaluate: in-process or on Ray, how many workers, and where.
+
+    ``workers``: evaluation workers (one per GPU for a GPU backend; 0 = every GPU Ray sees, or one per CPU).
+    ``use_ray``: None chooses Ray when ``workers != 1`` or ``address`` is given (see docs/pipeline.md).
+    """
+
+    workers: int = 1
+    compile_workers: int | None = None  # CPU actors compiling ahead of GPU workers (None: one per GPU worker)
+    use_ray: bool | None = None
+    address: str | None = None
+    gpu_resource: str = "GPU"  # a custom resource name stands in for GPUs in CPU tests
+    num_cpus: int | None = None  # for a local ray.init
+    max_attempts: int = 3  # a job whose worker dies this many times is recorded as crashed
+    interpret_check: bool = False  # also run interpreter correctness on CPU actors before the GPU
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wants_ray(self) -> bool:
+        return self.use_ray if self.use_ray is not None else (self.workers != 1 or self.address is not None)
+
+
+class _RayWorker(Worker):
+    """The Ray actor's body: results cross the process boundary as EvalResult JSON."""
+
+    def info(self) -> dict[str, Any]:
+        import ray
+
+        return {**super().info(), "node": ray.get_runtime_context().get_node_id()}
+
+    def evaluate_json(self, spec: JobSpec) -> str:
+        return self.evaluate(spec).model_dump_json()
+
+    def precheck_json(self, spec: JobSpec) -> str:
+        return self.precheck(spec).model_dump_json()
+
+
+@dataclass
+class _Item:
+    key: str
+    specs: tuple[JobSpec, ...]  # one job, or two for an A/B re-measurement
+    attempts: int = 0
+    pre: EvalResult | None = None  # the passed CPU stage, in a pipeline
+
+
+@dataclass
+class _Slot:
+    role: str  # "eval": evaluates and re-measures (holds a GPU for a GPU backend); "compile": CPU stage
+    actor: Any
+    ref: Any = None
+    item: _Item | None = None
+
+
+class RayPool(EvalPool):
+    """Long-lived Ray actors, each supervising fresh child processes (see the module docstring)."""
+
+    def __init__(self, backend_cls: type[Backend], config: PoolConfig, startup_timeout_s: float = 120.0) -> None:
+        import ray
+
+        self._ray, self._started_ray = ray, False
+        gpu = uses_gpu(backend_cls)
+        compile_workers = (config.workers if config.compile_workers is None else config.compile_workers) if gpu else 0
+        if not ray.is_initialized():
+            try:
+                if config.address:
+                    ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
+                else:  # every asked-for actor must fit: one logical CPU each, even beyond the physical cores
+                    ray.init(num_cpus=config.num_cpus or max(os.cpu_count() or 1, config.workers + compile_workers),
+                             include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                where = f"the Ray cluster at {config.address}" if config.address else "a local Ray instance"
+                raise PoolError(f"cannot start or join {where}: {exc}; check --ray-address, or run without Ray "
+                                "(--workers 1 or --no-ray)") from exc
+            self._started_ray = True
+        available = ray.cluster_resources()
+        unit = config.gpu_resource if gpu else "CPU"
+        workers = config.workers or int(available.get(unit, 0))
+        if workers < 1:
+            raise PoolError(f"Ray sees no {unit} resource ({available}); use --backend interpret or join a GPU "
+                            "cluster with --ray-address")
+        placement: dict[str, Any] = ({"num_gpus": 1} if unit == "GPU" else {"resources": {unit: 1}}) if gpu else {}
+        module = sys.modules.get(backend_cls.__module__)
+        if module is not None and module.__name__ != "__main__" and not module.__name__.startswith("warpforge."):
+            ray.cloudpickle.register_pickle_by_value(module)  # a stand-in backend from a test or benchmark
+        self._actor_cls = ray.remote(max_restarts=0)(_RayWorker)
+        self._args = (backend_cls, config.backend_kwargs, config.interpret_check)
+        self._opts: dict[str, dict[str, Any]] = {"eval": {"num_cpus": 1, **placement}, "compile": {"num_cpus": 1}}
+        self.backend_name, self.max_attempts, self.pipeline = backend_cls.name, config.max_attempts, compile_workers > 0
+        self.can_remeasure = callable(getattr(backend_cls, "remeasure", None))
+        # One running and one queued per evaluation worker, plus one compiling per CPU actor.
+        self.depth = 2 * workers + compile_workers
+        self.describe = (f"Ray, {workers} {'GPU ' if gpu else ''}worker{'s' if workers > 1 else ''}"
+                         + (f" + {compile_workers} CPU compile worker(s)" if compile_workers else ""))
+        self._slots = [_Slot("eval", self._spawn("eval")) for _ in range(workers)]
+        self._slots += [_Slot("compile", self._spawn("compile")) for _ in range(compile_workers)]
+        self._pre: deque[_Item] = deque()  # waiting for a compile worker
+        self._ready: deque[_Item] = deque()  # waiting for an evaluation worker
+        try:
+            ray.get([s.actor.info.remote() for s in self._slots], timeout=startup_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise PoolError(f"could not place {workers} {unit} worker(s) and {compile_workers} compile worker(s) "
+                            f"within {startup_timeout_s:.0f} s; the cluster offers {available}: lower --workers "
+                            "or add nodes") from None
+
+    def _spawn(self, role: str) -> Any:
+        return self._actor_cls.options(**self._opts[role]).remote(*self._args)
+
+    def actors(self, role: str = "eval") -> list[Any]:
+        """The live actor handles of one role (tests kill them to exercise replacement)."""
+        return [s.actor for s in self._slots if s.role == role]
+
+    def submit(self, spec: JobSpec) -> None:
+        (self._pre if self.pipeline else self._ready).append(_Item(spec.key, (spec,)))
+        self._dispatch()
+
+    def submit_remeasure(self, key: str, a: JobSpec, b: JobSpec) -> None:
+        self._ready.appendleft(_Item(key, (a, b)))  # first in line: the campaign waits on its decision
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for slot in self._slots:
+            todo = self._pre if slot.role == "compile" else self._ready
+            if slot.item is not None or not todo:
+                continue
+            item = slot.item = todo.popleft()
+            if len(item.specs) == 2:
+                slot.ref = slot.actor.remeasure.remote(*item.specs)
+            elif slot.role == "compile":
+                slot.ref = slot.actor.precheck_json.remote(item.specs[0])
+            else:
+                slot.ref = slot.actor.evaluate_json.remote(item.specs[0])
+
+    def poll(self, timeout: float) -> list[Completion]:
+        self._dispatch()
+        busy = {slot.ref: slot for slot in self._slots if slot.item is not None}
+        if not busy:
+            return []
+        ready, _ = self._ray.wait(list(busy), num_returns=1, timeout=timeout)
+        if ready:
+            ready, _ = self._ray.wait(list(busy), num_returns=len(busy), timeout=0)
+        out: list[Completion] = []
+        for ref in ready:
+            out += self._finish(busy[ref])
+        self._dispatch()  # hand the next queued jobs out before the orchestrator does its database work
+        return out
+
+    def _finish(self, slot: _Slot) -> list[Completion]:
+        ray, item, ref = self._ray, slot.item, slot.ref
+        assert item is not None
+        slot.item = slot.ref = None
+        try:
+            value = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:  # the worker's own code raised: a bug, not worth a retry
+            return [_worker_error(item.key, item.specs[0], exc)]
+        except ray.exceptions.RayError as exc:  # the actor (or its node) died: replace it, retry the job
+            ray.kill(slot.actor, no_restart=True)
+            slot.actor = self._spawn(slot.role)
+            item.attempts += 1
+            if item.attempts >= self.max_attempts:
+                spec = item.specs[0]
+                result = EvalResult(verdict=Verdict.CRASHED, reason="worker_died", task=spec.variant.task,
+                                    variant_hash=spec.variant.source_hash, params=dict(spec.params),
+                                    message=f"the evaluation worker died {item.attempts} times running this job "
+                                            f"({type(exc).__name__}); it was given up")
+                return [Completion(item.key, result=result, attempts=item.attempts)]
+            (self._pre if slot.role == "compile" else self._ready).appendleft(item)
+            return []
+        if len(item.specs) == 2:
+            return [Completion(item.key, samples=value, attempts=item.attempts + 1)]
+        result = EvalResult.model_validate_json(value)
+        if slot.role == "compile" and result.verdict in _PASS:
+            item.pre = result
+            self._ready.append(item)
+            return []
+        if item.pre is not None:  # the GPU stage keeps what the CPU stage learnt
+            result.resources = result.resources or item.pre.resources
+            result.compile_s = result.compile_s if result.compile_s is not None else item.pre.compile_s
+        return [Completion(item.key, result=result, attempts=item.attempts + 1)]
+
+    def close(self) -> None:
+        ray = self._ray
+        closing = [s.actor.close.remote() for s in self._slots]  # idle actors remove their warm spare children
+        ray.wait(closing, num_returns=len(closing), timeout=5)
+        for slot in self._slots:
+            ray.kill(slot.actor, no_restart=True)
+        self._slots = []
+        if self._started_ray:
+            ray.shutdown()
+
+
+def make_pool(backend: str | type[Backend], config: PoolConfig) -> EvalPool:
+    """The pool for one backend: :class:`LocalPool` when Ray isn't wanted, else :class:`RayPool`."""
+    cls = cast("type[Backend]", BACKENDS[backend]) if isinstance(backend, str) else backend
+    if config.wants_ray:
+        return RayPool(cls, config)
+    workers = config.workers or (os.cpu_count() or 1)
+    if uses_gpu(cls) and workers > 1:
+        raise PoolError(f"{workers} in-process workers would time candidates on one GPU at once, which corrupts "
+                        "the times: drop --no-ray (one Ray worker per GPU) or use --workers 1")
+    return LocalPool(cls, config.backend_kwargs, workers, config.interpret_check)

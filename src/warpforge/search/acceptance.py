@@ -1,0 +1,187 @@
+"""A new best only beyond noise (DESIGN 4), and speedup intervals for the final top-k re-benchmark.
+
+A measured candidate whose median beats the incumbent's is a *challenger*. It becomes the campaign's
+best only if it is faster beyond noise, judged on the best evidence there is:
+
+1. an interleaved A/B re-measurement of challenger and incumbent (``Backend.remeasure``), when the
+   backend offers one, tested with :func:`warpforge.evaluator.stats.is_faster`;
+2. else the per-shape timing samples both evaluations carry (``ShapeResult.samples_ms`` when the result
+   model has it), tested the same way;
+3. else quantile separation: the challenger's p80 below the incumbent's p20 (geometric means over
+   shapes). With p20/p80 three times the +-1% spread of a quiet GPU apart, this is conservative.
+
+Example:
+    >>> inc = Incumbent(alpha=0.05)
+    >>> inc.offer(Entry("a", "v", {}, _fake(1.0)))
+    >>> inc.offer(Entry("b", "v", {}, _fake(0.5)))
+    >>> inc.best.key, inc.adopted
+    ('b', 1)
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from warpforge.evaluator.pool import JobSpec, Samples
+from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict, geomean
+
+
+@dataclass
+class Entry:
+    """One measured evaluation that may hold or challenge the incumbent."""
+
+    key: str
+    variant: str
+    params: dict[str, Any]
+    result: EvalResult
+    spec: JobSpec | None = None  # to re-measure it (None: history loaded from the database)
+
+    @property
+    def ms(self) -> float:
+        return float(self.result.objective_ms or math.inf)
+
+
+def _stats() -> Any:
+    try:
+        return importlib.import_module("warpforge.evaluator.stats")
+    except ImportError:  # pragma: no cover - stats.py lands separately; range separation stands in meanwhile
+        return None
+
+
+def objective_samples(result: EvalResult, reference: bool = False) -> list[float] | None:
+    """Samples of the objective (geomean over shapes of the i-th sample), or None without raw samples."""
+    per_shape = [getattr(s, "ref_samples_ms" if reference else "samples_ms", None) for s in result.shapes]
+    if not per_shape or not all(per_shape):
+        return None
+    n = min(len(x) for x in per_shape)  # type: ignore[arg-type]
+    if n < 2:
+        return None
+    return [geomean([x[i] for x in per_shape]) or math.nan for i in range(n)]  # type: ignore[index]
+
+
+def _quantile(shapes: list[ShapeResult], name: str) -> float | None:
+    values = [getattr(s, name) for s in shapes]
+    return geomean(values) if values and all(v is not None for v in values) else None
+
+
+def faster(a: list[float], b: list[float], alpha: float) -> bool:
+    """Is ``a`` (times) faster than ``b`` beyond noise?"""
+    stats = _stats()
+    if stats is not None:
+        return bool(stats.is_faster(a, b, alpha=alpha))
+    sa, sb = sorted(a), sorted(b)  # no test available: the whole ranges must not overlap
+    return sa[-1] < sb[0]
+
+
+def beyond_noise(challenger: EvalResult, incumbent: EvalResult, alpha: float,
+                 ab: Samples | None = None) -> tuple[bool, str]:
+    """Decide one challenge; returns (faster, the evidence used)."""
+    if ab is not None and len(ab[0]) >= 2 and len(ab[1]) >= 2:
+        return faster(ab[0], ab[1], alpha), "interleaved A/B re-measurement"
+    a, b = objective_samples(challenger), objective_samples(incumbent)
+    if a and b:
+        return faster(a, b, alpha), "timing samples"
+    hi, lo = _quantile(challenger.shapes, "p80_ms"), _quantile(incumbent.shapes, "p20_ms")
+    if hi is None or lo is None:
+        return (challenger.objective_ms or math.inf) < (incumbent.objective_ms or math.inf), "medians (no spread)"
+    return hi < lo, "p20-p80 separation"
+
+
+@dataclass
+class Incumbent:
+    """The campaign's accepted best for one task, adopting challengers only beyond noise."""
+
+    alpha: float = 0.05
+    remeasure: bool = False  # the pool can run Backend.remeasure
+    best: Entry | None = None
+    adopted: int = 0
+    within_noise: int = 0  # challengers with a faster median that were not faster beyond noise
+    evidence: dict[str, int] = field(default_factory=dict)
+    waiting: Entry | None = None  # challenger whose A/B re-measurement is in flight
+    _queue: deque[Entry] = field(default_factory=deque)
+
+    def offer(self, entry: Entry) -> tuple[Entry, Entry] | None:
+        """Consider a finished evaluation; returns (challenger, incumbent) when an A/B run must decide."""
+        if entry.result.verdict is not Verdict.OK or not entry.result.measured:
+            return None
+        if self.best is None:
+            self.best = entry
+            return None
+        if entry.ms >= self.best.ms:
+            return None
+        if self.remeasure and entry.spec is not None and self.best.spec is not None:
+            if self.waiting is not None:
+                self._queue.append(entry)
+                return None
+            self.waiting = entry
+            return entry, self.best
+        self._decide(entry, None)
+        return None
+
+    def resolve(self, samples: Samples | None) -> tuple[Entry, Entry] | None:
+        """The waiting challenger's A/B samples arrived (None: the backend had none): decide, start the next."""
+        if self.waiting is not None:
+            entry, self.waiting = self.waiting, None
+            self._decide(entry, samples)
+        while self._queue:
+            entry = self._queue.popleft()
+            if self.best is not None and entry.ms < self.best.ms:
+                self.waiting = entry
+                return entry, self.best
+        return None
+
+    def _decide(self, entry: Entry, samples: Samples | None) -> None:
+        assert self.best is not None
+        won, how = beyond_noise(entry.result, self.best.result, self.alpha, samples)
+        self.evidence[how] = self.evidence.get(how, 0) + 1
+        if won:
+            self.best, self.adopted = entry, self.adopted + 1
+        else:
+            self.within_noise += 1
+
+    def describe(self) -> str:
+        if self.best is None:
+            return "no measured candidate"
+        how = ", ".join(f"{k}: {n}" for k, n in sorted(self.evidence.items())) or "no challenge"
+        return (f"best adopted only when faster beyond noise (alpha {self.alpha}): {self.adopted} adopted, "
+                f"{self.within_noise} faster medians within noise ({how})")
+
+
+def speedup_interval(result: EvalResult, confidence: float = 0.95) -> tuple[float | None, float | None,
+                                                                             float | None, str]:
+    """(low, speedup, high, method) of a result's speedup over the reference, from the best evidence."""
+    cand, ref = objective_samples(result), objective_samples(result, reference=True)
+    stats = _stats()
+    if cand and ref and stats is not None:
+        low, mid, high = sorted(float(v) for v in stats.speedup_ci(cand, ref, confidence=confidence))
+        return low, mid, high, f"{confidence:.0%} CI from {len(cand)} samples"
+    ref20, ref80 = _quantile(result.shapes, "ref_p20_ms"), _quantile(result.shapes, "ref_p80_ms")
+    p20, p80 = _quantile(result.shapes, "p20_ms"), _quantile(result.shapes, "p80_ms")
+    if None in (ref20, ref80, p20, p80):
+        return None, result.speedup, None, "no reference spread"
+    return ref20 / p80, result.speedup, ref80 / p20, "p20-p80 range (no raw samples)"  # type: ignore[operator]
+
+
+@dataclass
+class FinalEntry:
+    """One of the top-k at the end of a campaign, re-measured where the backend measures live."""
+
+    variant: str
+    params: dict[str, Any]
+    verdict: str
+    ms: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    interval: str  # how the interval was obtained ("95% CI from 100 samples", "p20-p80 range ...")
+    remeasured: bool  # fresh measurement (live) or the stored one (recorded times)
+    chosen: bool = False  # the campaign's best
+
+
+def _fake(ms: float) -> EvalResult:  # for the docstring example
+    shape = ShapeResult(shape={"N": 1}, dtype="float32", p20_ms=ms * 0.99, p50_ms=ms, p80_ms=ms * 1.01)
+    return EvalResult(verdict=Verdict.OK, shapes=[shape], objective_ms=ms)

@@ -24,7 +24,7 @@ CASES = {
     "hang": (Verdict.TIMEOUT, "timed_out"),
     "mutate": (Verdict.REJECTED, "input_mutated"),
     "return_input": (Verdict.REJECTED, "output_aliases_input"),
-    "partial": (Verdict.INCORRECT, "non_finite_output"),
+    "partial": (Verdict.INCORRECT, "partial_output"),
     "torch_op": (Verdict.REJECTED, "torch_compute_call"),
     "missing_import": (Verdict.COMPILE_ERROR, "import_failed"),
     "compile_error": (Verdict.COMPILE_ERROR, "compile_failed"),
@@ -58,8 +58,10 @@ def test_planted_variant_verdict(name: str, backend, task) -> None:
 def test_good_variant_reports_checks_and_resources(backend, task) -> None:
     result = backend.evaluate(Job(task, load_variant(PLANTED / "good.py"), dict(PARAMS)))
     assert result.verdict is Verdict.OK
-    # 3 check shapes x 2 dtypes x 2 seeds, each compared against the float64 reference
-    assert len(result.checked) == 12
+    # 3 check shapes x 2 dtypes x 2 seeds, plus one hidden shape x 2 dtypes, each compared against the
+    # float64 reference
+    assert len(result.checked) == 14
+    assert sum("hidden" in label for label in result.checked) == 2
     assert not result.measured and result.timing is None  # the interpreter never times
     assert result.resources and result.resources[0].registers and result.resources[0].registers > 0
     assert result.resources[0].target == "sm_90"

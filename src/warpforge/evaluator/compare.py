@@ -8,15 +8,19 @@ runs in the task's dtype, measured against float64. A candidate may be as inexac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 
 @dataclass(frozen=True)
 class Mismatch:
-    reason: str  # incorrect reasons: shape_mismatch, dtype_mismatch, non_finite_output, wrong_values
+    # shape_mismatch, dtype_mismatch, non_finite_output, wrong_values; refined by refine():
+    # output_unwritten, constant_output, precision_downgrade
+    reason: str
     message: str
 
 
@@ -71,3 +75,84 @@ def compare_outputs(
                 f"expected {float(rf[worst]):.6g} (allowed error {float(allowed[worst]):.3g})",
             )
     return None
+
+
+def references(reference: Callable[..., object], inputs: Sequence[object],
+               device: str = "cpu") -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """(float64 reference, reference in the task's dtype), both on the CPU, computed from copies of
+    the trusted inputs on ``device`` (a GPU makes a float64 reference of a 16k x 4k x 4k matmul cheap)."""
+    moved = tuple(x.detach().clone().to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
+    lowp = as_tuple(reference(*moved))
+    r64 = as_tuple(reference(*upcast(moved)))
+    return tuple(t.cpu() for t in r64), tuple(t.cpu() for t in lowp)
+
+
+def is_sentinel(out: torch.Tensor, sentinel: float) -> torch.Tensor:
+    if math.isnan(sentinel):
+        return torch.isnan(out)
+    return out == torch.tensor(sentinel, dtype=out.dtype)
+
+
+def refine(mismatch: Mismatch, outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
+           ref_lowp: Sequence[torch.Tensor], sentinel: float, half_tolerance: tuple[float, float] | None) -> Mismatch:
+    """A more specific reason for a mismatch, from the shape of the error.
+
+    - ``output_unwritten``: an output still holds the allocation sentinel everywhere (nothing wrote it,
+      e.g. a launch that returns ``torch.empty`` hoping for the reference's freed memory);
+    - ``constant_output``: every element is the same value (zeros included);
+    - ``precision_downgrade``: an fp32 result that fails fp32 tolerances but meets half-precision ones
+      (computed through bf16/fp16/tf32). ``half_tolerance`` is given only for fp32 cases.
+    """
+    floats = [o for o in outs if o.is_floating_point() and o.numel()]
+    for i, out in enumerate(outs):
+        # A NaN sentinel cannot be told from a computed NaN; the rerun pair (verify.py) decides those.
+        if math.isnan(sentinel):
+            break
+        if out.is_floating_point() and out.numel() and bool(is_sentinel(out, sentinel).all()):
+            return Mismatch("output_unwritten", f"output {i} still holds the allocation sentinel ({sentinel}) "
+                            "everywhere: launch returned memory that no kernel wrote")
+    for i, out in enumerate(floats):
+        if out.numel() >= 2 and bool((out == out.reshape(-1)[0]).all()):
+            value = float(out.reshape(-1)[0])
+            return Mismatch("constant_output", f"output {i} is the constant {value:g} everywhere; "
+                            f"{mismatch.message}")
+    if half_tolerance is not None and len(outs) == len(ref64):
+        shapes_match = all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, ref64))
+        if shapes_match and compare_outputs(outs, ref64, ref_lowp, *half_tolerance) is None:
+            return Mismatch("precision_downgrade", "an fp32 result with half-precision error (computed through "
+                            f"bf16/fp16/tf32?): {mismatch.message}")
+    return mismatch
+
+
+_LINT: dict[tuple[str, str], str | None] = {}
+
+
+def lint_task(task: Any) -> str | None:
+    """Why the task cannot tell a kernel from a constant, or None.
+
+    A task on which an all-zeros output, or the best constant (the mean of the float64 reference), passes
+    every check shape is in error: a candidate writing that constant would be 'correct'. Typical causes:
+    tolerances far too loose, or a reference that is constant on the check shapes. Cached per task file.
+    """
+    key = (str(task.path), task.source_hash)
+    if key in _LINT:
+        return _LINT[key]
+    shapes = list(task.check_shapes or task.small_shapes or task.shapes)
+    dtype = task.dtypes[0]
+    atol, rtol = task.tolerance(dtype)
+    zeros_pass = const_pass = True
+    for shape in shapes:
+        for seed in (1, 2):
+            r64, rlp = references(task.reference, task.make_inputs(dict(shape), dtype, seed, "cpu"))
+            zeros = [torch.zeros_like(r) for r in rlp]
+            consts = [torch.full_like(r, float(q.double().mean())) if r.is_floating_point() and r.numel()
+                      else torch.zeros_like(r) for r, q in zip(rlp, r64)]
+            zeros_pass = zeros_pass and compare_outputs(zeros, r64, rlp, atol, rtol) is None
+            const_pass = const_pass and compare_outputs(consts, r64, rlp, atol, rtol) is None
+    problem = None
+    if zeros_pass or const_pass:
+        what = "an all-zeros output" if zeros_pass else "a constant output (the reference's mean)"
+        problem = (f"task {task.name}: {what} passes every check shape with tolerance (atol={atol}, rtol={rtol}) "
+                   f"for {dtype}; tighten TOLERANCES or use check shapes whose reference varies")
+    _LINT[key] = problem
+    return problem

@@ -5,16 +5,22 @@ directory and process group: a candidate that monkeypatches torch, leaks memory 
 context cannot touch the next one. Importing torch costs about 1-2 s, so the pool keeps one child per
 environment pre-spawned and warm: it has imported torch and waits for its single request.
 
-Protocol: the request is one JSON line on the child's stdin; the report is one JSON document on a
-private pipe (fd passed with ``pass_fds``), so a candidate printing fake results to stdout changes
-nothing. EOF on that pipe with no report means the child crashed; past the timeout the whole
-process group is SIGKILLed.
+Protocol: the request is one JSON line on the child's stdin, carrying a random nonce; the child answers
+on a private pipe (fd passed with ``pass_fds``) with newline-delimited JSON: progress marks
+(``{"mark": "launch"}``), which this side timestamps with its own clock and which may start a phase
+deadline, then one report that must echo the nonce. A candidate printing fake results to stdout changes
+nothing; one writing a canned report to the pipe lacks the nonce (``forged``). EOF with no report means
+the child died; past a deadline the whole process group is SIGKILLed; a child whose resident memory
+passes its limit is killed too (``oom``): host memory is contained even where RLIMIT_AS cannot be set
+(a CUDA process reserves tens of GB of address space).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -27,17 +33,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The environment variable through which the child learns its address-space limit (set before torch loads).
+AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
+# Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
+HARNESS_FILES = ("stdout.txt", "stderr.txt", "kernel.cubin")
+HARNESS_PREFIXES = ("candidate", "in_", "out_", "timed_")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A progress mark from the child, timestamped on arrival by the parent's monotonic clock."""
+
+    name: str
+    at: float  # seconds since the request was written
+    data: dict[str, Any]
+
 
 @dataclass
 class ChildOutcome:
     """What came back from one child: a report, or why there is none."""
 
-    status: str  # "done" | "timeout" | "crashed"
+    status: str  # "done" | "timeout" | "crashed" | "oom" | "forged"
     report: dict[str, Any] | None
     returncode: int | None
     stderr_tail: str
     wall_s: float
     scratch: Path
+    marks: list[Mark] = field(default_factory=list)
+    phase: str = ""  # the phase whose deadline expired (timeout) or "" for the overall one
+    limit_s: float = 0.0  # the deadline that expired, in seconds
+    peak_rss: int = 0  # bytes, as sampled by the parent
+
+    def unexpected_files(self) -> list[str]:
+        """Names in the scratch directory that neither the harness nor the trusted side wrote."""
+        try:
+            names = sorted(p.name for p in self.scratch.iterdir())
+        except OSError:
+            return []
+        return [n for n in names if n not in HARNESS_FILES and not n.startswith(HARNESS_PREFIXES)]
 
 
 @dataclass
@@ -48,8 +81,14 @@ class _Child:
     started: float = field(default_factory=time.monotonic)
 
 
-def child_env(interpret: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: only what it needs; no API keys or database URLs leak into it."""
+def child_env(interpret: bool, extra: dict[str, str] | None = None,
+              as_limit_bytes: int | None = None) -> dict[str, str]:
+    """The child's environment: only what it needs; no API keys or database URLs leak into it.
+
+    ``as_limit_bytes`` caps the child's address space (RLIMIT_AS, set before torch is imported): a
+    runaway host allocation fails with MemoryError inside the child instead of waking the OOM killer.
+    Never set it for a CUDA child: the driver reserves far more address space than it uses.
+    """
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TMPDIR",
             "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
     env = {k: v for k, v in os.environ.items() if k in keep}
@@ -59,8 +98,18 @@ def child_env(interpret: bool, extra: dict[str, str] | None = None) -> dict[str,
         env["TRITON_INTERPRET"] = "1"
     # Quiet Triton 3.9's FP-fusion deprecation warning without changing its current default.
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    if as_limit_bytes:
+        env[AS_LIMIT_ENV] = str(int(as_limit_bytes))
     env.update(extra or {})
     return env
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class ChildPool:
@@ -99,13 +148,23 @@ class ChildPool:
         return child
 
     def run(self, request: dict[str, Any], env: dict[str, str], timeout_s: float,
-            prepare: Any = None) -> ChildOutcome:
-        """Run one request in a fresh child; ``prepare(scratch)`` writes files the child will read."""
+            prepare: Any = None, budgets: dict[str, float] | None = None,
+            rss_limit_bytes: int | None = None) -> ChildOutcome:
+        """Run one request in a fresh child; ``prepare(scratch)`` writes files the child will read.
+
+        ``budgets`` maps a mark name to a phase deadline in seconds: when the child sends that mark, it
+        must send the next mark (or its report) within the budget, never later than ``timeout_s``
+        overall. A child cannot buy time with marks: the overall deadline never moves.
+        """
         child = self.take(env)
         if prepare is not None:
             prepare(child.scratch)
-        request = {**request, "scratch": str(child.scratch)}
+        nonce = secrets.token_hex(16)
+        request = {**request, "scratch": str(child.scratch), "nonce": nonce}
         start = time.monotonic()
+        overall = start + timeout_s
+        phase, phase_deadline, phase_limit = "", math.inf, timeout_s
+        status_phase, limit = "", timeout_s
         status, report = "crashed", None
         try:
             assert child.proc.stdin is not None
@@ -113,36 +172,67 @@ class ChildPool:
             child.proc.stdin.close()
         except BrokenPipeError:
             pass
-        chunks: list[bytes] = []
-        deadline = start + timeout_s
+        buffer = b""
+        lines: list[bytes] = []
+        marks: list[Mark] = []
+        peak_rss = 0
+        # Poll at 0.2 s while a memory limit is watched (a 1 GiB bytearray fills in ~0.3 s), else 1 s.
+        poll_s = 0.2 if rss_limit_bytes else 1.0
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            now = time.monotonic()
+            deadline = min(overall, phase_deadline)
+            if now >= deadline:
                 status = "timeout"
+                if phase_deadline < overall:
+                    status_phase, limit = phase, phase_limit
+                else:
+                    status_phase, limit = "", timeout_s
                 break
-            ready, _, _ = select.select([child.result_r], [], [], min(remaining, 1.0))
-            if ready:
-                data = os.read(child.result_r, 1 << 20)
-                if not data:  # EOF: the child closed the pipe (finished or died)
+            if rss_limit_bytes:
+                rss = _rss_bytes(child.proc.pid)
+                peak_rss = max(peak_rss, rss)
+                if rss > rss_limit_bytes:
+                    status = "oom"
                     break
-                chunks.append(data)
+            ready, _, _ = select.select([child.result_r], [], [], min(deadline - now, poll_s))
+            if not ready:
+                continue
+            data = os.read(child.result_r, 1 << 20)
+            if not data:  # EOF: the child closed the pipe (finished or died)
+                break
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                msg = _parse(line)
+                if isinstance(msg, dict) and isinstance(msg.get("mark"), str):
+                    at = time.monotonic()
+                    marks.append(Mark(msg["mark"], at - start, msg))
+                    if budgets and msg["mark"] in budgets:
+                        phase, phase_limit = msg["mark"], budgets[msg["mark"]]
+                        phase_deadline = at + phase_limit
+                elif line.strip():
+                    lines.append(line)
         os.close(child.result_r)
-        if status == "timeout":
+        if buffer.strip():
+            lines.append(buffer)
+        if status in ("timeout", "oom"):
             _kill_group(child.proc)
         else:
             try:
                 child.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 _kill_group(child.proc)
-            if chunks:
-                try:
-                    report = json.loads(b"".join(chunks).decode())
-                    status = "done"
-                except (ValueError, UnicodeDecodeError):
-                    status = "crashed"
+            parsed = _parse(lines[-1]) if lines else None
+            if isinstance(parsed, dict):
+                report = parsed
+                status = "done" if parsed.get("nonce") == nonce else "forged"
         wall = time.monotonic() - start
         stderr_tail = _tail(child.scratch / "stderr.txt")
-        return ChildOutcome(status, report, child.proc.returncode, stderr_tail, wall, child.scratch)
+        outcome = ChildOutcome(status, report, child.proc.returncode, stderr_tail, wall, child.scratch, marks,
+                               peak_rss=peak_rss)
+        if status == "timeout":
+            outcome.phase, outcome.limit_s = status_phase, limit
+        return outcome
 
     def release(self, outcome: ChildOutcome) -> None:
         if not self.keep_scratch:
@@ -163,6 +253,13 @@ class ChildPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _parse(line: bytes) -> Any:
+    try:
+        return json.loads(line.decode())
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

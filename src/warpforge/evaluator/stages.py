@@ -1,11 +1,14 @@
 """The evaluation stages, run from the trusted side: static check, correctness, AOT compile, timing.
 
 Each stage returns either data or a failing :class:`EvalResult`; backends (backends.py) chain them.
+Correctness (``check_stage``) plans its cases here (verify.plan_cases: seeds and hidden shapes from
+this process's unpredictable RNG), runs them in a child, and judges the child's raw facts in
+verify.py. Timing stages live in timing.py.
 """
 
 from __future__ import annotations
 
-import math
+import random
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,17 +17,26 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.compare import as_tuple, compare_outputs, upcast
+from warpforge.evaluator.compare import lint_task
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, child_env
 from warpforge.evaluator.static import check_source
-from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
+from warpforge.evaluator.verify import judge_check, plan_cases
+from warpforge.kernels.task import Shape, Task, dtype_name
 from warpforge.kernels.variant import Variant
 
 CANDIDATE_FILE = "candidate.py"
 # Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
 # sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
 SHARED_LIMIT = {90: 232448, 80: 166912, 86: 101376, 89: 101376}
+# Host memory per child: the interpreter on check shapes peaks under 1 GiB of address space (measured
+# 0.84 GiB for torch + Triton + a 100k-element kernel), so 8 GiB only stops runaways.
+DEFAULT_HOST_MEMORY_GB = 8.0
+
+
+def hang_bound_s(reference_s: float) -> float:
+    """How long a GPU launch may run before it is killed: min(60 s, 10x the reference's time + 5 s)."""
+    return min(60.0, 10.0 * reference_s + 5.0)
 
 
 @dataclass
@@ -39,6 +51,8 @@ class Job:
     dtypes: list[torch.dtype] = field(default_factory=list)
     shapes: list[Shape] = field(default_factory=list)  # benchmark shapes (timing, constraints)
     timeout_s: float = 120.0
+    hidden_shapes: int = 1  # fresh random boundary shapes per evaluation (0 turns them off)
+    host_memory_gb: float = DEFAULT_HOST_MEMORY_GB
 
     def __post_init__(self) -> None:
         self.dtypes = self.dtypes or list(self.task.dtypes)
@@ -47,6 +61,14 @@ class Job:
     def result(self, verdict: Verdict, reason: str = "", message: str = "", **kw: Any) -> EvalResult:
         return EvalResult(verdict=verdict, reason=reason, message=message, task=self.task.name,
                           variant_hash=self.variant.source_hash, params=dict(self.params), **kw)
+
+    @property
+    def host_memory_bytes(self) -> int:
+        return int(self.host_memory_gb * (1 << 30))
+
+    def env(self, interpret: bool, cuda: bool = False) -> dict[str, str]:
+        """The child environment; CPU-only children also get RLIMIT_AS (a CUDA child reserves far more)."""
+        return child_env(interpret, as_limit_bytes=None if cuda else self.host_memory_bytes)
 
 
 def static_stage(job: Job) -> EvalResult | None:
@@ -70,11 +92,25 @@ def _write_candidate(job: Job) -> Any:
 def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | None:
     """Map a child that produced no usable report, or reported an error, to a verdict."""
     if outcome.status == "timeout":
+        phase = f" (phase '{outcome.phase}')" if outcome.phase else ""
         return job.result(Verdict.TIMEOUT, "timed_out",
-                          f"the {what} did not finish within {job.timeout_s:.0f} s and was killed")
+                          f"the {what} did not finish within {outcome.limit_s or job.timeout_s:.3g} s{phase}; "
+                          "its process group was killed and a fresh worker took its place")
+    if outcome.status == "oom":
+        return job.result(Verdict.RUNTIME_ERROR, "out_of_memory",
+                          f"the {what} used {outcome.peak_rss / 2**30:.1f} GiB of host memory, over its "
+                          f"{job.host_memory_gb:g} GiB limit, and was killed")
+    if outcome.status == "forged":
+        return job.result(Verdict.REJECTED, "forged_report",
+                          "the child's report did not carry this evaluation's nonce: something other than the "
+                          "harness wrote to the result pipe")
     if outcome.status == "crashed" or outcome.report is None:
         code = outcome.returncode
         tail = outcome.stderr_tail.strip().splitlines()[-1:] or [""]
+        if code == 0:
+            return job.result(Verdict.CRASHED, "exited_without_report",
+                              f"the candidate ended the {what} process (exit code 0) before the harness reported; "
+                              "only the trusted side issues verdicts")
         return job.result(Verdict.CRASHED, "process_died",
                           f"the candidate process exited with code {code} before reporting: {tail[0][:300]}")
     err = outcome.report.get("error")
@@ -89,57 +125,42 @@ def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | N
         return job.result(Verdict.COMPILE_ERROR, "compile_failed", summary)
     if kind == "resources":
         return job.result(Verdict.INVALID_CONFIG, "out_of_resources", summary)
-    if kind == "oom":
-        return job.result(Verdict.RUNTIME_ERROR, "out_of_memory", summary)
+    simple = {"oom": "out_of_memory", "exit": "exit_called", "illegal_memory_access": "illegal_memory_access",
+              "device_assert": "device_assert"}
+    if kind in simple:
+        return job.result(Verdict.RUNTIME_ERROR, simple[kind], summary)
     if err["stage"] == "constraints":
         return job.result(Verdict.RUNTIME_ERROR, "constraints_failed", f"constraints() raised {summary}")
     return job.result(Verdict.RUNTIME_ERROR, "exception", summary)
 
 
-@dataclass
-class _Case:
-    id: int
-    shape: Shape
-    dtype: torch.dtype
-    seed: int
-    sentinel: float
-    inputs: tuple[Any, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{shape_key(self.shape)} {dtype_name(self.dtype)} seed={self.seed}"
-
-
-def _cases(job: Job, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype]) -> list[_Case]:
-    # Seeds come from the OS: the candidate cannot predict its inputs. Sentinels alternate NaN and a
-    # finite value, so output left unwritten fails either the finite check or the value check.
-    sentinels = [math.nan, 12345.0]
-    cases = []
-    for shape in shapes:
-        for dtype in dtypes:
-            for s in range(job.seeds):
-                seed = secrets.randbits(31)
-                inputs = job.task.make_inputs(dict(shape), dtype, seed, "cpu")
-                cases.append(_Case(len(cases), dict(shape), dtype, seed, sentinels[s % 2], tuple(inputs)))
-    return cases
-
-
 def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
-                shapes: Sequence[Shape], dtypes: Sequence[torch.dtype]) -> tuple[EvalResult | None, list[str]]:
-    """Run the candidate on fresh inputs in a child; compare in this process. Returns (failure, checked)."""
-    cases = _cases(job, shapes, dtypes)
+                shapes: Sequence[Shape], dtypes: Sequence[torch.dtype],
+                budgets: dict[str, float] | None = None, ref_device: str = "cpu",
+                ) -> tuple[EvalResult | None, list[str]]:
+    """Run the candidate on fresh inputs in a child; judge in this process. Returns (failure, checked)."""
+    problem = lint_task(job.task)
+    if problem is not None:
+        return job.result(Verdict.UNSUPPORTED, "degenerate_task", problem), []
+    rng = random.Random(secrets.randbits(64))  # the child never sees this state
+    plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng)
 
     def prepare(scratch: Path) -> None:
         _write_candidate(job)(scratch)
-        for case in cases:
+        for case in plan.cases:
             torch.save(case.inputs, scratch / f"in_{case.id}.pt")
 
-    request = {
+    request: dict[str, Any] = {
         "mode": "check", "candidate": CANDIDATE_FILE, "params": job.params, "device": device,
-        "task_path": str(job.task.path), "constraint_shapes": job.shapes,
-        "cases": [{"id": c.id, "inputs": f"in_{c.id}.pt", "sentinel": c.sentinel} for c in cases],
+        "constraint_shapes": job.shapes,
+        "cases": [{"id": c.id, "inputs": f"in_{c.id}.pt", "sentinel": c.sentinel} for c in plan.cases],
     }
-    outcome = pool.run(request, child_env(interpret), job.timeout_s, prepare)
+    if plan.pair is not None:
+        request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}
+        request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
+    cuda = device.startswith("cuda")
+    outcome = pool.run(request, job.env(interpret, cuda), job.timeout_s, prepare, budgets=budgets,
+                       rss_limit_bytes=job.host_memory_bytes)
     try:
         failure = _child_failure(job, outcome, "correctness check")
         if failure is not None:
@@ -148,31 +169,10 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         if "invalid_config" in report:
             return job.result(Verdict.INVALID_CONFIG, "constraints_false",
                               f"constraints(params, shape) is False for shape {report['invalid_config']}"), []
-        checked: list[str] = []
-        by_id = {c["id"]: c for c in report.get("cases", [])}
-        for case in cases:
-            info = by_id.get(case.id)
-            if info is None:
-                return job.result(Verdict.CRASHED, "missing_case", f"no report for case {case.label}"), checked
-            if any(kind != "Tensor" for kind in info["kinds"]):
-                return job.result(Verdict.REJECTED, "output_not_tensor",
-                                  f"launch returned {info['kinds']}; a plain torch.Tensor is required"), checked
-            if any(info["aliases"]):
-                return job.result(Verdict.REJECTED, "output_aliases_input",
-                                  "an output shares memory with an input; allocate outputs fresh"), checked
-            saved = torch.load(outcome.scratch / f"out_{case.id}.pt", weights_only=True)
-            for before, after in zip(case.inputs, saved["inputs_after"]):
-                if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-                    return job.result(Verdict.REJECTED, "input_mutated",
-                                      f"launch modified an input ({case.label}); inputs are read-only"), checked
-            ref_lowp = as_tuple(job.task.reference(*case.inputs))
-            ref64 = as_tuple(job.task.reference(*upcast(case.inputs)))
-            atol, rtol = job.task.tolerance(case.dtype)
-            mismatch = compare_outputs(saved["out"], ref64, ref_lowp, atol, rtol)
-            if mismatch is not None:
-                return job.result(Verdict.INCORRECT, mismatch.reason, f"{case.label}: {mismatch.message}"), checked
-            checked.append(case.label)
-        return None, checked
+        failure, checked = judge_check(job, plan, outcome, ref_device)
+        if failure is not None:
+            failure.unchecked = list(plan.notes)
+        return failure, checked
     finally:
         pool.release(outcome)
 
@@ -184,7 +184,8 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     cases += [{"shape": job.shapes[0], "dtype": dtype_name(d)} for d in job.dtypes[1:]]
     request = {"mode": "compile", "candidate": CANDIDATE_FILE, "params": job.params,
                "task_path": str(job.task.path), "target": job.target, "cases": cases}
-    outcome = pool.run(request, child_env(interpret=False), job.timeout_s, _write_candidate(job))
+    outcome = pool.run(request, job.env(interpret=False), job.timeout_s, _write_candidate(job),
+                       rss_limit_bytes=job.host_memory_bytes)
     try:
         failure = _child_failure(job, outcome, "ahead-of-time compile")
         report = outcome.report or {}
@@ -213,7 +214,8 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
 def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict[str, Any]]]:
     """The configurations of SPACE that satisfy ``constraints`` on every benchmark shape (run in a child)."""
     request = {"mode": "space", "candidate": CANDIDATE_FILE, "space": job.variant.space, "shapes": job.shapes}
-    outcome = pool.run(request, child_env(interpret=True), job.timeout_s, _write_candidate(job))
+    outcome = pool.run(request, job.env(interpret=True), job.timeout_s, _write_candidate(job),
+                       rss_limit_bytes=job.host_memory_bytes)
     try:
         failure = _child_failure(job, outcome, "constraint enumeration")
         if failure is not None:

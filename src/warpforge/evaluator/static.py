@@ -3,7 +3,9 @@
 ``launch`` may allocate tensors and launch Triton kernels; it may not compute with torch (a torch
 matmul inside ``launch`` is cuBLAS, not a found kernel) nor reach the reference. Code inside
 ``@triton.jit`` functions is Triton's and is not inspected here. Dynamic tricks that slip past this
-check (``getattr(torch, "mm")``) are caught at run time by the ghost replay (issue 3).
+check (``getattr(torch, "mm")``) are caught at run time: the child records every aten operator a launch
+dispatches (``disallowed_ops``), and the ghost replay disables every Triton launch and requires the
+output to change (evaluator/verify.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ COMPUTE_METHODS = {
     "logsumexp", "abs", "neg", "reciprocal", "square", "clamp", "where", "masked_fill", "gather", "scatter",
     "index_select", "sort", "topk", "copy_", "mul_", "add_", "div_", "sub_", "exp_", "linear", "conv2d",
     "layer_norm", "rms_norm", "cross_entropy", "nll_loss", "float", "half", "bfloat16", "double",
+}
+# aten operators (as recorded at run time by the child's dispatch mode, outside Triton's own launches)
+# that a launch may call: allocation, views, copies and metadata. Anything else is torch computing the
+# answer, however it was reached (getattr, operator.matmul, torch.ops, the task's reference).
+ALLOWED_ATEN = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "zero_",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "scalar_tensor",
+    "arange", "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute",
+    "expand", "unsqueeze", "squeeze", "slice", "select", "narrow", "split", "split_with_sizes", "chunk", "unbind",
+    "unfold", "alias", "detach", "lift_fresh", "lift_fresh_copy", "clone", "copy_", "_to_copy", "set_",
+    "resize_", "view_as_real", "view_as_complex", "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride",
+    "sym_numel", "sym_storage_offset", "contiguous", "_copy_from", "_copy_from_and_resize", "record_stream",
 }
 FORBIDDEN_IMPORTS = ("warpforge", "torch.nn", "torch.ops", "torch._C", "torch.linalg", "torch.special",
                      "torch.fft", "numpy", "cupy", "ctypes", "scipy")
@@ -92,3 +106,8 @@ def check_source(source: str) -> StaticFinding | None:
                 return StaticFinding("torch_compute_call", f"'{fn.name}' calls .{attr}() on a tensor: compute "
                                      "belongs in a @triton.jit kernel")
     return None
+
+
+def disallowed_ops(ops: list[str]) -> list[str]:
+    """The recorded run-time operators outside ALLOWED_ATEN (a dtype cast counts as compute)."""
+    return sorted(op for op in ops if op not in ALLOWED_ATEN)

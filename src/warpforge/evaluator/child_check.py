@@ -1,0 +1,158 @@
+"""The child's ``check`` mode: run ``launch`` on inputs the trusted side wrote and report raw facts.
+
+For every case: load the inputs (written by the parent from seeds this process never sees), prefill
+fresh allocations with the case's sentinel, run ``launch`` under the operator recorder, and save the
+outputs and the post-call inputs for the parent to compare against its float64 reference. Then, on one
+case only (the cost of two extra launches, not a second check):
+
+- ``rerun``: the same inputs with a different sentinel; outputs that depend on the sentinel were read
+  from uninitialised memory or never written;
+- ``ghost``: every Triton launch turned into a no-op; an output that is still right was not computed
+  by the kernels.
+
+Facts reported per launch: output kinds, aliasing, torch operators called, Triton launches made, live
+threads left behind, harness functions replaced; per run: global numeric flags before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.evaluator.child_common import (
+    LOAD,
+    SAVE,
+    KernelGate,
+    OpRecorder,
+    Sentinel,
+    Watch,
+    as_tuple,
+    error_info,
+    global_state,
+    load_candidate,
+    mark,
+    sync,
+)
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+class _LaunchError(Exception):
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(info["message"])
+        self.info = info
+
+
+def _check_constraints(module: Any, params: dict[str, Any], shapes: list[dict[str, int]]) -> str | None:
+    fn = getattr(module, "constraints", None)
+    if fn is None:
+        return None
+    for shape in shapes:
+        if not fn(dict(params), dict(shape)):
+            return json.dumps(shape, sort_keys=True)
+    return None
+
+
+class _Runner:
+    def __init__(self, req: dict[str, Any], scratch: Path, module: Any, gate: KernelGate, watch: Watch) -> None:
+        self.req, self.scratch, self.module, self.gate, self.watch = req, scratch, module, gate, watch
+        self.device: str = req["device"]
+        self.sentinel = Sentinel()
+        # On a GPU the first call of a shape compiles (seconds); it runs under the "compile" budget, on a
+        # copy of the inputs, so the observed call runs under the parent's hang bound ("launch").
+        self.warm = self.device.startswith("cuda")
+
+    def launch(self, inputs_file: str, sentinel: float, out_name: str) -> dict[str, Any]:
+        inputs = LOAD(self.scratch / inputs_file, weights_only=True)
+        inputs = tuple(x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs)
+        params = self.req["params"]
+        if self.warm:
+            mark("compile")
+            try:
+                copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+                self.module.launch(*copies, **params)
+                sync(self.device)
+                del copies
+            except BaseException as exc:  # noqa: BLE001 - any failure of the candidate is reported
+                raise _LaunchError(error_info(exc, "run")) from None
+        Sentinel.poison(inputs)
+        self.sentinel.install(sentinel)
+        recorder = OpRecorder(self.gate)
+        calls_before = self.gate.calls
+        mark("launch")
+        start = time.perf_counter()
+        try:
+            with recorder:
+                out = self.module.launch(*inputs, **params)
+            sync(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            raise _LaunchError(error_info(exc, "run")) from None
+        elapsed = time.perf_counter() - start
+        outs = as_tuple(out)
+        kinds = [type(o).__name__ if type(o) is not torch.Tensor else "Tensor" for o in outs]
+        spans = [_span(x) for x in inputs if isinstance(x, torch.Tensor)]
+        aliases = [type(o) is torch.Tensor and any(lo < _span(o)[1] and _span(o)[0] < hi for lo, hi in spans)
+                   for o in outs]
+        facts = {
+            "kinds": kinds, "aliases": aliases, "seconds": elapsed, "ops": sorted(recorder.ops),
+            "kernel_calls": self.gate.calls - calls_before, "threads": self.watch.new_threads(),
+            "tampered": self.watch.tampered() + self.sentinel.tampered(),
+            "state_changed": self.watch.state_changed(),
+        }
+        if all(k == "Tensor" for k in kinds):
+            SAVE({"out": [o.detach().to("cpu").clone() for o in outs],
+                  "inputs_after": [x.detach().to("cpu").clone() if isinstance(x, torch.Tensor) else x for x in inputs]},
+                 self.scratch / out_name)
+            facts["saved"] = out_name
+        return facts
+
+
+def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    gate = KernelGate().install()
+    watch = Watch()
+    try:
+        module = load_candidate(scratch / req["candidate"])
+    except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
+        return {"error": error_info(exc, "import")}
+    try:
+        bad_shape = _check_constraints(module, req["params"], req["constraint_shapes"])
+    except BaseException as exc:  # noqa: BLE001
+        return {"error": error_info(exc, "constraints")}
+    if bad_shape is not None:
+        return {"invalid_config": bad_shape}
+    runner = _Runner(req, scratch, module, gate, watch)
+    report: dict[str, Any] = {"cases": [], "state_before": watch.state}
+    by_id = {case["id"]: case for case in req["cases"]}
+    try:
+        for case in req["cases"]:
+            facts = runner.launch(case["inputs"], float(case["sentinel"]), f"out_{case['id']}.pt")
+            report["cases"].append({"id": case["id"], **facts})
+        rerun = req.get("rerun")
+        if rerun:
+            facts = runner.launch(by_id[rerun["case"]]["inputs"], float(rerun["sentinel"]), "out_rerun.pt")
+            report["rerun"] = {"case": rerun["case"], **facts}
+    except _LaunchError as err:
+        report["error"] = err.info
+        return report
+    ghost = req.get("ghost")
+    if ghost:
+        gate.ghost = True
+        try:
+            facts = runner.launch(by_id[ghost["case"]]["inputs"], float(ghost["sentinel"]), "out_ghost.pt")
+            report["ghost"] = {"case": ghost["case"], **facts}
+        except _LaunchError as err:  # without its kernels the candidate failed: the kernels mattered
+            report["ghost"] = {"case": ghost["case"], "error": err.info, "kernel_calls": None}
+        finally:
+            gate.ghost = False
+    report["state_after"] = global_state()
+    report["state_changed_end"] = watch.state_changed()
+    report["threads_end"] = watch.new_threads()
+    report["tampered_end"] = watch.tampered() + runner.sentinel.tampered()
+    return report

@@ -1,0 +1,298 @@
+"""Trusted-side judgement of a ``check`` run: from the child's raw facts and saved outputs to a verdict.
+
+The child (child_check.py) only reports what happened; every decision is taken here, in the process
+that never imported the candidate. In order (the first finding wins; cheating outranks inaccuracy):
+
+1. files written next to the candidate, global numeric flags flipped, harness functions replaced;
+2. per launch: non-Tensor outputs, outputs aliasing inputs, threads left running, torch operators
+   called outside Triton, no Triton launch at all, inputs modified;
+3. the rerun pair: the same inputs under a NaN and a finite sentinel must agree (never-written
+   elements and reads of uninitialised memory show here);
+4. values against the float64 reference, published shapes first, then the hidden ones; a wrong
+   answer is refined (replayed from an earlier call, unwritten, constant, precision downgrade);
+5. the ghost replay: with every Triton launch disabled the output must no longer be right.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from warpforge.evaluator.compare import compare_outputs, is_sentinel, references, refine
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.sandbox import ChildOutcome
+from warpforge.evaluator.static import disallowed_ops
+from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
+
+# Hidden shapes stay within 1.2x of a check shape (+2): the interpreter's cost grows with size.
+HIDDEN_GROWTH = 1.2
+
+
+@dataclass
+class Case:
+    """One correctness case: inputs made here from a seed the child never sees."""
+
+    id: int
+    shape: Shape
+    dtype: torch.dtype
+    seed: int
+    sentinel: float
+    inputs: tuple[Any, ...]
+    hidden: bool = False
+
+    @property
+    def label(self) -> str:
+        tag = " (hidden shape)" if self.hidden else ""
+        return f"{shape_key(self.shape)} {dtype_name(self.dtype)} seed={self.seed}{tag}"
+
+
+@dataclass
+class CheckPlan:
+    cases: list[Case]
+    pair: Case | None  # the case rerun under a second sentinel and replayed without kernels
+    rerun_sentinel: float
+    notes: list[str]
+
+
+def _primes(lo: int, hi: int) -> list[int]:
+    return [n for n in range(max(lo, 2), hi + 1) if all(n % d for d in range(2, int(n ** 0.5) + 1))]
+
+
+def perturb_dim(value: int, rng: random.Random) -> int:
+    """A random size near ``value``: a prime (a non-multiple of every tile size) in [value/2, 1.2 value + 2]."""
+    if value <= 3:
+        return rng.randint(1, 4)
+    choices = _primes(value // 2, int(value * HIDDEN_GROWTH) + 2)
+    return rng.choice(choices) if choices else value + 1
+
+
+def hidden_shapes(task: Task, rng: random.Random, count: int = 1) -> list[Shape]:
+    """Small shapes nobody has seen, derived from CHECK_SHAPES with the parent's unpredictable RNG.
+
+    A variant hard-coded to the published sizes (benchmark or check) passes those and fails these.
+    """
+    base = list(task.check_shapes or task.small_shapes)
+    known = {shape_key(s) for s in [*task.shapes, *task.check_shapes, *task.small_shapes]}
+    out: list[Shape] = []
+    for _ in range(20 * count):
+        if len(out) >= count or not base:
+            break
+        shape = {k: perturb_dim(int(v), rng) for k, v in rng.choice(base).items()}
+        if shape_key(shape) not in known:
+            known.add(shape_key(shape))
+            out.append(shape)
+    return out
+
+
+def _input_shapes(inputs: Sequence[Any]) -> list[tuple[int, ...]]:
+    return [tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
+
+
+def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype], seeds: int,
+               hidden: int, rng: random.Random) -> CheckPlan:
+    """Cases for the published shapes (``seeds`` each), then ``hidden`` fresh shapes (one seed each).
+
+    Sentinels alternate NaN and a random finite value, so output left unwritten fails either the finite
+    check or the value check. The rerun pair is the first NaN case of the largest published shape.
+    """
+    cases: list[Case] = []
+    notes: list[str] = []
+
+    def add(shape: Shape, dtype: torch.dtype, s: int, is_hidden: bool) -> Case:
+        seed = rng.getrandbits(31)
+        sentinel = math.nan if s % 2 == 0 else float(rng.randint(1000, 9000))
+        inputs = tuple(task.make_inputs(dict(shape), dtype, seed, "cpu"))
+        case = Case(len(cases), dict(shape), dtype, seed, sentinel, inputs, is_hidden)
+        cases.append(case)
+        return case
+
+    for shape in shapes:
+        for dtype in dtypes:
+            for s in range(seeds):
+                add(shape, dtype, s, False)
+    public = list(cases)
+    for shape in hidden_shapes(task, rng, hidden):
+        for dtype in dtypes:
+            try:
+                case = add(shape, dtype, 0, True)
+            except Exception as exc:  # noqa: BLE001 - a task whose inputs need a particular shape
+                notes.append(f"hidden shapes: make_inputs rejected {shape_key(shape)} ({type(exc).__name__})")
+                break
+            if any(_input_shapes(case.inputs) == _input_shapes(c.inputs) for c in public):
+                cases.pop()  # make_inputs ignores the shape dict (KernelBench files): nothing hidden here
+                notes.append("hidden shapes: the task's make_inputs ignores the shape, so none was tried")
+                break
+    nan_cases = [c for c in public if math.isnan(c.sentinel)]
+    pair = max(nan_cases, key=lambda c: (math.prod(c.shape.values()), -c.id)) if nan_cases else None
+    return CheckPlan(cases, pair, float(rng.randint(1000, 9000)), notes)
+
+
+def _fail(job: Any, verdict: Verdict, reason: str, message: str) -> EvalResult:
+    return job.result(verdict, reason, message)  # type: ignore[no-any-return]
+
+
+class Judge:
+    """Turns one check report into a verdict; ``checked`` lists the cases that passed."""
+
+    def __init__(self, job: Any, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu") -> None:
+        self.job, self.plan, self.outcome, self.ref_device = job, plan, outcome, ref_device
+        self.report: dict[str, Any] = outcome.report or {}
+        self.checked: list[str] = []
+        self._refs: dict[int, tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]] = {}
+
+    def refs(self, case: Case) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        if case.id not in self._refs:
+            self._refs[case.id] = references(self.job.task.reference, case.inputs, self.ref_device)
+        return self._refs[case.id]
+
+    def load(self, name: str) -> dict[str, Any] | None:
+        path = self.outcome.scratch / name
+        if not path.is_file():
+            return None
+        return torch.load(path, weights_only=True)  # type: ignore[no-any-return]
+
+    def judge(self) -> EvalResult | None:
+        return self._environment() or self._launches() or self._pair() or self._values() or self._ghost()
+
+    def _environment(self) -> EvalResult | None:
+        job, report = self.job, self.report
+        stray = self.outcome.unexpected_files()
+        if stray:
+            return _fail(job, Verdict.REJECTED, "wrote_files", f"the candidate wrote {stray[:5]} into its working "
+                         "directory; a variant may only compute, never write files")
+        changed = sorted({k for c in report.get("cases", []) for k in c.get("state_changed", [])}
+                         | set(report.get("state_changed_end", [])))
+        if changed:
+            return _fail(job, Verdict.REJECTED, "global_state_modified", f"the candidate changed {changed[:5]} "
+                         "(TF32 / matmul precision / environment); such flags change other code's numerics")
+        tampered = sorted({k for c in report.get("cases", []) for k in c.get("tampered", [])}
+                          | set(report.get("tampered_end", [])))
+        if tampered:
+            return _fail(job, Verdict.REJECTED, "harness_tampered", f"the candidate replaced {tampered[:5]}; "
+                         "timers, synchronization, saving and allocation belong to the harness")
+        return None
+
+    def _launches(self) -> EvalResult | None:
+        job = self.job
+        by_id = {c["id"]: c for c in self.report.get("cases", [])}
+        for case in self.plan.cases:
+            info = by_id.get(case.id)
+            if info is None:
+                return _fail(job, Verdict.CRASHED, "missing_case", f"no report for case {case.label}")
+            if any(kind != "Tensor" for kind in info["kinds"]):
+                return _fail(job, Verdict.REJECTED, "output_not_tensor", f"launch returned {info['kinds']}; a plain "
+                             "torch.Tensor is required (no subclasses, lazy or deferred results)")
+            if any(info["aliases"]):
+                return _fail(job, Verdict.REJECTED, "output_aliases_input",
+                             "an output shares memory with an input; allocate outputs fresh")
+            if info.get("threads"):
+                return _fail(job, Verdict.REJECTED, "background_thread", f"{info['threads']} thread(s) still ran "
+                             f"after launch returned ({case.label}); work must finish inside launch")
+            bad = disallowed_ops(info.get("ops", []))
+            if bad:
+                return _fail(job, Verdict.REJECTED, "torch_compute_call", f"launch called torch operators {bad[:6]} "
+                             "at run time: compute belongs in @triton.jit kernels")
+            if info.get("kernel_calls") == 0:
+                return _fail(job, Verdict.REJECTED, "kernel_bypass", f"launch ran no Triton kernel for {case.label}")
+            saved = self.load(f"out_{case.id}.pt")
+            if saved is None:
+                return _fail(job, Verdict.CRASHED, "missing_output", f"no saved output for case {case.label}")
+            for before, after in zip(case.inputs, saved["inputs_after"]):
+                if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+                    return _fail(job, Verdict.REJECTED, "input_mutated",
+                                 f"launch modified an input ({case.label}); inputs are read-only")
+        if self.report.get("threads_end"):
+            return _fail(job, Verdict.REJECTED, "background_thread", "the candidate left threads running")
+        return None
+
+    def _pair(self) -> EvalResult | None:
+        """Same inputs, NaN sentinel (case) vs finite sentinel (rerun): never-written or uninitialised reads."""
+        pair, rerun = self.plan.pair, self.report.get("rerun")
+        if pair is None or not rerun:
+            return None
+        first, second = self.load(f"out_{pair.id}.pt"), self.load("out_rerun.pt")
+        if first is None or second is None:
+            return _fail(self.job, Verdict.CRASHED, "missing_output", "no saved output for the rerun")
+        s = self.plan.rerun_sentinel
+        for i, (a, b) in enumerate(zip(first["out"], second["out"])):
+            if not (a.is_floating_point() and a.shape == b.shape and a.numel()):
+                continue
+            unwritten = torch.isnan(a) & is_sentinel(b, s)
+            if bool(unwritten.all()):
+                return _fail(self.job, Verdict.INCORRECT, "output_unwritten", f"output {i} was never written "
+                             f"({pair.label}): it holds whatever the allocation held (NaN-filled here)")
+            if bool(unwritten.any()):
+                n = int(unwritten.sum())
+                return _fail(self.job, Verdict.INCORRECT, "partial_output", f"output {i}: {n}/{a.numel()} elements "
+                             f"were never written ({pair.label})")
+        same = all(torch.equal(a, b) or (a.is_floating_point() and torch.allclose(a, b, 0, 0, equal_nan=True))
+                   for a, b in zip(first["out"], second["out"]))
+        if not same:
+            r64, rlp = self.refs(pair)
+            atol, rtol = self.job.task.tolerance(pair.dtype)
+            ok_a = compare_outputs(first["out"], r64, rlp, atol, rtol) is None
+            ok_b = compare_outputs(second["out"], r64, rlp, atol, rtol) is None
+            if not (ok_a and ok_b):
+                return _fail(self.job, Verdict.REJECTED, "uninitialized_read", "the output depends on what the "
+                             f"output memory held before launch ({pair.label}: prefilled with NaN it is "
+                             f"{'right' if ok_a else 'wrong'}, with {s:g} it is {'right' if ok_b else 'wrong'})")
+        return None
+
+    def _values(self) -> EvalResult | None:
+        job = self.job
+        previous: list[tuple[Case, list[torch.Tensor]]] = []
+        for case in self.plan.cases:
+            saved = self.load(f"out_{case.id}.pt")
+            assert saved is not None  # _launches checked every file
+            outs = saved["out"]
+            r64, rlp = self.refs(case)
+            atol, rtol = job.task.tolerance(case.dtype)
+            mismatch = compare_outputs(outs, r64, rlp, atol, rtol)
+            if mismatch is not None:
+                return self._explain(case, outs, r64, rlp, mismatch, previous)
+            previous.append((case, outs))
+            self.checked.append(case.label)
+        return None
+
+    def _explain(self, case: Case, outs: list[torch.Tensor], r64: tuple[torch.Tensor, ...],
+                 rlp: tuple[torch.Tensor, ...], mismatch: Any, previous: list[tuple[Case, list[torch.Tensor]]]
+                 ) -> EvalResult:
+        job = self.job
+        for old, old_outs in previous:
+            if len(old_outs) == len(outs) and all(a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+                                                  for a, b in zip(outs, old_outs)):
+                return _fail(job, Verdict.REJECTED, "replayed_output", f"{case.label}: launch returned the output of "
+                             f"an earlier call ({old.label}) for new inputs: results are cached across calls")
+        if case.hidden:
+            return _fail(job, Verdict.INCORRECT, "fails_hidden_shape", f"right on every published shape, wrong on "
+                         f"{case.label}: is it hard-coded to the benchmark sizes? {mismatch.message}")
+        half = job.task.tolerance(torch.bfloat16) if case.dtype == torch.float32 else None
+        found = refine(mismatch, outs, r64, rlp, case.sentinel, half)
+        return _fail(job, Verdict.INCORRECT, found.reason, f"{case.label}: {found.message}")
+
+    def _ghost(self) -> EvalResult | None:
+        ghost, pair = self.report.get("ghost"), self.plan.pair
+        if not ghost or pair is None or ghost.get("error") or not ghost.get("saved"):
+            return None
+        saved = self.load("out_ghost.pt")
+        if saved is None:
+            return None
+        r64, rlp = self.refs(pair)
+        atol, rtol = self.job.task.tolerance(pair.dtype)
+        if compare_outputs(saved["out"], r64, rlp, atol, rtol) is None:
+            return _fail(self.job, Verdict.REJECTED, "kernel_bypass", "with every Triton launch disabled, launch "
+                         f"still returned the right answer ({pair.label}): the work is done outside the kernels "
+                         "(torch, numpy or the reference)")
+        return None
+
+
+def judge_check(job: Any, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
+                ) -> tuple[EvalResult | None, list[str]]:
+    """The verdict of a finished check run (None = every case passed) and the cases that passed."""
+    judge = Judge(job, plan, outcome, ref_device)
+    return judge.judge(), judge.checked

@@ -4,11 +4,13 @@ A measured candidate whose median beats the incumbent's is a *challenger*. It be
 best only if it is faster beyond noise, judged on the best evidence there is:
 
 1. an interleaved A/B re-measurement of challenger and incumbent (``Backend.remeasure``), when the
-   backend offers one, tested with :func:`warpforge.evaluator.stats.is_faster`;
+   backend offers one, tested with :func:`warpforge.evaluator.stats.is_faster` (paired: same rounds);
 2. else the per-shape timing samples both evaluations carry (``ShapeResult.samples_ms`` when the result
    model has it), tested the same way;
 3. else quantile separation: the challenger's p80 below the incumbent's p20 (geometric means over
-   shapes). With p20/p80 three times the +-1% spread of a quiet GPU apart, this is conservative.
+   shapes): conservative, the interquantile ranges must not even touch.
+
+Fewer than ``stats.MIN_SAMPLES`` (5) samples on a side moves on to the next kind of evidence.
 
 Example:
     >>> inc = Incumbent(alpha=0.05)
@@ -68,23 +70,24 @@ def _quantile(shapes: list[ShapeResult], name: str) -> float | None:
     return geomean(values) if values and all(v is not None for v in values) else None
 
 
-def faster(a: list[float], b: list[float], alpha: float) -> bool:
-    """Is ``a`` (times) faster than ``b`` beyond noise?"""
+def faster(a: list[float], b: list[float], alpha: float, paired: bool = False) -> bool | None:
+    """Is ``a`` (times) faster than ``b`` beyond noise? None: too few samples to tell."""
     stats = _stats()
+    if len(a) < getattr(stats, "MIN_SAMPLES", 2) or len(b) < getattr(stats, "MIN_SAMPLES", 2):
+        return None
     if stats is not None:
-        return bool(stats.is_faster(a, b, alpha=alpha))
-    sa, sb = sorted(a), sorted(b)  # no test available: the whole ranges must not overlap
-    return sa[-1] < sb[0]
+        return bool(stats.is_faster(a, b, alpha=alpha, paired=paired and len(a) == len(b)))
+    return max(a) < min(b)  # no test available: the whole ranges must not overlap
 
 
 def beyond_noise(challenger: EvalResult, incumbent: EvalResult, alpha: float,
                  ab: Samples | None = None) -> tuple[bool, str]:
     """Decide one challenge; returns (faster, the evidence used)."""
-    if ab is not None and len(ab[0]) >= 2 and len(ab[1]) >= 2:
-        return faster(ab[0], ab[1], alpha), "interleaved A/B re-measurement"
+    if ab is not None and (won := faster(ab[0], ab[1], alpha, paired=True)) is not None:
+        return won, "interleaved A/B re-measurement"
     a, b = objective_samples(challenger), objective_samples(incumbent)
-    if a and b:
-        return faster(a, b, alpha), "timing samples"
+    if a and b and (won := faster(a, b, alpha)) is not None:
+        return won, "timing samples"
     hi, lo = _quantile(challenger.shapes, "p80_ms"), _quantile(incumbent.shapes, "p20_ms")
     if hi is None or lo is None:
         return (challenger.objective_ms or math.inf) < (incumbent.objective_ms or math.inf), "medians (no spread)"

@@ -229,11 +229,12 @@ class _TaskRun:
             self.arms, requeued = _open_arms(self.db, self.spec, self.task, children, storage)
         self.by_hash = {a.variant.source_hash: a for a in self.arms}
         with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
-            self.stored = set(s.execute(
+            found = s.execute(
                 select(Evaluation.variant_hash, Evaluation.params_key)
                 .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
                        Evaluation.torch_version == self.versions.get("torch", ""),
-                       Evaluation.triton_version == self.versions.get("triton", ""))).tuples())
+                       Evaluation.triton_version == self.versions.get("triton", "")))
+            self.stored = {(h, k) for h, k in found}
         self._load_history()
         already = sum(a.strategy.n_told for a in self.arms)
         self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)

@@ -2,7 +2,8 @@
 
 - ``interpret``: correctness in Triton's interpreter on the CPU plus ahead-of-time compilation for the
   target GPU. Never a timing objective: its results carry no times.
-- ``cuda``: correctness on the GPU, then live timing (reference and candidate in the same child).
+- ``cuda``: correctness on the GPU, then live timing (reference and candidate in the same child, fresh
+  inputs on every timed call, timed outputs rechecked; timing.py), and interleaved A/B re-measurement.
 - ``replay``: the interpreter's correctness and compile checks, plus times looked up in recorded
   real-GPU measurements, labelled with the GPU they came from.
 
@@ -26,18 +27,11 @@ from collections.abc import Callable
 import torch
 
 import warpforge
-from warpforge.evaluator.gpus import peaks_for
-from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
-from warpforge.evaluator.sandbox import ChildPool, child_env
-from warpforge.evaluator.stages import (
-    CANDIDATE_FILE,
-    Job,
-    _child_failure,
-    check_stage,
-    compile_stage,
-    static_stage,
-)
-from warpforge.kernels.task import dtype_name, parse_dtype
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.sandbox import ChildPool
+from warpforge.evaluator.stages import Job, check_stage, compile_stage, hang_bound_s, static_stage
+from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
+from warpforge.kernels.task import Shape, dtype_name
 
 BF16_DOT = re.compile(r"tl\.dot\b")
 
@@ -127,52 +121,60 @@ class InterpretBackend(Backend):
 
 @register
 class CudaBackend(Backend):
+    """Correctness on the GPU (check + benchmark + hidden shapes), then live timing in a fresh child.
+
+    Hang bounds come from the reference's own time on this GPU (timed once per task and shape set, in
+    a child of its own): a launch is killed after min(60 s, 10x the reference + 5 s).
+    """
+
     name = "cuda"
     measures = True
+
+    def __init__(self, pool: ChildPool | None = None, settings: BenchSettings | None = None) -> None:
+        super().__init__(pool)
+        self.settings = settings or BenchSettings()
+        self._reference: dict[tuple[str, str], dict[str, float]] = {}
+
+    def reference_ms(self, job: Job, shapes: list[Shape]) -> dict[str, float]:
+        key = (job.task.source_hash, json.dumps([shapes, [dtype_name(d) for d in job.dtypes]], sort_keys=True))
+        if key not in self._reference:
+            self._reference[key] = reference_stage(self.pool, job, "cuda", shapes, job.dtypes)
+        return self._reference[key]
 
     def _evaluate(self, job: Job) -> EvalResult:
         if not torch.cuda.is_available():
             return job.result(Verdict.UNSUPPORTED, "no_cuda_device", "no CUDA GPU here; use --backend interpret")
         shapes = list(job.task.check_shapes) + list(job.shapes)
-        failure, checked = check_stage(self.pool, job, "cuda", False, shapes, job.dtypes)
+        ref = self.reference_ms(job, shapes)
+        budgets = {"compile": job.timeout_s}
+        if ref:
+            budgets["launch"] = hang_bound_s(max(ref.values()) / 1e3)
+        failure, checked = check_stage(self.pool, job, "cuda", False, shapes, job.dtypes, budgets=budgets,
+                                       ref_device="cuda")
         if failure is not None:
             failure.checked = checked
             return failure
-        cases = [{"shape": s, "dtype": dtype_name(d), "seed": 0} for s in job.shapes for d in job.dtypes[:1]]
-        request = {"mode": "bench", "candidate": CANDIDATE_FILE, "params": job.params, "device": "cuda",
-                   "task_path": str(job.task.path), "cases": cases}
+        failure, shape_results, device = bench_stage(self.pool, job, "cuda", False, job.shapes, job.dtypes[0],
+                                                     self.settings, ref, ref_device="cuda")
+        if failure is not None:
+            failure.checked = checked
+            return failure
+        return measured_result(job, checked, shape_results, device, fingerprint(device))
 
-        def prepare(scratch):  # type: ignore[no-untyped-def]
-            (scratch / CANDIDATE_FILE).write_text(job.variant.source)
+    def remeasure(self, job_a: Job, job_b: Job, rounds: int = 30) -> tuple[list[float], list[float]]:
+        """Interleaved A/B timing of two checked candidates on fresh inputs per round (GPU only).
 
-        outcome = self.pool.run(request, child_env(False), job.timeout_s * 4, prepare)
-        try:
-            failure = _child_failure(job, outcome, "benchmark")
-            if failure is not None:
-                return failure
-            report = outcome.report or {}
-        finally:
-            self.pool.release(outcome)
-        device = report["device"]
-        peaks = peaks_for(device["name"])
-        shape_results = []
-        for case in report["cases"]:
-            dtype = parse_dtype(case["dtype"])
-            p20, p50, p80 = case["ms"]
-            r20, r50, r80 = case["ref_ms"]
-            sr = ShapeResult(shape=case["shape"], dtype=case["dtype"], p20_ms=p20, p50_ms=p50, p80_ms=p80,
-                             ref_p20_ms=r20, ref_p50_ms=r50, ref_p80_ms=r80, speedup=r50 / p50)
-            if peaks is not None:
-                sol = peaks.sol_ms(job.task.flops(case["shape"], dtype), job.task.bytes_moved(case["shape"], dtype),
-                                   dtype)
-                sr.sol_ms, sr.roofline_pct = sol, 100.0 * sol / p50
-                if p50 < sol:
-                    return job.result(Verdict.REJECTED, "below_speed_of_light",
-                                      f"{p50:.4g} ms is faster than physics allows ({sol:.4g} ms) on {device['name']}")
-            shape_results.append(sr)
-        result = job.result(Verdict.OK, checked=checked, shapes=shape_results, device=device["name"],
-                            fingerprint=fingerprint(device), timing=Timing(source="live", gpu=device["name"]))
-        return aggregate(result)
+        Returns per-round samples (ms, geometric mean over the benchmark shapes) for A and B, for
+        :func:`warpforge.evaluator.stats.is_faster` (``paired=True``). Raises RuntimeError when the
+        re-measurement itself fails (a candidate that misbehaves only here).
+        """
+        if not torch.cuda.is_available():
+            raise RuntimeError("remeasure needs a CUDA GPU")
+        failure, a, b = ab_stage(self.pool, job_a, job_b, "cuda", False, job_a.shapes, job_a.dtypes[0], rounds,
+                                 self.settings, ref_device="cuda")
+        if failure is not None:
+            raise RuntimeError(f"A/B re-measurement failed: {failure.summary()}: {failure.message}")
+        return a, b
 
 
 def resolve_backend_name(name: str, task_name: str | None = None) -> str:

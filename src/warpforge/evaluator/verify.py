@@ -10,7 +10,8 @@ that never imported the candidate. In order (the first finding wins; cheating ou
    elements and reads of uninitialised memory show here);
 4. values against the float64 reference, published shapes first, then the hidden ones; a wrong
    answer is refined (replayed from an earlier call, unwritten, constant, precision downgrade);
-5. the ghost replay: with every Triton launch disabled the output must no longer be right.
+5. kernels did the work: every launch made a Triton launch, and in the ghost replay (every Triton
+   launch disabled) the output is no longer right.
 """
 
 from __future__ import annotations
@@ -197,8 +198,6 @@ class Judge:
             if bad:
                 return _fail(job, Verdict.REJECTED, "torch_compute_call", f"launch called torch operators {bad[:6]} "
                              "at run time: compute belongs in @triton.jit kernels")
-            if info.get("kernel_calls") == 0:
-                return _fail(job, Verdict.REJECTED, "kernel_bypass", f"launch ran no Triton kernel for {case.label}")
             saved = self.load(f"out_{case.id}.pt")
             if saved is None:
                 return _fail(job, Verdict.CRASHED, "missing_output", f"no saved output for case {case.label}")
@@ -271,11 +270,34 @@ class Judge:
         if case.hidden:
             return _fail(job, Verdict.INCORRECT, "fails_hidden_shape", f"right on every published shape, wrong on "
                          f"{case.label}: is it hard-coded to the benchmark sizes? {mismatch.message}")
+        constant = self._constant_everywhere()
+        if constant is not None and not math.isnan(constant):
+            return _fail(job, Verdict.INCORRECT, "constant_output", f"every output of every case is {constant:g}: "
+                         f"{case.label}: {mismatch.message}")
         half = job.task.tolerance(torch.bfloat16) if case.dtype == torch.float32 else None
         found = refine(mismatch, outs, r64, rlp, case.sentinel, half)
         return _fail(job, Verdict.INCORRECT, found.reason, f"{case.label}: {found.message}")
 
+    def _constant_everywhere(self) -> float | None:
+        """The single value every float output element of every case holds, if there is one (zeros too)."""
+        values: set[float] = set()
+        count = 0
+        for case in self.plan.cases:
+            saved = self.load(f"out_{case.id}.pt")
+            for out in (saved or {}).get("out", []):
+                if out.is_floating_point() and out.numel():
+                    values.update(torch.unique(out.double()).tolist())
+                    count += out.numel()
+                if len(values) > 1:
+                    return None
+        return values.pop() if count >= 2 and len(values) == 1 else None
+
     def _ghost(self) -> EvalResult | None:
+        by_id = {c["id"]: c for c in self.report.get("cases", [])}
+        for case in self.plan.cases:
+            if by_id.get(case.id, {}).get("kernel_calls") == 0:
+                return _fail(self.job, Verdict.REJECTED, "kernel_bypass", f"launch returned the right answer for "
+                             f"{case.label} without launching any Triton kernel")
         ghost, pair = self.report.get("ghost"), self.plan.pair
         if not ghost or pair is None or ghost.get("error") or not ghost.get("saved"):
             return None

@@ -1,0 +1,299 @@
+"""Trusted-side timing: plan what the child times, then judge its raw samples (child_bench.py).
+
+The child reports samples and facts; quantiles, speedups and every verdict come from here:
+
+- ``timed_output_incorrect``: outputs of chosen *timed* calls, rebuilt inputs and all, are compared with
+  a float64 reference: a candidate that caches, replays or skips work once it is being timed fails;
+- ``work_outside_timed_stream``: after the end event completed, a device-wide synchronize still waited
+  (median over calls above max(20 us, a quarter of the timed median)): work on a side stream or thread;
+- ``timing_inconsistent``: the parent's own clock, from the child's marks around back-to-back calls,
+  saw at least 0.1 ms per call and more than twice the reported median (timers tampered with);
+- ``below_speed_of_light``: a median below max(flops / peak, bytes / bandwidth) for the detected GPU;
+- ``harness_tampered``, ``global_state_modified``, ``background_thread``: as in verify.py.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import secrets
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.evaluator.compare import compare_outputs, references
+from warpforge.evaluator.gpus import peaks_for
+from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
+from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, Mark
+from warpforge.evaluator.stages import CANDIDATE_FILE, Job, _child_failure, hang_bound_s
+from warpforge.evaluator.stats import quantiles
+from warpforge.kernels.task import Shape, dtype_name, shape_key
+
+# A device-wide synchronize right after the end event costs ~5-10 us when nothing is pending.
+PENDING_FLOOR_MS = 0.02
+# Below 0.1 ms per call the parent's clock sees launch overhead, not the kernel.
+WALL_FLOOR_MS = 0.1
+
+
+@dataclass
+class BenchSettings:
+    """How much to time: calls per shape, input sets rotated, timed outputs rechecked, L2 flush size."""
+
+    warmup: int = 10
+    reps: int = 100
+    input_sets: int = 3
+    recheck: int = 2
+    wall_calls: int = 20
+    flush_bytes: int = 256 << 20  # larger than any current L2 (H100/H200: 50 MB)
+
+
+def _first_float(inputs: Sequence[Any]) -> int:
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            return i
+    raise ValueError("the task's inputs have no floating-point tensor to vary between timed calls")
+
+
+def _unravel(pos: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for dim in reversed(shape):
+        index.append(pos % dim)
+        pos //= dim
+    return tuple(reversed(index))
+
+
+@dataclass
+class TimedCase:
+    """One shape to time: input-set seeds and, per call, the element that makes its inputs unique."""
+
+    id: int
+    shape: Shape
+    dtype: torch.dtype
+    ref_seed: int
+    seeds: list[int]
+    perturb: list[list[Any]]  # per call: [set index, argument, flat position, value]
+    recheck: list[int]
+
+    def request(self) -> dict[str, Any]:
+        return {"id": self.id, "shape": self.shape, "dtype": dtype_name(self.dtype), "ref_seed": self.ref_seed,
+                "seeds": self.seeds, "perturb": self.perturb, "recheck": self.recheck}
+
+    def inputs_of_call(self, job: Job, call: int) -> tuple[Any, ...]:
+        """The exact inputs of timed call ``call``, rebuilt here from the seed and its perturbation."""
+        j, arg, pos, value = self.perturb[call]
+        inputs = list(job.task.make_inputs(dict(self.shape), self.dtype, self.seeds[j], "cpu"))
+        target = inputs[arg].clone()
+        target[_unravel(pos, tuple(target.shape))] = value
+        inputs[arg] = target
+        return tuple(inputs)
+
+
+def plan_timed(job: Job, shapes: Sequence[Shape], dtype: torch.dtype, calls: int, sets: int, recheck: int,
+               rng: random.Random) -> list[TimedCase]:
+    cases = []
+    for i, shape in enumerate(shapes):
+        seeds = [rng.getrandbits(31) for _ in range(sets)]
+        sample = job.task.make_inputs(dict(shape), dtype, seeds[0], "cpu")
+        arg = _first_float(sample)
+        flat = sample[arg].reshape(-1)
+        perturb = [[c % sets, arg, rng.randrange(flat.numel()), float(flat[rng.randrange(flat.numel())])]
+                   for c in range(calls)]
+        chosen = sorted(rng.sample(range(calls // 2, calls), min(recheck, calls - calls // 2)))
+        cases.append(TimedCase(i, dict(shape), dtype, rng.getrandbits(31), seeds, perturb, chosen))
+    return cases
+
+
+def _wall_ms(marks: list[Mark], case_id: int, calls: int) -> float | None:
+    at = {m.name: m.at for m in marks}
+    start, end = at.get(f"wall:{case_id}"), at.get(f"wall_end:{case_id}")
+    if start is None or end is None or calls <= 0:
+        return None
+    return (end - start) * 1e3 / calls
+
+
+def side_stream_finding(ms: Sequence[float], pending_ms: Sequence[float]) -> str | None:
+    """Work still running after the end event, measured by a device-wide synchronize on the host clock."""
+    if not ms or not pending_ms:
+        return None
+    p50, pend = statistics.median(ms), statistics.median(pending_ms)
+    if pend > max(PENDING_FLOOR_MS, 0.25 * p50):
+        return (f"after each timed call ended, the device was still busy for {pend:.4g} ms (median; the call "
+                f"itself measured {p50:.4g} ms): work runs on another stream or thread, outside the timing")
+    return None
+
+
+def wall_clock_finding(p50_ms: float, wall_ms: float | None) -> str | None:
+    """The parent's clock governs: a reported median under half of what it saw per call is not believed."""
+    if wall_ms is None or wall_ms < WALL_FLOOR_MS:
+        return None
+    if p50_ms < 0.5 * wall_ms:
+        return (f"the child reported {p50_ms:.4g} ms per call but the parent's clock saw {wall_ms:.4g} ms per call "
+                "back to back: the timing in the child was tampered with")
+    return None
+
+
+def _facts_finding(job: Job, report: dict[str, Any]) -> EvalResult | None:
+    if report.get("tampered"):
+        return job.result(Verdict.REJECTED, "harness_tampered", f"the candidate replaced {report['tampered'][:5]} "
+                          "during timing")
+    if report.get("state_changed"):
+        return job.result(Verdict.REJECTED, "global_state_modified",
+                          f"the candidate changed {report['state_changed'][:5]} during timing")
+    for case in report.get("cases", []):
+        if case.get("threads"):
+            return job.result(Verdict.REJECTED, "background_thread", "threads still ran after timed calls")
+    return None
+
+
+def _recheck(job: Job, case: TimedCase, outcome: ChildOutcome, call: int, name: str, ref_device: str) -> str | None:
+    path = outcome.scratch / name
+    if not path.is_file():
+        return f"the output of timed call {call} was not a plain tensor"
+    outs = torch.load(path, weights_only=True)["out"]
+    r64, rlp = references(job.task.reference, case.inputs_of_call(job, call), ref_device)
+    atol, rtol = job.task.tolerance(case.dtype)
+    mismatch = compare_outputs(outs, r64, rlp, atol, rtol)
+    return None if mismatch is None else f"timed call {call} ({shape_key(case.shape)}): {mismatch.message}"
+
+
+def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes: Sequence[Shape],
+                dtype: torch.dtype, settings: BenchSettings | None = None,
+                reference_ms: dict[str, float] | None = None, ref_device: str = "cpu",
+                ) -> tuple[EvalResult | None, list[ShapeResult], dict[str, Any]]:
+    """Time the reference then the candidate in one child; judge here. Returns (failure, shapes, device)."""
+    s = settings or BenchSettings()
+    rng = random.Random(secrets.randbits(64))
+    calls = s.warmup + s.reps
+    cases = plan_timed(job, shapes, dtype, calls, s.input_sets, s.recheck, rng)
+    cuda = device.startswith("cuda")
+    request = {"mode": "bench", "candidate": CANDIDATE_FILE, "params": job.params, "device": device,
+               "task_path": str(job.task.path), "warmup": s.warmup, "reps": s.reps, "wall_calls": s.wall_calls,
+               "flush_bytes": s.flush_bytes if cuda else 0,
+               "cases": [c.request() for c in cases]}
+    budgets: dict[str, float] = {"compile": job.timeout_s}
+    for c in cases:
+        ref_s = (reference_ms or {}).get(f"{shape_key(c.shape)} {dtype_name(dtype)}")
+        if ref_s is not None and cuda:
+            budgets[f"bench:{c.id}"] = hang_bound_s(calls * ref_s / 1e3)
+            budgets[f"wall:{c.id}"] = hang_bound_s(s.wall_calls * ref_s / 1e3)
+
+    def prepare(scratch: Path) -> None:
+        (scratch / CANDIDATE_FILE).write_text(job.variant.source)
+
+    outcome = pool.run(request, job.env(interpret, cuda), job.timeout_s * 4, prepare, budgets=budgets,
+                       rss_limit_bytes=job.host_memory_bytes)
+    try:
+        failure = _child_failure(job, outcome, "benchmark")
+        report = outcome.report or {}
+        failure = failure or _facts_finding(job, report)
+        if failure is not None:
+            return failure, [], {}
+        device_info = report.get("device", {})
+        peaks = peaks_for(str(device_info.get("name", ""))) if cuda else None
+        results = []
+        for case, facts in zip(cases, report["cases"]):
+            for call in facts.get("saved", []):
+                problem = _recheck(job, case, outcome, call, f"timed_{case.id}_{call}.pt", ref_device)
+                if problem:
+                    return job.result(Verdict.REJECTED, "timed_output_incorrect", "outputs of timed calls are "
+                                      f"rechecked with fresh inputs per call: {problem}"), [], device_info
+            missing = sorted(set(case.recheck) - set(facts.get("saved", [])))
+            if missing:
+                return job.result(Verdict.REJECTED, "output_not_tensor",
+                                  f"timed calls {missing} did not return plain tensors"), [], device_info
+            p20, p50, p80 = quantiles(facts["ms"])
+            r20, r50, r80 = quantiles(facts["ref_ms"])
+            finding = side_stream_finding(facts["ms"], facts.get("pending_ms", []))
+            if finding:
+                return job.result(Verdict.REJECTED, "work_outside_timed_stream", finding), [], device_info
+            finding = wall_clock_finding(p50, _wall_ms(outcome.marks, case.id, s.wall_calls))
+            if finding:
+                return job.result(Verdict.REJECTED, "timing_inconsistent", finding), [], device_info
+            sr = ShapeResult(shape=case.shape, dtype=dtype_name(dtype), p20_ms=p20, p50_ms=p50, p80_ms=p80,
+                             ref_p20_ms=r20, ref_p50_ms=r50, ref_p80_ms=r80, speedup=r50 / p50)
+            if peaks is not None:
+                sol = peaks.sol_ms(job.task.flops(case.shape, dtype), job.task.bytes_moved(case.shape, dtype), dtype)
+                sr.sol_ms, sr.roofline_pct = sol, 100.0 * sol / p50
+                if p50 < sol:
+                    return job.result(Verdict.REJECTED, "below_speed_of_light",
+                                      f"{p50:.4g} ms is faster than physics allows ({sol:.4g} ms) on "
+                                      f"{device_info.get('name')}"), [], device_info
+            results.append(sr)
+        return None, results, device_info
+    finally:
+        pool.release(outcome)
+
+
+def reference_stage(pool: ChildPool, job: Job, device: str, shapes: Sequence[Shape],
+                    dtypes: Sequence[torch.dtype]) -> dict[str, float]:
+    """Median reference time per 'shape dtype' (ms), timed alone in a child: the basis of hang bounds."""
+    keyed = [(shape_key(s), dtype_name(d), s, d) for s in shapes for d in dtypes]
+    request = {"mode": "reference", "device": device, "task_path": str(job.task.path), "reps": 5,
+               "cases": [{"id": i, "shape": s, "dtype": dn, "seed": i} for i, (_, dn, s, _) in enumerate(keyed)]}
+    outcome = pool.run(request, job.env(False, device.startswith("cuda")), job.timeout_s)
+    try:
+        report = outcome.report or {}
+        if outcome.status != "done" or "error" in report:
+            return {}
+        return {f"{keyed[c['id']][0]} {keyed[c['id']][1]}": statistics.median(c["ms"]) for c in report["cases"]}
+    finally:
+        pool.release(outcome)
+
+
+def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bool, shapes: Sequence[Shape],
+             dtype: torch.dtype, rounds: int = 30, settings: BenchSettings | None = None,
+             ref_device: str = "cpu") -> tuple[EvalResult | None, list[float], list[float]]:
+    """Interleaved A/B re-measurement: per round, the geometric mean over shapes of each one's time (ms).
+
+    Both run in one child on the same fresh inputs per round, the order alternating (AB, BA, ...); the
+    last round's outputs of both are rechecked. Returns (failure or None, samples of A, samples of B).
+    """
+    if job_a.task.path != job_b.task.path:
+        raise ValueError("A/B re-measurement compares two variants of one task")
+    s = settings or BenchSettings()
+    rng = random.Random(secrets.randbits(64))
+    cases = plan_timed(job_a, shapes, dtype, rounds, s.input_sets, 0, rng)
+    cuda = device.startswith("cuda")
+    files = ["candidate_a.py", "candidate_b.py"]
+    request = {"mode": "ab", "device": device, "task_path": str(job_a.task.path), "rounds": rounds,
+               "flush_bytes": s.flush_bytes if cuda else 0, "warmup": 2,
+               "candidates": [{"file": f, "params": j.params} for f, j in zip(files, (job_a, job_b))],
+               "cases": [c.request() for c in cases]}
+
+    def prepare(scratch: Path) -> None:
+        for f, j in zip(files, (job_a, job_b)):
+            (scratch / f).write_text(j.variant.source)
+
+    outcome = pool.run(request, job_a.env(interpret, cuda), job_a.timeout_s * 4, prepare,
+                       rss_limit_bytes=job_a.host_memory_bytes)
+    try:
+        failure = _child_failure(job_a, outcome, "A/B re-measurement")
+        report = outcome.report or {}
+        failure = failure or _facts_finding(job_a, {**report, "cases": [{"threads": report.get("threads")}]})
+        if failure is not None:
+            return failure, [], []
+        for which, job in enumerate((job_a, job_b)):
+            for case in cases:
+                name = f"timed_ab_{which}_{case.id}.pt"
+                problem = _recheck(job, case, outcome, rounds - 1, name, ref_device)
+                if problem:
+                    return job.result(Verdict.REJECTED, "timed_output_incorrect", problem), [], []
+        per_round = [[math.exp(sum(math.log(max(report["samples"][w][k][r], 1e-9)) for k in range(len(cases)))
+                               / len(cases)) for r in range(rounds)] for w in range(2)]
+        return None, per_round[0], per_round[1]
+    finally:
+        pool.release(outcome)
+
+
+def measured_result(job: Job, checked: list[str], shapes: list[ShapeResult], device_info: dict[str, Any],
+                    fingerprint: str) -> EvalResult:
+    from warpforge.evaluator.result import Timing, aggregate
+
+    name = str(device_info.get("name", ""))
+    result = job.result(Verdict.OK, checked=checked, shapes=shapes, device=name, fingerprint=fingerprint,
+                        timing=Timing(source="live", gpu=name))
+    return aggregate(result)

@@ -1,0 +1,28 @@
+"""Attack: cache results keyed on the input's address: a benchmark loop that reuses its buffers
+gets the first answer back for free."""
+import torch
+import triton
+import triton.language as tl
+
+TASK = "double"
+SPACE = {"BLOCK": [128, 256], "num_warps": [4]}
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * 2 + 1).to(y_ptr.dtype.element_ty), mask=mask)
+
+_CACHE = {}
+
+
+def launch(x, BLOCK=256, num_warps=4):
+    key = (x.data_ptr(), tuple(x.shape), x.dtype)
+    if key in _CACHE:
+        return _CACHE[key]
+    y = torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+    _CACHE[key] = y
+    return y

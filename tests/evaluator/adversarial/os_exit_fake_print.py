@@ -1,0 +1,22 @@
+"""Attack: print a fake verdict and leave with os._exit(0), skipping every check."""
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+TASK = "double"
+SPACE = {"BLOCK": [128, 256], "num_warps": [4]}
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * 2 + 1).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def launch(x, BLOCK=256, num_warps=4):
+    print('{"verdict": "ok", "speedup": 100.0}', flush=True)
+    os._exit(0)

@@ -1,0 +1,27 @@
+"""Attack (GPU): launch the work on a side stream; events on the default stream time almost nothing."""
+import torch
+import triton
+import triton.language as tl
+
+TASK = "double"
+SPACE = {"BLOCK": [128, 256], "num_warps": [4]}
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * 2 + 1).to(y_ptr.dtype.element_ty), mask=mask)
+
+_STREAM = []
+
+
+def launch(x, BLOCK=256, num_warps=4):
+    if not _STREAM:
+        _STREAM.append(torch.cuda.Stream())
+    y = torch.empty_like(x)
+    with torch.cuda.stream(_STREAM[0]):
+        for _ in range(64):  # enough work that hiding it matters
+            _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+    return y

@@ -1,0 +1,26 @@
+"""A tiny test task for the adversarial fixtures: y = 2x + 1 (fast in the interpreter)."""
+
+import torch
+
+NAME = "double"
+DESCRIPTION = "y = 2x + 1, elementwise (test task)"
+SHAPES = [{"N": 1 << 20}]
+CHECK_SHAPES = [{"N": 1}, {"N": 97}, {"N": 1000}]
+DTYPES = [torch.float32, torch.float16]
+
+
+def reference(x):
+    return (x.float() * 2 + 1).to(x.dtype)
+
+
+def make_inputs(shape, dtype, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape["N"], generator=g).to(dtype).to(device),)
+
+
+def flops(shape, dtype):
+    return 2.0 * shape["N"]
+
+
+def bytes_moved(shape, dtype):
+    return 2.0 * shape["N"] * torch.finfo(dtype).bits // 8

@@ -1,0 +1,27 @@
+"""Attack: return a tensor subclass (could compute lazily or lie when inspected)."""
+import torch
+import triton
+import triton.language as tl
+
+TASK = "double"
+SPACE = {"BLOCK": [128, 256], "num_warps": [4]}
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * 2 + 1).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+class LazyResult(torch.Tensor):
+    pass
+
+
+def launch(x, BLOCK=256, num_warps=4):
+    y = torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+    if type(y) is not torch.Tensor:  # a fake tensor while the compile check traces launch
+        return y
+    return y.as_subclass(LazyResult)

@@ -98,9 +98,23 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted campaign"),
     target: str = typer.Option("sm_90", "--target", help="GPU architecture for ahead-of-time compilation"),
     seed: int | None = typer.Option(None, "--seed", help="sampler seed"),
+    workers: int = typer.Option(1, "--workers", min=0, help="evaluations at once: one worker per GPU for cuda, CPU "
+                                "workers for interpret/replay; 0 = all GPUs (or CPUs) there are"),
+    compile_workers: int | None = typer.Option(None, "--compile-workers", min=0,
+                                               help="CPU workers compiling ahead of the GPU workers (default: one "
+                                               "per GPU worker)"),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="join this Ray cluster (e.g. auto, "
+                                           "10.0.0.1:6379) instead of starting a local one"),
+    use_ray: bool | None = typer.Option(None, "--ray/--no-ray", help="default: Ray when --workers is not 1 or "
+                                        "--ray-address is given; --no-ray runs workers as threads in this process"),
+    top_k: int = typer.Option(3, "--top-k", min=0, help="re-benchmark the best K at the end (live GPU timing)"),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Run an optimization campaign: search each task's variants, check, measure and store."""
+    """Run an optimization campaign: search each task's variants, check, measure and store.
+
+    One worker evaluates in this process by default (no Ray start-up, nothing to install or run); with
+    --workers N > 1 or --ray-address, Ray places one worker per GPU and compiles on CPU workers meanwhile.
+    """
     from datetime import datetime
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -114,7 +128,9 @@ def run(
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
     spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
-                        seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file])
+                        seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
+                        workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
+                        top_k=top_k)
     progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
                         disable=not err.is_terminal and json_out)
@@ -141,6 +157,20 @@ def run(
                           f"{v.best_ms:.4g}" if v.best_ms else "-", json.dumps(v.best_params) if v.best_params else "-")
         out.print(table)
         out.print(t.timing, soft_wrap=True)
+        if t.final:
+            final = Table(title=f"top {len(t.final)} re-benchmarked" if any(f.remeasured for f in t.final)
+                          else f"top {len(t.final)} (recorded times, not re-measured)")
+            for col in ("", "variant", "params", "ms", "speedup", "interval"):
+                final.add_column(col)
+            for f in t.final:
+                interval = (f"{f.speedup_low:.3g}-{f.speedup_high:.3g}x ({f.interval})"
+                            if f.speedup_low is not None and f.speedup_high is not None else f.interval)
+                final.add_row("best" if f.chosen else "", f.variant, json.dumps(f.params),
+                              f"{f.ms:.4g}" if f.ms else "-", f"{f.speedup:.3g}x" if f.speedup else "-", interval)
+            out.print(final)
+        if t.measured:
+            out.print(t.acceptance, soft_wrap=True)
+        out.print(f"evaluated {t.workers}", highlight=False)
     out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)")
 
 

@@ -24,9 +24,9 @@ from warpforge.evaluator.pool import (
     LocalPool,
     PoolConfig,
     PoolError,
-    RayPool,
     make_pool,
 )
+from warpforge.evaluator.ray_pool import RayPool
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.stages import Job
 from warpforge.kernels.task import load_task_file

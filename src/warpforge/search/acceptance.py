@@ -23,13 +23,16 @@ Example:
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from warpforge.evaluator.pool import JobSpec, Samples
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict, geomean
+from warpforge.search.summary import FinalEntry
 
 
 @dataclass
@@ -169,20 +172,35 @@ def speedup_interval(result: EvalResult, confidence: float = 0.95) -> tuple[floa
     return ref20 / p80, result.speedup, ref80 / p20, "p20-p80 range (no raw samples)"  # type: ignore[operator]
 
 
-@dataclass
-class FinalEntry:
-    """One of the top-k at the end of a campaign, re-measured where the backend measures live."""
+def top_k(entries: Iterable[Entry], best: Entry, k: int) -> list[Entry]:
+    """The k fastest distinct correct configurations (first entry of each), the incumbent always among them."""
+    fastest: dict[tuple[str, str], Entry] = {}
+    for e in sorted((e for e in entries if e.result.verdict is Verdict.OK and e.result.measured), key=lambda e: e.ms):
+        fastest.setdefault((e.result.variant_hash, json.dumps(e.params, sort_keys=True)), e)
+    others = [e for e in fastest.values() if e.key != best.key]
+    return others[: max(k - 1, 0)] + [best]
 
-    variant: str
-    params: dict[str, Any]
-    verdict: str
-    ms: float | None
-    speedup: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    interval: str  # how the interval was obtained ("95% CI from 100 samples", "p20-p80 range ...")
-    remeasured: bool  # fresh measurement (live) or the stored one (recorded times)
-    chosen: bool = False  # the campaign's best
+
+def settle(chosen: list[Entry], fresh: dict[str, EvalResult], best: Entry,
+           alpha: float) -> tuple[Entry | None, list[FinalEntry]]:
+    """The final choice among the top-k on their fresh results (``fresh`` by key; the stored result where
+    absent): the incumbent stays unless another is faster beyond noise again. Returns (winner, report)."""
+    results = {e.key: fresh.get(e.key, e.result) for e in chosen}
+    ok = [e for e in chosen if results[e.key].verdict is Verdict.OK and results[e.key].measured]
+    winner = best if best in ok else None
+    for e in sorted(ok, key=lambda e: results[e.key].objective_ms or math.inf):
+        if winner is None or (e is not winner and beyond_noise(results[e.key], results[winner.key], alpha)[0]):
+            winner = e
+            break
+    report = []
+    for e in chosen:
+        r = results[e.key]
+        low, mid, high, how = speedup_interval(r) if r.measured else (None, None, None, r.verdict.value)
+        report.append(FinalEntry(e.variant, e.params, r.verdict.value, r.objective_ms, mid, low, high, how,
+                                 e.key in fresh, e is winner))
+    if winner is not None:
+        winner = Entry(winner.key, winner.variant, winner.params, results[winner.key], winner.spec)
+    return winner, sorted(report, key=lambda f: f.ms or math.inf)
 
 
 def _fake(ms: float) -> EvalResult:  # for the docstring example

@@ -37,12 +37,17 @@ from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import Job, space_stage
 from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import Variant
-from warpforge.search.acceptance import Entry, FinalEntry, Incumbent, beyond_noise, speedup_interval
+from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
 from warpforge.search.samplers import DEFAULT_SAMPLER
 from warpforge.search.space import SearchSpace
 from warpforge.search.strategy import Proposal, Strategy, make_study
+from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSummary, VariantSummary
 
 FINAL_SUFFIX = ":final"  # study_name suffix of the final re-benchmark's stored evaluations
+
+
+__all__ = ["CampaignError", "CampaignSpec", "CampaignSummary", "Event", "TaskSummary", "VariantSummary",
+           "run_campaign"]
 
 
 class CampaignError(RuntimeError):
@@ -76,63 +81,6 @@ class CampaignSpec:
     def pool_config(self) -> PoolConfig:
         return PoolConfig(workers=self.workers, compile_workers=self.compile_workers, use_ray=self.ray,
                           address=self.ray_address, interpret_check=self.interpret_check)
-
-
-@dataclass
-class Event:
-    """A progress event for the CLI: one evaluation finished."""
-
-    task: str
-    variant: str
-    done: int
-    total: int
-    result: EvalResult
-    cached: bool
-    best_ms: float | None
-    best_label: str | None
-
-
-@dataclass
-class VariantSummary:
-    variant: str
-    source_hash: str
-    feasible: int
-    evaluated: int = 0
-    verdicts: dict[str, int] = field(default_factory=dict)
-    best_params: dict[str, Any] | None = None
-    best_ms: float | None = None
-
-
-@dataclass
-class TaskSummary:
-    task: str
-    backend: str
-    evaluations: int
-    measured: int
-    timing: str  # honest statement of what was and was not measured
-    variants: list[VariantSummary]
-    best_variant: str | None = None
-    best_params: dict[str, Any] | None = None
-    best_ms: float | None = None
-    best_speedup: float | None = None
-    best_speedup_low: float | None = None
-    best_speedup_high: float | None = None
-    workers: str = ""  # how it was evaluated ("in-process, 1 worker", "Ray, 4 GPU workers + 4 CPU ...")
-    acceptance: str = ""  # how the best was adopted (beyond noise, on what evidence)
-    final: list[FinalEntry] = field(default_factory=list)  # the top-k re-benchmark
-
-
-@dataclass
-class CampaignSummary:
-    campaign: str
-    db: str
-    resumed: bool
-    requeued: int
-    tasks: list[TaskSummary]
-    wall_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -343,23 +291,18 @@ class _TaskRun:
 
     # --- the end: re-benchmark the top-k -----------------------------------------------------------
     def _final(self) -> list[FinalEntry]:
-        """Re-measure the top-k in fresh children (live backends; recorded times cannot change), report each
-        speedup with its interval, and keep the incumbent unless another is faster beyond noise again."""
+        """Re-measure the top-k in fresh children where timing is live (recorded times cannot change), and
+        keep the incumbent unless another is faster beyond noise on the fresh numbers too."""
         best = self.incumbent.best
         if self.spec.top_k <= 0 or best is None:
             return []
-        top: dict[str, Entry] = {}
-        for e in sorted((e for e in self.measured if e.result.verdict is Verdict.OK and e.result.measured),
-                        key=lambda e: e.ms):
-            top.setdefault(f"{e.result.variant_hash}@{store.params_key(e.params)}", e)
-        chosen = [e for e in list(top.values())[: self.spec.top_k] if e is not best][: self.spec.top_k - 1] + [best]
+        chosen = top_k(self.measured, best, self.spec.top_k)
         fresh: dict[str, EvalResult] = {}
         if getattr(self.backend_cls, "live_timing", self.backend_name == "cuda"):
-            pending: dict[str, Entry] = {}
-            for i, e in enumerate(chosen):
-                if e.spec is not None:
-                    pending[f"final:{i}:{e.key}"] = e
-                    self.pool.submit(replace(e.spec, key=f"final:{i}:{e.key}"))
+            pending = {f"final:{e.key}": e for e in chosen if e.spec is not None}
+            for key, e in pending.items():
+                assert e.spec is not None
+                self.pool.submit(replace(e.spec, key=key))
             while pending:
                 for c in self.pool.poll(timeout=1.0):
                     e = pending.pop(c.key)
@@ -367,24 +310,9 @@ class _TaskRun:
                         with self.db.session() as s:
                             self.store(s, self.by_hash[e.result.variant_hash], c.result, None, final=True)
                         fresh[e.key] = c.result
-        results = {e.key: fresh.get(e.key, e.result) for e in chosen}
-        winner = best if results[best.key].measured else None
-        for e in sorted(chosen, key=lambda e: results[e.key].objective_ms or float("inf")):
-            r = results[e.key]
-            if e is best or not r.measured or r.verdict is not Verdict.OK:
-                continue
-            if winner is None or beyond_noise(r, results[winner.key], self.spec.alpha)[0]:
-                winner = e
-                break
-        if winner is not None:
-            self.incumbent.best = Entry(winner.key, winner.variant, winner.params, results[winner.key], winner.spec)
-        out = []
-        for e in chosen:
-            r = results[e.key]
-            low, mid, high, how = speedup_interval(r) if r.measured else (None, None, None, r.verdict.value)
-            out.append(FinalEntry(e.variant, e.params, r.verdict.value, r.objective_ms, mid, low, high, how,
-                                  e.key in fresh, e is winner))
-        return sorted(out, key=lambda f: f.ms or float("inf"))
+        winner, report = settle(chosen, fresh, best, self.spec.alpha)
+        self.incumbent.best = winner or best
+        return report
 
     def _summarize(self, final: list[FinalEntry]) -> TaskSummary:
         with self.db.session() as s:

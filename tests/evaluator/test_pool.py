@@ -191,3 +191,18 @@ def test_cpu_actors_run_the_interpreter_backend_in_fresh_children(cluster: Any) 
     assert done["good"].result is not None and done["good"].result.verdict is Verdict.OK, done["good"].result.message
     assert done["good"].result.resources  # the AOT compile ran in the actor's child
     assert done["wrong"].result is not None and done["wrong"].result.verdict is Verdict.INCORRECT
+
+
+def test_a_campaign_on_the_cluster_goes_on_past_a_worker_killing_job(cluster: Any, tmp_path: Path) -> None:
+    from warpforge.search.campaign import CampaignSpec, run_campaign
+
+    bench = _standin()
+    spec = CampaignSpec(name="ray", tasks=[str(PLANTED / "task_double.py")], variant_files=[str(PLANTED / "good.py")],
+                        trials=6, backend=bench.StandInGpuBackend.name, db_url=f"sqlite:///{tmp_path / 'wf.db'}",
+                        seed=0, sampler="random", top_k=2)
+    config = PoolConfig(workers=2, compile_workers=1, use_ray=True, gpu_resource=GPU, max_attempts=2,
+                        backend_kwargs={"eval_s": 0.1, "compile_s": 0.05, "die_on": {"BLOCK": 1024, "num_warps": 4}})
+    task = run_campaign(spec, pool_config=config).tasks[0]
+    assert task.workers == "Ray, 2 GPU workers + 1 CPU compile worker(s)"
+    assert task.evaluations == 6 and task.variants[0].verdicts == {"ok": 5, "crashed": 1}
+    assert task.best_params is not None and len(task.final) == 2 and all(f.remeasured for f in task.final)

@@ -217,7 +217,8 @@ class _TaskRun:
                     row = store.find_evaluation(s, arm.variant.source_hash, proposal.params, self.backend_name,
                                                 self.versions)
                     cached = store.result_of(row) if row is not None else None
-            if cached is not None:
+            # A dead worker or a worker-side bug says nothing about the candidate: evaluate it again.
+            if cached is not None and cached.reason not in ("worker_died", "worker_error"):
                 self._finish(arm, proposal, job, cached, cached=True)
                 continue
             self.inflight[key] = (arm, proposal, job)

@@ -173,6 +173,9 @@ class EvalPool:
     def poll(self, timeout: float) -> list[Completion]:
         raise NotImplementedError
 
+    def pump(self) -> None:
+        """Let finished workers start their next job now (a no-op where workers pull jobs themselves)."""
+
     def close(self) -> None:
         pass
 

@@ -224,6 +224,7 @@ class _TaskRun:
             self.inflight[key] = (arm, proposal, job)
             arm.inflight += 1
             self.pool.submit(job)
+            self.pool.pump()
 
     def _complete(self, completion: Completion) -> None:
         if completion.key == self.ab_key:
@@ -235,6 +236,7 @@ class _TaskRun:
         assert completion.result is not None
         with self.db.session() as s:  # stored before the trial is told: a crash in between re-proposes, then reuses
             self.store(s, arm, completion.result, trial_number=proposal.trial.number)
+        self.pool.pump()
         self._finish(arm, proposal, job, completion.result, cached=False)
 
     def _finish(self, arm: _Arm, proposal: Proposal, job: JobSpec, result: EvalResult, cached: bool) -> None:

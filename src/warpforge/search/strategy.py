@@ -1,0 +1,165 @@
+"""Ask/tell over one Optuna study on an explicit :class:`SearchSpace` (what the campaign engine drives).
+
+The study stays the store of trials (in memory or in the campaign's RDBStorage). Each parameter is
+stored as its ordinal index (``IntDistribution(0, n-1)``) so that samplers see the order of the
+candidates; the real values are kept beside it in the trial's user attr ``config``.
+
+Example:
+    >>> from warpforge.search.space import SearchSpace
+    >>> space = SearchSpace.enumerate({"block": [32, 64, 128], "warps": [4, 8]})
+    >>> s = Strategy(space, make_study("demo", None, "random", seed=0), "random", seed=0)
+    >>> p = s.ask(); s.tell(p, 1.5); s.n_told, s.best[1]
+    (1, 1.5)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.storages import BaseStorage
+from optuna.trial import TrialState
+
+from warpforge.search.samplers import DEFAULT_SAMPLER, FeasibleSampler, make_policy, ordinal_distributions
+from warpforge.search.space import SearchSpace
+
+CONFIG_ATTR = "config"  # user attr: the configuration's real values (the params are ordinal indices)
+SAMPLER_ATTR = "wf:sampler"  # study user attr: the registry name the study was created with
+
+
+@dataclass
+class Proposal:
+    """A configuration to evaluate: the asked trial and its real parameter values."""
+
+    trial: optuna.trial.Trial
+    params: dict[str, Any]
+
+
+def make_study(name: str, storage: str | BaseStorage | None, sampler: str = DEFAULT_SAMPLER,
+               seed: int | None = None) -> optuna.Study:
+    """Create, or load when it exists, a minimising study; ``sampler`` is validated and recorded.
+
+    The space-aware sampler is installed by :class:`Strategy`, which knows the space; until then the
+    study carries Optuna's RandomSampler.
+
+    Example:
+        >>> make_study("s", None, "tpe").direction.name
+        'MINIMIZE'
+    """
+    make_policy(sampler, seed)  # fail early on an unknown name
+    study = optuna.create_study(study_name=name, storage=storage, direction="minimize",
+                                sampler=optuna.samplers.RandomSampler(seed=seed), load_if_exists=True)
+    if SAMPLER_ATTR not in study.user_attrs:
+        study.set_user_attr(SAMPLER_ATTR, sampler)
+    return study
+
+
+class Strategy:
+    """Drives one ``optuna.Study`` with ask/tell over a :class:`SearchSpace`.
+
+    ``ask`` only returns feasible configurations never asked before in this study (finished trials
+    loaded from storage included); ``tell`` records values, failures (``TrialState.FAIL``: the
+    policy treats them as information) and unmeasured evaluations (``PRUNED`` with user attr
+    ``unmeasured``), so nothing evaluated is ever proposed again.
+    """
+
+    def __init__(self, space: SearchSpace, study: optuna.Study, sampler: str = DEFAULT_SAMPLER,
+                 seed: int | None = None) -> None:
+        if len(space) == 0:
+            raise ValueError("the search space has no feasible configuration")
+        self.space = space
+        self.study = study
+        self.sampler_name = sampler
+        self.sampler = FeasibleSampler(space, make_policy(sampler, seed), seed)
+        study.sampler = self.sampler
+        self._dists = ordinal_distributions(space)
+        self._told_rows: set[int] = set()
+        self._best: tuple[int, float] | None = None
+        for t in study.get_trials(deepcopy=False):
+            if t.state.is_finished():
+                self._record(t.number, self.sampler.row_of(t), t.value if t.state == TrialState.COMPLETE
+                             else None)
+
+    # --- the interface ----------------------------------------------------------------------------
+    def recover(self) -> int:
+        """Mark trials left RUNNING (a crash) as FAIL with user attr ``interrupted`` and re-propose them first.
+
+        Returns how many were re-queued. Call once after loading a study, before the first ``ask``.
+        """
+        n = 0
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            row = self.sampler.row_of(t)
+            self.study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
+            self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            if row is not None and row not in self._told_rows:
+                index = self.space.to_index(self.space.feasible[row])
+                self.study.enqueue_trial(dict(zip(self.space.params, index)),
+                                         user_attrs={"requeued_from": t.number})
+                n += 1
+        return n
+
+    def ask(self) -> Proposal | None:
+        """The next feasible, never-told configuration, or None when the space is exhausted."""
+        if len(self._told_rows) + self._pending() >= len(self.space):
+            return None
+        trial = self.study.ask()
+        index = [trial.suggest_int(name, d.low, d.high) for name, d in self._dists.items()]  # type: ignore[attr-defined]
+        params = self.space.as_dict(self.space.from_index(index))
+        trial.set_user_attr(CONFIG_ATTR, _jsonable(params))
+        return Proposal(trial, params)
+
+    def tell(self, proposal: Proposal, value: float | None, *, failed: bool = False,
+             attrs: dict[str, Any] | None = None) -> None:
+        """Record an evaluation: a value (ms, minimised), a failure, or unmeasured (value None)."""
+        trial = proposal.trial
+        for k, v in (attrs or {}).items():
+            trial.set_user_attr(k, _jsonable(v))
+        row = self.space.row(proposal.params)
+        if failed:
+            trial.set_user_attr("failed", True)
+            self.study.tell(trial, state=TrialState.FAIL)
+            value = None
+        elif value is None:
+            trial.set_user_attr("unmeasured", True)
+            self.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self.study.tell(trial, float(value))
+        self._record(trial.number, row, value)
+
+    @property
+    def best(self) -> tuple[dict[str, Any], float] | None:
+        """Best measured configuration and its value, or None before the first measurement."""
+        if self._best is None:
+            return None
+        return self.space.as_dict(self.space.feasible[self._best[0]]), self._best[1]
+
+    @property
+    def n_told(self) -> int:
+        """Distinct configurations evaluated in this study (failures and unmeasured ones included)."""
+        return len(self._told_rows)
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _record(self, number: int, row: int | None, value: float | None) -> None:
+        if row is None:
+            return
+        self._told_rows.add(row)
+        if value is not None and (self._best is None or value < self._best[1]):
+            self._best = (row, float(value))
+
+    def _pending(self) -> int:
+        """Distinct unfinished configurations (RUNNING asks, WAITING re-queued) not yet told."""
+        rows = {self.sampler.row_of(t) for t in self.study.get_trials(
+            deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))}
+        return len({r for r in rows if r is not None} - self._told_rows)
+
+
+def _jsonable(value: Any) -> Any:
+    """Values Optuna's storages accept (they JSON-encode user attrs): numpy scalars become Python ones."""
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

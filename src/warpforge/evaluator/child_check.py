@@ -116,6 +116,8 @@ class _Runner:
 
 def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     gate = KernelGate().install()
+    if req["device"].startswith("cuda"):
+        torch.cuda.init()  # before the snapshot: initialising CUDA is the harness's doing, not the candidate's
     watch = Watch()
     try:
         module = load_candidate(scratch / req["candidate"])

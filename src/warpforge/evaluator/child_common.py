@@ -280,5 +280,6 @@ def global_state() -> dict[str, str]:
         "grad_enabled": torch.is_grad_enabled(),
     }
     prefixes = ("TRITON_", "TORCH_", "CUBLAS", "CUDA_", "NVIDIA_")
-    env = {f"env.{k}": v for k, v in os.environ.items() if k.startswith(prefixes)}
+    # CUDA_MODULE_LOADING may be set by torch's own lazy CUDA initialisation.
+    env = {f"env.{k}": v for k, v in os.environ.items() if k.startswith(prefixes) and k != "CUDA_MODULE_LOADING"}
     return {k: str(v) for k, v in {**state, **env}.items()}

@@ -24,6 +24,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from warpforge.evaluator.backends import Backend
 from warpforge.evaluator.pool import (
     Completion,
@@ -81,13 +83,18 @@ class RayPool(EvalPool):
 
         self._ray, self._started_ray = ray, False
         gpu = uses_gpu(backend_cls)
-        compile_workers = (config.workers if config.compile_workers is None else config.compile_workers) if gpu else 0
+        unit = config.gpu_resource if gpu else "CPU"
+
+        def compilers(workers: int) -> int:  # default: one CPU compile worker per GPU worker
+            return (workers if config.compile_workers is None else config.compile_workers) if gpu else 0
+
         if not ray.is_initialized():
+            guess = config.workers or (torch.cuda.device_count() if unit == "GPU" else 0)
             try:
                 if config.address:
                     ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
                 else:  # every asked-for actor must fit: one logical CPU each, even beyond the physical cores
-                    ray.init(num_cpus=config.num_cpus or max(os.cpu_count() or 1, config.workers + compile_workers),
+                    ray.init(num_cpus=config.num_cpus or max(os.cpu_count() or 1, guess + compilers(guess)),
                              include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"the Ray cluster at {config.address}" if config.address else "a local Ray instance"
@@ -95,8 +102,8 @@ class RayPool(EvalPool):
                                 "(--workers 1 or --no-ray)") from exc
             self._started_ray = True
         available = ray.cluster_resources()
-        unit = config.gpu_resource if gpu else "CPU"
         workers = config.workers or int(available.get(unit, 0))
+        compile_workers = compilers(workers)
         if workers < 1:
             raise PoolError(f"Ray sees no {unit} resource ({available}); use --backend interpret or join a GPU "
                             "cluster with --ray-address")

@@ -1,7 +1,7 @@
 """The untrusted side: runs one candidate in a spawned child and reports raw facts, never verdicts.
 
-Started as ``python -I -m warpforge.evaluator.child RESULT_FD`` by evaluator/sandbox.py. It sets its
-address-space limit (when the parent asks for one) *before* importing torch, imports torch and Triton,
+Started as ``python -I -m warpforge.evaluator.child RESULT_FD`` by evaluator/sandbox.py. It imports
+torch and Triton, caps its address space at what it holds then plus the parent's budget (when asked),
 then blocks on one JSON request line. Modes:
 
 - ``check`` (child_check.py): run ``launch`` on input files the trusted side wrote (seeds the child
@@ -147,16 +147,27 @@ def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     return {"names": names, "feasible": feasible}
 
 
+def _address_space() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def main() -> None:
     # -I ignores PYTHONDONTWRITEBYTECODE: no __pycache__ next to the candidate (any file there that the
     # harness did not write is the candidate's: rejected, wrote_files).
     sys.dont_write_bytecode = True
-    limit = os.environ.get(AS_LIMIT_ENV)
-    if limit:
-        # Before torch loads: a candidate's runaway host allocation then fails with MemoryError here.
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     import torch
     import triton.runtime.jit  # noqa: F401 - warm while waiting for the request
+
+    limit = os.environ.get(AS_LIMIT_ENV)
+    if limit:
+        # After the imports, so the limit is what the candidate may add whatever this torch build maps
+        # (a CUDA build maps several GB of libraries): a runaway allocation fails with MemoryError here.
+        cap = _address_space() + int(limit)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
     from warpforge.evaluator import child_common
     from warpforge.evaluator.child_bench import run_ab, run_bench, run_reference

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The environment variable through which the child learns its address-space limit (set before torch loads).
+# The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
 # Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
 HARNESS_FILES = ("stdout.txt", "stderr.txt", "kernel.cubin")
@@ -85,9 +85,9 @@ def child_env(interpret: bool, extra: dict[str, str] | None = None,
               as_limit_bytes: int | None = None) -> dict[str, str]:
     """The child's environment: only what it needs; no API keys or database URLs leak into it.
 
-    ``as_limit_bytes`` caps the child's address space (RLIMIT_AS, set before torch is imported): a
-    runaway host allocation fails with MemoryError inside the child instead of waking the OOM killer.
-    Never set it for a CUDA child: the driver reserves far more address space than it uses.
+    ``as_limit_bytes`` is the address space the child may add once torch and Triton are imported
+    (RLIMIT_AS): a runaway host allocation fails with MemoryError inside the child instead of waking the
+    OOM killer. Never set it for a CUDA child: the driver reserves far more address space than it uses.
     """
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TMPDIR",
             "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")

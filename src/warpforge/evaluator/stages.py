@@ -29,9 +29,12 @@ CANDIDATE_FILE = "candidate.py"
 # Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
 # sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
 SHARED_LIMIT = {90: 232448, 80: 166912, 86: 101376, 89: 101376}
-# Host memory per child: the interpreter on check shapes peaks under 1 GiB of address space (measured
-# 0.84 GiB for torch + Triton + a 100k-element kernel), so 8 GiB only stops runaways.
+# Host memory a candidate may add to its child: the interpreter on check shapes peaks under 1 GiB of
+# address space in all (measured 0.84 GiB for torch + Triton + a 100k-element kernel), so 8 GiB only
+# stops runaways. The parent's resident-memory watchdog allows the harness 4 GiB on top (a CUDA child's
+# runtime, cuBLAS and input copies).
 DEFAULT_HOST_MEMORY_GB = 8.0
+HARNESS_RSS_GB = 4.0
 
 
 def hang_bound_s(reference_s: float) -> float:
@@ -66,6 +69,10 @@ class Job:
     def host_memory_bytes(self) -> int:
         return int(self.host_memory_gb * (1 << 30))
 
+    @property
+    def rss_limit_bytes(self) -> int:
+        return int((self.host_memory_gb + HARNESS_RSS_GB) * (1 << 30))
+
     def env(self, interpret: bool, cuda: bool = False) -> dict[str, str]:
         """The child environment; CPU-only children also get RLIMIT_AS (a CUDA child reserves far more)."""
         return child_env(interpret, as_limit_bytes=None if cuda else self.host_memory_bytes)
@@ -99,7 +106,7 @@ def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | N
     if outcome.status == "oom":
         return job.result(Verdict.RUNTIME_ERROR, "out_of_memory",
                           f"the {what} used {outcome.peak_rss / 2**30:.1f} GiB of host memory, over its "
-                          f"{job.host_memory_gb:g} GiB limit, and was killed")
+                          f"{job.rss_limit_bytes / 2**30:g} GiB limit, and was killed")
     if outcome.status == "forged":
         return job.result(Verdict.REJECTED, "forged_report",
                           "the child's report did not carry this evaluation's nonce: something other than the "
@@ -160,7 +167,7 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
     cuda = device.startswith("cuda")
     outcome = pool.run(request, job.env(interpret, cuda), job.timeout_s, prepare, budgets=budgets,
-                       rss_limit_bytes=job.host_memory_bytes)
+                       rss_limit_bytes=job.rss_limit_bytes)
     try:
         failure = _child_failure(job, outcome, "correctness check")
         if failure is not None:
@@ -185,7 +192,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     request = {"mode": "compile", "candidate": CANDIDATE_FILE, "params": job.params,
                "task_path": str(job.task.path), "target": job.target, "cases": cases}
     outcome = pool.run(request, job.env(interpret=False), job.timeout_s, _write_candidate(job),
-                       rss_limit_bytes=job.host_memory_bytes)
+                       rss_limit_bytes=job.rss_limit_bytes)
     try:
         failure = _child_failure(job, outcome, "ahead-of-time compile")
         report = outcome.report or {}
@@ -215,7 +222,7 @@ def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict
     """The configurations of SPACE that satisfy ``constraints`` on every benchmark shape (run in a child)."""
     request = {"mode": "space", "candidate": CANDIDATE_FILE, "space": job.variant.space, "shapes": job.shapes}
     outcome = pool.run(request, job.env(interpret=True), job.timeout_s, _write_candidate(job),
-                       rss_limit_bytes=job.host_memory_bytes)
+                       rss_limit_bytes=job.rss_limit_bytes)
     try:
         failure = _child_failure(job, outcome, "constraint enumeration")
         if failure is not None:

@@ -185,7 +185,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
         (scratch / CANDIDATE_FILE).write_text(job.variant.source)
 
     outcome = pool.run(request, job.env(interpret, cuda), job.timeout_s * 4, prepare, budgets=budgets,
-                       rss_limit_bytes=job.host_memory_bytes)
+                       rss_limit_bytes=job.rss_limit_bytes)
     try:
         failure = _child_failure(job, outcome, "benchmark")
         report = outcome.report or {}
@@ -269,7 +269,7 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
             (scratch / f).write_text(j.variant.source)
 
     outcome = pool.run(request, job_a.env(interpret, cuda), job_a.timeout_s * 4, prepare,
-                       rss_limit_bytes=job_a.host_memory_bytes)
+                       rss_limit_bytes=job_a.rss_limit_bytes)
     try:
         failure = _child_failure(job_a, outcome, "A/B re-measurement")
         report = outcome.report or {}

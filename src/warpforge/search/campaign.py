@@ -46,10 +46,6 @@ from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSum
 FINAL_SUFFIX = ":final"  # study_name suffix of the final re-benchmark's stored evaluations
 
 
-__all__ = ["CampaignError", "CampaignSpec", "CampaignSummary", "Event", "TaskSummary", "VariantSummary",
-           "run_campaign"]
-
-
 class CampaignError(RuntimeError):
     """The campaign cannot start or go on; the message says what to do."""
 
@@ -282,6 +278,7 @@ class _TaskRun:
             history = [(r.id, r.variant_hash, r.params, store.result_of(r)) for r in rows
                        if r.verdict == Verdict.OK.value and r.objective_ms is not None
                        and not (r.study_name or "").endswith(FINAL_SUFFIX)]
+        self.incumbent.remeasure = False  # history is judged on its stored numbers, not re-measured
         for _, vhash, params, result in sorted(history, key=lambda h: h[0]):
             arm = self.by_hash.get(vhash)
             if arm is not None:
@@ -289,7 +286,6 @@ class _TaskRun:
                 entry = Entry(key, arm.variant.name, params, result, self.job_spec(arm, params, key))
                 self.measured.append(entry)
                 self.incumbent.offer(entry)
-        self.incumbent.waiting = None  # history is judged on its stored samples, not re-measured
         self.incumbent.remeasure = self.pool.can_remeasure
 
     # --- the end: re-benchmark the top-k -----------------------------------------------------------

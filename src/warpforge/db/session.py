@@ -134,6 +134,9 @@ def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
     cursor.execute("PRAGMA busy_timeout=30000")
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
+        # With WAL, NORMAL is durable against a killed process (only an OS crash can lose the last
+        # commits) and skips an fsync per commit: Optuna commits ~17 times per evaluation.
+        cursor.execute("PRAGMA synchronous=NORMAL")
     except Exception:  # noqa: BLE001 - read-only database
         pass
     cursor.execute("PRAGMA foreign_keys=ON")

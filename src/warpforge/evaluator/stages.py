@@ -12,6 +12,7 @@ import random
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ SHARED_LIMIT = {90: 232448, 80: 166912, 86: 101376, 89: 101376}
 # runtime, cuBLAS and input copies).
 DEFAULT_HOST_MEMORY_GB = 8.0
 HARNESS_RSS_GB = 4.0
+
+
+@lru_cache(maxsize=1)
+def _machine_has_cuda() -> bool:
+    return bool(torch.cuda.is_available())
 
 
 def hang_bound_s(reference_s: float) -> float:
@@ -74,8 +80,13 @@ class Job:
         return int((self.host_memory_gb + HARNESS_RSS_GB) * (1 << 30))
 
     def env(self, interpret: bool, cuda: bool = False) -> dict[str, str]:
-        """The child environment; CPU-only children also get RLIMIT_AS (a CUDA child reserves far more)."""
-        return child_env(interpret, as_limit_bytes=None if cuda else self.host_memory_bytes)
+        """The child environment, with RLIMIT_AS only on machines without a GPU.
+
+        Initialising CUDA reserves tens of GB of address space, and on a GPU machine even a compile child
+        may (a launch that asks ``torch.cuda.get_device_properties`` for its SM count); there the parent's
+        resident-memory watchdog alone bounds host memory.
+        """
+        return child_env(interpret, as_limit_bytes=None if cuda or _machine_has_cuda() else self.host_memory_bytes)
 
 
 def static_stage(job: Job) -> EvalResult | None:

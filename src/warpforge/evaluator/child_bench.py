@@ -157,7 +157,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 del out
             sync(device)
             mark(f"wall:{case['id']}")
-            for _ in range(int(req.get("wall_calls", 20))):
+            for _ in range(int(case.get("wall_calls", req.get("wall_calls", 20)))):
                 module.launch(*work, **params)
             sync(device)
             mark(f"wall_end:{case['id']}")

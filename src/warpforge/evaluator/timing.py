@@ -35,8 +35,13 @@ from warpforge.kernels.task import Shape, dtype_name, shape_key
 
 # A device-wide synchronize right after the end event costs ~5-10 us when nothing is pending.
 PENDING_FLOOR_MS = 0.02
-# Below 0.1 ms per call the parent's clock sees launch overhead, not the kernel.
+# Below 0.1 ms per call the parent's clock sees launch overhead, not the kernel. The parent timestamps a
+# mark when it gets to read it: on a loaded 2-core machine that came 10-35 ms late (measured), so a block
+# shorter than 200 ms proves nothing.
 WALL_FLOOR_MS = 0.1
+WALL_BLOCK_MIN_MS = 200.0
+# The parent sizes the back-to-back block from the reference's time (measured apart, trusted): ~250 ms.
+WALL_BLOCK_TARGET_MS = 250.0
 
 
 @dataclass
@@ -78,9 +83,11 @@ class TimedCase:
     perturb: list[list[Any]]  # per call: [set index, argument, flat position, value]
     recheck: list[int]
 
+    wall_calls: int = 20
+
     def request(self) -> dict[str, Any]:
         return {"id": self.id, "shape": self.shape, "dtype": dtype_name(self.dtype), "ref_seed": self.ref_seed,
-                "seeds": self.seeds, "perturb": self.perturb, "recheck": self.recheck}
+                "seeds": self.seeds, "perturb": self.perturb, "recheck": self.recheck, "wall_calls": self.wall_calls}
 
     def inputs_of_call(self, job: Job, call: int) -> tuple[Any, ...]:
         """The exact inputs of timed call ``call``, rebuilt here from the seed and its perturbation."""
@@ -92,6 +99,18 @@ class TimedCase:
         return tuple(inputs)
 
 
+def _new_value(flat: torch.Tensor, rng: random.Random) -> tuple[int, float]:
+    """A position and a value for it taken from elsewhere in the tensor (same distribution), never the
+    value already there: otherwise the call's inputs could equal an earlier call's (1 in N)."""
+    pos = rng.randrange(flat.numel())
+    old = float(flat[pos])
+    for _ in range(8):
+        value = float(flat[rng.randrange(flat.numel())])
+        if value != old:
+            return pos, value
+    return pos, old + 1.0
+
+
 def plan_timed(job: Job, shapes: Sequence[Shape], dtype: torch.dtype, calls: int, sets: int, recheck: int,
                rng: random.Random) -> list[TimedCase]:
     cases = []
@@ -100,9 +119,11 @@ def plan_timed(job: Job, shapes: Sequence[Shape], dtype: torch.dtype, calls: int
         sample = job.task.make_inputs(dict(shape), dtype, seeds[0], "cpu")
         arg = _first_float(sample)
         flat = sample[arg].reshape(-1)
-        perturb = [[c % sets, arg, rng.randrange(flat.numel()), float(flat[rng.randrange(flat.numel())])]
-                   for c in range(calls)]
-        chosen = sorted(rng.sample(range(calls // 2, calls), min(recheck, calls - calls // 2)))
+        perturb = [[c % sets, arg, *_new_value(flat, rng)] for c in range(calls)]
+        # The last timed call always (a cache that turns on after N calls is caught for any N below the
+        # count), plus random ones from the second half (a cache that turns off again is not safe either).
+        later = range(calls // 2, calls - 1)
+        chosen = sorted({calls - 1, *rng.sample(later, min(max(recheck - 1, 0), len(later)))}) if recheck else []
         cases.append(TimedCase(i, dict(shape), dtype, rng.getrandbits(31), seeds, perturb, chosen))
     return cases
 
@@ -126,9 +147,9 @@ def side_stream_finding(ms: Sequence[float], pending_ms: Sequence[float]) -> str
     return None
 
 
-def wall_clock_finding(p50_ms: float, wall_ms: float | None) -> str | None:
+def wall_clock_finding(p50_ms: float, wall_ms: float | None, calls: int = 1000) -> str | None:
     """The parent's clock governs: a reported median under half of what it saw per call is not believed."""
-    if wall_ms is None or wall_ms < WALL_FLOOR_MS:
+    if wall_ms is None or wall_ms < WALL_FLOOR_MS or wall_ms * calls < WALL_BLOCK_MIN_MS:
         return None
     if p50_ms < 0.5 * wall_ms:
         return (f"the child reported {p50_ms:.4g} ms per call but the parent's clock saw {wall_ms:.4g} ms per call "
@@ -176,10 +197,12 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
                "cases": [c.request() for c in cases]}
     budgets: dict[str, float] = {"compile": job.timeout_s}
     for c in cases:
-        ref_s = (reference_ms or {}).get(f"{shape_key(c.shape)} {dtype_name(dtype)}")
-        if ref_s is not None and cuda:
-            budgets[f"bench:{c.id}"] = hang_bound_s(calls * ref_s / 1e3)
-            budgets[f"wall:{c.id}"] = hang_bound_s(s.wall_calls * ref_s / 1e3)
+        ref_ms = (reference_ms or {}).get(f"{shape_key(c.shape)} {dtype_name(dtype)}")
+        c.wall_calls = s.wall_calls
+        if ref_ms is not None and cuda:
+            c.wall_calls = max(s.wall_calls, min(5000, math.ceil(WALL_BLOCK_TARGET_MS / max(ref_ms, 1e-4))))
+            budgets[f"bench:{c.id}"] = hang_bound_s(calls * ref_ms / 1e3)
+            budgets[f"wall:{c.id}"] = hang_bound_s(c.wall_calls * ref_ms / 1e3)
 
     def prepare(scratch: Path) -> None:
         (scratch / CANDIDATE_FILE).write_text(job.variant.source)
@@ -210,7 +233,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
             finding = side_stream_finding(facts["ms"], facts.get("pending_ms", []))
             if finding:
                 return job.result(Verdict.REJECTED, "work_outside_timed_stream", finding), [], device_info
-            finding = wall_clock_finding(p50, _wall_ms(outcome.marks, case.id, s.wall_calls))
+            finding = wall_clock_finding(p50, _wall_ms(outcome.marks, case.id, case.wall_calls), case.wall_calls)
             if finding:
                 return job.result(Verdict.REJECTED, "timing_inconsistent", finding), [], device_info
             sr = ShapeResult(shape=case.shape, dtype=dtype_name(dtype), p20_ms=p20, p50_ms=p50, p80_ms=p80,

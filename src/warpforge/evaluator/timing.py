@@ -6,8 +6,9 @@ The child reports samples and facts; quantiles, speedups and every verdict come 
   a float64 reference: a candidate that caches, replays or skips work once it is being timed fails;
 - ``work_outside_timed_stream``: after the end event completed, a device-wide synchronize still waited
   (median over calls above max(20 us, a quarter of the timed median)): work on a side stream or thread;
-- ``timing_inconsistent``: the parent's own clock, from the child's marks around back-to-back calls,
-  saw at least 0.1 ms per call and more than twice the reported median (timers tampered with);
+- ``timing_inconsistent``: the parent's own clock, from the child's marks around a block of back-to-back
+  calls sized from the reference's time (~250 ms), saw at least 0.1 ms per call and more than twice the
+  reported median (timers tampered with; blocks under 200 ms are not judged);
 - ``below_speed_of_light``: a median below max(flops / peak, bytes / bandwidth) for the detected GPU;
 - ``harness_tampered``, ``global_state_modified``, ``background_thread``: as in verify.py.
 """

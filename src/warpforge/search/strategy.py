@@ -104,7 +104,7 @@ class Strategy:
         if len(self._told_rows) + self._pending() >= len(self.space):
             return None
         trial = self.study.ask()
-        index = [trial.suggest_int(name, d.low, d.high) for name, d in self._dists.items()]  # type: ignore[attr-defined]
+        index = [trial.suggest_int(name, d.low, d.high) for name, d in self._dists.items()]
         params = self.space.as_dict(self.space.from_index(index))
         trial.set_user_attr(CONFIG_ATTR, _jsonable(params))
         return Proposal(trial, params)

@@ -1,0 +1,134 @@
+"""bench-search: exact random expectation, replay harness, and the Typer command."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, read_space, write_cache
+from warpforge.search.bench import bench, bench_search, random_expectation
+from warpforge.search.samplers import DEFAULT_SAMPLER
+
+SPACES = Path(__file__).resolve().parents[2].parent / "shared" / "spaces"
+needs_spaces = pytest.mark.skipif(not (SPACES / "README.md").is_file(),
+                                  reason=f"recorded spaces not found at {SPACES} (../shared/spaces)")
+
+
+def _readme_table() -> dict[str, list[float]]:
+    """The README's 'Difficulty anchor' rows: space -> expected fraction at k = 20/50/100/200."""
+    rows = {}
+    for line in (SPACES / "README.md").read_text().splitlines():
+        m = re.match(r"\|\s*([\w/]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|$", line)
+        if m:
+            rows[m.group(1)] = [float(v) for v in m.groups()[1:]]
+    return rows
+
+
+@needs_spaces
+def test_random_expectation_matches_readme_table() -> None:
+    table = _readme_table()
+    assert len(table) == 7
+    for name, expected in table.items():
+        rec = read_space(SPACES / f"{name}.json.gz")
+        got = [random_expectation(rec, k) for k in (20, 50, 100, 200)]
+        assert got == pytest.approx(expected, abs=5e-4), name
+
+
+def test_random_expectation_small_cases() -> None:
+    ok = {(i,): RecordedTime("ok", float(i)) for i in (1, 2, 4)}
+    rec = RecordedSpace("", "", None, {"x": [1, 2, 3, 4]}, {**ok, (3,): RecordedTime("compile")})
+    # k = 1: mean of 1/1, 1/2, 1/4 and 0 (the failure)
+    assert random_expectation(rec, 1) == pytest.approx((1 + 0.5 + 0.25 + 0) / 4)
+    assert random_expectation(rec, 4) == pytest.approx(1.0)
+    assert random_expectation(rec, 99) == pytest.approx(1.0)
+
+
+def _tiny_cache(tmp_path: Path) -> Path:
+    params = {"a": [1, 2, 3, 4], "b": [1, 2, 3]}
+    records = [({"a": a, "b": b}, float(1 + abs(a - 3) + abs(b - 2)), []) for a in params["a"] for b in params["b"]
+               if (a, b) != (4, 3)]
+    records.append(({"a": 4, "b": 3}, "RuntimeFailedConfig", []))
+    return write_cache(tmp_path / "tiny.json.gz", "GPU", "tiny", 1, params, records)
+
+
+def test_bench_on_a_tiny_space_reaches_the_optimum_when_exhausted(tmp_path: Path) -> None:
+    path = _tiny_cache(tmp_path)
+    recs = bench([path], ["random", DEFAULT_SAMPLER], [2, 12, 50], repeats=3, jobs=1)
+    assert [(r.sampler, r.budget) for r in recs] == [
+        ("random", 2), ("random", 12), ("random", 50), (DEFAULT_SAMPLER, 2), (DEFAULT_SAMPLER, 12),
+        (DEFAULT_SAMPLER, 50)]
+    for r in recs:
+        assert 0 <= r.mean <= 1 and r.stderr >= 0 and r.repeats == 3
+        if r.budget >= 12:  # 12 configurations: every one has been evaluated
+            assert r.mean == 1.0 and r.random == pytest.approx(1.0)
+            assert r.failed_evals == 1.0
+        assert r.wasted_duplicate == 0  # random and the default pick among unseen rows directly
+
+
+@needs_spaces
+def test_measured_random_agrees_with_the_exact_expectation() -> None:
+    (rec,) = bench([SPACES / "pnpoly" / "RTX_3090.json.gz"], ["random"], [20], repeats=40, jobs=2)
+    assert abs(rec.mean - rec.random) < 4 * rec.stderr + 0.01
+
+
+@needs_spaces
+def test_default_beats_random_at_small_budget() -> None:
+    (rec,) = bench([SPACES / "pnpoly" / "RTX_3090.json.gz"], [DEFAULT_SAMPLER], [50], repeats=6, jobs=2)
+    assert rec.mean > rec.random + 0.03, (rec.mean, rec.random)
+
+
+# --- the Typer command ------------------------------------------------------------------------------
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("bench-search")(bench_search)
+
+    @app.command("noop")
+    def _noop() -> None:  # a second command keeps Typer in multi-command mode, as in cli.py
+        pass
+
+    return app
+
+
+runner = CliRunner()
+
+
+def test_cli_json(tmp_path: Path) -> None:
+    path = _tiny_cache(tmp_path)
+    res = runner.invoke(_app(), ["bench-search", str(path), "--samplers", "random,tpe", "--budgets", "3,6",
+                                 "--repeats", "2", "--jobs", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    records = json.loads(res.stdout)
+    assert len(records) == 4
+    assert {"space", "sampler", "budget", "mean", "stderr", "random"} <= records[0].keys()
+    assert records[0]["space"] == f"{tmp_path.name}/tiny"
+
+
+def test_cli_table(tmp_path: Path) -> None:
+    path = _tiny_cache(tmp_path)
+    res = runner.invoke(_app(), ["bench-search", str(path), "--samplers", "random", "--budgets", "3",
+                                 "--repeats", "2", "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    assert "fraction of the optimum" in res.stdout and "random" in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.json.gz"], "no such file"),
+    (["{tiny}", "--samplers", "nope"], "unknown sampler 'nope'"),
+    (["{tiny}", "--budgets", "10,x"], "--budgets must be positive integers"),
+    (["{bad}"], "not valid JSON"),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{broken")
+    tiny = _tiny_cache(tmp_path)
+    argv = ["bench-search", *[a.format(tiny=tiny, bad=bad) for a in args], "--repeats", "1", "--jobs", "1"]
+    res = runner.invoke(_app(), argv)
+    assert res.exit_code == 2
+    assert message in res.output
+    assert "Traceback" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+    assert res.output.strip().count("\n") == 0

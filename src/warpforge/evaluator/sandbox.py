@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets
 import select
 import shutil
@@ -36,8 +37,8 @@ from typing import Any
 # The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
 # Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
-HARNESS_FILES = ("stdout.txt", "stderr.txt", "kernel.cubin")
-HARNESS_PREFIXES = ("candidate", "in_", "out_", "timed_")
+HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|in_\d+\.pt|"
+                           r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class ChildOutcome:
             names = sorted(p.name for p in self.scratch.iterdir())
         except OSError:
             return []
-        return [n for n in names if n not in HARNESS_FILES and not n.startswith(HARNESS_PREFIXES)]
+        return [n for n in names if not HARNESS_FILES.fullmatch(n)]
 
 
 @dataclass

@@ -37,7 +37,8 @@ def peaks_for(device_name: str) -> GpuPeaks | None:
     for row in _table():
         if str(row["match"]).lower() in device_name.lower():
             measured = row.get("measured")
-            src = measured if isinstance(measured, dict) else row
+            # A measured ceiling wins field by field; what was not measured falls back to the data sheet.
+            src = {**row, **measured} if isinstance(measured, dict) else row
             return GpuPeaks(device_name, float(src["tensor_tflops"]), float(src["fp32_tflops"]),  # type: ignore[arg-type]
                             float(src["hbm_tbps"]))  # type: ignore[arg-type]
     return None

@@ -122,7 +122,9 @@ class ReplayBackend(Backend):
             ref = meta.get("reference_ms") or [None, None, None]
             sr = ShapeResult(shape=shape, dtype=str(dtype), p20_ms=p20, p50_ms=p50, p80_ms=p80,
                              ref_p20_ms=ref[0], ref_p50_ms=ref[1], ref_p80_ms=ref[2],
-                             speedup=(ref[1] / p50) if ref[1] else None)
+                             speedup=(ref[1] / p50) if ref[1] else None,
+                             # warpforge's own recordings keep 3 quantiles, not samples
+                             samples_ms=list(samples) if len(samples) > 3 else None)
             if peaks is not None:
                 dt = parse_dtype(str(dtype))
                 sol = peaks.sol_ms(job.task.flops(shape, dt), job.task.bytes_moved(shape, dt), dt)

@@ -48,6 +48,10 @@ class ShapeResult(BaseModel):
     speedup: float | None = None
     roofline_pct: float | None = None
     sol_ms: float | None = None  # speed-of-light bound for this shape on this GPU
+    # Raw per-call times behind the quantiles, where the backend has them: the basis of beyond-noise
+    # acceptance and of bootstrap confidence intervals on the speedup.
+    samples_ms: list[float] | None = None
+    ref_samples_ms: list[float] | None = None
 
 
 class Timing(BaseModel):

@@ -238,7 +238,8 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
             if finding:
                 return job.result(Verdict.REJECTED, "timing_inconsistent", finding), [], device_info
             sr = ShapeResult(shape=case.shape, dtype=dtype_name(dtype), p20_ms=p20, p50_ms=p50, p80_ms=p80,
-                             ref_p20_ms=r20, ref_p50_ms=r50, ref_p80_ms=r80, speedup=r50 / p50)
+                             ref_p20_ms=r20, ref_p50_ms=r50, ref_p80_ms=r80, speedup=r50 / p50,
+                             samples_ms=list(facts["ms"]), ref_samples_ms=list(facts["ref_ms"]))
             if peaks is not None:
                 sol = peaks.sol_ms(job.task.flops(case.shape, dtype), job.task.bytes_moved(case.shape, dtype), dtype)
                 sr.sol_ms, sr.roofline_pct = sol, 100.0 * sol / p50

@@ -67,7 +67,7 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
     from warpforge.kernels.task import all_tasks, dtype_name
     from warpforge.kernels.variant import builtin_variants
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for task in all_tasks([str(f) for f in task_file]):
         rows.append({"name": task.name, "description": task.description, "builtin": task.builtin,
                      "dtypes": [dtype_name(d) for d in task.dtypes], "shapes": task.shapes,
@@ -237,7 +237,7 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
     database = Database(db)
     database.upgrade()
     with database.session() as s:
-        rows = [{"id": r.id, "campaign": r.campaign.name if r.campaign else None, "task": r.task,
+        rows: list[dict[str, Any]] = [{"id": r.id, "campaign": r.campaign.name if r.campaign else None, "task": r.task,
                  "variant": r.variant.name, "variant_hash": r.variant_hash[:12], "params": r.params,
                  "backend": r.backend, "verdict": r.verdict, "reason": r.reason, "time_ms": r.objective_ms,
                  "speedup": r.speedup, "timing_source": r.timing_source, "gpu": r.timing_gpu,
@@ -267,7 +267,8 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
     database = Database(db)
     database.upgrade()
     with database.session() as s:
-        rows = [{"variant": r.evaluation.variant.name, "variant_hash": r.evaluation.variant_hash[:12],
+        rows: list[dict[str, Any]] = [
+                {"variant": r.evaluation.variant.name, "variant_hash": r.evaluation.variant_hash[:12],
                  "params": r.evaluation.params, "time_ms": r.time_ms, "shape": r.shape,
                  "speedup": r.evaluation.speedup, "gpu": r.evaluation.timing_gpu,
                  "timing_source": r.evaluation.timing_source, "evaluation_id": r.evaluation.id}

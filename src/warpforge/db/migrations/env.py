@@ -19,7 +19,7 @@ def run_migrations_online() -> None:
     if engine is None:
         from sqlalchemy import create_engine
 
-        engine = create_engine(context.config.get_main_option("sqlalchemy.url"))
+        engine = create_engine(context.config.get_main_option("sqlalchemy.url") or "sqlite://")
     with engine.connect() as connection:
         context.configure(
             connection=connection,

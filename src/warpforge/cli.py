@@ -322,23 +322,16 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
         raise typer.Exit(1)
 
 
-def _mount_optional() -> None:
+def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
-    try:
-        from warpforge.search.bench import bench_search
+    from warpforge.parallel.cli import app as plan_app
+    from warpforge.search.bench import bench_search
 
-        app.command("bench-search")(handle_errors(bench_search))
-    except ImportError:  # pragma: no cover - present in every release; guards partial checkouts
-        pass
-    try:
-        from warpforge.parallel.cli import app as plan_app
-
-        app.add_typer(plan_app, name="plan")
-    except ImportError:  # pragma: no cover
-        pass
+    app.command("bench-search")(handle_errors(bench_search))
+    app.add_typer(plan_app, name="plan")
 
 
-_mount_optional()
+_mount_subsystems()
 
 
 def main() -> None:

@@ -113,7 +113,7 @@ def test_cli_table(tmp_path: Path) -> None:
     res = runner.invoke(_app(), ["bench-search", str(path), "--samplers", "random", "--budgets", "3",
                                  "--repeats", "2", "--jobs", "1"])
     assert res.exit_code == 0, res.output
-    assert "fraction of the optimum" in res.stdout and "random" in res.stdout
+    assert "fraction of the optimum" in res.stdout and "random (exact)" in res.stdout
 
 
 @pytest.mark.parametrize("args, message", [

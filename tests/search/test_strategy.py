@@ -110,3 +110,28 @@ def test_make_study_rejects_unknown_sampler() -> None:
 def test_strategy_rejects_empty_space() -> None:
     with pytest.raises(ValueError, match="no feasible"):
         Strategy(SearchSpace({"a": [1]}, []), make_study("e", None))
+
+
+def test_outstanding_asks_are_distinct_and_count_toward_exhaustion() -> None:
+    s = Strategy(SPACE, make_study("inflight", None, seed=5), seed=5)
+    asked = [s.ask() for _ in range(len(SPACE))]  # nothing told yet (several workers in flight)
+    assert all(p is not None for p in asked)
+    assert len({SPACE.key(p.params) for p in asked if p}) == len(SPACE)
+    assert s.ask() is None
+
+
+def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    from warpforge.search import samplers
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise AttributeError("_parzen_estimator_cls")
+
+    monkeypatch.setattr(samplers.TPEArm, "acquisition", broken)
+    s = Strategy(SPACE, make_study("fallback", None, seed=2), seed=2)
+    seen = set()
+    while (p := s.ask()) is not None:
+        assert SPACE.key(p.params) in SPACE and SPACE.key(p.params) not in seen
+        seen.add(SPACE.key(p.params))
+        s.tell(p, _objective(p.params))
+    assert len(seen) == len(SPACE)
+    assert s.sampler.policy.model.broken  # type: ignore[attr-defined]

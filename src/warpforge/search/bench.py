@@ -185,26 +185,30 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
 
 
 def render_table(records: list[BenchRecord]) -> Any:
-    """A Rich table: one row per (space, sampler), one column per budget ("mean ± se (random)")."""
+    """A Rich table: per space, the exact uniform-random row, then one row per sampler (mean ± stderr)."""
     from rich.table import Table
 
     budgets = sorted({r.budget for r in records})
-    table = Table(title="fraction of the optimum reached (mean ± stderr; exact uniform random in brackets)")
-    table.add_column("space")
-    table.add_column("sampler")
+    repeats = max((r.repeats for r in records), default=0)
+    table = Table(title=f"fraction of the optimum reached within each budget ({repeats} repeats)")
+    table.add_column("space", no_wrap=True)
+    table.add_column("sampler", no_wrap=True)
     for b in budgets:
-        table.add_column(f"{b}", justify="right")
+        table.add_column(f"{b}", justify="right", no_wrap=True)
     table.add_column("s/run", justify="right")
     table.add_column("wasted", justify="right")
-    rows: dict[tuple[str, str], dict[int, BenchRecord]] = {}
+    by_space: dict[str, dict[str, dict[int, BenchRecord]]] = {}
     for r in records:
-        rows.setdefault((r.space, r.sampler), {})[r.budget] = r
-    for (space, sampler), by_budget in rows.items():
-        any_rec = next(iter(by_budget.values()))
-        cells = [f"{by_budget[b].mean:.3f} ± {by_budget[b].stderr:.3f} ({by_budget[b].random:.3f})"
-                 if b in by_budget else "" for b in budgets]
-        wasted = any_rec.wasted_infeasible + any_rec.wasted_duplicate
-        table.add_row(space, sampler, *cells, f"{any_rec.wall_s:.2f}", f"{wasted:.1f}")
+        by_space.setdefault(r.space, {}).setdefault(r.sampler, {})[r.budget] = r
+    for space, samplers in by_space.items():
+        first = next(iter(samplers.values()))
+        table.add_row(space, "[dim]random (exact)[/dim]",
+                      *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], "", "")
+        for sampler, rows in samplers.items():
+            any_rec = next(iter(rows.values()))
+            cells = [f"{rows[b].mean:.3f} ± {rows[b].stderr:.3f}" if b in rows else "" for b in budgets]
+            wasted = any_rec.wasted_infeasible + any_rec.wasted_duplicate
+            table.add_row("", sampler, *cells, f"{any_rec.wall_s:.2f}", f"{wasted:.1f}")
     return table
 
 
@@ -245,4 +249,7 @@ def bench_search(
     else:
         from rich.console import Console
 
-        Console().print(render_table(records))
+        console = Console()
+        if not console.is_terminal:  # piped: Rich would wrap at 80 columns
+            console = Console(width=160)
+        console.print(render_table(records))

@@ -143,7 +143,8 @@ class TPEArm(Policy):
     name = "tpe"
 
     def __init__(self, seed: int | None, gamma: float = 0.1, gamma_max: int = 25, top_k: int = 3,
-                 max_candidates: int = 2000, n_startup: int = 5) -> None:
+                 max_candidates: int = 2000, n_startup: int = 5, independent: bool = False) -> None:
+        self.independent = independent
         self.tpe = optuna.samplers.TPESampler(seed=seed, multivariate=True)
         self.fallback = OptunaArm("tpe", self.tpe)
         self.gamma, self.gamma_max, self.top_k = gamma, gamma_max, top_k
@@ -191,8 +192,14 @@ class TPEArm(Policy):
 
         cls, params = self.tpe._parzen_estimator_cls, self.tpe._parzen_estimator_parameters
         samples = {n: mat[rows, j].astype(float) for n, j in zip(names, cols)}
-        return (cls(observations(below), dists, params).log_pdf(samples)
-                - cls(observations(above), dists, params).log_pdf(samples))
+        groups = [[n] for n in names] if self.independent else [names]
+        acq = np.zeros(len(rows))
+        lo, hi = observations(below), observations(above)
+        for g in groups:
+            sub = {n: dists[n] for n in g}
+            acq += (cls({n: lo[n] for n in g}, sub, params).log_pdf({n: samples[n] for n in g})
+                    - cls({n: hi[n] for n in g}, sub, params).log_pdf({n: samples[n] for n in g}))
+        return acq
 
 
 class LocalArm(Policy):

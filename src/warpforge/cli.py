@@ -215,8 +215,10 @@ def eval_cmd(
         out.print(f"[{color}]{result.verdict.value}[/{color}]" + (f": {result.reason}" if result.reason else ""))
         if result.message:
             out.print(result.message, highlight=False)
-        out.print(f"checked {len(result.checked)} cases on {result.device or result.backend}; "
-                  + ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked"), highlight=False)
+        coverage = ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked") \
+            if result.verdict is Verdict.OK else "stopped at the first failure"
+        out.print(f"checked {len(result.checked)} cases on {result.device or result.backend}; {coverage}",
+                  highlight=False)
         for r in result.resources:
             out.print(f"  {r.kernel} [{r.target}] registers={r.registers} spill={r.spill_bytes}B "
                       f"shared={r.shared_bytes}B", highlight=False)

@@ -26,6 +26,7 @@ CASES = {
     "return_input": (Verdict.REJECTED, "output_aliases_input"),
     "partial": (Verdict.INCORRECT, "partial_output"),
     "torch_op": (Verdict.REJECTED, "torch_compute_call"),
+    "fork_escape": (Verdict.REJECTED, "process_spawn"),
     "missing_import": (Verdict.COMPILE_ERROR, "import_failed"),
     "compile_error": (Verdict.COMPILE_ERROR, "compile_failed"),
     "no_valid_config": (Verdict.INVALID_CONFIG, "constraints_false"),

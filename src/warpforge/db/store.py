@@ -59,8 +59,13 @@ def create_campaign(session: Session, name: str, spec: dict[str, Any]) -> Campai
 
 
 def find_evaluation(session: Session, variant_hash: str, params: dict[str, Any], backend: str,
-                    versions: dict[str, str]) -> Evaluation | None:
-    """A stored evaluation of exactly this source, params, backend and software, if any."""
+                    versions: dict[str, str], task_hash: str | None = None,
+                    campaign: str | None = None) -> Evaluation | None:
+    """A stored evaluation of exactly this source, params, backend, software and task definition, if any.
+
+    ``campaign`` restricts the answer to one campaign: live GPU times are only reusable on the GPU that
+    measured them, which a campaign pins and another host sharing the database may not have.
+    """
     stmt = (
         select(Evaluation)
         .where(Evaluation.variant_hash == variant_hash, Evaluation.params_key == params_key(params),
@@ -69,6 +74,10 @@ def find_evaluation(session: Session, variant_hash: str, params: dict[str, Any],
         .order_by(Evaluation.id.desc())
         .limit(1)
     )
+    if task_hash is not None:
+        stmt = stmt.where(Evaluation.task_hash == task_hash)
+    if campaign is not None:
+        stmt = stmt.join(Campaign).where(Campaign.name == campaign)
     return session.scalar(stmt)
 
 

@@ -89,7 +89,8 @@ class ReplayBackend(Backend):
     def __init__(self, pool=None, root: Path | None = None, gpu: str | None = None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(pool)
         self.root = root
-        self.gpu = gpu
+        self.gpu = gpu  # a substring of the GPU name to replay, or None for the best-covered GPU
+        self._pinned: str | None = None
 
     def _evaluate(self, job: Job) -> EvalResult:
         by_gpu = find_recordings(job.task.name, job.variant.name, job.variant.source_hash, self.root, self.gpu)
@@ -97,8 +98,15 @@ class ReplayBackend(Backend):
             return job.result(Verdict.UNSUPPORTED, "no_recording",
                               f"no recorded GPU times for {job.task.name}/{job.variant.name} (this exact source); "
                               "record them on a GPU with benchmarks/record_spaces.py")
-        # The GPU with the most recorded shapes answers; times from two GPUs are never mixed.
-        recordings = max(by_gpu.values(), key=len)
+        # One GPU answers for this backend's whole life (a campaign): the first evaluation pins the GPU
+        # with the most recorded shapes, so two variants are never ranked on times from different GPUs.
+        if self._pinned is None:
+            self._pinned = max(by_gpu, key=lambda g: len(by_gpu[g]))
+        recordings = by_gpu.get(self._pinned, [])
+        if not recordings:
+            return job.result(Verdict.UNSUPPORTED, "no_recording",
+                              f"no recorded times for {job.task.name}/{job.variant.name} on {self._pinned}, the "
+                              "GPU this campaign ranks on")
         gpu = recordings[0].gpu
         wanted = {(shape_key(s), dtype_name(job.dtypes[0])) for s in job.shapes}
         shapes: list[ShapeResult] = []

@@ -11,6 +11,7 @@ output to change (evaluator/verify.py).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 # torch.* names a launch may use: allocation, dtypes, shapes, devices, streams.
@@ -42,7 +43,11 @@ ALLOWED_ATEN = {
     "sym_numel", "sym_storage_offset", "contiguous", "_copy_from", "_copy_from_and_resize", "record_stream",
 }
 FORBIDDEN_IMPORTS = ("warpforge", "torch.nn", "torch.ops", "torch._C", "torch.linalg", "torch.special",
-                     "torch.fft", "numpy", "cupy", "ctypes", "scipy")
+                     "torch.fft", "numpy", "cupy", "ctypes", "scipy", "subprocess", "multiprocessing", "pty")
+# New processes escape the child's process group (setsid) and its memory watchdog: a forked grandchild
+# survives the SIGKILL of the group and could write into later candidates' scratch directories. The
+# sandbox has no OS-level isolation (no cgroup or namespace), so process creation is refused outright.
+PROCESS_CALLS = re.compile(r"^(fork|forkpty|setsid|setpgid|setpgrp|system|popen|exec\w*|spawn\w*|posix_spawn\w*)$")
 JIT_DECORATORS = {"jit", "autotune", "heuristics"}
 
 
@@ -92,6 +97,9 @@ def check_source(source: str) -> StaticFinding | None:
                 continue
             attr = node.func.attr
             base = node.func.value
+            if isinstance(base, ast.Name) and base.id == "os" and PROCESS_CALLS.match(attr):
+                return StaticFinding("process_spawn", f"'{fn.name}' calls os.{attr}: candidates may not create "
+                                     "processes (they would escape the sandbox's kill and memory limits)")
             if isinstance(base, ast.Name) and base.id in torch_names and attr not in ALLOWED_TORCH:
                 return StaticFinding("torch_compute_call", f"'{fn.name}' calls torch.{attr}: launch may only "
                                      "allocate tensors and launch Triton kernels")

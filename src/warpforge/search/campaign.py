@@ -114,7 +114,6 @@ def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = 
     start = time.monotonic()
     db = Database(spec.db_url)
     db.upgrade()
-    tasks = [get_task(name) for name in spec.tasks]
     with db.session() as s:
         existing = store.get_campaign(s, spec.name)
         if existing is not None and not spec.resume:
@@ -125,11 +124,16 @@ def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = 
         if existing is None:
             spec_dict = {k: v for k, v in asdict(spec).items() if k not in ("db_url", "resume", "ray_address")}
             store.create_campaign(s, spec.name, spec_dict)
+        else:
+            spec = resumed_spec(spec, dict(existing.spec))
+    tasks = [get_task(name) for name in spec.tasks]
     summaries, requeued = [], 0
     pools: dict[str, EvalPool] = {}  # one per backend, shared by the tasks that use it (actors start once)
     try:
-        for task in tasks:
-            deadline = None if spec.time_budget_s is None else start + spec.time_budget_s
+        for i, task in enumerate(tasks):
+            # The wall-time budget is the campaign's: each task gets an equal share of what is left.
+            left = None if spec.time_budget_s is None else spec.time_budget_s - (time.monotonic() - start)
+            deadline = None if left is None else time.monotonic() + max(left, 0.0) / (len(tasks) - i)
             summary, n = _TaskRun(db, spec, task, pools, pool_config or spec.pool_config(), deadline,
                                   on_event, on_start).run()
             summaries.append(summary)
@@ -142,6 +146,20 @@ def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = 
         if row is not None:
             row.status = "finished"
     return CampaignSummary(spec.name, db.safe_url, spec.resume, requeued, summaries, time.monotonic() - start)
+
+
+# What a resumed campaign keeps from its stored spec: it continues the same search, on the same backend.
+RESUME_KEEPS = ("tasks", "backend", "sampler", "target", "seed", "seeds", "variant_files", "proposer")
+
+
+def resumed_spec(given: CampaignSpec, stored: dict[str, Any]) -> CampaignSpec:
+    """The spec of a resumed campaign: the stored one, with a trial budget never smaller than stored.
+
+    ``run --campaign c --resume`` with default options must not shrink a 100-trial campaign to 20 (and
+    finish it early), nor swap its backend or variants midway; a larger ``--trials`` extends it.
+    """
+    kept = {k: stored[k] for k in RESUME_KEEPS if k in stored}
+    return replace(given, **kept, trials=max(given.trials, int(stored.get("trials", 0))))
 
 
 class _TaskRun:
@@ -166,6 +184,8 @@ class _TaskRun:
         self.ab_key: str | None = None  # the A/B re-measurement in flight
         self.issued = self.done = self.budget = 0
         self.measured: list[Entry] = []
+        # Live GPU times are reused only within this campaign (its GPU); other results across campaigns.
+        self.reuse_campaign = spec.name if self.backend_name == "cuda" else None
 
     def run(self) -> tuple[TaskSummary, int]:
         storage = _optuna_storage(self.db)
@@ -173,12 +193,17 @@ class _TaskRun:
             self.arms, requeued = _open_arms(self.db, self.spec, self.task, children, storage)
         self.by_hash = {a.variant.source_hash: a for a in self.arms}
         with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
-            found = s.execute(
-                select(Evaluation.variant_hash, Evaluation.params_key)
-                .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
-                       Evaluation.torch_version == self.versions.get("torch", ""),
-                       Evaluation.triton_version == self.versions.get("triton", "")))
-            self.stored = {(h, k) for h, k in found}
+            query = (select(Evaluation.variant_hash, Evaluation.params_key)
+                     .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
+                            Evaluation.task_hash == self.task.source_hash,
+                            Evaluation.torch_version == self.versions.get("torch", ""),
+                            Evaluation.triton_version == self.versions.get("triton", "")))
+            campaign = store.get_campaign(s, self.spec.name)
+            assert campaign is not None  # created (or found) by run_campaign
+            self.campaign_id = campaign.id
+            if self.reuse_campaign is not None:
+                query = query.where(Evaluation.campaign_id == self.campaign_id)
+            self.stored = {(h, k) for h, k in s.execute(query)}
         self._load_history()
         already = sum(a.strategy.n_told for a in self.arms)
         self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)
@@ -209,10 +234,15 @@ class _TaskRun:
             job = self.job_spec(arm, proposal.params, key)
             cached = None
             if (arm.variant.source_hash, store.params_key(proposal.params)) in self.stored:
-                with self.db.session() as s:  # same source, params, backend and software: never evaluated again
+                with self.db.session() as s:  # same source, params, backend, software, task: never evaluated again
                     row = store.find_evaluation(s, arm.variant.source_hash, proposal.params, self.backend_name,
-                                                self.versions)
+                                                self.versions, task_hash=self.task.source_hash,
+                                                campaign=self.reuse_campaign)
                     cached = store.result_of(row) if row is not None else None
+                    if cached is not None and row is not None and row.campaign_id != self.campaign_id:
+                        # Reused from another campaign: stored again under this one, so that its results,
+                        # summary and resume see it (the kill-between-store-and-tell case is already ours).
+                        self.store(s, arm, cached, trial_number=proposal.trial.number)
             # A dead worker or a worker-side bug says nothing about the candidate: evaluate it again.
             if cached is not None and cached.reason not in ("worker_died", "worker_error"):
                 self._finish(arm, proposal, job, cached, cached=True)
@@ -310,7 +340,11 @@ class _TaskRun:
                             self.store(s, self.by_hash[e.result.variant_hash], c.result, None, final=True)
                         fresh[e.key] = c.result
         winner, report = settle(chosen, fresh, best, self.spec.alpha)
-        self.incumbent.best = winner or best
+        rechecked = fresh.get(best.key)
+        if winner is None and rechecked is not None and rechecked.verdict is not Verdict.OK:
+            self.incumbent.best = None  # the best failed its fresh re-check: no confirmed best
+        else:
+            self.incumbent.best = winner or best
         return report
 
     def _summarize(self, final: list[FinalEntry]) -> TaskSummary:

@@ -8,9 +8,10 @@ to the nearest unseen feasible configuration. Snapping happens inside ``sample_r
 :class:`FeasibleSampler`, so the trial stores the configuration actually measured and every sampler
 learns from real evaluations only (no phantom infeasible trials in the study).
 
-``wf-default`` (:data:`DEFAULT_SAMPLER`) is a portfolio: a uniform space-filling start, then
-multivariate TPE for global moves interleaved with hill-climbing on the incumbent's adjacent
-neighbours (see docs/search.md for the measured comparison that selected it).
+``wf-default`` (:data:`DEFAULT_SAMPLER`) is a portfolio: 5 uniform starts, then TPE's acquisition
+maximised over the feasible set (:class:`TPEArm`), with every third proposal a one-parameter change
+of the incumbent (:class:`LocalArm`) while the incumbent is improving (see docs/search.md for the
+measured comparison that selected it).
 
 Example:
     >>> sorted(SAMPLERS)[:3], DEFAULT_SAMPLER

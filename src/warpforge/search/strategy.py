@@ -14,14 +14,28 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import optuna
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler
 from optuna.storages import BaseStorage
-from optuna.trial import TrialState
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
 
-from warpforge.search.samplers import DEFAULT_SAMPLER, FeasibleSampler, make_policy, ordinal_distributions
+from warpforge.search.samplers import (
+    ARM_ATTR,
+    DEFAULT_SAMPLER,
+    REPAIR_ATTR,
+    Context,
+    Policy,
+    UniformArm,
+    make_policy,
+    ordinal_distributions,
+)
 from warpforge.search.space import SearchSpace
 
 CONFIG_ATTR = "config"  # user attr: the configuration's real values (the params are ordinal indices)
@@ -34,6 +48,90 @@ class Proposal:
 
     trial: optuna.trial.Trial
     params: dict[str, Any]
+
+
+class FeasibleSampler(BaseSampler):
+    """Optuna sampler that returns, through ``sample_relative``, a policy's feasible unseen choice.
+
+    ``n_proposals``/``n_infeasible``/``n_duplicate`` count how often the wrapped sampler's raw
+    proposal had to be repaired (the proposals it would have wasted without this layer).
+    """
+
+    def __init__(self, space: SearchSpace, policy: Policy, seed: int | None = None) -> None:
+        self.space = space
+        self.policy = policy
+        self.rng = np.random.default_rng(seed)
+        self._dists = ordinal_distributions(space)
+        self.n_proposals = 0
+        self.n_infeasible = 0
+        self.n_duplicate = 0
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return {k: d for k, d in self._dists.items() if not d.single()}
+
+    def sample_relative(self, study: Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        ctx = self.context(study, trial)
+        pick = self.policy.propose(ctx)
+        if pick is None:
+            pick = UniformArm().propose(ctx)
+        if pick is None:
+            raise optuna.exceptions.OptunaError("search space exhausted")  # Strategy checks first
+        self.n_proposals += 1
+        self.n_infeasible += pick.repair == "infeasible"
+        self.n_duplicate += pick.repair == "duplicate"
+        study._storage.set_trial_system_attr(trial._trial_id, ARM_ATTR, pick.arm)
+        if pick.repair:
+            study._storage.set_trial_system_attr(trial._trial_id, REPAIR_ATTR, pick.repair)
+        index = self.space.to_index(self.space.feasible[pick.row])
+        return {k: int(i) for k, i in zip(self.space.params, index) if k in search_space}
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        # Reached only for parameters outside the space (not produced by Strategy).
+        return optuna.samplers.RandomSampler().sample_independent(study, trial, param_name,
+                                                                  param_distribution)
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        for s in self.policy.optuna_samplers():
+            s.before_trial(study, trial)
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        for s in self.policy.optuna_samplers():
+            s.after_trial(study, trial, state, values)
+
+    def row_of(self, trial: FrozenTrial) -> int | None:
+        """Row of a trial's configuration (from its params, or its queued fixed params)."""
+        params = trial.params if trial.params else trial.system_attrs.get("fixed_params", {})
+        try:
+            index = [int(params[k]) if k in params else 0 for k in self.space.params]
+            if any(k not in params and not d.single() for k, d in self._dists.items()):
+                return None
+            return self.space.row(self.space.from_index(index))
+        except (IndexError, KeyError, TypeError, ValueError):
+            return None
+
+    def context(self, study: Study, trial: FrozenTrial) -> Context:
+        seen = np.zeros(len(self.space), dtype=bool)
+        rows: list[int] = []
+        values: list[float | None] = []
+        failed: list[bool] = []
+        arms: list[str] = []
+        for t in study.get_trials(deepcopy=False):
+            if t.number == trial.number:
+                continue
+            row = self.row_of(t)
+            if row is None:
+                continue
+            seen[row] = True
+            if t.state.is_finished():
+                rows.append(row)
+                values.append(t.value if t.state == TrialState.COMPLETE else None)
+                failed.append(t.state == TrialState.FAIL and not t.user_attrs.get("interrupted"))
+                arms.append(str(t.system_attrs.get(ARM_ATTR, "")))
+        return Context(self.space, study, trial, seen, rows, values, failed, arms, self.rng)
+
 
 
 def make_study(name: str, storage: str | BaseStorage | None, sampler: str = DEFAULT_SAMPLER,

@@ -127,7 +127,7 @@ def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: py
         raise AttributeError("_parzen_estimator_cls")
 
     monkeypatch.setattr(samplers.TPEArm, "acquisition", broken)
-    s = Strategy(SPACE, make_study("fallback", None, seed=2), seed=2)
+    s = Strategy(SPACE, make_study("fallback", None, "wf-tpe-local", seed=2), "wf-tpe-local", seed=2)
     seen = set()
     while (p := s.ask()) is not None:
         assert SPACE.key(p.params) in SPACE and SPACE.key(p.params) not in seen

@@ -23,69 +23,30 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import BaseSampler
-from optuna.study import Study
-from optuna.trial import FrozenTrial
 
+from warpforge.search.gp_arm import GPArm
+from warpforge.search.policy import (
+    Context,
+    Pick,
+    Policy,
+    RoundRobin,
+    UniformArm,
+    last_improvement,
+    unseen_rows,
+)
 from warpforge.search.space import SearchSpace
+
+__all__ = ["ARM_ATTR", "DEFAULT_SAMPLER", "REPAIR_ATTR", "SAMPLERS", "Context", "Pick", "Policy",
+           "UniformArm", "make_policy", "ordinal_distributions"]
 
 ARM_ATTR = "wf:arm"  # system attr: which policy arm proposed the trial
 REPAIR_ATTR = "wf:repair"  # system attr: "infeasible" / "duplicate" when the raw proposal was snapped
-
-
-@dataclass
-class Context:
-    """What a policy sees when it proposes: the space, the history, and the unseen mask."""
-
-    space: SearchSpace
-    study: Study
-    trial: FrozenTrial
-    seen: np.ndarray  # bool per feasible row: told, running or queued
-    rows: list[int]  # finished trials' rows, in trial order
-    values: list[float | None]  # their objective (None: failed or unmeasured)
-    failed: list[bool]
-    arms: list[str]  # their proposing arm ("" when unknown, e.g. enqueued)
-    rng: np.random.Generator
-
-    @property
-    def best_row(self) -> int | None:
-        scored = [(v, r) for r, v in zip(self.rows, self.values) if v is not None]
-        return min(scored)[1] if scored else None
-
-
-@dataclass
-class Pick:
-    row: int
-    arm: str
-    repair: str | None = None
-
-
-class Policy:
-    """Chooses the next feasible, unseen row; ``None`` lets the caller fall back to uniform sampling."""
-
-    name = "policy"
-
-    def propose(self, ctx: Context) -> Pick | None:
-        raise NotImplementedError
-
-    def optuna_samplers(self) -> list[BaseSampler]:
-        return []
-
-
-class UniformArm(Policy):
-    """Uniform over the unseen feasible configurations: random sampling without replacement."""
-
-    name = "random"
-
-    def propose(self, ctx: Context) -> Pick | None:
-        free = np.flatnonzero(~ctx.seen)
-        return Pick(int(ctx.rng.choice(free)), self.name) if free.size else None
 
 
 class OptunaArm(Policy):
@@ -98,7 +59,9 @@ class OptunaArm(Policy):
     def optuna_samplers(self) -> list[BaseSampler]:
         return [self.sampler]
 
-    def propose(self, ctx: Context) -> Pick | None:
+    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
+        if only is not None:  # Optuna's samplers cannot be restricted to a subset
+            return None
         dists = ordinal_distributions(ctx.space)
         rel_space = self.sampler.infer_relative_search_space(ctx.study, ctx.trial)
         raw: dict[str, Any] = {}
@@ -161,11 +124,9 @@ class TPEArm(Policy):
             return None
         if self.broken:
             return self.fallback.propose(ctx) if only is None else None
-        free = np.flatnonzero(~ctx.seen if only is None else only & ~ctx.seen)
+        free = unseen_rows(ctx, only, self.max_candidates)
         if free.size == 0:
             return None
-        if free.size > self.max_candidates:
-            free = ctx.rng.choice(free, self.max_candidates, replace=False)
         try:
             acq = self.acquisition(ctx, scored, free)
         except (AttributeError, TypeError, ValueError):  # Optuna internals changed
@@ -213,10 +174,10 @@ class LocalArm(Policy):
 
     name = "local"
 
-    def __init__(self, model: TPEArm | None = None) -> None:
+    def __init__(self, model: Policy | None = None) -> None:
         self.model = model
 
-    def propose(self, ctx: Context) -> Pick | None:
+    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
         best = ctx.best_row
         if best is None:
             return None
@@ -253,25 +214,18 @@ class Portfolio(Policy):
     def optuna_samplers(self) -> list[BaseSampler]:
         return self.model.optuna_samplers()
 
-    def propose(self, ctx: Context) -> Pick | None:
+    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
         n = len(ctx.rows)
+        if only is not None:
+            return self.model.propose(ctx, only)
         if n < self.n_init:
             return self.uniform.propose(ctx)
         if self.local is not None and self.local_every and n % self.local_every == 0 and (
-                self.local_window is None or n - _last_improvement(ctx.values) <= self.local_window):
+                self.local_window is None or n - last_improvement(ctx.values) <= self.local_window):
             pick = self.local.propose(ctx)
             if pick is not None:
                 return pick
         return self.model.propose(ctx)
-
-
-def _last_improvement(values: list[float | None]) -> int:
-    """Index (1-based count of evaluations) at which the incumbent last improved; 0 if never."""
-    best, last = math.inf, 0
-    for i, v in enumerate(values, start=1):
-        if v is not None and v < best:
-            best, last = v, i
-    return last
 
 
 def ordinal_distributions(space: SearchSpace) -> dict[str, IntDistribution]:
@@ -305,9 +259,17 @@ def _qmc(seed: int | None) -> BaseSampler:
         return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
 
 
-def _default(seed: int | None) -> Policy:
+def _tpe_local(seed: int | None) -> Policy:
     model = TPEArm(seed)
     return Portfolio(model, LocalArm(model), n_init=5, local_every=3, local_window=14)
+
+
+def _default(seed: int | None) -> Policy:
+    return Portfolio(RoundRobin([GPArm(seed), TPEArm(seed)]), n_init=5)
+
+
+def _gp(seed: int | None) -> Policy:
+    return Portfolio(GPArm(seed), n_init=5)
 
 
 SAMPLERS: dict[str, PolicyFactory] = {
@@ -320,6 +282,8 @@ SAMPLERS: dict[str, PolicyFactory] = {
     "nsga2": lambda seed: OptunaArm("nsga2", optuna.samplers.NSGAIISampler(seed=seed, population_size=20)),
     "local": lambda seed: Portfolio(UniformArm(), LocalArm(), n_init=5, local_every=1, local_window=None),
     "wf-tpe": lambda seed: Portfolio(TPEArm(seed), n_init=5),
+    "wf-tpe-local": _tpe_local,
+    "wf-gp": _gp,
     "wf-default": _default,
 }
 DEFAULT_SAMPLER = "wf-default"

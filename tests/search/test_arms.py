@@ -1,0 +1,98 @@
+"""The model arms behind wf-default: GP expected improvement over the feasible set, and the round robin."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+
+from warpforge.search.gp_arm import GPArm
+from warpforge.search.policy import Context, Pick, Policy, RoundRobin
+from warpforge.search.samplers import ARM_ATTR, DEFAULT_SAMPLER
+from warpforge.search.space import SearchSpace
+from warpforge.search.strategy import Strategy, make_study
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+# 6 x 6 x 3 = 108 configurations, 90 feasible; the fast ones all have a == 3.
+SPACE = SearchSpace.enumerate({"a": list(range(6)), "b": list(range(6)), "c": [1, 2, 4]},
+                              lambda p: not (p["b"] == 5 and p["c"] == 4))
+
+
+def _time(p: dict) -> float:
+    return (1.0 if p["a"] == 3 else 10.0) * (1 + 0.05 * p["b"]) * (1 + 0.01 * p["c"])
+
+
+def _context(rows: list[int], seed: int = 0) -> Context:
+    seen = np.zeros(len(SPACE), dtype=bool)
+    seen[rows] = True
+    values: list[float | None] = [_time(SPACE.as_dict(SPACE.feasible[r])) for r in rows]
+    return Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
+                   [""] * len(rows), np.random.default_rng(seed))
+
+
+def test_gp_arm_proposes_where_the_model_predicts_fast_times() -> None:
+    rng = np.random.default_rng(3)
+    a = SPACE.index_matrix[:, 0]
+    fast = list(rng.choice(np.flatnonzero(a == 3), 2, replace=False))
+    slow = list(rng.choice(np.flatnonzero(a != 3), 10, replace=False))
+    ctx = _context([int(r) for r in fast + slow])
+    pick = GPArm(n_startup=5).propose(ctx)
+    assert pick is not None and pick.arm == "gp"
+    assert not ctx.seen[pick.row]
+    assert SPACE.feasible[pick.row][0] == 3, SPACE.as_dict(SPACE.feasible[pick.row])
+
+
+def test_gp_arm_counts_failures_as_slow_and_honours_only() -> None:
+    ctx = _context([0, 7, 20, 33, 41, 50])
+    ctx.values[0], ctx.failed[0] = None, True
+    only = np.zeros(len(SPACE), dtype=bool)
+    only[[60, 61]] = True
+    pick = GPArm().propose(ctx, only)
+    assert pick is not None and pick.row in (60, 61)
+    assert GPArm(n_startup=10).propose(ctx) is None  # 5 measured < 10: still starting up
+
+
+def test_gp_arm_works_with_installed_optuna() -> None:
+    """The private ``optuna._gp`` API the arm uses must be there: a silent fallback would be a regression."""
+    s = Strategy(SPACE, make_study("gp-live", None, DEFAULT_SAMPLER, seed=4), DEFAULT_SAMPLER, seed=4)
+    for _ in range(20):
+        p = s.ask()
+        assert p is not None
+        s.tell(p, _time(p.params))
+    arms = [t.system_attrs[ARM_ATTR] for t in s.study.trials]
+    assert arms.count("gp") >= 3, arms  # 15 model turns, shared with TPE and local steps
+    assert not s.sampler.policy.model.arms[0].broken  # type: ignore[attr-defined]
+
+
+def test_gp_arm_falls_back_if_optuna_internals_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise AttributeError("optuna._gp.gp has no fit_kernel_params")
+
+    monkeypatch.setattr(GPArm, "acquisition", broken)
+    s = Strategy(SPACE, make_study("gp-fallback", None, DEFAULT_SAMPLER, seed=5), DEFAULT_SAMPLER, seed=5)
+    seen = set()
+    while (p := s.ask()) is not None:
+        assert SPACE.key(p.params) not in seen
+        seen.add(SPACE.key(p.params))
+        s.tell(p, _time(p.params))
+    assert len(seen) == len(SPACE)
+    arms = {t.system_attrs[ARM_ATTR] for t in s.study.trials}
+    assert "gp" not in arms and "tpe" in arms
+    assert s.sampler.policy.model.arms[0].broken  # type: ignore[attr-defined]
+
+
+class _Fixed(Policy):
+    def __init__(self, name: str, row: int | None) -> None:
+        self.name, self.row = name, row
+
+    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
+        return None if self.row is None else Pick(self.row, self.name)
+
+
+def test_round_robin_takes_turns_by_history_length_and_skips_silent_arms() -> None:
+    rr = RoundRobin([_Fixed("x", 1), _Fixed("y", 2), _Fixed("quiet", None)])
+    turns = [rr.propose(_context(list(range(10, 10 + n)))) for n in range(6)]
+    assert [p.arm for p in turns if p] == ["x", "y", "x", "x", "y", "x"]
+    with pytest.raises(ValueError):
+        RoundRobin([])

@@ -61,7 +61,7 @@ def test_gp_arm_works_with_installed_optuna() -> None:
         assert p is not None
         s.tell(p, _time(p.params))
     arms = [t.system_attrs[ARM_ATTR] for t in s.study.trials]
-    assert arms.count("gp") >= 3, arms  # 15 model turns, shared with TPE and local steps
+    assert arms.count("gp") >= 3, arms  # 15 model turns, shared with TPE
     assert not s.sampler.policy.model.arms[0].broken  # type: ignore[attr-defined]
 
 

@@ -102,6 +102,26 @@ def test_recover_requeues_interrupted_trials_from_sqlite(tmp_path: Path) -> None
     assert s2.recover() == 0
 
 
+def test_requeued_last_configuration_is_still_asked(tmp_path: Path) -> None:
+    """A crash with the space's last configuration in flight: the resume must evaluate it, not stop."""
+    url = f"sqlite:///{tmp_path / 'wf.db'}"
+    s = Strategy(SPACE, make_study("last", url, seed=6), seed=6)
+    for _ in range(len(SPACE) - 1):
+        p = s.ask()
+        assert p is not None
+        s.tell(p, _objective(p.params))
+    lost = s.ask()
+    assert lost is not None
+    del s
+
+    s2 = Strategy(SPACE, make_study("last", url, seed=6), seed=6)
+    assert s2.recover() == 1
+    again = s2.ask()
+    assert again is not None and again.params == lost.params
+    s2.tell(again, 1.0)
+    assert s2.ask() is None and s2.n_told == len(SPACE)
+
+
 def test_make_study_rejects_unknown_sampler() -> None:
     with pytest.raises(ValueError, match="unknown sampler 'nope'; choose from"):
         make_study("x", None, "nope")

@@ -199,7 +199,7 @@ class Strategy:
 
     def ask(self) -> Proposal | None:
         """The next feasible, never-told configuration, or None when the space is exhausted."""
-        if len(self._told_rows) + self._pending() >= len(self.space):
+        if len(self._told_rows) + self._outstanding() >= len(self.space):
             return None
         trial = self.study.ask()
         index = [trial.suggest_int(name, d.low, d.high) for name, d in self._dists.items()]
@@ -245,10 +245,14 @@ class Strategy:
         if value is not None and (self._best is None or value < self._best[1]):
             self._best = (row, float(value))
 
-    def _pending(self) -> int:
-        """Distinct unfinished configurations (RUNNING asks, WAITING re-queued) not yet told."""
+    def _outstanding(self) -> int:
+        """Distinct configurations asked (RUNNING) and not yet told.
+
+        Re-queued (WAITING) trials are not counted: they are still to be asked, and ``study.ask``
+        serves them first.
+        """
         rows = {self.sampler.row_of(t) for t in self.study.get_trials(
-            deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))}
+            deepcopy=False, states=(TrialState.RUNNING,))}
         return len({r for r in rows if r is not None} - self._told_rows)
 
 

@@ -18,3 +18,20 @@ def test_gpu_scripts_refuse_to_invent_numbers_without_a_gpu(script: str) -> None
     proc = subprocess.run([sys.executable, str(BENCH / script)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "no CUDA GPU" in proc.stdout and "Nothing" in proc.stdout
+
+
+SPACES = BENCH.parent.parent / "shared" / "spaces"
+
+
+@pytest.mark.skipif(not (SPACES / "pnpoly").is_dir(), reason="../shared/spaces is absent: nothing to screen")
+def test_search_screen_reports_each_sampler() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "search_screen.py"), "--samplers", "random,wf-tpe",
+                           "--spaces", "pnpoly/RTX_3090", "--budgets", "10,20", "--repeats", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("2 repeats, seeds 1000-1001")
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert set(rows) == {"random", "wf-tpe"}
+    fractions = [float(x) for x in rows["wf-tpe"].split("pnpoly/RTX_3090: ")[1].split("±")[0].split("/")]
+    assert len(fractions) == 2 and 0 < fractions[0] <= fractions[1] <= 1

@@ -5,22 +5,26 @@ improvement by gradient steps in the box; on a restricted, discrete tuning space
 point is usually infeasible and snapping discards what it chose. :class:`GPArm` keeps Optuna's
 regressor, priors and ``logei`` and scores the unseen feasible rows themselves instead.
 
-Choices, each measured with ``benchmarks/search_screen.py`` (seeds 1000+, never bench-search's 0-29):
+Measured with ``benchmarks/search_screen.py`` (seeds 1000+, never bench-search's 0-29):
 
 - categorical (Hamming) kernel on the ordinal indices, as for TPE: on convolution_milo/A100 the GP
   alone reached 0.90 at 100 evaluations with it and 0.80 with the ordinal (distance) kernel
   (20 repeats each);
-- log time, standardised: kernel times span 10-100x across a space and the fast tail is what matters;
-- a failed configuration counts as the slowest time seen so far (failures are information: the
-  model learns to avoid their neighbourhood) rather than being dropped;
 - at most ``max_candidates`` = 2,000 random unseen rows scored per step: scoring all 17,956 gemm
   rows cost 0.15 s per step, and the subsample lost nothing measurable (A100: 0.908 +- 0.021 with
   it over 40 repeats, 0.900 +- 0.029 without over 20).
 
+Chosen by reasoning, not screened:
+
+- log time, standardised: the slowest recorded configuration is 7x (pnpoly) to 152x (MI250X) the
+  fastest, and a GP on raw times would spend its fit on the slow tail, not near the optimum;
+- a failed configuration counts as the slowest time seen so far (failures are information: the
+  model learns to avoid their neighbourhood) rather than being dropped.
+
 Uses Optuna's private ``optuna._gp`` (its API changed between 4.x and 5.0); if it is missing or its
 signatures change the arm marks itself ``broken`` and returns None, so the portfolio's other arms
-take its turns (``test_gp_arm_falls_back`` checks that path, ``test_gp_arm_works`` that the
-installed Optuna does not take it).
+take its turns (``test_gp_arm_falls_back_if_optuna_internals_change`` checks that path,
+``test_gp_arm_works_with_installed_optuna`` that the installed Optuna does not take it).
 """
 
 from __future__ import annotations

@@ -35,32 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from warpforge.search.policy import Context, Pick, Policy, unseen_rows
+from warpforge.search.policy import Context, ScoringArm
 
 
-class GPArm(Policy):
+class GPArm(ScoringArm):
     """Log expected improvement of a GP fitted to log time, maximised over unseen feasible rows."""
 
     name = "gp"
 
     def __init__(self, seed: int | None = None, max_candidates: int = 2000, n_startup: int = 5) -> None:
-        self.max_candidates, self.n_startup = max_candidates, n_startup
-        self.broken = False
+        # The fit and the argmax are deterministic: nothing to seed.
+        super().__init__(max_candidates, n_startup, top_k=1)
         self._cache: Any = None  # the last fitted regressor: warm start for the next fit
-
-    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
-        n_scored = sum(v is not None for v in ctx.values)
-        if self.broken or n_scored < self.n_startup:
-            return None
-        free = unseen_rows(ctx, only, self.max_candidates)
-        if free.size == 0:
-            return None
-        try:
-            acq = self.acquisition(ctx, free)
-        except (AttributeError, ImportError, TypeError, ValueError, RuntimeError):  # internals changed
-            self.broken = True
-            return None
-        return Pick(int(free[int(np.argmax(acq))]), self.name)
 
     def acquisition(self, ctx: Context, rows: np.ndarray) -> np.ndarray:
         """log EI (maximisation of standardised negative log time) at the given feasible rows."""
@@ -69,13 +55,16 @@ class GPArm(Policy):
 
         space = ctx.space
         cols = [j for j, v in enumerate(space.params.values()) if len(v) > 1]
-        mat = space.index_matrix[:, cols].astype(np.float64)
+
+        def features(r: list[int] | np.ndarray) -> np.ndarray:  # only the rows needed, not all 18k
+            return space.index_matrix[np.ix_(np.asarray(r, dtype=int), np.asarray(cols, dtype=int))].astype(np.float64)
+
         told = [i for i, (v, f) in enumerate(zip(ctx.values, ctx.failed)) if v is not None or f]
         times = np.array([np.nan if ctx.values[i] is None else ctx.values[i] for i in told], dtype=float)
         log_t = np.log(times)
         log_t = np.where(np.isnan(log_t), np.nanmax(log_t), log_t)  # a failure: the slowest seen
         y = -(log_t - log_t.mean()) / max(float(log_t.std()), 1e-12)
-        x = mat[[ctx.rows[i] for i in told]]
+        x = features([ctx.rows[i] for i in told])
         with _one_thread():
             model = gp.fit_kernel_params(
                 X=x, Y=y, is_categorical=np.ones(len(cols), dtype=bool), log_prior=prior.default_log_prior,
@@ -83,7 +72,7 @@ class GPArm(Policy):
                 gpr_cache=self._cache)
             self._cache = model
             with torch.no_grad():
-                mean, var = model.posterior(torch.from_numpy(mat[rows]))
+                mean, var = model.posterior(torch.from_numpy(features(rows)))
                 return acqf.logei(mean, var + 1e-12, float(y.max())).numpy()
 
 

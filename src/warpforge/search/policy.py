@@ -95,6 +95,47 @@ class RoundRobin(Policy):
         return None
 
 
+class ScoringArm(Policy):
+    """A model arm that scores unseen feasible rows with :meth:`acquisition` and proposes among the best.
+
+    Optuna's samplers optimise their acquisition in the box; on a restricted tuning space that
+    point is usually infeasible and snapping it discards what the model chose, so the model arms
+    score the feasible rows themselves: at most ``max_candidates`` random unseen ones per step,
+    the next point drawn among the ``top_k`` best (argmax when 1). Nothing is proposed before
+    ``n_startup`` measured values. Model arms lean on Optuna internals: if :meth:`acquisition`
+    raises the errors an API change produces, the arm marks itself ``broken`` for good and
+    :meth:`when_broken` answers from then on.
+    """
+
+    def __init__(self, max_candidates: int = 2000, n_startup: int = 5, top_k: int = 1) -> None:
+        self.max_candidates, self.n_startup, self.top_k = max_candidates, n_startup, top_k
+        self.broken = False
+
+    def acquisition(self, ctx: Context, rows: np.ndarray) -> np.ndarray:
+        """Higher is better, one score per row of ``rows``."""
+        raise NotImplementedError
+
+    def when_broken(self, ctx: Context, only: np.ndarray | None) -> Pick | None:
+        return None
+
+    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
+        if sum(v is not None for v in ctx.values) < self.n_startup:
+            return None
+        if self.broken:
+            return self.when_broken(ctx, only)
+        free = unseen_rows(ctx, only, self.max_candidates)
+        if free.size == 0:
+            return None
+        try:
+            acq = self.acquisition(ctx, free)
+        except (AttributeError, ImportError, TypeError, ValueError, RuntimeError):
+            self.broken = True
+            return self.when_broken(ctx, only)
+        order = np.argsort(-acq, kind="stable")[: self.top_k]
+        best = order[0] if self.top_k == 1 else ctx.rng.choice(order)
+        return Pick(int(free[best]), self.name)
+
+
 def unseen_rows(ctx: Context, only: np.ndarray | None = None, limit: int | None = None) -> np.ndarray:
     """Unseen feasible rows (within ``only``), at most ``limit`` of them drawn at random."""
     free = np.flatnonzero(~ctx.seen if only is None else only & ~ctx.seen)

@@ -36,9 +36,9 @@ from warpforge.search.policy import (
     Pick,
     Policy,
     RoundRobin,
+    ScoringArm,
     UniformArm,
     last_improvement,
-    unseen_rows,
 )
 from warpforge.search.space import SearchSpace
 
@@ -81,7 +81,7 @@ class OptunaArm(Policy):
         return Pick(snapped, self.name, "infeasible" if row is None else "duplicate")
 
 
-class TPEArm(Policy):
+class TPEArm(ScoringArm):
     """TPE's acquisition l(x)/g(x), maximised over the explicit unseen feasible set instead of sampled.
 
     Optuna's TPESampler draws 24 candidates from l(x) in the box and keeps the best; on restricted
@@ -108,35 +108,21 @@ class TPEArm(Policy):
 
     def __init__(self, seed: int | None, gamma: float = 0.1, gamma_max: int = 25, top_k: int = 3,
                  max_candidates: int = 2000, n_startup: int = 5, independent: bool = False) -> None:
+        super().__init__(max_candidates, n_startup, top_k)
         self.independent = independent
         self.tpe = optuna.samplers.TPESampler(seed=seed, multivariate=True)
         self.fallback = OptunaArm("tpe", self.tpe)
-        self.gamma, self.gamma_max, self.top_k = gamma, gamma_max, top_k
-        self.max_candidates, self.n_startup = max_candidates, n_startup
-        self.broken = False
+        self.gamma, self.gamma_max = gamma, gamma_max
 
     def optuna_samplers(self) -> list[BaseSampler]:
         return [self.tpe]
 
-    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
-        scored = [i for i, v in enumerate(ctx.values) if v is not None]
-        if len(scored) < self.n_startup:
-            return None
-        if self.broken:
-            return self.fallback.propose(ctx) if only is None else None
-        free = unseen_rows(ctx, only, self.max_candidates)
-        if free.size == 0:
-            return None
-        try:
-            acq = self.acquisition(ctx, scored, free)
-        except (AttributeError, TypeError, ValueError):  # Optuna internals changed
-            self.broken = True
-            return self.propose(ctx, only)
-        order = np.argsort(-acq, kind="stable")[: self.top_k]
-        return Pick(int(free[ctx.rng.choice(order)]), self.name)
+    def when_broken(self, ctx: Context, only: np.ndarray | None) -> Pick | None:
+        return self.fallback.propose(ctx, only)  # plain TPESampler plus snapping
 
-    def acquisition(self, ctx: Context, scored: list[int], rows: np.ndarray) -> np.ndarray:
+    def acquisition(self, ctx: Context, rows: np.ndarray) -> np.ndarray:
         """log l(x) - log g(x) for the given feasible rows."""
+        scored = [i for i, v in enumerate(ctx.values) if v is not None]
         by_value = sorted(scored, key=lambda i: ctx.values[i])  # type: ignore[arg-type, return-value]
         n_below = min(math.ceil(self.gamma * len(scored)), self.gamma_max)
         below = sorted(by_value[:n_below])  # trial order: TPE's weights favour recent trials

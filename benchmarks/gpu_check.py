@@ -1,14 +1,24 @@
-"""GPU check: a short campaign per task on a CUDA GPU, then one table; plus the adversarial fixtures.
+"""GPU check: device ceilings, the adversarial fixtures, then a short campaign per task; one report.
 
-For each task: a campaign on the ``cuda`` backend within its share of the time budget (8 minutes in
-all by default), then the best configuration's per-shape time against PyTorch eager (the task's
-reference, timed in the same child the same way) and against ``torch.compile`` of the reference
-(timed here with ``triton.testing.do_bench``), and its %-of-roofline. Then every adversarial fixture
-is evaluated on the GPU and the number caught is printed. The report is written to
-``benchmarks/results/gpu_check_<gpu>_<date>.md`` (and to ``$OUT`` when set). Without a GPU it says
-so and exits 0.
+Stages, in order of what a short device lease must not lose:
 
-    python benchmarks/gpu_check.py [--tasks softmax,matmul] [--budget-s 480] [--trials 12]
+1. the device and its two ceilings, measured (device-to-device copy bandwidth, bf16 matrix rate on
+   random data), so every %-of-roofline below rests on this machine's numbers;
+2. every adversarial fixture on the ``cuda`` backend, each printed as it ends with its wall time (and
+   the control's time ratio after a device-poisoning fixture);
+3. for each task, a campaign on the ``cuda`` backend within its share of ``--budget-s``, one line per
+   evaluation (verdict, objective, wall time), then the best configuration's per-shape time against
+   PyTorch eager (the task's reference, timed in the same child the same way) and ``torch.compile``
+   of the reference (timed here with ``triton.testing.do_bench``), and its %-of-roofline.
+
+Every line goes to stdout at once and the report file is rewritten after each line
+(``benchmarks/results/gpu_check_<gpu>_<date>.md`` and ``$OUT`` when set), so a run stopped at its
+time limit keeps everything that finished: the first GPU session (2026-11-29) lost both of its
+reports that way, because the report was written only at the end and the campaigns ran past their
+budget (the top-k re-benchmark and A/B re-measurement come after the search's deadline). Campaigns
+here re-benchmark only the best (``top_k=1``). Without a GPU the script says so and exits 0.
+
+    python benchmarks/gpu_check.py [--tasks softmax,matmul] [--budget-s 300] [--trials 12] [--skip-adversarial]
 """
 
 from __future__ import annotations
@@ -24,6 +34,43 @@ from pathlib import Path
 import torch
 
 RESULTS = Path(__file__).resolve().parent / "results"
+COPY_BYTES = 1 << 30  # 1 GiB each way: many times the 60 MB L2 of an H100/H200
+
+
+class Report:
+    """Lines printed at once and the whole report rewritten after each, so a killed run keeps them."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths, self.lines = paths, []  # type: ignore[var-annotated]
+        for p in paths:
+            p.parent.mkdir(parents=True, exist_ok=True)
+
+    def add(self, *lines: str) -> None:
+        for line in lines:
+            print(line, flush=True)
+            self.lines.append(line)
+        text = "\n".join(self.lines) + "\n"
+        for p in self.paths:
+            p.write_text(text)
+
+
+def _ceiling_ms() -> tuple[float, float]:
+    from triton.testing import do_bench
+
+    src = torch.randn(COPY_BYTES // 4, device="cuda")
+    dst = torch.empty_like(src)
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)  # random data: zeros run faster
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    return (float(do_bench(lambda: dst.copy_(src), warmup=10, rep=100)),
+            float(do_bench(lambda: a @ b, warmup=10, rep=200)))
+
+
+def ceilings() -> list[str]:
+    """Copy bandwidth and bf16 matrix rate, measured here (METHOD.md: measure the ceilings, don't quote them)."""
+    copy_ms, mm_ms = _ceiling_ms()
+    torch.cuda.empty_cache()
+    return [f"- copy: {2 * COPY_BYTES / copy_ms / 1e9:.0f} GB/s (bytes read + written, 1 GiB device to device)",
+            f"- bf16 matrix product 8192^3 on random data: {2 * 8192**3 / mm_ms / 1e9:.0f} TFLOP/s"]
 
 
 def _compile_ms(task, shape, dtype) -> float | None:  # type: ignore[no-untyped-def]
@@ -39,53 +86,61 @@ def _compile_ms(task, shape, dtype) -> float | None:  # type: ignore[no-untyped-
         return None
 
 
-def campaign_rows(tasks: list[str], budget_s: float, trials: int, db_url: str) -> list[list[str]]:
+def adversarial(report: Report) -> None:
+    from warpforge.evaluator.adversarial import run_manifest
+
+    report.add("", "## Adversarial fixtures on the GPU", "")
+    outcomes = run_manifest("cuda", on_outcome=lambda o: report.add(
+        f"- {'ok  ' if o.passed else 'MISS'} {o}" + (f" -- {o.message[:300]}" if not o.passed else "")
+        + (f" [{'; '.join(o.notes)}]" if o.notes else "")))
+    report.add("", f"{sum(o.passed for o in outcomes)}/{len(outcomes)} fixtures ended as expected")
+
+
+def campaigns(report: Report, tasks: list[str], budget_s: float, trials: int, db_url: str) -> None:
     from warpforge.db import store
     from warpforge.db.session import Database
     from warpforge.kernels.task import get_task, parse_dtype, shape_key
     from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.summary import Event
 
-    rows = []
+    header = ["task", "best variant and params", "shape", "time ms (p50)", "vs eager", "vs torch.compile",
+              "roofline", "campaign"]
+    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     share = budget_s / max(len(tasks), 1)
+    last = [time.monotonic()]
+
+    def on_event(e: Event) -> None:
+        now = time.monotonic()
+        report.add(f"- {e.task} {e.variant} {e.done}/{e.total}: {e.result.summary()} "
+                   f"[{e.result.params}] ({now - last[0]:.1f} s)")
+        last[0] = now
+
     for name in tasks:
         task = get_task(name)
-        # The final top-k re-benchmark and A/B re-measurements run past the search's time budget:
-        # give the search 70% of the task's share and re-benchmark the top 2.
+        report.add("", f"## Campaign: {name} ({share:.0f} s share, search 70% of it)", "")
+        # The search stops at its deadline; the final re-benchmark of the best comes after it.
         spec = CampaignSpec(name=f"gpucheck-{name}-{int(time.time())}", tasks=[name], trials=trials,
-                            time_budget_s=0.7 * share, backend="cuda", db_url=db_url, top_k=2)
-        start = time.monotonic()
-        summary = run_campaign(spec).tasks[0]
+                            time_budget_s=0.7 * share, backend="cuda", db_url=db_url, top_k=1)
+        start = last[0] = time.monotonic()
+        summary = run_campaign(spec, on_event=on_event).tasks[0]
         wall = time.monotonic() - start
+        report.add(f"campaign done: {summary.evaluations} evaluations in {wall:.0f} s; {summary.acceptance}")
         if summary.best_params is None:
-            rows.append([name, "-", "-", "-", "-", "-", "-", f"{summary.evaluations} evals, none ok ({wall:.0f}s)"])
+            table.append(f"| {name} | - | - | - | - | - | - | {summary.evaluations} evals, none ok ({wall:.0f}s) |")
             continue
         db = Database(db_url)
         with db.session() as s:
             best = store.best(s, name, limit=1)[0].evaluation
             result = store.result_of(best)
         for sr in result.shapes:
-            dtype = parse_dtype(sr.dtype)
-            compiled = _compile_ms(task, sr.shape, dtype)
-            rows.append([
+            compiled = _compile_ms(task, sr.shape, parse_dtype(sr.dtype))
+            table.append("| " + " | ".join([
                 name, f"{summary.best_variant} {best.params}", shape_key(sr.shape), f"{sr.p50_ms:.4g}",
                 f"{sr.speedup:.2f}x" if sr.speedup else "-",
                 f"{compiled / sr.p50_ms:.2f}x" if compiled and sr.p50_ms else "-",
                 f"{sr.roofline_pct:.0f}%" if sr.roofline_pct is not None else "-",
-                f"{summary.evaluations} evals ({wall:.0f}s)",
-            ])
-    return rows
-
-
-def adversarial_rows() -> list[str]:
-    try:
-        from warpforge.evaluator.adversarial import run_manifest
-    except ImportError:
-        return ["adversarial fixtures: module not available"]
-    outcomes = run_manifest("cuda")
-    caught = sum(1 for o in outcomes if o.passed)
-    lines = [f"adversarial fixtures on GPU: {caught}/{len(outcomes)} ended as expected"]
-    lines += [f"  {'ok ' if o.passed else 'MISS'} {o}" for o in outcomes]
-    return lines
+                f"{summary.evaluations} evals ({wall:.0f}s)"]) + " |")
+        report.add("", "## Best per task so far", "", *table)
 
 
 def main() -> int:
@@ -93,7 +148,7 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default=",".join(builtin_task_names()))
-    parser.add_argument("--budget-s", type=float, default=420.0, help="campaign time for all tasks together")
+    parser.add_argument("--budget-s", type=float, default=300.0, help="campaign time for all tasks together")
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--skip-adversarial", action="store_true")
     args = parser.parse_args()
@@ -102,23 +157,19 @@ def main() -> int:
         return 0
     gpu = torch.cuda.get_device_name(0)
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    db_url = f"sqlite:///{tempfile.mkdtemp()}/gpu_check.db"
-    start = time.monotonic()
-    rows = campaign_rows(args.tasks.split(","), args.budget_s, args.trials, db_url)
-    header = ["task", "best variant and params", "shape", "time ms (p50)", "vs eager", "vs torch.compile",
-              "roofline", "campaign"]
-    lines = [f"# gpu_check on {gpu}, {date} (torch {torch.__version__})", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    if not args.skip_adversarial:
-        lines += [""] + adversarial_rows()
-    lines += ["", f"total wall time {time.monotonic() - start:.0f} s"]
-    report = "\n".join(lines)
-    print(report)
     slug = "".join(c if c.isalnum() else "_" for c in gpu)
-    for folder in filter(None, [RESULTS, Path(os.environ["OUT"]) if os.environ.get("OUT") else None]):
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"gpu_check_{slug}_{date}.md").write_text(report + "\n")
+    folders = [RESULTS] + ([Path(os.environ["OUT"])] if os.environ.get("OUT") else [])
+    report = Report([f / f"gpu_check_{slug}_{date}.md" for f in folders])
+    import triton
+
+    start = time.monotonic()
+    report.add(f"# gpu_check on {gpu}, {date} (torch {torch.__version__}, Triton {triton.__version__})", "",
+               "## Ceilings measured here", "", *ceilings())
+    if not args.skip_adversarial:
+        adversarial(report)
+    campaigns(report, args.tasks.split(","), args.budget_s, args.trials,
+              f"sqlite:///{tempfile.mkdtemp()}/gpu_check.db")
+    report.add("", f"total wall time {time.monotonic() - start:.0f} s")
     return 0
 
 

@@ -166,6 +166,14 @@ def test_speed_of_light_rejects_replayed_times(tmp_path: Path, double) -> None:
     assert result.verdict is Verdict.REJECTED and result.reason == "below_speed_of_light"
 
 
+def test_run_manifest_hands_each_outcome_over_as_it_ends() -> None:
+    # gpu_check streams these: a GPU run stopped at its time limit keeps the fixtures that finished.
+    seen: list[object] = []
+    outcomes = run_manifest("interpret", names=["control_double", "constant_output"], on_outcome=seen.append)
+    assert [o.fixture for o in outcomes] == ["control_double", "constant_output"]
+    assert seen == outcomes and all(o.passed for o in outcomes), [str(o) for o in outcomes]
+
+
 @pytest.mark.gpu
 def test_every_fixture_on_the_gpu() -> None:
     outcomes = run_manifest("cuda")

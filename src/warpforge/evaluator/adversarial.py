@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,8 +149,13 @@ def run_fixture(backend: Backend, fixture: Fixture, root: Path) -> FixtureOutcom
 
 
 def run_manifest(backend_name: str, manifest: str | Path | None = None, names: Iterable[str] | None = None,
-                 pool: ChildPool | None = None) -> list[FixtureOutcome]:
-    """Evaluate every fixture that applies to ``backend_name``; one outcome per fixture, in manifest order."""
+                 pool: ChildPool | None = None,
+                 on_outcome: Callable[[FixtureOutcome], None] | None = None) -> list[FixtureOutcome]:
+    """Evaluate every fixture that applies to ``backend_name``; one outcome per fixture, in manifest order.
+
+    ``on_outcome`` sees each outcome as soon as it is known: on a GPU the whole manifest takes minutes,
+    and a caller stopped at its time limit still has the fixtures that finished (benchmarks/gpu_check.py).
+    """
     path = Path(manifest) if manifest else MANIFEST
     root = path.parent
     wanted = set(names) if names is not None else None
@@ -171,6 +176,8 @@ def run_manifest(backend_name: str, manifest: str | Path | None = None, names: I
                     outcome.notes.append(f"the control after this fixture was not within {CONTROL_SLOWDOWN:.2f}x "
                                          "of its time before")
             outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
         return outcomes
     finally:
         backend.close()

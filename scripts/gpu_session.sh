@@ -26,7 +26,8 @@ python3 -c 'import torch, triton, warpforge; print(torch.__version__, triton.__v
 timeout "$check_s" python3 benchmarks/gpu_check.py --budget-s $((check_s / 2)) 2>&1 | grep -v "A new study created"
 echo "gpu_check ended after $(( $(date +%s) - t0 )) s"
 # -s: each test's output as it happens; junit XML keeps the verdicts of the tests that finished.
-timeout "$tests_s" python3 -m pytest -m gpu tests/kernels tests/evaluator/test_adversarial.py -q -s -rA \
+# The manifest already ran in gpu_check (streamed); here the rest of the GPU tests.
+timeout "$tests_s" python3 -m pytest -m gpu tests/kernels tests/evaluator/test_adversarial.py -k "not every_fixture" -q -s -rA \
   -p no:cacheprovider --timeout "$tests_s" --durations=10 --junitxml="$OUT/gpu_tests.xml" > "$OUT/pytest_gpu.log" 2>&1
 tail -40 "$OUT/pytest_gpu.log"
 echo "tests ended after $(( $(date +%s) - t0 )) s"

@@ -90,3 +90,20 @@ def test_malformed_space_is_a_clear_error() -> None:
 def test_unknown_parameter_is_invalid_config(backend, task) -> None:
     result = backend.evaluate(Job(task, load_variant(PLANTED / "good.py"), {"BLOCK": 256, "TYPO": 1}))
     assert result.verdict is Verdict.INVALID_CONFIG and result.reason == "unknown_parameter"
+
+
+# torch's CUDA errors all end with this hint; only the first line says what happened.
+_DSA_HINT = ("\nCUDA kernel errors might be asynchronously reported at some other API call.\n"
+             "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+
+
+@pytest.mark.parametrize(("first_line", "kind"), [
+    ("CUDA error: device-side assert triggered", "device_assert"),
+    ("CUDA error: an illegal memory access was encountered", "illegal_memory_access"),
+    ("CUDA error: unspecified launch failure", "runtime"),
+    ("CUDA error: misaligned address", "runtime"),
+])
+def test_cuda_errors_are_classified_by_what_happened_not_by_torchs_hint(first_line: str, kind: str) -> None:
+    from warpforge.evaluator.child_common import error_info
+
+    assert error_info(RuntimeError(first_line + _DSA_HINT), "run")["kind"] == kind

@@ -62,7 +62,8 @@ def error_info(exc: BaseException, stage: str) -> dict[str, Any]:
         kind = "oom"
     elif "illegal memory access" in low or "illegal address" in low:
         kind = "illegal_memory_access"
-    elif "device-side assert" in low:
+    # Not the bare "device-side assert": every torch CUDA error ends "... to enable device-side assertions".
+    elif "device-side assert triggered" in low:
         kind = "device_assert"
     else:
         kind = "runtime"

@@ -26,6 +26,9 @@ def launch(x, BLOCK=256, num_warps=4):
         _STREAM.append(torch.cuda.Stream())
     y = torch.empty_like(x)
     with torch.cuda.stream(_STREAM[0]):
-        for _ in range(64):  # enough work that hiding it matters
+        # 8 launches over the 16M-element gpu_shape: ~0.3 ms of GPU work against ~0.1 ms of host launch
+        # time, so the work really outlasts the timed window (64 launches of 1M were host-bound: the
+        # side stream kept up with the launches and there was nothing left to hide).
+        for _ in range(8):
             _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
     return y

@@ -11,11 +11,12 @@ Stages, in order of what a short device lease must not lose:
    PyTorch eager (the task's reference, timed in the same child the same way) and ``torch.compile``
    of the reference (timed here with ``triton.testing.do_bench``), and its %-of-roofline.
 
-Every line goes to stdout at once and the report file is rewritten after each line
+Every line goes to stdout and is appended to the report at once
 (``benchmarks/results/gpu_check_<gpu>_<date>.md`` and ``$OUT`` when set), so a run stopped at its
 time limit keeps everything that finished: the first GPU session (2026-11-29) lost both of its
-reports that way, because the report was written only at the end and the campaigns ran past their
-budget (the top-k re-benchmark and A/B re-measurement come after the search's deadline). Campaigns
+reports because the report was written only at the end and the campaigns ran past their budget
+(matmul ~100 s against a 37 s share, read off the log's timestamps: the evaluation in flight at the
+deadline and the final re-benchmark both come after it). Campaigns
 here re-benchmark only the best (``top_k=1``). Without a GPU the script says so and exits 0.
 
     python benchmarks/gpu_check.py [--tasks softmax,matmul] [--budget-s 300] [--trials 12] [--skip-adversarial]
@@ -32,26 +33,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+import triton
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COPY_BYTES = 1 << 30  # 1 GiB each way: many times the 60 MB L2 of an H100/H200
 
 
 class Report:
-    """Lines printed at once and the whole report rewritten after each, so a killed run keeps them."""
+    """Lines printed and appended to the report files at once, so a killed run keeps them."""
 
     def __init__(self, paths: list[Path]) -> None:
-        self.paths, self.lines = paths, []  # type: ignore[var-annotated]
+        self.paths = paths
         for p in paths:
             p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text("")
 
     def add(self, *lines: str) -> None:
-        for line in lines:
-            print(line, flush=True)
-            self.lines.append(line)
-        text = "\n".join(self.lines) + "\n"
+        text = "".join(line + "\n" for line in lines)
+        print(text, end="", flush=True)
         for p in self.paths:
-            p.write_text(text)
+            with p.open("a") as f:
+                f.write(text)
 
 
 def _ceiling_ms() -> tuple[float, float]:
@@ -160,8 +162,6 @@ def main() -> int:
     slug = "".join(c if c.isalnum() else "_" for c in gpu)
     folders = [RESULTS] + ([Path(os.environ["OUT"])] if os.environ.get("OUT") else [])
     report = Report([f / f"gpu_check_{slug}_{date}.md" for f in folders])
-    import triton
-
     start = time.monotonic()
     report.add(f"# gpu_check on {gpu}, {date} (torch {torch.__version__}, Triton {triton.__version__})", "",
                "## Ceilings measured here", "", *ceilings())

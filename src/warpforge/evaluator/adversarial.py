@@ -186,9 +186,10 @@ def run_manifest(backend_name: str, manifest: str | Path | None = None, names: I
 def _control_time(backend: Backend, control: Fixture, root: Path, runs: int = 2) -> float | None:
     """The control's time: the least of ``runs`` evaluations, None if any of them is not ``ok``.
 
-    Each evaluation is a fresh child timing its own median, minutes apart from the other; the least
-    of two keeps a one-off slow start (clocks, a context still being torn down) from reading as a
-    device left poisoned by the fixture before it.
+    Each evaluation is a fresh child timing its own median, and the before and after readings are
+    minutes apart; the least of two keeps one slow child (a clock ramp, say) from reading as a device
+    left poisoned by the fixture. A guess from review, not a measurement: the first GPU run failed the
+    manifest without saying which fixture (benchmarks/results/gpu_session_H200_2026-11-29.md).
     """
     times = []
     for _ in range(runs):

@@ -26,9 +26,10 @@ def launch(x, BLOCK=256, num_warps=4):
         _STREAM.append(torch.cuda.Stream())
     y = torch.empty_like(x)
     with torch.cuda.stream(_STREAM[0]):
-        # 8 launches over the 16M-element gpu_shape: ~0.3 ms of GPU work against ~0.1 ms of host launch
-        # time, so the work really outlasts the timed window (64 launches of 1M were host-bound: the
-        # side stream kept up with the launches and there was nothing left to hide).
+        # 8 launches over the 16M-element gpu_shape, estimated: 8 x 128 MB at ~4 TB/s = ~0.26 ms of GPU
+        # work against ~0.1 ms of host launch time, so the work outlasts the timed window. 64 launches
+        # over 1M were host-bound (~3 us of GPU work each, ~10 us to launch): the side stream kept up
+        # and there was nothing left to hide. Not yet confirmed on a GPU.
         for _ in range(8):
             _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
     return y

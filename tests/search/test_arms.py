@@ -6,7 +6,7 @@ import numpy as np
 import optuna
 import pytest
 
-from warpforge.search.gp_arm import GPArm
+from warpforge.search.gp_arm import GPArm, copula_target
 from warpforge.search.policy import Context, Pick, Policy, RoundRobin
 from warpforge.search.samplers import ARM_ATTR, DEFAULT_SAMPLER
 from warpforge.search.space import SearchSpace
@@ -51,6 +51,16 @@ def test_gp_arm_counts_failures_as_slow_and_honours_only() -> None:
     pick = GPArm().propose(ctx, only)
     assert pick is not None and pick.row in (60, 61)
     assert GPArm(n_startup=10).propose(ctx) is None  # 5 measured < 10: still starting up
+
+
+def test_copula_target_ranks_fastest_highest_ties_failures_with_the_slowest_and_ignores_scale() -> None:
+    times = np.array([3.0, 1.0, np.nan, 30.0, 2.0, np.nan])
+    y = copula_target(times)
+    assert np.argmax(y) == 1 and y[4] > y[0] > y[3]  # order of the times, fastest highest
+    assert y[2] == y[5] == y[3] == y.min()  # failures tie with the slowest measured time
+    assert abs(y.mean()) < 1e-12 and abs(y.std() - 1) < 1e-12  # standardised, as Optuna's GP priors expect
+    # ranks only: a 10x slower tail (MI250X's times span 152x) does not change the target
+    np.testing.assert_allclose(copula_target(np.where(times > 2.5, times * 10, times)), y)
 
 
 def test_gp_arm_works_with_installed_optuna() -> None:

@@ -16,8 +16,9 @@ Measured with ``benchmarks/search_screen.py`` (seeds 1000+, never bench-search's
   session 4 against log time on three fresh seed ranges (mean fraction at 100 evaluations over
   7 spaces): +0.004 (10000-10039, 2,000 candidates), +0.004 (11000-11039) and +0.005
   (12000-12049, both with 5,000 candidates); A100 +0.004 to +0.028 on all three;
-- up to ``max_candidates`` = 5,000 random unseen rows scored per step (all of them on the 4,092 to
-  6,768-row spaces): the argmax is then the model's argmax, not a 46% sample's (A100, 4,362 rows).
+- up to ``max_candidates`` = 5,000 random unseen rows scored per step (every unseen row on the
+  4,092- and 4,362-row spaces; 74% of convolution/RTX_3090's 6,768, 28% of gemm's 17,956): on A100
+  the argmax is then the model's argmax, not a 46% sample's.
   Scoring is cheap beside a GPU evaluation (session 3: all 17,956 gemm rows cost 0.33 s per step
   at 100 trials; bench-search's ``s/run`` column has the cost at 5,000).
 

@@ -53,6 +53,20 @@ def test_gp_arm_counts_failures_as_slow_and_honours_only() -> None:
     assert GPArm(n_startup=10).propose(ctx) is None  # 5 measured < 10: still starting up
 
 
+def test_gp_ucb_arm_trades_prediction_for_uncertainty_by_beta() -> None:
+    """UCB's beta trades the predicted time against the model's uncertainty: at 0 it proposes a
+    near-twin of the fast measurements, at wf-default's 3 a level the model has never seen."""
+    # every a == 3 row with b <= 1 measured (fast), and all a in {0, 1, 2} with c == 1 (slow):
+    # a == 4 and 5 are unmeasured, so their posterior variance is the prior's.
+    a, b, c = (SPACE.index_matrix[:, j] for j in range(3))
+    rows = np.flatnonzero(((a == 3) & (b <= 1)) | ((a <= 2) & (c == 0))).tolist()
+    ctx = _context(rows)
+    mean, ucb = GPArm(ucb_beta=0.0).propose(ctx), GPArm(ucb_beta=3.0).propose(ctx)
+    assert mean is not None and ucb is not None and ucb.arm == "gp-ucb"
+    assert SPACE.feasible[mean.row][0] == 3, SPACE.as_dict(SPACE.feasible[mean.row])
+    assert SPACE.feasible[ucb.row][0] in (4, 5), SPACE.as_dict(SPACE.feasible[ucb.row])
+
+
 def test_copula_target_ranks_fastest_highest_ties_failures_with_the_slowest_and_ignores_scale() -> None:
     times = np.array([3.0, 1.0, np.nan, 30.0, 2.0, np.nan])
     y = copula_target(times)
@@ -71,8 +85,8 @@ def test_gp_arm_works_with_installed_optuna() -> None:
         assert p is not None
         s.tell(p, _time(p.params))
     arms = [t.system_attrs[ARM_ATTR] for t in s.study.trials]
-    assert arms.count("gp") >= 3, arms  # 15 model turns, shared with TPE
-    assert not s.sampler.policy.model.arms[0].broken  # type: ignore[attr-defined]
+    assert arms.count("gp") >= 3 and arms.count("gp-ucb") >= 3, arms  # 15 model turns, shared with TPE
+    assert not any(arm.broken for arm in s.sampler.policy.model.arms)  # type: ignore[attr-defined]
 
 
 def test_gp_arm_falls_back_if_optuna_internals_change(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,8 +102,8 @@ def test_gp_arm_falls_back_if_optuna_internals_change(monkeypatch: pytest.Monkey
         s.tell(p, _time(p.params))
     assert len(seen) == len(SPACE)
     arms = {t.system_attrs[ARM_ATTR] for t in s.study.trials}
-    assert "gp" not in arms and "tpe" in arms
-    assert s.sampler.policy.model.arms[0].broken  # type: ignore[attr-defined]
+    assert not arms & {"gp", "gp-ucb"} and "tpe" in arms
+    assert s.sampler.policy.model.arms[0].broken and s.sampler.policy.model.arms[2].broken  # type: ignore[attr-defined]
 
 
 class _Fixed(Policy):

@@ -43,17 +43,27 @@ from warpforge.search.policy import Context, ScoringArm
 
 
 class GPArm(ScoringArm):
-    """Log expected improvement of a GP fitted to a Gaussian copula of the times, over unseen feasible rows."""
+    """A GP fitted to a Gaussian copula of the times, scored over unseen feasible rows.
+
+    The acquisition is log expected improvement, or with ``ucb_beta`` the upper confidence bound
+    ``mean + ucb_beta * std`` (arm name ``gp-ucb``): EI concentrates on the incumbent's
+    neighbourhood, UCB keeps exploring where the model is unsure (wf-default's third arm, beta 3;
+    the screen that chose it is in docs/search.md, session 5).
+    """
 
     name = "gp"
 
-    def __init__(self, seed: int | None = None, max_candidates: int = 5000, n_startup: int = 5) -> None:
+    def __init__(self, seed: int | None = None, max_candidates: int = 5000, n_startup: int = 5,
+                 ucb_beta: float | None = None) -> None:
         # The fit and the argmax are deterministic: nothing to seed.
         super().__init__(max_candidates, n_startup, top_k=1)
+        self.ucb_beta = ucb_beta
+        if ucb_beta is not None:
+            self.name = "gp-ucb"
         self._cache: Any = None  # the last fitted regressor: warm start for the next fit
 
     def acquisition(self, ctx: Context, rows: np.ndarray) -> np.ndarray:
-        """log EI (maximisation of the copula of negative time) at the given feasible rows."""
+        """log EI, or UCB, of the copula of negative time (maximised) at the given feasible rows."""
         import torch
         from optuna._gp import acqf, gp, prior
 
@@ -75,6 +85,8 @@ class GPArm(ScoringArm):
             self._cache = model
             with torch.no_grad():
                 mean, var = model.posterior(torch.from_numpy(features(rows)))
+                if self.ucb_beta is not None:
+                    return (mean + self.ucb_beta * var.clamp_min(0.0).sqrt()).numpy()
                 return acqf.logei(mean, var + 1e-12, float(y.max())).numpy()
 
 

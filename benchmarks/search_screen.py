@@ -44,6 +44,11 @@ def _load(name: str) -> tuple[SearchSpace, np.ndarray]:
 
 def run(args: tuple[str, str, int, int]) -> list[float]:
     """Fraction of the optimum reached after each evaluation of one search."""
+    return trajectory(args)[1]
+
+
+def trajectory(args: tuple[str, str, int, int]) -> tuple[list[int], list[float]]:
+    """One search: the feasible rows it measured, in order, and the fraction reached after each."""
     name, sampler, seed, budget = args
     warnings.simplefilter("ignore")
     space, times = _load(name)
@@ -68,7 +73,7 @@ def run(args: tuple[str, str, int, int]) -> list[float]:
         failed.append(bool(np.isnan(t)))
         best = best if np.isnan(t) else min(best, float(t))
         curve.append(optimum / best if best < math.inf else 0.0)
-    return curve
+    return rows, curve
 
 
 def main() -> None:

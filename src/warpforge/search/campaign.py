@@ -237,8 +237,8 @@ class _TaskRun:
             self.on_start(self.task.name, self.budget)
         self.asked_at = -1  # evaluations done when wants_more was last asked
         while True:
+            self._next_round()  # first: arms a finished round adds get their share in this _fill
             self._fill()
-            self._next_round()
             if not self.inflight and self.ab_key is None and not self.rounds.in_flight:
                 break
             # Nothing measuring: wait on the proposal instead of the idle pool.

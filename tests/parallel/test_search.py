@@ -26,7 +26,7 @@ def test_llama3_70b_on_8_dgx_h100_under_10_seconds() -> None:
         assert p.plan.gpus == 64 and r.why and "s/step" in r.why[0]
         check_plan(L70, H100x8, p.plan)
     times = [r.prediction.step_time_s for r in res.plans]
-    assert times == sorted(times)
+    assert all(a <= b * (1 + 1e-9) for a, b in zip(times, times[1:]))  # ranked (ties within rounding)
     layouts = {(r.prediction.plan.tp, r.prediction.plan.cp, r.prediction.plan.pp) + (r.prediction.plan.dp,)
                for r in res.plans}
     assert len(layouts) == 5  # diverse: one plan per layout

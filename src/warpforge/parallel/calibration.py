@@ -33,6 +33,10 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "mem_eff": (0.3, 0.95),
     "host_us": (0.0, 200.0),
     "intra_bw_eff": (0.3, 0.95),
+    "inter_bw_eff": (0.3, 0.95),
+    "attn_eff": (0.25, 0.9),
+    "fp8_gemm_eff": (0.3, 0.9),
+    "grouped_gemm_eff": (0.3, 1.0),
 }
 
 
@@ -43,6 +47,8 @@ class Calibration(BaseModel):
 
     gemm_eff: float = Field(default=0.80, gt=0, le=1)  # large bf16 GEMMs: ~250 of 312 TFLOP/s on A100
     gemm_half_dim: float = Field(default=48.0, gt=0)  # a GEMM dimension of this size halves efficiency
+    fp8_gemm_eff: float = Field(default=0.60, gt=0, le=1)  # large FP8 GEMMs, fraction of the FP8 peak
+    grouped_gemm_eff: float = Field(default=0.85, gt=0, le=1)  # MoE grouped GEMM vs one GEMM of that size
     attn_eff: float = Field(default=0.50, gt=0, le=1)  # fused (flash) attention, fwd+bwd average
     mem_eff: float = Field(default=0.75, gt=0, le=1)  # elementwise kernels reach ~75% of HBM bandwidth
     kernel_us: float = Field(default=4.0, ge=0)  # per-kernel GPU launch latency + tail

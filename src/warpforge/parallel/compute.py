@@ -181,6 +181,9 @@ def _layer_cost(
                 a2a_fwd = 2 * net.dispatch_dedup(BF16 * h, routed / model.top_k / et, model.top_k, grp["ep"])
             else:
                 a2a_fwd = 2 * net.all_to_all(BF16 * routed * h / et, grp["ep"])
+            # Frameworks overlap part of the dispatch/combine with other micro-batches' compute
+            # (Megatron's EP A2A overlap, DeepEP's asynchronous kernels): a calibrated share.
+            a2a_fwd *= 1.0 - calib.ep_overlap
         if et > 1:
             # Expert TP: gather the dispatched tokens over ETP before the experts, reduce-scatter after.
             etp_bytes = BF16 * routed * h

@@ -134,7 +134,10 @@ def stage_memory(
     if plan.precision == "fp8":
         # TE's FP8 weight cache: an FP8 copy and its transpose (Hopper's FP8 GEMMs need both layouts),
         # sharded like the weights under FSDP (FP8 parameter gathering).
-        weights += sharded(FP8_WEIGHT_B, 3)
+        # Only the transformer layers' linear weights: embeddings and the LM head stay BF16.
+        lin_d, lin_e = stage_params(model, plan, dense_layers, moe_layers, embed=False, head=False)
+        fp8_w = FP8_WEIGHT_B * ((lin_d / shard + lin_e / eshard) if z >= 3 else (lin_d + lin_e))
+        weights += fp8_w
     grads = sharded(GRAD_B, 2)
     optimizer = sharded(OPT_B, 1)
     if z >= 3:

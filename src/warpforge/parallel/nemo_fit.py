@@ -25,9 +25,10 @@ from warpforge.parallel.nemo import NemoCase
 from warpforge.parallel.simulator import predict
 from warpforge.parallel.validation import mape, spearman
 
-# BF16 and FP8 GEMM asymptotes, the grouped-GEMM factor of MoE experts, fused attention, and the InfiniBand efficiency
-# (EP all-to-all and DP traffic across nodes). The rest stays at the H100 prior.
-H100_FIT_PARAMS = ("gemm_eff", "fp8_gemm_eff", "grouped_gemm_eff", "attn_eff", "inter_bw_eff")
+# BF16 and FP8 GEMM asymptotes, the grouped-GEMM factor of MoE experts, fused attention, the InfiniBand
+# efficiency (EP all-to-all and DP traffic across nodes) and the share of EP all-to-all hidden behind
+# compute. The rest stays at the H100 prior.
+H100_FIT_PARAMS = ("gemm_eff", "fp8_gemm_eff", "grouped_gemm_eff", "attn_eff", "inter_bw_eff", "ep_overlap")
 SCORED = ("dense-bf16", "dense-fp8", "moe")
 
 

@@ -20,9 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warpforge.parallel.calibration import Calibration, prior_for
+from warpforge.parallel.calibration import FIT_BOUNDS, Calibration, prior_for
 from warpforge.parallel.nemo import nemo_cases
-from warpforge.parallel.nemo_fit import SCORED, Score, category_scores, fit, held_out, step_time
+from warpforge.parallel.nemo_fit import (
+    H100_FIT_PARAMS,
+    SCORED,
+    Score,
+    category_scores,
+    fit,
+    held_out,
+    step_time,
+)
 
 TARGET_MAPE, TARGET_RHO = 0.10, 0.9
 Table = Callable[[list[str], list[list[str]]], str]
@@ -83,12 +91,14 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
     n_cat = {k: sum(c.category == k for c in cases) for k in (*SCORED, "unstated")}
     out.append(f"{len(cases)} usable rows ({', '.join(f'{k} {v}' for k, v in n_cat.items())}), "
                f"{len(excluded)} excluded; measured step time = gbs*seq/(tokens/s/GPU*GPUs)")
-    out.append("calibration parameters fitted: gemm_eff, fp8_gemm_eff, grouped_gemm_eff, attn_eff, "
-               "inter_bw_eff (the rest at the H100 prior)")
+    out.append(f"calibration parameters fitted: {', '.join(H100_FIT_PARAMS)} (the rest at the H100 prior)")
     rows = []
-    for name in ("gemm_eff", "fp8_gemm_eff", "grouped_gemm_eff", "attn_eff", "inter_bw_eff"):
-        rows.append([name, f"{getattr(prior, name):g}", f"{getattr(fitted, name):g}"])
-    out.append(table(["parameter", "H100 prior", "fit on all scored rows"], rows))
+    for name in H100_FIT_PARAMS:
+        b_lo, b_hi = FIT_BOUNDS[name]
+        v = getattr(fitted, name)
+        at = " (at its bound)" if min(abs(v - b_lo), abs(v - b_hi)) < 1e-3 else ""
+        rows.append([name, f"{getattr(prior, name):g}", f"{v:g}{at}", f"[{b_lo:g}, {b_hi:g}]"])
+    out.append(table(["parameter", "H100 prior", "fit on all scored rows", "bounds"], rows))
 
     out.append("\nStep time per category: prior, held-out (leave-one-release-out, leave-one-model-out), "
                f"in-sample; target held-out MAPE <= {TARGET_MAPE:.0%} and rho >= {TARGET_RHO}")

@@ -109,3 +109,25 @@ def test_other_bad_inputs() -> None:
                                         "--enqueue", "{oops"]), 2, "bad --enqueue plan")
     _one_line_error(runner.invoke(app, [*PREDICT, "--db", "nosuchdialect://x"]), 1, "error")
     assert runner.invoke(app, []).exit_code in (0, 2)  # no_args_is_help
+
+
+def test_precision_and_error_band_on_cli() -> None:
+    res = runner.invoke(app, [*PREDICT, "--precision", "fp8", "--tp-overlap", "--json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["prediction"]["plan"]["precision"] == "fp8"
+    assert doc["error_band"]["key"] == "h100/fp8/dense" and doc["error_band"]["validated"] is True
+    screen = runner.invoke(app, ["predict", "--model", "llama3-8b", "--cluster", "dgx-h200", "--dp", "8"])
+    assert screen.exit_code == 0 and "not validated" in screen.stdout
+    bad = runner.invoke(app, ["predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--precision", "fp8"])
+    assert bad.exit_code == 2 and "no FP8" in bad.stderr
+
+
+def test_search_for_deepspeed_exports_its_config() -> None:
+    res = runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2",
+                              "--global-batch", "64", "--framework", "deepspeed", "--no-store", "--json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["framework"] == "deepspeed" and doc["export"]["format"] == "deepspeed"
+    assert json.loads(doc["export"]["text"])["train_batch_size"] == 64
+    assert all(p["prediction"]["plan"]["cp"] == 1 for p in doc["plans"])

@@ -128,3 +128,17 @@ def test_deepspeed_export_and_refusals() -> None:
         export_plan(L8, PlanConfig(cp=2, dp=4), "deepspeed")
     with pytest.raises(SpecError, match="does not train in fp8"):
         search_plans(L8, H100, framework="deepspeed", precision="fp8")
+
+
+def test_explicit_first_and_last_stage_layers() -> None:
+    m, c = load_model("llama3-405b"), load_cluster("dgx-h100", nodes=256)
+    base = PlanConfig(tp=8, pp=16, dp=16, global_batch=2048, zero=2)
+    assert base.model_copy(update={"pp_first_layers": 8, "pp_last_layers": 6}).stage_layers(126) == \
+        [8] + [8] * 14 + [6]
+    default = predict(m, c, base)
+    same = predict(m, c, base.model_copy(update={"pp_first_layers": 7, "pp_last_layers": 7}))
+    assert same.step_time_s == pytest.approx(default.step_time_s)  # 7 + 14 x 8 + 7 is the default split
+    with pytest.raises(InvalidPlanError, match="do not split evenly"):
+        predict(m, c, base.model_copy(update={"pp_first_layers": 6, "pp_last_layers": 6}))
+    args = export_plan(m, base.model_copy(update={"pp_first_layers": 8, "pp_last_layers": 6}), "megatron").args
+    assert "--decoder-first-pipeline-num-layers 8" in args and "--decoder-last-pipeline-num-layers 6" in args

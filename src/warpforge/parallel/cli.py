@@ -128,6 +128,10 @@ def predict(
     no_overlap: bool = typer.Option(False, "--no-overlap", help="Do not overlap gradient reduction."),
     precision: PrecisionOpt = PRECISION, expert_tp: int | None = ETP, moe_load_factor: float = LOAD,
     tp_overlap: bool = TPO,
+    pp_first_layers: int | None = typer.Option(None, "--pp-first-layers",
+                                               help="Layers on the first pipeline stage (uneven stages)."),
+    pp_last_layers: int | None = typer.Option(None, "--pp-last-layers",
+                                              help="Layers on the last pipeline stage (uneven stages)."),
     export: ExportFmt | None = typer.Option(None, "--export",
                                             help="Also export: megatron|torchtitan|deepspeed."),
     db: str | None = typer.Option(None, "--db", help="Store the prediction in this database URL."),
@@ -144,7 +148,8 @@ def predict(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
             recompute=recompute.value, zero=zero, interleave=interleave, sequence_parallel=not no_sp,
             flash_attention=not no_flash, overlap_grad_reduce=not no_overlap, precision=precision.value,
-            expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap))
+            expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap,
+            pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers))
         pred = simulate(m, c, plan)
         if nodes is None and c.nodes != sized_from:
             pred = pred.model_copy(update={"notes": [

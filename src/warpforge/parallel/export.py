@@ -22,7 +22,6 @@ from typing import Literal
 from pydantic import BaseModel
 
 from warpforge.parallel.errors import SpecError
-from warpforge.parallel.pipeline import stage_layers
 from warpforge.parallel.specs import ModelSpec, PlanConfig
 
 Format = Literal["megatron", "torchtitan", "deepspeed"]
@@ -59,8 +58,9 @@ def megatron_args(model: ModelSpec, plan: PlanConfig) -> Export:
         a += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
     if not model.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
-    if plan.pp > 1 and model.layers % plan.pp:
-        layers = stage_layers(model.layers, plan.pp)
+    if plan.pp > 1 and (model.layers % plan.pp or plan.pp_first_layers is not None
+                        or plan.pp_last_layers is not None):
+        layers = plan.stage_layers(model.layers)
         a += [f"--decoder-first-pipeline-num-layers {layers[0]}",
               f"--decoder-last-pipeline-num-layers {layers[-1]}"]
     chunks = plan.pp * plan.interleave

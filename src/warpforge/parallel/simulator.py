@@ -22,7 +22,7 @@ from warpforge.parallel.comm import Group, Network
 from warpforge.parallel.compute import Hw, groups, head_cost, layer_cost
 from warpforge.parallel.errors import InvalidPlanError
 from warpforge.parallel.memory import GIB, StageMemory, stage_memory, stage_params
-from warpforge.parallel.pipeline import in_flight_chunks, pipeline_time, stage_layers
+from warpforge.parallel.pipeline import in_flight_chunks, pipeline_time
 from warpforge.parallel.prediction import MemoryBreakdown, Prediction, TimeBreakdown
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 
@@ -61,6 +61,11 @@ def check_plan(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig) -> None
     for ok, msg in rules:
         if not ok:
             raise InvalidPlanError(msg)
+    if plan.pp_first_layers is not None or plan.pp_last_layers is not None:
+        try:
+            plan.stage_layers(model.layers)
+        except ValueError as exc:
+            raise InvalidPlanError(f"{exc}; change --pp-first-layers / --pp-last-layers") from None
     gb = plan.batch(model)
     if gb % (plan.dp * plan.micro_batch):
         raise InvalidPlanError(
@@ -130,7 +135,7 @@ def memory_by_rank(
     """Memory of pipeline ranks 0, 1 and p-1 (the others never exceed these): rank 0 holds the most
     in-flight activations and the embedding, the last rank the LM head and its logits."""
     pp, v = plan.pp, plan.interleave
-    split = split or _moe_split(model, stage_layers(model.layers, pp))
+    split = split or _moe_split(model, plan.stage_layers(model.layers))
     m = m or plan.num_microbatches(model)
     out = {}
     for i in sorted({0, min(1, pp - 1), pp - 1}):
@@ -166,7 +171,7 @@ def predict(
     p2p_one = net.p2p(p2p_bytes, inter_node=plan.gpus > cluster.gpus_per_node) if pp > 1 else 0.0
     p2p_mb = 2 * v * p2p_one  # one send forward, one backward, per chunk
 
-    split = _moe_split(model, stage_layers(model.layers, pp))
+    split = _moe_split(model, plan.stage_layers(model.layers))
     stage_t, parts = [], []
     for i, (nd, nm) in enumerate(split):
         comp = nd * (dense_c.fwd_compute + dense_c.bwd_compute) + nm * (moe_c.fwd_compute + moe_c.bwd_compute)

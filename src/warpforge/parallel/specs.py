@@ -206,6 +206,8 @@ class PlanConfig(BaseModel):
     sequence_parallel: bool = True  # only meaningful with tp > 1
     flash_attention: bool = True
     overlap_grad_reduce: bool = True
+    pp_first_layers: int | None = Field(default=None, ge=0)  # layers on the first stage (with embedding)
+    pp_last_layers: int | None = Field(default=None, ge=0)  # layers on the last stage (with the LM head)
     overlap_tp_comm: bool = False  # TE userbuffers / async TP: TP collectives hidden under the GEMMs
     precision: Precision = "bf16"
     expert_tp: int | None = Field(default=None, ge=1)  # None: same as tp (Megatron's default)
@@ -225,6 +227,12 @@ class PlanConfig(BaseModel):
     @property
     def sp(self) -> bool:
         return self.sequence_parallel and self.tp > 1
+
+    def stage_layers(self, layers: int) -> list[int]:
+        """Layers per pipeline rank for this plan (``pipeline.stage_layers`` with the explicit ends)."""
+        from warpforge.parallel.pipeline import stage_layers
+
+        return stage_layers(layers, self.pp, self.pp_first_layers, self.pp_last_layers)
 
     def num_microbatches(self, model: ModelSpec) -> int:
         return self.batch(model) // (self.dp * self.micro_batch)

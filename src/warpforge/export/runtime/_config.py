@@ -107,6 +107,13 @@ class ConfigTable:
             self._cache[key] = self._select(dict(shape), dtype, gpu, constraints)
         return self._cache[key]
 
+    @staticmethod
+    def _nearest(table: Mapping[str, Any], shape: dict[str, int], dtype: str) -> list[dict[str, Any]]:
+        entries = list(table.get("shapes", []))
+        same = [e for e in entries if e["dtype"] == dtype] or entries
+        order = sorted(same, key=lambda e: (_distance(shape, e["shape"]), json.dumps(e["shape"], sort_keys=True)))
+        return [e["params"] for e in order]
+
     def _select(self, shape: dict[str, int], dtype: str, gpu: str | None,
                 constraints: Callable[[dict[str, Any], dict[str, int]], bool] | None) -> dict[str, Any] | None:
         def fits(params: Mapping[str, Any]) -> bool:
@@ -118,14 +125,12 @@ class ConfigTable:
                       f"{', '.join(t['gpu'] for t in self.tables.values())}); using the general configuration "
                       f"chosen on {self.primary['gpu']}")
             table = self.primary
-        entries = list(table.get("shapes", []))
-        same = [e for e in entries if e["dtype"] == dtype] or entries
-        for entry in sorted(same, key=lambda e: (_distance(shape, e["shape"]), json.dumps(e["shape"], sort_keys=True))):
-            if fits(entry["params"]):
-                return dict(entry["params"])
-        for general in (table["general"], self.primary["general"]):
-            if fits(general):
-                return dict(general)
+            candidates = [table["general"]] + self._nearest(table, shape, dtype)
+        else:
+            candidates = self._nearest(table, shape, dtype) + [table["general"], self.primary["general"]]
+        for params in candidates:
+            if fits(params):
+                return dict(params)
         warn_once(f"{self.op}:nofit:{sorted(shape.items())}", f"{self.op}: no verified configuration fits shape "
                   f"{shape}; running the PyTorch reference for it")
         return None

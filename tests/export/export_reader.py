@@ -137,8 +137,10 @@ class StandInReader:
 
     def evaluations(self, *, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
                     variant_hash: str | None = None, sort: str = "-id", offset: int = 0, limit: int = 50) -> Page:
-        rows = [r for r in self.rows if (campaign is None or r.campaign == campaign) and (task is None or r.task == task)
-                and (verdict is None or r.verdict == verdict) and (variant_hash is None or r.variant_hash == variant_hash)]
+        rows = [r for r in self.rows
+                if (campaign is None or r.campaign == campaign) and (task is None or r.task == task)
+                and (verdict is None or r.verdict == verdict)
+                and (variant_hash is None or r.variant_hash == variant_hash)]
         rows.sort(key=lambda r: r.id, reverse=sort.startswith("-"))
         return Page(tuple(rows[offset:offset + limit]), len(rows), offset, limit)
 

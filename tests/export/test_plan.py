@@ -6,9 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from export_fill import GPU, save
 from export_reader import StandInReader, decision_from
+
 from warpforge.export.plan import ExportRefused, plan_task, static_rank
 from warpforge.kernels.task import get_task
 

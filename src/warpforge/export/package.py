@@ -82,12 +82,12 @@ def _cases(plan: OpPlan) -> list[tuple[dict[str, int], str]]:
         for dt in plan.task.dtypes:
             out.append((dict(shape), dtype_name(dt)))
     seen: set[str] = set()
-    unique = []
-    for shape, dt in out:
-        key = json.dumps([shape, dt], sort_keys=True)
+    unique: list[tuple[dict[str, int], str]] = []
+    for shape, name in out:
+        key = json.dumps([shape, name], sort_keys=True)
         if key not in seen:
             seen.add(key)
-            unique.append((shape, dt))
+            unique.append((shape, name))
     return unique
 
 
@@ -153,7 +153,7 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
     pkg["_config.py"] = (RUNTIME / "_config.py").read_bytes()
     pkg["_testing.py"] = (RUNTIME / "_testing.py").read_bytes()
     pkg["_kernels/__init__.py"] = b'"""The winning Triton kernels and launchers, one module per op."""\n'
-    pkg["_reference/__init__.py"] = b'"""The tasks\' PyTorch references (ground truth, CPU path), one module per op."""\n'
+    pkg["_reference/__init__.py"] = b'"""The tasks\' PyTorch references (ground truth, CPU path), one per op."""\n'
     pkg["py.typed"] = b""
     pkg["__init__.py"] = env.get_template("__init__.py.j2").render(ns=ns, ops=ops).encode()
     patch_kinds: list[str] = []
@@ -219,7 +219,8 @@ def write_tree(dest: Path, files: Mapping[str, bytes]) -> WriteReport:
         if path.exists():
             path.unlink()
             removed.append(rel)
-    doc = _json({"generator": "warpforge export", "files": {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}})
+    hashes = {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}
+    doc = _json({"generator": "warpforge export", "files": hashes})
     if not manifest.exists() or manifest.read_bytes() != doc:
         manifest.write_bytes(doc)
     return WriteReport(dest, tuple(written), tuple(unchanged), tuple(removed))

@@ -174,7 +174,7 @@ def _table(reader: ReaderLike, decision: Any, ok: list[Any]) -> GpuTable:
     for key, (p50, e, s) in sorted(best.items()):
         g = general.get(key)
         adopt = g is None or (s.p80_ms is not None and g.p20_ms is not None and s.p80_ms < g.p20_ms)
-        if adopt:
+        if adopt or g is None:
             entries.append(TunedEntry(dict(s.shape), s.dtype, dict(e.params), p50, e.id))
         else:
             entries.append(TunedEntry(dict(g.shape), g.dtype, dict(decision.params), g.p50_ms,

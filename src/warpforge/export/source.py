@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import inspect
 from dataclasses import dataclass
+
 import torch
 
 from warpforge.kernels.task import Task, dtype_name

@@ -44,3 +44,28 @@ def save(url: str, task_name: str, variant_name: str, params: dict[str, Any], *,
         camp = store.get_campaign(s, campaign) or store.create_campaign(s, campaign, {})
         row = store.save_evaluation(s, result, task=task, variant=store.ensure_variant(s, v), campaign=camp)
         return int(row.id)
+
+
+def decide(url: str, evaluation_id: int, *, low: float | None = None, high: float | None = None,
+           accepted: bool = True, note: str = "") -> None:
+    """Store the campaign decision that accepts one stored evaluation (the test states which, as a campaign
+    would after its acceptance test), through store.save_decision."""
+    from sqlalchemy import select
+
+    from warpforge.db.models import Evaluation
+
+    db = Database(url)
+    with db.session() as s:
+        ev = s.scalar(select(Evaluation).where(Evaluation.id == evaluation_id))
+        assert ev is not None and ev.campaign is not None
+        shapes = [{"shape": m.shape, "shape_key": m.shape_key, "dtype": m.dtype, "p20_ms": m.p20_ms,
+                   "p50_ms": m.p50_ms, "p80_ms": m.p80_ms, "ref_p50_ms": m.ref_p50_ms, "speedup": m.speedup,
+                   "roofline_pct": m.roofline_pct} for m in ev.measurements]
+        # no_autoflush: main's save_decision adds the row before filling it (fixed on seams-db, not yet merged)
+        with s.no_autoflush:
+            store.save_decision(s, ev.campaign, ev.task, backend=ev.backend, accepted=accepted, note=note,
+                                timing_source=ev.timing_source, timing_gpu=ev.timing_gpu, fingerprint=ev.fingerprint,
+                                variant_hash=ev.variant_hash, variant_name=ev.variant.name, params=dict(ev.params),
+                                objective_ms=ev.objective_ms, speedup=ev.speedup,
+                                speedup_low=low if low is not None else ev.speedup,
+                                speedup_high=high if high is not None else ev.speedup, shapes=shapes)

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from export_fill import save
-from export_reader import StandInReader, decision_from
+from export_fill import decide, save
 
+from warpforge.db.queries import Reader
 from warpforge.export.package import ExportUsageError, render_package, write_tree
 from warpforge.export.plan import OpPlan, plan_task
 from warpforge.kernels.task import get_task
@@ -23,8 +23,8 @@ def _plans(tmp_path: Path) -> list[OpPlan]:
     win = save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 1},
                times={A: (0.1, 0.11, 0.12)})
     save(url, "swiglu", "flat", {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}, resources=[(32, 0, 0)])
-    reader = StandInReader(url)
-    reader.add_decision(decision_from(reader, win, low=1.1, high=1.3))
+    decide(url, win, low=1.1, high=1.3)
+    reader = Reader(url)
     return [plan_task(reader, get_task("rmsnorm")), plan_task(reader, get_task("swiglu"), allow_untimed=True)]
 
 

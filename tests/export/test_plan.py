@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from export_fill import GPU, save
-from export_reader import StandInReader, decision_from
+from export_fill import GPU, decide, save
 
+from warpforge.db.queries import Reader
 from warpforge.export.plan import ExportRefused, plan_task, static_rank
 from warpforge.kernels.task import get_task
 
@@ -24,26 +23,24 @@ def url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'wf.db'}"
 
 
-def _timed_db(url: str) -> tuple[StandInReader, int]:
+def _timed_db(url: str, accepted: bool = True) -> tuple[Reader, int]:
     win = save(url, "rmsnorm", "single_pass", GENERAL, times={A: (0.10, 0.11, 0.12), B: (0.50, 0.52, 0.54)})
     # Faster on B beyond noise (its p80 0.40 < the general's p20 0.50): adopted for B.
     save(url, "rmsnorm", "single_pass", FAST_B, times={A: (0.20, 0.21, 0.22), B: (0.38, 0.39, 0.40)})
     # Faster on A by p50 but its p80 (0.115) overlaps the general's p20 (0.10): noise, not adopted.
     save(url, "rmsnorm", "single_pass", NOISY_A, times={A: (0.095, 0.105, 0.115), B: (0.9, 1.0, 1.1)})
-    reader = StandInReader(url)
-    reader.add_decision(decision_from(reader, win, low=1.2, high=1.5))
-    return reader, win
+    decide(url, win, low=1.2, high=1.5, accepted=accepted)
+    return Reader(url), win
 
 
 def test_no_decision_is_refused(url: str) -> None:
     save(url, "rmsnorm", "single_pass", GENERAL, times={A: (0.1, 0.1, 0.1)})
     with pytest.raises(ExportRefused, match="no accepted winner"):
-        plan_task(StandInReader(url), get_task("rmsnorm"))
+        plan_task(Reader(url), get_task("rmsnorm"))
 
 
 def test_unaccepted_decision_is_refused(url: str) -> None:
-    reader, win = _timed_db(url)
-    reader._decisions = [replace(d, accepted=False) for d in reader._decisions]
+    reader, win = _timed_db(url, accepted=False)
     with pytest.raises(ExportRefused, match="none accepted"):
         plan_task(reader, get_task("rmsnorm"))
 
@@ -51,8 +48,8 @@ def test_unaccepted_decision_is_refused(url: str) -> None:
 def test_winner_never_verified_ok_is_refused(url: str) -> None:
     bad = save(url, "rmsnorm", "looped", {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}, verdict="incorrect",
                times={A: (0.05, 0.05, 0.05)})
-    reader = StandInReader(url)
-    reader.add_decision(decision_from(reader, bad))
+    decide(url, bad)
+    reader = Reader(url)
     with pytest.raises(ExportRefused, match="no evaluation with verdict ok"):
         plan_task(reader, get_task("rmsnorm"))
 
@@ -87,7 +84,7 @@ def test_untimed_needs_the_flag_and_ranks_by_static_facts(url: str) -> None:
     save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 8, "num_warps": 8, "num_stages": 1})  # unknown
     save(url, "rmsnorm", "looped", {"BLOCK": 1024, "num_warps": 1, "num_stages": 1}, verdict="incorrect",
          resources=[(16, 0, 0)])                         # fewest registers but never ok
-    reader = StandInReader(url)
+    reader = Reader(url)
     with pytest.raises(ExportRefused, match="--allow-untimed"):
         plan_task(reader, get_task("rmsnorm"))
     plan = plan_task(reader, get_task("rmsnorm"), allow_untimed=True)
@@ -99,7 +96,7 @@ def test_untimed_needs_the_flag_and_ranks_by_static_facts(url: str) -> None:
 def test_untimed_with_nothing_ok_is_refused(url: str) -> None:
     save(url, "rmsnorm", "single_pass", GENERAL, verdict="incorrect")
     with pytest.raises(ExportRefused, match="was ever verified ok"):
-        plan_task(StandInReader(url), get_task("rmsnorm"), allow_untimed=True)
+        plan_task(Reader(url), get_task("rmsnorm"), allow_untimed=True)
 
 
 def test_static_rank_orders_spills_then_registers_then_shared() -> None:

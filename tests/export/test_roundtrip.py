@@ -11,8 +11,8 @@
 - re-export is byte-identical; the hf-kernels layout loads through ``kernels.get_local_kernel``; the
   ``--patch`` helper is checked on a tiny random Llama (transformers, in the project venv).
 
-Decisions come from the stand-in reader (tests/export/export_reader.py) until the read layer's
-``wf_decisions`` lands: the timed decision is the campaign summary's own accepted best and interval.
+Export reads through ``warpforge.db.queries.Reader``. Where the campaign engine does not yet store its decision
+(seams-db's wf_decisions writer), the test stores the one the campaign summary reports (accepted best, interval).
 
 Marked slow (about 6-10 minutes on 2 busy cores; the venv alone installs ~400 MB); CI runs it through
 ``make test-export`` (.ci/run).
@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from export_reader import StandInReader, decision_from
+from export_fill import decide
 
+from warpforge.db.queries import Reader
 from warpforge.evaluator.kt_cache import write_cache
 from warpforge.evaluator.replay import recording_path
 from warpforge.export.package import render_package, write_tree
@@ -87,10 +88,13 @@ def exported() -> Iterator[dict[str, Any]]:
             os.environ["WARPFORGE_RECORDINGS"] = old
     t = replay.tasks[0]
     assert t.best_variant == "flat" and t.best_params, t
-    reader = StandInReader(url)
-    win = next(r.id for r in reader.rows if r.campaign == "replayed" and r.verdict == "ok"
-               and r.variant_name == t.best_variant and r.params == t.best_params)
-    reader.add_decision(decision_from(reader, win, low=t.best_speedup_low, high=t.best_speedup_high))
+    reader = Reader(url)
+    if not any(d.accepted for d in reader.decisions(campaign="replayed")):
+        # This campaign engine does not store its decision yet (seams-db's wf_decisions writer is not merged):
+        # store the one its summary reports, accepted best and interval, as that writer will.
+        win = next(r.id for r in reader.evaluations(campaign="replayed", verdict="ok", limit=500).items
+                   if r.variant_name == t.best_variant and dict(r.params) == t.best_params)
+        decide(url, win, low=t.best_speedup_low, high=t.best_speedup_high)
     plans = [plan_task(reader, get_task("rmsnorm"), allow_untimed=True), plan_task(reader, get_task("swiglu"))]
     dest = tmp / "pkg"
     write_tree(dest, render_package(plans, NS, patch=True))

@@ -126,9 +126,10 @@ def plan_task(reader: ReaderLike, task: Task, gpu: str | None = None, allow_unti
                             "pick one of those with --gpu or run a campaign on that GPU")
     winner = max(on_gpu, key=lambda d: (d.created_at, d.gpu or ""))
     ok = [e for e in _all_evaluations(reader, task=task.name, verdict="ok", variant_hash=winner.variant_hash)]
-    win_eval = [e for e in ok if _params_key(e.params) == _params_key(winner.params)]
+    # The decision links the winner's search evaluation; any ok evaluation of the same source and params counts.
+    win_eval = [e for e in ok if _params_key(e.params) == _params_key(winner.params or {})]
     if not win_eval:
-        raise ExportRefused(f"{task.name}: the accepted winner ({winner.variant_name} {dict(winner.params)}, "
+        raise ExportRefused(f"{task.name}: the accepted winner ({winner.variant_name} {dict(winner.params or {})}, "
                             f"campaign {winner.campaign}) has no evaluation with verdict ok: re-run its campaign "
                             "with --resume so the winner is checked, then export")
     # One table per GPU whose accepted decision chose this same source; times of different GPUs never mix.
@@ -137,7 +138,8 @@ def plan_task(reader: ReaderLike, task: Task, gpu: str | None = None, allow_unti
         if d.variant_hash == winner.variant_hash and d.gpu and _gpu_matches(d.gpu, gpu):
             per_gpu[d.gpu] = d
     tables = tuple(_table(reader, d, ok) for _, d in sorted(per_gpu.items()))
-    first = reader.evaluation(min(win_eval, key=lambda e: e.id).id)
+    linked = [e for e in win_eval if e.id == getattr(winner, "evaluation_id", None)]
+    first = reader.evaluation((linked or sorted(win_eval, key=lambda e: e.id))[0].id)
     source = _variant_source(reader, winner.variant_hash, task.name)
     info = {
         "op": task.name, "task": task.name, "gpu": winner.gpu, "gpus": [t.gpu for t in tables],
@@ -196,12 +198,12 @@ def _variant_source(reader: ReaderLike, source_hash: str, task: str) -> str:
 
 
 def static_rank(resources: Any) -> tuple[float, float, float]:
-    """Sort key from a stored resource report (list of per-kernel dicts): spills, registers, shared memory.
+    """Sort key from a resource report (per-kernel dicts, as a list or by kernel name): spills, registers, shared.
 
     Unknown facts rank last (``inf``): a configuration whose compile report is missing is never preferred
     over one known not to spill.
     """
-    kernels = list(resources or [])
+    kernels = list(resources.values() if isinstance(resources, Mapping) else resources or [])
     if not kernels:
         return (math.inf, math.inf, math.inf)
 
@@ -222,10 +224,11 @@ def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPla
     ranked = []
     for e in ok:
         detail = reader.evaluation(e.id)
-        resources = (detail.result or {}).get("resources") if detail is not None else None
+        resources = detail.resources if detail is not None else None
         ranked.append((static_rank(resources), e.id, e, detail))
     rank, _, best, detail = min(ranked, key=lambda r: (r[0], r[1]))
-    target = ((detail.result or {}).get("resources") or [{}])[0].get("target") if detail is not None else None
+    kernels = list((detail.resources or {}).values()) if detail is not None else []
+    target = kernels[0].get("target") if kernels else None
     source = _variant_source(reader, best.variant_hash, task.name)
     versions = dict(detail.versions) if detail is not None else {}
     checked = (detail.result or {}).get("checked", []) if detail is not None else []

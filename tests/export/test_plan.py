@@ -108,3 +108,17 @@ def test_static_rank_orders_spills_then_registers_then_shared() -> None:
     assert static_rank([{"spill_bytes": 0, "registers": 64, "shared_bytes": 0},
                         {"spill_bytes": 4, "registers": 32, "shared_bytes": 0}])[0] == 4
     assert static_rank(None) > static_rank([{"spill_bytes": 1 << 20, "registers": 255, "shared_bytes": 1 << 20}])
+
+
+def test_one_table_per_gpu_that_accepted_the_same_source(url: str) -> None:
+    h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+    on_h100 = save(url, "rmsnorm", "single_pass", GENERAL, times={A: (0.1, 0.1, 0.1)}, gpu=h100, campaign="h")
+    on_a100 = save(url, "rmsnorm", "single_pass", FAST_B, times={A: (0.2, 0.2, 0.2)}, gpu=a100, campaign="a")
+    decide(url, on_h100)
+    decide(url, on_a100)
+    plan = plan_task(Reader(url), get_task("rmsnorm"))
+    # each GPU's table holds its own decision's configuration; the newest decision (A100) is the primary
+    assert {t.gpu: dict(t.general) for t in plan.tables} == {h100: GENERAL, a100: FAST_B}
+    assert plan.info["gpu"] == a100
+    narrowed = plan_task(Reader(url), get_task("rmsnorm"), gpu="h100")
+    assert [t.gpu for t in narrowed.tables] == [h100] and narrowed.info["params"] == GENERAL

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,14 @@ def test_hf_kernels_layout_metadata(tmp_path: Path) -> None:
     kernels_rust = pytest.importorskip("kernels._rust")
     parsed = kernels_rust.Metadata.from_bytes(files["build/torch-universal/metadata.json"])
     assert parsed.name.python_name == "mykernels"
+
+
+def test_generated_package_is_lint_clean(tmp_path: Path) -> None:
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff is not installed next to this Python")
+    dest = tmp_path / "out"
+    write_tree(dest, render_package(_plans(tmp_path), "mykernels", patch=True))
+    # the package's own pyproject sets the line length and its first-party name
+    run = subprocess.run([str(ruff), "check", "--select", "E,W,F,I", "."], cwd=dest, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:]

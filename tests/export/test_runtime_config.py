@@ -67,3 +67,11 @@ def test_fresh_clones_only_aliasing_outputs() -> None:
     assert _config.fresh(x, (x,)).data_ptr() != x.data_ptr()
     y = torch.zeros(3)
     assert _config.fresh(y, (x,)) is y
+
+
+def test_an_untimed_table_does_not_warn_per_gpu() -> None:
+    t = ConfigTable("op", [{"gpu": "untimed", "timing_source": "untimed", "general": GENERAL, "shapes": []}])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert t.select(SMALL, "float16", "NVIDIA H200") == GENERAL
+    assert caught == []

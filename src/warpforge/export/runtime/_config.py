@@ -121,9 +121,11 @@ class ConfigTable:
 
         table = self.primary if gpu is None else self.tables.get(gpu.casefold())
         if table is None:
-            warn_once(f"{self.op}:{gpu}", f"{self.op}: no tuned configurations for {gpu} (tuned for: "
-                      f"{', '.join(t['gpu'] for t in self.tables.values())}); using the general configuration "
-                      f"chosen on {self.primary['gpu']}")
+            # An untimed export has no GPU table at all; its import already warned that it was never timed.
+            if self.primary.get("timing_source") != "untimed":
+                warn_once(f"{self.op}:{gpu}", f"{self.op}: no tuned configurations for {gpu} (tuned for: "
+                          f"{', '.join(t['gpu'] for t in self.tables.values())}); using the general configuration "
+                          f"chosen on {self.primary['gpu']}")
             table = self.primary
             candidates = [table["general"]] + self._nearest(table, shape, dtype)
         else:

@@ -104,6 +104,6 @@ _DSA_HINT = ("\nCUDA kernel errors might be asynchronously reported at some othe
     ("CUDA error: misaligned address", "runtime"),
 ])
 def test_cuda_errors_are_classified_by_what_happened_not_by_torchs_hint(first_line: str, kind: str) -> None:
-    from warpforge.evaluator.child_common import error_info
+    from warpforge.evaluator.child.common import error_info
 
     assert error_info(RuntimeError(first_line + _DSA_HINT), "run")["kind"] == kind

@@ -16,6 +16,8 @@ that never imported the candidate. In order (the first finding wins; cheating ou
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import random
 from collections.abc import Sequence
@@ -144,6 +146,7 @@ class Judge:
         self.job, self.plan, self.outcome, self.ref_device = job, plan, outcome, ref_device
         self.report: dict[str, Any] = outcome.report or {}
         self.checked: list[str] = []
+        self.tampered_files: list[str] = []
         self._refs: dict[int, tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]] = {}
 
     def refs(self, case: Case) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
@@ -151,14 +154,42 @@ class Judge:
             self._refs[case.id] = references(self.job.task.reference, case.inputs, self.ref_device)
         return self._refs[case.id]
 
+    def _hashes(self) -> dict[str, str]:
+        facts = [*self.report.get("cases", []), self.report.get("rerun") or {}, self.report.get("ghost") or {}]
+        return {f["saved"]: f.get("sha256", "") for f in facts if isinstance(f, dict) and f.get("saved")}
+
     def load(self, name: str) -> dict[str, Any] | None:
+        """A saved output, only if its bytes are those whose hash the child reported (else None)."""
         path = self.outcome.scratch / name
         if not path.is_file():
             return None
-        return torch.load(path, weights_only=True)  # type: ignore[no-any-return]
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != self._hashes().get(name):
+            self.tampered_files.append(name)
+            return None
+        return torch.load(io.BytesIO(data), weights_only=True)  # type: ignore[no-any-return]
 
     def judge(self) -> EvalResult | None:
-        return self._environment() or self._launches() or self._pair() or self._values() or self._ghost()
+        found = (self._environment() or self._launches() or self._pair() or self._values() or self._ghost()
+                 or self._compiled())
+        if self.tampered_files:  # a file changed after its hash was reported outranks what it led to
+            return _fail(self.job, Verdict.REJECTED, "output_tampered", f"{sorted(set(self.tampered_files))[:3]} "
+                         "changed after the child reported their hashes: something rewrote the outputs")
+        return found
+
+    def _compiled(self) -> EvalResult | None:
+        """Every kernel launched in the check is one the ahead-of-time stage compiled (by source hash)."""
+        compiled = getattr(self.job, "compiled_kernels", None)
+        if not compiled:
+            return None
+        facts = [*self.report.get("cases", []), self.report.get("rerun") or {}]
+        launched = {k for f in facts for k in f.get("kernels", [])}
+        stray = sorted(launched - set(compiled))
+        if stray:
+            return _fail(self.job, Verdict.REJECTED, "kernel_not_compiled", f"the check launched kernel(s) "
+                         f"{stray[:3]} that the ahead-of-time compile never saw: a variant must launch the same "
+                         "kernels whether or not it is interpreted")
+        return None
 
     def _environment(self) -> EvalResult | None:
         job, report = self.job, self.report
@@ -200,7 +231,8 @@ class Judge:
                              "at run time: compute belongs in @triton.jit kernels")
             saved = self.load(f"out_{case.id}.pt")
             if saved is None:
-                return _fail(job, Verdict.CRASHED, "missing_output", f"no saved output for case {case.label}")
+                return _fail(job, Verdict.REJECTED, "missing_artefact", f"no saved output for case {case.label} "
+                             "(or it changed after its hash was reported)")
             for before, after in zip(case.inputs, saved["inputs_after"]):
                 if isinstance(before, torch.Tensor) and not torch.equal(before, after):
                     return _fail(job, Verdict.REJECTED, "input_mutated",
@@ -212,11 +244,13 @@ class Judge:
     def _pair(self) -> EvalResult | None:
         """Same inputs, NaN sentinel (case) vs finite sentinel (rerun): never-written or uninitialised reads."""
         pair, rerun = self.plan.pair, self.report.get("rerun")
-        if pair is None or not rerun:
+        if pair is None:
             return None
-        first, second = self.load(f"out_{pair.id}.pt"), self.load("out_rerun.pt")
-        if first is None or second is None:
-            return _fail(self.job, Verdict.CRASHED, "missing_output", "no saved output for the rerun")
+        first = self.load(f"out_{pair.id}.pt")
+        second = self.load("out_rerun.pt") if rerun else None
+        if first is None or second is None:  # requested and missing: a failure, never a pass
+            return _fail(self.job, Verdict.REJECTED, "missing_artefact", "the rerun of "
+                         f"{pair.label} was requested and did not come back (or came back altered)")
         s = self.plan.rerun_sentinel
         for i, (a, b) in enumerate(zip(first["out"], second["out"])):
             if not (a.is_floating_point() and a.shape == b.shape and a.numel()):
@@ -305,11 +339,12 @@ class Judge:
                 return _fail(self.job, Verdict.REJECTED, "kernel_bypass", f"launch returned the right answer for "
                              f"{case.label} without launching any Triton kernel")
         ghost, pair = self.report.get("ghost"), self.plan.pair
-        if not ghost or pair is None or ghost.get("error") or not ghost.get("saved"):
+        if pair is None or (ghost and ghost.get("error")):  # without its kernels it failed: they mattered
             return None
-        saved = self.load("out_ghost.pt")
+        saved = self.load("out_ghost.pt") if ghost and ghost.get("saved") else None
         if saved is None:
-            return None
+            return _fail(self.job, Verdict.REJECTED, "missing_artefact", "the ghost replay (every Triton launch "
+                         f"disabled) of {pair.label} was requested and did not come back (or came back altered)")
         r64, rlp = self.refs(pair)
         atol, rtol = self.job.task.tolerance(pair.dtype)
         if compare_outputs(saved["out"], r64, rlp, atol, rtol) is None:

@@ -9,6 +9,7 @@ verify.py. Timing stages live in timing.py.
 from __future__ import annotations
 
 import io
+import math
 import os
 import random
 import secrets
@@ -25,7 +26,7 @@ from warpforge.evaluator.result import EvalResult, Resources, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, child_env
 from warpforge.evaluator.static import check_source
 from warpforge.evaluator.verify import CheckPlan, judge_check, plan_cases
-from warpforge.kernels.task import Shape, Task, dtype_name
+from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
 from warpforge.kernels.variant import Variant
 
 CANDIDATE_FILE = "candidate.py"
@@ -68,6 +69,9 @@ class Job:
     # Source hashes of the kernels the AOT stage compiled (compile_stage fills it); a check that launches
     # any other kernel is rejected (verify.Judge._compiled). Empty: not compiled here, not enforced.
     compiled_kernels: list[str] = field(default_factory=list)
+    # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
+    # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
+    static_rules: str = "strict"
 
     def __post_init__(self) -> None:
         self.dtypes = self.dtypes or list(self.task.dtypes)
@@ -95,8 +99,19 @@ class Job:
         return child_env(interpret, as_limit_bytes=None if cuda or _machine_has_cuda() else self.host_memory_bytes)
 
 
+def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
+    """What an interpreter ``ok`` does not cover: every shape above the largest one it checked."""
+    if not shapes:
+        return "shapes: none checked"
+    big = max(shapes, key=lambda s: math.prod(int(v) for v in s.values()))
+    bench = max(job.shapes, key=lambda s: math.prod(int(v) for v in s.values())) if job.shapes else big
+    return (f"shapes: correctness checked up to {shape_key(big)} ({math.prod(big.values())} elements per input "
+            f"dim product); nothing larger was run, e.g. the benchmark shape {shape_key(bench)}: check on a GPU "
+            "(--backend cuda checks the benchmark shapes)")
+
+
 def static_stage(job: Job) -> EvalResult | None:
-    finding = check_source(job.variant.source)
+    finding = check_source(job.variant.source, job.static_rules)
     if finding is not None:
         return job.result(Verdict.REJECTED, finding.reason, finding.message)
     unknown = sorted(set(job.params) - set(job.variant.space))

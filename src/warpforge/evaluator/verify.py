@@ -47,10 +47,12 @@ class Case:
     sentinel: float
     inputs: tuple[Any, ...]
     hidden: bool = False
+    adversarial: str = ""  # the name of the task's adversarial input set, "" for random inputs
 
     @property
     def label(self) -> str:
         tag = " (hidden shape)" if self.hidden else ""
+        tag += f" (adversarial inputs: {self.adversarial})" if self.adversarial else ""
         return f"{shape_key(self.shape)} {dtype_name(self.dtype)} seed={self.seed}{tag}"
 
 
@@ -130,9 +132,26 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
                 cases.pop()  # make_inputs ignores the shape dict (KernelBench files): nothing hidden here
                 notes.append("hidden shapes: the task's make_inputs ignores the shape, so none was tried")
                 break
+    _add_adversarial(task, cases, dtypes, rng, notes)
     nan_cases = [c for c in public if math.isnan(c.sentinel)]
     pair = max(nan_cases, key=lambda c: (math.prod(c.shape.values()), -c.id)) if nan_cases else None
     return CheckPlan(cases, pair, float(rng.randint(1000, 9000)), notes)
+
+
+def _add_adversarial(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype], rng: random.Random,
+                     notes: list[str]) -> None:
+    """The task's declared adversarial inputs, on its largest check shape, every dtype, one seed each."""
+    make = task.adversarial_inputs
+    base = list(task.check_shapes or task.small_shapes)
+    if make is None or not base:
+        notes.append("adversarial inputs: the task declares none (adversarial_inputs in its task file)")
+        return
+    shape = max(base, key=lambda s: math.prod(s.values()))
+    for dtype in dtypes:
+        seed = rng.getrandbits(31)
+        for name, inputs in make(dict(shape), dtype, seed, "cpu").items():
+            sentinel = math.nan if len(cases) % 2 == 0 else float(rng.randint(1000, 9000))
+            cases.append(Case(len(cases), dict(shape), dtype, seed, sentinel, tuple(inputs), adversarial=name))
 
 
 def _fail(job: Any, verdict: Verdict, reason: str, message: str) -> EvalResult:
@@ -307,6 +326,11 @@ class Judge:
                                                   for a, b in zip(outs, old_outs)):
                 return _fail(job, Verdict.REJECTED, "replayed_output", f"{case.label}: launch returned the output of "
                              f"an earlier call ({old.label}) for new inputs: results are cached across calls")
+        if case.adversarial:
+            half = job.task.tolerance(torch.bfloat16) if case.dtype == torch.float32 else None
+            found = refine(mismatch, outs, r64, rlp, case.sentinel, half)
+            return _fail(job, Verdict.INCORRECT, "fails_adversarial_input", f"right on random inputs, wrong on the "
+                         f"task's '{case.adversarial}' inputs ({case.label}): {found.reason}: {found.message}")
         if case.hidden:
             return _fail(job, Verdict.INCORRECT, "fails_hidden_shape", f"right on every published shape, wrong on "
                          f"{case.label}: is it hard-coded to the benchmark sizes? {mismatch.message}")

@@ -4,7 +4,7 @@ The interpreter runs a kernel's programs one after another in grid order (``Grid
 in triton/runtime/interpreter.py, Triton 3.9), so a kernel whose programs race (program i reads what
 program i - 1 wrote) passes there and fails on a GPU. With ``GridOrder.shuffled`` set, the programs of
 every launch run in a random order drawn from the parent's seed; the check runs alternate cases in
-order and shuffled, and both must be right.
+order and shuffled (never the identity), and both must be right.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ class GridOrder:
                 grid = tuple(grid) + (1,) * (3 - len(grid))
                 interp.interpreter_builder.set_grid_dim(*grid)
                 order = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
-                if cls.shuffled:
+                if cls.shuffled and len(order) > 1:
+                    ordered = list(order)
                     cls.rng.shuffle(order)
+                    if order == ordered:  # never the grid order itself (1 in n! draws): run it backwards
+                        order.reverse()
                 try:
                     for x, y, z in order:
                         interp.interpreter_builder.set_grid_idx(x, y, z)

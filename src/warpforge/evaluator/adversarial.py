@@ -84,6 +84,7 @@ class FixtureOutcome:
     passed: bool
     control_ratio: float | None = None  # control's time after / before, for device-poisoning fixtures
     notes: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # the result's own list of what it did not check
 
     def __str__(self) -> str:
         got = self.verdict + (f": {self.reason}" if self.reason else "")
@@ -150,7 +151,7 @@ def run_fixture(backend: Backend, fixture: Fixture, root: Path) -> FixtureOutcom
         return FixtureOutcome(fixture.name, fixture.expected, "error", "fixture_unloadable", str(exc), 0.0, False)
     result = backend.evaluate(job)
     return FixtureOutcome(fixture.name, fixture.expected, result.verdict.value, result.reason, result.message,
-                          time.monotonic() - start, matches(fixture, result))
+                          time.monotonic() - start, matches(fixture, result), unchecked=list(result.unchecked))
 
 
 def run_manifest(backend_name: str, manifest: str | Path | None = None, names: Iterable[str] | None = None,

@@ -124,6 +124,8 @@ class InterpretBackend(Backend):
         if result.verdict is Verdict.OK:
             result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
             result.unchecked.append(largest_checked(job, job.task.check_shapes or job.task.small_shapes))
+        if not self.pool.isolation.active:
+            result.unchecked.append(f"isolation: {self.pool.isolation.summary()}: the candidate ran unsandboxed")
         return result
 
 

@@ -211,3 +211,24 @@ def test_a_missing_ghost_is_a_failure(double_job: Job, tmp_path: Path) -> None:
 
 def test_an_output_changed_after_its_hash_was_reported_is_rejected(double_job: Job, tmp_path: Path) -> None:
     assert _judge_with(double_job, tmp_path, ghost=True, tamper=True) == (Verdict.REJECTED, "output_tampered")
+
+
+def test_budgets_grow_with_measured_load(monkeypatch: pytest.MonkeyPatch, double_job: Job) -> None:
+    from warpforge.evaluator import stages
+
+    monkeypatch.setattr(stages.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(stages.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert stages.budget_s(double_job) == double_job.timeout_s  # idle: the job's own timeout
+    monkeypatch.setattr(stages.os, "getloadavg", lambda: (6.0, 5.0, 4.0))
+    assert stages.budget_s(double_job) == pytest.approx(3 * double_job.timeout_s)  # 3 runnable per CPU
+    monkeypatch.setattr(stages.os, "getloadavg", lambda: (40.0, 40.0, 40.0))
+    assert stages.budget_s(double_job, 4) == pytest.approx(16 * double_job.timeout_s)  # capped at 4x
+
+
+def test_a_timeout_names_its_budget_and_how_to_raise_it(double_job: Job, tmp_path: Path) -> None:
+    from warpforge.evaluator.stages import _child_failure
+
+    outcome = ChildOutcome("timeout", None, None, "", 240.0, tmp_path, limit_s=240.0)
+    found = _child_failure(double_job, outcome, "correctness check")
+    assert found is not None and found.verdict is Verdict.TIMEOUT
+    assert "240 s" in found.message and "load factor 2" in found.message and "--timeout" in found.message

@@ -32,9 +32,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from warpforge.evaluator import isolation
 
@@ -201,7 +202,7 @@ class ChildPool:
             self._spares[key] = self._spawn(env)  # warm the next one while this one works
         return child
 
-    def run(self, request: dict[str, Any], env: dict[str, str], timeout_s: float,
+    def run(self, request: Mapping[str, Any], env: dict[str, str], timeout_s: float,
             prepare: Any = None, budgets: dict[str, float] | None = None,
             rss_limit_bytes: int | None = None, feed: Feed | None = None) -> ChildOutcome:
         """Run one request in a fresh child; ``prepare(scratch)`` writes files the child will read.

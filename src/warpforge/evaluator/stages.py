@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from warpforge.evaluator.compare import lint_task
+from warpforge.evaluator.protocol import CheckRequest
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, child_env
 from warpforge.evaluator.static import check_source
@@ -255,7 +256,7 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng)
 
     # Under the interpreter every other case runs its grids in a shuffled order (child/grid.py).
-    request: dict[str, Any] = {
+    request: CheckRequest = {
         "mode": "check", "candidate": CANDIDATE_FILE, "params": job.params, "device": device,
         "constraint_shapes": job.shapes, "grid_seed": rng.getrandbits(31),
         "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": interpret and i % 2 == 1}

@@ -22,15 +22,19 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from warpforge.evaluator.compare import compare_outputs, is_sentinel, references, refine
+from warpforge.evaluator.protocol import CheckReport
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
 from warpforge.evaluator.static import disallowed_ops
 from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
+
+if TYPE_CHECKING:  # stages imports this module; the job type is only needed for checking
+    from warpforge.evaluator.stages import Job
 
 # Hidden shapes stay within 1.2x of a check shape (+2): the interpreter's cost grows with size.
 HIDDEN_GROWTH = 1.2
@@ -154,16 +158,16 @@ def _add_adversarial(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype
             cases.append(Case(len(cases), dict(shape), dtype, seed, sentinel, tuple(inputs), adversarial=name))
 
 
-def _fail(job: Any, verdict: Verdict, reason: str, message: str) -> EvalResult:
-    return job.result(verdict, reason, message)  # type: ignore[no-any-return]
+def _fail(job: Job, verdict: Verdict, reason: str, message: str) -> EvalResult:
+    return job.result(verdict, reason, message)
 
 
 class Judge:
     """Turns one check report into a verdict; ``checked`` lists the cases that passed."""
 
-    def __init__(self, job: Any, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu") -> None:
+    def __init__(self, job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu") -> None:
         self.job, self.plan, self.outcome, self.ref_device = job, plan, outcome, ref_device
-        self.report: dict[str, Any] = outcome.report or {}
+        self.report = cast(CheckReport, outcome.report or {})
         self.checked: list[str] = []
         self.tampered_files: list[str] = []
         self._refs: dict[int, tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]] = {}
@@ -378,7 +382,7 @@ class Judge:
         return None
 
 
-def judge_check(job: Any, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
+def judge_check(job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
                 ) -> tuple[EvalResult | None, list[str]]:
     """The verdict of a finished check run (None = every case passed) and the cases that passed."""
     judge = Judge(job, plan, outcome, ref_device)

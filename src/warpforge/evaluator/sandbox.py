@@ -129,14 +129,26 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-def _rss_tree(proc: subprocess.Popen[bytes], init_pid: int | None) -> int:
-    """Resident memory of the child: inside a sandbox, every process of its process group."""
-    if init_pid is None:
-        return _rss_bytes(proc.pid)
-    total = 0
-    for pid in _group_members(init_pid):
-        total += _rss_bytes(pid)
-    return total
+class _RssWatch:
+    """Resident memory of a child; inside a sandbox, of every process in its process group.
+
+    Finding the group's members scans /proc (tens of ms on a loaded machine), so membership is refreshed
+    at most every 2 s; the members' own statm files are read at every sample. The parent timestamps
+    marks when it reads them, and a scan in the way would make them late.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], init_pid: int | None) -> None:
+        self.proc, self.init_pid = proc, init_pid
+        self.members: list[int] = []
+        self.refreshed = -math.inf
+
+    def sample(self) -> int:
+        if self.init_pid is None:
+            return _rss_bytes(self.proc.pid)
+        now = time.monotonic()
+        if now - self.refreshed > 2.0:
+            self.members, self.refreshed = _group_members(self.init_pid), now
+        return sum(_rss_bytes(pid) for pid in self.members)
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -236,6 +248,8 @@ class ChildPool:
         got_report = False
         # Poll at 0.2 s while a memory limit is watched (a 1 GiB bytearray fills in ~0.3 s), else 1 s.
         poll_s = 0.2 if rss_limit_bytes else 1.0
+        watch = _RssWatch(child.proc, child.init_pid)
+        sampled = -math.inf
         while not got_report:
             now = time.monotonic()
             deadline = min(overall, phase_deadline)
@@ -246,8 +260,9 @@ class ChildPool:
                 else:
                     status_phase, limit = "", timeout_s
                 break
-            if rss_limit_bytes:
-                rss = _rss_tree(child.proc, child.init_pid)
+            if rss_limit_bytes and now - sampled >= poll_s:
+                sampled = now
+                rss = watch.sample()
                 peak_rss = max(peak_rss, rss)
                 if rss > rss_limit_bytes:
                     status = "oom"

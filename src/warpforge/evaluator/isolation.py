@@ -147,9 +147,10 @@ def probe() -> Isolation:
     devices = _gpu_devices()
     if chosen == "off":
         iso = Isolation("none", chosen, as_root, devices, f"{SANDBOX_ENV}=off")
-    elif shutil.which("bwrap") is None or (as_root and shutil.which("setpriv") is None):
-        iso = Isolation("none", chosen, as_root, devices,
-                        "bubblewrap is not installed (apt-get install bubblewrap)")
+    elif shutil.which("bwrap") is None:
+        iso = Isolation("none", chosen, as_root, devices, "bubblewrap is not installed (apt-get install bubblewrap)")
+    elif as_root and shutil.which("setpriv") is None:
+        iso = Isolation("none", chosen, as_root, devices, "setpriv is not installed (apt-get install util-linux)")
     else:
         iso = Isolation("bwrap", chosen, as_root, devices)
         problem = _try(iso)

@@ -124,6 +124,9 @@ def test_evaluation_pages_filter_sort_and_never_overlap(seeded: dict[str, Any]) 
     rest = reader.evaluations(campaign="c1", final=False, limit=4, offset=4)
     assert [r.id for r in c1.items + rest.items] == sorted(ev[:6], reverse=True) and not rest.has_more
     assert {r.id for r in reader.evaluations(campaign="c1", final=True).items} == {ev[6], ev[7]}
+    # every row, newest first, in keyset batches (4 + 2 rows here)
+    assert [r.id for r in reader.iter_evaluations(campaign="c1", final=False, batch=4)] == sorted(ev[:6], reverse=True)
+    assert len(list(reader.iter_evaluations(batch=5))) == 13
     fastest = reader.evaluations(task="softmax", verdict="ok", sort="objective_ms")
     # ok softmax rows: 0.50, 0.30, 0.20, None(unmeasured), 0.21f, 0.31f, 0.25, 0.1 (A100, no campaign)
     assert [r.objective_ms for r in fastest.items] == [0.1, 0.2, 0.21, 0.25, 0.3, 0.31, 0.5, None]

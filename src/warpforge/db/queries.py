@@ -357,18 +357,7 @@ class Reader:
         column = SORTS.get(sort.lstrip("-"))
         if column is None:
             raise ValueError(f"unknown sort {sort!r}; use one of {', '.join(sorted(SORTS))} (prefix - to reverse)")
-        filters = []
-        if campaign is not None:
-            cid = select(Campaign.id).where(Campaign.name == campaign).scalar_subquery()
-            filters.append(Evaluation.campaign_id == cid)
-        if task is not None:
-            filters.append(Evaluation.task == task)
-        if verdict is not None:
-            filters.append(Evaluation.verdict == verdict)
-        if variant_hash is not None:
-            filters.append(Evaluation.variant_hash == variant_hash)
-        if final is not None:
-            filters.append(Evaluation.final.is_(final))
+        filters = _filters(campaign=campaign, task=task, verdict=verdict, variant_hash=variant_hash, final=final)
         order: list[Any] = [column.desc().nulls_last() if desc else column.asc().nulls_last()]
         if column is not Evaluation.id:
             order.append(Evaluation.id.desc() if desc else Evaluation.id.asc())
@@ -378,6 +367,23 @@ class Reader:
             ids = list(s.scalars(select(Evaluation.id).where(*filters).order_by(*order).offset(offset).limit(limit)))
             rows = {r[0]: _evaluation_row(r) for r in s.execute(_joined().where(Evaluation.id.in_(ids)))} if ids else {}
         return Page(tuple(rows[i] for i in ids), total, offset, limit)
+
+    def iter_evaluations(self, *, campaign: str | None = None, task: str | None = None,
+                         final: bool | None = None, batch: int = MAX_LIMIT) -> Iterator[EvaluationRow]:
+        """Every matching evaluation, newest first, fetched ``batch`` rows at a time by id (keyset: each
+        batch costs the same however deep, unlike a growing offset)."""
+        filters = _filters(campaign=campaign, task=task, final=final)
+        below: int | None = None
+        while True:
+            stmt = _joined().where(*filters)
+            if below is not None:
+                stmt = stmt.where(Evaluation.id < below)
+            with self._session() as s:
+                rows = [_evaluation_row(r) for r in s.execute(stmt.order_by(Evaluation.id.desc()).limit(batch))]
+            yield from rows
+            if len(rows) < batch:
+                return
+            below = rows[-1].id
 
     def evaluation(self, id: int) -> EvaluationDetail | None:
         """One evaluation with its per-shape times, resources, versions and the full stored result."""
@@ -479,6 +485,23 @@ class Reader:
                                   p.warpforge_version, _utc(p.created_at))
                           for p, name in s.execute(stmt.order_by(*order).offset(offset).limit(limit)))
         return Page(items, total, offset, limit)
+
+
+def _filters(*, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
+             variant_hash: str | None = None, final: bool | None = None) -> list[Any]:
+    filters: list[Any] = []
+    if campaign is not None:  # a subquery, not a join: the page query stays on wf_evaluations' indexes
+        filters.append(Evaluation.campaign_id == select(Campaign.id).where(Campaign.name == campaign)
+                       .scalar_subquery())
+    if task is not None:
+        filters.append(Evaluation.task == task)
+    if verdict is not None:
+        filters.append(Evaluation.verdict == verdict)
+    if variant_hash is not None:
+        filters.append(Evaluation.variant_hash == variant_hash)
+    if final is not None:
+        filters.append(Evaluation.final.is_(final))
+    return filters
 
 
 def _joined() -> Select[Any]:

@@ -268,22 +268,27 @@ def test_a_variant_file_for_another_task_is_named(tmp_path: Path) -> None:
 
 # --- 5. doctor ------------------------------------------------------------------------------------------------
 @no_gpu
-def test_doctor_points_to_replay_only_when_recordings_exist(tmp_path: Path) -> None:
+def test_doctor_points_to_replay_only_when_recordings_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Old: "times come only from recordings (--backend replay)" although none ship; it also created the database.
+    # In-process (the interpreter check's child is covered by test_cli_e2e.py's doctor test).
+    from warpforge.doctor import _cpu_plan, _database, _gpu, _recordings, recorded_tasks
+
     db = tmp_path / "sub" / "wf.db"
-    env = {"WARPFORGE_RECORDINGS": str(tmp_path / "none")}
-    checks = {c["name"]: c for c in json.loads(wf("doctor", "--json", "--db", f"sqlite:///{db}", env=env).stdout)}
-    assert "replay" not in checks["gpu"]["detail"] and "times nothing" in checks["gpu"]["detail"]
-    assert not checks["replay recordings"]["ok"] and "record_spaces.py" in checks["replay recordings"]["detail"]
-    assert "warpforge plan search" in checks["what to run"]["detail"]
-    assert checks["database"]["ok"] and "none yet" in checks["database"]["detail"]
+    monkeypatch.setenv("WARPFORGE_RECORDINGS", str(tmp_path / "none"))
+    assert recorded_tasks() == []
+    gpu, rec = _gpu([]), _recordings([])
+    assert "replay" not in gpu.detail and "times nothing" in gpu.detail and not gpu.required
+    assert not rec.ok and "record_spaces.py" in rec.detail
+    assert "warpforge plan search" in _cpu_plan(False).detail
+    database = _database(f"sqlite:///{db}")
+    assert database.ok and "none yet" in database.detail
     assert not (tmp_path / "sub").exists()  # doctor only looks
-    rec = tmp_path / "rec" / "H100" / "softmax" / "online-000000000000" / "float16__M=1,N=1.json.gz"
-    rec.parent.mkdir(parents=True)
-    rec.write_bytes(b"")
-    env = {"WARPFORGE_RECORDINGS": str(tmp_path / "rec")}
-    checks = {c["name"]: c for c in json.loads(wf("doctor", "--json", "--db", f"sqlite:///{db}", env=env).stdout)}
-    assert "--backend replay" in checks["gpu"]["detail"] and "softmax" in checks["gpu"]["detail"]
+    recording = tmp_path / "rec" / "H100" / "softmax" / "online-000000000000" / "float16__M=1,N=1.json.gz"
+    recording.parent.mkdir(parents=True)
+    recording.write_bytes(b"")
+    monkeypatch.setenv("WARPFORGE_RECORDINGS", str(tmp_path / "rec"))
+    assert recorded_tasks() == ["softmax"]
+    assert "--backend replay" in _gpu(["softmax"]).detail and _recordings(["softmax"]).ok
 
 
 # --- 6. 80 columns --------------------------------------------------------------------------------------------

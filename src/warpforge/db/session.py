@@ -91,10 +91,6 @@ def sqlite_file(url: str) -> Path | None:
     return Path(name)
 
 
-def _sqlite_path(url: str) -> Path | None:  # kept for callers of the former private helper
-    return sqlite_file(url)
-
-
 class Database:
     """An engine plus its session factory; ``upgrade()`` brings the schema to head.
 

@@ -22,7 +22,7 @@ import platform
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -39,6 +39,7 @@ from warpforge.evaluator.stages import (
 )
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.kernels.task import Shape, dtype_name
+from warpforge.kernels.variant import Variant
 
 BF16_DOT = re.compile(r"tl\.dot\b")
 
@@ -211,6 +212,51 @@ def resolve_backend_name(name: str, task_name: str | None = None) -> str:
 def get_backend(name: str = "auto", task_name: str | None = None, pool: ChildPool | None = None,
                 **kwargs: object) -> Backend:
     return BACKENDS[resolve_backend_name(name, task_name)](pool=pool, **kwargs)
+
+
+class BackendUnavailable(ValueError):
+    """The backend asked for cannot evaluate here; the message says what to use instead (a usage error)."""
+
+
+def usable_backend(name: str, task_name: str, variants: Sequence[Variant] | None = None) -> str:
+    """The backend that will evaluate ``task_name`` here, checked before the first evaluation (issue 19).
+
+    ``auto``: cuda with a GPU, else replay when recorded times exist for one of ``variants`` (their exact
+    sources; any of the task's when None), else interpret, so it never picks a backend that can only answer
+    ``unsupported``. An explicit cuda without a GPU, or replay without such recordings, raises
+    :class:`BackendUnavailable` naming what to run instead.
+
+    Example::
+
+        >>> usable_backend("auto", "softmax", builtin_variants("softmax"))  # doctest: +SKIP
+        'interpret'
+    """
+    from warpforge.evaluator.replay import has_recordings, recordings_root
+
+    def recorded() -> bool:
+        if variants is None:
+            return has_recordings(task_name)
+        root = recordings_root()  # replay.py's layout: <gpu>/<task>/<variant>-<hash[:12]>/*.json.gz (not read here)
+        return any(any(root.glob(f"*/{task_name}/{v.name}-{v.source_hash[:12]}/*.json.gz")) for v in variants)
+
+    resolved = resolve_backend_name(name, task_name)  # unknown names: ValueError naming the choices
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "replay" if "replay" in BACKENDS and recorded() else "interpret"
+    if resolved == "cuda" and not torch.cuda.is_available():
+        alt = "--backend replay (recorded GPU times) or " if recorded() else ""
+        raise BackendUnavailable(
+            f"--backend cuda needs a CUDA GPU and torch sees none here: use {alt}--backend interpret (correctness "
+            "in the Triton interpreter plus compile facts, no times), or run on a GPU machine")
+    if resolved == "replay" and not recorded():
+        names = ", ".join(v.name for v in variants or [])
+        which = f" (variant{'s' if len(variants or []) > 1 else ''} {names})" if names else ""
+        raise BackendUnavailable(
+            f"--backend replay has no recorded GPU times for {task_name!r}{which} under {recordings_root()}: use "
+            "--backend interpret here, record on a GPU with benchmarks/record_spaces.py, or point "
+            "WARPFORGE_RECORDINGS at a folder of recordings")
+    return resolved
 
 
 # The replay backend lives in its own module and registers itself; import it so the registry is complete.

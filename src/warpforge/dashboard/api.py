@@ -1,0 +1,120 @@
+"""The JSON API under ``/api`` (OpenAPI at ``/api/openapi.json``, browsable at ``/api/docs``).
+
+Each endpoint returns what the matching page shows, from the same Reader calls or view functions; lists
+are pages (``items``, ``total``, ``offset``, ``limit``; ``limit`` at most the read layer's 1,000).
+
+Example::
+
+    >>> client.get("/api/leaderboard", params={"shape": "M=4096,N=4096"}).json()["cells"][0]["speedup"]  # doctest: +SKIP
+    1.42
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
+
+from warpforge.dashboard import views
+from warpforge.dashboard.app import get_reader
+
+router = APIRouter(prefix="/api", tags=["api"])
+Offset = Query(0, ge=0, description="first row of the page")
+Limit = Query(50, ge=1, le=1000, description="rows per page (the read layer caps pages at 1,000)")
+
+
+def _json(obj: Any) -> Any:
+    return jsonable_encoder(asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else obj)
+
+
+@router.get("/campaigns", summary="Campaigns, newest first, with verdict counts and stored decisions")
+def campaigns(request: Request, status: str | None = Query(None, description="running | finished | interrupted"),
+              offset: int = Offset, limit: int = Limit) -> Any:
+    return _json(get_reader(request).campaigns(status=status, offset=offset, limit=limit))
+
+
+@router.get("/campaigns/{name:path}", summary="One campaign")
+def campaign(request: Request, name: str) -> Any:
+    row = get_reader(request).campaign(name)
+    if row is None:
+        raise HTTPException(404, f"no campaign {name!r}")
+    return _json(row)
+
+
+@router.get("/charts/{name:path}", summary="The Plotly figure specs of a campaign's charts page")
+def charts(request: Request, name: str) -> Any:
+    from warpforge.dashboard.charts import campaign_figures
+
+    reader = get_reader(request)
+    row = reader.campaign(name)
+    if row is None:
+        raise HTTPException(404, f"no campaign {name!r}")
+    return _json(campaign_figures(reader, row))
+
+
+@router.get("/evaluations", summary="A page of evaluations (filters combine)")
+def evaluations(request: Request, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
+                variant_hash: str | None = None,
+                sort: str = Query("-id", description="id | created_at | objective_ms | speedup | wall_s; - = desc"),
+                offset: int = Offset, limit: int = Limit) -> Any:
+    try:
+        page = get_reader(request).evaluations(campaign=campaign, task=task, verdict=verdict,
+                                               variant_hash=variant_hash, sort=sort, offset=offset, limit=limit)
+    except ValueError as exc:
+        raise HTTPException(400, str(exc)) from None
+    return _json(page)
+
+
+@router.get("/evaluations/{id}", summary="One evaluation with per-shape times, resources and versions")
+def evaluation(request: Request, id: int) -> Any:
+    detail = get_reader(request).evaluation(id)
+    if detail is None:
+        raise HTTPException(404, f"no evaluation {id}")
+    return _json(detail)
+
+
+@router.get("/variants/{source_hash}", summary="A variant: source, lineage, diff vs parent, best evaluation")
+def variant(request: Request, source_hash: str, offset: int = Offset, limit: int = Limit) -> Any:
+    view = views.variant_view(get_reader(request), source_hash, offset=offset, limit=limit)
+    if view is None:
+        raise HTTPException(404, f"no variant {source_hash!r}")
+    return _json(view)
+
+
+@router.get("/decisions", summary="Stored campaign decisions (accepted winner, interval, top-k), newest first")
+def decisions(request: Request, campaign: str | None = None, task: str | None = None,
+              gpu: str | None = Query(None, description="part of the GPU name, e.g. H100")) -> Any:
+    return _json({"items": get_reader(request).decisions(campaign=campaign, task=task, gpu=gpu)})
+
+
+@router.get("/leaderboard", summary="Task x GPU matrix from stored decisions (shape selectable)")
+def leaderboard(request: Request, shape: str | None = Query(None, description='e.g. "M=4096,N=4096"'),
+                task: str | None = None, gpu: str | None = None,
+                sort: str = Query("task", pattern="^(task|speedup|sol)$")) -> Any:
+    return _json(views.leaderboard(get_reader(request), shape=shape or None, task=task or None, gpu=gpu or None,
+                                   sort=sort))
+
+
+@router.get("/plans", summary="Stored parallelism plans (fastest predicted first) with exported arguments")
+def plans(request: Request, model: str | None = None, cluster: str | None = None, offset: int = Offset,
+          limit: int = Query(20, ge=1, le=200)) -> Any:
+    from warpforge.dashboard.plans import plans_view
+
+    return _json(plans_view(get_reader(request), model=model, cluster=cluster, offset=offset, limit=limit))
+
+
+@router.get("/agent", summary="LLM calls, tokens and cost (empty until the agent's table exists)")
+def agent(request: Request) -> Any:
+    return _json(views.agent_view(get_reader(request)))
+
+
+@router.get("/studies/{name:path}", summary="optuna-dashboard links for a campaign's studies")
+def studies(request: Request, name: str) -> Any:
+    base = request.app.state.settings.optuna_base
+    if not base:
+        return {"items": [], "note": "optuna-dashboard is not running: start with --optuna-port PORT"}
+    from warpforge.dashboard.optuna_link import study_links
+
+    return _json({"items": study_links(request.app.state.settings.db_url, name, base), "note": ""})

@@ -162,8 +162,9 @@ def _problem(request: Request, code: int, title: str, detail: str) -> Response:
     if request.url.path.startswith("/api"):
         return JSONResponse({"detail": detail}, status_code=code)
     t: Jinja2Templates = request.app.state.templates
-    return t.TemplateResponse(request, "error.html", {"title": title, "detail": detail, "code": code},
-                              status_code=code)
+    ctx = {"settings": request.app.state.settings, "db": request.app.state.db_status.safe_url, "title": title,
+           "detail": detail, "code": code}
+    return t.TemplateResponse(request, "error.html", ctx, status_code=code)
 
 
 def _version() -> str:

@@ -63,9 +63,11 @@ def best_so_far(rows: list[Any], campaign_start: Any | None) -> tuple[Figure, Fi
     series: dict[str, list[Any]] = defaultdict(list)
     for r in rows:
         if not r.final:
-            series[f"{r.task} ({r.timing_gpu})" if r.timing_gpu else r.task].append(r)
+            series[r.task].append(r)  # a campaign times one task on one GPU; untimed failures count as evaluations
     n_points = 0
-    for label, rs in sorted(series.items()):
+    for task, rs in sorted(series.items()):
+        gpu = next((r.timing_gpu for r in rs if r.timing_gpu), None)
+        label = f"{task} ({gpu})" if gpu else task
         best: float | None = None
         xs, ys, ts = [], [], []
         start = campaign_start or rs[0].created_at

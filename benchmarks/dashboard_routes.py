@@ -3,7 +3,8 @@
 Fills a fresh database directly (bulk inserts through the models: campaigns, variants, evaluations with
 two per-shape measurements each, stored decisions, plans), then requests each page and API route through
 the app in-process and reports the app's own ``Server-Timing`` (median and max of ``--repeats`` after one
-warm-up request; a route passes when its median is under the target). SQLite always; PostgreSQL too when its server binaries exist (a throwaway server).
+warm-up request; a route passes when its median is under the target). SQLite always; PostgreSQL too when
+its server binaries exist (a throwaway server).
 
     python benchmarks/dashboard_routes.py                      # 10,000 evaluations, quick
     python benchmarks/dashboard_routes.py --evaluations 100000 # the target size
@@ -34,7 +35,7 @@ VERDICTS = ["ok"] * 7 + ["incorrect", "compile_error", "invalid_config"]
 def fill(url: str, n: int, campaigns: int = 10, seed: int = 0) -> dict[str, Any]:
     from sqlalchemy import insert
 
-    from warpforge.db.models import Campaign, Decision, Evaluation, Measurement, Plan, VariantRecord
+    from warpforge.db.models import Campaign, Decision, Evaluation, Measurement, VariantRecord
     from warpforge.db.session import Database
 
     rng = random.Random(seed)

@@ -133,7 +133,6 @@ def test_every_page_renders(watched: Any, live_url: str, shots: Path) -> None:
 
 def test_missing_database_page(watched: Any, tmp_path: Path, shots: Path) -> None:
     from conftest import _Server
-
     from warpforge.dashboard.app import create_app
 
     with _Server(create_app(f"sqlite:///{tmp_path / 'nothing.db'}")) as url:

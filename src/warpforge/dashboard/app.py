@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -87,6 +88,10 @@ def create_app(url: str | None = None, *, optuna_base: str | None = None, refres
     app.state.templates = templates()
     if not status.ok:
         log.warning("dashboard database problem: %s", status.problem)
+    else:
+        # The roofline needs the tasks' flops/bytes models, whose module imports torch (~3 s idle, ~10 s on a
+        # loaded machine): import it now in the background so the first charts page does not wait for it.
+        threading.Thread(target=_warm_task_models, name="warm-task-models", daemon=True).start()
 
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
@@ -146,6 +151,13 @@ def create_app(url: str | None = None, *, optuna_base: str | None = None, refres
     app.include_router(api_router)
     app.include_router(page_router)
     return app
+
+
+def _warm_task_models() -> None:
+    try:
+        import warpforge.kernels.task  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - the roofline then says it has no work model
+        log.info("task models unavailable: %s", exc)
 
 
 def _open_reader(url: str) -> Any:

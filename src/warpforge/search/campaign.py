@@ -43,6 +43,7 @@ from warpforge.search.space import SearchSpace
 from warpforge.search.strategy import Proposal, Strategy, make_study
 from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSummary, VariantSummary
 
+
 class CampaignError(RuntimeError):
     """The campaign cannot start or go on; the message says what to do."""
 

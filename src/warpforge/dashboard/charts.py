@@ -49,8 +49,10 @@ class CampaignCharts:
 
 
 def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
-    return {"title": {"text": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
-            "margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 360, "legend": {"orientation": "h"}, **extra}
+    # The page prints the title above the plot; the legend goes on top so it never covers the x-axis title.
+    return {"meta": {"title": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
+            "margin": {"l": 60, "r": 20, "t": 30, "b": 60}, "height": 380,
+            "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}, **extra}
 
 
 def _timed(rows: list[Any]) -> list[Any]:
@@ -130,7 +132,8 @@ def verdict_mix(rows: list[Any], bins: int = 20) -> Figure:
     data = [{"type": "bar", "name": v, "x": xs, "y": [c.get(v, 0) for c in counts],
              "marker": {"color": VERDICT_COLORS.get(v, "#333")}} for v in verdicts]
     return Figure("verdicts", "Verdict mix over time", {
-        "data": data, "layout": _layout("Verdict mix over time", "evaluations (in order)", "count", barmode="stack")},
+        "data": data, "layout": _layout("Verdict mix over time", "evaluations (in order)", "count", barmode="stack",
+                                        xaxis={"type": "category", "title": {"text": "evaluations (in order)"}})},
         points=len(rows))
 
 
@@ -245,4 +248,5 @@ def plan_figures(plans: tuple[Any, ...]) -> tuple[Figure, ...]:
 def _plan_label(p: Any) -> str:
     plan = dict(p.plan)
     dims = "".join(f"{k}{plan[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if plan.get(k, 1) not in (None, 1))
-    return f"#{p.id} {p.model_name} {dims or 'dp1'}"
+    extra = "".join(f" {short}{plan[k]}" for k, short in (("micro_batch", "mb"), ("zero", "z")) if k in plan)
+    return f"#{p.id} {dims or 'dp1'}{extra}"

@@ -225,6 +225,10 @@ def campaign_figures(reader: Any, campaign: Any) -> CampaignCharts:
     return CampaignCharts(campaign.name, total, len(rows), tuple(figs))
 
 
+# Plan labels are long ("#12 tp2pp4dp8 mb2 z1"): room below the axis for Plotly's rotated tick labels.
+_ROTATED: dict[str, Any] = {"margin": {"l": 60, "r": 20, "t": 30, "b": 110}, "height": 420}
+
+
 def plan_figures(plans: tuple[Any, ...]) -> tuple[Figure, ...]:
     labels = [_plan_label(p) for p in plans]
     time_parts = ["compute", "memory_bound", "recompute", "host_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_p2p",
@@ -240,9 +244,10 @@ def plan_figures(plans: tuple[Any, ...]) -> tuple[Figure, ...]:
         if any(ys):
             m_data.append({"type": "bar", "name": part, "x": labels, "y": ys})
     return (Figure("plan-time", "Simulated step time", {"data": t_data, "layout": _layout(
-                "Simulated step time breakdown", "plan", "seconds per step", barmode="stack")}, points=len(plans)),
+                "Simulated step time breakdown", "plan", "seconds per step", barmode="stack", **_ROTATED)},
+                points=len(plans)),
             Figure("plan-memory", "Memory per GPU", {"data": m_data, "layout": _layout(
-                "Peak memory per GPU", "plan", "GiB", barmode="stack")}, points=len(plans)))
+                "Peak memory per GPU", "plan", "GiB", barmode="stack", **_ROTATED)}, points=len(plans)))
 
 
 def _plan_label(p: Any) -> str:

@@ -172,9 +172,11 @@ class AgentView:
 
 
 def agent_view(reader: Any) -> AgentView:
-    # The agent's table (wf_llm_calls) arrives with its own migration and Reader method; until then say so.
+    # The agent stores its calls in its own tables (migration 0003, branch agent); the page lists them once the
+    # read layer offers them as ``Reader.llm_calls()`` (frozen rows). Until then it says so.
     calls = getattr(reader, "llm_calls", None)
     if calls is None:
-        return AgentView((), "no LLM calls: this database has no agent table yet (campaigns used templates only)")
+        return AgentView((), "no LLM calls to show: the read layer has no agent calls yet (campaigns so far "
+                             "took their variants from templates)")
     rows = tuple(calls())
     return AgentView(rows, "" if rows else "no LLM calls stored")

@@ -74,6 +74,8 @@ def test_pages_and_api_are_paginated(client: Any) -> None:
     second = client.get("/api/evaluations", params={"limit": 2, "offset": 2, "sort": "id"}).json()
     assert first["total"] == 5 and len(first["items"]) == 2 and len(second["items"]) == 2
     assert {e["id"] for e in first["items"]}.isdisjoint({e["id"] for e in second["items"]})
+    by_cursor = client.get("/api/evaluations", params={"limit": 2, "sort": "id", "cursor": first["next_cursor"]})
+    assert [e["id"] for e in by_cursor.json()["items"]] == [e["id"] for e in second["items"]]
     assert client.get("/api/evaluations", params={"limit": 5000}).status_code == 422
     assert client.get("/api/evaluations", params={"sort": "bogus"}).status_code == 400
 

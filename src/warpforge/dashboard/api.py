@@ -81,10 +81,13 @@ def charts(request: Request, name: str) -> Any:
 def evaluations(request: Request, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
                 variant_hash: str | None = None,
                 sort: str = Query("-id", description="id | created_at | objective_ms | speedup | wall_s; - = desc"),
-                offset: int = Offset, limit: int = Limit) -> Any:
+                offset: int = Offset, limit: int = Limit,
+                cursor: str | None = Query(None, description="the previous page's next_cursor (deep pages stay "
+                                           "fast; offset is then ignored)")) -> Any:
     try:
         page = get_reader(request).evaluations(campaign=campaign, task=task, verdict=verdict,
-                                               variant_hash=variant_hash, sort=sort, offset=offset, limit=limit)
+                                               variant_hash=variant_hash, sort=sort, offset=offset, limit=limit,
+                                               cursor=cursor)
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from None
     return _json(page)

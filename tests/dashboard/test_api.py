@@ -190,3 +190,22 @@ def test_no_secret_appears_in_pages_or_api(seeded: dict[str, Any], monkeypatch: 
     bad = TestClient(create_app("postgresql+psycopg://wf:hunter2pw@127.0.0.1:9/wf"))
     page = bad.get("/")
     assert page.status_code == 503 and "hunter2pw" not in page.text and "***" in page.text
+
+
+def test_json_encoding_writes_nan_as_null_and_keeps_dataclass_fields() -> None:
+    import json
+    from dataclasses import dataclass
+    from datetime import datetime, timezone
+
+    from warpforge.dashboard.api import _json
+
+    @dataclass(frozen=True)
+    class Row:
+        ms: float
+        when: datetime
+        params: dict[str, int]
+
+    t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert json.loads(_json((Row(1.5, t, {"B": 2}),)).body) == [
+        {"ms": 1.5, "when": "2026-01-02T03:04:05+00:00", "params": {"B": 2}}]
+    assert json.loads(_json({"x": Row(float("nan"), t, {})}).body)["x"]["ms"] is None

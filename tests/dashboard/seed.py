@@ -73,8 +73,7 @@ def seed(url: str) -> dict[str, Any]:
             v = parent if vrow is prow else child
             store.save_evaluation(s, _result(v, params, verdict, ms, sp), task=task, variant=vrow, campaign=camp,
                                   study_name=f"seeded:softmax:{v.name}:{v.source_hash[:12]}", trial_number=i)
-        with s.no_autoflush:  # save_decision queries before its new row is complete (seams-db WIP)
-            _decide(s, camp, parent, child)
+        _decide(s, camp, parent, child)
         camp.status = "finished"
         store.create_campaign(s, "live-one", spec)
     db.engine.dispose()

@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` (a campaign on the embedded SQLite default) and `make test`.
-.PHONY: run test test-export lint venv
+.PHONY: run test test-slow test-all lint venv
 
 venv:
 	./scripts/bootstrap.sh
@@ -14,8 +14,12 @@ test: venv
 	.venv/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # export's round trip (slow: a fresh venv with torch and triton runs an exported package's tests).
-test-export: venv
-	.venv/bin/python -m pytest -q -m slow tests/export $(PYTEST_ARGS)
+# The slow tier (.ci/run runs it after `make test`): export's fresh-venv round trip (~10 min), the dashboard
+# in headless chromium against real campaigns (~5 min), the planner's full validation and held-out folds.
+test-slow: venv
+	.venv/bin/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+test-all: test test-slow
 
 lint: venv
 	.venv/bin/ruff check src tests benchmarks

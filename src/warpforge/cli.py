@@ -423,12 +423,14 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 
 def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
+    from warpforge.dashboard.cli import dashboard
     from warpforge.export.cli import export
     from warpforge.parallel.cli import app as plan_app
     from warpforge.search.bench import bench_search
 
     app.command("bench-search")(handle_errors(bench_search))
     app.command("export")(handle_errors(export))
+    app.command("dashboard")(handle_errors(dashboard))
     app.add_typer(plan_app, name="plan")
 
 

@@ -1,0 +1,182 @@
+"""View models: what each page shows, built from Reader calls only; the JSON API returns the same objects.
+
+Every function takes a :class:`warpforge.db.queries.Reader` (read-only) and returns frozen dataclasses.
+Numbers on the leaderboard come from the campaigns' stored decisions (``Reader.decisions``/``winners``),
+never from re-ranking raw evaluation times.
+
+Example::
+
+    >>> from warpforge.db.queries import Reader             # doctest: +SKIP
+    >>> board = leaderboard(Reader("sqlite:///wf.db"))      # doctest: +SKIP
+    >>> [(c.task, c.gpu, c.speedup) for c in board.cells]   # doctest: +SKIP
+    [('softmax', 'NVIDIA H200', 1.8)]
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+# Chart series read one read-layer page: at 100,000 stored evaluations a 1,000-row campaign page took
+# 110-140 ms to read and ~30 ms to chart on SQLite (benchmarks/dashboard_routes.py profile; 2,000 rows took
+# 280-300 ms on the shared 2-core machine, at the 300 ms budget). Longer campaigns chart their first 1,000
+# evaluations and the page says so; the tables page through all of them.
+CHART_ROWS = 1000
+PAGE = 50
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One leaderboard cell: the stored decision of (task, GPU), or why there is none."""
+
+    task: str
+    gpu: str
+    campaign: str
+    variant_hash: str | None
+    variant_name: str | None
+    params: Any
+    speedup: float | None  # vs eager PyTorch (the task's reference), from the decision
+    speedup_low: float | None
+    speedup_high: float | None
+    speedup_compile: float | None  # vs torch.compile: None while the evaluator does not time it
+    sol_pct: float | None  # %-of-speed-of-light (roofline) of the chosen shape, or the best over shapes
+    objective_ms: float | None
+    accepted: bool
+    failure: str | None  # the decision's note when nothing was accepted
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    shapes: tuple[str, ...]
+    shape: str | None
+    tasks: tuple[str, ...]
+    gpus: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    sort: str
+
+    def cell(self, task: str, gpu: str) -> Cell | None:
+        return next((c for c in self.cells if c.task == task and c.gpu == gpu), None)
+
+
+NOT_TIMED = "not timed"  # the GPU column of decisions whose campaign measured no time (interpret backend)
+
+
+def _shape_of(decision: Any, shape: str | None) -> Any | None:
+    return next((s for s in decision.shapes if s.shape_key == shape), None) if shape else None
+
+
+def _cell(d: Any, shape: str | None) -> Cell:
+    s = _shape_of(d, shape)
+    sols = [x.roofline_pct for x in d.shapes if x.roofline_pct is not None]
+    if s is not None:
+        speed, low, high, sol, t = s.speedup, None, None, s.roofline_pct, s.p50_ms
+    else:
+        speed, low, high, sol, t = d.speedup, d.speedup_low, d.speedup_high, max(sols) if sols else None, d.objective_ms
+    failure = None if d.accepted else (d.note or "no accepted result")
+    return Cell(d.task, d.gpu or NOT_TIMED, d.campaign, d.variant_hash, d.variant_name, d.params, speed, low, high,
+                None, sol, t, bool(d.accepted), failure)
+
+
+def leaderboard(reader: Any, *, shape: str | None = None, task: str | None = None, gpu: str | None = None,
+                sort: str = "task") -> Leaderboard:
+    """Task x GPU matrix of stored decisions; with ``shape``, the winners ranked on that shape."""
+    decisions = reader.decisions(task=task or None, gpu=gpu or None)
+    shapes = sorted({s.shape_key for d in decisions for s in d.shapes})
+    best: dict[tuple[str, str], Cell] = {}
+    # Newest decision first per (task, GPU) unless an accepted one exists: a later failed campaign does not
+    # hide an earlier accepted winner.
+    for d in sorted(decisions, key=lambda d: (bool(d.accepted), d.created_at or 0)):
+        best[(d.task, d.gpu or NOT_TIMED)] = _cell(d, shape)
+    if shape:
+        for w in reader.winners(task=task or None, gpu=gpu or None, shape=shape):
+            best[(w.task, w.gpu or NOT_TIMED)] = _cell(w.decision, shape)
+    cells = list(best.values())
+    if sort == "speedup":
+        cells.sort(key=lambda c: -(c.speedup or 0.0))
+    elif sort == "sol":
+        cells.sort(key=lambda c: -(c.sol_pct or 0.0))
+    else:
+        cells.sort(key=lambda c: (c.task, c.gpu))
+    tasks = tuple(dict.fromkeys(c.task for c in cells))
+    gpus = tuple(sorted({c.gpu for c in cells}, key=lambda g: (g == NOT_TIMED, g)))
+    return Leaderboard(tuple(shapes), shape, tasks, gpus, tuple(cells), sort)
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "add" | "del" | "hunk" | "ctx"
+    text: str
+
+
+@dataclass(frozen=True)
+class VariantView:
+    variant: Any  # VariantRow
+    lineage: tuple[Any, ...]  # VariantRow, root first, this variant last
+    parent: Any | None
+    diff: tuple[DiffLine, ...]
+    best: Any | None  # EvaluationDetail of the best measured (else the latest) evaluation
+    decisions: tuple[Any, ...]
+    evaluations: Any  # Page[EvaluationRow]
+
+
+def source_diff(old: str, new: str, old_name: str, new_name: str) -> tuple[DiffLine, ...]:
+    lines = []
+    for line in difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm="", n=3):
+        kind = ("hunk" if line.startswith("@@") else "add" if line.startswith("+") else
+                "del" if line.startswith("-") else "ctx")
+        lines.append(DiffLine(kind, line))
+    return tuple(lines)
+
+
+def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int = PAGE) -> VariantView | None:
+    v = reader.variant(source_hash)
+    if v is None:
+        return None
+    # Reader.lineage: the variant first, its roots last; the page draws it root first, ending at this variant.
+    lineage = tuple(reversed(reader.lineage(v.source_hash))) or (v,)
+    parent = reader.variant(v.parents[0]) if v.parents else None
+    diff = source_diff(parent.source, v.source, parent.name, v.name) if parent is not None else ()
+    evaluations = reader.evaluations(variant_hash=v.source_hash, offset=offset, limit=limit)
+    fastest = reader.evaluations(variant_hash=v.source_hash, verdict="ok", sort="objective_ms", limit=1).items
+    pick = fastest[0] if fastest and fastest[0].objective_ms is not None else \
+        (evaluations.items[0] if evaluations.items else None)
+    best = reader.evaluation(pick.id) if pick is not None else None
+    decisions = tuple(d for d in reader.decisions(task=v.task) if d.variant_hash == v.source_hash)
+    return VariantView(v, lineage, parent, diff, best, decisions, evaluations)
+
+
+def highlight(source: str) -> str | None:
+    """Pygments HTML (it escapes the code) or None when Pygments is absent (the page shows escaped <pre>)."""
+    try:
+        from pygments import highlight as pyg
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+    except ImportError:
+        return None
+    return str(pyg(source, PythonLexer(), HtmlFormatter(cssclass="hl", linenos="table")))
+
+
+def pygments_css() -> str:
+    try:
+        from pygments.formatters import HtmlFormatter
+    except ImportError:
+        return ""
+    return str(HtmlFormatter(cssclass="hl").get_style_defs(".hl"))
+
+
+@dataclass(frozen=True)
+class AgentView:
+    calls: tuple[Any, ...]
+    message: str
+
+
+def agent_view(reader: Any) -> AgentView:
+    # The agent stores its calls in its own tables (migration 0003, branch agent); the page lists them once the
+    # read layer offers them as ``Reader.llm_calls()`` (frozen rows). Until then it says so.
+    calls = getattr(reader, "llm_calls", None)
+    if calls is None:
+        return AgentView((), "no LLM calls to show: the read layer has no agent calls yet (campaigns so far "
+                             "took their variants from templates)")
+    rows = tuple(calls())
+    return AgentView(rows, "" if rows else "no LLM calls stored")

@@ -13,7 +13,6 @@ run: venv
 test: venv
 	.venv/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-# export's round trip (slow: a fresh venv with torch and triton runs an exported package's tests).
 # The slow tier (.ci/run runs it after `make test`): export's fresh-venv round trip (~10 min), the dashboard
 # in headless chromium against real campaigns (~5 min), the planner's full validation and held-out folds.
 test-slow: venv

@@ -1,48 +1,160 @@
-"""Proposers: where variants come from (one registry). The template library ships with warpforge;
-an LLM proposer (openai client) registers here too when it lands.
+"""Proposers: where variants come from (one registry), called between rounds while the campaign measures.
+
+Contract (docs/seams.md, "Proposers"): ``await proposer.propose(task, history)`` returns candidates
+(a :class:`Variant` plus its :class:`Origin`: kind, proposer, parent source hashes, the proposer's own
+id, rationale). The campaign awaits round 0 before its loop (it needs arms), then, while
+``wants_more(history)`` says so, runs further rounds on a background asyncio loop, concurrently with
+evaluation, and adds each returned candidate as a new arm mid-run. ``history`` is what the campaign
+already holds in memory: per variant its verdict counts, its last failures (one line each), its best
+measured time and parameters, speedup, %-of-roofline, resources and per-shape times.
+
+Every proposer is built from its own configuration (``CampaignSpec.proposer_config``): the registry has
+no special case for any name. User variant files (``--variant-file``) are not a proposer's business: the
+campaign adds them as ``Origin(kind="user", proposer="user")``.
 
 Example::
 
-    >>> from warpforge.agent.proposers import get_proposer
-    >>> variants = get_proposer("template").propose(task)  # doctest: +SKIP
+    >>> import asyncio
+    >>> from warpforge.kernels.task import get_task
+    >>> task = get_task("softmax")
+    >>> proposer = get_proposer("template", {})
+    >>> cands = asyncio.run(proposer.propose(task, History.empty(task.name, "interpret", budget_left=20)))
+    >>> cands[0].origin.kind, proposer.wants_more(History.empty(task.name, "interpret", 20, round=1))
+    ('template', False)
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import Variant, builtin_variants, load_variant
 
 
-class Proposer(ABC):
-    """Produces variant sources for a task."""
+@dataclass(frozen=True)
+class Origin:
+    """Where a variant came from: what lineage is drawn from (stored with the variant)."""
 
-    name: str = ""
+    kind: str  # "template" | "llm" | "user"
+    proposer: str  # registry name of the proposer that made it
+    parents: tuple[str, ...] = ()  # source hashes of parent variants (lineage)
+    proposal_id: str | None = None  # the proposer's own id for this proposal (e.g. the stored LLM call id)
+    rationale: str = ""  # why (the LLM's rationale); "" for templates
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A variant to search, with its origin."""
+
+    variant: Variant
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class FailureNote:
+    """One failed evaluation in one line: never raw dumps (a prompt must stay small)."""
+
+    verdict: str
+    reason: str
+    message: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class VariantHistory:
+    """What the campaign knows of one variant so far."""
+
+    variant: Variant
+    origin: Origin
+    evaluated: int
+    verdicts: Mapping[str, int]
+    failures: tuple[FailureNote, ...]  # most recent first, at most 5
+    best_ms: float | None  # measured objective (None: nothing measured)
+    best_params: Mapping[str, Any] | None
+    best_speedup: float | None
+    roofline_pct: float | None
+    resources: Mapping[str, Any] | None  # registers/spills/shared memory of the best or last compiled config
+    shapes: tuple[Mapping[str, Any], ...]  # per-shape {shape, dtype, p50_ms, speedup, roofline_pct} of the best
+
+
+@dataclass(frozen=True)
+class History:
+    """The campaign's state for one task, as a proposer sees it between rounds."""
+
+    task: str
+    backend: str
+    gpu: str | None  # GPU the times come from; None when nothing is timed
+    round: int  # 0 on the first call
+    evaluations_done: int
+    budget_left: int
+    variants: tuple[VariantHistory, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def empty(cls, task: str, backend: str, budget_left: int, round: int = 0) -> History:
+        return cls(task, backend, None, round, 0, budget_left, ())
+
+    def by_hash(self, source_hash: str) -> VariantHistory | None:
+        return next((v for v in self.variants if v.variant.source_hash == source_hash), None)
+
+
+class Proposer(ABC):
+    """Produces candidates for a task, round after round; ``config`` is its own (``--proposer-config``)."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config: dict[str, Any] = dict(config or {})
 
     @abstractmethod
-    def propose(self, task: Task) -> list[Variant]: ...
+    async def propose(self, task: Task, history: History) -> list[Candidate]: ...
+
+    def wants_more(self, history: History) -> bool:
+        """Called whenever new results arrived and no proposal is in flight; default: one round only."""
+        return history.round == 0
+
+    async def aclose(self) -> None:
+        """Release clients or connections; the campaign calls it once at the end of each task."""
 
 
 class TemplateProposer(Proposer):
-    """The hand-written Triton templates in ``kernels/templates/<task>/``, plus any extra variant files."""
+    """The hand-written Triton templates in ``kernels/templates/<task>/``; config ``{"files": [...]}`` adds
+    variant files of this proposer's own (origin ``template``)."""
 
     name = "template"
 
-    def __init__(self, extra_files: list[str] | None = None) -> None:
-        self.extra_files = extra_files or []
-
-    def propose(self, task: Task) -> list[Variant]:
-        extra = [load_variant(f) for f in self.extra_files]
-        return builtin_variants(task.name) + [v for v in extra if v.task == task.name]
-
-
-PROPOSERS: dict[str, type[Proposer]] = {TemplateProposer.name: TemplateProposer}
+    async def propose(self, task: Task, history: History) -> list[Candidate]:
+        if history.round > 0:
+            return []
+        extra = [load_variant(f) for f in self.config.get("files", [])]
+        variants = builtin_variants(task.name) + [v for v in extra if v.task == task.name]
+        return [Candidate(v, Origin("template", self.name)) for v in variants]
 
 
-def get_proposer(name: str, extra_files: list[str] | None = None) -> Proposer:
+PROPOSERS: dict[str, type[Proposer]] = {}
+
+
+def register_proposer(cls: type[Proposer]) -> type[Proposer]:
+    """Class decorator: make ``cls`` available under ``cls.name`` (``--proposer NAME``)."""
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__} has no name: set the class attribute `name`")
+    PROPOSERS[cls.name] = cls
+    return cls
+
+
+register_proposer(TemplateProposer)
+
+
+def get_proposer(name: str, config: Mapping[str, Any] | None = None) -> Proposer:
+    """The registered proposer ``name``, built with its own configuration."""
     if name not in PROPOSERS:
         raise ValueError(f"unknown proposer {name!r}: available: {', '.join(sorted(PROPOSERS))}")
-    if name == TemplateProposer.name:
-        return TemplateProposer(extra_files)
-    return PROPOSERS[name]()
+    return PROPOSERS[name](config)
+
+
+def user_candidates(files: list[str], task: str) -> list[Candidate]:
+    """The user's variant files for ``task`` (``--variant-file``), searched beside the proposer's."""
+    variants = [load_variant(f) for f in files]
+    return [Candidate(v, Origin("user", "user")) for v in variants if v.task == task]

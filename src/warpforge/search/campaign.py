@@ -18,6 +18,8 @@ Example::
 
 from __future__ import annotations
 
+import inspect
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -26,7 +28,7 @@ from typing import Any, cast
 import optuna
 from sqlalchemy import event, select
 
-from warpforge.agent.proposers import get_proposer
+from warpforge.agent.proposers import Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
 from warpforge.db.models import Evaluation
 from warpforge.db.session import Database
@@ -38,11 +40,14 @@ from warpforge.evaluator.stages import Job, space_stage
 from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import Variant
 from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
+from warpforge.search.allocators import get_allocator
+from warpforge.search.rounds import ArmStats, Prepared, ProposalLoop
 from warpforge.search.samplers import DEFAULT_SAMPLER
 from warpforge.search.space import SearchSpace
 from warpforge.search.strategy import Proposal, Strategy, make_study
 from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSummary, VariantSummary
 
+log = logging.getLogger("warpforge.search.campaign")
 FINAL_SUFFIX = ":final"  # study_name suffix of the final re-benchmark's stored evaluations
 
 
@@ -57,6 +62,9 @@ class CampaignSpec:
     trials: int = 20  # per task, split across its variants
     time_budget_s: float | None = None
     proposer: str = "template"
+    proposer_config: dict[str, Any] = field(default_factory=dict)  # the proposer's own options
+    allocator: str = "default"  # how the budget is split between variants (search/allocators.py)
+    allocator_config: dict[str, Any] = field(default_factory=dict)
     sampler: str = DEFAULT_SAMPLER
     backend: str = "auto"
     target: str = "sm_90"
@@ -86,25 +94,23 @@ class _Arm:
     strategy: Strategy
     summary: VariantSummary
     study_name: str
+    origin: Origin = Origin("template", "template")
+    stats: ArmStats = field(default_factory=ArmStats)
     exhausted: bool = False
     inflight: int = 0
+
+    @property
+    def load(self) -> int:  # what the allocator balances: evaluations told + in flight
+        return self.strategy.n_told + self.inflight
+
+    @property
+    def best_ms(self) -> float | None:
+        best = self.strategy.best
+        return None if best is None else best[1]
 
 
 def study_name(campaign: str, task: str, variant: Variant) -> str:
     return f"{campaign}:{task}:{variant.name}:{variant.source_hash[:12]}"
-
-
-def _pick_arm(arms: list[_Arm], step: int) -> _Arm | None:
-    """Budget split: round-robin until each variant has 3 evaluations (in flight included), then every other
-    trial goes to the variant with the best measured time (when there are measurements), the rest round-robin."""
-    live = [a for a in arms if not a.exhausted]
-    if not live:
-        return None
-    fewest = min(live, key=lambda a: a.strategy.n_told + a.inflight)
-    measured = [a for a in live if a.strategy.best is not None]
-    if fewest.strategy.n_told + fewest.inflight < 3 or not measured or step % 2 == 0:
-        return fewest
-    return min(measured, key=lambda a: a.strategy.best[1])  # type: ignore[index]
 
 
 def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = None,
@@ -149,7 +155,8 @@ def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = 
 
 
 # What a resumed campaign keeps from its stored spec: it continues the same search, on the same backend.
-RESUME_KEEPS = ("tasks", "backend", "sampler", "target", "seed", "seeds", "variant_files", "proposer")
+RESUME_KEEPS = ("tasks", "backend", "sampler", "target", "seed", "seeds", "variant_files", "proposer",
+                "proposer_config", "allocator", "allocator_config")
 
 
 def resumed_spec(given: CampaignSpec, stored: dict[str, Any]) -> CampaignSpec:
@@ -182,16 +189,35 @@ class _TaskRun:
         self.inflight: dict[str, tuple[_Arm, Proposal, JobSpec]] = {}
         self.incumbent = Incumbent(spec.alpha, remeasure=self.pool.can_remeasure)
         self.ab_key: str | None = None  # the A/B re-measurement in flight
-        self.issued = self.done = self.budget = 0
+        self.issued = self.done = self.budget = self.reused = 0
         self.measured: list[Entry] = []
         # Live GPU times are reused only within this campaign (its GPU); other results across campaigns.
         self.reuse_campaign = spec.name if self.backend_name == "cuda" else None
 
     def run(self) -> tuple[TaskSummary, int]:
-        storage = _optuna_storage(self.db)
-        with ChildPool() as children:  # constraint enumeration runs candidate code: in a child, here
-            self.arms, requeued = _open_arms(self.db, self.spec, self.task, children, storage)
-        self.by_hash = {a.variant.source_hash: a for a in self.arms}
+        self.storage = _optuna_storage(self.db)
+        self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
+        self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
+        self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer,
+                                                                           self.spec.proposer_config), self.task)
+        try:
+            return self._run()
+        finally:
+            self.rounds.close()
+            self.children.close()
+
+    def _run(self) -> tuple[TaskSummary, int]:
+        self.arms: list[_Arm] = []
+        self.by_hash: dict[str, _Arm] = {}
+        first = self.rounds.first(History.empty(self.task.name, self.backend_name, self.spec.trials), self._prepare)
+        users = [Prepared(c, self._prepare(c)) for c in user_candidates(self.spec.variant_files, self.task.name)]
+        if not first and not users:
+            raise CampaignError(f"the {self.spec.proposer} proposer has no variants for task {self.task.name!r}")
+        requeued = 0
+        for p in first + users:
+            if p.error is not None:
+                raise CampaignError(p.error)
+            requeued += self._add_arm(p)
         with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
             query = (select(Evaluation.variant_hash, Evaluation.params_key)
                      .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
@@ -209,20 +235,98 @@ class _TaskRun:
         self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)
         if self.on_start is not None:
             self.on_start(self.task.name, self.budget)
+        self.asked_at = -1  # evaluations done when wants_more was last asked
         while True:
             self._fill()
-            if not self.inflight and self.ab_key is None:
+            self._next_round()
+            if not self.inflight and self.ab_key is None and not self.rounds.in_flight:
                 break
-            for completion in self.pool.poll(timeout=1.0):
+            # Nothing measuring: wait on the proposal instead of the idle pool.
+            if not self.inflight and self.ab_key is None:
+                self._take_round(timeout=1.0)
+                continue
+            for completion in self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0):
                 self._complete(completion)
         final = self._final()
-        return self._summarize(final), requeued
+        summary = self._summarize(final)
+        summary.reused = self.reused
+        if self.reused:
+            summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
+        if self.rounds.failed:
+            summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
+        return summary, requeued
+
+    # --- proposal rounds ---------------------------------------------------------------------------
+    def _prepare(self, candidate: Candidate) -> SearchSpace:
+        """The candidate's feasible configurations (its code runs in a child); raises CampaignError."""
+        variant = candidate.variant
+        if not variant.space:
+            raise CampaignError(f"variant {variant.name} of {self.task.name} has an empty SPACE: nothing to search")
+        failure, configs = space_stage(self.children, Job(self.task, variant, {}))
+        if failure is not None:
+            raise CampaignError(f"variant {variant.name}: {failure.verdict.value}: {failure.message}")
+        if not configs:
+            raise CampaignError(f"variant {variant.name} of {self.task.name}: no configuration of its SPACE "
+                                "satisfies constraints() on the benchmark shapes; widen SPACE or fix constraints")
+        return SearchSpace(variant.space, [tuple(c[n] for n in variant.space) for c in configs])
+
+    def _add_arm(self, prepared: Prepared[SearchSpace]) -> int:
+        """Open the arm's study (resumed studies re-queue their interrupted trials); returns how many."""
+        variant, origin, space = prepared.candidate.variant, prepared.candidate.origin, prepared.value
+        assert space is not None
+        name = study_name(self.spec.name, self.task.name, variant)
+        seed = None if self.spec.seed is None else self.spec.seed + len(self.arms)
+        strategy = Strategy(space, make_study(name, self.storage, self.spec.sampler, seed), self.spec.sampler, seed)
+        requeued = strategy.recover() if self.spec.resume else 0
+        with self.db.session() as s:
+            record_id = _ensure_variant(s, variant, origin).id
+        summary = VariantSummary(variant.name, variant.source_hash, len(space), origin.kind, list(origin.parents))
+        arm = _Arm(variant, record_id, strategy, summary, name, origin)
+        self.arms.append(arm)
+        self.by_hash[variant.source_hash] = arm
+        return requeued
+
+    def history(self) -> History:
+        best = self.incumbent.best
+        timing = best.result.timing if best is not None else None
+        return History(self.task.name, self.backend_name, timing.gpu if timing else None, self.rounds.round,
+                       self.done, max(self.budget - self.issued, 0),
+                       tuple(a.stats.history(a.variant, a.origin) for a in self.arms))
+
+    def _next_round(self) -> None:
+        self._take_round(timeout=0.0)
+        if (self.rounds.in_flight or self.rounds.failed or self.done == self.asked_at
+                or self.issued >= self.budget):
+            return
+        self.asked_at = self.done
+        history = self.history()
+        if self.rounds.proposer.wants_more(history):
+            self.rounds.start(history, self._prepare)
+
+    def _take_round(self, timeout: float) -> None:
+        prepared = self.rounds.take(timeout)
+        for p in prepared or []:
+            variant = p.candidate.variant
+            if p.error is not None:
+                log.warning("proposed variant %s skipped: %s", variant.name, p.error)
+            elif variant.task != self.task.name:
+                log.warning("proposed variant %s is for task %r, not %r: skipped", variant.name, variant.task,
+                            self.task.name)
+            elif variant.source_hash in self.by_hash:
+                log.info("proposed variant %s duplicates an arm (same source): skipped", variant.name)
+            else:
+                self._add_arm(p)
+                log.info("new arm %s (%s from %s, parents %s) added after %d evaluations", variant.name,
+                         p.candidate.origin.kind, p.candidate.origin.proposer,
+                         ",".join(h[:12] for h in p.candidate.origin.parents) or "none", self.done)
+        if prepared is not None:
+            self.asked_at = -1  # new arms: wants_more may be asked again at once
 
     # --- the loop ----------------------------------------------------------------------------------
     def _fill(self) -> None:
         while (len(self.inflight) < self.pool.depth and self.issued < self.budget
                and (self.deadline is None or time.monotonic() < self.deadline)):
-            arm = _pick_arm(self.arms, self.issued)
+            arm = self.allocator.pick(self.arms, self.issued)
             if arm is None:
                 return
             proposal = arm.strategy.ask()
@@ -245,6 +349,9 @@ class _TaskRun:
                         self.store(s, arm, cached, trial_number=proposal.trial.number)
             # A dead worker or a worker-side bug says nothing about the candidate: evaluate it again.
             if cached is not None and cached.reason not in ("worker_died", "worker_error"):
+                log.info("%s %s: stored result reused (%s), not evaluated again", arm.variant.name, proposal.params,
+                         cached.summary())
+                self.reused += 1
                 self._finish(arm, proposal, job, cached, cached=True)
                 continue
             self.inflight[key] = (arm, proposal, job)
@@ -272,6 +379,7 @@ class _TaskRun:
         else:
             arm.strategy.tell(proposal, result.objective_ms, attrs=attrs)
         self.done += 1
+        arm.stats.add(result)
         entry = Entry(job.key, arm.variant.name, dict(proposal.params), result, job)
         self.measured.append(entry)
         self._challenge(self.incumbent.offer(entry))
@@ -402,30 +510,9 @@ def _sqlite_no_fsync(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _open_arms(db: Database, spec: CampaignSpec, task: Task, children: ChildPool,
-               storage: optuna.storages.BaseStorage) -> tuple[list[_Arm], int]:
-    variants = get_proposer(spec.proposer, spec.variant_files).propose(task)
-    if not variants:
-        raise CampaignError(f"the {spec.proposer} proposer has no variants for task {task.name!r}")
-    arms, requeued = [], 0
-    for i, variant in enumerate(variants):
-        if not variant.space:
-            raise CampaignError(f"variant {variant.name} of {task.name} has an empty SPACE: nothing to search")
-        failure, configs = space_stage(children, Job(task, variant, {}))
-        if failure is not None:
-            raise CampaignError(f"variant {variant.name}: {failure.verdict.value}: {failure.message}")
-        if not configs:
-            raise CampaignError(f"variant {variant.name} of {task.name}: no configuration of its SPACE satisfies "
-                                "constraints() on the benchmark shapes; widen SPACE or fix constraints")
-        space = SearchSpace(variant.space, [tuple(c[n] for n in variant.space) for c in configs])
-        name = study_name(spec.name, task.name, variant)
-        seed = None if spec.seed is None else spec.seed + i
-        strategy = Strategy(space, make_study(name, storage, spec.sampler, seed), spec.sampler, seed)
-        if spec.resume:
-            requeued += strategy.recover()
-        with db.session() as s:
-            record = store.ensure_variant(s, variant, origin=spec.proposer)
-            record_id = record.id
-        arms.append(_Arm(variant, record_id, strategy, VariantSummary(variant.name, variant.source_hash, len(space)),
-                         name))
-    return arms, requeued
+def _ensure_variant(s: Any, variant: Variant, origin: Origin) -> store.VariantRecord:
+    """Store the variant with its lineage (origin kind, proposer, parents, proposal id, rationale)."""
+    if "parents" not in inspect.signature(store.ensure_variant).parameters:  # TEMP until seams-db's 0002 is merged
+        return store.ensure_variant(s, variant, origin=origin.kind)
+    return store.ensure_variant(s, variant, origin=origin.kind, proposer=origin.proposer,  # type: ignore[call-arg]
+                                parents=origin.parents, proposal_id=origin.proposal_id, rationale=origin.rationale)

@@ -50,6 +50,8 @@ class VariantSummary:
     variant: str
     source_hash: str
     feasible: int
+    origin: str = "template"  # template | llm | user
+    parents: list[str] = field(default_factory=list)  # source hashes of the variants it was derived from
     evaluated: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
     best_params: dict[str, Any] | None = None
@@ -73,6 +75,8 @@ class TaskSummary:
     workers: str = ""  # how it was evaluated ("in-process, 1 worker", "Ray, 4 GPU workers + 4 CPU ...")
     acceptance: str = ""  # how the best was adopted (beyond noise, on what evidence)
     final: list[FinalEntry] = field(default_factory=list)  # the top-k re-benchmark
+    reused: int = 0  # stored results reused instead of evaluated again (same source, params, software)
+    notes: list[str] = field(default_factory=list)  # fallbacks that change what a number means (nothing silent)
 
 
 @dataclass

@@ -17,6 +17,9 @@ models; each names the *environment variable* that holds its key, so the file ca
         weight: 1.0                     # share of calls when several models are listed
         structured_output: false        # opt-in, never guessed from the model's name
         tools: false
+    agent:                              # optional defaults for the llm proposer (evolution.AgentSettings)
+      max_calls: 16
+      max_cost_usd: 2.0
 
 Example::
 
@@ -85,6 +88,7 @@ class LLMConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     models: tuple[ModelConfig, ...] = Field(min_length=1)
+    agent: dict[str, Any] = Field(default_factory=dict)  # defaults for the llm proposer (budgets, in_flight, ...)
 
 
 def _from_file(path: Path) -> LLMConfig:

@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,7 +35,6 @@ from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
 from warpforge.agent.parse import REASKABLE, check_answer, normalized_hash
 from warpforge.agent.prompting import build_prompt, reask_message
 from warpforge.agent.proposers import Candidate, History, Origin, Proposer, VariantHistory, register_proposer
-from warpforge.agent.transcripts import CallRecord, store_call, store_run
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import builtin_variants
 
@@ -72,17 +71,20 @@ class LLMProposer(Proposer):
     """Whole-file rewrites by an LLM through any OpenAI-compatible endpoint (or a stored campaign)."""
 
     name = "llm"
+    needs_campaign: ClassVar[bool] = True  # the campaign passes its name and database (transcripts go there)
 
     def __init__(self, config: Mapping[str, Any] | None = None, client: ChatClient | None = None) -> None:
         super().__init__(config)
         given = dict(config or {})
         self.campaign: str | None = given.get("campaign")
         self.db_url: str | None = given.get("db_url")
-        self.settings = AgentSettings.model_validate({k: v for k, v in given.items() if k not in CONTEXT_KEYS})
-        if client is None and self.settings.replay is None:
+        options = {k: v for k, v in given.items() if k not in CONTEXT_KEYS}
+        if client is None and options.get("replay") is None:
             from warpforge.agent.config import load_llm_config
 
-            self.llm_config = load_llm_config(self.settings.llm_config)  # LLMConfigError: one line, what to set
+            self.llm_config = load_llm_config(options.get("llm_config"))  # LLMConfigError: one line, what to set
+            options = {**self.llm_config.agent, **options}  # the config file's agent: section, overridden here
+        self.settings = AgentSettings.model_validate(options)
         self._client: ChatClient | None = client
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self.stop_reason: str | None = None
@@ -151,6 +153,8 @@ class LLMProposer(Proposer):
             log.info("llm agent stopped: %s", reason)
 
     def _save_run(self) -> None:
+        from warpforge.agent.transcripts import store_run
+
         db = self._db_handle()
         if db is None or self.task_name is None:
             return
@@ -274,6 +278,8 @@ class LLMProposer(Proposer):
                 cut: tuple[str, ...], variant_hash: str | None = None, ast_hash: str | None = None) -> int | None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         log.info("llm %s %s: %s%s", task.name, key, outcome, f" ({message})" if message else "")
+        from warpforge.agent.transcripts import CallRecord, store_call
+
         db = self._db_handle()
         if db is None:
             return None

@@ -162,9 +162,14 @@ def parent_sections(parent: Any, task: Task, gpu: str | None) -> list[Section]:
            Section("Bottleneck", bottleneck(parent, task, gpu), 80)]
     if parent.failures:
         fails = [f"- {f.verdict}" + (f" ({f.reason})" if f.reason else "") + f" with {json.dumps(dict(f.params))}: "
-                 + " ".join(str(f.message).split())[:160] for f in parent.failures[:5]]
+                 + _first_line(str(f.message)) for f in parent.failures[:5]]
         out.append(Section("Recent failures of this lineage", "\n".join(fails), 70))
     return out
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]
 
 
 def standing_section(history: Any, parent_hash: str | None, limit: int = 8) -> Section | None:
@@ -197,15 +202,16 @@ def build_prompt(task: Task, history: Any, parent: Any, *, budget_tokens: int = 
                   winners_section(winners)):
         if extra is not None:
             sections.append(extra)
-    budget = budget_tokens - len(system) // CHARS_PER_TOKEN
     cut: list[str] = []
-    for s in sorted(sections, key=lambda s: s.priority):
-        if sum(x.tokens for x in sections) <= budget or s.priority >= 100:
+    while True:  # render, measure, drop the lowest-priority section while over budget (the task is never cut)
+        user = render("propose.j2", sections=sections, parent=parent, task_name=task.name)
+        tokens = (len(system) + len(user)) // CHARS_PER_TOKEN
+        optional = [s for s in sections if s.priority < 100]
+        if tokens <= budget_tokens or not optional:
             break
-        sections.remove(s)
-        cut.append(s.title)
-    user = render("propose.j2", sections=sections, parent=parent, task_name=task.name)
-    tokens = (len(system) + len(user)) // CHARS_PER_TOKEN
+        lowest = min(optional, key=lambda s: s.priority)
+        sections.remove(lowest)
+        cut.append(lowest.title)
     return Prompt(({"role": "system", "content": system}, {"role": "user", "content": user}), tuple(cut), tokens)
 
 

@@ -28,7 +28,7 @@ from typing import Any, cast
 import optuna
 from sqlalchemy import event, select
 
-from warpforge.agent.proposers import Candidate, History, Origin, get_proposer, user_candidates
+from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
 from warpforge.db.models import Evaluation
 from warpforge.db.session import Database
@@ -198,8 +198,11 @@ class _TaskRun:
         self.storage = _optuna_storage(self.db)
         self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
         self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
-        self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer,
-                                                                           self.spec.proposer_config), self.task)
+        config = dict(self.spec.proposer_config)
+        if getattr(PROPOSERS.get(self.spec.proposer), "needs_campaign", False):
+            # Context, not stored in the spec (the URL may hold a password): the agent stores its calls there.
+            config |= {"campaign": self.spec.name, "db_url": self.spec.db_url}
+        self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer, config), self.task)
         try:
             return self._run()
         finally:
@@ -254,6 +257,8 @@ class _TaskRun:
             summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
         if self.rounds.failed:
             summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
+        if getattr(self.rounds.proposer, "note", ""):
+            summary.notes.append(str(self.rounds.proposer.note))  # e.g. the agent's calls, cost, and what stopped it
         return summary, requeued
 
     # --- proposal rounds ---------------------------------------------------------------------------

@@ -89,7 +89,10 @@ def run(
     task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
     trials: int = typer.Option(20, "--trials", min=1, help="evaluations per task, split across its variants"),
     time_budget: float | None = typer.Option(None, "--time-budget", help="wall-time budget in seconds"),
-    proposer: str = typer.Option("template", "--proposer", help="where variants come from: template"),
+    proposer: str = typer.Option("template", "--proposer", help="where variants come from: template | llm "
+                                 "(docs/agent.md)"),
+    llm_replay: str | None = typer.Option(None, "--llm-replay", metavar="CAMPAIGN", help="with --proposer llm: "
+                                          "answer from CAMPAIGN's stored LLM calls, no network"),
     variant_file: list[Path] = typer.Option([], "--variant-file", help="extra variant files to search too"),
     sampler: str | None = typer.Option(None, "--sampler",
                                        help="search strategy from docs/search.md's registry (default: wf-default)"),
@@ -127,11 +130,13 @@ def run(
     if resume and campaign is None:
         raise ValueError("--resume needs --campaign NAME (the campaign to continue)")
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
+    from warpforge.agent.cli import proposer_config_for_run
+
     spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
                         seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
                         workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
-                        top_k=top_k)
+                        top_k=top_k, proposer_config=proposer_config_for_run(proposer, llm_replay, db, target, seed))
     progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
                         disable=not err.is_terminal and json_out)
@@ -327,11 +332,13 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 
 def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
+    from warpforge.agent.cli import app as agent_app
     from warpforge.parallel.cli import app as plan_app
     from warpforge.search.bench import bench_search
 
     app.command("bench-search")(handle_errors(bench_search))
     app.add_typer(plan_app, name="plan")
+    app.add_typer(agent_app, name="agent")
 
 
 _mount_subsystems()

@@ -58,9 +58,9 @@ def test_code_inside_reasoning_is_not_taken() -> None:
 
 def test_duplicates_are_found_through_comments_docstrings_and_formatting() -> None:
     source = (ANSWERS / "softmax_good.py").read_text()
-    reformatted = source.replace('"""Softmax, one row per program, whole row in registers (an LLM-style rewrite)."""',
-                                 "# a comment instead of a docstring").replace("num_warps=params[\"num_warps\"])",
-                                                                              "num_warps=params['num_warps'],  # tuned\n)")
+    docstring = '"""Softmax, one row per program, whole row in registers (an LLM-style rewrite)."""'
+    reformatted = source.replace(docstring, "# a comment instead of a docstring").replace(
+        'num_warps=params["num_warps"])', "num_warps=params['num_warps'],  # tuned\n)")
     assert reformatted != source
     seen = {normalized_hash(source)}
     assert check_answer(fenced(reformatted), task="softmax", finish_reason="stop", seen=seen).outcome == "duplicate"

@@ -1,10 +1,5 @@
-"""The agent: proposers (the template library; the LLM in ``evolution``). Importing the package registers them.
+"""The agent: proposers (``proposers``: the registry and the template library; ``evolution``: the LLM).
 
-Example::
-
-    >>> from warpforge.agent.proposers import PROPOSERS
-    >>> sorted(PROPOSERS)[:2]
-    ['llm', 'template']
+Kept empty on purpose: ``warpforge agent ...`` imports ``warpforge.agent.cli`` at every CLI start, and the
+proposers pull in torch (~2 s); the campaign imports ``warpforge.agent.evolution``, which registers ``llm``.
 """
-
-from warpforge.agent import evolution as _evolution  # noqa: F401 - registers the "llm" proposer

@@ -161,7 +161,9 @@ class LLMProposer(Proposer):
         store_run(db, str(self.campaign), self.task_name, {
             "stop_reason": self.stop_reason or "", "calls": self.calls, "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd,
-            "wall_s": 0.0 if self.started is None else time.monotonic() - self.started, "outcomes": dict(self.outcomes)})
+            "wall_s": 0.0 if self.started is None else time.monotonic() - self.started,
+            "outcomes": dict(self.outcomes),
+            "settings": self.settings.model_dump(mode="json", exclude={"replay", "llm_config"})})
 
     # --- the seam ------------------------------------------------------------------------------------
     def wants_more(self, history: History) -> bool:

@@ -134,7 +134,7 @@ def read_runs(db: Database, campaign: str) -> list[dict[str, Any]]:
         rows = s.scalars(select(AgentRun).where(AgentRun.campaign_id == cid).order_by(AgentRun.id))
         return [{"task": r.task, "stop_reason": r.stop_reason, "calls": r.calls, "prompt_tokens": r.prompt_tokens,
                  "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd, "wall_s": r.wall_s,
-                 "outcomes": dict(r.outcomes)} for r in rows]
+                 "outcomes": dict(r.outcomes), "settings": dict(r.settings or {})} for r in rows]
 
 
 class ReplayClient:

@@ -207,4 +207,5 @@ class AgentRun(Base):
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     wall_s: Mapped[float] = mapped_column(Float, default=0.0)
     outcomes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # outcome -> count
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # effective agent settings (replay reuses)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

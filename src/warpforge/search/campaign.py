@@ -28,6 +28,7 @@ from typing import Any, cast
 import optuna
 from sqlalchemy import event, select
 
+import warpforge.agent.evolution  # noqa: F401 - registers the llm proposer
 from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
 from warpforge.db.models import Evaluation

@@ -59,6 +59,7 @@ def upgrade() -> None:
     sa.Column('cost_usd', sa.Float(), nullable=False),
     sa.Column('wall_s', sa.Float(), nullable=False),
     sa.Column('outcomes', sa.JSON(), nullable=False),
+    sa.Column('settings', sa.JSON(), nullable=False),
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['campaign_id'], ['wf_campaigns.id'], ),
     sa.PrimaryKeyConstraint('id'),

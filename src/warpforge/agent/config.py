@@ -57,14 +57,14 @@ class ModelConfig(BaseModel):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     token_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    max_tokens: int = Field(8192, gt=0)
+    max_tokens: int = Field(default=8192, gt=0)
     temperature: float | None = 0.7  # None: not sent (some reasoning models accept only their default)
     top_p: float | None = None
-    price_in: float = Field(0.0, ge=0)  # USD per million prompt tokens
-    price_out: float = Field(0.0, ge=0)  # USD per million completion tokens
-    weight: float = Field(1.0, gt=0)
-    timeout_s: float = Field(300.0, gt=0)  # per attempt; the client's own timeout
-    max_retries: int = Field(2, ge=0)  # the client's own retries (429, 5xx, connection errors)
+    price_in: float = Field(default=0.0, ge=0)  # USD per million prompt tokens
+    price_out: float = Field(default=0.0, ge=0)  # USD per million completion tokens
+    weight: float = Field(default=1.0, gt=0)
+    timeout_s: float = Field(default=300.0, gt=0)  # per attempt; the client's own timeout
+    max_retries: int = Field(default=2, ge=0)  # the client's own retries (429, 5xx, connection errors)
     structured_output: bool = False
     tools: bool = False
     extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific knobs (e.g. vLLM's top_k)

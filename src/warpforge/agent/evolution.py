@@ -48,15 +48,15 @@ class AgentSettings(BaseModel):
 
     llm_config: str | None = None  # YAML of models; default $WARPFORGE_LLM_CONFIG, then WARPFORGE_LLM_* vars
     replay: str | None = None  # answer from this campaign's stored transcripts (no network)
-    in_flight: int = Field(2, ge=1)  # proposals per round, asked concurrently
-    max_calls: int | None = Field(16, ge=1)
-    max_tokens: int | None = Field(500_000, ge=1)  # prompt + completion tokens
-    max_cost_usd: float | None = Field(5.0, ge=0)
-    max_wall_s: float | None = Field(3600.0, gt=0)
-    max_rounds: int | None = Field(None, ge=1)
-    max_call_failures: int = Field(3, ge=1)  # failed calls in a row (after the client's retries) end the agent
-    sol_stop_pct: float = Field(90.0, gt=0)  # stop once a variant reaches this % of speed of light
-    prompt_tokens: int = Field(12_000, ge=1000)
+    in_flight: int = Field(default=2, ge=1)  # proposals per round, asked concurrently
+    max_calls: int | None = Field(default=16, ge=1)
+    max_tokens: int | None = Field(default=500_000, ge=1)  # prompt + completion tokens
+    max_cost_usd: float | None = Field(default=5.0, ge=0)
+    max_wall_s: float | None = Field(default=3600.0, gt=0)
+    max_rounds: int | None = Field(default=None, ge=1)
+    max_call_failures: int = Field(default=3, ge=1)  # failed calls in a row (after the client's retries) end the agent
+    sol_stop_pct: float = Field(default=90.0, gt=0)  # stop once a variant reaches this % of speed of light
+    prompt_tokens: int = Field(default=12_000, ge=1000)
     seed_templates: bool = True
     target: str = "sm_90"
     seed: int = 0
@@ -189,9 +189,9 @@ class LLMProposer(Proposer):
             self.seen.add(normalized_hash(v.variant.source))
         out: list[Candidate] = []
         if history.round == 0 and self.settings.seed_templates:
-            for v in builtin_variants(task.name):
-                self.seen.add(normalized_hash(v.source))
-                out.append(Candidate(v, Origin("template", "template")))
+            for template in builtin_variants(task.name):
+                self.seen.add(normalized_hash(template.source))
+                out.append(Candidate(template, Origin("template", "template")))
             if out or history.variants:
                 return out
         if self.stop_reason is not None:
@@ -232,7 +232,7 @@ class LLMProposer(Proposer):
         prompt = build_prompt(task, history, parent, budget_tokens=self.settings.prompt_tokens,
                               target=self.settings.target, winners=self._winners(task, history))
         messages = list(prompt.messages)
-        parents = (parent.variant.source_hash,) if parent is not None else ()
+        parents: tuple[str, ...] = (parent.variant.source_hash,) if parent is not None else ()
         if parent is not None:
             self.children[parents[0]] = self.children.get(parents[0], 0) + 1
         for attempt in (0, 1):

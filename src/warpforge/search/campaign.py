@@ -258,8 +258,9 @@ class _TaskRun:
             summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
         if self.rounds.failed:
             summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
-        if getattr(self.rounds.proposer, "note", ""):
-            summary.notes.append(str(self.rounds.proposer.note))  # e.g. the agent's calls, cost, and what stopped it
+        note = getattr(self.rounds.proposer, "note", "")  # e.g. the agent's calls, cost, and what stopped it
+        if note:
+            summary.notes.append(str(note))
         return summary, requeued
 
     # --- proposal rounds ---------------------------------------------------------------------------

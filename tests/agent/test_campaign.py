@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 import yaml
-from agent_helpers import DOUBLE_TASK, KEY, ROOT
+from agent_helpers import KEY, ROOT
 from sqlalchemy import create_engine, text
 
 from warpforge.agent.scripted import Reply, ScriptedServer, code_reply
 from warpforge.search.campaign import CampaignSpec, run_campaign
 
 ANSWERS = Path(__file__).parent / "answers"
+TASK = Path(__file__).parent / "task_double_small.py"
 GOOD = (ANSWERS / "double_good_v2.py").read_text()
 WRONG = (ANSWERS / "double_wrong.py").read_text()
 HACK = (ANSWERS / "double_hack_dynamic.py").read_text()
@@ -70,7 +71,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)  # openai and httpx log requests at DEBUG: the key must not be in them either
     try:
-        spec = CampaignSpec(name="agent-c", tasks=[str(DOUBLE_TASK)], trials=10, proposer="llm",
+        spec = CampaignSpec(name="agent-c", tasks=[str(TASK)], trials=10, proposer="llm",
                             proposer_config=dict(AGENT), backend="interpret", sampler="random", seed=0,
                             db_url=f"sqlite:///{db}", top_k=0, seeds=1)
         summary = run_campaign(spec)
@@ -86,6 +87,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     yield {"db": db, "summary": summary, "server": server, "logs": "\n".join(records)}
 
 
+@pytest.mark.slow
 def test_good_proposals_are_tuned_with_lineage_and_bad_ones_get_verdicts(campaign: dict[str, Any]) -> None:
     db = campaign["db"]
     llm = rows(db, "select name, source_hash, origin, proposer, parents, proposal_id, rationale from wf_variants "
@@ -104,6 +106,7 @@ def test_good_proposals_are_tuned_with_lineage_and_bad_ones_get_verdicts(campaig
                     "v.id = e.variant_id where v.name = 'llm_r0_s0'") == [(2,)]
 
 
+@pytest.mark.slow
 def test_every_call_is_stored_with_its_outcome_tokens_and_cost(campaign: dict[str, Any]) -> None:
     calls = rows(campaign["db"], "select call_key, outcome, finish_reason, prompt_tokens, completion_tokens, cost_usd,"
                                  " reasoning, variant_hash is not null from wf_agent_calls order by id")
@@ -117,6 +120,7 @@ def test_every_call_is_stored_with_its_outcome_tokens_and_cost(campaign: dict[st
     assert len(campaign["server"].requests) == 7
 
 
+@pytest.mark.slow
 def test_the_call_budget_stops_the_agent_and_the_summary_says_so(campaign: dict[str, Any]) -> None:
     notes = campaign["summary"].tasks[0].notes
     assert any("llm agent: 7 calls" in n and "stopped by calls" in n for n in notes), notes
@@ -125,11 +129,16 @@ def test_the_call_budget_stops_the_agent_and_the_summary_says_so(campaign: dict[
     assert json.loads(run[0][2]) == {"accepted": 3, "no_code": 1, "rejected": 1, "duplicate": 1, "truncated": 1}
 
 
+@pytest.mark.slow
 def test_no_key_in_the_database_or_the_logs(campaign: dict[str, Any]) -> None:
     assert "scripted" in campaign["logs"]  # the logs were captured (the agent logs each call's outcome)
     assert KEY not in campaign["logs"]
-    for f in campaign["db"].parent.glob("wf.db*"):  # the database file and its WAL
-        assert KEY.encode() not in f.read_bytes()
+    # grep in another process: opening and closing the file here would drop this process's SQLite locks
+    # (POSIX locks are per process), which corrupts the view of connections still open on it.
+    files = [str(f) for f in campaign["db"].parent.glob("wf.db*")]  # the database file and its WAL
+    assert files
+    found = subprocess.run(["grep", "-c", "-a", KEY, *files], capture_output=True, text=True)
+    assert found.returncode == 1, found.stdout  # grep: 1 = no line matched in any file
     assert campaign["server"].auth_headers[0] == f"Bearer {KEY}"  # it was sent to the server, and only there
 
 
@@ -142,6 +151,7 @@ def wf(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           timeout=900)
 
 
+@pytest.mark.slow
 def test_transcripts_command(campaign: dict[str, Any]) -> None:
     proc = wf("agent", "transcripts", "agent-c", "--json", env={"WARPFORGE_DB": f"sqlite:///{campaign['db']}"})
     assert proc.returncode == 0, proc.stderr
@@ -156,16 +166,17 @@ def test_transcripts_command(campaign: dict[str, Any]) -> None:
 
 
 def test_no_llm_configured_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    proc = wf("run", str(DOUBLE_TASK), "--proposer", "llm", env={"WARPFORGE_DB": f"sqlite:///{tmp_path / 'x.db'}"})
+    proc = wf("run", str(TASK), "--proposer", "llm", env={"WARPFORGE_DB": f"sqlite:///{tmp_path / 'x.db'}"})
     assert proc.returncode == 2
     assert "set WARPFORGE_LLM_MODEL" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_replay_reaches_the_same_variants_with_no_network(campaign: dict[str, Any]) -> None:
     db = campaign["db"]
     # The scripted server is stopped and no LLM is configured: only the stored answers can be used.
-    proc = wf("run", str(DOUBLE_TASK), "--proposer", "llm", "--llm-replay", "agent-c", "--campaign", "agent-r",
+    proc = wf("run", str(TASK), "--proposer", "llm", "--llm-replay", "agent-c", "--campaign", "agent-r",
               "--backend", "interpret", "--sampler", "random", "--seed", "0", "--trials", "10", "--top-k", "0",
               "--json", env={"WARPFORGE_DB": f"sqlite:///{db}"})
     assert proc.returncode == 0, proc.stderr

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DOUBLE_TASK = ROOT / "tests" / "evaluator" / "planted" / "task_double.py"
+DOUBLE_TASK = ROOT / "tests" / "agent" / "task_double_small.py"  # y = 2x + 1 on the smallest shapes
 ANSWERS = ROOT / "tests" / "agent" / "answers"
 
 

@@ -137,3 +137,38 @@ class ScriptedServer:
 def code_reply(source: str, prose: str = "Here is the variant.", **kw: Any) -> Reply:
     """A well-formed answer: a rationale line and the source in one python fence."""
     return Reply(content=f"{prose}\n\n```python\n{source.strip()}\n```\n", **kw)
+
+
+def _reply_from_arg(arg: str) -> Reply:
+    kind, _, value = arg.partition(":")
+    if kind == "code":
+        from pathlib import Path
+
+        return code_reply(Path(value).read_text())
+    if kind == "truncated":
+        return Reply(content="```python\n" + value, finish_reason="length")
+    if kind == "status":
+        return Reply(status=int(value))
+    if kind == "prose":
+        return Reply(content=value)
+    raise SystemExit(f"--reply {arg!r}: use code:PATH, prose:TEXT, truncated:TEXT or status:CODE")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m warpforge.agent.scripted --reply code:a.py --reply prose:hi``: serve until interrupted."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible server on 127.0.0.1 (offline demos).")
+    parser.add_argument("--reply", action="append", default=[], help="code:PATH | prose:TEXT | truncated:TEXT | "
+                        "status:CODE, answered in order")
+    args = parser.parse_args(argv)
+    server = ScriptedServer([_reply_from_arg(a) for a in args.reply]).start()
+    print(f"export WARPFORGE_LLM_BASE_URL={server.url} WARPFORGE_LLM_MODEL=scripted", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

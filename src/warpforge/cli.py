@@ -121,6 +121,11 @@ def run(
     """
     from datetime import datetime
 
+    from warpforge.agent.cli import proposer_config_for_run
+
+    # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
+    proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from warpforge.search.campaign import CampaignSpec, Event, run_campaign
@@ -130,13 +135,11 @@ def run(
     if resume and campaign is None:
         raise ValueError("--resume needs --campaign NAME (the campaign to continue)")
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
-    from warpforge.agent.cli import proposer_config_for_run
-
     spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
                         seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
                         workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
-                        top_k=top_k, proposer_config=proposer_config_for_run(proposer, llm_replay, db, target, seed))
+                        top_k=top_k, proposer_config=proposer_config)
     progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
                         disable=not err.is_terminal and json_out)

@@ -61,8 +61,9 @@ def test_round_zero_seeds_templates_without_asking(monkeypatch: pytest.MonkeyPat
 
 def test_a_round_proposes_concurrently_with_lineage_and_one_reask(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                  scripted: Callable[..., ScriptedServer]) -> None:
-    prose = Reply(content="I would use an online softmax with two passes.")
-    hack = code_reply((ANSWERS / "softmax_hack_torch.py").read_text())
+    # Each first answer takes 0.5 s: two proposals in flight overlap at the server.
+    prose = Reply(content="I would use an online softmax with two passes.", delay_s=0.5)
+    hack = code_reply((ANSWERS / "softmax_hack_torch.py").read_text(), delay_s=0.5)
     # Arrival order of concurrent requests decides who gets which reply: both slots get one bad answer
     # first (prose / a torch call), then a good one on their re-ask (two different good variants).
     server = scripted([prose, hack, code_reply(GOOD), code_reply(GOOD.replace("[1, 4]", "[2, 8]"))])
@@ -71,6 +72,7 @@ def test_a_round_proposes_concurrently_with_lineage_and_one_reask(monkeypatch: p
     history = template_history("softmax")
     out = run_round(proposer, history)
     assert len(server.requests) == 4 and len(out) == 2
+    assert server.max_concurrent == 2  # both proposals were in flight at once
     assert {c.origin.kind for c in out} == {"llm"} and all(c.variant.task == "softmax" for c in out)
     template_hashes = {v.variant.source_hash for v in history.variants}
     assert all(len(c.origin.parents) == 1 and c.origin.parents[0] in template_hashes for c in out)

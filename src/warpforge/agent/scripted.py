@@ -44,10 +44,12 @@ class ScriptedServer:
     default: Reply | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)  # bodies received, in order
     auth_headers: list[str] = field(default_factory=list)
+    max_concurrent: int = 0  # most requests being answered at once (proposals in flight)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._next = 0
+        self._active = 0
         self._httpd: ThreadingHTTPServer | None = None
 
     @property
@@ -93,6 +95,16 @@ class ScriptedServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.auth_headers.append(self.headers.get("Authorization", ""))
                 reply = server._reply_for(body)
+                with server._lock:
+                    server._active += 1
+                    server.max_concurrent = max(server.max_concurrent, server._active)
+                try:
+                    self._answer(reply, body)
+                finally:
+                    with server._lock:
+                        server._active -= 1
+
+            def _answer(self, reply: Reply, body: dict[str, Any]) -> None:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.status != 200:

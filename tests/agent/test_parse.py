@@ -73,3 +73,32 @@ def test_last_block_with_launch_wins_over_other_blocks() -> None:
                "SPACE={'B': [1]}\ndef launch(x, **p):\n    return x\n```\n```bash\npip install nothing\n```")
     code = extract_code(content)
     assert code is not None and code.startswith("TASK='softmax'")
+
+
+PARENT = (ANSWERS / "softmax_good.py").read_text()
+DIFF = """Fewer warps:
+```diff
+--- a/variant.py
++++ b/variant.py
+@@ -8,3 +8,3 @@
+ 
+-SPACE = {"num_warps": [1, 4]}
++SPACE = {"num_warps": [2, 8, 16]}
+ 
+```
+"""
+
+
+def test_a_diff_answer_is_applied_to_the_parent() -> None:
+    parsed = check_answer(DIFF, task="softmax", finish_reason="stop", seen=set(), parent_source=PARENT)
+    assert parsed.outcome == "accepted" and parsed.variant is not None
+    assert parsed.variant.space == {"num_warps": [2, 8, 16]}
+    assert parsed.variant.source == PARENT.replace("[1, 4]", "[2, 8, 16]")
+
+
+def test_a_diff_that_does_not_apply_is_patch_failed() -> None:
+    stale = DIFF.replace('-SPACE = {"num_warps": [1, 4]}', '-SPACE = {"BLOCK": [64]}')
+    parsed = check_answer(stale, task="softmax", finish_reason="stop", seen=set(), parent_source=PARENT)
+    assert parsed.outcome == "patch_failed" and "hunk 1" in parsed.message
+    orphan = check_answer(DIFF, task="softmax", finish_reason="stop", seen=set(), parent_source=None)
+    assert orphan.outcome == "patch_failed"

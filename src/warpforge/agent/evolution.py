@@ -259,7 +259,7 @@ class LLMProposer(Proposer):
             self.cost_usd += answer.cost_usd
             name = f"llm_r{history.round}_s{slot}"
             parsed = check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason, seen=self.seen,
-                                  name=name)
+                                  name=name, parent_source=parent.variant.source if parent is not None else None)
             variant = parsed.variant
             call_id = self._record(task, key, answer.model, answer.params, messages, answer, parsed.outcome,
                                    parsed.message, parents, prompt.cut, variant.source_hash if variant else None,

@@ -9,7 +9,7 @@ of the normalized AST (comments, docstrings and formatting do not make a new var
 
 The closed set of proposal outcomes (before evaluation; an accepted variant's outcome is then the
 evaluator's verdicts): ``accepted``, ``no_code``, ``parse_error``, ``truncated``, ``duplicate``,
-``patch_failed``, ``rejected``; a call that failed after the client's retries is ``call_failed``.
+``patch_failed`` (a diff answer that does not apply to the parent), ``rejected``; a call that failed after the client's retries is ``call_failed``.
 
 Example::
 
@@ -33,7 +33,7 @@ OUTCOMES = ("accepted", "no_code", "parse_error", "truncated", "duplicate", "pat
             "call_failed")
 # Outcomes worth one re-ask with the error: the model can fix them. A duplicate or a failed call cannot be
 # fixed by telling the model what went wrong.
-REASKABLE = frozenset({"no_code", "parse_error", "truncated", "rejected"})
+REASKABLE = frozenset({"no_code", "parse_error", "truncated", "rejected", "patch_failed"})
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
@@ -65,6 +65,45 @@ def extract_code(content: str) -> str | None:
     return None
 
 
+class PatchError(ValueError):
+    """A unified diff that does not apply to the parent; the message says which hunk."""
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def extract_patch(content: str) -> str | None:
+    """The last ```diff/```patch block of an answer (a unified diff against the parent), or None."""
+    blocks = [body for lang, body in _FENCE.findall(content) if lang.lower() in ("diff", "patch", "udiff")]
+    return blocks[-1] if blocks else None
+
+
+def apply_patch(source: str, diff: str) -> str:
+    """Apply a unified diff to ``source``; each hunk is found by its context (line numbers only break ties)."""
+    lines = source.splitlines()
+    hunks: list[tuple[int, list[str]]] = []
+    for line in diff.splitlines():
+        m = _HUNK.match(line)
+        if m:
+            hunks.append((int(m.group(1)), []))
+        elif hunks and not line.startswith(("---", "+++", "\\")):
+            hunks[-1][1].append(line if line else " ")
+    if not hunks:
+        raise PatchError("the diff has no @@ hunks: answer with the whole file in one ```python block instead")
+    offset = 0
+    for n, (start, body) in enumerate(hunks, 1):
+        old = [ln[1:] for ln in body if ln[:1] in (" ", "-")]
+        new = [ln[1:] for ln in body if ln[:1] in (" ", "+")]
+        at = [i for i in range(len(lines) - len(old) + 1) if lines[i:i + len(old)] == old]
+        if not at:
+            raise PatchError(f"hunk {n} (at line {start}) does not match the parent's source: answer with the "
+                             "whole file in one ```python block instead")
+        i = min(at, key=lambda i: abs(i - (start - 1 + offset)))
+        lines[i:i + len(old)] = new
+        offset += len(new) - len(old)
+    return "\n".join(lines) + "\n"
+
+
 def _strip_docstrings(tree: ast.AST) -> None:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -86,10 +125,24 @@ def _rationale(content: str) -> str:
     return prose[:500]
 
 
-def check_answer(content: str, *, task: str, finish_reason: str, seen: Set[str], name: str = "llm") -> ParsedAnswer:
-    """Parse and statically check one answer; ``seen`` holds normalized hashes already proposed."""
+def check_answer(content: str, *, task: str, finish_reason: str, seen: Set[str], name: str = "llm",
+                 parent_source: str | None = None) -> ParsedAnswer:
+    """Parse and statically check one answer; ``seen`` holds normalized hashes already proposed.
+
+    Whole files are asked for; an answer that is a unified diff against ``parent_source`` is applied
+    (``patch_failed`` when it does not apply).
+    """
     rationale = _rationale(content)
     code = extract_code(content)
+    patch = extract_patch(content) if code is None and finish_reason != "length" else None
+    if patch is not None:
+        if parent_source is None:
+            return ParsedAnswer("patch_failed", "a diff needs a parent: answer with the whole file in one ```python "
+                                "block", rationale=rationale)
+        try:
+            code = apply_patch(parent_source, patch)
+        except PatchError as exc:
+            return ParsedAnswer("patch_failed", str(exc), rationale=rationale)
     if finish_reason == "length":
         # A cut-off answer may still hold a complete fence, but its code was written under a token limit
         # it did not fit: never run half a kernel.

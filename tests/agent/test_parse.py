@@ -81,10 +81,10 @@ DIFF = """Fewer warps:
 --- a/variant.py
 +++ b/variant.py
 @@ -8,3 +8,3 @@
- 
+
 -SPACE = {"num_warps": [1, 4]}
 +SPACE = {"num_warps": [2, 8, 16]}
- 
+
 ```
 """
 

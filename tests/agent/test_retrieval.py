@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from warpforge.agent.proposers import History
 from warpforge.agent.prompting import build_prompt
+from warpforge.agent.proposers import History
 from warpforge.agent.retrieval import past_winners
 from warpforge.db import store
 from warpforge.db.session import Database

@@ -9,7 +9,8 @@ of the normalized AST (comments, docstrings and formatting do not make a new var
 
 The closed set of proposal outcomes (before evaluation; an accepted variant's outcome is then the
 evaluator's verdicts): ``accepted``, ``no_code``, ``parse_error``, ``truncated``, ``duplicate``,
-``patch_failed`` (a diff answer that does not apply to the parent), ``rejected``; a call that failed after the client's retries is ``call_failed``.
+``patch_failed`` (a diff answer that does not apply to the parent), ``rejected``; a call that failed after
+the client's retries is ``call_failed``.
 
 Example::
 

@@ -180,6 +180,8 @@ def run(
         if t.measured:
             out.print(t.acceptance, soft_wrap=True)
         out.print(f"evaluated {t.workers}", highlight=False)
+        for note in t.notes:  # e.g. the LLM agent's calls, cost and the budget that stopped it
+            out.print(note, highlight=False, soft_wrap=True)
     out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)")
 
 

@@ -154,6 +154,7 @@ class OpenAIChatClient:
                                f"{_short(exc.message)}; {hint}", model.label, params,
                                time.monotonic() - started) from exc
         latency = time.monotonic() - started
+        install_log_filter()  # loggers the first request created (httpx's, the transport's) get the filter too
         if not resp.choices:
             raise LLMCallError("empty", f"{model.label}: answer without choices", model.label, params, latency)
         choice = resp.choices[0]

@@ -86,6 +86,7 @@ class LLMProposer(Proposer):
             options = {**self.llm_config.agent, **options}  # the config file's agent: section, overridden here
         self.settings = AgentSettings.model_validate(options)
         self._client: ChatClient | None = client
+        self._injected = client is not None  # a client given by the caller is used as it is, on any loop
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self.stop_reason: str | None = None
         self.calls = self.prompt_tokens = self.completion_tokens = self.failures_in_row = self.rounds = 0
@@ -107,7 +108,7 @@ class LLMProposer(Proposer):
 
     def _client_for(self, task: Task) -> ChatClient:
         loop = asyncio.get_running_loop()
-        if self._client is not None and (self._client_loop in (None, loop)):
+        if self._client is not None and (self._injected or self._client_loop in (None, loop)):
             self._client_loop = loop
             return self._client
         if self.settings.replay is not None:

@@ -111,17 +111,10 @@ class LLMProposer(Proposer):
         if self._client is not None and (self._injected or self._client_loop in (None, loop)):
             self._client_loop = loop
             return self._client
-        if self.settings.replay is not None:
-            from warpforge.agent.transcripts import ReplayClient
-            from warpforge.db.session import Database
+        from warpforge.agent.client import OpenAIChatClient
 
-            self._client = ReplayClient.from_db(self._db_handle() or Database(self.db_url), self.settings.replay,
-                                                task.name)
-        else:
-            from warpforge.agent.client import OpenAIChatClient
-
-            # An AsyncOpenAI client belongs to the event loop it first ran on: one per loop.
-            self._client = OpenAIChatClient(self.llm_config)
+        # An AsyncOpenAI client belongs to the event loop it first ran on: one per loop.
+        self._client = OpenAIChatClient(self.llm_config)
         self._client_loop = loop
         return self._client
 
@@ -193,8 +186,18 @@ class LLMProposer(Proposer):
             for template in builtin_variants(task.name):
                 self.seen.add(normalized_hash(template.source))
                 out.append(Candidate(template, Origin("template", "template")))
-            if out or history.variants:
-                return out
+        if self.settings.replay is not None:
+            if history.round > 0:
+                return []
+            from warpforge.agent.replay import replay_all
+
+            sources = {c.variant.source_hash: c.variant.source for c in out}
+            sources |= {v.variant.source_hash: v.variant.source for v in history.variants}
+            out += replay_all(self, task, sources)
+            self._save_run()
+            return out
+        if out or (history.round == 0 and history.variants):
+            return out
         if self.stop_reason is not None:
             return out
         if self.started is None:
@@ -247,10 +250,6 @@ class LLMProposer(Proposer):
                 answer: LLMResponse = await client.complete(messages, model, key=key)
             except LLMCallError as exc:
                 self.failures_in_row += 1
-                if exc.kind == "replay_exhausted":
-                    self._stop("replay_exhausted")
-                    self.calls -= 1  # nothing was asked
-                    return None
                 self._record(task, key, model.label, exc.params, messages, None, "call_failed",
                              f"{exc.kind}: {exc}", parents, prompt.cut)
                 return None

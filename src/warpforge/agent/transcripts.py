@@ -3,28 +3,23 @@
 A call is stored with its messages, the answer's content and reasoning, model, parameters, finish reason,
 tokens, latency, cost, the outcome of parsing it and the variant it produced (by source hash; the
 evaluator's verdicts for that variant are in ``wf_evaluations``). Calls are keyed ``r<round>.s<slot>.a<attempt>``
-per task: :class:`ReplayClient` answers a call with the stored answer of the same key in another campaign,
-with no network, so a replayed campaign reaches the same variants. Nothing stored ever holds a key: text
+per task (agent/replay.py re-checks them for ``--llm-replay``). Nothing stored ever holds a key: text
 passes through ``secrets.redact`` on the way in.
 
 Example::
 
     >>> rows = read_transcripts(db, "my-campaign")                 # doctest: +SKIP
-    >>> client = ReplayClient.from_db(db, "my-campaign", "softmax")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 
-from warpforge.agent.client import LLMCallError, LLMResponse, Message
-from warpforge.agent.config import ModelConfig
 from warpforge.agent.secrets import redact
 from warpforge.db.models import AgentCall, AgentRun, Campaign
 from warpforge.db.session import Database
@@ -135,35 +130,3 @@ def read_runs(db: Database, campaign: str) -> list[dict[str, Any]]:
         return [{"task": r.task, "stop_reason": r.stop_reason, "calls": r.calls, "prompt_tokens": r.prompt_tokens,
                  "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd, "wall_s": r.wall_s,
                  "outcomes": dict(r.outcomes), "settings": dict(r.settings or {})} for r in rows]
-
-
-class ReplayClient:
-    """Answers each call with the stored answer of the same key in ``campaign``: no network at all."""
-
-    def __init__(self, answers: Mapping[str, CallRecord], campaign: str) -> None:
-        self.answers, self.campaign = dict(answers), campaign
-        self._model = ModelConfig(name="replay", model="replay")
-
-    @classmethod
-    def from_db(cls, db: Database, campaign: str, task: str) -> ReplayClient:
-        rows = read_transcripts(db, campaign, task)
-        if not rows:
-            raise ValueError(f"no stored LLM calls for task {task!r} in campaign {campaign!r}: "
-                             "check the name with `warpforge agent transcripts CAMPAIGN`")
-        return cls({r.call_key: r for r in rows}, campaign)
-
-    def pick(self, rng: random.Random) -> ModelConfig:
-        rng.random()  # consume what a live pick would, so later seeded decisions line up
-        return self._model
-
-    async def complete(self, messages: Sequence[Message], model: ModelConfig, key: str = "") -> LLMResponse:
-        rec = self.answers.get(key)
-        if rec is None:
-            raise LLMCallError("replay_exhausted", f"campaign {self.campaign!r} has no stored answer for call {key}")
-        if rec.outcome == "call_failed":
-            raise LLMCallError("replayed_failure", rec.message, rec.model, rec.params)
-        return LLMResponse(rec.model, rec.content, rec.reasoning, rec.finish_reason, rec.prompt_tokens,
-                           rec.completion_tokens, 0.0, rec.cost_usd, rec.params)
-
-    async def aclose(self) -> None:
-        return None

@@ -165,11 +165,20 @@ def test_transcripts_command(campaign: dict[str, Any]) -> None:
     assert missing.returncode == 1 and "no campaign 'nope'" in missing.stderr
 
 
-def test_no_llm_configured_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    proc = wf("run", str(TASK), "--proposer", "llm", env={"WARPFORGE_DB": f"sqlite:///{tmp_path / 'x.db'}"})
-    assert proc.returncode == 2
-    assert "set WARPFORGE_LLM_MODEL" in proc.stderr and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+def test_no_llm_configured_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from warpforge.cli import app
+
+    for var in ("WARPFORGE_LLM_CONFIG", "WARPFORGE_LLM_MODEL", "WARPFORGE_LLM_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    result = CliRunner().invoke(app, ["run", str(TASK), "--proposer", "llm", "--db", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert result.exit_code == 2
+    assert "set WARPFORGE_LLM_MODEL" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x.db").exists()  # refused before anything started
+    replay = CliRunner().invoke(app, ["run", str(TASK), "--llm-replay", "c"])
+    assert replay.exit_code == 2 and "--llm-replay needs --proposer llm" in replay.output
 
 
 @pytest.mark.slow

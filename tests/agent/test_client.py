@@ -134,3 +134,18 @@ def test_missing_or_malformed_config_says_what_to_set(tmp_path: Path) -> None:
         load_llm_config(env={"WARPFORGE_LLM_CONFIG": str(bad)})
     with pytest.raises(LLMConfigError, match="OPENAI_API_KEY"):
         load_llm_config(env={"WARPFORGE_LLM_MODEL": "gpt"})
+
+
+def test_structured_output_is_opt_in_and_parsed(scripted: Callable[..., ScriptedServer]) -> None:
+    import json
+
+    from warpforge.agent.parse import check_answer
+
+    source = "TASK = 'double'\nSPACE = {'B': [1]}\ndef launch(x, **p):\n    return x\n"
+    server = scripted([Reply(content=json.dumps({"rationale": "one pass", "source": source}))])
+    answer = ask(server, structured_output=True)
+    sent = server.requests[0]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["schema"]["required"] == ["rationale", "source"]
+    parsed = check_answer(answer.content, task="double", finish_reason=answer.finish_reason, seen=set())
+    assert parsed.outcome == "accepted" and parsed.rationale == "one pass"
+    assert parsed.variant is not None and parsed.variant.source == source

@@ -65,3 +65,12 @@ def test_first_prompt_without_parent_or_gpu() -> None:
 def test_reask_states_the_error() -> None:
     text = reask_message("parse_error", "line 3: syntax error: invalid syntax")
     assert "parse_error" in text and "line 3: syntax error" in text and "```python" in text
+
+
+def test_structured_models_are_asked_for_json() -> None:
+    task = get_task("softmax")
+    history = template_history("softmax")
+    plain = build_prompt(task, history, None).messages[0]["content"]
+    structured = build_prompt(task, history, None, structured=True).messages[0]["content"]
+    assert "exactly one\n```python block" in plain and '"source"' not in plain
+    assert 'A JSON object: "rationale"' in structured and '"source" (the complete\nfile)' in structured

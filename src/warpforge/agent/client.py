@@ -88,6 +88,15 @@ def split_reasoning(content: str, reasoning: str = "") -> tuple[str, str]:
     return final, "\n\n".join(p for p in parts if p)
 
 
+# Structured output (opt-in per model): the answer is a JSON object {rationale, source}; parse.py reads it.
+VARIANT_SCHEMA: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "variant_file", "strict": True, "schema": {
+        "type": "object", "additionalProperties": False, "required": ["rationale", "source"],
+        "properties": {"rationale": {"type": "string"}, "source": {"type": "string"}}}},
+}
+
+
 def request_params(model: ModelConfig) -> dict[str, Any]:
     """The sampling parameters sent for ``model`` (stored with each transcript)."""
     params: dict[str, Any] = {"model": model.model, model.token_param: model.max_tokens}
@@ -95,6 +104,8 @@ def request_params(model: ModelConfig) -> dict[str, Any]:
         params["temperature"] = model.temperature
     if model.top_p is not None:
         params["top_p"] = model.top_p
+    if model.structured_output:
+        params["response_format"] = VARIANT_SCHEMA
     return params
 
 

@@ -16,7 +16,6 @@ models; each names the *environment variable* that holds its key, so the file ca
         price_out: 0.0                  # USD per million completion tokens
         weight: 1.0                     # share of calls when several models are listed
         structured_output: false        # opt-in, never guessed from the model's name
-        tools: false
     agent:                              # optional defaults for the llm proposer (evolution.AgentSettings)
       max_calls: 16
       max_cost_usd: 2.0
@@ -65,8 +64,7 @@ class ModelConfig(BaseModel):
     weight: float = Field(default=1.0, gt=0)
     timeout_s: float = Field(default=300.0, gt=0)  # per attempt; the client's own timeout
     max_retries: int = Field(default=2, ge=0)  # the client's own retries (429, 5xx, connection errors)
-    structured_output: bool = False
-    tools: bool = False
+    structured_output: bool = False  # ask for a JSON {rationale, source} answer (response_format json_schema)
     extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific knobs (e.g. vLLM's top_k)
 
     @property

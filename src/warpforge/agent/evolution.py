@@ -234,7 +234,8 @@ class LLMProposer(Proposer):
         client = self._client_for(task)
         model = client.pick(random.Random(draw))
         prompt = build_prompt(task, history, parent, budget_tokens=self.settings.prompt_tokens,
-                              target=self.settings.target, winners=self._winners(task, history))
+                              target=self.settings.target, winners=self._winners(task, history),
+                              structured=model.structured_output)
         messages = list(prompt.messages)
         parents: tuple[str, ...] = (parent.variant.source_hash,) if parent is not None else ()
         if parent is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import re
 from collections.abc import Set
 from dataclasses import dataclass
@@ -48,8 +49,25 @@ class ParsedAnswer:
     rationale: str = ""  # the prose outside the code block, shortened
 
 
+def _structured(content: str) -> tuple[str, str] | None:
+    """(rationale, source) of a structured-output answer: a JSON object with a string ``source``."""
+    text = content.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("source"), str):
+        return str(data.get("rationale", "")), data["source"]
+    return None
+
+
 def extract_code(content: str) -> str | None:
     """The variant source in an answer's final content, or None when it has no code."""
+    structured = _structured(content)
+    if structured is not None:
+        return structured[1].strip() + "\n"
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(content)]
     python = [b for lang, b in blocks if lang in ("python", "py", "python3", "")]
     with_launch = [b for b in python if "def launch" in b]
@@ -122,6 +140,9 @@ def normalized_hash(source: str) -> str:
 
 
 def _rationale(content: str) -> str:
+    structured = _structured(content)
+    if structured is not None:
+        return " ".join(structured[0].split())[:500]
     prose = " ".join(_FENCE.sub(" ", content).split())
     return prose[:500]
 

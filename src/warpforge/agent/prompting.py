@@ -192,9 +192,10 @@ def winners_section(winners: Sequence[str]) -> Section | None:
 
 
 def build_prompt(task: Task, history: Any, parent: Any, *, budget_tokens: int = 12000, target: str = "sm_90",
-                 winners: Sequence[str] = ()) -> Prompt:
-    """System + user messages for one proposal; sections over ``budget_tokens`` are cut, lowest priority first."""
-    system = render("system.j2", task_name=task.name, example=example_variant())
+                 winners: Sequence[str] = (), structured: bool = False) -> Prompt:
+    """System + user messages for one proposal; sections over ``budget_tokens`` are cut, lowest priority first.
+    ``structured``: the model answers a JSON object {rationale, source} (its structured-output setting)."""
+    system = render("system.j2", task_name=task.name, example=example_variant(), structured=structured)
     sections: list[Section] = [task_section(task), gpu_section(getattr(history, "gpu", None), target)]
     if parent is not None:
         sections += parent_sections(parent, task, getattr(history, "gpu", None))

@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -173,8 +173,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible server on 127.0.0.1 (offline demos).")
     parser.add_argument("--reply", action="append", default=[], help="code:PATH | prose:TEXT | truncated:TEXT | "
                         "status:CODE, answered in order")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (a model's latency)")
     args = parser.parse_args(argv)
-    server = ScriptedServer([_reply_from_arg(a) for a in args.reply]).start()
+    server = ScriptedServer([replace(_reply_from_arg(a), delay_s=args.delay) for a in args.reply]).start()
     print(f"export WARPFORGE_LLM_BASE_URL={server.url} WARPFORGE_LLM_MODEL=scripted", flush=True)
     try:
         threading.Event().wait()

@@ -338,10 +338,12 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
     from warpforge.agent.cli import app as agent_app
+    from warpforge.export.cli import export
     from warpforge.parallel.cli import app as plan_app
     from warpforge.search.bench import bench_search
 
     app.command("bench-search")(handle_errors(bench_search))
+    app.command("export")(handle_errors(export))
     app.add_typer(plan_app, name="plan")
     app.add_typer(agent_app, name="agent")
 

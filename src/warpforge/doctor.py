@@ -75,5 +75,18 @@ def _database(url: str | None) -> Check:
         return Check("database", False, str(exc))
 
 
+def _sandbox() -> Check:
+    """Which OS isolation candidate children get (evaluator/isolation.py); required under WARPFORGE_SANDBOX=require."""
+    from warpforge.evaluator.isolation import SandboxUnavailable, policy, probe
+
+    try:
+        iso = probe()
+    except SandboxUnavailable as exc:
+        return Check("sandbox", False, str(exc))
+    detail = f"{iso.summary()} (WARPFORGE_SANDBOX={iso.policy})" if iso.active else iso.summary()
+    return Check("sandbox", iso.active, detail,
+                 required=policy() == "require")
+
+
 def run_checks(db_url: str | None = None) -> list[Check]:
-    return [_versions(), _gpu(), _interpreter(), _aot(), _database(db_url)]
+    return [_versions(), _gpu(), _interpreter(), _aot(), _sandbox(), _database(db_url)]

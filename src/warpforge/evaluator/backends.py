@@ -29,7 +29,14 @@ import torch
 import warpforge
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, check_stage, compile_stage, hang_bound_s, static_stage
+from warpforge.evaluator.stages import (
+    Job,
+    check_stage,
+    compile_stage,
+    hang_bound_s,
+    largest_checked,
+    static_stage,
+)
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.kernels.task import Shape, dtype_name
 
@@ -116,6 +123,9 @@ class InterpretBackend(Backend):
         result = _interpret_checks(self.pool, job)
         if result.verdict is Verdict.OK:
             result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
+            result.unchecked.append(largest_checked(job, job.task.check_shapes or job.task.small_shapes))
+        if not self.pool.isolation.active:
+            result.unchecked.append(f"isolation: {self.pool.isolation.summary()}: the candidate ran unsandboxed")
         return result
 
 

@@ -63,6 +63,9 @@ class Task:
     tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
     small_shapes: list[Shape] = field(default_factory=list)
     builtin: bool = True
+    # Optional ``adversarial_inputs(shape, dtype, seed, device) -> {name: inputs}``: inputs chosen to break
+    # fragile kernels (large offsets, extreme magnitudes, -inf), checked besides the random ones.
+    adversarial_inputs: Callable[[Shape, torch.dtype, int, str], dict[str, tuple[Any, ...]]] | None = None
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))
@@ -112,6 +115,7 @@ def task_from_module(module: ModuleType, path: Path, builtin: bool) -> Task:
         tolerances=dict(getattr(module, "TOLERANCES", {})),
         small_shapes=list(getattr(module, "SMALL_SHAPES", [])),
         builtin=builtin,
+        adversarial_inputs=getattr(module, "adversarial_inputs", None),
     )
 
 

@@ -114,7 +114,10 @@ def run(
     task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
     trials: int = typer.Option(20, "--trials", min=1, help="evaluations per task, split across its variants"),
     time_budget: float | None = typer.Option(None, "--time-budget", help="wall-time budget in seconds"),
-    proposer: str = typer.Option("template", "--proposer", help="where variants come from: template"),
+    proposer: str = typer.Option("template", "--proposer", help="where variants come from: template | llm "
+                                 "(docs/agent.md)"),
+    llm_replay: str | None = typer.Option(None, "--llm-replay", metavar="CAMPAIGN", help="with --proposer llm: "
+                                          "answer from CAMPAIGN's stored LLM calls, no network"),
     variant_file: list[Path] = typer.Option([], "--variant-file", help="extra variant files to search too"),
     sampler: str | None = typer.Option(None, "--sampler",
                                        help="search strategy from docs/search.md's registry (default: wf-default)"),
@@ -143,6 +146,11 @@ def run(
     """
     from datetime import datetime
 
+    from warpforge.agent.cli import proposer_config_for_run
+
+    # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
+    proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from warpforge.preflight import check_run
@@ -157,7 +165,7 @@ def run(
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
                         seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
                         workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
-                        top_k=top_k)
+                        top_k=top_k, proposer_config=proposer_config)
     spec = check_run(spec)  # a run that cannot work stops here: nothing evaluated, nothing stored
     progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
@@ -221,6 +229,8 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
         if t.measured:
             out.print(t.acceptance, highlight=False)
         out.print(f"evaluated {t.workers}", highlight=False)
+        for note in t.notes:  # e.g. the LLM agent's calls, cost and the budget that stopped it
+            out.print(note, highlight=False, soft_wrap=True)
     out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)", highlight=False)
     if any(t.measured for t in summary.tasks):
         out.print(f"next: warpforge best {summary.tasks[0].task}; every evaluation: warpforge results --campaign "
@@ -423,6 +433,7 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 
 def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
+    from warpforge.agent.cli import app as agent_app
     from warpforge.dashboard.cli import dashboard
     from warpforge.export.cli import export
     from warpforge.parallel.cli import app as plan_app
@@ -432,6 +443,7 @@ def _mount_subsystems() -> None:
     app.command("export")(handle_errors(export))
     app.command("dashboard")(handle_errors(dashboard))
     app.add_typer(plan_app, name="plan")
+    app.add_typer(agent_app, name="agent")
 
 
 _mount_subsystems()

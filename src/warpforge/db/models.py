@@ -226,3 +226,54 @@ class Decision(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     campaign: Mapped[Campaign] = relationship()
+
+
+# --- the agent (agent/, migration 0003_agent) -------------------------------------------------------
+class AgentCall(Base):
+    """One LLM call of the agent: what was asked, what came back, what it became (never a key)."""
+
+    __tablename__ = "wf_agent_calls"
+    __table_args__ = (Index("ix_wf_agent_calls_lookup", "campaign_id", "task", "call_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("wf_campaigns.id"), index=True)
+    task: Mapped[str] = mapped_column(String(200))
+    call_key: Mapped[str] = mapped_column(String(100))  # "r2.s0.a1": round, slot, attempt (replay's lookup key)
+    parents: Mapped[list[Any]] = mapped_column(JSON, default=list)  # source hashes of the parent variants
+    model: Mapped[str] = mapped_column(String(200))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # sampling parameters sent
+    messages: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    prompt_cut: Mapped[list[Any]] = mapped_column(JSON, default=list)  # sections the token budget dropped
+    content: Mapped[str] = mapped_column(Text, default="")
+    reasoning: Mapped[str] = mapped_column(Text, default="")
+    finish_reason: Mapped[str] = mapped_column(String(40), default="")
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    outcome: Mapped[str] = mapped_column(String(20))  # agent/parse.py OUTCOMES
+    message: Mapped[str] = mapped_column(Text, default="")
+    variant_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    ast_hash: Mapped[str | None] = mapped_column(String(64))
+    replayed: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AgentRun(Base):
+    """The agent's totals per (campaign, task) and the budget that stopped it."""
+
+    __tablename__ = "wf_agent_runs"
+    __table_args__ = (UniqueConstraint("campaign_id", "task"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("wf_campaigns.id"), index=True)
+    task: Mapped[str] = mapped_column(String(200))
+    stop_reason: Mapped[str] = mapped_column(String(40), default="")  # calls | tokens | cost | wall_time | ...
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    wall_s: Mapped[float] = mapped_column(Float, default=0.0)
+    outcomes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # outcome -> count
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # effective agent settings (replay reuses)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

@@ -27,7 +27,8 @@ from typing import Any, cast
 import optuna
 from sqlalchemy import event, select
 
-from warpforge.agent.proposers import Candidate, History, Origin, get_proposer, user_candidates
+import warpforge.agent.evolution  # noqa: F401 - registers the llm proposer
+from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
 from warpforge.db.models import Evaluation
 from warpforge.db.queries import Reader
@@ -233,8 +234,11 @@ class _TaskRun:
         self.storage = _optuna_storage(self.db)
         self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
         self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
-        self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer,
-                                                                           self.spec.proposer_config), self.task)
+        config = dict(self.spec.proposer_config)
+        if getattr(PROPOSERS.get(self.spec.proposer), "needs_campaign", False):
+            # Context, not stored in the spec (the URL may hold a password): the agent stores its calls there.
+            config |= {"campaign": self.spec.name, "db_url": self.spec.db_url}
+        self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer, config), self.task)
         try:
             return self._run()
         finally:
@@ -289,6 +293,9 @@ class _TaskRun:
             summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
         if self.rounds.failed:
             summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
+        note = getattr(self.rounds.proposer, "note", "")  # e.g. the agent's calls, cost, and what stopped it
+        if note:
+            summary.notes.append(str(note))
         return summary, requeued
 
     # --- proposal rounds ---------------------------------------------------------------------------

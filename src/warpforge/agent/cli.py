@@ -1,0 +1,119 @@
+"""``warpforge agent ...``: the agent's stored LLM calls (never a key: nothing stored holds one).
+
+Example::
+
+    $ warpforge agent transcripts my-campaign            # one row per call: outcome, tokens, cost, variant
+    $ warpforge agent transcripts my-campaign --full     # with the messages, answers and reasoning
+    $ warpforge agent transcripts my-campaign --json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="The LLM agent: its stored calls.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+
+@app.command("transcripts")
+def transcripts(
+    campaign: str = typer.Argument(..., metavar="CAMPAIGN"),
+    task: str | None = typer.Option(None, "--task", help="only this task's calls"),
+    full: bool = typer.Option(False, "--full", help="also print each call's messages, answer and reasoning"),
+    db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else the SQLite file)"),
+    json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
+) -> None:
+    """The LLM calls of a campaign: model, finish reason, tokens, latency, cost, outcome, variant and verdicts."""
+    from warpforge.agent.transcripts import read_runs, read_transcripts
+    from warpforge.db import store
+    from warpforge.db.session import Database
+
+    database = Database(db)
+    database.upgrade()
+    with database.session() as s:
+        if store.get_campaign(s, campaign) is None:
+            err.print(f"[red]error:[/red] no campaign {campaign!r} in {database.safe_url}: list them with "
+                      "`warpforge results`", highlight=False)
+            raise typer.Exit(1)
+    calls = read_transcripts(database, campaign, task)
+    runs = [r for r in read_runs(database, campaign) if task is None or r["task"] == task]
+    if json_out:
+        sys.stdout.write(json.dumps({"campaign": campaign, "runs": runs, "calls": [c.to_dict() for c in calls]},
+                                    indent=2, default=str) + "\n")
+        return
+    if not calls:
+        out.print(f"campaign {campaign!r} made no LLM calls (proposer: template, or the agent never ran)")
+        return
+    table = Table(title=f"LLM calls of {campaign}")
+    for col in ("id", "task", "call", "model", "finish", "tokens in/out", "s", "USD", "outcome", "variant",
+                "verdicts"):
+        table.add_column(col)
+    for c in calls:
+        verdicts = ", ".join(f"{k}:{n}" for k, n in sorted(c.verdicts.items())) or "-"
+        table.add_row(str(c.id), c.task, c.call_key, c.model, c.finish_reason or "-",
+                      f"{c.prompt_tokens}/{c.completion_tokens}", f"{c.latency_s:.1f}", f"{c.cost_usd:.4f}",
+                      c.outcome + (" (replayed)" if c.replayed else ""),
+                      (c.variant_hash or "")[:12] or "-", verdicts)
+    out.print(table)
+    for r in runs:
+        out.print(_run_line(r), highlight=False)
+    if full:
+        for c in calls:
+            out.rule(f"{c.task} {c.call_key} ({c.outcome})")
+            for m in c.messages:
+                out.print(f"[bold]{m['role']}[/bold]", highlight=False)
+                out.print(m["content"], markup=False, highlight=False)
+            if c.reasoning:
+                out.print("[bold]reasoning[/bold]", highlight=False)
+                out.print(c.reasoning, markup=False, highlight=False)
+            out.print("[bold]answer[/bold]", highlight=False)
+            out.print(c.content, markup=False, highlight=False)
+            if c.message:
+                out.print(f"[bold]why not used:[/bold] {c.message}", highlight=False)
+
+
+def _run_line(r: dict[str, Any]) -> str:
+    outcomes = ", ".join(f"{k} {n}" for k, n in sorted(r["outcomes"].items()))
+    return (f"{r['task']}: {r['calls']} calls ({outcomes}), {r['prompt_tokens']}+{r['completion_tokens']} tokens, "
+            f"${r['cost_usd']:.4f}, {r['wall_s']:.0f} s; stopped by {r['stop_reason'] or 'the campaign'}")
+
+
+def proposer_config_for_run(proposer: str, llm_replay: str | None, db: str | None, target: str,
+                            seed: int | None) -> dict[str, Any]:
+    """``warpforge run``'s proposer options; a usage error (ValueError, exit 2) before anything starts.
+
+    With ``--llm-replay C`` the agent reuses C's stored settings (budgets, in_flight, seed) so that it asks the
+    same calls, and answers them from C's transcripts.
+    """
+    if proposer != "llm":
+        if llm_replay is not None:
+            raise ValueError("--llm-replay needs --proposer llm")
+        return {}
+    config: dict[str, Any] = {"target": target}
+    if seed is not None:
+        config["seed"] = seed
+    if llm_replay is None:
+        from warpforge.agent.config import load_llm_config
+
+        load_llm_config()  # no LLM configured: one line saying what to set (LLMConfigError is a ValueError)
+        return config
+    from warpforge.agent.transcripts import read_runs
+    from warpforge.db import store
+    from warpforge.db.session import Database
+
+    database = Database(db)
+    database.upgrade()
+    with database.session() as s:
+        if store.get_campaign(s, llm_replay) is None:
+            raise ValueError(f"--llm-replay: no campaign {llm_replay!r} in {database.safe_url}")
+    runs = read_runs(database, llm_replay)
+    if not runs:
+        raise ValueError(f"--llm-replay: campaign {llm_replay!r} made no LLM calls (was it run with --proposer llm?)")
+    return {**runs[0]["settings"], **config, "replay": llm_replay}

@@ -1,0 +1,309 @@
+"""The ``llm`` proposer: an evolving population of variants written by a language model.
+
+Round 0 seeds the population with the task's templates (no waiting on the model: evaluation starts at
+once; a task without templates asks the model for first variants). Every later round, while no budget
+is spent, picks ``in_flight`` parents by score and novelty (the best measured, or the most often
+correct where nothing is timed, weighted down by how many children each already has), asks the model
+for a whole-file rewrite of each, concurrently, and returns the answers that pass parsing, the variant
+contract, the evaluator's static checks and the duplicate check (normalized AST hash). A malformed answer
+is asked again once with its error. Every call is stored (agent/transcripts.py) with its outcome.
+
+Budgets (per task): calls, tokens, money, wall time, rounds; the agent also stops when its best variant
+reaches ``sol_stop_pct`` of speed of light, and after ``max_call_failures`` failed calls in a row.
+``stop_reason`` says which ended it (stored in ``wf_agent_runs``, shown in the campaign summary).
+Decisions are seeded: with the same answers and the same history, the same parents and models are chosen.
+
+Example (configuration through ``CampaignSpec.proposer_config``)::
+
+    >>> spec = CampaignSpec(name="c", tasks=["softmax"], proposer="llm",                 # doctest: +SKIP
+    ...                     proposer_config={"max_calls": 8, "in_flight": 2, "max_cost_usd": 1.0})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
+from warpforge.agent.parse import REASKABLE, check_answer, normalized_hash
+from warpforge.agent.prompting import build_prompt, reask_message
+from warpforge.agent.proposers import Candidate, History, Origin, Proposer, VariantHistory, register_proposer
+from warpforge.kernels.task import Task
+from warpforge.kernels.variant import builtin_variants
+
+log = logging.getLogger("warpforge.agent")
+
+
+class AgentSettings(BaseModel):
+    """The ``llm`` proposer's options (``proposer_config``); unknown keys are an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    llm_config: str | None = None  # YAML of models; default $WARPFORGE_LLM_CONFIG, then WARPFORGE_LLM_* vars
+    replay: str | None = None  # answer from this campaign's stored transcripts (no network)
+    in_flight: int = Field(default=2, ge=1)  # proposals per round, asked concurrently
+    max_calls: int | None = Field(default=16, ge=1)
+    max_tokens: int | None = Field(default=500_000, ge=1)  # prompt + completion tokens
+    max_cost_usd: float | None = Field(default=5.0, ge=0)
+    max_wall_s: float | None = Field(default=3600.0, gt=0)
+    max_rounds: int | None = Field(default=None, ge=1)
+    max_call_failures: int = Field(default=3, ge=1)  # failed calls in a row (after the client's retries) end the agent
+    sol_stop_pct: float = Field(default=90.0, gt=0)  # stop once a variant reaches this % of speed of light
+    prompt_tokens: int = Field(default=12_000, ge=1000)
+    seed_templates: bool = True
+    target: str = "sm_90"
+    seed: int = 0
+
+
+# Keys the campaign (or the CLI) passes as context; never part of the stored settings.
+CONTEXT_KEYS = ("campaign", "db_url", "files")
+
+
+@register_proposer
+class LLMProposer(Proposer):
+    """Whole-file rewrites by an LLM through any OpenAI-compatible endpoint (or a stored campaign)."""
+
+    name = "llm"
+    needs_campaign: ClassVar[bool] = True  # the campaign passes its name and database (transcripts go there)
+
+    def __init__(self, config: Mapping[str, Any] | None = None, client: ChatClient | None = None) -> None:
+        super().__init__(config)
+        given = dict(config or {})
+        self.campaign: str | None = given.get("campaign")
+        self.db_url: str | None = given.get("db_url")
+        options = {k: v for k, v in given.items() if k not in CONTEXT_KEYS}
+        if client is None and options.get("replay") is None:
+            from warpforge.agent.config import load_llm_config
+
+            self.llm_config = load_llm_config(options.get("llm_config"))  # LLMConfigError: one line, what to set
+            options = {**self.llm_config.agent, **options}  # the config file's agent: section, overridden here
+        self.settings = AgentSettings.model_validate(options)
+        self._client: ChatClient | None = client
+        self._injected = client is not None  # a client given by the caller is used as it is, on any loop
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self.stop_reason: str | None = None
+        self.calls = self.prompt_tokens = self.completion_tokens = self.failures_in_row = self.rounds = 0
+        self.cost_usd = 0.0
+        self.outcomes: dict[str, int] = {}
+        self.children: dict[str, int] = {}
+        self.seen: set[str] = set()
+        self.started: float | None = None
+        self.task_name: str | None = None
+        self._db: Any = None
+
+    # --- plumbing ------------------------------------------------------------------------------------
+    def _db_handle(self) -> Any:
+        if self._db is None and self.campaign is not None:
+            from warpforge.db.session import Database
+
+            self._db = Database(self.db_url)
+        return self._db
+
+    def _client_for(self, task: Task) -> ChatClient:
+        loop = asyncio.get_running_loop()
+        if self._client is not None and (self._injected or self._client_loop in (None, loop)):
+            self._client_loop = loop
+            return self._client
+        from warpforge.agent.client import OpenAIChatClient
+
+        # An AsyncOpenAI client belongs to the event loop it first ran on: one per loop.
+        self._client = OpenAIChatClient(self.llm_config)
+        self._client_loop = loop
+        return self._client
+
+    @property
+    def note(self) -> str:
+        """One line for the campaign summary: what the agent did and what stopped it."""
+        outcomes = ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items())) or "no answers"
+        return (f"llm agent: {self.calls} calls ({outcomes}), {self.prompt_tokens + self.completion_tokens} tokens, "
+                f"${self.cost_usd:.4f}; stopped by {self.stop_reason or 'the campaign (trial or time budget)'}")
+
+    def _budget_spent(self) -> str | None:
+        s = self.settings
+        if s.max_calls is not None and self.calls >= s.max_calls:
+            return "calls"
+        if s.max_tokens is not None and self.prompt_tokens + self.completion_tokens >= s.max_tokens:
+            return "tokens"
+        if s.max_cost_usd is not None and self.cost_usd >= s.max_cost_usd:
+            return "cost"
+        if s.max_wall_s is not None and self.started is not None and time.monotonic() - self.started >= s.max_wall_s:
+            return "wall_time"
+        if s.max_rounds is not None and self.rounds >= s.max_rounds:
+            return "rounds"
+        if self.failures_in_row >= s.max_call_failures:
+            return "call_failures"
+        return None
+
+    def _stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            log.info("llm agent stopped: %s", reason)
+
+    def _save_run(self) -> None:
+        from warpforge.agent.transcripts import store_run
+
+        db = self._db_handle()
+        if db is None or self.task_name is None:
+            return
+        store_run(db, str(self.campaign), self.task_name, {
+            "stop_reason": self.stop_reason or "", "calls": self.calls, "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd,
+            "wall_s": 0.0 if self.started is None else time.monotonic() - self.started,
+            "outcomes": dict(self.outcomes),
+            "settings": self.settings.model_dump(mode="json", exclude={"replay", "llm_config"})})
+
+    # --- the seam ------------------------------------------------------------------------------------
+    def wants_more(self, history: History) -> bool:
+        if history.round == 0:
+            return True
+        if self.stop_reason is None:
+            best = max((v.roofline_pct for v in history.variants if v.roofline_pct is not None), default=None)
+            if best is not None and best >= self.settings.sol_stop_pct:
+                self._stop("speed_of_light")
+            elif history.budget_left <= 0:
+                self._stop("campaign_budget")
+            else:
+                spent = self._budget_spent()
+                if spent:
+                    self._stop(spent)
+        if self.stop_reason is not None:
+            self._save_run()
+        return self.stop_reason is None
+
+    async def propose(self, task: Task, history: History) -> list[Candidate]:
+        self.task_name = task.name
+        for v in history.variants:
+            self.seen.add(normalized_hash(v.variant.source))
+        out: list[Candidate] = []
+        if history.round == 0 and self.settings.seed_templates:
+            for template in builtin_variants(task.name):
+                self.seen.add(normalized_hash(template.source))
+                out.append(Candidate(template, Origin("template", "template")))
+        if self.settings.replay is not None:
+            if history.round > 0:
+                return []
+            from warpforge.agent.replay import replay_all
+
+            sources = {c.variant.source_hash: c.variant.source for c in out}
+            sources |= {v.variant.source_hash: v.variant.source for v in history.variants}
+            out += replay_all(self, task, sources)
+            self._save_run()
+            return out
+        if out or (history.round == 0 and history.variants):
+            return out
+        if self.stop_reason is not None:
+            return out
+        if self.started is None:
+            self.started = time.monotonic()
+        rng = random.Random(f"{self.settings.seed}:{task.name}:{history.round}")
+        parents = self._parents(history, rng)
+        self.rounds += 1
+        answers = await asyncio.gather(*(self._propose_one(task, history, parent, slot, rng.random())
+                                         for slot, parent in enumerate(parents)))
+        self._save_run()
+        return [c for c in answers if c is not None]
+
+    def _parents(self, history: History, rng: random.Random) -> list[VariantHistory | None]:
+        """``in_flight`` parents, by score and novelty; None (write from scratch) when there are none yet."""
+        pool = sorted(history.variants, key=lambda v: v.variant.source_hash)
+        correct = [v for v in pool if v.verdicts.get("ok", 0) > 0] or pool
+        if not correct:
+            return [None] * self.settings.in_flight
+        measured = sorted((v for v in correct if v.best_ms is not None), key=lambda v: v.best_ms or 0.0)
+        unmeasured = sorted((v for v in correct if v.best_ms is None),
+                            key=lambda v: -v.verdicts.get("ok", 0) / max(v.evaluated, 1))
+        ranked = measured + unmeasured
+        chosen: list[VariantHistory | None] = []
+        children = dict(self.children)
+        for _ in range(self.settings.in_flight):
+            weights = [1.0 / (1 + rank) / (1 + children.get(v.variant.source_hash, 0)) for rank, v in enumerate(ranked)]
+            parent = rng.choices(ranked, weights=weights, k=1)[0]
+            children[parent.variant.source_hash] = children.get(parent.variant.source_hash, 0) + 1
+            chosen.append(parent)
+        return chosen
+
+    async def _propose_one(self, task: Task, history: History, parent: VariantHistory | None, slot: int,
+                           draw: float) -> Candidate | None:
+        client = self._client_for(task)
+        model = client.pick(random.Random(draw))
+        prompt = build_prompt(task, history, parent, budget_tokens=self.settings.prompt_tokens,
+                              target=self.settings.target, winners=self._winners(task, history),
+                              structured=model.structured_output)
+        messages = list(prompt.messages)
+        parents: tuple[str, ...] = (parent.variant.source_hash,) if parent is not None else ()
+        if parent is not None:
+            self.children[parents[0]] = self.children.get(parents[0], 0) + 1
+        for attempt in (0, 1):
+            spent = self._budget_spent()
+            if spent:
+                self._stop(spent)
+                return None
+            key = f"r{history.round}.s{slot}.a{attempt}"
+            self.calls += 1
+            try:
+                answer: LLMResponse = await client.complete(messages, model, key=key)
+            except LLMCallError as exc:
+                self.failures_in_row += 1
+                self._record(task, key, model.label, exc.params, messages, None, "call_failed",
+                             f"{exc.kind}: {exc}", parents, prompt.cut)
+                return None
+            self.failures_in_row = 0
+            self.prompt_tokens += answer.prompt_tokens
+            self.completion_tokens += answer.completion_tokens
+            self.cost_usd += answer.cost_usd
+            name = f"llm_r{history.round}_s{slot}"
+            parsed = check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason, seen=self.seen,
+                                  name=name, parent_source=parent.variant.source if parent is not None else None)
+            variant = parsed.variant
+            call_id = self._record(task, key, answer.model, answer.params, messages, answer, parsed.outcome,
+                                   parsed.message, parents, prompt.cut, variant.source_hash if variant else None,
+                                   parsed.ast_hash)
+            if parsed.outcome == "accepted" and variant is not None and parsed.ast_hash is not None:
+                self.seen.add(parsed.ast_hash)
+                origin = Origin("llm", self.name, parents, str(call_id) if call_id is not None else key,
+                                parsed.rationale)
+                return Candidate(replace(variant, name=name), origin)
+            if parsed.outcome not in REASKABLE or attempt == 1:
+                return None
+            messages = messages + [{"role": "assistant", "content": answer.content},
+                                   {"role": "user", "content": reask_message(parsed.outcome, parsed.message)}]
+        return None
+
+    def _record(self, task: Task, key: str, model: str, params: Mapping[str, Any], messages: list[Any],
+                answer: LLMResponse | None, outcome: str, message: str, parents: tuple[str, ...],
+                cut: tuple[str, ...], variant_hash: str | None = None, ast_hash: str | None = None) -> int | None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        log.info("llm %s %s: %s%s", task.name, key, outcome, f" ({message})" if message else "")
+        from warpforge.agent.transcripts import CallRecord, store_call
+
+        db = self._db_handle()
+        if db is None:
+            return None
+        rec = CallRecord(
+            task=task.name, call_key=key, model=model, params=dict(params), messages=tuple(messages),
+            content=answer.content if answer else "", reasoning=answer.reasoning if answer else "",
+            finish_reason=answer.finish_reason if answer else "", prompt_tokens=answer.prompt_tokens if answer else 0,
+            completion_tokens=answer.completion_tokens if answer else 0,
+            latency_s=answer.latency_s if answer else 0.0, cost_usd=answer.cost_usd if answer else 0.0,
+            outcome=outcome, message=message, parents=parents, prompt_cut=cut, variant_hash=variant_hash,
+            ast_hash=ast_hash, replayed=self.settings.replay is not None)
+        return store_call(db, str(self.campaign), rec)
+
+    def _winners(self, task: Task, history: History) -> list[str]:
+        from warpforge.agent.retrieval import past_winners
+
+        return past_winners(self.db_url if self.campaign is not None else None, task.name, history.gpu)
+
+    async def aclose(self) -> None:
+        if self.stop_reason is None and self.calls:
+            self.stop_reason = "campaign_budget"
+        self._save_run()
+        if self._client is not None:
+            await self._client.aclose()

@@ -1,0 +1,62 @@
+"""Migration 0003 (the agent's tables) on SQLite and PostgreSQL: it creates exactly what the models declare,
+sits on 0002, and downgrades cleanly; transcripts round-trip through it."""
+
+from __future__ import annotations
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect
+
+from warpforge.agent.transcripts import CallRecord, read_runs, read_transcripts, store_call, store_run
+from warpforge.db import store
+from warpforge.db.models import Base
+from warpforge.db.session import Database
+
+
+def _alembic(db: Database, revision: str, up: bool) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from warpforge.db.session import MIGRATIONS_DIR
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["engine"] = db.engine
+    (command.upgrade if up else command.downgrade)(cfg, revision)
+
+
+def test_0003_matches_the_models_and_downgrades(db_url: str) -> None:
+    db = Database(db_url)
+    db.upgrade()
+    assert db.current_revision() == "0003"
+    with db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    agent_diff = [d for d in diff if "wf_agent" in repr(d)]
+    assert agent_diff == []
+    _alembic(db, "0002", up=False)
+    tables = set(inspect(db.engine).get_table_names())
+    assert "wf_agent_calls" not in tables and "wf_agent_runs" not in tables and "wf_variants" in tables
+    _alembic(db, "head", up=True)
+    assert {"wf_agent_calls", "wf_agent_runs"} <= set(inspect(db.engine).get_table_names())
+    db.engine.dispose()
+
+
+def test_transcripts_round_trip(db_url: str) -> None:
+    db = Database(db_url)
+    db.upgrade()
+    with db.session() as s:
+        store.create_campaign(s, "c", {})
+    rec = CallRecord(task="softmax", call_key="r1.s0.a0", model="m", params={"max_tokens": 9},
+                     messages=({"role": "user", "content": "hi"},), content="answer", reasoning="why",
+                     finish_reason="stop", prompt_tokens=3, completion_tokens=4, latency_s=0.5, cost_usd=0.25,
+                     outcome="no_code", message="no code", parents=("abc",), prompt_cut=("Past winners",))
+    call_id = store_call(db, "c", rec)
+    store_run(db, "c", "softmax", {"stop_reason": "calls", "calls": 1, "outcomes": {"no_code": 1}})
+    store_run(db, "c", "softmax", {"calls": 2})  # an upsert, not a second row
+    (back,) = read_transcripts(db, "c")
+    assert back.id == call_id and back.parents == ("abc",) and back.prompt_cut == ("Past winners",)
+    assert (back.content, back.reasoning, back.cost_usd, back.params) == ("answer", "why", 0.25, {"max_tokens": 9})
+    (run,) = read_runs(db, "c")
+    assert (run["stop_reason"], run["calls"], run["outcomes"]) == ("calls", 2, {"no_code": 1})
+    assert read_transcripts(db, "other") == []
+    db.engine.dispose()

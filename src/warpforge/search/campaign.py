@@ -30,7 +30,7 @@ from sqlalchemy import event, select
 
 from warpforge.agent.proposers import Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
-from warpforge.db.models import Evaluation
+from warpforge.db.models import Campaign, Evaluation
 from warpforge.db.session import Database
 from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
 from warpforge.evaluator.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
@@ -41,10 +41,11 @@ from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import Variant
 from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
 from warpforge.search.allocators import get_allocator
+from warpforge.search.mirror import StudyWriter, open_study
 from warpforge.search.rounds import ArmStats, Prepared, ProposalLoop
 from warpforge.search.samplers import DEFAULT_SAMPLER
 from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Proposal, Strategy, make_study
+from warpforge.search.strategy import Proposal, Strategy
 from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSummary, VariantSummary
 
 log = logging.getLogger("warpforge.search.campaign")
@@ -195,7 +196,7 @@ class _TaskRun:
         self.reuse_campaign = spec.name if self.backend_name == "cuda" else None
 
     def run(self) -> tuple[TaskSummary, int]:
-        self.storage = _optuna_storage(self.db)
+        self.writer = StudyWriter(_optuna_storage(self.db))  # studies live in memory, copied in the background
         self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
         self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
         self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer,
@@ -205,6 +206,7 @@ class _TaskRun:
         finally:
             self.rounds.close()
             self.children.close()
+            self.writer.close()
 
     def _run(self) -> tuple[TaskSummary, int]:
         self.arms: list[_Arm] = []
@@ -243,9 +245,12 @@ class _TaskRun:
                 break
             # Nothing measuring: wait on the proposal instead of the idle pool.
             if not self.inflight and self.ab_key is None:
-                self._take_round(timeout=1.0)
+                with self.writer.waiting():
+                    self._take_round(timeout=1.0)
                 continue
-            for completion in self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0):
+            with self.writer.waiting():  # the studies' copy to the database runs while we wait
+                completions = self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0)
+            for completion in completions:
                 self._complete(completion)
         final = self._final()
         summary = self._summarize(final)
@@ -276,8 +281,11 @@ class _TaskRun:
         assert space is not None
         name = study_name(self.spec.name, self.task.name, variant)
         seed = None if self.spec.seed is None else self.spec.seed + len(self.arms)
-        strategy = Strategy(space, make_study(name, self.storage, self.spec.sampler, seed), self.spec.sampler, seed)
-        requeued = strategy.recover() if self.spec.resume else 0
+        strategy = Strategy(space, open_study(name, self.writer, self.spec.sampler, seed), self.spec.sampler, seed)
+        requeued = 0
+        if self.spec.resume:
+            self._adopt_stored(strategy, name)
+            requeued = strategy.recover()
         with self.db.session() as s:
             record_id = _ensure_variant(s, variant, origin).id
         summary = VariantSummary(variant.name, variant.source_hash, len(space), origin.kind, list(origin.parents))
@@ -285,6 +293,20 @@ class _TaskRun:
         self.arms.append(arm)
         self.by_hash[variant.source_hash] = arm
         return requeued
+
+    def _adopt_stored(self, strategy: Strategy, name: str) -> None:
+        """Tell the study what this campaign stored for it and its copy in the database had not reached (a
+        kill -9 between storing a result and the background copy of its trial): never evaluated twice."""
+        with self.db.session() as s:
+            rows = s.execute(select(Evaluation.params, Evaluation.verdict, Evaluation.reason, Evaluation.objective_ms)
+                             .join(Campaign).where(Campaign.name == self.spec.name,
+                                                         Evaluation.study_name == name)
+                             .order_by(Evaluation.id)).all()
+        adopted = sum(strategy.adopt(dict(p), ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
+                      for p, v, r, ms in rows)
+        if adopted:
+            log.info("%s: %d stored result(s) told to the study on resume (its copy had not reached them)", name,
+                     adopted)
 
     def history(self) -> History:
         best = self.incumbent.best

@@ -65,6 +65,7 @@ class FeasibleSampler(BaseSampler):
         self.n_proposals = 0
         self.n_infeasible = 0
         self.n_duplicate = 0
+        self._finished: dict[int, tuple[int, float | None, bool, str]] = {}  # trial number -> context entry
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return {k: d for k, d in self._dists.items() if not d.single()}
@@ -118,18 +119,30 @@ class FeasibleSampler(BaseSampler):
         values: list[float | None] = []
         failed: list[bool] = []
         arms: list[str] = []
+        cache = self._finished
         for t in study.get_trials(deepcopy=False):
             if t.number == trial.number:
                 continue
-            row = self.row_of(t)
-            if row is None:
-                continue
-            seen[row] = True
-            if t.state.is_finished():
-                rows.append(row)
-                values.append(t.value if t.state == TrialState.COMPLETE else None)
-                failed.append(t.state == TrialState.FAIL and not t.user_attrs.get("interrupted"))
-                arms.append(str(t.system_attrs.get(ARM_ATTR, "")))
+            # A finished trial never changes: its row and outcome are computed once (row_of costs ~10 us,
+            # which at 5,000 trials was 50 ms per ask). Same values, same order as computing them afresh.
+            entry = cache.get(t.number)
+            if entry is None:
+                row = self.row_of(t)
+                if row is not None and t.state.is_finished():
+                    entry = (row, t.value if t.state == TrialState.COMPLETE else None,
+                             t.state == TrialState.FAIL and not t.user_attrs.get("interrupted"),
+                             str(t.system_attrs.get(ARM_ATTR, "")))
+                    cache[t.number] = entry
+                elif row is not None:
+                    seen[row] = True
+                    continue
+                else:
+                    continue
+            seen[entry[0]] = True
+            rows.append(entry[0])
+            values.append(entry[1])
+            failed.append(entry[2])
+            arms.append(entry[3])
         return Context(self.space, study, trial, seen, rows, values, failed, arms, self.rng)
 
 
@@ -174,7 +187,10 @@ class Strategy:
         self._dists = ordinal_distributions(space)
         self._told_rows: set[int] = set()
         self._best: tuple[int, float] | None = None
+        self._running: dict[int, int | None] = {}  # asked, not told: trial number -> row
         for t in study.get_trials(deepcopy=False):
+            if t.state == TrialState.RUNNING:
+                self._running[t.number] = self.sampler.row_of(t)
             if t.state.is_finished():
                 self._record(t.number, self.sampler.row_of(t), t.value if t.state == TrialState.COMPLETE
                              else None)
@@ -190,6 +206,7 @@ class Strategy:
             row = self.sampler.row_of(t)
             self.study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
             self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            self._running.pop(t.number, None)
             if row is not None and row not in self._told_rows:
                 index = self.space.to_index(self.space.feasible[row])
                 self.study.enqueue_trial(dict(zip(self.space.params, index)),
@@ -205,6 +222,7 @@ class Strategy:
         index = [trial.suggest_int(name, d.low, d.high) for name, d in self._dists.items()]
         params = self.space.as_dict(self.space.from_index(index))
         trial.set_user_attr(CONFIG_ATTR, _jsonable(params))
+        self._running[trial.number] = self.space.row(params)
         return Proposal(trial, params)
 
     def tell(self, proposal: Proposal, value: float | None, *, failed: bool = False,
@@ -223,7 +241,31 @@ class Strategy:
             self.study.tell(trial, state=TrialState.PRUNED)
         else:
             self.study.tell(trial, float(value))
+        self._running.pop(trial.number, None)
         self._record(trial.number, row, value)
+
+    def adopt(self, params: dict[str, Any], value: float | None, *, failed: bool = False,
+              attrs: dict[str, Any] | None = None) -> bool:
+        """Record an evaluation the study never heard of (stored, then the process died before its trial
+        reached the study's database); False when the configuration is already told or outside the space."""
+        row = self.space.row(params)
+        if row is None or row in self._told_rows:
+            return False
+        config = self.space.feasible[row]
+        index = self.space.to_index(config)
+        state = TrialState.FAIL if failed else (TrialState.PRUNED if value is None else TrialState.COMPLETE)
+        user_attrs = {CONFIG_ATTR: _jsonable(self.space.as_dict(config)), "adopted": True,
+                      **{k: _jsonable(v) for k, v in (attrs or {}).items()}}
+        if failed:
+            user_attrs["failed"] = True
+        elif value is None:
+            user_attrs["unmeasured"] = True
+        self.study.add_trial(optuna.trial.create_trial(
+            state=state, value=float(value) if state == TrialState.COMPLETE and value is not None else None,
+            params={k: int(i) for k, i in zip(self.space.params, index)},
+            distributions=dict(self._dists), user_attrs=user_attrs))
+        self._record(-1, row, value if state == TrialState.COMPLETE else None)
+        return True
 
     @property
     def best(self) -> tuple[dict[str, Any], float] | None:
@@ -249,10 +291,9 @@ class Strategy:
         """Distinct configurations asked (RUNNING) and not yet told.
 
         Re-queued (WAITING) trials are not counted: they are still to be asked, and ``study.ask``
-        serves them first.
+        serves them first. Kept as asks and tells happen: scanning the study cost ~1 ms per 5,000 trials.
         """
-        rows = {self.sampler.row_of(t) for t in self.study.get_trials(
-            deepcopy=False, states=(TrialState.RUNNING,))}
+        rows = set(self._running.values())
         return len({r for r in rows if r is not None} - self._told_rows)
 
 

@@ -3,10 +3,9 @@
 Why: with Optuna's RDBStorage in the loop, each evaluation cost the orchestrator 29-53 ms (about 54 SQL
 statements and 17 commits: every ``suggest_int``, user attr and state change is its own transaction, and
 ``ask`` re-reads the study's unfinished trials). Here the study the sampler drives is an
-``InMemoryStorage``; a :class:`StudyWriter` thread copies each changed trial to the RDB study a moment
-later (one ``create_new_trial`` transaction for a trial that is already finished when it is first
-copied; new params/attrs and the state otherwise), so optuna-dashboard and a later resume see the same
-trials, numbered alike.
+``InMemoryStorage``; a :class:`StudyWriter` thread copies the changed trials to the RDB study a moment
+later, in one transaction per study and copy (:func:`copy_trials`), while the orchestrator waits for
+the pool, so optuna-dashboard and a later resume see the same trials, numbered alike.
 
 The kill -9 guarantee does not rest on this copy: warpforge's own result row is written (synchronously,
 in its own transaction) before a trial is told, and a resume adopts every stored result that the copy
@@ -22,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -30,9 +30,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import optuna
-from optuna.storages import BaseStorage, InMemoryStorage
+from optuna.distributions import distribution_to_json
+from optuna.storages import InMemoryStorage, RDBStorage
+from optuna.storages._rdb import models
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.engine import Engine
 
 from warpforge.search.strategy import make_study
 
@@ -49,7 +52,6 @@ class MirroredStorage(InMemoryStorage):
         self._dirty: set[int] = set()
         self._rdb_ids: dict[int, int] = {}  # in-memory trial id -> database trial id
         self._written: dict[int, FrozenTrial] = {}  # what the database holds, per in-memory trial id
-        self._warned = False
 
     # --- loading (not mirrored: it comes from the database) -------------------------------------------
     def load(self, study_id: int, trials: list[FrozenTrial], user_attrs: dict[str, Any],
@@ -99,52 +101,84 @@ class MirroredStorage(InMemoryStorage):
         self.writer.rdb.set_study_user_attr(self.rdb_study_id, key, value)  # rare: once per study
 
     # --- the copy ----------------------------------------------------------------------------------------
-    def flush(self, rdb: BaseStorage, go_on: threading.Event | None = None) -> int:
-        """Copy changed trials to the database, in trial-number order, while ``go_on`` is set (all when None);
-        returns how many were copied."""
+    def take(self) -> list[tuple[FrozenTrial, FrozenTrial | None, int | None]]:
+        """The changed trials, in number order, each with what the database holds and its database id."""
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             trials = sorted((self._get_trial(i) for i in dirty), key=lambda t: t.number)
-        done = 0
-        try:
-            for t in trials:
-                if go_on is not None and not go_on.is_set():
-                    break
-                self._copy(rdb, t)
-                done += 1
-        finally:
-            if done < len(trials):
-                with self._lock:
-                    self._dirty.update(t._trial_id for t in trials[done:])  # copied at the next flush
-        return done
+        return [(t, self._written.get(t._trial_id), self._rdb_ids.get(t._trial_id)) for t in trials]
 
-    def _copy(self, rdb: BaseStorage, t: FrozenTrial) -> None:
-        old = self._written.get(t._trial_id)
-        if old is None:
-            rdb_id = rdb.create_new_trial(self.rdb_study_id, template_trial=t)
-            self._rdb_ids[t._trial_id] = rdb_id
-            number = rdb.get_trial_number_from_id(rdb_id)
-            if number != t.number and not self._warned:
-                self._warned = True
-                log.warning("study copy: trial %d is number %d in the database (another process writes to this "
-                            "study?); optuna-dashboard will number trials differently", t.number, number)
-        else:
-            rdb_id = self._rdb_ids[t._trial_id]
-            if old.state.is_finished():
-                return  # a finished trial never changes (Optuna refuses updates)
+    def done(self, copied: list[tuple[FrozenTrial, int]]) -> None:
+        for t, rdb_id in copied:
+            self._rdb_ids[t._trial_id], self._written[t._trial_id] = rdb_id, t
+
+    def retry(self, trials: list[FrozenTrial]) -> None:
+        with self._lock:
+            self._dirty.update(t._trial_id for t in trials)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)
+
+
+def copy_trials(engine: Engine, study_id: int,
+                changes: list[tuple[FrozenTrial, FrozenTrial | None, int | None]]) -> list[tuple[FrozenTrial, int]]:
+    """Write changed trials to Optuna's tables in ONE transaction; returns (trial, database id) pairs.
+
+    Through RDBStorage's methods each param, attr and state change is its own transaction (~5 per
+    evaluation). This writes rows through Optuna's own table definitions (``optuna.storages._rdb.models``,
+    Optuna 5.x; tests/search/test_mirror.py reads them back through RDBStorage, which would catch a
+    schema change), the same rows RDBStorage writes.
+    """
+    trials_t = models.TrialModel.__table__
+    params: list[dict[str, Any]] = []
+    values: list[dict[str, Any]] = []
+    user: list[dict[str, Any]] = []
+    system: list[dict[str, Any]] = []
+    out: list[tuple[FrozenTrial, int]] = []
+    with engine.begin() as conn:
+        for t, old, rdb_id in changes:
+            if old is not None and old.state.is_finished():
+                continue  # a finished trial never changes (Optuna refuses updates)
+            if old is None or rdb_id is None:
+                key = conn.execute(trials_t.insert().values(
+                    number=t.number, study_id=study_id, state=t.state, datetime_start=t.datetime_start,
+                    datetime_complete=t.datetime_complete)).inserted_primary_key
+                assert key is not None
+                rdb_id = int(key[0])
+                old_params: dict[str, Any] = {}
+                old_user: dict[str, Any] = {}
+                old_system: dict[str, Any] = {}
+            else:
+                old_params, old_user, old_system = old.params, old.user_attrs, old.system_attrs
+                if t.state != old.state:
+                    conn.execute(trials_t.update().where(trials_t.c.trial_id == rdb_id).values(
+                        state=t.state, datetime_start=t.datetime_start, datetime_complete=t.datetime_complete))
             for name, value in t.params.items():
-                if name not in old.params:
+                if name not in old_params:
                     dist = t.distributions[name]
-                    rdb.set_trial_param(rdb_id, name, dist.to_internal_repr(value), dist)
-            for key, value in t.user_attrs.items():
-                if old.user_attrs.get(key, _MISSING) != value:
-                    rdb.set_trial_user_attr(rdb_id, key, value)
-            for key, value in t.system_attrs.items():
-                if old.system_attrs.get(key, _MISSING) != value:
-                    rdb.set_trial_system_attr(rdb_id, key, value)
-            if t.state != old.state:
-                rdb.set_trial_state_values(rdb_id, t.state, t.values)
-        self._written[t._trial_id] = t
+                    params.append({"trial_id": rdb_id, "param_name": name,
+                                   "param_value": dist.to_internal_repr(value),
+                                   "distribution_json": distribution_to_json(dist)})
+            for table, rows, new, before in ((models.TrialUserAttributeModel.__table__, user, t.user_attrs, old_user),
+                                             (models.TrialSystemAttributeModel.__table__, system, t.system_attrs,
+                                              old_system)):
+                changed = [k for k, v in new.items() if before.get(k, _MISSING) != v]
+                stale = [k for k in changed if k in before]
+                if stale:
+                    conn.execute(table.delete().where(table.c.trial_id == rdb_id, table.c.key.in_(stale)))
+                rows += [{"trial_id": rdb_id, "key": k, "value_json": _json(new[k])} for k in changed]
+            if t.state.is_finished() and t.values is not None:
+                for objective, v in enumerate(t.values):
+                    stored, kind = models.TrialValueModel.value_to_stored_repr(v)
+                    values.append({"trial_id": rdb_id, "objective": objective, "value": stored, "value_type": kind})
+            out.append((t, rdb_id))
+        for table, rows in ((models.TrialParamModel.__table__, params), (models.TrialValueModel.__table__, values),
+                            (models.TrialUserAttributeModel.__table__, user),
+                            (models.TrialSystemAttributeModel.__table__, system)):
+            if rows:
+                conn.execute(table.insert(), rows)
+    return out
 
 
 class StudyWriter:
@@ -156,8 +190,8 @@ class StudyWriter:
     RUNNING after the orchestrator's next wait, when at most ``interval_s`` has passed since it was asked.
     """
 
-    def __init__(self, rdb: BaseStorage, interval_s: float = 0.02) -> None:
-        self.rdb, self.interval_s = rdb, interval_s
+    def __init__(self, rdb: RDBStorage, interval_s: float = 0.02) -> None:
+        self.rdb, self.engine, self.interval_s = rdb, rdb.engine, interval_s
         self._stores: list[MirroredStorage] = []
         self._lock = threading.Lock()  # one flush at a time (thread and close)
         self._stop = threading.Event()
@@ -182,11 +216,25 @@ class StudyWriter:
             self._quiet.clear()
 
     def flush(self, go_on: threading.Event | None = None) -> None:
+        """Copy every changed trial, one transaction per study (stops between studies when ``go_on`` clears)."""
         with self._lock:
             start = time.perf_counter()
-            for storage in self._stores:
-                self.copied += storage.flush(self.rdb, go_on)
-            self.busy_s += time.perf_counter() - start
+            try:
+                for storage in self._stores:
+                    if go_on is not None and not go_on.is_set():
+                        break
+                    changes = storage.take()
+                    if not changes:
+                        continue
+                    try:
+                        copied = copy_trials(self.engine, storage.rdb_study_id, changes)
+                    except Exception:
+                        storage.retry([t for t, _, _ in changes])
+                        raise
+                    storage.done(copied)
+                    self.copied += len(copied)
+            finally:
+                self.busy_s += time.perf_counter() - start
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -115,7 +115,8 @@ import triton.language as tl
 
 TASK = "standin"
 SPACE = {"BLOCK": [64, 128, 256, 512, 1024, 2048, 4096, 8192], "num_warps": [1, 2, 4, 8],
-         "num_stages": [1, 2, 3, 4], "UNROLL": [1, 2, 4, 8], "GROUP": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]}
+         "num_stages": [1, 2, 3, 4], "UNROLL": [1, 2, 4, 8],
+         "GROUP": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]}
 
 
 @triton.jit

@@ -118,12 +118,7 @@ class FeasibleSampler(BaseSampler):
         trial order. Finished trials never change, so the leading run of them is folded in once and kept
         (recomputing it cost ~10 us a trial: 50 ms per ask at 5,000 trials); only the rest is read again."""
         trials = study.get_trials(deepcopy=False)
-        done = self._done
-        while done.count < len(trials) and trials[done.count].state.is_finished():
-            t = trials[done.count]
-            done.count += 1
-            if t.number != trial.number:
-                done.add(self.row_of(t), t)
+        done = self.fold(trials)
         seen = done.seen.copy()
         rows, values, failed, arms = list(done.rows), list(done.values), list(done.failed), list(done.arms)
         for t in trials[done.count:]:
@@ -139,6 +134,15 @@ class FeasibleSampler(BaseSampler):
                 failed.append(_failed(t))
                 arms.append(_arm(t))
         return Context(self.space, study, trial, seen, rows, values, failed, arms, self.rng)
+
+    def fold(self, trials: list[FrozenTrial]) -> _Finished:
+        """Fold the leading finished trials into the kept context (Strategy calls it once on a loaded study)."""
+        done = self._done
+        while done.count < len(trials) and trials[done.count].state.is_finished():
+            t = trials[done.count]
+            done.count += 1
+            done.add(self.row_of(t), t)
+        return done
 
 
 class _Finished:
@@ -215,7 +219,9 @@ class Strategy:
         self._told_rows: set[int] = set()
         self._best: tuple[int, float] | None = None
         self._running: dict[int, int | None] = {}  # asked, not told: trial number -> row
-        for t in study.get_trials(deepcopy=False):
+        loaded = study.get_trials(deepcopy=False)
+        self.sampler.fold(loaded)  # now, not in the first ask: 160 ms for a study of 5,000 trials
+        for t in loaded:
             if t.state == TrialState.RUNNING:
                 self._running[t.number] = self.sampler.row_of(t)
             if t.state.is_finished():

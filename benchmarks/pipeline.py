@@ -56,6 +56,8 @@ class StandInGpuBackend(Backend):
     measures = True
     uses_gpu = True  # one worker per (stand-in) GPU, compile stage on CPU workers ahead of it
     live_timing = True  # re-measuring gives fresh numbers, so the final top-k is re-run
+    can_remeasure = True  # remeasure() below: synthetic interleaved samples
+    has_precheck = True  # precheck() below replaces the static check and compile
 
     def __init__(self, pool: Any = None, eval_s: float = 0.5, compile_s: float = 0.25, remeasure_s: float = 0.0,
                  die_on: dict[str, Any] | None = None, reference_ms: float = 2.0) -> None:

@@ -1,4 +1,7 @@
-"""Evaluation backends (one registry): ``interpret``, ``cuda``, ``replay``, chosen by ``auto``.
+"""Evaluation backends (one registry, above its implementations): ``interpret``, ``cuda``, ``replay``.
+
+The contract and the registry dict live in ``evaluator/backend.py``; this module imports every built-in
+implementation (``replay`` from its own module), so ``BACKENDS`` is complete once it is imported.
 
 - ``interpret``: correctness in Triton's interpreter on the CPU plus ahead-of-time compilation for the
   target GPU. Never a timing objective: its results carry no times.
@@ -16,96 +19,24 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
-import platform
-import re
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable
 
 import torch
 
-import warpforge
+from warpforge.evaluator import replay
+from warpforge.evaluator.backend import (  # noqa: F401 - the contract's public names, re-exported
+    BACKENDS,
+    Backend,
+    fingerprint,
+    interpret_checks,
+    register,
+    software_versions,
+)
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, check_stage, compile_stage, hang_bound_s, static_stage
+from warpforge.evaluator.stages import Job, check_stage, hang_bound_s
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.kernels.task import Shape, dtype_name
-
-BF16_DOT = re.compile(r"tl\.dot\b")
-
-
-def fingerprint(details: dict[str, object]) -> str:
-    return hashlib.sha256(json.dumps(details, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def software_versions() -> dict[str, str]:
-    import triton
-
-    return {"torch": torch.__version__, "triton": triton.__version__, "warpforge": warpforge.__version__}
-
-
-class Backend(ABC):
-    """Evaluates a :class:`Job` to exactly one verdict."""
-
-    name: str = ""
-    measures: bool = False  # does it produce times that may rank configurations?
-
-    def __init__(self, pool: ChildPool | None = None) -> None:
-        self.pool = pool or ChildPool()
-        self._owns_pool = pool is None
-
-    @abstractmethod
-    def _evaluate(self, job: Job) -> EvalResult: ...
-
-    def evaluate(self, job: Job) -> EvalResult:
-        start = time.monotonic()
-        result = static_stage(job) or self._evaluate(job)
-        result.backend = self.name
-        result.versions = result.versions or software_versions()
-        result.wall_s = time.monotonic() - start
-        return result
-
-    def close(self) -> None:
-        if self._owns_pool:
-            self.pool.close()
-
-
-BACKENDS: dict[str, Callable[..., Backend]] = {}
-
-
-def register(cls: type[Backend]) -> type[Backend]:
-    BACKENDS[cls.name] = cls
-    return cls
-
-
-def _interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
-    """Correctness under the interpreter on CHECK_SHAPES, then AOT compilation; no times."""
-    dtypes = list(job.dtypes)
-    unchecked: list[str] = []
-    if torch.bfloat16 in dtypes and BF16_DOT.search(job.variant.source):
-        # DESIGN 8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
-        dtypes.remove(torch.bfloat16)
-        unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")
-    if not dtypes:
-        return job.result(Verdict.UNSUPPORTED, "interpreter_bf16_dot",
-                          "bf16 tl.dot cannot be checked in the Triton interpreter; use --backend cuda")
-    # Compile first: Triton's real front-end names compile errors that the interpreter would only meet as
-    # Python exceptions, and a compile (0.5-1.5 s) is cheaper than the interpreter checks.
-    failure, resources = compile_stage(pool, job)
-    if failure is not None:
-        failure.resources = resources
-        return failure
-    shapes = job.task.check_shapes or job.task.small_shapes
-    failure, checked = check_stage(pool, job, "cpu", True, shapes, dtypes)
-    if failure is not None:
-        failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
-        return failure
-    return job.result(Verdict.OK, checked=checked, unchecked=unchecked, resources=resources,
-                      device="cpu (triton interpreter)",
-                      compile_s=sum(r.compile_s or 0.0 for r in resources),
-                      fingerprint=fingerprint({"host": platform.machine(), "kind": "interpreter"}))
 
 
 @register
@@ -113,7 +44,7 @@ class InterpretBackend(Backend):
     name = "interpret"
 
     def _evaluate(self, job: Job) -> EvalResult:
-        result = _interpret_checks(self.pool, job)
+        result = interpret_checks(self.pool, job)
         if result.verdict is Verdict.OK:
             result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
         return result
@@ -129,6 +60,9 @@ class CudaBackend(Backend):
 
     name = "cuda"
     measures = True
+    uses_gpu = True
+    live_timing = True
+    can_remeasure = True
 
     def __init__(self, pool: ChildPool | None = None, settings: BenchSettings | None = None) -> None:
         super().__init__(pool)
@@ -190,11 +124,8 @@ def resolve_backend_name(name: str, task_name: str | None = None) -> str:
         return name
     if torch.cuda.is_available():
         return "cuda"
-    if task_name is not None and "replay" in BACKENDS:
-        from warpforge.evaluator.replay import has_recordings
-
-        if has_recordings(task_name):
-            return "replay"
+    if task_name is not None and replay.has_recordings(task_name):
+        return "replay"
     return "interpret"
 
 
@@ -202,6 +133,3 @@ def get_backend(name: str = "auto", task_name: str | None = None, pool: ChildPoo
                 **kwargs: object) -> Backend:
     return BACKENDS[resolve_backend_name(name, task_name)](pool=pool, **kwargs)
 
-
-# The replay backend lives in its own module and registers itself; import it so the registry is complete.
-from warpforge.evaluator import replay as _replay  # noqa: E402,F401

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from warpforge.evaluator.backends import Backend, fingerprint, register
+from warpforge.evaluator.backend import Backend, fingerprint, register
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.evaluator.kt_cache import RecordedSpace, read_space
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
@@ -84,7 +84,7 @@ class ReplayBackend(Backend):
     """Ranks configurations by recorded GPU times; never runs the kernel, never invents a time."""
 
     name = "replay"
-    measures = True
+    measures = True  # recorded GPU times rank configurations; they cannot change: no live_timing, no remeasure
 
     def __init__(self, pool=None, root: Path | None = None, gpu: str | None = None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(pool)

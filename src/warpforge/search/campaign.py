@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 import optuna
 from sqlalchemy import event, select
@@ -179,7 +179,7 @@ class _TaskRun:
         self.db, self.spec, self.task, self.deadline = db, spec, task, deadline
         self.on_event, self.on_start = on_event, on_start
         self.backend_name = resolve_backend_name(spec.backend, task.name)
-        self.backend_cls = cast("type[Backend]", BACKENDS[self.backend_name])
+        self.backend_cls: type[Backend] = BACKENDS[self.backend_name]
         if self.backend_name not in pools:
             try:
                 pools[self.backend_name] = make_pool(self.backend_name, config)
@@ -457,7 +457,7 @@ class _TaskRun:
             return []
         chosen = top_k(self.measured, best, self.spec.top_k)
         fresh: dict[str, EvalResult] = {}
-        if getattr(self.backend_cls, "live_timing", self.backend_name == "cuda"):
+        if self.backend_cls.live_timing:
             pending = {f"final:{e.key}": e for e in chosen if e.spec is not None}
             for key, e in pending.items():
                 assert e.spec is not None

@@ -17,6 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from warpforge.errors import UsageError
+
 app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
                   no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
@@ -30,6 +32,16 @@ DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, e
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")
 
 
+@app.callback()
+def _root(verbose: int = typer.Option(0, "-v", "--verbose", count=True,
+                                      help="log what happens: -v fallbacks and decisions (INFO), -vv DEBUG"),
+          log_json: bool = typer.Option(False, "--log-json", help="log JSON lines on stderr (for machines)")) -> None:
+    """warpforge: agentic optimizer for Triton kernels and parallelism plans."""
+    from warpforge.logs import configure
+
+    configure(verbose, log_json)
+
+
 def _emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
 
@@ -40,16 +52,17 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from warpforge.db.session import DatabaseError
+        from warpforge.errors import UsageError, WarpforgeError
         from warpforge.kernels.task import TaskError
         from warpforge.kernels.variant import VariantError
-        from warpforge.search.campaign import CampaignError
 
+        # Only the project's own errors: any other exception is a bug and keeps its traceback.
         try:
             return fn(*args, **kwargs)
-        except (TaskError, VariantError, ValueError) as exc:
+        except (UsageError, TaskError, VariantError) as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
-        except (DatabaseError, CampaignError) as exc:
+        except (WarpforgeError, DatabaseError) as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
@@ -125,7 +138,7 @@ def run(
 
     make_policy(sampler or DEFAULT_SAMPLER)  # unknown sampler: a usage error before anything starts
     if resume and campaign is None:
-        raise ValueError("--resume needs --campaign NAME (the campaign to continue)")
+        raise UsageError("--resume needs --campaign NAME (the campaign to continue)")
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
     spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
@@ -196,13 +209,13 @@ def eval_cmd(
     task = get_task(task_name)
     variant = load_variant(variant_file)
     if variant.task != task.name:
-        raise ValueError(f"{variant_file} implements task {variant.task!r}, not {task.name!r}")
+        raise UsageError(f"{variant_file} implements task {variant.task!r}, not {task.name!r}")
     try:
         given = json.loads(params)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"--params is not valid JSON ({exc.msg}); e.g. --params '{{\"BLOCK\": 1024}}'") from None
+        raise UsageError(f"--params is not valid JSON ({exc.msg}); e.g. --params '{{\"BLOCK\": 1024}}'") from None
     if not isinstance(given, dict):
-        raise ValueError("--params must be a JSON object")
+        raise UsageError("--params must be a JSON object")
     chosen = {k: v[0] for k, v in variant.space.items()} | given
     engine = get_backend(backend, task.name)
     try:

@@ -20,9 +20,11 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 
 import torch
 
+from warpforge.errors import UsageError
 from warpforge.evaluator import replay
 from warpforge.evaluator.backend import (  # noqa: F401 - the contract's public names, re-exported
     BACKENDS,
@@ -37,6 +39,8 @@ from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import Job, check_stage, hang_bound_s
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.kernels.task import Shape, dtype_name
+
+log = logging.getLogger("warpforge.evaluator.backends")
 
 
 @register
@@ -83,6 +87,9 @@ class CudaBackend(Backend):
         budgets = {"compile": job.timeout_s}
         if ref:
             budgets["launch"] = hang_bound_s(max(ref.values()) / 1e3)
+        else:
+            log.warning("%s: the reference could not be timed on this GPU: no speedups, and launches are bounded "
+                        "only by the %.0f s timeout", job.task.name, job.timeout_s)
         # Every dtype and seed on the small check shapes (plus hidden ones); the benchmark shapes are
         # checked by the bench stage, which rechecks timed outputs against a float64 reference. Shipping
         # every benchmark shape x dtype x seed through files would move GBs per evaluation (an 8192^3
@@ -98,7 +105,10 @@ class CudaBackend(Backend):
         if failure is not None:
             failure.checked = checked
             return failure
-        return measured_result(job, checked, shape_results, device, fingerprint(device))
+        result = measured_result(job, checked, shape_results, device, fingerprint(device))
+        if not ref:  # recorded with the result: its speedup is missing for this reason, not an oversight
+            result.unchecked.append("reference: could not be timed on this GPU, so no speedup")
+        return result
 
     def remeasure(self, job_a: Job, job_b: Job, rounds: int = 30) -> tuple[list[float], list[float]]:
         """Interleaved A/B timing of two checked candidates on fresh inputs per round (GPU only).
@@ -120,7 +130,7 @@ def resolve_backend_name(name: str, task_name: str | None = None) -> str:
     """``auto``: a live GPU when there is one, else recorded GPU times when they exist, else interpret."""
     if name != "auto":
         if name not in BACKENDS:
-            raise ValueError(f"unknown backend {name!r}: choose from auto, {', '.join(sorted(BACKENDS))}")
+            raise UsageError(f"unknown backend {name!r}: choose from auto, {', '.join(sorted(BACKENDS))}")
         return name
     if torch.cuda.is_available():
         return "cuda"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warpforge.errors import WarpforgeError
 from warpforge.evaluator.backend import Backend, interpret_checks, software_versions
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.stages import Job, compile_stage, static_stage
@@ -32,7 +33,7 @@ from warpforge.kernels.variant import Variant
 Samples = tuple[list[float], list[float]]
 
 
-class PoolError(RuntimeError):
+class PoolError(WarpforgeError, RuntimeError):
     """The pool cannot start (no such cluster, not enough GPUs); the message says what to do."""
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from warpforge.errors import UsageError
+
 # (atol, rtol) per dtype, applied against a float64 reference; atol is scaled by the reference's
 # RMS magnitude (see evaluator/compare.py). fp16 keeps 11 significant bits (eps 9.8e-4), bf16 8 bits
 # (eps 7.8e-3): a kernel that accumulates in fp32 and rounds once lands within a few eps.
@@ -30,7 +32,7 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-10, 1e-10),
 }
 
-class TaskError(ValueError):
+class TaskError(UsageError):
     """A task is unknown or its module breaks the contract; the message says what to do."""
 
 

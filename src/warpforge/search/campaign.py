@@ -32,6 +32,7 @@ from warpforge.agent.proposers import Candidate, History, Origin, get_proposer, 
 from warpforge.db import store
 from warpforge.db.models import Campaign, Evaluation
 from warpforge.db.session import Database
+from warpforge.errors import WarpforgeError
 from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
 from warpforge.evaluator.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
 from warpforge.evaluator.result import EvalResult, Verdict
@@ -52,7 +53,7 @@ log = logging.getLogger("warpforge.search.campaign")
 FINAL_SUFFIX = ":final"  # study_name suffix of the final re-benchmark's stored evaluations
 
 
-class CampaignError(RuntimeError):
+class CampaignError(WarpforgeError, RuntimeError):
     """The campaign cannot start or go on; the message says what to do."""
 
 

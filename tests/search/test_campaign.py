@@ -192,7 +192,8 @@ def test_campaign_ends_with_a_top_k_rebenchmark_and_a_speedup_interval(tmp_path:
     assert summary.best_speedup_low <= (summary.best_speedup or 0) <= summary.best_speedup_high
     assert "interleaved A/B re-measurement" in summary.acceptance or summary.acceptance.startswith("best adopted")
     # the re-benchmark is stored too, apart from the search's own evaluations
-    assert rows(db, r"select count(*) from wf_evaluations where substr(study_name, -6) = '\:final'") == [(3,)]
+    assert rows(db, "select count(*) from wf_evaluations where final") == [(3,)]
+    assert rows(db, "select count(*) from wf_evaluations where study_name like '%final'") == [(0,)]
 
 
 def test_cli_runs_workers_in_process_and_refuses_a_shared_gpu(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import sys
 import threading
 from pathlib import Path
@@ -60,7 +61,7 @@ class ChildProposer(Proposer):
         parent = history.variants[0]
         return [Candidate(parse_variant(CHILD, "child"),
                           Origin("llm", self.name, parents=(parent.variant.source_hash,), proposal_id="call-7",
-                                 rationale=f"parent best {parent.best_params}"))]
+                                 rationale=f"parent {dict(parent.verdicts)} over {sorted(parent.variant.space)}"))]
 
     def wants_more(self, history: History) -> bool:
         return history.round == 1 and any(v.evaluated >= 2 for v in history.variants)
@@ -104,7 +105,8 @@ def test_a_proposer_sees_first_results_and_its_child_is_evaluated_with_lineage(t
     assert evaluated == 1
     origin, proposer, parents, proposal_id, rationale = stored["child"]
     assert (origin, proposer, proposal_id) == ("llm", "test-child", "call-7")
-    assert parent.variant.source_hash in parents and "BLOCK" in rationale
+    assert json.loads(parents) == [parent.variant.source_hash]
+    assert rationale == "parent {'ok': 2} over ['BLOCK', 'num_warps']"
     assert stored["parent"][:2] == ("template", "test-child")
 
 

@@ -8,7 +8,19 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -59,6 +71,11 @@ class VariantRecord(Base):
     source: Mapped[str] = mapped_column(Text)
     space: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Lineage (revision 0002): who proposed it, from which parent sources, under which proposal id, and why.
+    proposer: Mapped[str] = mapped_column(String(100), default="template", server_default="template")
+    parents: Mapped[list[Any]] = mapped_column(JSON, default=list)  # source hashes of parent variants
+    proposal_id: Mapped[str | None] = mapped_column(String(200))
+    rationale: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class Hardware(Base):
@@ -78,6 +95,12 @@ class Evaluation(Base):
     __table_args__ = (
         Index("ix_wf_eval_lookup", "variant_hash", "params_key", "backend", "fingerprint"),
         Index("ix_wf_eval_task", "task", "verdict"),
+        # Revision 0002, for the read layer at 100,000 rows: a campaign's verdict counts come from the index
+        # alone, and the filtered pages (campaign / task / variant, newest first) walk an index in id order.
+        Index("ix_wf_eval_campaign_verdict", "campaign_id", "verdict", "final"),
+        Index("ix_wf_eval_campaign_task", "campaign_id", "task", "id"),
+        Index("ix_wf_eval_task_id", "task", "id"),
+        Index("ix_wf_eval_variant_id", "variant_hash", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -104,6 +127,9 @@ class Evaluation(Base):
     compile_s: Mapped[float | None] = mapped_column(Float)
     wall_s: Mapped[float | None] = mapped_column(Float)
     study_name: Mapped[str | None] = mapped_column(String(400))
+    # The campaign's final top-k re-benchmark (revision 0002; was a ":final" study_name suffix): not a search
+    # evaluation, so counts, history and resume leave it out.
+    final: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     trial_number: Mapped[int | None] = mapped_column(Integer)
     result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the full EvalResult
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -158,3 +184,40 @@ class Plan(Base):
     prediction: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # full breakdown
     warpforge_version: Mapped[str] = mapped_column(String(50), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Decision(Base):
+    """A campaign's decision for one task: the winner accepted beyond noise (or none, and why), its speedup
+    interval, and the re-benchmarked top-k, stored as data so that no reader re-ranks raw times."""
+
+    __tablename__ = "wf_decisions"
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "task"),  # a resumed campaign replaces its decision
+        Index("ix_wf_decisions_task_gpu", "task", "timing_gpu"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("wf_campaigns.id"))
+    task: Mapped[str] = mapped_column(String(200))
+    backend: Mapped[str] = mapped_column(String(20))
+    timing_source: Mapped[str | None] = mapped_column(String(20))  # live | recorded | None (nothing timed)
+    timing_gpu: Mapped[str | None] = mapped_column(String(200))
+    fingerprint: Mapped[str] = mapped_column(String(64), default="")
+    accepted: Mapped[bool] = mapped_column(Boolean, default=False)
+    evaluation_id: Mapped[int | None] = mapped_column(Integer)  # the winner's search evaluation (no FK: informative)
+    variant_hash: Mapped[str | None] = mapped_column(String(64))
+    variant_name: Mapped[str | None] = mapped_column(String(200))
+    params: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    objective_ms: Mapped[float | None] = mapped_column(Float)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    speedup_low: Mapped[float | None] = mapped_column(Float)
+    speedup_high: Mapped[float | None] = mapped_column(Float)
+    interval: Mapped[str] = mapped_column(String(200), default="")  # how the interval was obtained
+    evaluations: Mapped[int] = mapped_column(Integer, default=0)  # search evaluations behind the decision
+    measured: Mapped[int] = mapped_column(Integer, default=0)
+    top_k: Mapped[list[Any]] = mapped_column(JSON, default=list)  # the re-benchmarked top-k, fastest first
+    shapes: Mapped[list[Any]] = mapped_column(JSON, default=list)  # the winner's per-shape times
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    campaign: Mapped[Campaign] = relationship()

@@ -38,7 +38,8 @@ def default_url() -> str:
     return f"sqlite:///{path}"
 
 
-def _sqlite_path(url: str) -> Path | None:
+def sqlite_path(url: str) -> Path | None:
+    """The file of a plain SQLite URL (None for other databases, in-memory and URI forms)."""
     if url.startswith("sqlite:///") and ":memory:" not in url and "file:" not in url:
         return Path(url.removeprefix("sqlite:///"))
     return None
@@ -49,7 +50,7 @@ class Database:
 
     def __init__(self, url: str | None = None, *, create_dirs: bool = True) -> None:
         self.url = url or default_url()
-        path = _sqlite_path(self.url)
+        path = sqlite_path(self.url)
         if path is not None and create_dirs:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)

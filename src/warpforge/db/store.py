@@ -11,13 +11,23 @@ Example::
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from warpforge.db.models import Campaign, Evaluation, Hardware, Measurement, TaskRecord, VariantRecord
+from warpforge.db.models import (
+    Campaign,
+    Decision,
+    Evaluation,
+    Hardware,
+    Measurement,
+    TaskRecord,
+    VariantRecord,
+    utcnow,
+)
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.kernels.task import Task, shape_key
 from warpforge.kernels.variant import Variant
@@ -37,11 +47,21 @@ def ensure_task(session: Session, task: Task) -> TaskRecord:
     return row
 
 
-def ensure_variant(session: Session, variant: Variant, origin: str = "template") -> VariantRecord:
+def ensure_variant(session: Session, variant: Variant, origin: str = "template", *, proposer: str | None = None,
+                   parents: Sequence[str] = (), proposal_id: str | None = None,
+                   rationale: str = "") -> VariantRecord:
+    """The variant's row, created on first sight with where it came from (its lineage).
+
+    A source is one row forever (content hash): a later proposal of the same source keeps the first
+    lineage, since the first proposer is the one that actually produced it. ``proposer`` defaults to
+    ``origin`` (a template variant is proposed by the ``template`` proposer).
+    """
     row = session.scalar(select(VariantRecord).where(VariantRecord.source_hash == variant.source_hash))
     if row is None:
         row = VariantRecord(source_hash=variant.source_hash, task=variant.task, name=variant.name, origin=origin,
-                            source=variant.source, space=variant.space)
+                            source=variant.source, space=variant.space,
+                            proposer=proposer if proposer is not None else origin, parents=list(parents),
+                            proposal_id=proposal_id, rationale=rationale)
         session.add(row)
         session.flush()
     return row
@@ -83,8 +103,11 @@ def find_evaluation(session: Session, variant_hash: str, params: dict[str, Any],
 
 def save_evaluation(session: Session, result: EvalResult, *, task: Task, variant: VariantRecord,
                     campaign: Campaign | None = None, study_name: str | None = None,
-                    trial_number: int | None = None) -> Evaluation:
-    """Store one result with its per-shape measurements, in the caller's transaction."""
+                    trial_number: int | None = None, final: bool = False) -> Evaluation:
+    """Store one result with its per-shape measurements, in the caller's transaction.
+
+    ``final``: the result belongs to the campaign's final top-k re-benchmark, not to its search.
+    """
     ensure_task(session, task)
     if result.fingerprint and session.get(Hardware, result.fingerprint) is None:
         session.add(Hardware(fingerprint=result.fingerprint, name=result.device or "unknown",
@@ -99,7 +122,7 @@ def save_evaluation(session: Session, result: EvalResult, *, task: Task, variant
         timing_source=result.timing.source if result.timing else None,
         timing_gpu=result.timing.gpu if result.timing else None,
         objective_ms=result.objective_ms, speedup=result.speedup, compile_s=result.compile_s,
-        wall_s=result.wall_s, study_name=study_name, trial_number=trial_number,
+        wall_s=result.wall_s, study_name=study_name, trial_number=trial_number, final=final,
         result=result.model_dump(mode="json"),
     )
     for s in result.shapes:
@@ -108,6 +131,40 @@ def save_evaluation(session: Session, result: EvalResult, *, task: Task, variant
             p80_ms=s.p80_ms, ref_p50_ms=s.ref_p50_ms, speedup=s.speedup, roofline_pct=s.roofline_pct,
         ))
     session.add(row)
+    session.flush()
+    return row
+
+
+def save_decision(session: Session, campaign: Campaign, task: str, *, backend: str, accepted: bool, note: str,
+                  timing_source: str | None = None, timing_gpu: str | None = None, fingerprint: str = "",
+                  variant_hash: str | None = None, variant_name: str | None = None,
+                  params: dict[str, Any] | None = None, objective_ms: float | None = None,
+                  speedup: float | None = None, speedup_low: float | None = None, speedup_high: float | None = None,
+                  interval: str = "", evaluations: int = 0, measured: int = 0,
+                  top_k: Sequence[dict[str, Any]] = (), shapes: Sequence[dict[str, Any]] = ()) -> Decision:
+    """Store (or, for a resumed campaign, replace) the campaign's decision for one task.
+
+    The winner's search evaluation (same campaign, source and params, not the final re-benchmark) is
+    linked as ``evaluation_id`` so a reader can open its full result.
+    """
+    row = session.scalar(select(Decision).where(Decision.campaign_id == campaign.id, Decision.task == task))
+    if row is None:
+        row = Decision(campaign_id=campaign.id, task=task)
+        session.add(row)
+    evaluation_id = None
+    if variant_hash is not None and params is not None:
+        evaluation_id = session.scalar(
+            select(Evaluation.id).where(Evaluation.campaign_id == campaign.id, Evaluation.task == task,
+                                        Evaluation.variant_hash == variant_hash,
+                                        Evaluation.params_key == params_key(params), Evaluation.final.is_(False))
+            .order_by(Evaluation.id).limit(1))
+    for name, value in dict(
+            backend=backend, accepted=accepted, note=note, timing_source=timing_source, timing_gpu=timing_gpu,
+            fingerprint=fingerprint, variant_hash=variant_hash, variant_name=variant_name, params=params,
+            objective_ms=objective_ms, speedup=speedup, speedup_low=speedup_low, speedup_high=speedup_high,
+            interval=interval, evaluations=evaluations, measured=measured, top_k=list(top_k), shapes=list(shapes),
+            evaluation_id=evaluation_id, created_at=utcnow()).items():
+        setattr(row, name, value)
     session.flush()
     return row
 

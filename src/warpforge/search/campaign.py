@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -50,7 +49,6 @@ from warpforge.search.strategy import Proposal, Strategy
 from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSummary, VariantSummary
 
 log = logging.getLogger("warpforge.search.campaign")
-FINAL_SUFFIX = ":final"  # study_name suffix of the final re-benchmark's stored evaluations
 
 
 class CampaignError(WarpforgeError, RuntimeError):
@@ -428,7 +426,7 @@ class _TaskRun:
         campaign = store.get_campaign(s, self.spec.name)
         variant = s.get(store.VariantRecord, arm.record_id)
         store.save_evaluation(s, result, task=self.task, variant=variant, campaign=campaign,
-                              study_name=arm.study_name + (FINAL_SUFFIX if final else ""), trial_number=trial_number)
+                              study_name=arm.study_name, trial_number=trial_number, final=final)
 
     def _load_history(self) -> None:
         """On resume, the incumbent is rebuilt from this campaign's stored measurements, in order."""
@@ -437,8 +435,7 @@ class _TaskRun:
         with self.db.session() as s:
             rows = store.results(s, campaign=self.spec.name, task=self.task.name, limit=100_000)
             history = [(r.id, r.variant_hash, r.params, store.result_of(r)) for r in rows
-                       if r.verdict == Verdict.OK.value and r.objective_ms is not None
-                       and not (r.study_name or "").endswith(FINAL_SUFFIX)]
+                       if r.verdict == Verdict.OK.value and r.objective_ms is not None and not r.final]
         self.incumbent.remeasure = False  # history is judged on its stored numbers, not re-measured
         for _, vhash, params, result in sorted(history, key=lambda h: h[0]):
             arm = self.by_hash.get(vhash)
@@ -481,7 +478,7 @@ class _TaskRun:
     def _summarize(self, final: list[FinalEntry]) -> TaskSummary:
         with self.db.session() as s:
             rows = [r for r in store.results(s, campaign=self.spec.name, task=self.task.name, limit=100_000)
-                    if not (r.study_name or "").endswith(FINAL_SUFFIX)]
+                    if not r.final]
             measured = 0
             for arm in self.arms:
                 summary = arm.summary
@@ -535,7 +532,5 @@ def _sqlite_no_fsync(dbapi_conn: Any, _record: Any) -> None:
 
 def _ensure_variant(s: Any, variant: Variant, origin: Origin) -> store.VariantRecord:
     """Store the variant with its lineage (origin kind, proposer, parents, proposal id, rationale)."""
-    if "parents" not in inspect.signature(store.ensure_variant).parameters:  # TEMP until seams-db's 0002 is merged
-        return store.ensure_variant(s, variant, origin=origin.kind)
-    return store.ensure_variant(s, variant, origin=origin.kind, proposer=origin.proposer,  # type: ignore[call-arg]
+    return store.ensure_variant(s, variant, origin=origin.kind, proposer=origin.proposer,
                                 parents=origin.parents, proposal_id=origin.proposal_id, rationale=origin.rationale)

@@ -1,0 +1,497 @@
+"""The read layer: every reader of stored results (CLI, dashboard, export, the agent) goes through here.
+
+Contract (notes/CONTRACTS.md section 3, DESIGN 3.5):
+- everything returned is a frozen dataclass (plain ``dict``/``tuple`` inside), never an ORM row;
+- lists are pages (``Page``: items, total, offset, limit; ``limit`` at most ``MAX_LIMIT``);
+- the campaign's decision (accepted winner, speedup interval, re-benchmarked top-k) is read as stored in
+  ``wf_decisions``; nothing here re-ranks raw ``objective_ms`` rows;
+- importing this module imports neither torch, Triton nor Ray (a dashboard process does not need them):
+  it touches only ``db/models.py`` and ``db/session.py`` (SQLAlchemy);
+- it never writes: a database below the current schema is an error that says to run ``warpforge db upgrade``.
+
+Example::
+
+    >>> from warpforge.db.queries import Reader
+    >>> reader = Reader("sqlite:///wf.db")                                   # doctest: +SKIP
+    >>> page = reader.evaluations(task="softmax", verdict="ok", sort="objective_ms", limit=10)  # doctest: +SKIP
+    >>> page.total, page.items[0].params                                     # doctest: +SKIP
+    (412, {'BLOCK': 1024, 'num_warps': 4})
+    >>> [w.decision.speedup for w in reader.winners(task="softmax", gpu="H100")]  # doctest: +SKIP
+    [1.42]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.orm import Session
+
+from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, VariantRecord
+from warpforge.db.models import Decision as DecisionRecord
+from warpforge.db.session import MIGRATIONS_DIR, Database, DatabaseError, sqlite_path
+
+T = TypeVar("T")
+MAX_LIMIT = 1000  # one page; a 1000-row page of evaluations reads in ~15 ms on SQLite (benchmarks/read_layer.py)
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a longer list: ``items`` are rows ``offset .. offset+len(items)`` of ``total``."""
+
+    items: tuple[T, ...]
+    total: int
+    offset: int
+    limit: int
+
+    @property
+    def has_more(self) -> bool:
+        return self.offset + len(self.items) < self.total
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """One benchmark shape's times (ms) of an evaluation or a decision's winner."""
+
+    shape: Mapping[str, int]
+    shape_key: str  # "M=4096,N=4096" (kernels.task.shape_key)
+    dtype: str
+    p20_ms: float | None
+    p50_ms: float | None
+    p80_ms: float | None
+    ref_p50_ms: float | None
+    speedup: float | None
+    roofline_pct: float | None
+
+
+@dataclass(frozen=True)
+class TopKEntry:
+    """One of a decision's re-benchmarked top-k (search/summary.FinalEntry as stored)."""
+
+    variant: str
+    params: Mapping[str, Any]
+    verdict: str
+    ms: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    interval: str  # how the interval was obtained
+    remeasured: bool  # fresh live measurement (True) or the stored one (recorded times)
+    chosen: bool  # the campaign's winner
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A campaign's stored decision for one task. ``accepted`` False: no winner, ``note`` says why."""
+
+    campaign: str
+    task: str
+    backend: str
+    timing_source: str | None  # live | recorded | None (nothing was timed)
+    gpu: str | None  # the GPU the times come from
+    fingerprint: str
+    variant_hash: str | None
+    variant_name: str | None
+    params: Mapping[str, Any] | None
+    objective_ms: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    accepted: bool
+    note: str
+    top_k: tuple[TopKEntry, ...]
+    shapes: tuple[ShapeRow, ...]
+    created_at: datetime
+    interval: str = ""  # how speedup_low/high were obtained
+    evaluation_id: int | None = None  # the winner's search evaluation
+    evaluations: int = 0  # search evaluations behind the decision
+    measured: int = 0  # of which timed
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The accepted winner of a task on one GPU (and one shape when ``shape_key`` is set)."""
+
+    task: str
+    gpu: str | None
+    fingerprint: str
+    shape_key: str | None
+    decision: Decision
+    ms: float | None = None  # the decision's objective, or the shape's p50 when shape_key is set
+    speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class CampaignRow:
+    name: str
+    status: str  # running | finished | interrupted
+    created_at: datetime
+    updated_at: datetime
+    tasks: tuple[str, ...]
+    backend: str
+    proposer: str
+    sampler: str
+    evaluations: int  # search evaluations (the final re-benchmark is not counted)
+    verdicts: Mapping[str, int]
+    decisions: tuple[Decision, ...]
+    spec: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    id: int
+    campaign: str | None
+    task: str
+    variant_hash: str
+    variant_name: str
+    params: Mapping[str, Any]
+    backend: str
+    verdict: str
+    reason: str
+    message: str
+    device: str
+    fingerprint: str
+    timing_source: str | None
+    timing_gpu: str | None
+    objective_ms: float | None
+    speedup: float | None
+    compile_s: float | None
+    wall_s: float | None
+    final: bool  # part of the campaign's final top-k re-benchmark, not of the search
+    trial_number: int | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class EvaluationDetail:
+    row: EvaluationRow
+    shapes: tuple[ShapeRow, ...]
+    resources: Mapping[str, Any] | None  # kernel name -> {target, registers, spill_bytes, shared_bytes, compile_s}
+    versions: Mapping[str, str]  # torch / triton / warpforge
+    result: Mapping[str, Any]  # the full stored EvalResult document
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    source_hash: str
+    task: str
+    name: str
+    origin: str  # template | llm | user
+    proposer: str
+    parents: tuple[str, ...]
+    proposal_id: str | None
+    rationale: str
+    source: str
+    space: Mapping[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    id: int
+    campaign: str | None
+    model_name: str
+    cluster_name: str
+    nodes: int
+    plan: Mapping[str, Any]
+    plan_key: str
+    source: str  # search | enqueued | predict
+    fits: bool
+    step_time_s: float | None
+    mfu: float | None
+    peak_mem_gb: float | None
+    model_spec: Mapping[str, Any]
+    cluster_spec: Mapping[str, Any]
+    prediction: Mapping[str, Any]
+    warpforge_version: str
+    created_at: datetime
+
+
+# sort name -> column; "-" in front means descending. Ties break on id, so pages never overlap.
+SORTS = {"id": Evaluation.id, "created_at": Evaluation.created_at, "objective_ms": Evaluation.objective_ms,
+         "speedup": Evaluation.speedup, "wall_s": Evaluation.wall_s}
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes for DateTime(timezone=True); every value was written in UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def _shape_row(m: Mapping[str, Any]) -> ShapeRow:
+    shape = dict(m.get("shape") or {})
+    key = m.get("shape_key") or ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
+    return ShapeRow(shape, key, str(m.get("dtype", "")), m.get("p20_ms"), m.get("p50_ms"), m.get("p80_ms"),
+                    m.get("ref_p50_ms"), m.get("speedup"), m.get("roofline_pct"))
+
+
+def _decision(d: DecisionRecord, campaign: str) -> Decision:
+    top_k = tuple(TopKEntry(str(e.get("variant", "")), dict(e.get("params") or {}), str(e.get("verdict", "")),
+                            e.get("ms"), e.get("speedup"), e.get("speedup_low"), e.get("speedup_high"),
+                            str(e.get("interval", "")), bool(e.get("remeasured")), bool(e.get("chosen")))
+                  for e in d.top_k or [])
+    return Decision(campaign, d.task, d.backend, d.timing_source, d.timing_gpu, d.fingerprint, d.variant_hash,
+                    d.variant_name, dict(d.params) if d.params is not None else None, d.objective_ms, d.speedup,
+                    d.speedup_low, d.speedup_high, bool(d.accepted), d.note, top_k,
+                    tuple(_shape_row(s) for s in d.shapes or []), _utc(d.created_at), d.interval, d.evaluation_id,
+                    d.evaluations, d.measured)
+
+
+def _variant(v: VariantRecord) -> VariantRow:
+    return VariantRow(v.source_hash, v.task, v.name, v.origin, v.proposer, tuple(v.parents or ()), v.proposal_id,
+                      v.rationale, v.source, dict(v.space or {}), _utc(v.created_at))
+
+
+_EVAL_COLUMNS = (Evaluation.id, Campaign.name, Evaluation.task, Evaluation.variant_hash, VariantRecord.name,
+                 Evaluation.params, Evaluation.backend, Evaluation.verdict, Evaluation.reason, Evaluation.message,
+                 Evaluation.device, Evaluation.fingerprint, Evaluation.timing_source, Evaluation.timing_gpu,
+                 Evaluation.objective_ms, Evaluation.speedup, Evaluation.compile_s, Evaluation.wall_s,
+                 Evaluation.final, Evaluation.trial_number, Evaluation.created_at)
+
+
+def _evaluation_row(r: Sequence[Any]) -> EvaluationRow:
+    values = list(r)
+    values[5] = dict(values[5] or {})
+    values[18] = bool(values[18])
+    values[20] = _utc(values[20])
+    return EvaluationRow(*values)
+
+
+class Reader:
+    """Read-only access to one results database (``url``: ``--db``, else ``WARPFORGE_DB``, else the default file).
+
+    A ``Reader`` holds an engine; share one per process (it is safe across threads: each call opens its own
+    short session). Pass ``database=`` to reuse an open :class:`Database` (the campaign does).
+    """
+
+    def __init__(self, url: str | None = None, *, database: Database | None = None) -> None:
+        self.db = database if database is not None else Database(url, create_dirs=False)
+        self._checked = False
+
+    def _check_schema(self) -> None:
+        """Once per reader: the database exists and is at the schema this code reads (never migrated here)."""
+        path = sqlite_path(self.db.url)
+        if path is not None and not path.exists():
+            raise DatabaseError(f"no database at {path}: run a campaign (warpforge run) or `warpforge db upgrade "
+                                "--db URL` first, or pass the right --db")
+        self.db.check()
+        from alembic.script import ScriptDirectory
+
+        heads = set(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
+        current = self.db.current_revision()
+        if current not in heads:
+            raise DatabaseError(f"{self.db.safe_url} is at schema revision {current or 'none'}, this warpforge reads "
+                                f"{', '.join(sorted(heads))}: run `warpforge db upgrade --db URL`")
+        self._checked = True
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        if not self._checked:
+            self._check_schema()
+        session = Session(self.db.engine)
+        try:
+            yield session
+        except (OperationalError, ProgrammingError) as exc:
+            msg = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+            raise DatabaseError(f"cannot read {self.db.safe_url}: {msg}; if the schema is older than this "
+                                f"warpforge, run `warpforge db upgrade --db URL`") from exc
+        finally:
+            session.rollback()  # never writes: end the read transaction whatever happened
+            session.close()
+
+    # --- campaigns ---------------------------------------------------------------------------------
+    def campaigns(self, *, status: str | None = None, offset: int = 0, limit: int = 50) -> Page[CampaignRow]:
+        """Campaigns, newest first, each with its counts and stored decisions."""
+        offset, limit = _page(offset, limit)
+        stmt = select(Campaign)
+        if status is not None:
+            stmt = stmt.where(Campaign.status == status)
+        with self._session() as s:
+            total = _count(s, stmt)
+            rows = list(s.scalars(stmt.order_by(Campaign.id.desc()).offset(offset).limit(limit)))
+            items = self._campaign_rows(s, rows)
+        return Page(tuple(items), total, offset, limit)
+
+    def campaign(self, name: str) -> CampaignRow | None:
+        with self._session() as s:
+            row = s.scalar(select(Campaign).where(Campaign.name == name))
+            return None if row is None else self._campaign_rows(s, [row])[0]
+
+    def _campaign_rows(self, s: Session, rows: list[Campaign]) -> list[CampaignRow]:
+        ids = [c.id for c in rows]
+        verdicts: dict[int, dict[str, int]] = {i: {} for i in ids}
+        if ids:  # one grouped query for the whole page, answered from ix_wf_eval_campaign_verdict
+            counts = s.execute(select(Evaluation.campaign_id, Evaluation.verdict, func.count())
+                               .where(Evaluation.campaign_id.in_(ids), Evaluation.final.is_(False))
+                               .group_by(Evaluation.campaign_id, Evaluation.verdict))
+            for cid, verdict, n in counts:
+                if cid is not None:
+                    verdicts[cid][verdict] = int(n)
+        decisions: dict[int, list[Decision]] = {i: [] for i in ids}
+        names = {c.id: c.name for c in rows}
+        if ids:
+            for d in s.scalars(select(DecisionRecord).where(DecisionRecord.campaign_id.in_(ids))
+                               .order_by(DecisionRecord.id)):
+                decisions[d.campaign_id].append(_decision(d, names[d.campaign_id]))
+        out = []
+        for c in rows:
+            spec = dict(c.spec or {})
+            out.append(CampaignRow(c.name, c.status, _utc(c.created_at), _utc(c.updated_at),
+                                   tuple(spec.get("tasks") or ()), str(spec.get("backend", "")),
+                                   str(spec.get("proposer", "")), str(spec.get("sampler", "")),
+                                   sum(verdicts[c.id].values()), verdicts[c.id], tuple(decisions[c.id]), spec))
+        return out
+
+    # --- evaluations -------------------------------------------------------------------------------
+    def evaluations(self, *, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
+                    variant_hash: str | None = None, final: bool | None = None, sort: str = "-id",
+                    offset: int = 0, limit: int = 50) -> Page[EvaluationRow]:
+        """A page of evaluations. ``sort``: one of ``SORTS`` (``-`` prefix: descending; unmeasured rows last
+        whichever the direction); ``final``: only (True) or without (False) the final re-benchmark."""
+        offset, limit = _page(offset, limit)
+        desc = sort.startswith("-")
+        column = SORTS.get(sort.lstrip("-"))
+        if column is None:
+            raise ValueError(f"unknown sort {sort!r}; use one of {', '.join(sorted(SORTS))} (prefix - to reverse)")
+        filters = []
+        if campaign is not None:
+            cid = select(Campaign.id).where(Campaign.name == campaign).scalar_subquery()
+            filters.append(Evaluation.campaign_id == cid)
+        if task is not None:
+            filters.append(Evaluation.task == task)
+        if verdict is not None:
+            filters.append(Evaluation.verdict == verdict)
+        if variant_hash is not None:
+            filters.append(Evaluation.variant_hash == variant_hash)
+        if final is not None:
+            filters.append(Evaluation.final.is_(final))
+        order: list[Any] = [column.desc().nulls_last() if desc else column.asc().nulls_last()]
+        if column is not Evaluation.id:
+            order.append(Evaluation.id.desc() if desc else Evaluation.id.asc())
+        # The page's ids first (an index walk, no joins), then the joined columns of those rows only.
+        with self._session() as s:
+            total = int(s.scalar(select(func.count(Evaluation.id)).where(*filters)) or 0)
+            ids = list(s.scalars(select(Evaluation.id).where(*filters).order_by(*order).offset(offset).limit(limit)))
+            rows = {r[0]: _evaluation_row(r) for r in s.execute(_joined().where(Evaluation.id.in_(ids)))} if ids else {}
+        return Page(tuple(rows[i] for i in ids), total, offset, limit)
+
+    def evaluation(self, id: int) -> EvaluationDetail | None:
+        """One evaluation with its per-shape times, resources, versions and the full stored result."""
+        with self._session() as s:
+            r = s.execute(_joined().where(Evaluation.id == id)).first()
+            if r is None:
+                return None
+            ev = s.get(Evaluation, id)
+            assert ev is not None
+            shapes = tuple(ShapeRow(dict(m.shape or {}), m.shape_key, m.dtype, m.p20_ms, m.p50_ms, m.p80_ms,
+                                    m.ref_p50_ms, m.speedup, m.roofline_pct)
+                           for m in s.scalars(select(Measurement).where(Measurement.evaluation_id == id)
+                                              .order_by(Measurement.id)))
+            result = dict(ev.result or {})
+            resources = {str(k.get("kernel", i)): {n: v for n, v in k.items() if n != "kernel"}
+                         for i, k in enumerate(result.get("resources") or [])} or None
+            versions = {"torch": ev.torch_version, "triton": ev.triton_version, "warpforge": ev.warpforge_version}
+            return EvaluationDetail(_evaluation_row(r), shapes, resources, versions, result)
+
+    # --- variants ----------------------------------------------------------------------------------
+    def variant(self, source_hash: str) -> VariantRow | None:
+        with self._session() as s:
+            v = s.scalar(select(VariantRecord).where(VariantRecord.source_hash == source_hash))
+            return None if v is None else _variant(v)
+
+    def lineage(self, source_hash: str) -> tuple[VariantRow, ...]:
+        """The variant and its ancestors, generation by generation (the variant first, its roots last);
+        each ancestor once; a parent hash not stored ends that branch."""
+        seen: dict[str, VariantRow] = {}
+        frontier = [source_hash]
+        with self._session() as s:
+            while frontier:
+                found = {v.source_hash: v for v in s.scalars(select(VariantRecord)
+                                                            .where(VariantRecord.source_hash.in_(frontier)))}
+                nxt: list[str] = []
+                for h in frontier:  # keep the parents' declared order within a generation
+                    if h in found and h not in seen:
+                        seen[h] = _variant(found[h])
+                        nxt.extend(p for p in seen[h].parents if p not in seen and p not in nxt)
+                frontier = nxt
+        return tuple(seen.values())
+
+    # --- decisions and winners ---------------------------------------------------------------------
+    def decisions(self, *, campaign: str | None = None, task: str | None = None,
+                  gpu: str | None = None) -> tuple[Decision, ...]:
+        """Stored decisions, newest first. ``gpu``: a case-insensitive part of the GPU name ("H100")."""
+        stmt = select(DecisionRecord, Campaign.name).join(Campaign, Campaign.id == DecisionRecord.campaign_id)
+        if campaign is not None:
+            stmt = stmt.where(Campaign.name == campaign)
+        if task is not None:
+            stmt = stmt.where(DecisionRecord.task == task)
+        if gpu is not None:
+            stmt = stmt.where(DecisionRecord.timing_gpu.ilike(f"%{gpu}%"))
+        with self._session() as s:
+            return tuple(_decision(d, name) for d, name in s.execute(stmt.order_by(DecisionRecord.id.desc())))
+
+    def winners(self, *, task: str | None = None, gpu: str | None = None,
+                shape: str | None = None) -> tuple[Winner, ...]:
+        """The accepted winner per task x GPU (x shape): among the accepted decisions for that task on that
+        GPU, the one whose own stored winner is fastest (newest on a tie). ``shape`` ("M=4096,N=4096") keeps
+        decisions whose winner was timed on that shape and compares that shape's p50. Times of different
+        GPUs are never compared with each other. Ordered by task, then GPU."""
+        best: dict[tuple[str, str], Winner] = {}
+        for d in self.decisions(task=task, gpu=gpu):
+            if not d.accepted:
+                continue
+            ms, speedup = d.objective_ms, d.speedup
+            if shape is not None:
+                row = next((r for r in d.shapes if r.shape_key == shape), None)
+                if row is None:
+                    continue
+                ms, speedup = row.p50_ms, row.speedup
+            if ms is None:
+                continue
+            key = (d.task, d.fingerprint or d.gpu or "")
+            held = best.get(key)
+            if held is None or (held.ms is not None and ms < held.ms):  # newest first: a tie keeps the newer
+                best[key] = Winner(d.task, d.gpu, d.fingerprint, shape, d, ms, speedup)
+        return tuple(sorted(best.values(), key=lambda w: (w.task, w.gpu or "")))
+
+    # --- plans -------------------------------------------------------------------------------------
+    def plans(self, *, model: str | None = None, cluster: str | None = None, campaign: str | None = None,
+              offset: int = 0, limit: int = 50) -> Page[PlanRow]:
+        """Stored parallelism plans, fastest predicted step first (plans that do not fit last)."""
+        offset, limit = _page(offset, limit)
+        stmt = select(Plan, Campaign.name).outerjoin(Campaign, Campaign.id == Plan.campaign_id)
+        if model is not None:
+            stmt = stmt.where(Plan.model_name == model)
+        if cluster is not None:
+            stmt = stmt.where(Plan.cluster_name == cluster)
+        if campaign is not None:
+            stmt = stmt.where(Campaign.name == campaign)
+        order = (Plan.fits.desc(), Plan.step_time_s.asc().nulls_last(), Plan.id.asc())
+        with self._session() as s:
+            total = _count(s, stmt)
+            items = tuple(PlanRow(p.id, name, p.model_name, p.cluster_name, p.nodes, dict(p.plan or {}), p.plan_key,
+                                  p.source, bool(p.fits), p.step_time_s, p.mfu, p.peak_mem_gb,
+                                  dict(p.model_spec or {}), dict(p.cluster_spec or {}), dict(p.prediction or {}),
+                                  p.warpforge_version, _utc(p.created_at))
+                          for p, name in s.execute(stmt.order_by(*order).offset(offset).limit(limit)))
+        return Page(items, total, offset, limit)
+
+
+def _joined() -> Select[Any]:
+    return (select(*_EVAL_COLUMNS)
+            .join(VariantRecord, VariantRecord.id == Evaluation.variant_id)
+            .outerjoin(Campaign, Campaign.id == Evaluation.campaign_id))
+
+
+def _count(s: Session, stmt: Select[Any] | Any) -> int:
+    return int(s.scalar(select(func.count()).select_from(stmt.order_by(None).subquery())) or 0)
+
+
+def _page(offset: int, limit: int) -> tuple[int, int]:
+    if offset < 0 or limit < 1:
+        raise ValueError(f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit})")
+    return offset, min(limit, MAX_LIMIT)

@@ -298,8 +298,8 @@ class _TaskRun:
         kill -9 between storing a result and the background copy of its trial): never evaluated twice."""
         with self.db.session() as s:
             rows = s.execute(select(Evaluation.params, Evaluation.verdict, Evaluation.reason, Evaluation.objective_ms)
-                             .join(Campaign).where(Campaign.name == self.spec.name,
-                                                         Evaluation.study_name == name)
+                             .join(Campaign).where(Campaign.name == self.spec.name, Evaluation.study_name == name,
+                                                   Evaluation.final.is_(False))
                              .order_by(Evaluation.id)).all()
         adopted = sum(strategy.adopt(dict(p), ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
                       for p, v, r, ms in rows)

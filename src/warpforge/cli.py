@@ -245,62 +245,86 @@ def eval_cmd(
 @app.command()
 @handle_errors
 def results(campaign: str | None = typer.Option(None, "--campaign"), task: str | None = typer.Option(None, "--task"),
-            limit: int = typer.Option(50, "--limit"), db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
-    """List stored evaluations, newest first."""
-    from warpforge.db import store
+            verdict: str | None = typer.Option(None, "--verdict", help="only this verdict (ok, incorrect, ...)"),
+            sort: str = typer.Option("-id", "--sort", help="id | created_at | objective_ms | speedup; "
+                                     "prefix - for descending"),
+            limit: int = typer.Option(50, "--limit", min=1), offset: int = typer.Option(0, "--offset", min=0),
+            db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
+    """List stored evaluations, newest first (the final top-k re-benchmark marked as such)."""
+    from warpforge.db.queries import Reader
     from warpforge.db.session import Database
 
     database = Database(db)
     database.upgrade()
-    with database.session() as s:
-        rows: list[dict[str, Any]] = [{"id": r.id, "campaign": r.campaign.name if r.campaign else None, "task": r.task,
-                 "variant": r.variant.name, "variant_hash": r.variant_hash[:12], "params": r.params,
-                 "backend": r.backend, "verdict": r.verdict, "reason": r.reason, "time_ms": r.objective_ms,
-                 "speedup": r.speedup, "timing_source": r.timing_source, "gpu": r.timing_gpu,
-                 "created_at": r.created_at.isoformat()} for r in store.results(s, campaign, task, limit)]
+    page = Reader(database=database).evaluations(campaign=campaign, task=task, verdict=verdict, sort=sort,
+                                                 offset=offset, limit=limit)
+    rows: list[dict[str, Any]] = [
+        {"id": r.id, "campaign": r.campaign, "task": r.task, "variant": r.variant_name,
+         "variant_hash": r.variant_hash[:12], "params": dict(r.params), "backend": r.backend, "verdict": r.verdict,
+         "reason": r.reason, "time_ms": r.objective_ms, "speedup": r.speedup, "timing_source": r.timing_source,
+         "gpu": r.timing_gpu, "final": r.final, "created_at": r.created_at.isoformat()} for r in page.items]
     if json_out:
         return _emit_json(rows)
-    table = Table(title="warpforge results")
+    table = Table(title=f"warpforge results ({offset + 1}-{offset + len(rows)} of {page.total})" if rows
+                  else "warpforge results (none)")
     for col in ("id", "campaign", "task", "variant", "params", "backend", "verdict", "ms", "speedup", "timing"):
         table.add_column(col)
     for r in rows:
         table.add_row(str(r["id"]), r["campaign"] or "-", r["task"], r["variant"], json.dumps(r["params"]),
                       r["backend"], r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
                       f"{r['time_ms']:.4g}" if r["time_ms"] else "-", f"{r['speedup']:.3g}" if r["speedup"] else "-",
-                      f"{r['timing_source']} on {r['gpu']}" if r["timing_source"] else "not measured")
+                      (f"{r['timing_source']} on {r['gpu']}" if r["timing_source"] else "not measured")
+                      + (" (final re-benchmark)" if r["final"] else ""))
     out.print(table)
 
 
 @app.command()
 @handle_errors
 def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = typer.Option(None, "--gpu"),
-         shape: str | None = typer.Option(None, "--shape", help="rank by one shape, e.g. M=4096,N=4096"),
-         limit: int = typer.Option(5, "--limit"), db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
-    """The fastest correct measured configurations of a task (one GPU per answer)."""
-    from warpforge.db import store
+         shape: str | None = typer.Option(None, "--shape", help="the winner's time on one shape, e.g. M=4096,N=4096"),
+         limit: int = typer.Option(5, "--limit", min=1, help="at most this many GPUs"), db: str | None = DbOpt,
+         json_out: bool = JsonOpt) -> None:
+    """The accepted winner of a task per GPU, as its campaign decided it (beyond noise, re-benchmarked).
+
+    Answers from stored decisions only (never by re-ranking raw times); GPUs are never compared.
+    """
+    from warpforge.db.queries import Reader
     from warpforge.db.session import Database
 
     database = Database(db)
     database.upgrade()
-    with database.session() as s:
-        rows: list[dict[str, Any]] = [
-                {"variant": r.evaluation.variant.name, "variant_hash": r.evaluation.variant_hash[:12],
-                 "params": r.evaluation.params, "time_ms": r.time_ms, "shape": r.shape,
-                 "speedup": r.evaluation.speedup, "gpu": r.evaluation.timing_gpu,
-                 "timing_source": r.evaluation.timing_source, "evaluation_id": r.evaluation.id}
-                for r in store.best(s, task, gpu, shape, limit)]
+    reader = Reader(database=database)
+    winners = reader.winners(task=task, gpu=gpu, shape=shape)[:limit]
+    rows: list[dict[str, Any]] = []
+    for w in winners:
+        d = w.decision
+        rows.append({"variant": d.variant_name, "variant_hash": (d.variant_hash or "")[:12],
+                     "params": dict(d.params or {}), "time_ms": w.ms, "shape": w.shape_key, "speedup": w.speedup,
+                     "speedup_low": d.speedup_low if shape is None else None,
+                     "speedup_high": d.speedup_high if shape is None else None, "interval": d.interval,
+                     "gpu": d.gpu, "timing_source": d.timing_source, "evaluation_id": d.evaluation_id,
+                     "campaign": d.campaign, "decided_at": d.created_at.isoformat(),
+                     "top_k": [{"variant": t.variant, "params": dict(t.params), "ms": t.ms, "speedup": t.speedup,
+                                "chosen": t.chosen} for t in d.top_k]})
     if json_out:
         return _emit_json(rows)
     if not rows:
-        err.print(f"no measured correct result for {task!r}" + (f" on {gpu}" if gpu else "")
-                  + ": run a campaign on a GPU (warpforge run) or with recorded times (--backend replay)")
+        where = (f" on {gpu}" if gpu else "") + (f" for shape {shape}" if shape else "")
+        latest = reader.decisions(task=task)
+        why = f"; the latest campaign ({latest[0].campaign}) says: {latest[0].note}" if latest else ""
+        err.print(f"no measured correct result for {task!r}{where} in the stored campaign decisions{why}; "
+                  "run a campaign on a GPU (warpforge run) or with recorded times (--backend replay)",
+                  highlight=False, soft_wrap=True)
         raise typer.Exit(1)
-    table = Table(title=f"best {task}")
-    for col in ("variant", "params", "ms", "speedup", "timing"):
+    table = Table(title=f"best {task}" + (f" ({shape})" if shape else ""))
+    for col in ("variant", "params", "ms", "speedup", "timing", "campaign"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["variant"], json.dumps(r["params"]), f"{r['time_ms']:.4g}",
-                      f"{r['speedup']:.3g}" if r["speedup"] else "-", f"{r['timing_source']} on {r['gpu']}")
+        interval = (f" [{r['speedup_low']:.3g}-{r['speedup_high']:.3g}]"
+                    if r["speedup_low"] is not None and r["speedup_high"] is not None else "")
+        table.add_row(r["variant"] or "-", json.dumps(r["params"]), f"{r['time_ms']:.4g}",
+                      (f"{r['speedup']:.3g}x" if r["speedup"] else "-") + interval,
+                      f"{r['timing_source']} on {r['gpu']}", r["campaign"])
     out.print(table)
 
 

@@ -103,6 +103,8 @@ def seeded(db_url: str) -> dict[str, Any]:
         ])
         s.flush()
         ids["evals"] = [e.id for e in evs]
+        ids["ms"] = {e.id: e.objective_ms for e in evs}
+        ids["speedup"] = {e.id: e.speedup for e in evs}
     ids["url"] = db_url
     return ids
 
@@ -124,6 +126,9 @@ def test_evaluation_pages_filter_sort_and_never_overlap(seeded: dict[str, Any]) 
     rest = reader.evaluations(campaign="c1", final=False, limit=4, offset=4)
     assert [r.id for r in c1.items + rest.items] == sorted(ev[:6], reverse=True) and not rest.has_more
     assert {r.id for r in reader.evaluations(campaign="c1", final=True).items} == {ev[6], ev[7]}
+    # every row, newest first, in keyset batches (4 + 2 rows here)
+    assert [r.id for r in reader.iter_evaluations(campaign="c1", final=False, batch=4)] == sorted(ev[:6], reverse=True)
+    assert len(list(reader.iter_evaluations(batch=5))) == 13
     fastest = reader.evaluations(task="softmax", verdict="ok", sort="objective_ms")
     # ok softmax rows: 0.50, 0.30, 0.20, None(unmeasured), 0.21f, 0.31f, 0.25, 0.1 (A100, no campaign)
     assert [r.objective_ms for r in fastest.items] == [0.1, 0.2, 0.21, 0.25, 0.3, 0.31, 0.5, None]
@@ -142,6 +147,30 @@ def test_evaluation_pages_filter_sort_and_never_overlap(seeded: dict[str, Any]) 
         reader.evaluations(sort="verdict")
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.verdict = "ok"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("sort", ["objective_ms", "-objective_ms", "speedup", "-speedup", "id", "-id",
+                                  "created_at", "-created_at"])
+def test_cursor_and_offset_pages_walk_the_same_order_with_unmeasured_last(seeded: dict[str, Any], sort: str) -> None:
+    reader = Reader(seeded["url"])
+    name, desc = sort.lstrip("-"), sort.startswith("-")
+    values = {"objective_ms": seeded["ms"], "speedup": seeded["speedup"], "id": {i: i for i in seeded["ms"]},
+              "created_at": {i: i for i in seeded["ms"]}}[name]  # created_at grows with id in the seed
+    valued = sorted((i for i in values if values[i] is not None), key=lambda i: (values[i], i), reverse=desc)
+    expected = valued + sorted((i for i in values if values[i] is None), reverse=desc)
+    by_offset = [r.id for off in range(0, 13, 3) for r in reader.evaluations(sort=sort, offset=off, limit=3).items]
+    by_cursor, cursor, pages = [], None, 0
+    while True:
+        page = reader.evaluations(sort=sort, limit=3, cursor=cursor)
+        by_cursor += [r.id for r in page.items]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert by_offset == expected and by_cursor == expected and pages == 5
+    with pytest.raises(ValueError, match="belongs to sort"):
+        reader.evaluations(sort="id" if name != "id" else "speedup", cursor=reader.evaluations(
+            sort=sort, limit=2).next_cursor)
 
 
 def test_one_evaluation_in_full(seeded: dict[str, Any]) -> None:

@@ -101,6 +101,11 @@ class Evaluation(Base):
         Index("ix_wf_eval_campaign_task", "campaign_id", "task", "id"),
         Index("ix_wf_eval_task_id", "task", "id"),
         Index("ix_wf_eval_variant_id", "variant_hash", "id"),
+        # Sorted pages (db/paging.py): without them a page sorted 100,000 rows (65 ms on SQLite).
+        Index("ix_wf_eval_objective", "objective_ms", "id"),
+        Index("ix_wf_eval_speedup", "speedup", "id"),
+        Index("ix_wf_eval_created", "created_at", "id"),
+        Index("ix_wf_eval_task_objective", "task", "verdict", "objective_ms", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.exc import OperationalError, ProgrammingError
@@ -34,187 +33,25 @@ from sqlalchemy.orm import Session
 
 from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, VariantRecord
 from warpforge.db.models import Decision as DecisionRecord
+from warpforge.db.paging import SORTS, page_ids, parse_sort
+from warpforge.db.rows import (
+    CampaignRow,
+    Decision,
+    EvaluationDetail,
+    EvaluationRow,
+    Page,
+    PlanRow,
+    ShapeRow,
+    TopKEntry,
+    VariantRow,
+    Winner,
+)
 from warpforge.db.session import MIGRATIONS_DIR, Database, DatabaseError, sqlite_path
 
-T = TypeVar("T")
-MAX_LIMIT = 1000  # one page; a 1000-row page of evaluations reads in ~15 ms on SQLite (benchmarks/read_layer.py)
+__all__ = ["MAX_LIMIT", "SORTS", "Reader", "CampaignRow", "Decision", "EvaluationDetail", "EvaluationRow", "Page",
+           "PlanRow", "ShapeRow", "TopKEntry", "VariantRow", "Winner"]
 
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    """One page of a longer list: ``items`` are rows ``offset .. offset+len(items)`` of ``total``."""
-
-    items: tuple[T, ...]
-    total: int
-    offset: int
-    limit: int
-
-    @property
-    def has_more(self) -> bool:
-        return self.offset + len(self.items) < self.total
-
-
-@dataclass(frozen=True)
-class ShapeRow:
-    """One benchmark shape's times (ms) of an evaluation or a decision's winner."""
-
-    shape: Mapping[str, int]
-    shape_key: str  # "M=4096,N=4096" (kernels.task.shape_key)
-    dtype: str
-    p20_ms: float | None
-    p50_ms: float | None
-    p80_ms: float | None
-    ref_p50_ms: float | None
-    speedup: float | None
-    roofline_pct: float | None
-
-
-@dataclass(frozen=True)
-class TopKEntry:
-    """One of a decision's re-benchmarked top-k (search/summary.FinalEntry as stored)."""
-
-    variant: str
-    params: Mapping[str, Any]
-    verdict: str
-    ms: float | None
-    speedup: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    interval: str  # how the interval was obtained
-    remeasured: bool  # fresh live measurement (True) or the stored one (recorded times)
-    chosen: bool  # the campaign's winner
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A campaign's stored decision for one task. ``accepted`` False: no winner, ``note`` says why."""
-
-    campaign: str
-    task: str
-    backend: str
-    timing_source: str | None  # live | recorded | None (nothing was timed)
-    gpu: str | None  # the GPU the times come from
-    fingerprint: str
-    variant_hash: str | None
-    variant_name: str | None
-    params: Mapping[str, Any] | None
-    objective_ms: float | None
-    speedup: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    accepted: bool
-    note: str
-    top_k: tuple[TopKEntry, ...]
-    shapes: tuple[ShapeRow, ...]
-    created_at: datetime
-    interval: str = ""  # how speedup_low/high were obtained
-    evaluation_id: int | None = None  # the winner's search evaluation
-    evaluations: int = 0  # search evaluations behind the decision
-    measured: int = 0  # of which timed
-
-
-@dataclass(frozen=True)
-class Winner:
-    """The accepted winner of a task on one GPU (and one shape when ``shape_key`` is set)."""
-
-    task: str
-    gpu: str | None
-    fingerprint: str
-    shape_key: str | None
-    decision: Decision
-    ms: float | None = None  # the decision's objective, or the shape's p50 when shape_key is set
-    speedup: float | None = None
-
-
-@dataclass(frozen=True)
-class CampaignRow:
-    name: str
-    status: str  # running | finished | interrupted
-    created_at: datetime
-    updated_at: datetime
-    tasks: tuple[str, ...]
-    backend: str
-    proposer: str
-    sampler: str
-    evaluations: int  # search evaluations (the final re-benchmark is not counted)
-    verdicts: Mapping[str, int]
-    decisions: tuple[Decision, ...]
-    spec: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class EvaluationRow:
-    id: int
-    campaign: str | None
-    task: str
-    variant_hash: str
-    variant_name: str
-    params: Mapping[str, Any]
-    backend: str
-    verdict: str
-    reason: str
-    message: str
-    device: str
-    fingerprint: str
-    timing_source: str | None
-    timing_gpu: str | None
-    objective_ms: float | None
-    speedup: float | None
-    compile_s: float | None
-    wall_s: float | None
-    final: bool  # part of the campaign's final top-k re-benchmark, not of the search
-    trial_number: int | None
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class EvaluationDetail:
-    row: EvaluationRow
-    shapes: tuple[ShapeRow, ...]
-    resources: Mapping[str, Any] | None  # kernel name -> {target, registers, spill_bytes, shared_bytes, compile_s}
-    versions: Mapping[str, str]  # torch / triton / warpforge
-    result: Mapping[str, Any]  # the full stored EvalResult document
-
-
-@dataclass(frozen=True)
-class VariantRow:
-    source_hash: str
-    task: str
-    name: str
-    origin: str  # template | llm | user
-    proposer: str
-    parents: tuple[str, ...]
-    proposal_id: str | None
-    rationale: str
-    source: str
-    space: Mapping[str, Any]
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class PlanRow:
-    id: int
-    campaign: str | None
-    model_name: str
-    cluster_name: str
-    nodes: int
-    plan: Mapping[str, Any]
-    plan_key: str
-    source: str  # search | enqueued | predict
-    fits: bool
-    step_time_s: float | None
-    mfu: float | None
-    peak_mem_gb: float | None
-    model_spec: Mapping[str, Any]
-    cluster_spec: Mapping[str, Any]
-    prediction: Mapping[str, Any]
-    warpforge_version: str
-    created_at: datetime
-
-
-# sort name -> column; "-" in front means descending. Ties break on id, so pages never overlap.
-SORTS = {"id": Evaluation.id, "created_at": Evaluation.created_at, "objective_ms": Evaluation.objective_ms,
-         "speedup": Evaluation.speedup, "wall_s": Evaluation.wall_s}
+MAX_LIMIT = 1000  # rows in one page: bounds what one call can cost, whatever a client asks for
 
 
 def _utc(value: datetime) -> datetime:
@@ -349,35 +186,37 @@ class Reader:
     # --- evaluations -------------------------------------------------------------------------------
     def evaluations(self, *, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
                     variant_hash: str | None = None, final: bool | None = None, sort: str = "-id",
-                    offset: int = 0, limit: int = 50) -> Page[EvaluationRow]:
+                    offset: int = 0, limit: int = 50, cursor: str | None = None) -> Page[EvaluationRow]:
         """A page of evaluations. ``sort``: one of ``SORTS`` (``-`` prefix: descending; unmeasured rows last
-        whichever the direction); ``final``: only (True) or without (False) the final re-benchmark."""
+        whichever the direction); ``final``: only (True) or without (False) the final re-benchmark.
+        ``cursor``: the previous page's ``next_cursor`` (same filters and sort; ``offset`` is then ignored):
+        as fast on the last page as on the first, where a deep ``offset`` walks all the rows before it."""
         offset, limit = _page(offset, limit)
-        desc = sort.startswith("-")
-        column = SORTS.get(sort.lstrip("-"))
-        if column is None:
-            raise ValueError(f"unknown sort {sort!r}; use one of {', '.join(sorted(SORTS))} (prefix - to reverse)")
-        filters = []
-        if campaign is not None:
-            cid = select(Campaign.id).where(Campaign.name == campaign).scalar_subquery()
-            filters.append(Evaluation.campaign_id == cid)
-        if task is not None:
-            filters.append(Evaluation.task == task)
-        if verdict is not None:
-            filters.append(Evaluation.verdict == verdict)
-        if variant_hash is not None:
-            filters.append(Evaluation.variant_hash == variant_hash)
-        if final is not None:
-            filters.append(Evaluation.final.is_(final))
-        order: list[Any] = [column.desc().nulls_last() if desc else column.asc().nulls_last()]
-        if column is not Evaluation.id:
-            order.append(Evaluation.id.desc() if desc else Evaluation.id.asc())
-        # The page's ids first (an index walk, no joins), then the joined columns of those rows only.
+        parse_sort(sort)
+        filters = _filters(campaign=campaign, task=task, verdict=verdict, variant_hash=variant_hash, final=final)
+        # The page's ids first (index walks, no joins), then the joined columns of those rows only.
         with self._session() as s:
             total = int(s.scalar(select(func.count(Evaluation.id)).where(*filters)) or 0)
-            ids = list(s.scalars(select(Evaluation.id).where(*filters).order_by(*order).offset(offset).limit(limit)))
+            ids, next_cursor = page_ids(s, filters, sort, offset=offset, limit=limit, cursor=cursor)
             rows = {r[0]: _evaluation_row(r) for r in s.execute(_joined().where(Evaluation.id.in_(ids)))} if ids else {}
-        return Page(tuple(rows[i] for i in ids), total, offset, limit)
+        return Page(tuple(rows[i] for i in ids), total, 0 if cursor else offset, limit, next_cursor)
+
+    def iter_evaluations(self, *, campaign: str | None = None, task: str | None = None,
+                         final: bool | None = None, batch: int = MAX_LIMIT) -> Iterator[EvaluationRow]:
+        """Every matching evaluation, newest first, fetched ``batch`` rows at a time by id (keyset: each
+        batch costs the same however deep, unlike a growing offset)."""
+        filters = _filters(campaign=campaign, task=task, final=final)
+        below: int | None = None
+        while True:
+            stmt = _joined().where(*filters)
+            if below is not None:
+                stmt = stmt.where(Evaluation.id < below)
+            with self._session() as s:
+                rows = [_evaluation_row(r) for r in s.execute(stmt.order_by(Evaluation.id.desc()).limit(batch))]
+            yield from rows
+            if len(rows) < batch:
+                return
+            below = rows[-1].id
 
     def evaluation(self, id: int) -> EvaluationDetail | None:
         """One evaluation with its per-shape times, resources, versions and the full stored result."""
@@ -405,20 +244,29 @@ class Reader:
 
     def lineage(self, source_hash: str) -> tuple[VariantRow, ...]:
         """The variant and its ancestors, generation by generation (the variant first, its roots last);
-        each ancestor once; a parent hash not stored ends that branch."""
-        seen: dict[str, VariantRow] = {}
-        frontier = [source_hash]
+        each ancestor once; a parent hash not stored ends that branch.
+
+        Three queries whatever the depth (the task's hash -> parents map, walked here, then the rows): one
+        query per generation cost a round trip each, ~10 ms apiece on the loaded PostgreSQL benchmark.
+        """
         with self._session() as s:
+            task = s.scalar(select(VariantRecord.task).where(VariantRecord.source_hash == source_hash))
+            if task is None:
+                return ()
+            parents = {h: tuple(p or ()) for h, p in s.execute(select(VariantRecord.source_hash, VariantRecord.parents)
+                                                                .where(VariantRecord.task == task))}
+            order: list[str] = []
+            frontier = [source_hash]
             while frontier:
-                found = {v.source_hash: v for v in s.scalars(select(VariantRecord)
-                                                            .where(VariantRecord.source_hash.in_(frontier)))}
                 nxt: list[str] = []
                 for h in frontier:  # keep the parents' declared order within a generation
-                    if h in found and h not in seen:
-                        seen[h] = _variant(found[h])
-                        nxt.extend(p for p in seen[h].parents if p not in seen and p not in nxt)
+                    if h in parents and h not in order:
+                        order.append(h)
+                        nxt.extend(p for p in parents[h] if p not in order and p not in nxt)
                 frontier = nxt
-        return tuple(seen.values())
+            rows = {v.source_hash: _variant(v)
+                    for v in s.scalars(select(VariantRecord).where(VariantRecord.source_hash.in_(order)))}
+        return tuple(rows[h] for h in order)
 
     # --- decisions and winners ---------------------------------------------------------------------
     def decisions(self, *, campaign: str | None = None, task: str | None = None,
@@ -479,6 +327,23 @@ class Reader:
                                   p.warpforge_version, _utc(p.created_at))
                           for p, name in s.execute(stmt.order_by(*order).offset(offset).limit(limit)))
         return Page(items, total, offset, limit)
+
+
+def _filters(*, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
+             variant_hash: str | None = None, final: bool | None = None) -> list[Any]:
+    filters: list[Any] = []
+    if campaign is not None:  # a subquery, not a join: the page query stays on wf_evaluations' indexes
+        filters.append(Evaluation.campaign_id == select(Campaign.id).where(Campaign.name == campaign)
+                       .scalar_subquery())
+    if task is not None:
+        filters.append(Evaluation.task == task)
+    if verdict is not None:
+        filters.append(Evaluation.verdict == verdict)
+    if variant_hash is not None:
+        filters.append(Evaluation.variant_hash == variant_hash)
+    if final is not None:
+        filters.append(Evaluation.final.is_(final))
+    return filters
 
 
 def _joined() -> Select[Any]:

@@ -147,10 +147,6 @@ def save_decision(session: Session, campaign: Campaign, task: str, *, backend: s
     The winner's search evaluation (same campaign, source and params, not the final re-benchmark) is
     linked as ``evaluation_id`` so a reader can open its full result.
     """
-    row = session.scalar(select(Decision).where(Decision.campaign_id == campaign.id, Decision.task == task))
-    if row is None:
-        row = Decision(campaign_id=campaign.id, task=task)
-        session.add(row)
     evaluation_id = None
     if variant_hash is not None and params is not None:
         evaluation_id = session.scalar(
@@ -158,6 +154,10 @@ def save_decision(session: Session, campaign: Campaign, task: str, *, backend: s
                                         Evaluation.variant_hash == variant_hash,
                                         Evaluation.params_key == params_key(params), Evaluation.final.is_(False))
             .order_by(Evaluation.id).limit(1))
+    row = session.scalar(select(Decision).where(Decision.campaign_id == campaign.id, Decision.task == task))
+    if row is None:
+        row = Decision(campaign_id=campaign.id, task=task)
+        session.add(row)
     for name, value in dict(
             backend=backend, accepted=accepted, note=note, timing_source=timing_source, timing_gpu=timing_gpu,
             fingerprint=fingerprint, variant_hash=variant_hash, variant_name=variant_name, params=params,

@@ -30,6 +30,7 @@ from sqlalchemy import event, select
 from warpforge.agent.proposers import Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
 from warpforge.db.models import Campaign, Evaluation
+from warpforge.db.queries import Reader
 from warpforge.db.session import Database
 from warpforge.errors import WarpforgeError
 from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
@@ -41,6 +42,7 @@ from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import Variant
 from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
 from warpforge.search.allocators import get_allocator
+from warpforge.search.decision import decision_fields
 from warpforge.search.mirror import StudyWriter, open_study
 from warpforge.search.rounds import ArmStats, Prepared, ProposalLoop
 from warpforge.search.samplers import DEFAULT_SAMPLER
@@ -476,21 +478,20 @@ class _TaskRun:
         return report
 
     def _summarize(self, final: list[FinalEntry]) -> TaskSummary:
-        with self.db.session() as s:
-            rows = [r for r in store.results(s, campaign=self.spec.name, task=self.task.name, limit=100_000)
-                    if not r.final]
-            measured = 0
-            for arm in self.arms:
-                summary = arm.summary
-                for r in rows:
-                    if r.variant_hash != arm.variant.source_hash:
-                        continue
-                    summary.evaluated += 1
-                    summary.verdicts[r.verdict] = summary.verdicts.get(r.verdict, 0) + 1
-                    if r.objective_ms is not None and r.verdict == "ok":
-                        measured += 1
-                        if summary.best_ms is None or r.objective_ms < summary.best_ms:
-                            summary.best_ms, summary.best_params = r.objective_ms, r.params
+        rows = list(Reader(database=self.db).iter_evaluations(campaign=self.spec.name, task=self.task.name,
+                                                              final=False))
+        measured = 0
+        for arm in self.arms:
+            summary = arm.summary
+            for r in rows:
+                if r.variant_hash != arm.variant.source_hash:
+                    continue
+                summary.evaluated += 1
+                summary.verdicts[r.verdict] = summary.verdicts.get(r.verdict, 0) + 1
+                if r.objective_ms is not None and r.verdict == "ok":
+                    measured += 1
+                    if summary.best_ms is None or r.objective_ms < summary.best_ms:
+                        summary.best_ms, summary.best_params = r.objective_ms, dict(r.params)
         best = self.incumbent.best
         if self.backend_cls.measures or measured:
             timing = best.result.timing if best else None
@@ -510,6 +511,11 @@ class _TaskRun:
             if chosen is not None:
                 out.best_speedup, out.best_speedup_low, out.best_speedup_high = (
                     chosen.speedup, chosen.speedup_low, chosen.speedup_high)
+        with self.db.session() as s:  # the decision as data: readers never re-rank raw times (DESIGN 3.5)
+            campaign = store.get_campaign(s, self.spec.name)
+            assert campaign is not None
+            store.save_decision(s, campaign, self.task.name, **decision_fields(
+                out, best, final, backend=self.backend_name, acceptance=self.incumbent.describe()))
         return out
 
 

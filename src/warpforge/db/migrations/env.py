@@ -21,16 +21,26 @@ def run_migrations_online() -> None:
 
         engine = create_engine(context.config.get_main_option("sqlalchemy.url") or "sqlite://")
     with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch migrations re-create SQLite tables (DROP + rename); with foreign keys on, dropping a
+            # referenced table (wf_variants, wf_campaigns) fails. Alembic's documented remedy: off for the
+            # migration (the pragma only takes effect outside a transaction, hence before it), on again after.
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=Base.metadata,
             version_table=VERSION_TABLE,
             include_object=include_object,
-            render_as_batch=connection.dialect.name == "sqlite",
+            render_as_batch=sqlite,
         )
         with context.begin_transaction():
             context.run_migrations()
         connection.commit()
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            connection.commit()
 
 
 run_migrations_online()

@@ -38,6 +38,10 @@ EVAL_INDEXES = {
     "ix_wf_eval_campaign_task": ["campaign_id", "task", "id"],
     "ix_wf_eval_task_id": ["task", "id"],
     "ix_wf_eval_variant_id": ["variant_hash", "id"],
+    "ix_wf_eval_objective": ["objective_ms", "id"],
+    "ix_wf_eval_speedup": ["speedup", "id"],
+    "ix_wf_eval_created": ["created_at", "id"],
+    "ix_wf_eval_task_objective": ["task", "verdict", "objective_ms", "id"],
 }
 
 

@@ -1,0 +1,194 @@
+"""The frozen rows the read layer (db/queries.py) returns: plain values, ``dict``/``tuple`` inside, no ORM.
+
+Import them from ``warpforge.db.queries`` (re-exported there, the contract's home); they live here to keep
+that module small. Nothing here imports more than the standard library.
+
+Example::
+
+    >>> page = Page(items=(1, 2), total=5, offset=0, limit=2)
+    >>> page.has_more
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a longer list: ``items`` are rows ``offset .. offset+len(items)`` of ``total``
+    (``next_cursor`` continues it where the reader offers cursors)."""
+
+    items: tuple[T, ...]
+    total: int
+    offset: int  # 0 for a page read by cursor
+    limit: int
+    next_cursor: str | None = None  # evaluations(): pass it back as cursor= for the next page
+
+    @property
+    def has_more(self) -> bool:
+        return self.next_cursor is not None or self.offset + len(self.items) < self.total
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """One benchmark shape's times (ms) of an evaluation or a decision's winner."""
+
+    shape: Mapping[str, int]
+    shape_key: str  # "M=4096,N=4096" (kernels.task.shape_key)
+    dtype: str
+    p20_ms: float | None
+    p50_ms: float | None
+    p80_ms: float | None
+    ref_p50_ms: float | None
+    speedup: float | None
+    roofline_pct: float | None
+
+
+@dataclass(frozen=True)
+class TopKEntry:
+    """One of a decision's re-benchmarked top-k (search/summary.FinalEntry as stored)."""
+
+    variant: str
+    params: Mapping[str, Any]
+    verdict: str
+    ms: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    interval: str  # how the interval was obtained
+    remeasured: bool  # fresh live measurement (True) or the stored one (recorded times)
+    chosen: bool  # the campaign's winner
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A campaign's stored decision for one task. ``accepted`` False: no winner, ``note`` says why."""
+
+    campaign: str
+    task: str
+    backend: str
+    timing_source: str | None  # live | recorded | None (nothing was timed)
+    gpu: str | None  # the GPU the times come from
+    fingerprint: str
+    variant_hash: str | None
+    variant_name: str | None
+    params: Mapping[str, Any] | None
+    objective_ms: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    accepted: bool
+    note: str
+    top_k: tuple[TopKEntry, ...]
+    shapes: tuple[ShapeRow, ...]
+    created_at: datetime
+    interval: str = ""  # how speedup_low/high were obtained
+    evaluation_id: int | None = None  # the winner's search evaluation
+    evaluations: int = 0  # search evaluations behind the decision
+    measured: int = 0  # of which timed
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The accepted winner of a task on one GPU (and one shape when ``shape_key`` is set)."""
+
+    task: str
+    gpu: str | None
+    fingerprint: str
+    shape_key: str | None
+    decision: Decision
+    ms: float | None = None  # the decision's objective, or the shape's p50 when shape_key is set
+    speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class CampaignRow:
+    name: str
+    status: str  # running | finished | interrupted
+    created_at: datetime
+    updated_at: datetime
+    tasks: tuple[str, ...]
+    backend: str
+    proposer: str
+    sampler: str
+    evaluations: int  # search evaluations (the final re-benchmark is not counted)
+    verdicts: Mapping[str, int]
+    decisions: tuple[Decision, ...]
+    spec: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    id: int
+    campaign: str | None
+    task: str
+    variant_hash: str
+    variant_name: str
+    params: Mapping[str, Any]
+    backend: str
+    verdict: str
+    reason: str
+    message: str
+    device: str
+    fingerprint: str
+    timing_source: str | None
+    timing_gpu: str | None
+    objective_ms: float | None
+    speedup: float | None
+    compile_s: float | None
+    wall_s: float | None
+    final: bool  # part of the campaign's final top-k re-benchmark, not of the search
+    trial_number: int | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class EvaluationDetail:
+    row: EvaluationRow
+    shapes: tuple[ShapeRow, ...]
+    resources: Mapping[str, Any] | None  # kernel name -> {target, registers, spill_bytes, shared_bytes, compile_s}
+    versions: Mapping[str, str]  # torch / triton / warpforge
+    result: Mapping[str, Any]  # the full stored EvalResult document
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    source_hash: str
+    task: str
+    name: str
+    origin: str  # template | llm | user
+    proposer: str
+    parents: tuple[str, ...]
+    proposal_id: str | None
+    rationale: str
+    source: str
+    space: Mapping[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    id: int
+    campaign: str | None
+    model_name: str
+    cluster_name: str
+    nodes: int
+    plan: Mapping[str, Any]
+    plan_key: str
+    source: str  # search | enqueued | predict
+    fits: bool
+    step_time_s: float | None
+    mfu: float | None
+    peak_mem_gb: float | None
+    model_spec: Mapping[str, Any]
+    cluster_spec: Mapping[str, Any]
+    prediction: Mapping[str, Any]
+    warpforge_version: str
+    created_at: datetime

@@ -29,7 +29,7 @@ from sqlalchemy import event, select
 
 from warpforge.agent.proposers import Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
-from warpforge.db.models import Campaign, Evaluation
+from warpforge.db.models import Campaign, Evaluation, VariantRecord
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
 from warpforge.errors import WarpforgeError
@@ -39,7 +39,7 @@ from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import Job, space_stage
 from warpforge.kernels.task import Task, get_task
-from warpforge.kernels.variant import Variant
+from warpforge.kernels.variant import Variant, parse_variant
 from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
 from warpforge.search.allocators import get_allocator
 from warpforge.search.decision import decision_fields
@@ -221,6 +221,9 @@ class _TaskRun:
             if p.error is not None:
                 raise CampaignError(p.error)
             requeued += self._add_arm(p)
+        if self.spec.resume:  # arms a proposer added mid-run before the kill: searched again, with their lineage
+            for c in self._stored_candidates():
+                requeued += self._add_arm(Prepared(c, self._prepare(c)))
         with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
             query = (select(Evaluation.variant_hash, Evaluation.params_key)
                      .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
@@ -294,6 +297,21 @@ class _TaskRun:
         self.arms.append(arm)
         self.by_hash[variant.source_hash] = arm
         return requeued
+
+    def _stored_candidates(self) -> list[Candidate]:
+        """Variants this campaign evaluated for this task that round 0 did not propose again."""
+        with self.db.session() as s:
+            rows = s.scalars(select(VariantRecord).join(Evaluation, Evaluation.variant_id == VariantRecord.id)
+                             .join(Campaign).where(Campaign.name == self.spec.name,
+                                                   Evaluation.task == self.task.name)
+                             .distinct().order_by(VariantRecord.id)).all()
+            out = [Candidate(parse_variant(r.source, r.name), Origin(r.origin, r.proposer, tuple(r.parents or ()),
+                                                                     r.proposal_id, r.rationale or ""))
+                   for r in rows if r.source_hash not in self.by_hash]
+        if out:
+            log.info("resume: %d arm(s) added mid-run before are searched again: %s", len(out),
+                     ", ".join(c.variant.name for c in out))
+        return out
 
     def _adopt_stored(self, strategy: Strategy, name: str) -> None:
         """Tell the study what this campaign stored for it and its copy in the database had not reached (a

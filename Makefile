@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` (a campaign on the embedded SQLite default) and `make test`.
-.PHONY: run test lint venv
+.PHONY: run test test-export lint venv
 
 venv:
 	./scripts/bootstrap.sh
@@ -12,6 +12,10 @@ run: venv
 # installed (.ci/run installs them); GPU tests are skipped without CUDA.
 test: venv
 	.venv/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+# export's round trip (slow: a fresh venv with torch and triton runs an exported package's tests).
+test-export: venv
+	.venv/bin/python -m pytest -q -m slow tests/export $(PYTEST_ARGS)
 
 lint: venv
 	.venv/bin/ruff check src tests benchmarks

@@ -71,7 +71,7 @@ def ceilings() -> list[str]:
     """Copy bandwidth and bf16 matrix rate, measured here (METHOD.md: measure the ceilings, don't quote them)."""
     copy_ms, mm_ms = _ceiling_ms()
     torch.cuda.empty_cache()
-    return [f"- copy: {2 * COPY_BYTES / copy_ms / 1e9:.0f} GB/s (bytes read + written, 1 GiB device to device)",
+    return [f"- copy: {2 * COPY_BYTES / copy_ms / 1e6:.0f} GB/s (bytes read + written, 1 GiB device to device)",
             f"- bf16 matrix product 8192^3 on random data: {2 * 8192**3 / mm_ms / 1e9:.0f} TFLOP/s"]
 
 

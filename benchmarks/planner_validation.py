@@ -10,8 +10,13 @@ rank correlation per dataset and split, plus the memory error, against the targe
 * Spearman rank correlation >= 0.8 on vTrain's held-out rows;
 * peak-memory error <= 10% against Korthikanti et al.'s per-GPU memory.
 
+and, for DGX-H100 (NVIDIA's NeMo / Megatron-Bridge tables), step-time MAPE and Spearman per category
+(dense BF16, dense FP8, MoE) with a calibration fitted and scored leave-one-release-out and
+leave-one-model-out: held-out MAPE <= 10% and Spearman >= 0.9 for each category.
+
 Every number is computed here; nothing is copied from a previous run. Exit status: 0 when every target
-is met (or the data is absent: a message says so), 1 otherwise.
+is met (or the data is absent: a message says so), 1 otherwise (the H100 MoE target is missed today; the
+report says by how much).
 
 Usage::
 
@@ -31,6 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from warpforge.parallel.calibration import Calibration, calibration_for, prior_for  # noqa: E402
 from warpforge.parallel.memory import GIB  # noqa: E402
+from warpforge.parallel.nemo_report import nemo_report  # noqa: E402
 from warpforge.parallel.simulator import memory_by_rank, predict  # noqa: E402
 from warpforge.parallel.specs import load_cluster  # noqa: E402
 from warpforge.parallel.validation import (  # noqa: E402
@@ -49,6 +55,8 @@ FILES = ("megatron_sc21_table1.csv", "korthikanti_table5.csv", "korthikanti_memo
          "vtrain_a100_single_node.csv")
 MAPE_TARGET, RHO_TARGET, MEM_TARGET = 0.10, 0.8, 0.10
 FITTED_YAML = REPO / "src" / "warpforge" / "parallel" / "presets" / "calibration_fitted.yaml"
+BANDS_YAML = REPO / "src" / "warpforge" / "parallel" / "presets" / "error_bands.yaml"
+NEMO_FILES = ("nemo_h100_pretrain.csv", "nemo_models.csv")
 
 
 def step_time(case: Case, cal: Calibration) -> float:
@@ -193,17 +201,45 @@ def main(argv: list[str] | None = None) -> int:
           "digits, so agreement there\nchecks our implementation of that formula (generalised to "
           "GQA/SwiGLU/MoE), not the formula against a profiler.")
 
+    held_a100 = {ds: mape([step_time(c, fitted) for c in cs if not c.train], [c.measured_s for c in cs
+                                                                              if not c.train])
+                 for ds, cs in cases.items()}
+    bands = {"a100/bf16/dense": {
+        "mape": round(max(held_a100.values()), 4), "n": sum(not c.train for cs in cases.values() for c in cs),
+        "source": "A100 held out: " + ", ".join(f"{ds} {m:.1%}" for ds, m in held_a100.items())}}
+    h100_fit, h100_failures = None, []
+    print("\nA100 targets: " + ("all met" if not failures else "NOT MET: " + "; ".join(failures)))
+    if all((root / f).is_file() for f in NEMO_FILES):
+        print()
+        rep = nemo_report(root, table)
+        print("\n".join(rep.lines))
+        h100_failures = rep.failures
+        bands.update(rep.bands)
+        h100_fit = rep.fitted
+    else:
+        print(f"\nH100 validation skipped: {root} lacks {', '.join(NEMO_FILES)}")
+
     if args.write_calibration:
         values = {n: getattr(fitted, n) for n in FIT_PARAMS}
         body = "\n".join(f"  {k}: {v}" for k, v in values.items())
-        FITTED_YAML.write_text(
-            "# Written by benchmarks/planner_validation.py --write-calibration; do not edit by hand.\n"
-            f"# {fitted.source}\n"
-            f"a100:\n{body}\n  source: \"{fitted.source}\"\n"
-        )
-        print(f"\nwrote {FITTED_YAML.relative_to(REPO)}")
+        text = ("# Written by benchmarks/planner_validation.py --write-calibration; do not edit by hand.\n"
+                f"# {fitted.source}\n"
+                f"a100:\n{body}\n  source: \"{fitted.source}\"\n")
+        if h100_fit is not None:
+            from warpforge.parallel.nemo_fit import H100_FIT_PARAMS
+
+            body = "\n".join(f"  {k}: {getattr(h100_fit, k)}" for k in H100_FIT_PARAMS)
+            text += f"# {h100_fit.source}\nh100:\n{body}\n  source: \"{h100_fit.source}\"\n"
+        FITTED_YAML.write_text(text)
+        import yaml
+
+        BANDS_YAML.write_text("# Held-out step-time error per GPU family / precision / model kind, written by\n"
+                              "# benchmarks/planner_validation.py --write-calibration; do not edit by hand.\n"
+                              + yaml.safe_dump(bands, sort_keys=True))
+        print(f"\nwrote {FITTED_YAML.relative_to(REPO)} and {BANDS_YAML.relative_to(REPO)}")
 
     print(f"\n({time.perf_counter() - t0:.1f} s)")
+    failures += h100_failures
     if failures:
         print("TARGETS NOT MET:\n  " + "\n  ".join(failures))
         return 1

@@ -1,7 +1,11 @@
 """The ``warpforge`` command line (Typer + Rich). Every command takes ``--json``.
 
-Exit codes: 0 success, 1 failure (including a candidate whose verdict is not ``ok`` in ``eval``),
-2 usage error (unknown task, malformed file, bad option). Errors are one line that says what to do.
+Exit codes, one rule for every command and output mode (README "Exit codes"): 0 the command did what it
+was asked; 1 it was asked correctly but the answer is a failure (a verdict other than ``ok`` in ``eval``,
+nothing measured to rank, a database server that does not answer, a read-only file); 2 it was asked wrongly
+and nothing ran (unknown task or option, malformed variant or ``--params``, a backend that cannot work
+here, a database URL that names no database). Errors are one line on stderr that says what to do next,
+never wrapped by Rich (``soft_wrap``), so that at 80 columns only the terminal folds it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape as rich_escape
 from rich.table import Table
 
 from warpforge.errors import UsageError
@@ -46,27 +51,39 @@ def _emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
 
 
+def fail(message: object, code: int) -> typer.Exit:
+    """Print a one-line error (never wrapped mid-sentence by Rich) and return the Exit to raise."""
+    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(code)
+
+
 def handle_errors(fn: F) -> F:
-    """Known errors become one line on stderr and a meaningful exit code, never a traceback."""
+    """Known errors become one line on stderr and the rule's exit code (module docstring), never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from sqlalchemy.exc import SQLAlchemyError
+
         from warpforge.db.session import DatabaseError
-        from warpforge.errors import UsageError, WarpforgeError
+        from warpforge.errors import WarpforgeError
         from warpforge.kernels.task import TaskError
         from warpforge.kernels.variant import VariantError
 
-        # Only the project's own errors: any other exception is a bug and keeps its traceback.
+        # UsageError (warpforge.errors) is a ValueError; plain ValueError is still mapped to 2 because
+        # preflight.py and db/queries.py raise it for bad input (to narrow once they raise UsageError).
         try:
             return fn(*args, **kwargs)
-        except (UsageError, TaskError, VariantError) as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-        except (WarpforgeError, DatabaseError) as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
+        except DatabaseError as exc:  # a wrong URL is a usage error; a right one that fails now is a failure
+            raise fail(rich_escape(str(exc)), 2 if exc.usage else 1) from None
+        except (TaskError, VariantError, ValueError) as exc:
+            raise fail(rich_escape(str(exc)), 2) from None
+        except WarpforgeError as exc:  # CampaignError, PoolError: the run cannot go on
+            raise fail(rich_escape(str(exc)), 1) from None
+        except SQLAlchemyError as exc:  # one reached us unexplained (e.g. through Optuna's storage)
+            first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise fail(rich_escape(f"database error: {first}; check --db (warpforge doctor checks it)"), 1) from None
         except KeyboardInterrupt:
-            err.print("interrupted: completed evaluations are stored; continue with --resume")
+            err.print("interrupted: completed evaluations are stored; continue with --resume", soft_wrap=True)
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
@@ -87,12 +104,21 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
                      "check_shapes": task.check_shapes, "templates": [v.name for v in builtin_variants(task.name)]})
     if json_out:
         return _emit_json(rows)
-    table = Table(title="warpforge tasks")
-    for col in ("task", "description", "dtypes", "benchmark shapes", "templates"):
-        table.add_column(col)
+    # One value per line, never cut: at 80 columns the four narrow columns take ~70 (the longest shape,
+    # M=16384,N=4096,K=4096, is 21 characters); descriptions need 120 and are folded into --json below that.
+    wide = out.width >= 120
+    table = Table(title="warpforge tasks", show_lines=True,
+                  caption=None if wide else "descriptions and check shapes: warpforge tasks --json")
+    table.add_column("task", no_wrap=True)
+    if wide:
+        table.add_column("description", ratio=1)
+    for col in ("dtypes", "benchmark shapes", "templates"):
+        table.add_column(col, overflow="fold")
     for r in rows:
-        shapes = "; ".join(",".join(f"{k}={v}" for k, v in s.items()) for s in r["shapes"])
-        table.add_row(r["name"], r["description"], ", ".join(r["dtypes"]), shapes, ", ".join(r["templates"]))
+        shapes = "\n".join(",".join(f"{k}={v}" for k, v in s.items()) for s in r["shapes"])
+        cells = [r["name"], *([r["description"]] if wide else []), "\n".join(r["dtypes"]), shapes,
+                 "\n".join(r["templates"]) or "- (bring --variant-file)"]
+        table.add_row(*cells)
     out.print(table)
 
 
@@ -133,6 +159,7 @@ def run(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from warpforge.preflight import check_run
     from warpforge.search.campaign import CampaignSpec, Event, run_campaign
     from warpforge.search.samplers import DEFAULT_SAMPLER, make_policy
 
@@ -145,47 +172,76 @@ def run(
                         seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
                         workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
                         top_k=top_k)
+    spec = check_run(spec)  # a run that cannot work stops here: nothing evaluated, nothing stored
     progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
                         disable=not err.is_terminal and json_out)
     bars: dict[str, Any] = {}
+    reused: dict[str, int] = {}
 
     def on_start(task: str, total: int) -> None:
         bars[task] = progress.add_task("", total=total, name=task, status="starting")
 
     def on_event(e: Event) -> None:
+        reused[e.task] = reused.get(e.task, 0) + int(e.cached)
         best = f"best {e.best_ms:.4g} ms ({e.best_label})" if e.best_ms is not None else "best: not measured"
         progress.update(bars[e.task], completed=e.done, status=f"{e.result.summary()} | {best}")
 
     with progress:
         summary = run_campaign(spec, on_event=on_event, on_start=on_start)
     if json_out:
-        return _emit_json(summary.to_dict())
+        return _emit_json(summary.to_dict() | {"reused": reused})
+    _print_campaign(summary, reused)
+
+
+def _params_text(params: dict[str, Any] | None) -> str:
+    # name=value pairs break between pairs at 80 columns; JSON would break inside a pair.
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) if params else "-"
+
+
+def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
+    """What ``run`` prints at the end, readable at 80 columns (prose wraps between words)."""
+    if summary.resumed:
+        out.print(f"resumed campaign {summary.campaign}: {summary.requeued} interrupted configuration"
+                  f"{'s' if summary.requeued != 1 else ''} re-queued", highlight=False)
     for t in summary.tasks:
         table = Table(title=f"campaign {summary.campaign}: {t.task} ({t.backend})")
-        for col in ("variant", "feasible", "evaluated", "verdicts", "best ms", "best params"):
-            table.add_column(col)
+        # Unmeasured runs (no GPU, no recordings) have no best time or parameters: those columns are dropped.
+        cols = ("variant", "feasible", "evaluated", "verdicts") + (("best ms", "best params") if t.measured else ())
+        for col in cols:
+            table.add_column(col, overflow="fold")
         for v in t.variants:
-            table.add_row(v.variant, str(v.feasible), str(v.evaluated),
-                          ", ".join(f"{k}:{n}" for k, n in sorted(v.verdicts.items())),
-                          f"{v.best_ms:.4g}" if v.best_ms else "-", json.dumps(v.best_params) if v.best_params else "-")
+            row = [v.variant, str(v.feasible), str(v.evaluated),
+                   ", ".join(f"{k}:{n}" for k, n in sorted(v.verdicts.items())) or "-"]
+            if t.measured:
+                row += [f"{v.best_ms:.4g}" if v.best_ms else "-", _params_text(v.best_params)]
+            table.add_row(*row)
         out.print(table)
-        out.print(t.timing, soft_wrap=True)
+        out.print(t.timing, highlight=False)
+        if reused.get(t.task):
+            out.print(f"reused {reused[t.task]} stored result{'s' if reused[t.task] != 1 else ''} (same source, "
+                      "parameters, backend and software): not evaluated again", highlight=False)
         if t.final:
             final = Table(title=f"top {len(t.final)} re-benchmarked" if any(f.remeasured for f in t.final)
                           else f"top {len(t.final)} (recorded times, not re-measured)")
             for col in ("", "variant", "params", "ms", "speedup", "interval"):
-                final.add_column(col)
+                final.add_column(col, overflow="fold")
             for f in t.final:
                 interval = (f"{f.speedup_low:.3g}-{f.speedup_high:.3g}x ({f.interval})"
                             if f.speedup_low is not None and f.speedup_high is not None else f.interval)
-                final.add_row("best" if f.chosen else "", f.variant, json.dumps(f.params),
+                final.add_row("best" if f.chosen else "", f.variant, _params_text(f.params),
                               f"{f.ms:.4g}" if f.ms else "-", f"{f.speedup:.3g}x" if f.speedup else "-", interval)
             out.print(final)
         if t.measured:
-            out.print(t.acceptance, soft_wrap=True)
+            out.print(t.acceptance, highlight=False)
         out.print(f"evaluated {t.workers}", highlight=False)
-    out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)")
+    out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)", highlight=False)
+    if any(t.measured for t in summary.tasks):
+        out.print(f"next: warpforge best {summary.tasks[0].task}; every evaluation: warpforge results --campaign "
+                  f"{summary.campaign}", highlight=False)
+    else:
+        out.print(f"next: warpforge results --campaign {summary.campaign} lists the verdicts; for times, run the "
+                  "same command with --backend cuda on a CUDA machine", highlight=False)
 
 
 @app.command("eval")
@@ -199,12 +255,17 @@ def eval_cmd(
     timeout: float = typer.Option(120.0, "--timeout", help="seconds per child process"),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Evaluate one candidate and print its verdict (exit 0 only when the verdict is ok)."""
-    from warpforge.evaluator.backends import get_backend
+    """Evaluate one candidate and print its verdict (exit 0 only when the verdict is ok).
+
+    Without --params (or with some of them) the rest come from the first configuration in SPACE order that
+    satisfies the variant's constraints() on the task's benchmark shapes.
+    """
+    from warpforge.evaluator.backends import get_backend, usable_backend
     from warpforge.evaluator.result import Verdict
     from warpforge.evaluator.stages import Job
     from warpforge.kernels.task import get_task
-    from warpforge.kernels.variant import load_variant
+    from warpforge.kernels.variant import VariantError, check_params, check_space, load_variant
+    from warpforge.preflight import pick_params
 
     task = get_task(task_name)
     variant = load_variant(variant_file)
@@ -215,11 +276,19 @@ def eval_cmd(
     except json.JSONDecodeError as exc:
         raise UsageError(f"--params is not valid JSON ({exc.msg}); e.g. --params '{{\"BLOCK\": 1024}}'") from None
     if not isinstance(given, dict):
-        raise UsageError("--params must be a JSON object")
-    chosen = {k: v[0] for k, v in variant.space.items()} | given
-    engine = get_backend(backend, task.name)
+        raise UsageError("--params must be a JSON object, e.g. --params '{\"num_warps\": 4}'")
+    check_space(variant)
+    check_params(variant, given)
+    engine = get_backend(usable_backend(backend, task.name, [variant]), task.name)
     try:
-        result = engine.evaluate(Job(task, variant, chosen, target=target, timeout_s=timeout))
+        chosen, failure, how = pick_params(engine.pool, task, variant, given, target, timeout)
+        if failure is None and chosen is None:
+            raise VariantError(
+                f"no configuration of SPACE in {variant_file}" + (f" with --params {params}" if given else "")
+                + f" satisfies its constraints() on {task.name}'s benchmark shapes "
+                f"{', '.join(','.join(f'{k}={v}' for k, v in sh.items()) for sh in task.shapes)}: "
+                + ("choose other --params" if given else "widen SPACE or fix constraints()"))
+        result = failure or engine.evaluate(Job(task, variant, chosen or {}, target=target, timeout_s=timeout))
     finally:
         engine.close()
     if json_out:
@@ -227,6 +296,8 @@ def eval_cmd(
     else:
         color = "green" if result.verdict is Verdict.OK else "red"
         out.print(f"[{color}]{result.verdict.value}[/{color}]" + (f": {result.reason}" if result.reason else ""))
+        if chosen is not None:
+            out.print(f"params {_params_text(chosen)} ({how})", highlight=False)
         if result.message:
             out.print(result.message, highlight=False)
         coverage = ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked") \
@@ -234,7 +305,7 @@ def eval_cmd(
         out.print(f"checked {len(result.checked)} cases on {result.device or result.backend}; {coverage}",
                   highlight=False)
         for r in result.resources:
-            out.print(f"  {r.kernel} [{r.target}] registers={r.registers} spill={r.spill_bytes}B "
+            out.print(rf"  {r.kernel} \[{r.target}] registers={r.registers} spill={r.spill_bytes}B "
                       f"shared={r.shared_bytes}B", highlight=False)
         if result.measured:
             out.print(f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})")
@@ -254,8 +325,8 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
     from warpforge.db.queries import Reader
     from warpforge.db.session import Database
 
-    database = Database(db)
-    database.upgrade()
+    database = Database(db, create=False)  # a reader: a missing database is an error, never created here
+    database.upgrade()  # an existing older database is migrated, as every other command does
     page = Reader(database=database).evaluations(campaign=campaign, task=task, verdict=verdict, sort=sort,
                                                  offset=offset, limit=limit)
     rows: list[dict[str, Any]] = [
@@ -291,7 +362,7 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
     from warpforge.db.queries import Reader
     from warpforge.db.session import Database
 
-    database = Database(db)
+    database = Database(db, create=False)  # a reader: a missing database is an error, never created here
     database.upgrade()
     reader = Reader(database=database)
     winners = reader.winners(task=task, gpu=gpu, shape=shape)[:limit]
@@ -356,7 +427,9 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
         for col in ("check", "status", "detail"):
             table.add_column(col)
         for c in checks:
-            table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]fail[/red]", c.detail)
+            status = ("" if c.advice else "[green]ok[/green]" if c.ok else "[red]fail[/red]" if c.required
+                      else "[yellow]no[/yellow]")
+            table.add_row(c.name, status, rich_escape(c.detail))
         out.print(table)
     if not all(c.ok or not c.required for c in checks):
         raise typer.Exit(1)
@@ -364,14 +437,29 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 
 def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
+    from warpforge.export.cli import export
     from warpforge.parallel.cli import app as plan_app
     from warpforge.search.bench import bench_search
 
     app.command("bench-search")(handle_errors(bench_search))
+    app.command("export")(handle_errors(export))
     app.add_typer(plan_app, name="plan")
 
 
 _mount_subsystems()
+
+
+def _notes_to_stderr() -> None:
+    """warpforge's own warnings (e.g. "created directory ... for the database") as one ``note:`` line each."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("note: %(message)s"))
+    logger = logging.getLogger("warpforge")
+    if not logger.handlers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
 
 
 def main() -> None:
@@ -379,6 +467,7 @@ def main() -> None:
 
     # Optuna logs every study creation and trial at INFO; the CLI shows its own progress instead.
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _notes_to_stderr()
     app()
 
 

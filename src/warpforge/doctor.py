@@ -1,4 +1,15 @@
-"""``warpforge doctor``: what this installation can and cannot do, each with a next step."""
+"""``warpforge doctor``: what this installation can and cannot do, each with a next step.
+
+It only looks: the database is opened with ``create=False`` (a missing default file is reported as "none
+yet", never created) and is not migrated. Without a GPU it says what a CPU machine does get (correctness,
+compile facts, the planner, search on recorded spaces) and points to ``--backend replay`` only when
+recordings for some task are installed (none ship with warpforge).
+
+Example::
+
+    >>> [c.name for c in run_checks("sqlite:///wf.db")]  # doctest: +SKIP
+    ['versions', 'gpu', 'replay recordings', 'triton interpreter', 'aot compile', 'database', 'without a GPU']
+"""
 
 from __future__ import annotations
 
@@ -15,6 +26,7 @@ class Check:
     ok: bool
     detail: str
     required: bool = True
+    advice: bool = False  # a "what to run" row rather than a check
 
 
 def _versions() -> Check:
@@ -27,14 +39,48 @@ def _versions() -> Check:
                  f"triton {triton.__version__}, warpforge {warpforge.__version__}")
 
 
-def _gpu() -> Check:
+def recorded_tasks() -> list[str]:
+    """Tasks with recorded GPU times for ``--backend replay`` (none ship with warpforge itself)."""
+    from warpforge.evaluator.replay import has_recordings
+    from warpforge.kernels.task import builtin_task_names
+
+    return [t for t in builtin_task_names() if has_recordings(t)]
+
+
+def _gpu(recorded: list[str]) -> Check:
     import torch
 
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         return Check("gpu", True, f"{name} (backend cuda: live timings)", required=False)
-    return Check("gpu", False, "no CUDA GPU: correctness runs in the Triton interpreter, times come only from "
-                 "recordings (--backend replay)", required=False)
+    replay = (f"recorded GPU times exist for {', '.join(recorded)} (--backend replay ranks those)" if recorded
+              else "no recorded GPU times are installed, so nothing can be ranked here")
+    return Check("gpu", False, "no CUDA GPU: warpforge run checks correctness in the Triton interpreter and "
+                 f"compiles for sm_90 (registers, spills, shared memory), but times nothing; {replay}",
+                 required=False)
+
+
+def _recordings(recorded: list[str]) -> Check:
+    from warpforge.evaluator.replay import recordings_root
+
+    if recorded:
+        return Check("replay recordings", True, f"{', '.join(recorded)} under {recordings_root()}", required=False)
+    return Check("replay recordings", False, f"none under {recordings_root()}: --backend replay has nothing to "
+                 "replay; record on a GPU with benchmarks/record_spaces.py (or set WARPFORGE_RECORDINGS)",
+                 required=False)
+
+
+def _cpu_plan(has_gpu: bool) -> Check:
+    """What this machine is good for, as commands (DESIGN 5: everything but GPU timing runs on a CPU)."""
+    if has_gpu:
+        return Check("what to run", True, "warpforge run softmax --trials 20 (live timings on this GPU)",
+                     required=False, advice=True)
+    return Check("what to run", True, "\n".join((
+        "warpforge eval TASK FILE.py: one variant's correctness and compile facts",
+        "warpforge run TASK: the same over its SPACE (checked, not ranked)",
+        "warpforge plan search --model M --cluster C: the parallelism planner, fully",
+        "warpforge bench-search ../shared/spaces/*/*.json.gz: search strategies on recorded spaces")),
+        required=False, advice=True)
 
 
 def _interpreter() -> Check:
@@ -65,15 +111,58 @@ def _aot() -> Check:
 
 
 def _database(url: str | None) -> Check:
-    from warpforge.db.session import Database, DatabaseError
+    """Open the database without creating or migrating it: doctor only looks."""
+    from warpforge.db.session import Database, DatabaseError, DatabaseURLError
 
     try:
-        db = Database(url)
-        db.upgrade()
-        return Check("database", True, f"{db.safe_url} at revision {db.current_revision()}")
+        db = Database(url, create=False)
+    except DatabaseURLError as exc:
+        from warpforge.db.session import default_url, sqlite_file
+
+        path = sqlite_file(url or default_url())
+        if path is not None and not path.exists():  # not an error: the first run creates it
+            return Check("database", True, f"none yet at {path}: the first warpforge run (or warpforge db "
+                         "upgrade) creates it")
+        return Check("database", False, str(exc))
+    try:
+        db.check()
+        revision, head = db.current_revision(), _head_revision()
     except DatabaseError as exc:
         return Check("database", False, str(exc))
+    if revision == head:
+        return Check("database", True, f"{db.safe_url} at revision {revision}")
+    return Check("database", True, f"{db.safe_url} at revision {revision or 'none (empty)'}; the next run migrates "
+                 f"it to {head} (or: warpforge db upgrade)")
+
+
+def _head_revision() -> str | None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from warpforge.db.session import MIGRATIONS_DIR
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def _sandbox() -> Check:
+    """Which OS isolation candidate children get (evaluator/isolation.py); required under WARPFORGE_SANDBOX=require."""
+    from warpforge.evaluator.isolation import SandboxUnavailable, policy, probe
+
+    try:
+        iso = probe()
+    except SandboxUnavailable as exc:
+        return Check("sandbox", False, str(exc))
+    detail = f"{iso.summary()} (WARPFORGE_SANDBOX={iso.policy})" if iso.active else iso.summary()
+    return Check("sandbox", iso.active, detail,
+                 required=policy() == "require")
 
 
 def run_checks(db_url: str | None = None) -> list[Check]:
-    return [_versions(), _gpu(), _interpreter(), _aot(), _database(db_url)]
+    import torch
+
+    recorded = recorded_tasks()
+    has_gpu = bool(torch.cuda.is_available())
+    return [_versions(), _gpu(recorded), _recordings(recorded), _interpreter(), _aot(), _sandbox(),
+            _database(db_url), _cpu_plan(has_gpu)]

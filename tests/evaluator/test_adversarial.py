@@ -9,6 +9,7 @@ the CPU through the interpreter, and the pure timing rules are tested on synthet
 from __future__ import annotations
 
 import random
+import sysconfig
 import time
 from pathlib import Path
 
@@ -63,8 +64,16 @@ def test_manifest_is_complete() -> None:
 @pytest.mark.parametrize("name", [f.name for f in CPU])
 def test_fixture_on_interpreter(name: str, backend) -> None:
     fixture = next(f for f in CPU if f.name == name)
+    if name.startswith("sandbox_") and not backend.pool.isolation.active:
+        # Never run these unprotected (one would plant a .pth in this environment): fail loudly instead.
+        pytest.fail(f"no OS sandbox here ({backend.pool.isolation.summary()}): install bubblewrap "
+                    "(apt-get install bubblewrap) and run as root or with user namespaces enabled")
     outcome = run_fixture(backend, fixture, ROOT)
     assert outcome.passed, f"{outcome}: {outcome.message}"
+    # The sandbox fixtures leave nothing behind: no .pth in the environment (it would run in this process).
+    assert not (Path(sysconfig.get_paths()["purelib"]) / "warpforge_fixture_pwned.pth").exists()
+    if name == "small_shapes_only":  # an interpreter ok says which shapes it never ran
+        assert any("checked up to M=17,N=1031" in note for note in outcome.unchecked), outcome.unchecked
 
 
 def test_every_builtin_task_passes_the_lint() -> None:

@@ -50,4 +50,4 @@ def test_torchtitan_toml(zero: int, replicate: int, shard: int, reshard: str) ->
 
 def test_unknown_format() -> None:
     with pytest.raises(SpecError, match="unknown export format"):
-        export_plan(L70, PlanConfig(), "deepspeed")
+        export_plan(L70, PlanConfig(), "nemo-run")

@@ -114,7 +114,7 @@ def test_context_parallel_splits_activations() -> None:
     [
         (PlanConfig(tp=3, pp=1, dp=1), "heads 64 not divisible by TP 3"),
         (PlanConfig(tp=16, pp=1, dp=4), "kv_heads 8 not divisible by TP 16"),
-        (PlanConfig(tp=8, pp=3, dp=2, interleave=2), "interleave 2 x PP 3"),
+        (PlanConfig(tp=8, pp=3, dp=2, interleave=30), "interleave 30 x PP 3 exceeds"),
         (PlanConfig(tp=8, pp=1, dp=1, interleave=2), "needs PP > 1"),
         (PlanConfig(tp=8, pp=8, dp=2), "needs 128 GPUs"),
         (PlanConfig(tp=8, pp=1, dp=8, micro_batch=3), "not divisible by DP 8 x micro-batch 3"),

@@ -42,12 +42,14 @@ def test_packaged_calibration_comes_from_the_declared_split() -> None:
     assert any(getattr(CAL, n) != getattr(prior, n) for n in FIT_PARAMS)
 
 
-def test_published_tables_within_10_percent(shared_parallel: Path) -> None:
+def test_published_tables_stay_where_they_were(shared_parallel: Path) -> None:
+    """Issue 18's guard: the A100 figures do not move while H100/FP8/MoE modelling grows
+    (SC'21 <= 7%, Korthikanti <= 3%; they were 6.8% and 2.9% before it)."""
     cases = load_cases(shared_parallel)
     assert not any(c.train for c in cases["megatron_sc21"] + cases["korthikanti_table5"])  # all held out
-    for ds in ("megatron_sc21", "korthikanti_table5"):
+    for ds, limit in (("megatron_sc21", 0.07), ("korthikanti_table5", 0.03)):
         pred, meas = _pred(cases[ds])
-        assert mape(pred, meas) <= 0.10, ds
+        assert mape(pred, meas) <= limit, ds
 
 
 def test_vtrain_held_out_rank_correlation(shared_parallel: Path) -> None:
@@ -57,7 +59,7 @@ def test_vtrain_held_out_rank_correlation(shared_parallel: Path) -> None:
     assert (len(train), len(held)) == (360, 1080)
     pred, meas = _pred(held)
     assert spearman(pred, meas) >= 0.8
-    assert mape(pred, meas) < 0.15  # reported, no target: ~9% today
+    assert mape(pred, meas) <= 0.095  # issue 18's guard: 9.2% before it
 
 
 def test_fit_uses_only_what_it_is_given(shared_parallel: Path) -> None:
@@ -92,10 +94,16 @@ def test_benchmark_exits_cleanly_without_data(tmp_path: Path, capsys: pytest.Cap
     assert "skipped" in out and str(tmp_path) in out
 
 
-def test_benchmark_meets_targets(shared_parallel: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The full script: fit on the training split, held-out tables, memory; all targets met."""
+@pytest.mark.slow
+def test_benchmark_meets_a100_targets_and_reports_h100(shared_parallel: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The full script: A100 fit on the training split, held-out tables, memory (all A100 targets met),
+    then the H100 tables with a verdict per category; the exit code reports the missed H100 MoE target."""
     main = _benchmark_main()
-    assert main(["--shared", str(shared_parallel)]) == 0  # type: ignore[operator]
+    code = main(["--shared", str(shared_parallel)])  # type: ignore[operator]
     out = capsys.readouterr().out
-    assert "All targets met." in out and "NOT MET" not in out
-    assert "packaged calibration matches this fit" in out
+    assert "A100 targets: all met" in out and "packaged calibration matches this fit" in out
+    for fold in ("leave-one-release-out", "leave-one-model-out"):
+        for cat in ("dense-fp8", "moe"):
+            assert any(line.startswith(fold) and f" {cat} " in line for line in out.splitlines())
+    assert code == (0 if "TARGETS NOT MET" not in out else 1)

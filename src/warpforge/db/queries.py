@@ -46,7 +46,7 @@ from warpforge.db.rows import (
     VariantRow,
     Winner,
 )
-from warpforge.db.session import MIGRATIONS_DIR, Database, DatabaseError, sqlite_path
+from warpforge.db.session import MIGRATIONS_DIR, Database, DatabaseError
 
 __all__ = ["MAX_LIMIT", "SORTS", "Reader", "CampaignRow", "Decision", "EvaluationDetail", "EvaluationRow", "Page",
            "PlanRow", "ShapeRow", "TopKEntry", "VariantRow", "Winner"]
@@ -106,15 +106,11 @@ class Reader:
     """
 
     def __init__(self, url: str | None = None, *, database: Database | None = None) -> None:
-        self.db = database if database is not None else Database(url, create_dirs=False)
+        self.db = database if database is not None else Database(url, create=False)
         self._checked = False
 
     def _check_schema(self) -> None:
         """Once per reader: the database exists and is at the schema this code reads (never migrated here)."""
-        path = sqlite_path(self.db.url)
-        if path is not None and not path.exists():
-            raise DatabaseError(f"no database at {path}: run a campaign (warpforge run) or `warpforge db upgrade "
-                                "--db URL` first, or pass the right --db")
         self.db.check()
         from alembic.script import ScriptDirectory
 

@@ -3,31 +3,60 @@
 One URL (``--db``, else ``WARPFORGE_DB``, else a SQLite file in the user's data dir) holds warpforge's
 ``wf_*`` tables and Optuna's RDBStorage tables. Schema changes go through Alembic only.
 
+Readers and writers open it differently (issue 19):
+
+- ``Database(url)`` (a writer: ``run``, ``db upgrade``, ``plan ... --db``) creates a missing SQLite file,
+  and its directory, saying so on the ``warpforge.db`` logger (the CLI prints it as a ``note:`` line).
+- ``Database(url, create=False)`` (a reader: ``results``, ``best``, the dashboard) creates nothing: a
+  SQLite file that does not exist raises :class:`DatabaseURLError` at once, before any connection.
+
+Every failure is a :class:`DatabaseError` whose message is one line naming the URL (password masked) and
+what to do. ``DatabaseError.usage`` tells the CLI's exit code: True (exit 2) when the URL itself is wrong
+(unknown scheme, unparseable, no such file, a file that is not a database), False (exit 1) when a right
+URL cannot be used now (server unreachable, read-only file).
+
 Example::
 
     >>> from warpforge.db.session import Database
     >>> db = Database("sqlite:///:memory:")  # doctest: +SKIP
     >>> db.upgrade()                         # doctest: +SKIP
+    >>> Database("sqlite:////no/such/wf.db", create=False)  # doctest: +SKIP
+    Traceback (most recent call last):
+    DatabaseURLError: no database at /no/such/wf.db (sqlite:////no/such/wf.db): ...
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
 from sqlalchemy import Engine, create_engine, event, inspect
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DatabaseError as SQLDatabaseError
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 VERSION_TABLE = "wf_alembic_version"
+EXAMPLE_URLS = "sqlite:///PATH/wf.db (a file) or postgresql://USER:PASSWORD@HOST/DB"
+log = logging.getLogger("warpforge.db")
 
 
 class DatabaseError(RuntimeError):
     """The database cannot be used; the message says what to do."""
+
+    usage = False  # the URL is right but cannot be used now (exit 1)
+
+
+class DatabaseURLError(DatabaseError):
+    """The URL names no usable database (bad scheme, no such file, not a database): a usage error (exit 2)."""
+
+    usage = True
 
 
 def default_url() -> str:
@@ -38,28 +67,66 @@ def default_url() -> str:
     return f"sqlite:///{path}"
 
 
-def sqlite_path(url: str) -> Path | None:
-    """The file of a plain SQLite URL (None for other databases, in-memory and URI forms)."""
-    if url.startswith("sqlite:///") and ":memory:" not in url and "file:" not in url:
-        return Path(url.removeprefix("sqlite:///"))
-    return None
+def mask_url(url: str) -> str:
+    """The URL with any password hidden, even when SQLAlchemy cannot parse it."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - unparseable: mask a user:password@ part by hand
+        return re.sub(r"(://[^/:@]*:)[^@/]*@", r"\1***@", url)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (``file:`` URIs included); None for in-memory and server URLs."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    name = parsed.database
+    if name.startswith("file:"):
+        name = name.removeprefix("file:").split("?", 1)[0]
+        if not name or name == ":memory:" or parsed.query.get("mode") == "memory":
+            return None
+    return Path(name)
 
 
 class Database:
-    """An engine plus its session factory; ``upgrade()`` brings the schema to head."""
+    """An engine plus its session factory; ``upgrade()`` brings the schema to head.
 
-    def __init__(self, url: str | None = None, *, create_dirs: bool = True) -> None:
+    ``create=False`` opens an existing database only (readers); ``create_dirs=False`` never makes the SQLite
+    file's directory (callers that only want ``safe_url``).
+    """
+
+    def __init__(self, url: str | None = None, *, create: bool = True, create_dirs: bool = True) -> None:
         self.url = url or default_url()
-        path = sqlite_path(self.url)
-        if path is not None and create_dirs:
+        self.path = sqlite_file(self.url)
+        try:
+            parsed = make_url(self.url)
+        except ArgumentError:
+            raise DatabaseURLError(f"cannot parse database URL {self.safe_url!r}: use {EXAMPLE_URLS}") from None
+        if self.path is not None and not create and not self.path.is_file():
+            raise DatabaseURLError(
+                f"no database at {self.path} ({self.safe_url}): nothing is stored there; check --db or "
+                "WARPFORGE_DB, or run a campaign first (warpforge run)")
+        if self.path is not None and create and create_dirs and not self.path.parent.is_dir():
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise DatabaseError(f"cannot create {path.parent}: {exc.strerror}; pass a writable --db URL") from exc
+                raise DatabaseError(f"cannot create {self.path.parent} for {self.safe_url}: {exc.strerror}; "
+                                    "pass a writable --db URL") from None
+            log.warning("created directory %s for the database %s", self.path.parent, self.safe_url)
         try:
             self.engine: Engine = create_engine(self.url, future=True, pool_pre_ping=True)
-        except (SQLAlchemyError, ImportError, ValueError) as exc:
-            raise DatabaseError(f"bad database URL {self.safe_url}: {exc}; e.g. sqlite:///wf.db") from exc
+        except NoSuchModuleError:
+            raise DatabaseURLError(f"unknown database scheme {parsed.drivername!r} in {self.safe_url}: use "
+                                   f"{EXAMPLE_URLS}") from None
+        except ImportError as exc:
+            raise DatabaseURLError(f"the driver for {parsed.drivername} ({self.safe_url}) is not installed "
+                                   f"({exc}): pip install it, or use {EXAMPLE_URLS}") from None
+        except (SQLAlchemyError, ValueError) as exc:
+            raise DatabaseURLError(f"bad database URL {self.safe_url}: {_first_line(exc)}; use {EXAMPLE_URLS}"
+                                   ) from None
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -67,23 +134,46 @@ class Database:
     @property
     def safe_url(self) -> str:
         """The URL with any password hidden (secrets are never printed)."""
-        try:
-            from sqlalchemy.engine import make_url
+        return mask_url(self.url)
 
-            return make_url(self.url).render_as_string(hide_password=True)
-        except Exception:
-            return "<unparseable URL>"
+    def explain(self, exc: BaseException, doing: str) -> DatabaseError:
+        """One line for a driver error: what failed on which URL, and what to do (never a traceback)."""
+        orig = getattr(exc, "orig", None) or exc
+        msg = _first_line(orig)
+        low = msg.lower()
+        where = f"{self.safe_url}"
+        if self.path is not None:  # SQLite: a file, never a server
+            if "not a database" in low or "encrypted" in low or "malformed" in low:
+                return DatabaseURLError(f"{self.path} is not a SQLite database ({where}): {msg}; pass --db with a "
+                                        "warpforge database file, or move this file aside")
+            if "readonly" in low or "read-only" in low:
+                return DatabaseError(f"{doing} failed on {where}: {msg}; the database is read-only: pass a writable "
+                                     "--db URL")
+            if "unable to open" in low:
+                return DatabaseError(f"cannot open {where}: {msg}; check that {self.path.parent} exists and is "
+                                     "writable")
+            if "locked" in low:
+                return DatabaseError(f"{doing} failed on {where}: {msg}; another process holds the file: retry "
+                                     "when it is done")
+            return DatabaseError(f"{doing} failed on {where}: {msg}; check the file and --db")
+        if self.engine.dialect.name == "sqlite":  # in-memory or URI forms
+            hint = "the database is read-only: pass a writable --db URL" if "readonly" in low else "check --db"
+            return DatabaseError(f"{doing} failed on {where}: {msg}; {hint}")
+        if isinstance(exc, OperationalError) and doing == "connect":
+            return DatabaseError(f"cannot connect to {where}: {msg}; check the server is running and the URL "
+                                 "(host, port, user, database name) is right")
+        hint = "the database is read-only: pass a writable --db URL" if "read-only" in low else "check --db"
+        return DatabaseError(f"{doing} failed on {where}: {msg}; {hint}")
 
     def check(self) -> None:
-        """Connect once; raise DatabaseError with advice when the database is unreachable."""
+        """Connect once and read the schema header; raise DatabaseError with advice when that fails."""
         try:
-            with self.engine.connect():
-                pass
-        except OperationalError as exc:
-            raise DatabaseError(
-                f"cannot connect to {self.safe_url}: {str(exc.orig).strip().splitlines()[0]}; "
-                "check the server is running and the URL is right"
-            ) from exc
+            with self.engine.connect() as conn:
+                if self.engine.dialect.name == "sqlite":
+                    # Connecting opens no file page; this reads the header, so a non-database file fails here.
+                    conn.exec_driver_sql("PRAGMA schema_version")
+        except SQLDatabaseError as exc:
+            raise self.explain(exc, "connect") from None
 
     def upgrade(self) -> None:
         """Apply Alembic migrations up to head (idempotent)."""
@@ -96,18 +186,19 @@ class Database:
         cfg.attributes["engine"] = self.engine
         try:
             command.upgrade(cfg, "head")
-        except OperationalError as exc:
-            msg = str(exc.orig).strip().splitlines()[0]
-            hint = "the database is read-only: pass a writable --db URL" if "readonly" in msg else "check --db"
-            raise DatabaseError(f"cannot migrate {self.safe_url}: {msg}; {hint}") from exc
+        except SQLDatabaseError as exc:
+            raise self.explain(exc, "migration") from None
 
     def current_revision(self) -> str | None:
-        with self.engine.connect() as conn:
-            if not inspect(conn).has_table(VERSION_TABLE):
-                return None
-            from sqlalchemy import text
+        try:
+            with self.engine.connect() as conn:
+                if not inspect(conn).has_table(VERSION_TABLE):
+                    return None
+                from sqlalchemy import text
 
-            return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+                return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+        except SQLDatabaseError as exc:
+            raise self.explain(exc, "reading the schema revision") from None
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -116,16 +207,22 @@ class Database:
         try:
             yield session
             session.commit()
-        except OperationalError as exc:
+        except IntegrityError:
             session.rollback()
-            msg = str(exc.orig).strip().splitlines()[0]
-            hint = "the database is read-only: pass a writable --db URL" if "readonly" in msg else "check --db"
-            raise DatabaseError(f"database write failed on {self.safe_url}: {msg}; {hint}") from exc
+            raise
+        except SQLDatabaseError as exc:
+            session.rollback()
+            raise self.explain(exc, "database access") from exc
         except BaseException:
             session.rollback()
             raise
         finally:
             session.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:

@@ -56,6 +56,9 @@ class Fixture:
     poisons_device: bool = False
     control: bool = False
     gpu_shapes: tuple[dict[str, int], ...] = ()
+    # Evaluated with the "core" static rules only, to prove the run-time defence behind the strict rules
+    # (the strict rules must reject such a fixture too: test_adversarial checks it).
+    runtime_only: bool = False
 
     def applies_to(self, backend_name: str) -> bool:
         if self.backends and backend_name not in self.backends:
@@ -81,6 +84,7 @@ class FixtureOutcome:
     passed: bool
     control_ratio: float | None = None  # control's time after / before, for device-poisoning fixtures
     notes: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # the result's own list of what it did not check
 
     def __str__(self) -> str:
         got = self.verdict + (f": {self.reason}" if self.reason else "")
@@ -105,7 +109,7 @@ def load_manifest(path: str | Path | None = None) -> list[Fixture]:
             gpu_only=bool(entry.get("gpu_only", False)), backends=tuple(entry.get("backends", ())),
             timeout_s=entry.get("timeout_s"), host_memory_gb=entry.get("host_memory_gb"),
             poisons_device=bool(entry.get("poisons_device", False)), control=bool(entry.get("control", False)),
-            gpu_shapes=tuple(entry.get("gpu_shapes", ())),
+            gpu_shapes=tuple(entry.get("gpu_shapes", ())), runtime_only=bool(entry.get("runtime_only", False)),
         ))
     Verdict(fixtures[0].expected_verdict) if fixtures else None  # a typo in a verdict fails loudly here
     return fixtures
@@ -127,6 +131,8 @@ def fixture_job(fixture: Fixture, root: Path, backend_name: str) -> Job:
         job.timeout_s = float(fixture.timeout_s)
     if fixture.host_memory_gb is not None:
         job.host_memory_gb = float(fixture.host_memory_gb)
+    if fixture.runtime_only:
+        job.static_rules = "core"
     if fixture.gpu_shapes and backend_name == "cuda":
         job.shapes = [dict(s) for s in fixture.gpu_shapes]
     return job
@@ -145,7 +151,7 @@ def run_fixture(backend: Backend, fixture: Fixture, root: Path) -> FixtureOutcom
         return FixtureOutcome(fixture.name, fixture.expected, "error", "fixture_unloadable", str(exc), 0.0, False)
     result = backend.evaluate(job)
     return FixtureOutcome(fixture.name, fixture.expected, result.verdict.value, result.reason, result.message,
-                          time.monotonic() - start, matches(fixture, result))
+                          time.monotonic() - start, matches(fixture, result), unchecked=list(result.unchecked))
 
 
 def run_manifest(backend_name: str, manifest: str | Path | None = None, names: Iterable[str] | None = None,

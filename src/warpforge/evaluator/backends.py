@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 
 import torch
 
@@ -36,9 +37,10 @@ from warpforge.evaluator.backend import (  # noqa: F401 - the contract's public 
 )
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, check_stage, hang_bound_s
+from warpforge.evaluator.stages import Job, check_stage, hang_bound_s, largest_checked
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.kernels.task import Shape, dtype_name
+from warpforge.kernels.variant import Variant
 
 log = logging.getLogger("warpforge.evaluator.backends")
 
@@ -51,6 +53,9 @@ class InterpretBackend(Backend):
         result = interpret_checks(self.pool, job)
         if result.verdict is Verdict.OK:
             result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
+            result.unchecked.append(largest_checked(job, job.task.check_shapes or job.task.small_shapes))
+        if not self.pool.isolation.active:
+            result.unchecked.append(f"isolation: {self.pool.isolation.summary()}: the candidate ran unsandboxed")
         return result
 
 
@@ -142,4 +147,49 @@ def resolve_backend_name(name: str, task_name: str | None = None) -> str:
 def get_backend(name: str = "auto", task_name: str | None = None, pool: ChildPool | None = None,
                 **kwargs: object) -> Backend:
     return BACKENDS[resolve_backend_name(name, task_name)](pool=pool, **kwargs)
+
+
+class BackendUnavailable(UsageError):
+    """The backend asked for cannot evaluate here; the message says what to use instead (a usage error)."""
+
+
+def usable_backend(name: str, task_name: str, variants: Sequence[Variant] | None = None) -> str:
+    """The backend that will evaluate ``task_name`` here, checked before the first evaluation (issue 19).
+
+    ``auto``: cuda with a GPU, else replay when recorded times exist for one of ``variants`` (their exact
+    sources; any of the task's when None), else interpret, so it never picks a backend that can only answer
+    ``unsupported``. An explicit cuda without a GPU, or replay without such recordings, raises
+    :class:`BackendUnavailable` naming what to run instead.
+
+    Example::
+
+        >>> usable_backend("auto", "softmax", builtin_variants("softmax"))  # doctest: +SKIP
+        'interpret'
+    """
+    has_recordings, recordings_root = replay.has_recordings, replay.recordings_root
+
+    def recorded() -> bool:
+        if variants is None:
+            return has_recordings(task_name)
+        root = recordings_root()  # replay.py's layout: <gpu>/<task>/<variant>-<hash[:12]>/*.json.gz (not read here)
+        return any(any(root.glob(f"*/{task_name}/{v.name}-{v.source_hash[:12]}/*.json.gz")) for v in variants)
+
+    resolved = resolve_backend_name(name, task_name)  # unknown names: ValueError naming the choices
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "replay" if "replay" in BACKENDS and recorded() else "interpret"
+    if resolved == "cuda" and not torch.cuda.is_available():
+        alt = "--backend replay (recorded GPU times) or " if recorded() else ""
+        raise BackendUnavailable(
+            f"--backend cuda needs a CUDA GPU and torch sees none here: use {alt}--backend interpret (correctness "
+            "in the Triton interpreter plus compile facts, no times), or run on a GPU machine")
+    if resolved == "replay" and not recorded():
+        names = ", ".join(v.name for v in variants or [])
+        which = f" (variant{'s' if len(variants or []) > 1 else ''} {names})" if names else ""
+        raise BackendUnavailable(
+            f"--backend replay has no recorded GPU times for {task_name!r}{which} under {recordings_root()}: use "
+            "--backend interpret here, record on a GPU with benchmarks/record_spaces.py, or point "
+            "WARPFORGE_RECORDINGS at a folder of recordings")
+    return resolved
 

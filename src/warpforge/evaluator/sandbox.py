@@ -1,18 +1,20 @@
 """Spawned child processes that run untrusted candidate code, supervised from the trusted side.
 
 Each candidate gets a fresh child (``python -I -m warpforge.evaluator.child``) in its own scratch
-directory and process group: a candidate that monkeypatches torch, leaks memory or poisons its CUDA
-context cannot touch the next one. Importing torch costs about 1-2 s, so the pool keeps one child per
-environment pre-spawned and warm: it has imported torch and waits for its single request.
+directory, inside the OS sandbox of isolation.py (bubblewrap: own mount/PID/network/IPC namespaces,
+uid 65534, read-only system, only the scratch directory writable; the child adds a seccomp filter).
+Importing torch costs about 1-2 s, so the pool keeps one child per environment pre-spawned and warm:
+it has imported torch and waits for its single request.
 
-Protocol: the request is one JSON line on the child's stdin, carrying a random nonce; the child answers
-on a private pipe (fd passed with ``pass_fds``) with newline-delimited JSON: progress marks
-(``{"mark": "launch"}``), which this side timestamps with its own clock and which may start a phase
-deadline, then one report that must echo the nonce. A candidate printing fake results to stdout changes
-nothing; one writing a canned report to the pipe lacks the nonce (``forged``). EOF with no report means
-the child died; past a deadline the whole process group is SIGKILLed; a child whose resident memory
-passes its limit is killed too (``oom``): host memory is contained even where RLIMIT_AS cannot be set
-(a CUDA process reserves tens of GB of address space).
+Protocol: the request is one JSON line on the child's stdin; the child answers on a private pipe (fd
+passed with ``pass_fds``) with newline-delimited JSON: progress marks (``{"mark": "launch"}``), which
+this side timestamps with its own clock and which may start a phase deadline, then one report. A mark
+``{"mark": "need", ...}`` asks for data (a case's inputs, only after the candidate is imported): the
+``feed`` callback answers with bytes written to the child's stdin as one length-prefixed frame (an
+empty frame is a refusal). Reading stops at the report; then the child's whole PID namespace is
+killed and reaped before anything it wrote is read, so no process of the candidate's outlives its
+report. EOF with no report means the child died; past a deadline the sandbox is SIGKILLed; a child
+whose resident memory passes its limit is killed too (``oom``).
 """
 
 from __future__ import annotations
@@ -30,15 +32,34 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warpforge.evaluator import isolation
+from warpforge.evaluator.procs import (
+    _alive,
+    _close_quietly,
+    _group_members,
+    _read_init_pid,
+    _RssWatch,
+    _signal,
+    _write_all,
+)
+
 # The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
 # Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
-HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|in_\d+\.pt|"
+HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|"
                            r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)")
+# How the child is started: from the same warpforge tree as this process (an editable install may point
+# elsewhere), in isolated mode (-I: neither the working directory nor PYTHONPATH can plant modules).
+_BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.child.__main__ import main; main()"
+# After the report, the child's namespace must be gone within this many seconds of SIGKILL.
+REAP_S = 10.0
+
+Feed = Callable[[dict[str, Any]], bytes | None]
 
 
 @dataclass(frozen=True)
@@ -64,6 +85,8 @@ class ChildOutcome:
     phase: str = ""  # the phase whose deadline expired (timeout) or "" for the overall one
     limit_s: float = 0.0  # the deadline that expired, in seconds
     peak_rss: int = 0  # bytes, as sampled by the parent
+    isolation: str = ""  # isolation.Isolation.summary() of the child
+    survivors: int = 0  # processes of the candidate's still alive after the kill (should be 0)
 
     def unexpected_files(self) -> list[str]:
         """Names in the scratch directory that neither the harness nor the trusted side wrote."""
@@ -79,6 +102,8 @@ class _Child:
     proc: subprocess.Popen[bytes]
     result_r: int
     scratch: Path
+    inside: str  # the scratch directory's path as the child sees it
+    init_pid: int | None  # host pid of the sandbox's PID 1 (None without isolation)
     started: float = field(default_factory=time.monotonic)
 
 
@@ -105,39 +130,47 @@ def child_env(interpret: bool, extra: dict[str, str] | None = None,
     return env
 
 
-def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 class ChildPool:
     """Hands out fresh single-use children, keeping one spare warm per environment."""
 
     def __init__(self, scratch_root: Path | None = None, keep_scratch: bool = False) -> None:
         self.scratch_root = Path(scratch_root or tempfile.mkdtemp(prefix="warpforge-"))
         self.keep_scratch = keep_scratch
+        self.isolation = isolation.probe()  # raises SandboxUnavailable under WARPFORGE_SANDBOX=require
         self._spares: dict[str, _Child] = {}
         self._lock = threading.Lock()
 
     def _spawn(self, env: dict[str, str]) -> _Child:
         self.scratch_root.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="cand-", dir=self.scratch_root))
+        iso = self.isolation
+        isolation.prepare_scratch(scratch, iso)
         result_r, result_w = os.pipe()
+        fds = [result_w]
+        info_r = info_w = -1
+        if iso.active:
+            info_r, info_w = os.pipe()
+            fds.append(info_w)
+            # Private to the sandbox: a per-candidate Triton cache (a shared one could be poisoned).
+            env = {**env, "HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": "/tmp/triton-cache"}
         stderr = open(scratch / "stderr.txt", "wb")
         stdout = open(scratch / "stdout.txt", "wb")
-        # -I: isolated mode, so neither the scratch directory nor PYTHONPATH can plant modules.
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "warpforge.evaluator.child", str(result_w)],
-            stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, cwd=scratch, env=env,
-            pass_fds=(result_w,), start_new_session=True,
-        )
+        root = str(Path(__file__).resolve().parents[2])
+        command = [sys.executable, "-I", "-c", _BOOT.format(root=root), str(result_w)]
+        if iso.active:
+            command = isolation.wrap(command, scratch, iso)
+            command[1:1] = ["--info-fd", str(info_w)]
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, cwd=scratch, env=env,
+                                pass_fds=tuple(fds), start_new_session=True)
         os.close(result_w)
         stdout.close()
         stderr.close()
-        return _Child(proc, result_r, scratch)
+        init_pid = None
+        if iso.active:
+            os.close(info_w)
+            init_pid = _read_init_pid(info_r)
+            os.close(info_r)
+        return _Child(proc, result_r, scratch, isolation.INSIDE_SCRATCH if iso.active else str(scratch), init_pid)
 
     def take(self, env: dict[str, str]) -> _Child:
         key = json.dumps(env, sort_keys=True)
@@ -148,38 +181,43 @@ class ChildPool:
             self._spares[key] = self._spawn(env)  # warm the next one while this one works
         return child
 
-    def run(self, request: dict[str, Any], env: dict[str, str], timeout_s: float,
+    def run(self, request: Mapping[str, Any], env: dict[str, str], timeout_s: float,
             prepare: Any = None, budgets: dict[str, float] | None = None,
-            rss_limit_bytes: int | None = None) -> ChildOutcome:
+            rss_limit_bytes: int | None = None, feed: Feed | None = None) -> ChildOutcome:
         """Run one request in a fresh child; ``prepare(scratch)`` writes files the child will read.
 
         ``budgets`` maps a mark name to a phase deadline in seconds: when the child sends that mark, it
         must send the next mark (or its report) within the budget, never later than ``timeout_s``
-        overall. A child cannot buy time with marks: the overall deadline never moves.
+        overall. A child cannot buy time with marks: the overall deadline never moves. ``feed``
+        answers the child's ``need`` marks (see the module docstring).
         """
         child = self.take(env)
         if prepare is not None:
             prepare(child.scratch)
         nonce = secrets.token_hex(16)
-        request = {**request, "scratch": str(child.scratch), "nonce": nonce}
+        request = {**request, "scratch": child.inside, "nonce": nonce}
         start = time.monotonic()
         overall = start + timeout_s
         phase, phase_deadline, phase_limit = "", math.inf, timeout_s
         status_phase, limit = "", timeout_s
         status, report = "crashed", None
-        try:
-            assert child.proc.stdin is not None
-            child.proc.stdin.write((json.dumps(request) + "\n").encode())
-            child.proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        assert child.proc.stdin is not None
+        stdin_fd = child.proc.stdin.fileno()
+        os.set_blocking(stdin_fd, False)
+        if not _write_all(stdin_fd, (json.dumps(request) + "\n").encode(), overall):
+            feed = None
+        if feed is None:
+            _close_quietly(child.proc.stdin)
         buffer = b""
         lines: list[bytes] = []
         marks: list[Mark] = []
         peak_rss = 0
+        got_report = False
         # Poll at 0.2 s while a memory limit is watched (a 1 GiB bytearray fills in ~0.3 s), else 1 s.
         poll_s = 0.2 if rss_limit_bytes else 1.0
-        while True:
+        watch = _RssWatch(child.proc, child.init_pid)
+        sampled = -math.inf
+        while not got_report:
             now = time.monotonic()
             deadline = min(overall, phase_deadline)
             if now >= deadline:
@@ -189,8 +227,9 @@ class ChildPool:
                 else:
                     status_phase, limit = "", timeout_s
                 break
-            if rss_limit_bytes:
-                rss = _rss_bytes(child.proc.pid)
+            if rss_limit_bytes and now - sampled >= poll_s:
+                sampled = now
+                rss = watch.sample()
                 peak_rss = max(peak_rss, rss)
                 if rss > rss_limit_bytes:
                     status = "oom"
@@ -202,7 +241,7 @@ class ChildPool:
             if not data:  # EOF: the child closed the pipe (finished or died)
                 break
             buffer += data
-            while b"\n" in buffer:
+            while b"\n" in buffer and not got_report:
                 line, buffer = buffer.split(b"\n", 1)
                 msg = _parse(line)
                 if isinstance(msg, dict) and isinstance(msg.get("mark"), str):
@@ -211,18 +250,23 @@ class ChildPool:
                     if budgets and msg["mark"] in budgets:
                         phase, phase_limit = msg["mark"], budgets[msg["mark"]]
                         phase_deadline = at + phase_limit
+                    payload = feed(msg) if feed is not None else None
+                    if msg["mark"] == "need" and feed is not None:
+                        payload = payload or b""
+                        frame = len(payload).to_bytes(8, "little") + payload
+                        if not _write_all(stdin_fd, frame, min(overall, phase_deadline)):
+                            feed = None
                 elif line.strip():
                     lines.append(line)
+                    got_report = True  # the report is the last message: stop reading here
         os.close(child.result_r)
-        if buffer.strip():
+        _close_quietly(child.proc.stdin)
+        if not got_report and buffer.strip():
             lines.append(buffer)
         if status in ("timeout", "oom"):
-            _kill_group(child.proc)
+            survivors = self._end(child, grace_s=0.0)
         else:
-            try:
-                child.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                _kill_group(child.proc)
+            survivors = self._end(child, grace_s=10.0)
             parsed = _parse(lines[-1]) if lines else None
             if isinstance(parsed, dict):
                 report = parsed
@@ -230,10 +274,32 @@ class ChildPool:
         wall = time.monotonic() - start
         stderr_tail = _tail(child.scratch / "stderr.txt")
         outcome = ChildOutcome(status, report, child.proc.returncode, stderr_tail, wall, child.scratch, marks,
-                               peak_rss=peak_rss)
+                               peak_rss=peak_rss, isolation=self.isolation.summary(), survivors=survivors)
         if status == "timeout":
             outcome.phase, outcome.limit_s = status_phase, limit
         return outcome
+
+    def _end(self, child: _Child, grace_s: float) -> int:
+        """Let the child exit (up to ``grace_s``), then kill everything it started; returns survivors.
+
+        In a sandbox, SIGKILL to its PID 1 makes the kernel kill every process in the namespace; PID 1
+        exits only once they are all gone, so a dead (or zombie) PID 1 means nothing of the candidate's
+        can still write. Without a sandbox only the child's process group can be killed.
+        """
+        try:
+            child.proc.wait(timeout=grace_s) if grace_s > 0 else None
+        except subprocess.TimeoutExpired:
+            pass
+        if child.init_pid is not None:
+            _signal(child.init_pid, signal.SIGKILL, group=True)
+            _signal(child.init_pid, signal.SIGKILL, group=False)
+        _kill_group(child.proc)
+        if child.init_pid is None:
+            return 0
+        end = time.monotonic() + REAP_S
+        while time.monotonic() < end and _alive(child.init_pid):
+            time.sleep(0.01)
+        return len(_group_members(child.init_pid)) if _alive(child.init_pid) else 0
 
     def release(self, outcome: ChildOutcome) -> None:
         if not self.keep_scratch:
@@ -242,8 +308,9 @@ class ChildPool:
     def close(self) -> None:
         with self._lock:
             for child in self._spares.values():
-                _kill_group(child.proc)
+                self._end(child, grace_s=0.0)
                 os.close(child.result_r)
+                _close_quietly(child.proc.stdin)
                 shutil.rmtree(child.scratch, ignore_errors=True)
             self._spares.clear()
         if not self.keep_scratch:

@@ -8,6 +8,9 @@ verify.py. Timing stages live in timing.py.
 
 from __future__ import annotations
 
+import io
+import math
+import os
 import random
 import secrets
 from collections.abc import Sequence
@@ -19,14 +22,16 @@ from typing import Any
 import torch
 
 from warpforge.evaluator.compare import lint_task
+from warpforge.evaluator.protocol import CheckRequest
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, child_env
 from warpforge.evaluator.static import check_source
-from warpforge.evaluator.verify import judge_check, plan_cases
-from warpforge.kernels.task import Shape, Task, dtype_name
+from warpforge.evaluator.verify import CheckPlan, judge_check, plan_cases
+from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
 from warpforge.kernels.variant import Variant
 
 CANDIDATE_FILE = "candidate.py"
+TASK_DIR = "task"
 # Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
 # sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
 SHARED_LIMIT = {90: 232448, 80: 166912, 86: 101376, 89: 101376}
@@ -62,6 +67,12 @@ class Job:
     timeout_s: float = 120.0
     hidden_shapes: int = 1  # fresh random boundary shapes per evaluation (0 turns them off)
     host_memory_gb: float = DEFAULT_HOST_MEMORY_GB
+    # Source hashes of the kernels the AOT stage compiled (compile_stage fills it); a check that launches
+    # any other kernel is rejected (verify.Judge._compiled). Empty: not compiled here, not enforced.
+    compiled_kernels: list[str] = field(default_factory=list)
+    # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
+    # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
+    static_rules: str = "strict"
 
     def __post_init__(self) -> None:
         self.dtypes = self.dtypes or list(self.task.dtypes)
@@ -89,8 +100,19 @@ class Job:
         return child_env(interpret, as_limit_bytes=None if cuda or _machine_has_cuda() else self.host_memory_bytes)
 
 
+def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
+    """What an interpreter ``ok`` does not cover: every shape above the largest one it checked."""
+    if not shapes:
+        return "shapes: none checked"
+    big = max(shapes, key=lambda s: math.prod(int(v) for v in s.values()))
+    bench = max(job.shapes, key=lambda s: math.prod(int(v) for v in s.values())) if job.shapes else big
+    return (f"shapes: correctness checked up to {shape_key(big)} ({math.prod(big.values())} elements per input "
+            f"dim product); nothing larger was run, e.g. the benchmark shape {shape_key(bench)}: check on a GPU "
+            "(--backend cuda checks the benchmark shapes)")
+
+
 def static_stage(job: Job) -> EvalResult | None:
-    finding = check_source(job.variant.source)
+    finding = check_source(job.variant.source, job.static_rules)
     if finding is not None:
         return job.result(Verdict.REJECTED, finding.reason, finding.message)
     unknown = sorted(set(job.params) - set(job.variant.space))
@@ -100,24 +122,62 @@ def static_stage(job: Job) -> EvalResult | None:
     return None
 
 
+def task_path(job: Job) -> str:
+    """Where the child finds the task file: a copy in its scratch directory (relative to its cwd), since
+    the sandbox's user may not be able to read the original's directory."""
+    return f"{TASK_DIR}/{Path(job.task.path).name}"
+
+
+def copy_task(scratch: Path, job: Job) -> None:
+    (scratch / TASK_DIR).mkdir(exist_ok=True)
+    (scratch / task_path(job)).write_bytes(Path(job.task.path).read_bytes())
+
+
 def _write_candidate(job: Job) -> Any:
     def prepare(scratch: Path) -> None:
         (scratch / CANDIDATE_FILE).write_text(job.variant.source)
+        copy_task(scratch, job)
 
     return prepare
+
+
+def load_factor() -> float:
+    """How much slower than idle this machine is likely to run a child: the 1-minute load average per
+    CPU, at least 1 and at most 4 (7 test runs on 2 cores measured a load of 6-9, 3-4.5 per CPU)."""
+    try:
+        load = os.getloadavg()[0] / max(1, os.cpu_count() or 1)
+    except OSError:
+        return 1.0
+    return min(4.0, max(1.0, load))
+
+
+def budget_s(job: Job, multiple: float = 1.0) -> float:
+    """A child's overall deadline: the job's timeout (x ``multiple``) scaled by the measured load."""
+    return job.timeout_s * multiple * load_factor()
 
 
 def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | None:
     """Map a child that produced no usable report, or reported an error, to a verdict."""
     if outcome.status == "timeout":
-        phase = f" (phase '{outcome.phase}')" if outcome.phase else ""
+        if outcome.phase:
+            budget = (f"the '{outcome.phase}' phase's budget of {outcome.limit_s:.3g} s (set from the reference's "
+                      "measured time, or the job timeout for 'compile')")
+        else:
+            budget = (f"its budget of {outcome.limit_s or job.timeout_s:.3g} s (the job timeout of "
+                      f"{job.timeout_s:g} s x the machine's load factor {outcome.limit_s / job.timeout_s:.2g})"
+                      if outcome.limit_s else f"the job timeout of {job.timeout_s:g} s")
         return job.result(Verdict.TIMEOUT, "timed_out",
-                          f"the {what} did not finish within {outcome.limit_s or job.timeout_s:.3g} s{phase}; "
-                          "its process group was killed and a fresh worker took its place")
+                          f"the {what} did not finish within {budget}; its sandbox was killed and a fresh worker "
+                          "took its place. Raise the budget with `warpforge eval --timeout S` (Job.timeout_s) if "
+                          "the variant is honest but slow here")
     if outcome.status == "oom":
         return job.result(Verdict.RUNTIME_ERROR, "out_of_memory",
                           f"the {what} used {outcome.peak_rss / 2**30:.1f} GiB of host memory, over its "
                           f"{job.rss_limit_bytes / 2**30:g} GiB limit, and was killed")
+    if outcome.survivors:
+        return job.result(Verdict.REJECTED, "process_escaped",
+                          f"{outcome.survivors} process(es) of the candidate were still alive after its sandbox "
+                          "was killed; nothing it wrote was read")
     if outcome.status == "forged":
         return job.result(Verdict.REJECTED, "forged_report",
                           "the child's report did not carry this evaluation's nonce: something other than the "
@@ -136,6 +196,10 @@ def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | N
         return None
     summary = f"{err['type']}: {err['message'].splitlines()[0][:400] if err['message'] else ''}"
     kind = err["kind"]
+    if kind == "sandbox":
+        return job.result(Verdict.REJECTED, "sandbox_violation",
+                          f"the candidate tried something the sandbox forbids ({summary}): writing outside its "
+                          "scratch directory, reading other processes, creating processes or reaching the network")
     if kind == "import":
         return job.result(Verdict.COMPILE_ERROR, "import_failed",
                           f"the variant failed to import ({summary}); install the missing module or remove the import")
@@ -152,6 +216,34 @@ def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | N
     return job.result(Verdict.RUNTIME_ERROR, "exception", summary)
 
 
+class CaseFeed:
+    """Answers the check child's ``need`` marks: a case's inputs, only after the candidate is imported
+    (mark ``imported``), each case once (the rerun/ghost case three times). Nothing is on disk."""
+
+    def __init__(self, plan: CheckPlan) -> None:
+        self.by_id = {c.id: c for c in plan.cases}
+        self.allowed = {c.id: 1 for c in plan.cases}
+        if plan.pair is not None:
+            self.allowed[plan.pair.id] = 3
+        self.imported = False
+        self.refused: list[str] = []
+
+    def __call__(self, msg: dict[str, Any]) -> bytes | None:
+        if msg.get("mark") == "imported":
+            self.imported = True
+            return None
+        if msg.get("mark") != "need":
+            return None
+        case_id = msg.get("case")
+        if not self.imported or not isinstance(case_id, int) or self.allowed.get(case_id, 0) <= 0:
+            self.refused.append(f"case {case_id!r} ({'before import' if not self.imported else 'not due'})")
+            return None
+        self.allowed[case_id] -= 1
+        buffer = io.BytesIO()
+        torch.save(self.by_id[case_id].inputs, buffer)
+        return buffer.getvalue()
+
+
 def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
                 shapes: Sequence[Shape], dtypes: Sequence[torch.dtype],
                 budgets: dict[str, float] | None = None, ref_device: str = "cpu",
@@ -163,23 +255,25 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     rng = random.Random(secrets.randbits(64))  # the child never sees this state
     plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng)
 
-    def prepare(scratch: Path) -> None:
-        _write_candidate(job)(scratch)
-        for case in plan.cases:
-            torch.save(case.inputs, scratch / f"in_{case.id}.pt")
-
-    request: dict[str, Any] = {
+    # Under the interpreter every other case runs its grids in a shuffled order (child/grid.py).
+    request: CheckRequest = {
         "mode": "check", "candidate": CANDIDATE_FILE, "params": job.params, "device": device,
-        "constraint_shapes": job.shapes,
-        "cases": [{"id": c.id, "inputs": f"in_{c.id}.pt", "sentinel": c.sentinel} for c in plan.cases],
+        "constraint_shapes": job.shapes, "grid_seed": rng.getrandbits(31),
+        "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": interpret and i % 2 == 1}
+                  for i, c in enumerate(plan.cases)],
     }
     if plan.pair is not None:
         request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
     cuda = device.startswith("cuda")
-    outcome = pool.run(request, job.env(interpret, cuda), job.timeout_s, prepare, budgets=budgets,
-                       rss_limit_bytes=job.rss_limit_bytes)
+    feed = CaseFeed(plan)
+    outcome = pool.run(request, job.env(interpret, cuda), budget_s(job), _write_candidate(job), budgets=budgets,
+                       rss_limit_bytes=job.rss_limit_bytes, feed=feed)
     try:
+        if feed.refused and outcome.status == "done":
+            return job.result(Verdict.REJECTED, "input_request_refused",
+                              f"the child asked for inputs out of turn ({feed.refused[:3]}): each case's inputs "
+                              "are sent once, after the candidate is imported"), []
         failure = _child_failure(job, outcome, "correctness check")
         if failure is not None:
             return failure, []
@@ -198,11 +292,15 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
 def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resources]]:
     """Ahead-of-time compilation for the target GPU on this machine; no GPU needed."""
     first = job.dtypes[0]
-    cases = [{"shape": s, "dtype": dtype_name(first)} for s in job.shapes]
+    cases: list[dict[str, Any]] = [{"shape": s, "dtype": dtype_name(first)} for s in job.shapes]
     cases += [{"shape": job.shapes[0], "dtype": dtype_name(d)} for d in job.dtypes[1:]]
+    # The check shapes too, compiling only kernels not met yet: a variant that picks another kernel for
+    # small sizes has that kernel through Triton's real front end as well (and its hash on the list).
+    cases += [{"shape": s, "dtype": dtype_name(first), "only_new": True}
+              for s in (job.task.check_shapes or job.task.small_shapes)]
     request = {"mode": "compile", "candidate": CANDIDATE_FILE, "params": job.params,
-               "task_path": str(job.task.path), "target": job.target, "cases": cases}
-    outcome = pool.run(request, job.env(interpret=False), job.timeout_s, _write_candidate(job),
+               "task_path": task_path(job), "target": job.target, "cases": cases}
+    outcome = pool.run(request, job.env(interpret=False), budget_s(job), _write_candidate(job),
                        rss_limit_bytes=job.rss_limit_bytes)
     try:
         failure = _child_failure(job, outcome, "ahead-of-time compile")
@@ -212,6 +310,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
                       shared_bytes=k["shared_bytes"], compile_s=k["compile_s"])
             for k in report.get("kernels", [])
         ]
+        job.compiled_kernels = sorted(set(report.get("compiled_hashes", [])))
         if failure is not None:
             return failure, resources
         if not resources:
@@ -232,7 +331,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
 def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict[str, Any]]]:
     """The configurations of SPACE that satisfy ``constraints`` on every benchmark shape (run in a child)."""
     request = {"mode": "space", "candidate": CANDIDATE_FILE, "space": job.variant.space, "shapes": job.shapes}
-    outcome = pool.run(request, job.env(interpret=True), job.timeout_s, _write_candidate(job),
+    outcome = pool.run(request, job.env(interpret=True), budget_s(job), _write_candidate(job),
                        rss_limit_bytes=job.rss_limit_bytes)
     try:
         failure = _child_failure(job, outcome, "constraint enumeration")

@@ -1,11 +1,26 @@
 """Static checks on a variant's source, done in the trusted process by reading the AST only.
 
 ``launch`` may allocate tensors and launch Triton kernels; it may not compute with torch (a torch
-matmul inside ``launch`` is cuBLAS, not a found kernel) nor reach the reference. Code inside
-``@triton.jit`` functions is Triton's and is not inspected here. Dynamic tricks that slip past this
-check (``getattr(torch, "mm")``) are caught at run time: the child records every aten operator a launch
-dispatches (``disallowed_ops``), and the ghost replay disables every Triton launch and requires the
-output to change (evaluator/verify.py).
+matmul inside ``launch`` is cuBLAS, not a found kernel) nor reach the reference. Two rule sets:
+
+- ``core``: torch compute calls and methods, forbidden imports, process creation (anywhere, module
+  level included);
+- ``strict`` (the default, static_strict.py): on top, imports only from an allowlist (torch, triton,
+  triton.language, math, ...), no private or dunder attributes (``torch._C``, ``f.__globals__``), no
+  dynamic access (``getattr``, ``eval``, ``__import__``, ``globals``), no host-side reads of tensor
+  memory (``.numpy()``, ``.tolist()``, ``.item()``, ``.cpu()``, ``.to("cpu")``), only allowlisted
+  ``torch.*``/``triton.*`` attributes, and ``@triton.jit`` bodies that use only ``tl``, ``triton``,
+  ``math``, constants and other jit functions.
+
+Dynamic tricks that slip past (they should not under ``strict``) are caught at run time: the child
+records every aten operator a launch dispatches (``disallowed_ops``), and the ghost replay disables
+every Triton launch and requires the output to change (evaluator/verify.py). ``core`` exists so the
+adversarial manifest can test those run-time layers on their own (``runtime_only`` fixtures).
+
+Example::
+
+    >>> check_source("import os\ndef launch(x):\n    return os.fork()").reason
+    'forbidden_import'
 """
 
 from __future__ import annotations
@@ -39,14 +54,13 @@ ALLOWED_ATEN = {
     "arange", "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute",
     "expand", "unsqueeze", "squeeze", "slice", "select", "narrow", "split", "split_with_sizes", "chunk", "unbind",
     "unfold", "alias", "detach", "lift_fresh", "lift_fresh_copy", "clone", "copy_", "_to_copy", "set_",
-    "resize_", "view_as_real", "view_as_complex", "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride",
+    "resize_", "view_as_real", "view_as_complex", "is_same_size", "sym_size", "sym_stride",
     "sym_numel", "sym_storage_offset", "contiguous", "_copy_from", "_copy_from_and_resize", "record_stream",
-}
+}  # not _local_scalar_dense: .item() / float(t) read tensor memory on the host
 FORBIDDEN_IMPORTS = ("warpforge", "torch.nn", "torch.ops", "torch._C", "torch.linalg", "torch.special",
                      "torch.fft", "numpy", "cupy", "ctypes", "scipy", "subprocess", "multiprocessing", "pty")
-# New processes escape the child's process group (setsid) and its memory watchdog: a forked grandchild
-# survives the SIGKILL of the group and could write into later candidates' scratch directories. The
-# sandbox has no OS-level isolation (no cgroup or namespace), so process creation is refused outright.
+# New processes are refused outright (the OS sandbox also forbids them under the interpreter, and kills
+# its whole PID namespace before reading anything a candidate wrote).
 PROCESS_CALLS = re.compile(r"^(fork|forkpty|setsid|setpgid|setpgrp|system|popen|exec\w*|spawn\w*|posix_spawn\w*)$")
 JIT_DECORATORS = {"jit", "autotune", "heuristics"}
 
@@ -74,9 +88,22 @@ def _torch_aliases(tree: ast.Module) -> set[str]:
     return names
 
 
-def check_source(source: str) -> StaticFinding | None:
-    """The first static rule the source breaks, or None."""
+def check_source(source: str, rules: str = "strict") -> StaticFinding | None:
+    """The first static rule the source breaks, or None (``rules``: ``strict`` or ``core``)."""
     tree = ast.parse(source)
+    if rules == "strict":
+        from warpforge.evaluator.static_strict import strict_finding
+
+        finding = strict_finding(tree)
+        if finding is not None:
+            return finding
+    for node in ast.walk(tree):
+        # Module level too: a fork at import time is as much an escape as one inside launch.
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "os" \
+                and PROCESS_CALLS.match(node.func.attr):
+            return StaticFinding("process_spawn", f"calls os.{node.func.attr}: candidates may not create "
+                                 "processes (they would escape the sandbox's kill and memory limits)")
     for node in ast.walk(tree):
         modules: list[str] = []
         if isinstance(node, ast.Import):

@@ -16,19 +16,25 @@ that never imported the candidate. In order (the first finding wins; cheating ou
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from warpforge.evaluator.compare import compare_outputs, is_sentinel, references, refine
+from warpforge.evaluator.protocol import CheckReport
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
 from warpforge.evaluator.static import disallowed_ops
 from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
+
+if TYPE_CHECKING:  # stages imports this module; the job type is only needed for checking
+    from warpforge.evaluator.stages import Job
 
 # Hidden shapes stay within 1.2x of a check shape (+2): the interpreter's cost grows with size.
 HIDDEN_GROWTH = 1.2
@@ -45,10 +51,12 @@ class Case:
     sentinel: float
     inputs: tuple[Any, ...]
     hidden: bool = False
+    adversarial: str = ""  # the name of the task's adversarial input set, "" for random inputs
 
     @property
     def label(self) -> str:
         tag = " (hidden shape)" if self.hidden else ""
+        tag += f" (adversarial inputs: {self.adversarial})" if self.adversarial else ""
         return f"{shape_key(self.shape)} {dtype_name(self.dtype)} seed={self.seed}{tag}"
 
 
@@ -128,22 +136,40 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
                 cases.pop()  # make_inputs ignores the shape dict (KernelBench files): nothing hidden here
                 notes.append("hidden shapes: the task's make_inputs ignores the shape, so none was tried")
                 break
+    _add_adversarial(task, cases, dtypes, rng, notes)
     nan_cases = [c for c in public if math.isnan(c.sentinel)]
     pair = max(nan_cases, key=lambda c: (math.prod(c.shape.values()), -c.id)) if nan_cases else None
     return CheckPlan(cases, pair, float(rng.randint(1000, 9000)), notes)
 
 
-def _fail(job: Any, verdict: Verdict, reason: str, message: str) -> EvalResult:
-    return job.result(verdict, reason, message)  # type: ignore[no-any-return]
+def _add_adversarial(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype], rng: random.Random,
+                     notes: list[str]) -> None:
+    """The task's declared adversarial inputs, on its largest check shape, every dtype, one seed each."""
+    make = task.adversarial_inputs
+    base = list(task.check_shapes or task.small_shapes)
+    if make is None or not base:
+        notes.append("adversarial inputs: the task declares none (adversarial_inputs in its task file)")
+        return
+    shape = max(base, key=lambda s: math.prod(s.values()))
+    for dtype in dtypes:
+        seed = rng.getrandbits(31)
+        for name, inputs in make(dict(shape), dtype, seed, "cpu").items():
+            sentinel = math.nan if len(cases) % 2 == 0 else float(rng.randint(1000, 9000))
+            cases.append(Case(len(cases), dict(shape), dtype, seed, sentinel, tuple(inputs), adversarial=name))
+
+
+def _fail(job: Job, verdict: Verdict, reason: str, message: str) -> EvalResult:
+    return job.result(verdict, reason, message)
 
 
 class Judge:
     """Turns one check report into a verdict; ``checked`` lists the cases that passed."""
 
-    def __init__(self, job: Any, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu") -> None:
+    def __init__(self, job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu") -> None:
         self.job, self.plan, self.outcome, self.ref_device = job, plan, outcome, ref_device
-        self.report: dict[str, Any] = outcome.report or {}
+        self.report = cast(CheckReport, outcome.report or {})
         self.checked: list[str] = []
+        self.tampered_files: list[str] = []
         self._refs: dict[int, tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]] = {}
 
     def refs(self, case: Case) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
@@ -151,14 +177,42 @@ class Judge:
             self._refs[case.id] = references(self.job.task.reference, case.inputs, self.ref_device)
         return self._refs[case.id]
 
+    def _hashes(self) -> dict[str, str]:
+        facts = [*self.report.get("cases", []), self.report.get("rerun") or {}, self.report.get("ghost") or {}]
+        return {f["saved"]: f.get("sha256", "") for f in facts if isinstance(f, dict) and f.get("saved")}
+
     def load(self, name: str) -> dict[str, Any] | None:
+        """A saved output, only if its bytes are those whose hash the child reported (else None)."""
         path = self.outcome.scratch / name
         if not path.is_file():
             return None
-        return torch.load(path, weights_only=True)  # type: ignore[no-any-return]
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != self._hashes().get(name):
+            self.tampered_files.append(name)
+            return None
+        return torch.load(io.BytesIO(data), weights_only=True)  # type: ignore[no-any-return]
 
     def judge(self) -> EvalResult | None:
-        return self._environment() or self._launches() or self._pair() or self._values() or self._ghost()
+        found = (self._environment() or self._launches() or self._pair() or self._values() or self._ghost()
+                 or self._compiled())
+        if self.tampered_files:  # a file changed after its hash was reported outranks what it led to
+            return _fail(self.job, Verdict.REJECTED, "output_tampered", f"{sorted(set(self.tampered_files))[:3]} "
+                         "changed after the child reported their hashes: something rewrote the outputs")
+        return found
+
+    def _compiled(self) -> EvalResult | None:
+        """Every kernel launched in the check is one the ahead-of-time stage compiled (by source hash)."""
+        compiled = getattr(self.job, "compiled_kernels", None)
+        if not compiled:
+            return None
+        facts = [*self.report.get("cases", []), self.report.get("rerun") or {}]
+        launched = {k for f in facts for k in f.get("kernels", [])}
+        stray = sorted(launched - set(compiled))
+        if stray:
+            return _fail(self.job, Verdict.REJECTED, "kernel_not_compiled", f"the check launched kernel(s) "
+                         f"{stray[:3]} that the ahead-of-time compile never saw: a variant must launch the same "
+                         "kernels whether or not it is interpreted")
+        return None
 
     def _environment(self) -> EvalResult | None:
         job, report = self.job, self.report
@@ -200,7 +254,8 @@ class Judge:
                              "at run time: compute belongs in @triton.jit kernels")
             saved = self.load(f"out_{case.id}.pt")
             if saved is None:
-                return _fail(job, Verdict.CRASHED, "missing_output", f"no saved output for case {case.label}")
+                return _fail(job, Verdict.REJECTED, "missing_artefact", f"no saved output for case {case.label} "
+                             "(or it changed after its hash was reported)")
             for before, after in zip(case.inputs, saved["inputs_after"]):
                 if isinstance(before, torch.Tensor) and not torch.equal(before, after):
                     return _fail(job, Verdict.REJECTED, "input_mutated",
@@ -212,11 +267,13 @@ class Judge:
     def _pair(self) -> EvalResult | None:
         """Same inputs, NaN sentinel (case) vs finite sentinel (rerun): never-written or uninitialised reads."""
         pair, rerun = self.plan.pair, self.report.get("rerun")
-        if pair is None or not rerun:
+        if pair is None:
             return None
-        first, second = self.load(f"out_{pair.id}.pt"), self.load("out_rerun.pt")
-        if first is None or second is None:
-            return _fail(self.job, Verdict.CRASHED, "missing_output", "no saved output for the rerun")
+        first = self.load(f"out_{pair.id}.pt")
+        second = self.load("out_rerun.pt") if rerun else None
+        if first is None or second is None:  # requested and missing: a failure, never a pass
+            return _fail(self.job, Verdict.REJECTED, "missing_artefact", "the rerun of "
+                         f"{pair.label} was requested and did not come back (or came back altered)")
         s = self.plan.rerun_sentinel
         for i, (a, b) in enumerate(zip(first["out"], second["out"])):
             if not (a.is_floating_point() and a.shape == b.shape and a.numel()):
@@ -273,6 +330,11 @@ class Judge:
                                                   for a, b in zip(outs, old_outs)):
                 return _fail(job, Verdict.REJECTED, "replayed_output", f"{case.label}: launch returned the output of "
                              f"an earlier call ({old.label}) for new inputs: results are cached across calls")
+        if case.adversarial:
+            half = job.task.tolerance(torch.bfloat16) if case.dtype == torch.float32 else None
+            found = refine(mismatch, outs, r64, rlp, case.sentinel, half)
+            return _fail(job, Verdict.INCORRECT, "fails_adversarial_input", f"right on random inputs, wrong on the "
+                         f"task's '{case.adversarial}' inputs ({case.label}): {found.reason}: {found.message}")
         if case.hidden:
             return _fail(job, Verdict.INCORRECT, "fails_hidden_shape", f"right on every published shape, wrong on "
                          f"{case.label}: is it hard-coded to the benchmark sizes? {mismatch.message}")
@@ -305,11 +367,12 @@ class Judge:
                 return _fail(self.job, Verdict.REJECTED, "kernel_bypass", f"launch returned the right answer for "
                              f"{case.label} without launching any Triton kernel")
         ghost, pair = self.report.get("ghost"), self.plan.pair
-        if not ghost or pair is None or ghost.get("error") or not ghost.get("saved"):
+        if pair is None or (ghost and ghost.get("error")):  # without its kernels it failed: they mattered
             return None
-        saved = self.load("out_ghost.pt")
+        saved = self.load("out_ghost.pt") if ghost and ghost.get("saved") else None
         if saved is None:
-            return None
+            return _fail(self.job, Verdict.REJECTED, "missing_artefact", "the ghost replay (every Triton launch "
+                         f"disabled) of {pair.label} was requested and did not come back (or came back altered)")
         r64, rlp = self.refs(pair)
         atol, rtol = self.job.task.tolerance(pair.dtype)
         if compare_outputs(saved["out"], r64, rlp, atol, rtol) is None:
@@ -319,7 +382,7 @@ class Judge:
         return None
 
 
-def judge_check(job: Any, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
+def judge_check(job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
                 ) -> tuple[EvalResult | None, list[str]]:
     """The verdict of a finished check run (None = every case passed) and the cases that passed."""
     judge = Judge(job, plan, outcome, ref_device)

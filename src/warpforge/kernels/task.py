@@ -77,6 +77,7 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         tolerances=dict(getattr(module, "TOLERANCES", {})),
         small_shapes=list(getattr(module, "SMALL_SHAPES", [])),
         builtin=builtin,
+        adversarial_inputs=getattr(module, "adversarial_inputs", None),
     )
 
 

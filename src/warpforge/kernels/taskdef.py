@@ -56,6 +56,9 @@ class Task:
     tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
     small_shapes: list[Shape] = field(default_factory=list)
     builtin: bool = True
+    # Optional ``adversarial_inputs(shape, dtype, seed, device) -> {name: inputs}``: inputs chosen to break
+    # fragile kernels (large offsets, extreme magnitudes, -inf), checked besides the random ones.
+    adversarial_inputs: Callable[[Shape, torch.dtype, int, str], dict[str, tuple[Any, ...]]] | None = None
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))

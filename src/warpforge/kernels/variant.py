@@ -104,6 +104,82 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
     )
 
 
+# Triton asserts that num_warps is a power of two (an AssertionError deep in the launcher otherwise), and
+# num_stages is a positive pipeline depth.
+NUM_WARPS = (1, 2, 4, 8, 16, 32)
+
+
+def _where(variant: Variant) -> str:
+    return str(variant.path) if variant.path else variant.name
+
+
+def check_space(variant: Variant) -> None:
+    """SPACE is there, non-empty, and its Triton launch options are ones Triton accepts; else VariantError."""
+    where = _where(variant)
+    if not variant.space:
+        raise VariantError(f"{where}: no SPACE to pick parameters from: define a literal SPACE with every parameter "
+                           "launch() takes, e.g. SPACE = {'BLOCK': [256, 1024], 'num_warps': [4, 8]}")
+    bad = [v for v in variant.space.get("num_warps", []) if isinstance(v, bool) or v not in NUM_WARPS]
+    if bad:
+        raise VariantError(f"{where}: SPACE['num_warps'] has {bad}: Triton needs a power of two from {list(NUM_WARPS)}")
+    bad = [v for v in variant.space.get("num_stages", []) if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if bad:
+        raise VariantError(f"{where}: SPACE['num_stages'] has {bad}: Triton needs a positive integer")
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)  # JSON true is not SPACE's 1
+
+
+def check_params(variant: Variant, params: dict[str, Any]) -> None:
+    """Every given parameter is in SPACE and takes one of SPACE's values; else VariantError naming the fix.
+
+    Example::
+
+        >>> check_params(variant, {"num_warps": 3})  # doctest: +SKIP
+        VariantError: num_warps=3 is not in SPACE['num_warps'] of good.py: choose one of [2, 4]
+    """
+    where = _where(variant)
+    unknown = [k for k in params if k not in variant.space]
+    if unknown:
+        raise VariantError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for "
+                           f"{where}: its SPACE has {', '.join(variant.space)}")
+    for name, value in params.items():
+        if not any(_same(value, v) for v in variant.space[name]):
+            raise VariantError(f"{name}={_json(value)} is not in SPACE[{name!r}] of {where}: choose one of "
+                               f"{_json(variant.space[name])} (or add it to SPACE)")
+
+
+def _json(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value)
+    except TypeError:
+        return repr(value)
+
+
+def first_config(variant: Variant, given: dict[str, Any],
+                 feasible: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The first configuration in SPACE order that agrees with ``given``, among ``feasible`` (the
+    configurations that satisfy ``constraints``, from the evaluator's space stage; None when the variant
+    has no constraints). None when there is none.
+
+    Example::
+
+        >>> # SPACE = {"BLOCK": [128, 256], "num_warps": [2, 4]}, no constraints
+        >>> first_config(variant, {"num_warps": 4})  # doctest: +SKIP
+        {'BLOCK': 128, 'num_warps': 4}
+    """
+    names = list(variant.space)
+    candidates = (feasible if feasible is not None else
+                  (dict(zip(names, values)) for values in itertools.product(*(variant.space[n] for n in names))))
+    for config in candidates:
+        if all(_same(config.get(k), v) for k, v in given.items()):
+            return dict(config)
+    return None
+
+
 def load_variant(path: str | Path) -> Variant:
     p = Path(path)
     if not p.is_file():

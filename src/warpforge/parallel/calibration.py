@@ -28,11 +28,16 @@ from warpforge.parallel.specs import ClusterSpec
 # The parameters a fit may move, with their bounds (physically sensible ranges, so that a fit cannot
 # "explain" a dataset with, say, 120% of peak).
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
-    "gemm_eff": (0.4, 0.95),
+    "gemm_eff": (0.4, 0.82),  # best cuBLAS bf16 GEMMs: ~80% of peak on A100 and H100
     "gemm_half_dim": (4.0, 512.0),
     "mem_eff": (0.3, 0.95),
     "host_us": (0.0, 200.0),
     "intra_bw_eff": (0.3, 0.95),
+    "inter_bw_eff": (0.3, 0.95),
+    "attn_eff": (0.25, 0.9),
+    "fp8_gemm_eff": (0.3, 0.9),
+    "grouped_gemm_eff": (0.5, 1.0),  # grouped GEMMs reach at least half of one GEMM's rate
+    "ep_overlap": (0.0, 0.9),
 }
 
 
@@ -43,6 +48,9 @@ class Calibration(BaseModel):
 
     gemm_eff: float = Field(default=0.80, gt=0, le=1)  # large bf16 GEMMs: ~250 of 312 TFLOP/s on A100
     gemm_half_dim: float = Field(default=48.0, gt=0)  # a GEMM dimension of this size halves efficiency
+    fp8_gemm_eff: float = Field(default=0.60, gt=0, le=1)  # large FP8 GEMMs, fraction of the FP8 peak
+    grouped_gemm_eff: float = Field(default=0.85, gt=0, le=1)  # MoE grouped GEMM vs one GEMM of that size
+    ep_overlap: float = Field(default=0.0, ge=0, lt=1)  # share of EP all-to-all hidden behind compute
     attn_eff: float = Field(default=0.50, gt=0, le=1)  # fused (flash) attention, fwd+bwd average
     mem_eff: float = Field(default=0.75, gt=0, le=1)  # elementwise kernels reach ~75% of HBM bandwidth
     kernel_us: float = Field(default=4.0, ge=0)  # per-kernel GPU launch latency + tail

@@ -38,6 +38,19 @@ class RecomputeOpt(str, Enum):
 class ExportFmt(str, Enum):
     megatron = "megatron"
     torchtitan = "torchtitan"
+    deepspeed = "deepspeed"
+
+
+class PrecisionOpt(str, Enum):
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
+class FrameworkOpt(str, Enum):
+    any = "any"
+    megatron = "megatron"
+    torchtitan = "torchtitan"
+    deepspeed = "deepspeed"
 
 
 class Method(str, Enum):
@@ -52,6 +65,11 @@ NODES = typer.Option(None, "--nodes", "-n", help="Nodes (default: the spec's, or
 GB = typer.Option(None, "--global-batch", help="Global batch in sequences (default: model's, ~4M tokens).")
 SEQ = typer.Option(None, "--seq", help="Override the model's sequence length.")
 JSON_OUT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
+PRECISION = typer.Option(PrecisionOpt.bf16, "--precision",
+                         help="GEMM precision of the linear layers: bf16, or fp8 (Transformer Engine).")
+ETP = typer.Option(None, "--expert-tp", help="Expert TP (MoE; default = --tp; 1 folds EP over TP ranks).")
+LOAD = typer.Option(1.0, "--moe-load-factor", help="Busiest expert rank's tokens / balanced share (>= 1).")
+TPO = typer.Option(False, "--tp-overlap", help="Overlap TP communication with GEMMs (TE userbuffers).")
 
 
 def _fail(exc: Exception, code: int) -> NoReturn:
@@ -108,7 +126,14 @@ def predict(
     no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
     no_flash: bool = typer.Option(False, "--no-flash", help="Unfused attention instead of FlashAttention."),
     no_overlap: bool = typer.Option(False, "--no-overlap", help="Do not overlap gradient reduction."),
-    export: ExportFmt | None = typer.Option(None, "--export", help="Also export: megatron|torchtitan."),
+    precision: PrecisionOpt = PRECISION, expert_tp: int | None = ETP, moe_load_factor: float = LOAD,
+    tp_overlap: bool = TPO,
+    pp_first_layers: int | None = typer.Option(None, "--pp-first-layers",
+                                               help="Layers on the first pipeline stage (uneven stages)."),
+    pp_last_layers: int | None = typer.Option(None, "--pp-last-layers",
+                                              help="Layers on the last pipeline stage (uneven stages)."),
+    export: ExportFmt | None = typer.Option(None, "--export",
+                                            help="Also export: megatron|torchtitan|deepspeed."),
     db: str | None = typer.Option(None, "--db", help="Store the prediction in this database URL."),
     json_out: bool = JSON_OUT,
 ) -> None:
@@ -122,7 +147,9 @@ def predict(
         plan, c = _plan_from_opts(m, c, nodes, dict(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
             recompute=recompute.value, zero=zero, interleave=interleave, sequence_parallel=not no_sp,
-            flash_attention=not no_flash, overlap_grad_reduce=not no_overlap))
+            flash_attention=not no_flash, overlap_grad_reduce=not no_overlap, precision=precision.value,
+            expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap,
+            pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers))
         pred = simulate(m, c, plan)
         if nodes is None and c.nodes != sized_from:
             pred = pred.model_copy(update={"notes": [
@@ -160,6 +187,9 @@ def search(
     db: str | None = typer.Option(None, "--db", help="Database URL (default: WARPFORGE_DB, then SQLite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Do not write the plans to the database."),
     export: ExportFmt | None = typer.Option(None, "--export", help="Also export the best plan."),
+    precision: PrecisionOpt = PRECISION,
+    framework: FrameworkOpt = typer.Option(FrameworkOpt.any, "--framework",
+                                           help="Keep only plans this framework runs (any: all modelled)."),
     json_out: bool = JSON_OUT,
 ) -> None:
     """Search the fastest plans that fit in memory, and say why they win."""
@@ -180,7 +210,9 @@ def search(
                 raise SpecError(f"bad --enqueue plan {text!r}: {str(exc).splitlines()[0]}") from None
         res = search_plans(m, c, global_batch=global_batch, trials=trials, top=top, enqueue=proposals,
                            method=method.value,  # type: ignore[arg-type]
-                           memory_margin=memory_margin, seed=seed)
+                           memory_margin=memory_margin, seed=seed,
+                           precision=precision.value,  # type: ignore[arg-type]
+                           framework=framework.value)
         stored, where = 0, None
         if not no_store:
             from warpforge.db.session import Database
@@ -188,7 +220,8 @@ def search(
 
             stored = store_search(db, m, c, res)
             where = Database(db, create_dirs=False).safe_url
-        ex = export_plan(m, res.plans[0].prediction.plan, export.value) if export else None
+        fmt_ = export.value if export else (framework.value if framework.value != "any" else None)
+        ex = export_plan(m, res.plans[0].prediction.plan, fmt_) if fmt_ else None
         if json_out:
             doc = res.to_json()
             doc["db"] = {"url": where, "stored": stored}
@@ -204,23 +237,26 @@ def search(
 @app.command("export")
 def export_cmd(
     model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES,
-    fmt: ExportFmt = typer.Option(..., "--format", "-f", help="megatron or torchtitan."),
+    fmt: ExportFmt = typer.Option(..., "--format", "-f", help="megatron, torchtitan or deepspeed."),
     tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
     dp: int | None = typer.Option(None, "--dp"), cp: int = typer.Option(1, "--cp"),
     ep: int = typer.Option(1, "--ep"), micro_batch: int = typer.Option(1, "--micro-batch"),
     global_batch: int | None = GB, seq: int | None = SEQ,
     recompute: RecomputeOpt = typer.Option(RecomputeOpt.selective, "--recompute"),
     zero: int = typer.Option(1, "--zero"), interleave: int = typer.Option(1, "--interleave"),
+    precision: PrecisionOpt = PRECISION, expert_tp: int | None = ETP,
     json_out: bool = JSON_OUT,
 ) -> None:
-    """Print a plan as Megatron-LM arguments or a torchtitan TOML section (checked like predict)."""
+    """Print a plan as Megatron-LM arguments, a torchtitan TOML section or a DeepSpeed config (checked
+    like predict, and against what that framework runs)."""
     from warpforge.parallel.simulator import check_plan
 
     def go() -> None:
         m, c = _load(model, cluster, nodes, seq)
         plan, c = _plan_from_opts(m, c, nodes, dict(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
-            recompute=recompute.value, zero=zero, interleave=interleave))
+            recompute=recompute.value, zero=zero, interleave=interleave, precision=precision.value,
+            expert_tp=expert_tp))
         check_plan(m, c, plan)
         ex = export_plan(m, plan, fmt.value)
         if json_out:

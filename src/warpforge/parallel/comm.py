@@ -92,6 +92,21 @@ class Network:
         lat = self.inter_lat if g.nodes > 1 else self.intra_lat
         return lat + max(on_node, off_node)
 
+    def dispatch_dedup(self, token_bytes: float, tokens: float, top_k: int, g: Group) -> float:
+        """DeepEP-style MoE dispatch (or combine) of ``tokens`` tokens of ``token_bytes`` each, routed to
+        ``top_k`` experts spread evenly over the group: one copy per distinct remote node crosses
+        InfiniBand (k experts over n nodes hit ``(n-1)(1-(1-1/n)^k)`` remote nodes on average), every
+        copy crosses NVLink; both tiers work in parallel."""
+        if g.size <= 1 or tokens <= 0:
+            return 0.0
+        n = g.nodes
+        on_node = tokens * top_k * token_bytes * (g.per_node - 1) / g.size / self.intra_bw
+        if n == 1:
+            return self.intra_lat + on_node
+        remote = (n - 1) * (1.0 - (1.0 - 1.0 / n) ** top_k)
+        off_node = tokens * remote * token_bytes / self.inter_bw
+        return self.inter_lat + max(on_node, off_node)
+
     def p2p(self, nbytes: float, inter_node: bool) -> float:
         """One point-to-point transfer (pipeline send/recv or a ring-attention step)."""
         if nbytes <= 0:

@@ -27,30 +27,38 @@ from warpforge.parallel.comm import Group, Network
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 
 BF16 = 2  # bytes per activation/weight element
+TP_OVERLAP_EXPOSED = 0.25  # with TP overlap, a quarter of the TP traffic (first/last of 4 chunks) shows
+MOE_OPS = 20  # extra kernels per MoE layer forward (routing, permutation, all-to-all bookkeeping)
 
 
 @dataclass(frozen=True)
 class Hw:
     """Calibrated hardware rates for one GPU."""
 
-    flops: float  # peak FLOP/s
+    flops: float  # peak FLOP/s (bf16)
     hbm: float  # achieved bytes/s for memory-bound kernels
     calib: Calibration
+    fp8_flops: float = 0.0  # peak FP8 FLOP/s (0: none)
 
     @staticmethod
     def of(cluster: ClusterSpec, calib: Calibration) -> Hw:
-        return Hw(cluster.peak_tflops * 1e12, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib)
+        return Hw(cluster.peak_tflops * 1e12, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib,
+                  (cluster.fp8_tflops or 0.0) * 1e12)
 
     def g(self, d: float) -> float:
         return d / (d + self.calib.gemm_half_dim)
 
-    def gemm(self, m: float, n: float, k: float, batch: float = 1.0) -> float:
-        """Seconds for ``batch`` GEMMs of (m x k) @ (k x n) in bf16."""
+    def gemm(self, m: float, n: float, k: float, batch: float = 1.0, *, fp8: bool = False,
+             grouped: bool = False) -> float:
+        """Seconds for ``batch`` GEMMs of (m x k) @ (k x n), bf16 or FP8 (1-byte inputs, bf16 output);
+        ``grouped`` = one grouped GEMM over ``batch`` experts (MoE), at ``grouped_gemm_eff`` of the rate."""
         if m <= 0 or n <= 0 or k <= 0:
             return 0.0
-        eff = self.calib.gemm_eff * self.g(m) * self.g(n) * self.g(k)
-        compute = 2.0 * m * n * k * batch / (self.flops * eff)
-        traffic = BF16 * (m * k + k * n + m * n) * batch / self.hbm
+        peak, base, in_b = ((self.fp8_flops, self.calib.fp8_gemm_eff, 1.0) if fp8 and self.fp8_flops
+                            else (self.flops, self.calib.gemm_eff, BF16))
+        eff = base * self.g(m) * self.g(n) * self.g(k) * (self.calib.grouped_gemm_eff if grouped else 1.0)
+        compute = 2.0 * m * n * k * batch / (peak * eff)
+        traffic = (in_b * (m * k + k * n) + BF16 * m * n) * batch / self.hbm
         return max(compute, traffic) + self.calib.kernel_us * 1e-6
 
     def mem(self, nbytes: float, kernels: int) -> float:
@@ -96,8 +104,11 @@ def groups(plan: PlanConfig, gpus_per_node: int) -> dict[str, Group]:
         "tp": Group.of(tp, 1, gpus_per_node),
         "cp": Group.of(cp, tp, gpus_per_node),
         "dp": Group.of(plan.dp * cp, tp, gpus_per_node),  # gradients reduce over DP x CP
-        "ep": Group.of(plan.ep, tp * cp, gpus_per_node),
-        "edp": Group.of(plan.dp * cp // plan.ep, tp * cp * plan.ep, gpus_per_node),  # expert-data-parallel
+        # Experts (Megatron's MoE parallel folding): ETP innermost, then EP, then expert-data-parallel,
+        # over the same TP x CP x DP ranks; with ETP = TP this is EP carved out of CP x DP.
+        "etp": Group.of(plan.etp, 1, gpus_per_node),
+        "ep": Group.of(plan.ep, plan.etp, gpus_per_node),
+        "edp": Group.of(max(1, tp * cp * plan.dp // (plan.etp * plan.ep)), plan.etp * plan.ep, gpus_per_node),
     }
 
 
@@ -108,7 +119,8 @@ def layer_cost(
 
     Only TP, CP, EP, micro-batch, recompute, SP and FlashAttention matter here, so a search that varies
     PP, DP, ZeRO and interleaving reuses one evaluation (cached)."""
-    key = (plan.tp, plan.cp, plan.ep, plan.micro_batch, plan.recompute, plan.sp, plan.flash_attention)
+    key = (plan.tp, plan.cp, plan.ep, plan.micro_batch, plan.recompute, plan.sp, plan.flash_attention,
+           plan.precision, plan.etp, plan.moe_load_factor, plan.overlap_tp_comm, plan.moe_dispatcher)
     return _layer_cost_cached(model, cluster, calib, key, moe)
 
 
@@ -116,9 +128,10 @@ def layer_cost(
 def _layer_cost_cached(
     model: ModelSpec, cluster: ClusterSpec, calib: Calibration, key: tuple[Any, ...], moe: bool
 ) -> LayerCost:
-    tp, cp, ep, mb, recompute, sp, fa = key
-    plan = PlanConfig(tp=tp, cp=cp, ep=ep, micro_batch=mb, recompute=recompute,
-                      sequence_parallel=sp, flash_attention=fa)
+    tp, cp, ep, mb, recompute, sp, fa, precision, etp, load, tpo, disp = key
+    plan = PlanConfig(tp=tp, cp=cp, ep=ep, micro_batch=mb, recompute=recompute, sequence_parallel=sp,
+                      flash_attention=fa, precision=precision, expert_tp=etp, moe_load_factor=load,
+                      overlap_tp_comm=tpo, moe_dispatcher=disp)
     return _layer_cost(model, plan, cluster, calib, moe=moe)
 
 
@@ -133,27 +146,58 @@ def _layer_cost(
     kv = model.n_kv_heads * model.head_dim
     sp_div = t if plan.sp else 1
 
-    # --- GEMMs (forward); backward = dgrad + wgrad = 2x the same shapes.
-    gemm = hw.gemm(tokens, (h + 2 * kv) / t, h) + hw.gemm(tokens, h, h / t)
+    # --- GEMMs (forward); backward = dgrad + wgrad = 2x the same shapes. FP8 (Transformer Engine) covers
+    # the linear layers; the router, attention core and LM head stay BF16.
+    fp8 = plan.precision == "fp8"
+    q = model.q_width
+    gemm = hw.gemm(tokens, (q + 2 * kv) / t, h, fp8=fp8) + hw.gemm(tokens, h, q / t, fp8=fp8)
+    cast_in = tokens * (h + q / t)  # elements entering FP8 GEMMs (forward), for the cast cost below
+    cast_out = tokens * ((q + 2 * kv) / t + h)  # gradient elements entering FP8 GEMMs (backward)
     up = model.mlp_mats - 1  # gate+up fused for SwiGLU
+    a2a_fwd = etp_fwd = 0.0
     if moe:
-        fe, e_loc = model.expert_ffn, model.experts / plan.ep
-        tokens_e = plan.ep * tokens * model.top_k / model.experts  # per local expert, balanced routing
+        fe, et = model.expert_ffn, plan.etp
+        e_loc = model.experts / plan.ep
+        # Tokens entering the MoE block on this GPU: its sequence-parallel shard, all-gathered over the
+        # expert-TP group. The busiest rank gets ``moe_load_factor`` x the balanced share.
+        tok_in = tokens / sp_div * et
+        routed = tok_in * model.top_k * plan.moe_load_factor
+        tokens_e = plan.ep * routed / model.experts  # per local expert (balanced dispatch: in = out)
         gemm += hw.gemm(tokens / sp_div, model.experts, h)  # router
-        gemm += hw.gemm(tokens_e, up * fe / t, h, e_loc) + hw.gemm(tokens_e, h, fe / t, e_loc)
+        gemm += (hw.gemm(tokens_e, up * fe / et, h, e_loc, fp8=fp8, grouped=True)
+                 + hw.gemm(tokens_e, h, fe / et, e_loc, fp8=fp8, grouped=True))
+        cast_in += routed * (h + fe / et)  # routed token-expert pairs processed here
+        cast_out += routed * (up * fe / et + h)
         if model.shared_experts:
             fs = model.shared_experts * fe
-            gemm += hw.gemm(tokens, up * fs / t, h) + hw.gemm(tokens, h, fs / t)
-        act_width = model.top_k * fe + model.shared_experts * fe
+            gemm += hw.gemm(tokens, up * fs / t, h, fp8=fp8) + hw.gemm(tokens, h, fs / t, fp8=fp8)
+            cast_in += tokens * (h + fs / t)
+            cast_out += tokens * (up * fs / t + h)
+        act_width = routed / tokens * fe / et * t + model.shared_experts * fe  # per token, before / t
         mlp_params = model.moe_mlp_params(model.top_k)
+        if plan.ep > 1:
+            # Dispatch + combine: each GPU sends its routed tokens (bf16) over the EP group.
+            if plan.moe_dispatcher == "deepep":
+                a2a_fwd = 2 * net.dispatch_dedup(BF16 * h, routed / model.top_k / et, model.top_k, grp["ep"])
+            else:
+                a2a_fwd = 2 * net.all_to_all(BF16 * routed * h / et, grp["ep"])
+            # Frameworks overlap part of the dispatch/combine with other micro-batches' compute
+            # (Megatron's EP A2A overlap, DeepEP's asynchronous kernels): a calibrated share.
+            a2a_fwd *= 1.0 - calib.ep_overlap
+        if et > 1:
+            # Expert TP: gather the dispatched tokens over ETP before the experts, reduce-scatter after.
+            etp_bytes = BF16 * routed * h
+            etp_fwd = net.all_gather(etp_bytes, grp["etp"]) + net.reduce_scatter(etp_bytes, grp["etp"])
     else:
         f = model.ffn_dim
-        gemm += hw.gemm(tokens, up * f / t, h) + hw.gemm(tokens, h, f / t)
+        gemm += hw.gemm(tokens, up * f / t, h, fp8=fp8) + hw.gemm(tokens, h, f / t, fp8=fp8)
+        cast_in += tokens * (h + f / t)
+        cast_out += tokens * (up * f / t + h)
         act_width = f
         mlp_params = model.dense_mlp_params()
 
     # --- attention core: 2 batched GEMMs (QK^T, AV) over a/t heads.
-    attn_flops = 4.0 * b * s_loc * s * h / t  # non-causal count, Megatron's FLOP convention
+    attn_flops = 4.0 * b * s_loc * s * q / t  # non-causal count, Megatron's FLOP convention
     score_elems = b * (a / t) * s_loc * s
     if plan.flash_attention:
         # FlashAttention skips the masked half of a causal product; backward recomputes S: 2.5x fwd.
@@ -178,12 +222,21 @@ def _layer_cost(
     elem_bytes = BF16 * tokens * (rep_passes * h / sp_div + act_passes)
     kernels = 6
     if moe:
-        elem_bytes += BF16 * tokens * model.top_k * h * 4 / sp_div  # permute + un-permute
+        elem_bytes += BF16 * routed * h * 4 / et  # permute + un-permute (read + write each)
         kernels += 2
-    fwd_mem = hw.mem(elem_bytes, kernels) + softmax_fwd
+    cast_fwd = cast_bwd = 0.0
+    if fp8:
+        # Casts to FP8: TE fuses the quantisation of GEMM inputs into the preceding norm / activation, but
+        # writes a transposed FP8 copy for the weight gradient (1 B/element) and updates amax/scales
+        # (one small kernel per GEMM); backward quantises every incoming gradient (read 2 B, write FP8 and
+        # its transpose, 2 B). Weight casts happen once per step (cached over micro-batches): ignored.
+        n_gemms = 4 + (2 if moe and model.shared_experts else 0)
+        cast_fwd = hw.mem(1.0 * cast_in, n_gemms)
+        cast_bwd = hw.mem(4.0 * cast_out, n_gemms)
+    fwd_mem = hw.mem(elem_bytes, kernels) + softmax_fwd + cast_fwd
     # Backward of norms, activations and dropout reads the saved input and dy and writes dx (3 passes for
     # forward's 2); residual adds pass gradients through without a kernel: ~1.5x forward's traffic.
-    bwd_mem = hw.mem(1.5 * elem_bytes, 2 * kernels) + softmax_bwd
+    bwd_mem = hw.mem(1.5 * elem_bytes, 2 * kernels) + softmax_bwd + cast_bwd
 
     # --- TP: 2 all-reduces per layer forward and 2 backward (with SP: all-gather + reduce-scatter
     # pairs of the same volume, twice the latency).
@@ -205,19 +258,25 @@ def _layer_cost(
         cp_fwd = max((plan.cp - 1) * step - attn_fwd, (plan.cp - 1) * 2e-6)
         cp_bwd = max(2 * (plan.cp - 1) * step - attn_bwd, (plan.cp - 1) * 2e-6)  # K/V and dK/dV
 
-    # --- EP: all-to-all dispatch + combine, forward and backward.
-    ep_fwd = 0.0
-    if moe and plan.ep > 1:
-        ep_fwd = 2 * net.all_to_all(BF16 * tokens * model.top_k * h / sp_div, grp["ep"])
+    # --- EP: all-to-all dispatch + combine (and the expert-TP gather/scatter), forward and backward.
+    ep_fwd = a2a_fwd + etp_fwd
 
     fwd_compute = gemm + attn_fwd
+    tp_bwd = tp_fwd
+    if plan.overlap_tp_comm and plan.tp > 1:
+        # TP communication overlap (Transformer Engine userbuffers / async TP): the all-gathers and
+        # reduce-scatters run in chunks under the linear GEMMs; the first and last chunk stay exposed.
+        tp_fwd = max(tp_fwd - gemm, TP_OVERLAP_EXPOSED * tp_fwd)
+        tp_bwd = max(tp_bwd - 2 * gemm, TP_OVERLAP_EXPOSED * tp_bwd)
     fwd_comm = tp_fwd + cp_fwd + ep_fwd
-    bwd_comm = tp_fwd + cp_bwd + ep_fwd
+    bwd_comm = tp_bwd + cp_bwd + ep_fwd
 
     # --- host floor: eager PyTorch issues kernels one by one; a layer whose GPU work is shorter than
     # the host's issue time waits on the host (small models, small micro-batches, large TP).
-    n_ops = 4 + (1 if plan.flash_attention else 4) + kernels
-    n_ops += (5 if model.shared_experts else 3) if moe else 0
+    n_ops = 4 + (1 if plan.flash_attention else 4) + kernels + (4 if fp8 else 0)
+    # A dropless MoE layer launches ~20 kernels beyond its GEMMs: router scores and top-k, aux loss,
+    # token permutation (sort, gather, scatter), split-size exchange for the all-to-all, un-permutation.
+    n_ops += (MOE_OPS + (2 if model.shared_experts else 0)) if moe else 0
     n_ops += (4 if plan.sp else 2) if plan.tp > 1 else 0
     host_fwd = n_ops * calib.host_us * 1e-6
     # Collectives run on the GPU while the host keeps issuing, so they count towards the GPU side.
@@ -243,7 +302,7 @@ def _layer_cost(
         bwd_comm=bwd_comm,
         host_stall=fwd_stall + bwd_stall,
         recompute=recompute,
-        tp_comm=2 * tp_fwd,
+        tp_comm=tp_fwd + tp_bwd,
         cp_comm=cp_fwd + cp_bwd,
         ep_comm=2 * ep_fwd,
         model_flops=model_flops,

@@ -22,10 +22,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from warpforge.parallel.errors import SpecError
-from warpforge.parallel.pipeline import stage_layers
 from warpforge.parallel.specs import ModelSpec, PlanConfig
 
-Format = Literal["megatron", "torchtitan"]
+Format = Literal["megatron", "torchtitan", "deepspeed"]
 
 
 class Export(BaseModel):
@@ -59,12 +58,22 @@ def megatron_args(model: ModelSpec, plan: PlanConfig) -> Export:
         a += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
     if not model.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
-    if plan.pp > 1 and model.layers % plan.pp:
-        layers = stage_layers(model.layers, plan.pp)
+    if plan.pp > 1 and (model.layers % plan.pp or plan.pp_first_layers is not None
+                        or plan.pp_last_layers is not None):
+        layers = plan.stage_layers(model.layers)
         a += [f"--decoder-first-pipeline-num-layers {layers[0]}",
               f"--decoder-last-pipeline-num-layers {layers[-1]}"]
-    if plan.interleave > 1:
-        a.append(f"--num-layers-per-virtual-pipeline-stage {model.layers // (plan.pp * plan.interleave)}")
+    chunks = plan.pp * plan.interleave
+    if plan.interleave > 1 and model.layers % chunks == 0:
+        a.append(f"--num-layers-per-virtual-pipeline-stage {model.layers // chunks}")
+    elif plan.interleave > 1:
+        a.append(f"--num-virtual-stages-per-pipeline-rank {plan.interleave}")
+        if (model.layers + 2) % chunks == 0:
+            # Llama-3-405B's layout: 126 layers + embedding + loss = 128 = 2 per virtual stage.
+            a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+        else:
+            notes.append(f"{model.layers} layers do not split evenly over {chunks} virtual stages: set "
+                         "--pipeline-model-parallel-layout to place them")
     if plan.cp > 1:
         a.append(f"--context-parallel-size {plan.cp}")
     if model.is_moe:
@@ -76,6 +85,13 @@ def megatron_args(model: ModelSpec, plan: PlanConfig) -> Export:
         if model.first_dense_layers:
             n_dense, n_moe = model.first_dense_layers, model.layers - model.first_dense_layers
             a.append(f"--moe-layer-freq '([0]*{n_dense}+[1]*{n_moe})'")
+    if model.is_moe and plan.etp != plan.tp:
+        a.append(f"--expert-tensor-parallel-size {plan.etp}")
+    if plan.precision == "fp8":
+        a += ["--fp8-format hybrid", "--fp8-recipe delayed", "--fp8-amax-history-len 1024",
+              "--fp8-amax-compute-algo max"]
+    if plan.overlap_tp_comm and plan.tp > 1:
+        a.append("--tp-comm-overlap")
     if plan.sp:
         a.append("--sequence-parallel")
     if plan.flash_attention:
@@ -135,22 +151,62 @@ def torchtitan_toml(model: ModelSpec, plan: PlanConfig) -> Export:
         lines += [f'pipeline_parallel_schedule = "{schedule}"',
                   f"pipeline_parallel_microbatch_size = {plan.micro_batch}"]
         if plan.interleave > 1:
-            per_stage = model.layers // (plan.pp * plan.interleave)
+            per_stage = -(-model.layers // (plan.pp * plan.interleave))
             lines.append(f"pipeline_parallel_layers_per_stage = {per_stage}")
+            if model.layers % (plan.pp * plan.interleave):
+                notes.append("uneven virtual stages: torchtitan's last stage takes the remainder")
     if model.is_moe:
         lines.append(f"expert_parallel_degree = {plan.ep}")
     if plan.tp > 1 and not plan.sp:
         notes.append("torchtitan always shards norms/dropout over TP (sequence parallel)")
+    if plan.precision == "fp8":
+        lines += ["", "[model]", 'converters = ["float8"]', "", "[float8]",
+                  "enable_fsdp_float8_all_gather = true"]
     lines += ["", "[activation_checkpoint]", f'mode = "{plan.recompute}"']
     if plan.recompute == "selective":
         lines.append('selective_ac_option = "op"')
     return Export(format="torchtitan", text="\n".join(lines) + "\n", notes=notes)
 
 
+def deepspeed_config(model: ModelSpec, plan: PlanConfig) -> Export:
+    """A DeepSpeed JSON config plus the Megatron-DeepSpeed parallel arguments (TP/PP live there)."""
+    import json
+
+    gb = plan.batch(model)
+    cfg = {
+        "train_batch_size": gb,
+        "train_micro_batch_size_per_gpu": plan.micro_batch,
+        "gradient_accumulation_steps": plan.num_microbatches(model),
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": plan.zero, "overlap_comm": plan.overlap_grad_reduce,
+                              "contiguous_gradients": True},
+        "activation_checkpointing": {"partition_activations": plan.recompute == "full",
+                                     "contiguous_memory_optimization": False},
+    }
+    args = [f"--tensor-model-parallel-size {plan.tp}", f"--pipeline-model-parallel-size {plan.pp}"]
+    args += ["--sequence-parallel"] if plan.sp else []
+    args += ["--checkpoint-activations"] if plan.recompute == "full" else []
+    args += [f"--num-experts {model.experts}", f"--moe-expert-parallel-size {plan.ep}",
+             f"--topk {model.top_k}"] if model.is_moe else []
+    notes = [f"Megatron-DeepSpeed arguments: {' '.join(args)}"]
+    for why, bad in ((f"DeepSpeed runs ZeRO-{plan.zero} only without pipeline parallelism",
+                      plan.zero >= 2 and plan.pp > 1),
+                     ("DeepSpeed has no context parallelism", plan.cp > 1),
+                     ("DeepSpeed's pipeline engine has no interleaved schedule", plan.interleave > 1),
+                     ("DeepSpeed's engine has no FP8 training", plan.precision == "fp8")):
+        if bad:
+            raise SpecError(f"cannot export to deepspeed: {why}; search with --framework deepspeed")
+    if plan.recompute == "selective":
+        notes.append("DeepSpeed has no selective recompute: none is exported (use full if memory is short)")
+    return Export(format="deepspeed", text=json.dumps(cfg, indent=2) + "\n", args=args, notes=notes)
+
+
 def export_plan(model: ModelSpec, plan: PlanConfig, fmt: str) -> Export:
-    """Dispatch on ``fmt``: ``megatron`` or ``torchtitan``."""
+    """Dispatch on ``fmt``: ``megatron``, ``torchtitan`` or ``deepspeed``."""
     if fmt == "megatron":
         return megatron_args(model, plan)
     if fmt == "torchtitan":
         return torchtitan_toml(model, plan)
-    raise SpecError(f"unknown export format '{fmt}'; use megatron or torchtitan")
+    if fmt == "deepspeed":
+        return deepspeed_config(model, plan)
+    raise SpecError(f"unknown export format '{fmt}'; use megatron, torchtitan or deepspeed")

@@ -27,6 +27,7 @@ from warpforge.parallel.specs import ModelSpec, PlanConfig
 
 GIB = float(1 << 30)
 WEIGHT_B, GRAD_B, OPT_B = 2.0, 4.0, 12.0
+FP8_WEIGHT_B = 2.0  # FP8 weight + its transpose, kept next to the bf16 weights
 RUNTIME_OVERHEAD_GIB = 2.0  # CUDA context (~0.5 GiB), NCCL communicator buffers and cuBLAS workspaces
 FRAGMENTATION = 0.05  # the caching allocator rarely packs activations perfectly: ~5% slack
 
@@ -36,16 +37,20 @@ def activation_bytes_per_layer(model: ModelSpec, plan: PlanConfig, *, moe: bool 
     t = plan.tp
     sbh = plan.micro_batch * (model.seq / plan.cp) * model.hidden
     h, r_kv = model.hidden, model.n_kv_heads / model.heads
+    qh = model.q_width / h  # 1 unless the head dim is set apart from hidden / heads (Qwen3)
+    # FP8 (Transformer Engine) saves the inputs of its FP8 GEMMs in FP8: 1 byte instead of 2 for the QKV
+    # and MLP inputs, the attention output and the second MLP GEMM's input.
+    f8 = 1.0 if plan.precision == "fp8" else 0.0
     # Replicated unless sequence-parallel: 2 norm inputs (4), QKV and MLP inputs (4), dropout masks (2).
-    replicated = 8.0 + (2.0 if model.dropout else 0.0)
-    # Split by TP: Q, K, V (2 + 4*r_kv... as 2 each), attention output (2): 8 for MHA.
-    attn = 4.0 + 4.0 * r_kv
+    replicated = 8.0 - 2.0 * f8 + (2.0 if model.dropout else 0.0)
+    # Split by TP: Q (2), K and V (2 each, GQA-scaled), attention output (2): 8 for MHA.
+    attn = (4.0 - f8 + 4.0 * r_kv) * qh
     if moe:
         fe = model.expert_ffn
-        per_copy = (6.0 if model.activation == "swiglu" else 4.0) * fe / h
-        mlp = model.top_k * (2.0 + per_copy) + model.shared_experts * per_copy
+        per_copy = ((6.0 if model.activation == "swiglu" else 4.0) - f8) * fe / h
+        mlp = model.top_k * plan.moe_load_factor * (2.0 - f8 + per_copy) + model.shared_experts * per_copy
     else:
-        mlp = (6.0 if model.activation == "swiglu" else 4.0) * model.ffn_dim / h
+        mlp = ((6.0 if model.activation == "swiglu" else 4.0) - f8) * model.ffn_dim / h
     split = attn + mlp
     total = replicated / (t if plan.sp else 1) + split / t
     if not plan.flash_attention and plan.recompute == "none":
@@ -96,7 +101,7 @@ def stage_params(model: ModelSpec, plan: PlanConfig, dense_layers: int, moe_laye
     dense = dense_layers * (per_layer + model.dense_mlp_params() / t)
     dense += moe_layers * (per_layer + (model.shared_experts * model.mlp_mats * model.hidden
                                          * model.expert_ffn + model.hidden * model.experts) / t)
-    expert = moe_layers * model.experts * model.mlp_mats * model.hidden * model.expert_ffn / (t * plan.ep)
+    expert = moe_layers * model.experts * model.mlp_mats * model.hidden * model.expert_ffn / (plan.etp * plan.ep)
     vh = model.vocab * model.hidden / t
     dense += (vh if embed else 0.0) + (vh if head and (not model.tied_embeddings or plan.pp > 1) else 0.0)
     return dense, expert
@@ -116,7 +121,8 @@ def stage_memory(
     (layer, micro-batch) activation sets alive at the 1F1B peak (see ``pipeline.in_flight``)."""
     dense_p, expert_p = stage_params(model, plan, dense_layers, moe_layers, embed, head)
     shard = plan.dp * plan.cp
-    eshard = max(1, shard // plan.ep)  # expert weights are replicated over expert-data-parallel ranks only
+    # Expert weights are replicated over expert-data-parallel ranks only (TP x DP x CP / (ETP x EP)).
+    eshard = max(1, plan.tp * shard // (plan.etp * plan.ep))
     z = plan.zero
 
     def sharded(nbytes_per_param: float, level: int) -> float:
@@ -125,6 +131,13 @@ def stage_memory(
         return nbytes_per_param * (dense_p + expert_p)
 
     weights = sharded(WEIGHT_B, 3)
+    if plan.precision == "fp8":
+        # TE's FP8 weight cache: an FP8 copy and its transpose (Hopper's FP8 GEMMs need both layouts),
+        # sharded like the weights under FSDP (FP8 parameter gathering).
+        # Only the transformer layers' linear weights: embeddings and the LM head stay BF16.
+        lin_d, lin_e = stage_params(model, plan, dense_layers, moe_layers, embed=False, head=False)
+        fp8_w = FP8_WEIGHT_B * ((lin_d / shard + lin_e / eshard) if z >= 3 else (lin_d + lin_e))
+        weights += fp8_w
     grads = sharded(GRAD_B, 2)
     optimizer = sharded(OPT_B, 1)
     if z >= 3:

@@ -16,12 +16,23 @@ Example::
 from __future__ import annotations
 
 
-def stage_layers(layers: int, pp: int) -> list[int]:
+def stage_layers(layers: int, pp: int, first: int | None = None, last: int | None = None) -> list[int]:
     """Layers per pipeline rank. Even when divisible; otherwise every middle stage takes ceil(L/p) and the
     first and last stages (which also hold the embedding and the LM head) share the remainder, as
-    Megatron-LM's ``--decoder-first/last-pipeline-num-layers`` allow."""
+    Megatron-LM's ``--decoder-first/last-pipeline-num-layers`` allow. ``first`` / ``last`` set those two
+    stages explicitly; the middle stages then split the rest evenly (ValueError when they cannot)."""
     if pp == 1:
         return [layers]
+    if first is not None or last is not None:
+        f = first if first is not None else 0
+        la = last if last is not None else 0
+        mid_n = pp - (first is not None) - (last is not None)
+        rest = layers - f - la
+        if rest < 0 or (mid_n == 0 and rest) or (mid_n and (rest % mid_n or rest // mid_n < 1)):
+            raise ValueError(f"first {first} / last {last} stage layers leave {rest} layers that do not split "
+                             f"evenly over the other {mid_n} stages")
+        middle = [rest // mid_n] * mid_n if mid_n else []
+        return ([f] if first is not None else []) + middle + ([la] if last is not None else [])
     if layers % pp == 0:
         return [layers // pp] * pp
     mid = -(-layers // pp)
@@ -29,8 +40,8 @@ def stage_layers(layers: int, pp: int) -> list[int]:
     if pp == 2 or rest < 2:
         base, extra = divmod(layers, pp)
         return [base + (1 if i >= pp - extra else 0) for i in range(pp)]
-    first = rest // 2
-    return [first] + [mid] * (pp - 2) + [rest - first]
+    head = rest // 2
+    return [head] + [mid] * (pp - 2) + [rest - head]
 
 
 def pipeline_time(stage_times: list[float], m: int, v: int) -> tuple[float, float]:

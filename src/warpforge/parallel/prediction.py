@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from warpforge.parallel.bands import ErrorBand
 from warpforge.parallel.specs import PlanConfig
 
 
@@ -84,6 +85,7 @@ class Prediction(BaseModel):
     time: TimeBreakdown
     memory: MemoryBreakdown
     notes: list[str] = []
+    error_band: ErrorBand | None = None  # held-out error of this GPU family / precision / model kind
 
     def summary(self) -> dict[str, Any]:
         """The headline fields (what ``plan predict --json`` leads with)."""
@@ -93,4 +95,5 @@ class Prediction(BaseModel):
             "mfu": self.mfu,
             "peak_mem_gb": self.peak_mem_gb,
             "fits": self.fits,
+            "error_band": self.error_band.model_dump() if self.error_band else None,
         }

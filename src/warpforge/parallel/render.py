@@ -31,6 +31,13 @@ def _export(console: Console, ex: Export | None) -> None:
         console.print(f"[dim]note: {note}[/dim]")
 
 
+def _band(pred: Prediction) -> str:
+    b = pred.error_band
+    if b is None:
+        return "-"
+    return b.label() if b.validated else f"[yellow]{b.label()}[/yellow]"
+
+
 def print_prediction(pred: Prediction, ex: Export | None = None) -> None:
     console = _console()
     head = Table(title=f"{pred.model} on {pred.gpus} x {pred.cluster}: {pred.plan.short()}")
@@ -40,6 +47,7 @@ def print_prediction(pred: Prediction, ex: Export | None = None) -> None:
         ("step time", f"{pred.step_time_s:.3f} s"),
         ("tokens/s", f"{pred.tokens_per_s:,.0f}"),
         ("MFU / HFU", f"{pred.mfu:.1%} / {pred.hfu:.1%}"),
+        ("validated error", _band(pred)),
         ("peak memory", f"{pred.peak_mem_gb:.1f} of {pred.hbm_gb:g} GiB (pipeline rank {pred.memory.stage})"),
         ("fits", "yes" if pred.fits else "[red]NO[/red]"),
         ("global batch / micro-batches", f"{pred.global_batch} / {pred.num_microbatches}"),
@@ -73,20 +81,28 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
     title = f"best plans for {res.model} on {res.gpus} x {res.cluster} (global batch {res.global_batch})"
     t = Table(title=title)
     for col, just in (("#", "right"), ("plan", "left"), ("step s", "right"), ("tokens/s", "right"),
-                      ("MFU", "right"), ("GiB", "right"), ("where the time goes", "left")):
+                      ("MFU", "right"), ("±err", "right"), ("GiB", "right"), ("where the time goes", "left")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in res.plans:
         p = r.prediction
         label = p.plan.short() + (" [enqueued]" if r.source == "enqueued" else "")
+        b = p.error_band
+        err = f"±{b.mape:.0%}" if b and b.validated and b.mape else "n/v"
         t.add_row(str(r.rank), label, f"{p.step_time_s:.2f}", f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
-                  f"{p.peak_mem_gb:.1f}", time_split(p, 2).removeprefix("time: "))
+                  err, f"{p.peak_mem_gb:.1f}", time_split(p, 2).removeprefix("time: "))
     console.print(t)
     console.print("[bold]why[/bold]")
     for r in res.plans:
         for line in r.why[2:]:
             console.print(f"  #{r.rank} {line}")
-    console.print(f"{res.method} search: {res.evaluated} plans evaluated of {res.space_size}, "
-                  f"{res.feasible} fit, {res.elapsed_s:.1f} s")
+    band = res.plans[0].prediction.error_band if res.plans else None
+    if band is not None:
+        console.print(f"validated error of these predictions: {band.label()}"
+                      + ("" if band.validated else " (n/v = not validated)"))
+    for note in res.plans[0].prediction.notes if res.plans else []:
+        console.print(f"[yellow]note (#1):[/yellow] {note}")
+    console.print(f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "
+                  f"of {res.space_size}, {res.feasible} fit, {res.elapsed_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     for e in res.enqueued:
         console.print(f"enqueued {e.plan.short()}: {e.status} {e.message}")
     if db_url:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from warpforge.parallel.calibration import Calibration, calibration_for
 from warpforge.parallel.errors import InvalidPlanError, NoFeasiblePlanError, SpecError
 from warpforge.parallel.explain import explain
+from warpforge.parallel.frameworks import FRAMEWORKS, Framework
 from warpforge.parallel.prediction import Prediction
 from warpforge.parallel.simulator import check_plan, peak_memory_gib, predict
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
@@ -72,6 +73,9 @@ class SearchResult(BaseModel):
     evaluated: int
     feasible: int
     elapsed_s: float
+    cpu_s: float = 0.0  # CPU time of this process (the wall time depends on what else the machine runs)
+    framework: str = "any"
+    precision: str = "bf16"
     plans: list[RankedPlan]
     enqueued: list[EnqueuedResult] = []
     feasible_predictions: list[Prediction] = []  # all fitting plans, best first (for storage)
@@ -103,27 +107,30 @@ def space_axes(model: ModelSpec, cluster: ClusterSpec) -> dict[str, list[Any]]:
             "zero": [0, 1, 2, 3]}
 
 
-def _candidates(model: ModelSpec, cluster: ClusterSpec, gb: int) -> Iterator[dict[str, Any]]:
-    for tp, cp, pp, ep, dp in _meshes(model, cluster, gb):
+def _candidates(model: ModelSpec, cluster: ClusterSpec, gb: int, fw: Framework | None = None
+                ) -> Iterator[dict[str, Any]]:
+    fw = fw or FRAMEWORKS["any"]
+    for tp, cp, pp, ep, dp, etp in _meshes(model, cluster, gb, fw):
         for mb in MICRO_BATCHES:
             if gb % (dp * mb):
                 continue
-            vs = _interleaves(model, pp, gb // (dp * mb))
-            zeros = (0, 1, 2, 3) if dp * cp > 1 else (0,)
+            vs = _interleaves(model, pp, gb // (dp * mb)) if fw.interleave else [1]
+            zeros = fw.zeros(pp) if dp * cp > 1 else (0,)
             for v, rc, z in itertools.product(vs, RECOMPUTE, zeros):
                 yield {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "ep": ep, "micro_batch": mb, "interleave": v,
-                       "recompute": rc, "zero": z, "global_batch": gb}
+                       "recompute": rc, "zero": z, "global_batch": gb, "expert_tp": etp}
 
 
-def candidate_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int) -> Iterator[PlanConfig]:
-    """Every structurally valid plan that uses all of the cluster's GPUs."""
-    for fields in _candidates(model, cluster, global_batch):
-        yield PlanConfig(**fields)
+def candidate_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
+                    framework: str = "any", precision: str = "bf16") -> Iterator[PlanConfig]:
+    """Every structurally valid plan that uses all of the cluster's GPUs (and that ``framework`` runs)."""
+    for fields in _candidates(model, cluster, global_batch, FRAMEWORKS[framework]):
+        yield PlanConfig(**fields, precision=precision)  # type: ignore[arg-type]
 
 
-def space_size(model: ModelSpec, cluster: ClusterSpec, global_batch: int) -> int:
+def space_size(model: ModelSpec, cluster: ClusterSpec, global_batch: int, framework: str = "any") -> int:
     """Number of candidate plans (counted without building them)."""
-    return sum(1 for _ in _candidates(model, cluster, global_batch))
+    return sum(1 for _ in _candidates(model, cluster, global_batch, FRAMEWORKS[framework]))
 
 
 def _rank_key(p: Prediction) -> tuple[float, float]:
@@ -165,15 +172,25 @@ class _Evaluator:
         return pred is not None and pred.peak_mem_gb <= self.usable_gb
 
 
-def _meshes(model: ModelSpec, cluster: ClusterSpec, gb: int) -> list[tuple[int, int, int, int, int]]:
-    """(tp, cp, pp, ep, dp) combinations that use every GPU and divide the batch."""
+Mesh = tuple[int, int, int, int, int, int]  # tp, cp, pp, ep, dp, expert tp
+
+
+def _meshes(model: ModelSpec, cluster: ClusterSpec, gb: int, fw: Framework | None = None) -> list[Mesh]:
+    """(tp, cp, pp, ep, dp, etp) combinations that use every GPU and divide the batch. MoE layouts with
+    TP > 1 come with expert TP = TP (EP out of DP x CP) and expert TP = 1 (Megatron's folding)."""
+    fw = fw or FRAMEWORKS["any"]
     ax, g, out = space_axes(model, cluster), cluster.total_gpus, []
-    for tp, cp, pp, ep in itertools.product(ax["tp"], ax["cp"], ax["pp"], ax["ep"]):
+    cps = ax["cp"] if fw.cp else [1]
+    for tp, cp, pp, ep in itertools.product(ax["tp"], cps, ax["pp"], ax["ep"]):
         if g % (tp * cp * pp):
             continue
         dp = g // (tp * cp * pp)
-        if (dp * cp) % ep == 0 and gb % dp == 0:
-            out.append((tp, cp, pp, ep, dp))
+        if gb % dp:
+            continue
+        etps = [tp] + ([1] if model.is_moe and tp > 1 and fw.expert_tp else [])
+        for etp in etps:
+            if (tp * dp * cp) % (etp * ep) == 0 and (etp == tp or model.expert_ffn % etp == 0):
+                out.append((tp, cp, pp, ep, dp, etp))
     return out
 
 
@@ -183,42 +200,47 @@ def _interleaves(model: ModelSpec, pp: int, m: int) -> list[int]:
     return [1] + [v for v in range(2, MAX_INTERLEAVE + 1) if model.layers % (pp * v) == 0]
 
 
-def _optuna_search(ev: _Evaluator, gb: int, trials: int, seed: int, enqueue: Sequence[PlanConfig]) -> None:
-    """TPE over a parametrisation in which every suggestion maps to a valid plan: the mesh is one
-    categorical over valid (TP, CP, PP, EP) layouts, and micro-batch / interleaving are clamped to the
-    nearest valid value for that mesh."""
+def _optuna_search(ev: _Evaluator, gb: int, trials: int, seed: int, enqueue: Sequence[PlanConfig],
+                   fw: Framework, precision: str) -> None:
+    """TPE over a parametrisation in which every suggestion maps to a valid plan: the mesh is an index
+    into the valid (TP, CP, PP, EP, expert TP) layouts (an integer: Optuna compares categorical choices
+    one by one, which cost 20 s on DeepSeek-V3's 2,000+ layouts), and micro-batch / interleaving are
+    clamped to the nearest valid value for that mesh."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    meshes = {f"tp{t}-cp{c}-pp{p}-ep{e}": (t, c, p, e, d)
-              for t, c, p, e, d in _meshes(ev.model, ev.cluster, gb)}
+    meshes = sorted(_meshes(ev.model, ev.cluster, gb, fw))
     if not meshes:
         return
+    index = {m: i for i, m in enumerate(meshes)}
+    zeros = list(fw.zeros(2))
     study = optuna.create_study(direction="minimize",
                                 sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True))
 
-    def build(mesh: str, mb: int, v_rank: int, recompute: str, zero: int) -> PlanConfig:
-        tp, cp, pp, ep, dp = meshes[mesh]
+    def build(i: int, mb: int, v_rank: int, recompute: str, zero: int) -> PlanConfig:
+        tp, cp, pp, ep, dp, etp = meshes[i]
         mb = max(b for b in MICRO_BATCHES if b <= mb and gb % (dp * b) == 0)
-        vs = _interleaves(ev.model, pp, gb // (dp * mb))
+        vs = _interleaves(ev.model, pp, gb // (dp * mb)) if fw.interleave else [1]
+        ok = [z for z in zeros if z in fw.zeros(pp)]
         return PlanConfig(tp=tp, cp=cp, pp=pp, ep=ep, dp=dp, micro_batch=mb, global_batch=gb,
                           interleave=vs[min(v_rank, len(vs) - 1)], recompute=recompute,  # type: ignore[arg-type]
-                          zero=zero if dp * cp > 1 else 0)
+                          zero=(zero if zero in ok else ok[-1]) if dp * cp > 1 else 0, expert_tp=etp,
+                          precision=precision)  # type: ignore[arg-type]
 
     for plan in enqueue:
-        mesh = f"tp{plan.tp}-cp{plan.cp}-pp{plan.pp}-ep{plan.ep}"
+        mesh = (plan.tp, plan.cp, plan.pp, plan.ep, plan.dp, plan.etp)
         vs = _interleaves(ev.model, plan.pp, gb // (plan.dp * plan.micro_batch))
-        if mesh in meshes and plan.micro_batch in MICRO_BATCHES and plan.interleave in vs:
-            study.enqueue_trial({"mesh": mesh, "micro_batch": plan.micro_batch,
+        if mesh in index and plan.micro_batch in MICRO_BATCHES and plan.interleave in vs and plan.zero in zeros:
+            study.enqueue_trial({"mesh": index[mesh], "micro_batch": plan.micro_batch,
                                  "interleave_rank": vs.index(plan.interleave), "recompute": plan.recompute,
                                  "zero": plan.zero}, skip_if_exists=True)
     for _ in range(trials):
         trial = study.ask()
-        plan = build(trial.suggest_categorical("mesh", list(meshes)),
+        plan = build(trial.suggest_int("mesh", 0, len(meshes) - 1),
                      trial.suggest_categorical("micro_batch", list(MICRO_BATCHES)),
                      trial.suggest_categorical("interleave_rank", [0, 1, 2, 3]),
                      trial.suggest_categorical("recompute", list(RECOMPUTE)),
-                     trial.suggest_categorical("zero", [0, 1, 2, 3]))
+                     trial.suggest_categorical("zero", zeros))
         pred = ev(plan)
         if pred is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -233,7 +255,7 @@ def _diverse(ranked: list[Prediction], top: int) -> list[Prediction]:
     seen: set[tuple[int, ...]] = set()
     out: list[Prediction] = []
     for p in ranked:
-        mesh = (p.plan.tp, p.plan.cp, p.plan.pp, p.plan.ep, p.plan.dp)
+        mesh = (p.plan.tp, p.plan.cp, p.plan.pp, p.plan.ep, p.plan.dp, p.plan.etp)
         if mesh not in seen:
             seen.add(mesh)
             out.append(p)
@@ -255,12 +277,20 @@ def search_plans(
     diverse: bool = True,
     seed: int = 0,
     calib: Calibration | None = None,
+    precision: Literal["bf16", "fp8"] = "bf16",
+    framework: str = "any",
 ) -> SearchResult:
     """Find the fastest plans whose peak memory stays ``memory_margin`` (a fraction of HBM; 5% = 4 GiB of
     80) below capacity, a cushion for allocator fragmentation spikes the model averages out; raise
     NoFeasiblePlanError when none does. With ``diverse``, the ``top`` plans shown have distinct layouts
     (TP, CP, PP, EP, DP): the runner-up that differs only in interleaving is rarely news."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
+    if framework not in FRAMEWORKS:
+        raise SpecError(f"unknown framework '{framework}'; use one of {', '.join(FRAMEWORKS)}")
+    fw = FRAMEWORKS[framework]
+    if precision not in fw.precisions:
+        raise SpecError(f"{framework} does not train in {precision} here; use --precision "
+                        f"{'|'.join(fw.precisions)}")
     gb = global_batch or model.default_global_batch()
     if gb < 1:
         raise SpecError(f"global batch must be positive, got {gb}")
@@ -268,7 +298,7 @@ def search_plans(
         raise SpecError(f"memory margin must be in [0, 1), got {memory_margin}")
     usable = cluster.hbm_gb * (1.0 - memory_margin)
     ev = _Evaluator(model, cluster, calib or calibration_for(cluster), usable)
-    n_space = space_size(model, cluster, gb)
+    n_space = space_size(model, cluster, gb, framework)
     if method == "auto":
         method = "exhaustive" if n_space <= EXHAUSTIVE_LIMIT else "optuna"
 
@@ -290,10 +320,10 @@ def search_plans(
             message="" if ok else f"needs {pred.peak_mem_gb:.1f} GiB, usable {usable:.1f} GiB"))
 
     if method == "exhaustive":
-        for plan in candidate_plans(model, cluster, gb):
+        for plan in candidate_plans(model, cluster, gb, framework, precision):
             ev(plan, prefilter=True)
     else:
-        _optuna_search(ev, gb, trials, seed, enqueue)
+        _optuna_search(ev, gb, trials, seed, enqueue, fw, precision)
 
     preds = [p for p in ev.cache.values() if p is not None]
     feasible = sorted((p for p in preds if ev.feasible(p)), key=_rank_key)
@@ -322,6 +352,7 @@ def search_plans(
         model=model.name, cluster=cluster.name, nodes=cluster.nodes, gpus=cluster.total_gpus,
         global_batch=gb, method=method, space_size=n_space, evaluated=ev.checked + len(enq_keys),
         feasible=len(feasible),
-        elapsed_s=time.perf_counter() - t0, plans=ranked, enqueued=enq_results,
+        elapsed_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0, plans=ranked,
+        framework=framework, precision=precision, enqueued=enq_results,
         feasible_predictions=feasible,
     )

@@ -16,12 +16,13 @@ Example::
 
 from __future__ import annotations
 
+from warpforge.parallel.bands import error_band
 from warpforge.parallel.calibration import Calibration, calibration_for
 from warpforge.parallel.comm import Group, Network
 from warpforge.parallel.compute import Hw, groups, head_cost, layer_cost
 from warpforge.parallel.errors import InvalidPlanError
 from warpforge.parallel.memory import GIB, StageMemory, stage_memory, stage_params
-from warpforge.parallel.pipeline import in_flight_chunks, pipeline_time, stage_layers
+from warpforge.parallel.pipeline import in_flight_chunks, pipeline_time
 from warpforge.parallel.prediction import MemoryBreakdown, Prediction, TimeBreakdown
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 
@@ -36,18 +37,23 @@ def check_plan(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig) -> None
         (heads % t == 0, f"heads {heads} not divisible by TP {t}; use a TP that divides {heads}"),
         (kvh % t == 0, f"kv_heads {kvh} not divisible by TP {t}; use a TP that divides {kvh}"),
         (model.ffn_dim % t == 0, f"ffn {model.ffn_dim} not divisible by TP {t}"),
-        (not model.is_moe or model.expert_ffn % t == 0,
-         f"moe_ffn {model.expert_ffn} not divisible by TP {t}"),
         (plan.pp <= model.layers, f"PP {plan.pp} exceeds the model's {model.layers} layers"),
         (plan.interleave == 1 or plan.pp > 1, "--interleave needs PP > 1"),
-        (plan.interleave == 1 or model.layers % (plan.pp * plan.interleave) == 0,
-         f"interleave {plan.interleave} x PP {plan.pp} does not divide {model.layers} layers"),
+        (plan.interleave == 1 or model.layers >= plan.pp * plan.interleave,
+         f"interleave {plan.interleave} x PP {plan.pp} exceeds the model's {model.layers} layers"),
         (plan.cp == 1 or model.seq % (2 * plan.cp) == 0,
          f"seq {model.seq} not divisible by 2 x CP {plan.cp}"),
         (plan.ep == 1 or model.is_moe, f"EP {plan.ep} needs a mixture-of-experts model"),
         (not model.is_moe or model.experts % plan.ep == 0,
          f"experts {model.experts} not divisible by EP {plan.ep}"),
-        ((plan.dp * plan.cp) % plan.ep == 0, f"EP {plan.ep} must divide DP x CP = {plan.dp * plan.cp}"),
+        (plan.tp % plan.etp == 0, f"expert TP {plan.etp} must divide TP {plan.tp}"),
+        (not model.is_moe or model.expert_ffn % plan.etp == 0,
+         f"moe_ffn {model.expert_ffn} not divisible by expert TP {plan.etp}"),
+        ((plan.tp * plan.dp * plan.cp) % (plan.etp * plan.ep) == 0,
+         f"expert TP {plan.etp} x EP {plan.ep} must divide TP x DP x CP = {plan.tp * plan.dp * plan.cp}; "
+         "use a smaller EP or --expert-tp 1"),
+        (plan.precision == "bf16" or cluster.fp8_tflops is not None,
+         f"{cluster.gpu} has no FP8 tensor cores (fp8_tflops unset); use --precision bf16"),
         (plan.gpus <= cluster.total_gpus,
          f"plan needs {plan.gpus} GPUs (tp*pp*dp*cp) but cluster '{cluster.name}' has {cluster.total_gpus}; "
          f"pass --nodes {-(-plan.gpus // cluster.gpus_per_node)} or shrink the plan"),
@@ -55,6 +61,11 @@ def check_plan(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig) -> None
     for ok, msg in rules:
         if not ok:
             raise InvalidPlanError(msg)
+    if plan.pp_first_layers is not None or plan.pp_last_layers is not None:
+        try:
+            plan.stage_layers(model.layers)
+        except ValueError as exc:
+            raise InvalidPlanError(f"{exc}; change --pp-first-layers / --pp-last-layers") from None
     gb = plan.batch(model)
     if gb % (plan.dp * plan.micro_batch):
         raise InvalidPlanError(
@@ -100,13 +111,31 @@ def _dp_exposed(plan: PlanConfig, net: Network, grp: dict[str, Group], dense_p: 
     return max(rs - bwd_window, rs * bucket) + max(ag - fwd_window, ag * bucket)
 
 
+def optimistic_assumptions(model: ModelSpec, plan: PlanConfig) -> list[str]:
+    """Where a plan leans on an assumption the validation runs do not back."""
+    out = []
+    if plan.recompute == "none":
+        out.append("assumes no activation recompute: activations fit by the simulator's accounting only; "
+                   "allocator spikes may force selective recompute")
+    if plan.cp > 1 and model.seq / plan.cp < 4096:
+        out.append(f"CP {plan.cp} at sequence {model.seq} leaves {model.seq // plan.cp} tokens per rank: "
+                   "ring attention hides its K/V exchange less at short chunks than modelled (validated CP "
+                   "runs use >= 4K tokens per rank)")
+    if model.is_moe and plan.moe_load_factor == 1.0:
+        out.append("assumes balanced expert routing (moe_load_factor 1, as NVIDIA's tables were measured); "
+                   "real routing is imbalanced: try moe_load_factor 1.2-1.5")
+    if plan.overlap_tp_comm and plan.tp > 1:
+        out.append("assumes TP communication overlap (TE userbuffers / async TP)")
+    return out
+
+
 def memory_by_rank(
     model: ModelSpec, plan: PlanConfig, split: list[tuple[int, int]] | None = None, m: int | None = None
 ) -> dict[int, StageMemory]:
     """Memory of pipeline ranks 0, 1 and p-1 (the others never exceed these): rank 0 holds the most
     in-flight activations and the embedding, the last rank the LM head and its logits."""
     pp, v = plan.pp, plan.interleave
-    split = split or _moe_split(model, stage_layers(model.layers, pp))
+    split = split or _moe_split(model, plan.stage_layers(model.layers))
     m = m or plan.num_microbatches(model)
     out = {}
     for i in sorted({0, min(1, pp - 1), pp - 1}):
@@ -142,7 +171,7 @@ def predict(
     p2p_one = net.p2p(p2p_bytes, inter_node=plan.gpus > cluster.gpus_per_node) if pp > 1 else 0.0
     p2p_mb = 2 * v * p2p_one  # one send forward, one backward, per chunk
 
-    split = _moe_split(model, stage_layers(model.layers, pp))
+    split = _moe_split(model, plan.stage_layers(model.layers))
     stage_t, parts = [], []
     for i, (nd, nm) in enumerate(split):
         comp = nd * (dense_c.fwd_compute + dense_c.bwd_compute) + nm * (moe_c.fwd_compute + moe_c.bwd_compute)
@@ -170,7 +199,7 @@ def predict(
         dp_exposed = max(dp_exposed, _dp_exposed(plan, net, grp, dense_p, expert_p, fwd_window, bwd_window,
                                                  m, max(1, nd + nm)))
         shard = plan.dp * plan.cp if plan.zero >= 1 else 1
-        eshard = max(1, plan.dp * plan.cp // plan.ep) if plan.zero >= 1 else 1
+        eshard = max(1, plan.tp * plan.dp * plan.cp // (plan.etp * plan.ep)) if plan.zero >= 1 else 1
         opt_t = max(opt_t, hw.mem(ADAM_BYTES * (dense_p / shard + expert_p / eshard), 8))
 
     step = pipe + dp_exposed + opt_t
@@ -201,6 +230,11 @@ def predict(
         notes.append(f"uses {plan.gpus} of the cluster's {cluster.total_gpus} GPUs")
     if plan.zero >= 2:
         notes.append("ZeRO-2/3 is FSDP-style sharding (torchtitan); Megatron-LM needs its FSDP backend")
+    band = error_band(cluster, model, plan)
+    if not band.validated:
+        notes.append(f"not validated: no measured runs for {band.key} (GPU family / precision / model kind); "
+                     "the numbers extrapolate the calibrated model")
+    notes += optimistic_assumptions(model, plan)
     fits = peak.total / GIB <= cluster.hbm_gb
     if not fits:
         notes.append(f"needs {peak.total / GIB:.1f} GiB on pipeline rank {peak_rank}; "
@@ -210,4 +244,5 @@ def predict(
         num_microbatches=m, step_time_s=step, tokens_per_s=gb * model.seq / step,
         mfu=model_flops / denom, hfu=hw_flops / denom, peak_mem_gb=peak.total / GIB, hbm_gb=cluster.hbm_gb,
         fits=fits, bubble_fraction=bubble / step, time=time, memory=memory, notes=notes,
+        error_band=band,
     )

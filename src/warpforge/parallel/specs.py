@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from warpforge.parallel.errors import SpecError
 
 Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp8"]
 
 
 class ModelSpec(BaseModel):
@@ -38,6 +39,7 @@ class ModelSpec(BaseModel):
     heads: int = Field(gt=0)
     kv_heads: int | None = Field(default=None, gt=0)
     ffn: int | None = Field(default=None, gt=0)
+    kv_channels: int | None = Field(default=None, gt=0)  # head dim when heads * it != hidden (Qwen3)
     vocab: int = Field(gt=0)
     seq: int = Field(gt=0)
     activation: Literal["gelu", "swiglu"] = "gelu"
@@ -52,7 +54,7 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        if self.hidden % self.heads:
+        if self.kv_channels is None and self.hidden % self.heads:
             raise ValueError(f"hidden {self.hidden} is not divisible by heads {self.heads}")
         if self.heads % self.n_kv_heads:
             raise ValueError(f"heads {self.heads} is not divisible by kv_heads {self.n_kv_heads}")
@@ -66,7 +68,12 @@ class ModelSpec(BaseModel):
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.kv_channels or self.hidden // self.heads
+
+    @property
+    def q_width(self) -> int:
+        """Width of the attention's query / output projection (``hidden`` unless ``kv_channels`` is set)."""
+        return self.heads * self.head_dim
 
     @property
     def ffn_dim(self) -> int:
@@ -91,7 +98,7 @@ class ModelSpec(BaseModel):
 
     def attention_params(self) -> int:
         kv = self.n_kv_heads * self.head_dim
-        return self.hidden * (self.hidden + 2 * kv) + self.hidden * self.hidden
+        return self.hidden * (self.q_width + 2 * kv) + self.q_width * self.hidden
 
     def dense_mlp_params(self) -> int:
         return self.mlp_mats * self.hidden * self.ffn_dim
@@ -142,6 +149,7 @@ class ClusterSpec(BaseModel):
     gpus_per_node: int = Field(ge=0)
     nodes: int = Field(default=1, ge=0)
     peak_tflops: float = Field(gt=0)
+    fp8_tflops: float | None = Field(default=None, gt=0)  # dense FP8 peak; None: no FP8 tensor cores
     hbm_gb: float = Field(gt=0)
     hbm_tbps: float = Field(gt=0)
     intra_gbps: float = Field(gt=0)
@@ -176,8 +184,12 @@ class ClusterSpec(BaseModel):
 
 class PlanConfig(BaseModel):
     """One parallelism plan. ``zero=1`` is Megatron's distributed optimizer (optimizer states sharded over
-    DP x CP); 2 also shards gradients; 3 also shards weights (FSDP). ``interleave`` > 1 selects the
-    interleaved 1F1B schedule with that many model chunks per pipeline rank. ``ep`` is carved out of DP."""
+    DP x CP); 2 also shards gradients; 3 also shards weights (FSDP: Megatron-FSDP, PyTorch FSDP2).
+    ``interleave`` > 1 selects the interleaved 1F1B schedule with that many model chunks per pipeline rank
+    (layers need not divide evenly: chunks differ by at most one layer). ``ep`` is carved out of DP x CP,
+    or, with ``expert_tp=1`` (Megatron's MoE parallel folding), out of TP x DP x CP. ``precision="fp8"``
+    runs the linear layers' GEMMs in FP8 (Transformer Engine); attention and the LM head stay BF16.
+    ``moe_load_factor`` is the busiest expert rank's tokens over the balanced share (1 = balanced)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -194,6 +206,19 @@ class PlanConfig(BaseModel):
     sequence_parallel: bool = True  # only meaningful with tp > 1
     flash_attention: bool = True
     overlap_grad_reduce: bool = True
+    pp_first_layers: int | None = Field(default=None, ge=0)  # layers on the first stage (with embedding)
+    pp_last_layers: int | None = Field(default=None, ge=0)  # layers on the last stage (with the LM head)
+    overlap_tp_comm: bool = False  # TE userbuffers / async TP: TP collectives hidden under the GEMMs
+    precision: Precision = "bf16"
+    expert_tp: int | None = Field(default=None, ge=1)  # None: same as tp (Megatron's default)
+    moe_load_factor: float = Field(default=1.0, ge=1.0)
+    # "deepep": dispatch sends a token once per remote node and fans it out over NVLink (DeepEP's
+    # internode kernels); "alltoall": one copy per routed expert over whichever tier it lands on.
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+
+    @property
+    def etp(self) -> int:
+        return self.tp if self.expert_tp is None else self.expert_tp
 
     @property
     def gpus(self) -> int:
@@ -202,6 +227,12 @@ class PlanConfig(BaseModel):
     @property
     def sp(self) -> bool:
         return self.sequence_parallel and self.tp > 1
+
+    def stage_layers(self, layers: int) -> list[int]:
+        """Layers per pipeline rank for this plan (``pipeline.stage_layers`` with the explicit ends)."""
+        from warpforge.parallel.pipeline import stage_layers
+
+        return stage_layers(layers, self.pp, self.pp_first_layers, self.pp_last_layers)
 
     def num_microbatches(self, model: ModelSpec) -> int:
         return self.batch(model) // (self.dp * self.micro_batch)
@@ -220,6 +251,8 @@ class PlanConfig(BaseModel):
         parts += [f"ep{self.ep}"] if self.ep > 1 else []
         parts += [f"mb{self.micro_batch}"] + ([f"v{self.interleave}"] if self.interleave > 1 else [])
         parts += [{"none": "norc", "selective": "sel", "full": "full"}[self.recompute], f"z{self.zero}"]
+        parts += ["fp8"] if self.precision == "fp8" else []
+        parts += [f"etp{self.etp}"] if self.ep > 1 and self.etp != self.tp else []
         return " ".join(parts)
 
 

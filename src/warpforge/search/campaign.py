@@ -118,7 +118,41 @@ def study_name(campaign: str, task: str, variant: Variant) -> str:
 def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = None,
                  on_start: Callable[[str, int], None] | None = None,
                  pool_config: PoolConfig | None = None) -> CampaignSummary:
-    """Run (or resume) a campaign; ``pool_config`` overrides the pool the spec describes (tests, benchmarks)."""
+    """Run (or resume) a campaign; ``pool_config`` overrides the pool the spec describes (tests, benchmarks).
+
+    A new campaign that fails before storing its first evaluation (no variants, no feasible configuration,
+    a worker pool that cannot start, Ctrl-C during set-up) does not keep its name: a corrected re-run may
+    use the same ``--campaign`` without ``--resume``.
+    """
+    created: list[str] = []
+    try:
+        return _run_campaign(spec, on_event, on_start, pool_config, created)
+    except BaseException:
+        if created:
+            _release_if_unused(spec.db_url, spec.name)
+        raise
+
+
+def _release_if_unused(url: str | None, name: str) -> None:
+    """Forget a campaign created by this run that stored nothing (its row and its empty Optuna studies)."""
+    try:
+        db = Database(url)
+        with db.session() as s:
+            row = store.get_campaign(s, name)
+            if row is None or s.scalar(select(Evaluation.id).where(Evaluation.campaign_id == row.id).limit(1)):
+                return
+            s.delete(row)
+        storage = _optuna_storage(db)
+        for study in optuna.get_all_study_names(storage):
+            if study.rsplit(":", 3)[0] == name:  # study_name(): "{campaign}:{task}:{variant}:{hash}"
+                optuna.delete_study(study_name=study, storage=storage)
+    except Exception:  # noqa: BLE001 - the original error matters more; the name then stays taken
+        return
+
+
+def _run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None,
+                  on_start: Callable[[str, int], None] | None, pool_config: PoolConfig | None,
+                  created: list[str]) -> CampaignSummary:
     start = time.monotonic()
     db = Database(spec.db_url)
     db.upgrade()
@@ -132,6 +166,7 @@ def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = 
         if existing is None:
             spec_dict = {k: v for k, v in asdict(spec).items() if k not in ("db_url", "resume", "ray_address")}
             store.create_campaign(s, spec.name, spec_dict)
+            created.append(spec.name)
         else:
             spec = resumed_spec(spec, dict(existing.spec))
     tasks = [get_task(name) for name in spec.tasks]

@@ -61,6 +61,19 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return logits.to(dtype).to(device), targets.to(device)
 
 
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+
+    - ``large_offset``: every logit + 1000 (exp(1000) overflows every float format: a log-sum-exp without
+      max subtraction gives inf and a NaN loss);
+    - ``large_magnitude``: logits x 20 (a spread of about +-160, past exp's float32 range at 88.7).
+    """
+    logits, targets = make_inputs(shape, dtype, seed, "cpu")
+    x = logits.float()
+    sets = {"large_offset": x + 1000.0, "large_magnitude": x * 20.0}
+    return {name: (t.to(dtype=dtype, device=device), targets.to(device)) for name, t in sets.items()}
+
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # per logit: max compare, subtract, exp, add
     return 4.0 * shape["M"] * shape["V"]

@@ -75,6 +75,18 @@ def _elem_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+
+    - ``large_offset``: activations + 1000 (E[x^2] - E[x]^2 in float32 loses the variance of about 1 to
+      cancellation: a one-pass variance is percent-wrong);
+    - ``large_magnitude``: activations x 300 (squares near 1e5: fp16 accumulation overflows).
+    """
+    x, w, b = make_inputs(shape, dtype, seed, "cpu")
+    sets = {"large_offset": x.float() + 1000.0, "large_magnitude": x.float() * 300.0}
+    return {name: (t.to(dtype=dtype, device=device), w.to(device), b.to(device)) for name, t in sets.items()}
+
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Per element: accumulate for the mean, subtract it, square, accumulate for the variance, scale by
     # rstd, scale by w, add b = 7 operations.

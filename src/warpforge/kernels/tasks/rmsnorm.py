@@ -69,6 +69,19 @@ def make_inputs(
     return x.to(dtype=dtype, device=device), w.to(dtype=dtype, device=device)
 
 
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+
+    - ``large_magnitude``: activations x 300 (squares near 1e5 each: a sum of squares kept in fp16
+      overflows at 65504);
+    - ``tiny``: activations x 1e-3 (many fp16 values are denormal, squares underflow: the mean of squares
+      is of the order of eps, so both must be handled as the reference does).
+    """
+    x, w = make_inputs(shape, dtype, seed, "cpu")
+    sets = {"large_magnitude": x.float() * 300.0, "tiny": x.float() * 1e-3}
+    return {name: (t.to(dtype=dtype, device=device), w.to(device)) for name, t in sets.items()}
+
 def _elem_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 

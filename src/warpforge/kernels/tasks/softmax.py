@@ -66,6 +66,26 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (x.to(dtype=dtype, device=device),)
 
 
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor]]:
+    """Inputs that break fragile softmaxes, checked besides random ones (evaluator/verify.py).
+
+    - ``large_offset``: every logit + 1000 (exp(1000) overflows every float format: a kernel without
+      max subtraction gives inf/inf = NaN; fp16 still holds 1000 + 3 randn to 0.5);
+    - ``large_magnitude``: logits x 10 (a spread of about +-90, past exp's float32 range at 88.7);
+    - ``masked``: about half of each row -inf (attention masks), the row's first element kept finite
+      so the reference stays finite.
+    """
+    (x,) = make_inputs(shape, dtype, seed, "cpu")
+    x32 = x.float()
+    gen = torch.Generator().manual_seed(seed + 1)
+    mask = torch.rand(x.shape, generator=gen) < 0.5
+    mask[:, 0] = False
+    masked = x32.masked_fill(mask, float("-inf"))
+    sets = {"large_offset": x32 + 1000.0, "large_magnitude": x32 * 10.0, "masked": masked}
+    return {name: (t.to(dtype=dtype, device=device),) for name, t in sets.items()}
+
+
 def _elem_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 

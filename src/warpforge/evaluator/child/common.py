@@ -9,6 +9,8 @@ replaces ``torch.save`` or ``time.perf_counter`` does not change what the harnes
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import importlib.util
 import json
 import os
@@ -29,6 +31,45 @@ PERF = time.perf_counter
 ORIGINAL_ALLOC = {name: getattr(torch, name) for name in ("empty", "empty_like", "empty_strided")}
 ORIGINAL_NEW = {name: getattr(torch.Tensor, name) for name in ("new_empty", "new_empty_strided")}
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# What the OS sandbox answers: EPERM (seccomp, other processes), EACCES (permissions), EROFS (read-only
+# system and environment), ENETUNREACH (no network).
+SANDBOX_ERRNOS = {errno.EPERM, errno.EACCES, errno.EROFS, errno.ENETUNREACH}
+
+
+_STDIN = bytearray()  # bytes read from the parent's stdin pipe and not yet consumed
+
+
+def _read_stdin(n: int) -> bytes:
+    """Exactly ``n`` bytes from stdin (raw fd 0: the request line and the data frames share it)."""
+    while len(_STDIN) < n:
+        chunk = os.read(0, max(1 << 16, n - len(_STDIN)))
+        if not chunk:
+            raise EOFError("the parent closed the request pipe")
+        _STDIN.extend(chunk)
+    out = bytes(_STDIN[:n])
+    del _STDIN[:n]
+    return out
+
+
+def read_line() -> bytes:
+    """The request: one JSON line."""
+    while b"\n" not in _STDIN:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
+        _STDIN.extend(chunk)
+    end = _STDIN.find(b"\n")
+    end = len(_STDIN) if end < 0 else end + 1
+    return _read_stdin(end)
+
+
+def need(**what: Any) -> bytes:
+    """Ask the parent for data (``mark: need``) and wait for its length-prefixed answer."""
+    mark("need", **what)
+    size = int.from_bytes(_read_stdin(8), "little")
+    if size == 0:
+        raise RuntimeError(f"the parent refused to send {what}: each case's inputs are sent once, after import")
+    return _read_stdin(size)
 
 
 def emit(payload: dict[str, Any]) -> None:
@@ -51,6 +92,8 @@ def error_info(exc: BaseException, stage: str) -> dict[str, Any]:
         kind = "import"
     elif isinstance(exc, SystemExit):
         kind = "exit"
+    elif isinstance(exc, OSError) and exc.errno in SANDBOX_ERRNOS:
+        kind = "sandbox"
     elif isinstance(exc, SyntaxError):
         kind = "compile"
     elif "OutOfResources" in name:
@@ -90,6 +133,29 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def kernel_hash(kernel: Any) -> str:
+    """SHA-256 (16 hex digits) of a kernel's Python source from its ``def`` on, however it is wrapped
+    (JITFunction, InterpretedFunction, autotuner, heuristics): the same kernel hashes the same in the
+    compile and check modes."""
+    import inspect
+    import re
+    import textwrap
+    import types
+
+    fn = kernel
+    for _ in range(8):
+        if isinstance(fn, types.FunctionType) or not hasattr(fn, "fn"):
+            break
+        fn = fn.fn
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+        found = re.search(r"^def\s+\w+\s*\(", src, re.MULTILINE)
+        text = src[found.start():] if found else src
+    except (OSError, TypeError):
+        text = repr(kernel)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class KernelGate:
     """Wraps Triton's launch entry points (``JITFunction.run``, and ``InterpretedFunction.run`` under
     TRITON_INTERPRET; autotuners and heuristics call these too).
@@ -103,6 +169,7 @@ class KernelGate:
         self.calls = 0
         self.depth = 0
         self.ghost = False
+        self.kernels: set[str] = set()  # source hashes of the kernels launched (compare with the AOT stage)
 
     def install(self) -> KernelGate:
         from triton.runtime.jit import JITFunction
@@ -121,6 +188,7 @@ class KernelGate:
 
         def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
             gate.calls += 1
+            gate.kernels.add(kernel_hash(kernel))
             if gate.ghost:
                 return None
             gate.depth += 1

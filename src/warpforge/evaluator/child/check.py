@@ -1,6 +1,7 @@
-"""The child's ``check`` mode: run ``launch`` on inputs the trusted side wrote and report raw facts.
+"""The child's ``check`` mode: run ``launch`` on inputs the trusted side sends and report raw facts.
 
-For every case: load the inputs (written by the parent from seeds this process never sees), prefill
+For every case: ask the parent for that case's inputs (``need``; made from seeds this process never
+sees, sent only after the candidate is imported and only once per case), prefill
 fresh allocations with the case's sentinel, run ``launch`` under the operator recorder, and save the
 outputs and the post-call inputs for the parent to compare against its float64 reference. Then, on one
 case only (the cost of two extra launches, not a second check):
@@ -10,12 +11,18 @@ case only (the cost of two extra launches, not a second check):
 - ``ghost``: every Triton launch turned into a no-op; an output that is still right was not computed
   by the kernels.
 
-Facts reported per launch: output kinds, aliasing, torch operators called, Triton launches made, live
-threads left behind, harness functions replaced; per run: global numeric flags before and after.
+Under the interpreter, cases alternate between Triton's grid order and a shuffled one (``grid``):
+kernels whose programs depend on each other's order (races) fail one of them.
+
+Facts reported per launch: output kinds, aliasing, torch operators called, Triton launches made (and
+the source hash of each kernel), live threads left behind, harness functions replaced, the SHA-256 of
+each saved file; per run: global numeric flags before and after.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import time
 from pathlib import Path
@@ -23,7 +30,8 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.child_common import (
+from warpforge.evaluator.child.common import (
+    INTERPRET,
     LOAD,
     SAVE,
     KernelGate,
@@ -35,8 +43,10 @@ from warpforge.evaluator.child_common import (
     global_state,
     load_candidate,
     mark,
+    need,
     sync,
 )
+from warpforge.evaluator.child.grid import GridOrder
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -69,8 +79,8 @@ class _Runner:
         # copy of the inputs, so the observed call runs under the parent's hang bound ("launch").
         self.warm = self.device.startswith("cuda")
 
-    def launch(self, inputs_file: str, sentinel: float, out_name: str) -> dict[str, Any]:
-        inputs = LOAD(self.scratch / inputs_file, weights_only=True)
+    def launch(self, case_id: int, sentinel: float, out_name: str, shuffled: bool = False) -> dict[str, Any]:
+        inputs = LOAD(io.BytesIO(need(case=case_id, purpose=out_name)), weights_only=True)
         inputs = tuple(x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs)
         params = self.req["params"]
         if self.warm:
@@ -86,6 +96,8 @@ class _Runner:
         self.sentinel.install(sentinel)
         recorder = OpRecorder(self.gate)
         calls_before = self.gate.calls
+        self.gate.kernels.clear()
+        GridOrder.shuffled = shuffled
         mark("launch")
         start = time.perf_counter()
         try:
@@ -94,6 +106,8 @@ class _Runner:
             sync(self.device)
         except BaseException as exc:  # noqa: BLE001
             raise _LaunchError(error_info(exc, "run")) from None
+        finally:
+            GridOrder.shuffled = False
         elapsed = time.perf_counter() - start
         outs = as_tuple(out)
         kinds = [type(o).__name__ if type(o) is not torch.Tensor else "Tensor" for o in outs]
@@ -104,18 +118,25 @@ class _Runner:
             "kinds": kinds, "aliases": aliases, "seconds": elapsed, "ops": sorted(recorder.ops),
             "kernel_calls": self.gate.calls - calls_before, "threads": self.watch.new_threads(),
             "tampered": self.watch.tampered() + self.sentinel.tampered(),
-            "state_changed": self.watch.state_changed(),
+            "state_changed": self.watch.state_changed(), "kernels": sorted(self.gate.kernels),
+            "grid": "shuffled" if shuffled else "in order",
         }
         if all(k == "Tensor" for k in kinds):
+            buffer = io.BytesIO()
             SAVE({"out": [o.detach().to("cpu").clone() for o in outs],
                   "inputs_after": [x.detach().to("cpu").clone() if isinstance(x, torch.Tensor) else x for x in inputs]},
-                 self.scratch / out_name)
+                 buffer)
+            data = buffer.getvalue()
+            (self.scratch / out_name).write_bytes(data)
             facts["saved"] = out_name
+            facts["sha256"] = hashlib.sha256(data).hexdigest()  # the parent checks it before judging
         return facts
 
 
 def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     gate = KernelGate().install()
+    if INTERPRET:
+        GridOrder.install(int(req.get("grid_seed", 0)))
     if req["device"].startswith("cuda"):
         torch.cuda.init()  # before the snapshot: initialising CUDA is the harness's doing, not the candidate's
     watch = Watch()
@@ -123,6 +144,7 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         module = load_candidate(scratch / req["candidate"])
     except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
         return {"error": error_info(exc, "import")}
+    mark("imported")  # only now does the parent send any case's inputs
     try:
         bad_shape = _check_constraints(module, req["params"], req["constraint_shapes"])
     except BaseException as exc:  # noqa: BLE001
@@ -134,11 +156,13 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     by_id = {case["id"]: case for case in req["cases"]}
     try:
         for case in req["cases"]:
-            facts = runner.launch(case["inputs"], float(case["sentinel"]), f"out_{case['id']}.pt")
+            facts = runner.launch(case["id"], float(case["sentinel"]), f"out_{case['id']}.pt",
+                                  bool(case.get("shuffled")))
             report["cases"].append({"id": case["id"], **facts})
         rerun = req.get("rerun")
         if rerun:
-            facts = runner.launch(by_id[rerun["case"]]["inputs"], float(rerun["sentinel"]), "out_rerun.pt")
+            facts = runner.launch(by_id[rerun["case"]]["id"], float(rerun["sentinel"]), "out_rerun.pt",
+                                  bool(by_id[rerun["case"]].get("shuffled")))
             report["rerun"] = {"case": rerun["case"], **facts}
     except _LaunchError as err:
         report["error"] = err.info
@@ -147,7 +171,7 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     if ghost:
         gate.ghost = True
         try:
-            facts = runner.launch(by_id[ghost["case"]]["inputs"], float(ghost["sentinel"]), "out_ghost.pt")
+            facts = runner.launch(by_id[ghost["case"]]["id"], float(ghost["sentinel"]), "out_ghost.pt")
             report["ghost"] = {"case": ghost["case"], **facts}
         except _LaunchError as err:  # without its kernels the candidate failed: the kernels mattered
             report["ghost"] = {"case": ghost["case"], "error": err.info, "kernel_calls": None}

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.child_common import (
+from warpforge.evaluator.child.common import (
     ORIGINAL_ALLOC,
     PERF,
     SAVE,

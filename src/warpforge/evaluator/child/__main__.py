@@ -1,0 +1,100 @@
+"""The untrusted side's entry point: runs one candidate and reports raw facts, never verdicts.
+
+Started by evaluator/sandbox.py inside the OS sandbox (isolation.py) as ``python -I -c <boot> RESULT_FD``.
+It imports torch and Triton, caps its address space at what it holds then plus the parent's budget
+(when asked), reads one JSON request line, installs its seccomp filter (child/seccomp.py: ``strict``
+where nothing needs new processes, else ``spawn``), and only then imports the candidate. Modes:
+
+- ``check`` (child/check.py): run ``launch`` on each case's inputs, asked for one case at a time
+  after the import (``need`` marks), with fresh allocations prefilled with a sentinel; send back
+  outputs and post-call inputs with their hashes, plus a second-sentinel rerun and a ghost replay
+  (kernels disabled) of one case;
+- ``compile``, ``space`` (child/compile.py): AOT compilation for a target GPU, constraint enumeration;
+- ``reference``, ``bench``, ``ab`` (child/bench.py): time the reference, the candidate on fresh inputs
+  for every timed call, or two candidates interleaved.
+
+The report goes to a private pipe and echoes the request's nonce; the child then leaves with
+``os._exit`` so that no candidate ``atexit`` hook or lingering thread runs after the report, and the
+parent kills the whole sandbox before it reads any file the child wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"  # the same name as sandbox.AS_LIMIT_ENV (not imported: trusted side)
+# No core dumps (a dump of a candidate could be GBs in scratch); files up to 16 GiB (a 256 MB output
+# saved twice over is the largest legitimate file).
+FILE_LIMIT = 16 << 30
+STRICT_MODES = {"check", "space"}  # modes that never need a subprocess under the interpreter
+
+
+def _address_space() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def seccomp_profile(mode: str, interpret: bool) -> str:
+    """``strict`` (no fork/exec) unless Triton will need ptxas, cuobjdump or a C compiler."""
+    return "strict" if interpret and mode in STRICT_MODES else "spawn"
+
+
+def main() -> None:
+    # -I ignores PYTHONDONTWRITEBYTECODE: no __pycache__ next to the candidate (any file there that the
+    # harness did not write is the candidate's: rejected, wrote_files).
+    sys.dont_write_bytecode = True
+    import torch
+    import triton.runtime.jit  # noqa: F401 - warm while waiting for the request
+
+    limit = os.environ.get(AS_LIMIT_ENV)
+    if limit:
+        # After the imports, so the limit is what the candidate may add whatever this torch build maps
+        # (a CUDA build maps several GB of libraries): a runaway allocation fails with MemoryError here.
+        cap = _address_space() + int(limit)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+
+    from warpforge.evaluator.child import common as child_common
+    from warpforge.evaluator.child.bench import run_ab, run_bench, run_reference
+    from warpforge.evaluator.child.check import run_check
+    from warpforge.evaluator.child.compile import run_compile, run_space
+    from warpforge.evaluator.child.seccomp import SeccompError, install
+
+    if child_common.INTERPRET:
+        import triton.runtime.interpreter  # noqa: F401
+    child_common.RESULT_FD = int(sys.argv[1])
+    line = child_common.read_line()
+    req = json.loads(line)
+    scratch = Path(req["scratch"])
+    handlers: dict[str, Any] = {"check": run_check, "compile": run_compile, "bench": run_bench,
+                                "space": run_space, "reference": run_reference, "ab": run_ab}
+    profile = seccomp_profile(req["mode"], child_common.INTERPRET)
+    try:
+        install(profile)
+        seccomp = profile
+    except (SeccompError, OSError) as exc:
+        seccomp = f"none ({exc})"
+    try:
+        result = handlers[req["mode"]](req, scratch)
+    except BaseException as exc:  # noqa: BLE001 - report the harness's own failure too
+        result = {"error": child_common.error_info(exc, "harness")}
+    import triton
+
+    result["versions"] = {"torch": torch.__version__, "python": sys.version.split()[0], "triton": triton.__version__}
+    result["seccomp"] = seccomp
+    result["nonce"] = req.get("nonce")
+    child_common.emit(result)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

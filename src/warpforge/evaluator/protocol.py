@@ -1,0 +1,87 @@
+"""The typed formats that cross the trust boundary: a ``check`` request and the child's report.
+
+Both sides speak newline-delimited JSON (sandbox.py); these TypedDicts are that JSON's shape, so the
+trusted side (stages.py writes requests, verify.py reads reports) and the child (child/check.py) agree on
+keys that mypy can check. A report is *claims*, never trusted as such: verify.py re-derives what it
+can (values from its own reference, files from their hashes).
+
+Example::
+
+    >>> req: CheckRequest = {"mode": "check", "candidate": "candidate.py", "params": {}, "device": "cpu",
+    ...                      "constraint_shapes": [], "grid_seed": 1, "cases": []}
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class CaseRequest(TypedDict):
+    """One case: its id (inputs are asked for with ``need``), the output sentinel, the grid order."""
+
+    id: int
+    sentinel: float
+    shuffled: bool
+
+
+class RerunRequest(TypedDict):
+    case: int
+    sentinel: float
+
+
+class _CheckRequestBase(TypedDict):
+    mode: str  # "check"
+    candidate: str
+    params: dict[str, Any]
+    device: str
+    constraint_shapes: list[dict[str, int]]
+    grid_seed: int
+    cases: list[CaseRequest]
+
+
+class CheckRequest(_CheckRequestBase, total=False):
+    rerun: RerunRequest
+    ghost: RerunRequest
+    scratch: str  # added by sandbox.ChildPool.run
+    nonce: str  # likewise
+
+
+class LaunchFacts(TypedDict, total=False):
+    """What the child saw around one call of ``launch``."""
+
+    case: int
+    kinds: list[str]
+    aliases: list[bool]
+    seconds: float
+    ops: list[str]
+    kernel_calls: int | None
+    threads: int
+    tampered: list[str]
+    state_changed: list[str]
+    kernels: list[str]  # source hashes of the kernels launched
+    grid: str
+    saved: str  # file name in the scratch directory
+    sha256: str  # of that file's bytes, checked before it is judged
+    error: dict[str, Any]
+
+
+class CaseFacts(LaunchFacts, total=False):
+    id: int
+
+
+class CheckReport(TypedDict, total=False):
+    """The child's report of a check run."""
+
+    cases: list[CaseFacts]
+    rerun: LaunchFacts
+    ghost: LaunchFacts
+    state_before: dict[str, str]
+    state_after: dict[str, str]
+    state_changed_end: list[str]
+    threads_end: int
+    tampered_end: list[str]
+    error: dict[str, Any]
+    invalid_config: str
+    versions: dict[str, str]
+    seccomp: str
+    nonce: str

@@ -1,0 +1,73 @@
+"""``warpforge export TASK... --dest DIR``: write the accepted winners as a package of PyTorch custom ops.
+
+Reads only through the read layer (``warpforge.db.queries.Reader``). Exit codes: 0 written; 1 refused (no
+accepted winner, winner never verified ok, no result for the GPU) or a database error; 2 usage (unknown
+task, bad namespace or format, a non-empty directory no export wrote).
+
+Example::
+
+    warpforge export rmsnorm softmax --dest ./mykernels --namespace mykernels --gpu H100
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True)
+out = Console()
+
+
+def export(
+    task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
+    dest: Path = typer.Option(..., "--dest", help="directory to write the package into (created; re-export "
+                              "into it is idempotent)"),
+    namespace: str = typer.Option("wf_kernels", "--namespace", help="torch.library namespace and Python package "
+                                  "name (torch.ops.NS.op)"),
+    gpu: str | None = typer.Option(None, "--gpu", help="only results measured on this GPU (substring of its name)"),
+    fmt: str = typer.Option("package", "--format", help="package | hf-kernels"),
+    db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in "
+                                  "the user data)"),
+    allow_untimed: bool = typer.Option(False, "--allow-untimed", help="without a timed accepted winner, export the "
+                                       "configuration verified ok that static compile facts rank best (flagged as "
+                                       "never timed)"),
+    patch: bool = typer.Option(False, "--patch", help="also write apply_NS_kernels(model) for Hugging Face "
+                               "transformers models"),
+    json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
+) -> None:
+    """Export each task's accepted winner as a torch.library.triton_op package (tests, benchmark, configs)."""
+    from warpforge.db.queries import Reader
+    from warpforge.export.package import render_package, write_tree
+    from warpforge.export.plan import ExportRefused, plan_task
+    from warpforge.kernels.task import get_task
+
+    tasks = [get_task(t) for t in task_names]
+    reader = Reader(db)
+    try:
+        plans = [plan_task(reader, t, gpu=gpu, allow_untimed=allow_untimed) for t in tasks]
+    except ExportRefused as exc:
+        err.print(f"[red]refused:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    files = render_package(plans, namespace, fmt, patch)
+    report = write_tree(dest, files)
+    payload: dict[str, Any] = {
+        "dest": str(dest), "namespace": namespace, "format": fmt, "files": len(files),
+        "written": list(report.written), "removed": list(report.removed), "unchanged": len(report.unchanged),
+        "ops": {p.task.name: {"variant": p.variant_name, "variant_hash": p.variant_hash, "gpus": [t.gpu for t in
+                p.tables], "untimed": p.untimed, "speedup": p.info.get("speedup_vs_eager")} for p in plans},
+    }
+    if json_out:
+        sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        return
+    for p in plans:
+        where = ", ".join(t.gpu for t in p.tables)
+        note = " [yellow](NEVER TIMED: --allow-untimed)[/yellow]" if p.untimed else ""
+        out.print(f"torch.ops.{namespace}.{p.task.name}: {p.variant_name} ({p.variant_hash[:12]}) tuned on {where}"
+                  f"{note}", highlight=False)
+    out.print(f"{dest}: {len(report.written)} file(s) written, {len(report.unchanged)} unchanged, "
+              f"{len(report.removed)} removed", highlight=False)

@@ -1,0 +1,46 @@
+"""Comparison used by the generated tests (written by warpforge export; needs only torch).
+
+The rule is warpforge's own: the kernel's output against the reference run in float64, with the task's
+(atol, rtol) for the dtype, atol scaled by the reference's RMS magnitude, plus the error the reference
+itself makes in the low-precision dtype, through ``torch.testing.assert_close``.
+
+Example::
+
+    >>> import torch
+    >>> assert_matches_reference(torch.ones(3), lambda x: x * 1.0, (torch.ones(3),), 1e-4, 1e-4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+
+def _upcast(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+
+
+def _as_tuple(value: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def assert_matches_reference(out: Any, reference: Callable[..., Any], inputs: Sequence[Any],
+                             atol: float, rtol: float) -> None:
+    outs = _as_tuple(out)
+    ref64 = _as_tuple(reference(*_upcast(inputs)))
+    lowp = _as_tuple(reference(*inputs))
+    assert len(outs) == len(ref64), f"{len(outs)} outputs, the reference returns {len(ref64)}"
+    for i, (o, r, rl) in enumerate(zip(outs, ref64, lowp)):
+        assert o.shape == rl.shape and o.dtype == rl.dtype, (
+            f"output {i}: {tuple(o.shape)} {o.dtype}, reference {tuple(rl.shape)} {rl.dtype}")
+        if not o.is_floating_point():
+            torch.testing.assert_close(o, rl, atol=0, rtol=0)
+            continue
+        r = r.to(o.device)
+        finite = torch.isfinite(r)
+        scale = float(r[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 1.0
+        own = float((rl.double().to(o.device) - r)[finite].abs().max()) if bool(finite.any()) else 0.0
+        torch.testing.assert_close(o.double(), r, atol=atol * max(scale, 1e-12) + own, rtol=rtol, equal_nan=True,
+                                   msg=lambda m: f"output {i} differs from the reference: {m}")

@@ -1,0 +1,185 @@
+"""Source facts the package writer needs, read from a task and its winning variant without running them.
+
+- :func:`wrap_launches` rewrites a variant's launcher so every ``kernel[grid](...)`` of a ``@triton.jit``
+  function becomes ``wrap_triton(kernel)[grid](...)``: ``torch.library.triton_op`` needs that to trace the
+  kernels for ``torch.compile``/``torch.export``. Only the kernel names change; comments and layout stay,
+  so a reviewer reads the variant as it was searched.
+- :func:`check_standalone` refuses a source that imports warpforge (the package must run without it).
+- :func:`op_signature` names the op's inputs and outputs from the task's ``reference`` and one set of
+  inputs made on a correctness shape (tensor or scalar, how many outputs).
+- :func:`shape_map` finds, for each named shape dimension, the input tensor dimension that carries it
+  (``M`` = ``x.shape[0]``), so the package can key its tuned-config table by the shape of a call.
+
+Example::
+
+    >>> src = "import triton\\n@triton.jit\\ndef k(x): pass\\ndef launch(x):\\n    k[(1,)](x)\\n"
+    >>> "wrap_triton(k)[(1,)](x)" in wrap_launches(src)
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+from warpforge.kernels.task import Task, dtype_name
+
+
+class SourceError(ValueError):
+    """A task or variant cannot be exported as it is written; the message says what to change."""
+
+
+def _jit_functions(tree: ast.Module) -> set[str]:
+    """Module-level functions decorated with ``triton.jit`` / ``triton.autotune`` / ``triton.heuristics``."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                text = ast.unparse(target)
+                if text in {"triton.jit", "jit"} or text.startswith(("triton.autotune", "triton.heuristics")):
+                    names.add(node.name)
+    return names
+
+
+def wrap_launches(source: str) -> str:
+    """The variant source with each launch of a module-level Triton kernel wrapped in ``wrap_triton``."""
+    tree = ast.parse(source)
+    kernels = _jit_functions(tree)
+    if not kernels:
+        raise SourceError("the winning variant defines no @triton.jit kernel: nothing to export")
+    edits: list[tuple[int, int, int, str]] = []  # (line, start col, end col, replacement)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
+            name = node.func.value
+            edits.append((name.lineno, name.col_offset, name.end_col_offset or 0, f"wrap_triton({name.id})"))
+    if not edits:
+        raise SourceError("the winning variant never launches its kernels as kernel[grid](...): wrap_triton "
+                          "needs that form; rewrite the launcher")
+    lines = source.splitlines(keepends=True)
+    # Later edits first, so earlier columns stay valid (col offsets are UTF-8 byte offsets: the sources are
+    # ASCII in practice; a non-ASCII line is edited on its encoded bytes to stay exact).
+    for lineno, start, end, text in sorted(edits, reverse=True):
+        raw = lines[lineno - 1].encode()
+        lines[lineno - 1] = (raw[:start] + text.encode() + raw[end:]).decode()
+    out = "".join(lines)
+    return _add_import(out)
+
+
+def _add_import(source: str) -> str:
+    """Insert ``from torch.library import wrap_triton`` after the module's last top-level import."""
+    tree = ast.parse(source)
+    last = 0
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            last = node.end_lineno or node.lineno
+    lines = source.splitlines(keepends=True)
+    lines.insert(last, "from torch.library import wrap_triton\n")
+    return "".join(lines)
+
+
+def check_standalone(source: str, what: str) -> None:
+    """Refuse a source that imports warpforge: the exported package must run with torch and triton only."""
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        if any(n == "warpforge" or n.startswith("warpforge.") for n in names):
+            raise SourceError(f"{what} imports warpforge; the exported package must not: inline what it uses")
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    """The op's Python signature: input names and kinds (tensor | int | float | bool), output count."""
+
+    inputs: tuple[tuple[str, str], ...]
+    outputs: int  # 1: returns a Tensor; n > 1: a tuple of n Tensors
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.inputs)
+
+    def annotated(self) -> str:
+        kinds = {"tensor": "torch.Tensor", "int": "int", "float": "float", "bool": "bool"}
+        return ", ".join(f"{n}: {kinds[k]}" for n, k in self.inputs)
+
+    def returns(self) -> str:
+        if self.outputs == 1:
+            return "torch.Tensor"
+        return "tuple[" + ", ".join(["torch.Tensor"] * self.outputs) + "]"
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    raise SourceError(f"an input of type {type(value).__name__} cannot be an op argument: inputs must be "
+                      "tensors or int/float/bool scalars")
+
+
+def op_signature(task: Task) -> OpSignature:
+    """Input names from ``reference``'s parameters, kinds from one set of inputs on a correctness shape."""
+    params = [p for p in inspect.signature(task.reference).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    shape = (task.check_shapes or task.shapes)[0]
+    inputs = task.make_inputs(shape, task.dtypes[0], 0, "cpu")
+    if len(params) != len(inputs):
+        raise SourceError(f"task {task.name}: reference takes {len(params)} positional arguments but make_inputs "
+                          f"returns {len(inputs)}: name every input in reference's signature")
+    out = task.reference(*inputs)
+    outputs = len(out) if isinstance(out, (tuple, list)) else 1
+    return OpSignature(tuple((p.name, _kind(v)) for p, v in zip(params, inputs)), outputs)
+
+
+def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
+    """For each shape name, ``(input index, dim index, rank)`` of a tensor dimension that always equals it.
+
+    Checked over every correctness and small shape (the boundary sizes are primes and 1, so a dimension
+    that equals ``M`` only by chance is ruled out); benchmark shapes too where they are small. Inputs are
+    made on the CPU, so shapes above 2**20 elements are left out (make_inputs draws them in memory first:
+    8192x128256 fp32 logits would be 4 GiB).
+    """
+    shapes = [s for s in task.check_shapes + task.small_shapes + task.shapes if _elements(s) <= 1 << 20]
+    names = sorted({k for s in task.shapes + task.check_shapes for k in s})
+    candidates: dict[str, set[tuple[int, int, int]]] | None = None
+    for shape in shapes:
+        inputs = task.make_inputs(shape, task.dtypes[0], 0, "cpu")
+        found: dict[str, set[tuple[int, int, int]]] = {n: set() for n in names}
+        for i, t in enumerate(inputs):
+            if isinstance(t, torch.Tensor):
+                for d, size in enumerate(t.shape):
+                    for n in names:
+                        if shape.get(n) == size:
+                            found[n].add((i, d, t.dim()))
+        candidates = found if candidates is None else {n: candidates[n] & found[n] for n in names}
+    if candidates is None:
+        raise SourceError(f"task {task.name}: no correctness shape small enough to read the input layout from; "
+                          "add CHECK_SHAPES")
+    missing = [n for n in names if not candidates[n]]
+    if missing:
+        raise SourceError(f"task {task.name}: shape dimension(s) {', '.join(missing)} are not a dimension of any "
+                          "input tensor; the exported op cannot key its tuned configs by them")
+    return {n: min(candidates[n]) for n in names}
+
+
+def _elements(shape: dict[str, int]) -> int:
+    n = 1
+    for v in shape.values():
+        n *= int(v)
+    return n
+
+
+def effective_tolerances(task: Task) -> dict[str, tuple[float, float]]:
+    """(atol, rtol) per dtype name as warpforge checked it, so the package's tests judge alike."""
+    return {dtype_name(d): task.tolerance(d) for d in task.dtypes}

@@ -1,0 +1,28 @@
+"""Attack (Python inside a kernel): under the interpreter a @triton.jit body is ordinary Python, so it can
+call a host helper that computes on the interpreter's raw numpy buffers."""
+import torch
+import triton
+import triton.language as tl
+
+TASK = "double"
+SPACE = {"BLOCK": [128, 256], "num_warps": [4]}
+
+
+def _host_math(x_ptr, y_ptr, n):
+    x = x_ptr.handle.data
+    return x, y_ptr, n
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    _host_math(x_ptr, y_ptr, n)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * 2 + 1).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def launch(x, BLOCK=256, num_warps=4):
+    y = torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+    return y

@@ -1,0 +1,90 @@
+"""The DGX-H100 validation rows (NVIDIA's tables): loading, declared assumptions, held-out discipline and
+the held-out targets that are met (skipped without ../shared/parallel)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from warpforge.parallel.calibration import Calibration, calibration_for, prior_for
+from warpforge.parallel.nemo import NemoCase, nemo_cases, nemo_step_time
+from warpforge.parallel.nemo_fit import H100_FIT_PARAMS, SCORED, category_scores, held_out
+from warpforge.parallel.specs import load_cluster
+
+H100 = load_cluster("dgx-h100")
+
+
+@pytest.fixture
+def nemo(shared_parallel: Path) -> Path:
+    if not (shared_parallel / "nemo_h100_pretrain.csv").is_file():
+        pytest.skip(f"NeMo H100 tables not found in {shared_parallel}")
+    return shared_parallel
+
+
+def test_step_time_from_throughput() -> None:
+    # 128 sequences of 8192 tokens at 14,451 tokens/s on each of 8 GPUs.
+    assert nemo_step_time(128, 8192, 14451.0, 8) == pytest.approx(128 * 8192 / (14451 * 8))
+
+
+def test_rows_become_cases(nemo: Path) -> None:
+    cases, excluded = nemo_cases(nemo)
+    with (nemo / "nemo_h100_pretrain.csv").open() as fh:
+        n_rows = sum(1 for _ in csv.DictReader(fh))
+    assert len(cases) + len(excluded) == n_rows == 78
+    # 9 long-sequence rows have no tokens/s; 7 rows are hybrid Mamba models.
+    assert sum("tokens/s" in e.reason for e in excluded) == 9
+    assert sum("Mamba" in e.reason for e in excluded) == 7
+    assert {c.category for c in cases} <= {*SCORED, "unstated"}
+    # AutoModel rows publish their step time too: the throughput-derived time agrees with it.
+    rows = {(r["release"], r["model_key"], r["gpus"]): r for r in csv.DictReader((nemo / "nemo_h100_pretrain.csv")
+                                                                                  .open())}
+    auto = [c for c in cases if "AutoModel" in c.framework]
+    assert len(auto) == 7
+    for c in auto:
+        published = float(rows[(c.release, c.model_key, str(c.plan.gpus))]["time_per_step_s"])
+        assert c.measured_s == pytest.approx(published, rel=0.01), c.label
+
+
+def test_declared_layouts(nemo: Path) -> None:
+    by = {c.label: c for c in nemo_cases(nemo)[0]}
+    qwen = by["26.04 Qwen3-235B-A22B FP8 256g"]
+    # Qwen3's heads are 128 wide (q width 64 x 128 = 8192 > hidden 4096); experts folded with expert TP 1.
+    assert qwen.model.q_width == 8192 and qwen.plan.etp == 1 and qwen.plan.ep == 32
+    assert qwen.plan.precision == "fp8" and qwen.plan.interleave == 4
+    l405 = by["26.02 Llama-3.1-405B FP8 1024g"]
+    assert (l405.plan.tp, l405.plan.pp, l405.plan.cp, l405.plan.interleave, l405.plan.dp) == (8, 8, 2, 8, 8)
+
+
+def test_folds_never_fit_on_what_they_score(nemo: Path) -> None:
+    cases = [c for c in nemo_cases(nemo)[0] if c.category in SCORED][:20]
+    seen: list[tuple[set[str], str]] = []
+
+    def spy(train: list[NemoCase], start: Calibration, source: str = "") -> Calibration:
+        seen.append(({c.release for c in train}, source))
+        return start
+
+    preds = held_out(cases, prior_for(H100), "release", fitter=spy)
+    assert len(preds) == len(cases)
+    for h in preds:
+        train_releases = next(r for r, src in seen if src.endswith(f"release {h.fold}"))
+        assert h.case.release == h.fold and h.fold not in train_releases
+
+
+def test_packaged_h100_calibration_records_its_rows() -> None:
+    cal, prior = calibration_for(H100), prior_for(H100)
+    assert "NeMo" in cal.source and "DGX-H100 rows" in cal.source and "26.06" in cal.source
+    moved = {n for n in Calibration.model_fields if n != "source" and getattr(cal, n) != getattr(prior, n)}
+    assert moved and moved <= set(H100_FIT_PARAMS)
+
+
+@pytest.mark.slow
+def test_dense_fp8_held_out_targets(nemo: Path) -> None:
+    """Dense FP8 on H100 meets the issue's target held out by release and by model (8.0% / 8.0% today)."""
+    cases = [c for c in nemo_cases(nemo)[0] if c.category in SCORED]
+    for by in ("release", "model"):
+        preds = held_out(cases, prior_for(H100), by)
+        fp8 = next(s for s in category_scores([(h.case, h.predicted_s) for h in preds])
+                   if s.category == "dense-fp8")
+        assert fp8.n == 36 and fp8.mape <= 0.10 and fp8.rho >= 0.9, by

@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 
+from warpforge.errors import UsageError
+
 app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
                   no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
@@ -33,6 +35,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")
+
+
+@app.callback()
+def _root(verbose: int = typer.Option(0, "-v", "--verbose", count=True,
+                                      help="log what happens: -v fallbacks and decisions (INFO), -vv DEBUG"),
+          log_json: bool = typer.Option(False, "--log-json", help="log JSON lines on stderr (for machines)")) -> None:
+    """warpforge: agentic optimizer for Triton kernels and parallelism plans."""
+    from warpforge.logs import configure
+
+    configure(verbose, log_json)
 
 
 def _emit_json(payload: Any) -> None:
@@ -53,17 +65,19 @@ def handle_errors(fn: F) -> F:
         from sqlalchemy.exc import SQLAlchemyError
 
         from warpforge.db.session import DatabaseError
+        from warpforge.errors import WarpforgeError
         from warpforge.kernels.task import TaskError
         from warpforge.kernels.variant import VariantError
-        from warpforge.search.campaign import CampaignError
 
+        # UsageError (warpforge.errors) is a ValueError; plain ValueError is still mapped to 2 because
+        # preflight.py and db/queries.py raise it for bad input (to narrow once they raise UsageError).
         try:
             return fn(*args, **kwargs)
         except DatabaseError as exc:  # a wrong URL is a usage error; a right one that fails now is a failure
             raise fail(rich_escape(str(exc)), 2 if exc.usage else 1) from None
         except (TaskError, VariantError, ValueError) as exc:
             raise fail(rich_escape(str(exc)), 2) from None
-        except CampaignError as exc:
+        except WarpforgeError as exc:  # CampaignError, PoolError: the run cannot go on
             raise fail(rich_escape(str(exc)), 1) from None
         except SQLAlchemyError as exc:  # one reached us unexplained (e.g. through Optuna's storage)
             first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -159,7 +173,7 @@ def run(
 
     make_policy(sampler or DEFAULT_SAMPLER)  # unknown sampler: a usage error before anything starts
     if resume and campaign is None:
-        raise ValueError("--resume needs --campaign NAME (the campaign to continue)")
+        raise UsageError("--resume needs --campaign NAME (the campaign to continue)")
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
     spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
@@ -266,13 +280,13 @@ def eval_cmd(
     task = get_task(task_name)
     variant = load_variant(variant_file)
     if variant.task != task.name:
-        raise ValueError(f"{variant_file} implements task {variant.task!r}, not {task.name!r}")
+        raise UsageError(f"{variant_file} implements task {variant.task!r}, not {task.name!r}")
     try:
         given = json.loads(params)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"--params is not valid JSON ({exc.msg}); e.g. --params '{{\"BLOCK\": 1024}}'") from None
+        raise UsageError(f"--params is not valid JSON ({exc.msg}); e.g. --params '{{\"BLOCK\": 1024}}'") from None
     if not isinstance(given, dict):
-        raise ValueError("--params must be a JSON object, e.g. --params '{\"num_warps\": 4}'")
+        raise UsageError("--params must be a JSON object, e.g. --params '{\"num_warps\": 4}'")
     check_space(variant)
     check_params(variant, given)
     engine = get_backend(usable_backend(backend, task.name, [variant]), task.name)

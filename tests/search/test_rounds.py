@@ -147,3 +147,20 @@ def test_a_slow_proposal_never_stalls_evaluation(tmp_path: Path) -> None:
     variants = [e.variant for e in events]
     assert variants[:4] == ["good"] * 4 and "child" in variants[4:]  # the child joined after the gate opened
     assert summary.tasks[0].evaluations == 7
+
+
+def test_resume_searches_arms_added_mid_run_again_with_their_lineage(tmp_path: Path) -> None:
+    ChildProposer.seen.clear()
+    db = f"sqlite:///{tmp_path / 'wf.db'}"
+    config = PoolConfig(workers=1, use_ray=False, backend_kwargs={"eval_s": 0.0, "compile_s": 0.0})
+
+    def spec(trials: int, resume: bool) -> CampaignSpec:
+        return CampaignSpec(name="again", tasks=[TASK], trials=trials, backend=StandInRounds.name, db_url=db,
+                            seed=0, sampler="random", proposer="test-child", top_k=0, resume=resume)
+
+    first = run_campaign(spec(3, False), pool_config=config)
+    assert [v.variant for v in first.tasks[0].variants] == ["parent", "child"]
+    resumed = run_campaign(spec(3, True), pool_config=config)  # round 0 proposes only the parent
+    child = next(v for v in resumed.tasks[0].variants if v.variant == "child")
+    assert child.origin == "llm" and child.parents == [ChildProposer.seen[0].variants[0].variant.source_hash]
+    assert child.evaluated == 1  # its stored evaluation is counted, not repeated

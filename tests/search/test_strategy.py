@@ -140,7 +140,8 @@ def test_outstanding_asks_are_distinct_and_count_toward_exhaustion() -> None:
     assert s.ask() is None
 
 
-def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
     from warpforge.search import samplers
 
     def broken(*args: object, **kwargs: object) -> None:
@@ -155,3 +156,5 @@ def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: py
         s.tell(p, _objective(p.params))
     assert len(seen) == len(SPACE)
     assert s.sampler.policy.model.broken  # type: ignore[attr-defined]
+    broke = [r for r in caplog.records if r.name == "warpforge.search.policy" and "broke" in r.getMessage()]
+    assert len(broke) == 1 and broke[0].levelname == "WARNING"  # visible, once

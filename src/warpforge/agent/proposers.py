@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from warpforge.errors import UsageError
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import Variant, builtin_variants, load_variant
 
@@ -150,7 +151,7 @@ register_proposer(TemplateProposer)
 def get_proposer(name: str, config: Mapping[str, Any] | None = None) -> Proposer:
     """The registered proposer ``name``, built with its own configuration."""
     if name not in PROPOSERS:
-        raise ValueError(f"unknown proposer {name!r}: available: {', '.join(sorted(PROPOSERS))}")
+        raise UsageError(f"unknown proposer {name!r}: available: {', '.join(sorted(PROPOSERS))}")
     return PROPOSERS[name](config)
 
 

@@ -1,4 +1,7 @@
-"""Evaluation backends (one registry): ``interpret``, ``cuda``, ``replay``, chosen by ``auto``.
+"""Evaluation backends (one registry, above its implementations): ``interpret``, ``cuda``, ``replay``.
+
+The contract and the registry dict live in ``evaluator/backend.py``; this module imports every built-in
+implementation (``replay`` from its own module), so ``BACKENDS`` is complete once it is imported.
 
 - ``interpret``: correctness in Triton's interpreter on the CPU plus ahead-of-time compilation for the
   target GPU. Never a timing objective: its results carry no times.
@@ -16,104 +19,30 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
-import platform
-import re
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Sequence
 
 import torch
 
-import warpforge
+from warpforge.errors import UsageError
+from warpforge.evaluator import replay
+from warpforge.evaluator.backend import (  # noqa: F401 - the contract's public names, re-exported
+    BACKENDS,
+    Backend,
+    fingerprint,
+    interpret_checks,
+    register,
+    software_versions,
+)
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import (
-    Job,
-    check_stage,
-    compile_stage,
-    hang_bound_s,
-    largest_checked,
-    static_stage,
-)
+from warpforge.evaluator.stages import Job, check_stage, hang_bound_s, largest_checked
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.kernels.task import Shape, dtype_name
 from warpforge.kernels.variant import Variant
 
-BF16_DOT = re.compile(r"tl\.dot\b")
-
-
-def fingerprint(details: dict[str, object]) -> str:
-    return hashlib.sha256(json.dumps(details, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def software_versions() -> dict[str, str]:
-    import triton
-
-    return {"torch": torch.__version__, "triton": triton.__version__, "warpforge": warpforge.__version__}
-
-
-class Backend(ABC):
-    """Evaluates a :class:`Job` to exactly one verdict."""
-
-    name: str = ""
-    measures: bool = False  # does it produce times that may rank configurations?
-
-    def __init__(self, pool: ChildPool | None = None) -> None:
-        self.pool = pool or ChildPool()
-        self._owns_pool = pool is None
-
-    @abstractmethod
-    def _evaluate(self, job: Job) -> EvalResult: ...
-
-    def evaluate(self, job: Job) -> EvalResult:
-        start = time.monotonic()
-        result = static_stage(job) or self._evaluate(job)
-        result.backend = self.name
-        result.versions = result.versions or software_versions()
-        result.wall_s = time.monotonic() - start
-        return result
-
-    def close(self) -> None:
-        if self._owns_pool:
-            self.pool.close()
-
-
-BACKENDS: dict[str, Callable[..., Backend]] = {}
-
-
-def register(cls: type[Backend]) -> type[Backend]:
-    BACKENDS[cls.name] = cls
-    return cls
-
-
-def _interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
-    """Correctness under the interpreter on CHECK_SHAPES, then AOT compilation; no times."""
-    dtypes = list(job.dtypes)
-    unchecked: list[str] = []
-    if torch.bfloat16 in dtypes and BF16_DOT.search(job.variant.source):
-        # DESIGN 8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
-        dtypes.remove(torch.bfloat16)
-        unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")
-    if not dtypes:
-        return job.result(Verdict.UNSUPPORTED, "interpreter_bf16_dot",
-                          "bf16 tl.dot cannot be checked in the Triton interpreter; use --backend cuda")
-    # Compile first: Triton's real front-end names compile errors that the interpreter would only meet as
-    # Python exceptions, and a compile (0.5-1.5 s) is cheaper than the interpreter checks.
-    failure, resources = compile_stage(pool, job)
-    if failure is not None:
-        failure.resources = resources
-        return failure
-    shapes = job.task.check_shapes or job.task.small_shapes
-    failure, checked = check_stage(pool, job, "cpu", True, shapes, dtypes)
-    if failure is not None:
-        failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
-        return failure
-    return job.result(Verdict.OK, checked=checked, unchecked=unchecked, resources=resources,
-                      device="cpu (triton interpreter)",
-                      compile_s=sum(r.compile_s or 0.0 for r in resources),
-                      fingerprint=fingerprint({"host": platform.machine(), "kind": "interpreter"}))
+log = logging.getLogger("warpforge.evaluator.backends")
 
 
 @register
@@ -121,7 +50,7 @@ class InterpretBackend(Backend):
     name = "interpret"
 
     def _evaluate(self, job: Job) -> EvalResult:
-        result = _interpret_checks(self.pool, job)
+        result = interpret_checks(self.pool, job)
         if result.verdict is Verdict.OK:
             result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
             result.unchecked.append(largest_checked(job, job.task.check_shapes or job.task.small_shapes))
@@ -140,6 +69,9 @@ class CudaBackend(Backend):
 
     name = "cuda"
     measures = True
+    uses_gpu = True
+    live_timing = True
+    can_remeasure = True
 
     def __init__(self, pool: ChildPool | None = None, settings: BenchSettings | None = None) -> None:
         super().__init__(pool)
@@ -160,6 +92,9 @@ class CudaBackend(Backend):
         budgets = {"compile": job.timeout_s}
         if ref:
             budgets["launch"] = hang_bound_s(max(ref.values()) / 1e3)
+        else:
+            log.warning("%s: the reference could not be timed on this GPU: no speedups, and launches are bounded "
+                        "only by the %.0f s timeout", job.task.name, job.timeout_s)
         # Every dtype and seed on the small check shapes (plus hidden ones); the benchmark shapes are
         # checked by the bench stage, which rechecks timed outputs against a float64 reference. Shipping
         # every benchmark shape x dtype x seed through files would move GBs per evaluation (an 8192^3
@@ -175,7 +110,10 @@ class CudaBackend(Backend):
         if failure is not None:
             failure.checked = checked
             return failure
-        return measured_result(job, checked, shape_results, device, fingerprint(device))
+        result = measured_result(job, checked, shape_results, device, fingerprint(device))
+        if not ref:  # recorded with the result: its speedup is missing for this reason, not an oversight
+            result.unchecked.append("reference: could not be timed on this GPU, so no speedup")
+        return result
 
     def remeasure(self, job_a: Job, job_b: Job, rounds: int = 30) -> tuple[list[float], list[float]]:
         """Interleaved A/B timing of two checked candidates on fresh inputs per round (GPU only).
@@ -197,15 +135,12 @@ def resolve_backend_name(name: str, task_name: str | None = None) -> str:
     """``auto``: a live GPU when there is one, else recorded GPU times when they exist, else interpret."""
     if name != "auto":
         if name not in BACKENDS:
-            raise ValueError(f"unknown backend {name!r}: choose from auto, {', '.join(sorted(BACKENDS))}")
+            raise UsageError(f"unknown backend {name!r}: choose from auto, {', '.join(sorted(BACKENDS))}")
         return name
     if torch.cuda.is_available():
         return "cuda"
-    if task_name is not None and "replay" in BACKENDS:
-        from warpforge.evaluator.replay import has_recordings
-
-        if has_recordings(task_name):
-            return "replay"
+    if task_name is not None and replay.has_recordings(task_name):
+        return "replay"
     return "interpret"
 
 
@@ -214,7 +149,7 @@ def get_backend(name: str = "auto", task_name: str | None = None, pool: ChildPoo
     return BACKENDS[resolve_backend_name(name, task_name)](pool=pool, **kwargs)
 
 
-class BackendUnavailable(ValueError):
+class BackendUnavailable(UsageError):
     """The backend asked for cannot evaluate here; the message says what to use instead (a usage error)."""
 
 
@@ -231,7 +166,7 @@ def usable_backend(name: str, task_name: str, variants: Sequence[Variant] | None
         >>> usable_backend("auto", "softmax", builtin_variants("softmax"))  # doctest: +SKIP
         'interpret'
     """
-    from warpforge.evaluator.replay import has_recordings, recordings_root
+    has_recordings, recordings_root = replay.has_recordings, replay.recordings_root
 
     def recorded() -> bool:
         if variants is None:
@@ -258,6 +193,3 @@ def usable_backend(name: str, task_name: str, variants: Sequence[Variant] | None
             "WARPFORGE_RECORDINGS at a folder of recordings")
     return resolved
 
-
-# The replay backend lives in its own module and registers itself; import it so the registry is complete.
-from warpforge.evaluator import replay as _replay  # noqa: E402,F401

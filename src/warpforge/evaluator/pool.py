@@ -22,162 +22,22 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
-import socket
-import tempfile
 import threading
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from warpforge.evaluator.backends import BACKENDS, Backend, _interpret_checks, software_versions
-from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.stages import Job, compile_stage, static_stage
-from warpforge.kernels.task import Task, dtype_name, get_task, parse_dtype
-from warpforge.kernels.variant import Variant
-
-Samples = tuple[list[float], list[float]]
-
-
-class PoolError(RuntimeError):
-    """The pool cannot start (no such cluster, not enough GPUs); the message says what to do."""
-
-
-def uses_gpu(backend_cls: type[Backend]) -> bool:
-    """Does this backend time on a GPU (so one worker per GPU, never two timings on one device)?"""
-    return bool(getattr(backend_cls, "uses_gpu", backend_cls.name == "cuda"))
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """A :class:`Job` that any worker process, on any host, can rebuild: a task file travels as its text."""
-
-    key: str
-    task: str  # built-in task name, or the task file's path
-    task_hash: str
-    task_source: str | None  # the task file's text (None for built-in tasks)
-    variant: Variant
-    params: dict[str, Any]
-    seeds: int = 2
-    target: str = "sm_90"
-    timeout_s: float = 120.0
-    dtypes: tuple[str, ...] = ()
-    shapes: tuple[dict[str, int], ...] = ()
-
-    @classmethod
-    def of(cls, job: Job, key: str) -> JobSpec:
-        source = None if job.task.builtin else job.task.path.read_bytes().decode()
-        return cls(key, job.task.name if job.task.builtin else str(job.task.path), job.task.source_hash, source,
-                   job.variant, dict(job.params), job.seeds, job.target, job.timeout_s,
-                   tuple(dtype_name(d) for d in job.dtypes), tuple(dict(s) for s in job.shapes))
-
-    def job(self) -> Job:
-        return Job(_load_task(self), self.variant, dict(self.params), seeds=self.seeds, target=self.target,
-                   timeout_s=self.timeout_s, dtypes=[parse_dtype(d) for d in self.dtypes],
-                   shapes=[dict(s) for s in self.shapes])
-
-
-def _load_task(spec: JobSpec) -> Task:
-    if spec.task_source is None:
-        return get_task(spec.task)
-    path = Path(spec.task)
-    if not (path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == spec.task_hash):
-        # Another host without a shared filesystem: materialise the exact text, keyed by its hash.
-        path = Path(tempfile.gettempdir()) / "warpforge-tasks" / spec.task_hash[:16] / path.name
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(spec.task_source.encode())
-    return get_task(str(path))
-
-
-@dataclass
-class Completion:
-    """A finished request: an evaluation's result, or the samples of an A/B re-measurement."""
-
-    key: str
-    result: EvalResult | None = None
-    samples: Samples | None = None
-    attempts: int = 1
-
-
-class Worker:
-    """One evaluator: a Backend with its own ChildPool. Lives in a pool thread or inside a Ray actor."""
-
-    def __init__(self, backend_cls: type[Backend], backend_kwargs: dict[str, Any] | None = None,
-                 interpret_check: bool = False) -> None:
-        self.backend = backend_cls(**(backend_kwargs or {}))
-        self.interpret_check = interpret_check
-
-    def info(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "host": socket.gethostname(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
-
-    def evaluate(self, spec: JobSpec) -> EvalResult:
-        return self.backend.evaluate(spec.job())
-
-    def precheck(self, spec: JobSpec) -> EvalResult:
-        """The CPU stage: static check and AOT compile (plus interpreter correctness when asked)."""
-        job, start = spec.job(), time.monotonic()
-        custom = getattr(self.backend, "precheck", None)
-        if callable(custom):
-            result: EvalResult = custom(job)
-        elif (static := static_stage(job)) is not None:
-            result = static
-        elif self.interpret_check:
-            result = _interpret_checks(self.backend.pool, job)
-        else:
-            failure, resources = compile_stage(self.backend.pool, job)
-            result = failure or job.result(Verdict.OK, resources=resources,
-                                           compile_s=sum(r.compile_s or 0.0 for r in resources))
-            result.resources = resources
-        result.backend, result.versions = self.backend.name, result.versions or software_versions()
-        result.wall_s = time.monotonic() - start
-        return result
-
-    def remeasure(self, a: JobSpec, b: JobSpec) -> Samples | None:
-        """Interleaved A/B timing, where the backend offers it (``remeasure(job_a, job_b)``)."""
-        fn = getattr(self.backend, "remeasure", None)
-        if not callable(fn):
-            return None
-        samples_a, samples_b = fn(a.job(), b.job())
-        return list(samples_a), list(samples_b)
-
-    def close(self) -> None:
-        self.backend.close()
-
-
-def _worker_error(key: str, spec: JobSpec, exc: BaseException) -> Completion:
-    """A worker-side exception is a bug in trusted code, not the candidate's fault: crashed, with the reason."""
-    result = EvalResult(verdict=Verdict.CRASHED, reason="worker_error", task=spec.variant.task,
-                        variant_hash=spec.variant.source_hash, params=dict(spec.params),
-                        message=f"the evaluation worker raised {type(exc).__name__}: {str(exc)[:400]}")
-    return Completion(key, result=result)
-
-
-class EvalPool:
-    """What the campaign drives: ``submit`` jobs (and A/B re-measurements), ``poll`` for completions."""
-
-    backend_name: str = ""
-    depth: int = 1  # jobs to keep submitted so no worker waits for the orchestrator
-    can_remeasure: bool = False
-    describe: str = ""
-
-    def submit(self, spec: JobSpec) -> None:
-        raise NotImplementedError
-
-    def submit_remeasure(self, key: str, a: JobSpec, b: JobSpec) -> None:
-        raise NotImplementedError
-
-    def poll(self, timeout: float) -> list[Completion]:
-        raise NotImplementedError
-
-    def pump(self) -> None:
-        """Let finished workers start their next job now (a no-op where workers pull jobs themselves)."""
-
-    def close(self) -> None:
-        pass
+from warpforge.evaluator.backend import BACKENDS, Backend
+from warpforge.evaluator.workers import (  # noqa: F401 - the pool's public names, re-exported
+    Completion,
+    EvalPool,
+    JobSpec,
+    PoolConfig,
+    PoolError,
+    Samples,
+    Worker,
+    worker_error,
+)
 
 
 class LocalPool(EvalPool):
@@ -186,7 +46,7 @@ class LocalPool(EvalPool):
     def __init__(self, backend_cls: type[Backend], backend_kwargs: dict[str, Any] | None = None,
                  workers: int = 1, interpret_check: bool = False) -> None:
         self.backend_name = backend_cls.name
-        self.can_remeasure = callable(getattr(backend_cls, "remeasure", None))
+        self.can_remeasure = backend_cls.can_remeasure
         # Two per worker: the next job is already queued when a worker finishes one.
         self.depth = 2 * workers if workers > 1 else 1
         self.describe = f"in-process, {workers} worker{'s' if workers > 1 else ''}"
@@ -209,7 +69,7 @@ class LocalPool(EvalPool):
                     else:
                         done = Completion(key, result=worker.evaluate(specs[0]))
                 except Exception as exc:  # noqa: BLE001 - reported as a crashed evaluation, the pool goes on
-                    done = _worker_error(key, specs[0], exc)
+                    done = worker_error(key, specs[0], exc)
                 self._done.put(done)
         finally:
             worker.close()
@@ -238,38 +98,15 @@ class LocalPool(EvalPool):
             thread.join(timeout=5)
 
 
-@dataclass
-class PoolConfig:
-    """How to evaluate: in-process or on Ray, how many workers, and where.
-
-    ``workers``: evaluation workers (one per GPU for a GPU backend; 0 = every GPU Ray sees, or one per CPU).
-    ``use_ray``: None chooses Ray when ``workers != 1`` or ``address`` is given (see docs/pipeline.md).
-    """
-
-    workers: int = 1
-    compile_workers: int | None = None  # CPU actors compiling ahead of GPU workers (None: one per GPU worker)
-    use_ray: bool | None = None
-    address: str | None = None
-    gpu_resource: str = "GPU"  # a custom resource name stands in for GPUs in CPU tests
-    num_cpus: int | None = None  # for a local ray.init
-    max_attempts: int = 3  # a job whose worker dies this many times is recorded as crashed
-    interpret_check: bool = False  # also run interpreter correctness on CPU actors before the GPU
-    backend_kwargs: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def wants_ray(self) -> bool:
-        return self.use_ray if self.use_ray is not None else (self.workers != 1 or self.address is not None)
-
-
 def make_pool(backend: str | type[Backend], config: PoolConfig) -> EvalPool:
     """The pool for one backend: :class:`LocalPool` when Ray isn't wanted, else a ``RayPool`` (ray_pool.py)."""
-    cls = cast("type[Backend]", BACKENDS[backend]) if isinstance(backend, str) else backend
+    cls = BACKENDS[backend] if isinstance(backend, str) else backend
     if config.wants_ray:
         from warpforge.evaluator.ray_pool import RayPool  # importing ray costs ~1 s: only when wanted
 
         return RayPool(cls, config)
     workers = config.workers or (os.cpu_count() or 1)
-    if uses_gpu(cls) and workers > 1:
+    if cls.uses_gpu and workers > 1:
         raise PoolError(f"{workers} in-process workers would time candidates on one GPU at once, which corrupts "
                         "the times: drop --no-ray (one Ray worker per GPU) or use --workers 1")
     return LocalPool(cls, config.backend_kwargs, workers, config.interpret_check)

@@ -1,6 +1,6 @@
 """The Ray worker pool: long-lived actors, one per GPU, plus CPU actors compiling ahead of them.
 
-Each actor is a :class:`~warpforge.evaluator.pool.Worker`: it builds its Backend, whose ChildPool gives
+Each actor is a :class:`~warpforge.evaluator.workers.Worker`: it builds its Backend, whose ChildPool gives
 every candidate a fresh child process. For a GPU backend each evaluation actor holds one GPU
 (``num_gpus=1``: Ray sets ``CUDA_VISIBLE_DEVICES``, which the child inherits) and ``compile_workers``
 CPU actors run the static check and the ahead-of-time compile (optionally the interpreter check) first:
@@ -26,18 +26,9 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.backends import Backend
-from warpforge.evaluator.pool import (
-    Completion,
-    EvalPool,
-    JobSpec,
-    PoolConfig,
-    PoolError,
-    Worker,
-    _worker_error,
-    uses_gpu,
-)
+from warpforge.evaluator.backend import Backend
 from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.workers import Completion, EvalPool, JobSpec, PoolConfig, PoolError, Worker, worker_error
 
 # A precheck that ends in one of these lets the candidate go on to the GPU: the interpreter cannot judge
 # bf16 tl.dot (DESIGN 8), which the GPU can.
@@ -82,7 +73,7 @@ class RayPool(EvalPool):
         import ray
 
         self._ray, self._started_ray = ray, False
-        gpu = uses_gpu(backend_cls)
+        gpu = backend_cls.uses_gpu
         unit = config.gpu_resource if gpu else "CPU"
 
         def compilers(workers: int) -> int:  # default: one CPU compile worker per GPU worker
@@ -115,7 +106,7 @@ class RayPool(EvalPool):
         self._args = (backend_cls, config.backend_kwargs, config.interpret_check)
         self._opts: dict[str, dict[str, Any]] = {"eval": {"num_cpus": 1, **placement}, "compile": {"num_cpus": 1}}
         self.backend_name, self.max_attempts, self.pipeline = backend_cls.name, config.max_attempts, compile_workers > 0
-        self.can_remeasure = callable(getattr(backend_cls, "remeasure", None))
+        self.can_remeasure = backend_cls.can_remeasure
         # One running and one queued per evaluation worker, plus one compiling per CPU actor.
         self.depth = 2 * workers + compile_workers
         self.describe = (f"Ray, {workers} {'GPU ' if gpu else ''}worker{'s' if workers > 1 else ''}"
@@ -192,7 +183,7 @@ class RayPool(EvalPool):
         try:
             value = ray.get(ref)
         except ray.exceptions.RayTaskError as exc:  # the worker's own code raised: a bug, not worth a retry
-            return [_worker_error(item.key, item.specs[0], exc)]
+            return [worker_error(item.key, item.specs[0], exc)]
         except ray.exceptions.RayError as exc:  # the actor (or its node) died: replace it, retry the job
             ray.kill(slot.actor, no_restart=True)
             slot.actor = self._spawn(slot.role)

@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import statistics
@@ -24,13 +25,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from warpforge.evaluator.backends import Backend, fingerprint, register
+from warpforge.evaluator.backend import Backend, fingerprint, register
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.evaluator.kt_cache import RecordedSpace, read_space
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
 from warpforge.evaluator.stages import Job
 from warpforge.kernels.task import dtype_name, parse_dtype, shape_key
 
+log = logging.getLogger("warpforge.evaluator.replay")
 PACKAGE_RECORDINGS = Path(__file__).resolve().parent.parent / "recordings"
 
 
@@ -84,17 +86,26 @@ class ReplayBackend(Backend):
     """Ranks configurations by recorded GPU times; never runs the kernel, never invents a time."""
 
     name = "replay"
-    measures = True
+    measures = True  # recorded GPU times rank configurations; they cannot change: no live_timing, no remeasure
 
     def __init__(self, pool=None, root: Path | None = None, gpu: str | None = None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(pool)
         self.root = root
         self.gpu = gpu  # a substring of the GPU name to replay, or None for the best-covered GPU
         self._pinned: str | None = None
+        self._missed: set[str] = set()
+
+    def _miss(self, key: str, message: str) -> None:
+        """A replay miss, logged once per variant (each result also says it)."""
+        if key not in self._missed:
+            self._missed.add(key)
+            log.warning("replay: %s: %s", key, message)
 
     def _evaluate(self, job: Job) -> EvalResult:
         by_gpu = find_recordings(job.task.name, job.variant.name, job.variant.source_hash, self.root, self.gpu)
         if not by_gpu:
+            self._miss(f"{job.task.name}/{job.variant.name}", "no recorded GPU times for this exact source: "
+                       "its evaluations are unsupported (record them with benchmarks/record_spaces.py)")
             return job.result(Verdict.UNSUPPORTED, "no_recording",
                               f"no recorded GPU times for {job.task.name}/{job.variant.name} (this exact source); "
                               "record them on a GPU with benchmarks/record_spaces.py")
@@ -118,6 +129,7 @@ class ReplayBackend(Backend):
                 continue
             entry = rec.space.lookup(job.params)
             if entry is None:
+                log.debug("replay miss: %s %s is outside %s", job.variant.name, job.params, rec.path.name)
                 return job.result(Verdict.INVALID_CONFIG, "not_in_recording",
                                   f"{job.params} is outside the recorded space of {rec.path.name}: it violates "
                                   "the variant's constraints")
@@ -148,6 +160,8 @@ class ReplayBackend(Backend):
                             checked=[f"correctness checked on {gpu} when recorded"])
         if len(shapes) < len(wanted):
             missing = len(wanted) - len(shapes)
+            self._miss(f"{job.task.name}/{job.variant.name}/shapes", f"{missing} benchmark shape(s) have no "
+                       f"recording on {gpu}: objectives cover the recorded shapes only")
             result.unchecked.append(f"timing: {missing} benchmark shape(s) have no recording on {gpu}")
             return result
         return aggregate(result)

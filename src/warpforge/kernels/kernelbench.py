@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from warpforge.kernels.task import Task, TaskError
+from warpforge.kernels.taskdef import Task, TaskError
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:

@@ -17,62 +17,23 @@ import hashlib
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-import torch
+from warpforge.kernels.kernelbench import kernelbench_task
+from warpforge.kernels.taskdef import (  # noqa: F401 - the public names of the task contract, re-exported
+    DEFAULT_TOLERANCES,
+    Shape,
+    Task,
+    TaskError,
+    dtype_name,
+    parse_dtype,
+    shape_key,
+)
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 
-# (atol, rtol) per dtype, applied against a float64 reference; atol is scaled by the reference's
-# RMS magnitude (see evaluator/compare.py). fp16 keeps 11 significant bits (eps 9.8e-4), bf16 8 bits
-# (eps 7.8e-3): a kernel that accumulates in fp32 and rounds once lands within a few eps.
-DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float32: (1e-4, 1e-4),
-    torch.float16: (4e-3, 4e-3),
-    torch.bfloat16: (3e-2, 3e-2),
-    torch.float64: (1e-10, 1e-10),
-}
-
 REQUIRED = ("NAME", "reference", "make_inputs", "SHAPES", "CHECK_SHAPES", "DTYPES", "flops", "bytes_moved")
-
-
-class TaskError(ValueError):
-    """A task is unknown or its module breaks the contract; the message says what to do."""
-
-
-Shape = dict[str, int]
-
-
-@dataclass(frozen=True)
-class Task:
-    """A loaded task: ground truth, inputs, shapes and cost model of one kernel problem."""
-
-    name: str
-    description: str
-    path: Path
-    reference: Callable[..., Any]
-    make_inputs: Callable[[Shape, torch.dtype, int, str], tuple[Any, ...]]
-    shapes: list[Shape]
-    check_shapes: list[Shape]
-    dtypes: list[torch.dtype]
-    flops: Callable[[Shape, torch.dtype], float]
-    bytes_moved: Callable[[Shape, torch.dtype], float]
-    tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
-    small_shapes: list[Shape] = field(default_factory=list)
-    builtin: bool = True
-    # Optional ``adversarial_inputs(shape, dtype, seed, device) -> {name: inputs}``: inputs chosen to break
-    # fragile kernels (large offsets, extreme magnitudes, -inf), checked besides the random ones.
-    adversarial_inputs: Callable[[Shape, torch.dtype, int, str], dict[str, tuple[Any, ...]]] | None = None
-
-    def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
-        return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))
-
-    @property
-    def source_hash(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
 
 def _import_file(path: Path, module_name: str) -> ModuleType:
@@ -89,11 +50,12 @@ def _import_file(path: Path, module_name: str) -> ModuleType:
     return module
 
 
-def task_from_module(module: ModuleType, path: Path, builtin: bool) -> Task:
-    if hasattr(module, "Model") and hasattr(module, "get_inputs") and not hasattr(module, "reference"):
-        from warpforge.kernels.kernelbench import kernelbench_task
+def is_kernelbench(module: ModuleType) -> bool:
+    return hasattr(module, "Model") and hasattr(module, "get_inputs") and not hasattr(module, "reference")
 
-        return kernelbench_task(module, path)
+
+def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
+    """A warpforge task module (DESIGN 3.1) as a Task."""
     missing = [name for name in REQUIRED if not hasattr(module, name)]
     if missing:
         raise TaskError(f"task file {path} lacks {', '.join(missing)}: see DESIGN 3.1 for the task contract")
@@ -117,6 +79,19 @@ def task_from_module(module: ModuleType, path: Path, builtin: bool) -> Task:
         builtin=builtin,
         adversarial_inputs=getattr(module, "adversarial_inputs", None),
     )
+
+
+# The task loaders, first match wins: (accepts the module?, build the Task). The registry sits above its
+# loaders: kernelbench.py imports only taskdef.py.
+TASK_LOADERS: list[tuple[Callable[[ModuleType], bool], Callable[[ModuleType, Path, bool], Task]]] = [
+    (is_kernelbench, lambda module, path, builtin: kernelbench_task(module, path)),
+    (lambda module: True, contract_task),
+]
+
+
+def task_from_module(module: ModuleType, path: Path, builtin: bool) -> Task:
+    loader = next(load for accepts, load in TASK_LOADERS if accepts(module))
+    return loader(module, path, builtin)
 
 
 def builtin_task_names() -> list[str]:
@@ -155,17 +130,3 @@ def all_tasks(extra_files: Sequence[str] = ()) -> list[Task]:
     return [get_task(n) for n in builtin_task_names()] + [load_task_file(f) for f in extra_files]
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    dtype = getattr(torch, name.removeprefix("torch."), None)
-    if not isinstance(dtype, torch.dtype):
-        raise TaskError(f"unknown dtype {name!r}: use e.g. float16, bfloat16, float32")
-    return dtype
-
-
-def shape_key(shape: Shape) -> str:
-    """A stable, readable key for a shape: ``M=4096,N=4096``."""
-    return ",".join(f"{k}={v}" for k, v in sorted(shape.items()))

@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from collections import deque
@@ -51,10 +50,9 @@ class Entry:
 
 
 def _stats() -> Any:
-    try:
-        return importlib.import_module("warpforge.evaluator.stats")
-    except ImportError:  # pragma: no cover - stats.py lands separately; range separation stands in meanwhile
-        return None
+    from warpforge.evaluator import stats  # scipy behind it costs ~0.3 s to import: only once a decision is due
+
+    return stats
 
 
 def objective_samples(result: EvalResult, reference: bool = False) -> list[float] | None:
@@ -76,11 +74,9 @@ def _quantile(shapes: list[ShapeResult], name: str) -> float | None:
 def faster(a: list[float], b: list[float], alpha: float, paired: bool = False) -> bool | None:
     """Is ``a`` (times) faster than ``b`` beyond noise? None: too few samples to tell."""
     stats = _stats()
-    if len(a) < getattr(stats, "MIN_SAMPLES", 2) or len(b) < getattr(stats, "MIN_SAMPLES", 2):
+    if len(a) < stats.MIN_SAMPLES or len(b) < stats.MIN_SAMPLES:
         return None
-    if stats is not None:
-        return bool(stats.is_faster(a, b, alpha=alpha, paired=paired and len(a) == len(b)))
-    return max(a) < min(b)  # no test available: the whole ranges must not overlap
+    return bool(stats.is_faster(a, b, alpha=alpha, paired=paired and len(a) == len(b)))
 
 
 def beyond_noise(challenger: EvalResult, incumbent: EvalResult, alpha: float,
@@ -162,7 +158,7 @@ def speedup_interval(result: EvalResult, confidence: float = 0.95) -> tuple[floa
     """(low, speedup, high, method) of a result's speedup over the reference, from the best evidence."""
     cand, ref = objective_samples(result), objective_samples(result, reference=True)
     stats = _stats()
-    if cand and ref and stats is not None:
+    if cand and ref:
         low, mid, high = sorted(float(v) for v in stats.speedup_ci(cand, ref, confidence=confidence))
         return low, mid, high, f"{confidence:.0%} CI from {len(cand)} samples"
     ref20, ref80 = _quantile(result.shapes, "ref_p20_ms"), _quantile(result.shapes, "ref_p80_ms")

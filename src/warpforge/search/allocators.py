@@ -32,6 +32,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from warpforge.errors import UsageError
+
 
 class ArmState(Protocol):
     @property
@@ -88,7 +90,7 @@ class SuccessiveHalving(Allocator):
 
     def __init__(self, min_evals: int = 3, eta: int = 2) -> None:
         if min_evals < 1 or eta < 2:
-            raise ValueError("successive-halving needs min_evals >= 1 and eta >= 2")
+            raise UsageError("successive-halving needs min_evals >= 1 and eta >= 2")
         self.min_evals, self.eta = min_evals, eta
 
     def survivors(self, arms: Sequence[A]) -> tuple[list[A], int]:
@@ -152,5 +154,5 @@ def register_allocator(cls: type[Allocator]) -> type[Allocator]:
 def get_allocator(name: str = "default", config: Mapping[str, Any] | None = None) -> Allocator:
     """The registered allocator ``name`` with its keyword options."""
     if name not in ALLOCATORS:
-        raise ValueError(f"unknown allocator {name!r}: available: {', '.join(sorted(ALLOCATORS))}")
+        raise UsageError(f"unknown allocator {name!r}: available: {', '.join(sorted(ALLOCATORS))}")
     return ALLOCATORS[name](**dict(config or {}))

@@ -29,6 +29,7 @@ import numpy as np
 import optuna
 import typer
 
+from warpforge.errors import UsageError
 from warpforge.evaluator.kt_cache import CacheFormatError, RecordedSpace, read_space
 from warpforge.search.samplers import DEFAULT_SAMPLER, SAMPLERS
 from warpforge.search.space import SearchSpace
@@ -154,7 +155,7 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
     """
     unknown = [s for s in samplers if s not in SAMPLERS]
     if unknown:
-        raise ValueError(f"unknown sampler {unknown[0]!r}; choose from {', '.join(sorted(SAMPLERS))}")
+        raise UsageError(f"unknown sampler {unknown[0]!r}; choose from {', '.join(sorted(SAMPLERS))}")
     paths = [str(f) for f in files]
     for p in paths:  # validate (and cache, for forked workers) before starting any work
         _load(p)
@@ -218,7 +219,7 @@ def _parse_ints(text: str, what: str) -> list[int]:
     except ValueError:
         values = []
     if not values or any(v <= 0 for v in values):
-        raise ValueError(f"{what} must be positive integers separated by commas, got {text!r}")
+        raise UsageError(f"{what} must be positive integers separated by commas, got {text!r}")
     return values
 
 
@@ -235,13 +236,13 @@ def bench_search(
     try:
         names = [s.strip() for s in samplers.split(",") if s.strip()]
         if not names:
-            raise ValueError("--samplers is empty")
+            raise UsageError("--samplers is empty")
         budget_list = _parse_ints(budgets, "--budgets")
         for f in space_files:
             if not Path(f).is_file():
-                raise ValueError(f"{f}: no such file (pass Kernel Tuner cache or T4 files)")
+                raise UsageError(f"{f}: no such file (pass Kernel Tuner cache or T4 files)")
         records = bench(list(space_files), names, budget_list, repeats, seed, jobs or None)
-    except (ValueError, CacheFormatError) as exc:
+    except (UsageError, CacheFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
     if json_out:

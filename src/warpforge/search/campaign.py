@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 import optuna
 from sqlalchemy import event, select
@@ -30,29 +30,31 @@ from sqlalchemy import event, select
 import warpforge.agent.evolution  # noqa: F401 - registers the llm proposer
 from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
-from warpforge.db.models import Evaluation
+from warpforge.db.models import Campaign, Evaluation, VariantRecord
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
+from warpforge.errors import WarpforgeError
 from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
 from warpforge.evaluator.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import Job, space_stage
 from warpforge.kernels.task import Task, get_task
-from warpforge.kernels.variant import Variant
+from warpforge.kernels.variant import Variant, parse_variant
 from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
 from warpforge.search.allocators import get_allocator
 from warpforge.search.decision import decision_fields
+from warpforge.search.mirror import StudyWriter, open_study
 from warpforge.search.rounds import ArmStats, Prepared, ProposalLoop
 from warpforge.search.samplers import DEFAULT_SAMPLER
 from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Proposal, Strategy, make_study
+from warpforge.search.strategy import Proposal, Strategy
 from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSummary, VariantSummary
 
 log = logging.getLogger("warpforge.search.campaign")
 
 
-class CampaignError(RuntimeError):
+class CampaignError(WarpforgeError, RuntimeError):
     """The campaign cannot start or go on; the message says what to do."""
 
 
@@ -214,7 +216,7 @@ class _TaskRun:
         self.db, self.spec, self.task, self.deadline = db, spec, task, deadline
         self.on_event, self.on_start = on_event, on_start
         self.backend_name = resolve_backend_name(spec.backend, task.name)
-        self.backend_cls = cast("type[Backend]", BACKENDS[self.backend_name])
+        self.backend_cls: type[Backend] = BACKENDS[self.backend_name]
         if self.backend_name not in pools:
             try:
                 pools[self.backend_name] = make_pool(self.backend_name, config)
@@ -231,7 +233,7 @@ class _TaskRun:
         self.reuse_campaign = spec.name if self.backend_name == "cuda" else None
 
     def run(self) -> tuple[TaskSummary, int]:
-        self.storage = _optuna_storage(self.db)
+        self.writer = StudyWriter(_optuna_storage(self.db))  # studies live in memory, copied in the background
         self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
         self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
         config = dict(self.spec.proposer_config)
@@ -244,6 +246,7 @@ class _TaskRun:
         finally:
             self.rounds.close()
             self.children.close()
+            self.writer.close()
 
     def _run(self) -> tuple[TaskSummary, int]:
         self.arms: list[_Arm] = []
@@ -257,6 +260,9 @@ class _TaskRun:
             if p.error is not None:
                 raise CampaignError(p.error)
             requeued += self._add_arm(p)
+        if self.spec.resume:  # arms a proposer added mid-run before the kill: searched again, with their lineage
+            for c in self._stored_candidates():
+                requeued += self._add_arm(Prepared(c, self._prepare(c)))
         with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
             query = (select(Evaluation.variant_hash, Evaluation.params_key)
                      .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
@@ -282,9 +288,12 @@ class _TaskRun:
                 break
             # Nothing measuring: wait on the proposal instead of the idle pool.
             if not self.inflight and self.ab_key is None:
-                self._take_round(timeout=1.0)
+                with self.writer.waiting():
+                    self._take_round(timeout=1.0)
                 continue
-            for completion in self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0):
+            with self.writer.waiting():  # the studies' copy to the database runs while we wait
+                completions = self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0)
+            for completion in completions:
                 self._complete(completion)
         final = self._final()
         summary = self._summarize(final)
@@ -318,8 +327,11 @@ class _TaskRun:
         assert space is not None
         name = study_name(self.spec.name, self.task.name, variant)
         seed = None if self.spec.seed is None else self.spec.seed + len(self.arms)
-        strategy = Strategy(space, make_study(name, self.storage, self.spec.sampler, seed), self.spec.sampler, seed)
-        requeued = strategy.recover() if self.spec.resume else 0
+        strategy = Strategy(space, open_study(name, self.writer, self.spec.sampler, seed), self.spec.sampler, seed)
+        requeued = 0
+        if self.spec.resume:
+            self._adopt_stored(strategy, name)
+            requeued = strategy.recover()
         with self.db.session() as s:
             record_id = _ensure_variant(s, variant, origin).id
         summary = VariantSummary(variant.name, variant.source_hash, len(space), origin.kind, list(origin.parents))
@@ -327,6 +339,35 @@ class _TaskRun:
         self.arms.append(arm)
         self.by_hash[variant.source_hash] = arm
         return requeued
+
+    def _stored_candidates(self) -> list[Candidate]:
+        """Variants this campaign evaluated for this task that round 0 did not propose again."""
+        with self.db.session() as s:
+            rows = s.scalars(select(VariantRecord).join(Evaluation, Evaluation.variant_id == VariantRecord.id)
+                             .join(Campaign).where(Campaign.name == self.spec.name,
+                                                   Evaluation.task == self.task.name)
+                             .distinct().order_by(VariantRecord.id)).all()
+            out = [Candidate(parse_variant(r.source, r.name), Origin(r.origin, r.proposer, tuple(r.parents or ()),
+                                                                     r.proposal_id, r.rationale or ""))
+                   for r in rows if r.source_hash not in self.by_hash]
+        if out:
+            log.info("resume: %d arm(s) added mid-run before are searched again: %s", len(out),
+                     ", ".join(c.variant.name for c in out))
+        return out
+
+    def _adopt_stored(self, strategy: Strategy, name: str) -> None:
+        """Tell the study what this campaign stored for it and its copy in the database had not reached (a
+        kill -9 between storing a result and the background copy of its trial): never evaluated twice."""
+        with self.db.session() as s:
+            rows = s.execute(select(Evaluation.params, Evaluation.verdict, Evaluation.reason, Evaluation.objective_ms)
+                             .join(Campaign).where(Campaign.name == self.spec.name, Evaluation.study_name == name,
+                                                   Evaluation.final.is_(False))
+                             .order_by(Evaluation.id)).all()
+        adopted = sum(strategy.adopt(dict(p), ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
+                      for p, v, r, ms in rows)
+        if adopted:
+            log.info("%s: %d stored result(s) told to the study on resume (its copy had not reached them)", name,
+                     adopted)
 
     def history(self) -> History:
         best = self.incumbent.best
@@ -444,8 +485,8 @@ class _TaskRun:
         return replace(self._base, key=key, variant=arm.variant, params=dict(params))
 
     def store(self, s: Any, arm: _Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
-        campaign = store.get_campaign(s, self.spec.name)
-        variant = s.get(store.VariantRecord, arm.record_id)
+        campaign = s.get(Campaign, self.campaign_id)  # by primary key: ~0.4 ms CPU less than by name
+        variant = s.get(VariantRecord, arm.record_id)
         store.save_evaluation(s, result, task=self.task, variant=variant, campaign=campaign,
                               study_name=arm.study_name, trial_number=trial_number, final=final)
 
@@ -476,7 +517,7 @@ class _TaskRun:
             return []
         chosen = top_k(self.measured, best, self.spec.top_k)
         fresh: dict[str, EvalResult] = {}
-        if getattr(self.backend_cls, "live_timing", self.backend_name == "cuda"):
+        if self.backend_cls.live_timing:
             pending = {f"final:{e.key}": e for e in chosen if e.spec is not None}
             for key, e in pending.items():
                 assert e.spec is not None

@@ -6,6 +6,7 @@ the model-based arms in :mod:`warpforge.search.samplers` (TPE) and :mod:`warpfor
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial
 
 from warpforge.search.space import SearchSpace
+
+log = logging.getLogger("warpforge.search.policy")
 
 
 @dataclass
@@ -128,8 +131,10 @@ class ScoringArm(Policy):
             return None
         try:
             acq = self.acquisition(ctx, free)
-        except (AttributeError, ImportError, TypeError, ValueError, RuntimeError):
+        except (AttributeError, ImportError, TypeError, ValueError, RuntimeError) as exc:
             self.broken = True
+            log.warning("sampler arm %s broke (%s: %s); it falls back for the rest of this study", self.name,
+                        type(exc).__name__, exc)
             return self.when_broken(ctx, only)
         order = np.argsort(-acq, kind="stable")[: self.top_k]
         best = order[0] if self.top_k == 1 else ctx.rng.choice(order)

@@ -31,6 +31,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import BaseSampler
 
+from warpforge.errors import UsageError
 from warpforge.search.gp_arm import GPArm
 from warpforge.search.policy import (
     Context,
@@ -294,5 +295,5 @@ def make_policy(name: str, seed: int | None = None) -> Policy:
     try:
         factory = SAMPLERS[name]
     except KeyError:
-        raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(sorted(SAMPLERS))}") from None
+        raise UsageError(f"unknown sampler {name!r}; choose from {', '.join(sorted(SAMPLERS))}") from None
     return factory(seed)

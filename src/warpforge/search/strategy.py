@@ -65,6 +65,7 @@ class FeasibleSampler(BaseSampler):
         self.n_proposals = 0
         self.n_infeasible = 0
         self.n_duplicate = 0
+        self._done = _Finished(len(space))
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return {k: d for k, d in self._dists.items() if not d.single()}
@@ -113,12 +114,14 @@ class FeasibleSampler(BaseSampler):
             return None
 
     def context(self, study: Study, trial: FrozenTrial) -> Context:
-        seen = np.zeros(len(self.space), dtype=bool)
-        rows: list[int] = []
-        values: list[float | None] = []
-        failed: list[bool] = []
-        arms: list[str] = []
-        for t in study.get_trials(deepcopy=False):
+        """What the policy sees: every other trial's row (``seen``) and the finished ones' outcomes, in
+        trial order. Finished trials never change, so the leading run of them is folded in once and kept
+        (recomputing it cost ~10 us a trial: 50 ms per ask at 5,000 trials); only the rest is read again."""
+        trials = study.get_trials(deepcopy=False)
+        done = self.fold(trials)
+        seen = done.seen.copy()
+        rows, values, failed, arms = list(done.rows), list(done.values), list(done.failed), list(done.arms)
+        for t in trials[done.count:]:
             if t.number == trial.number:
                 continue
             row = self.row_of(t)
@@ -127,11 +130,52 @@ class FeasibleSampler(BaseSampler):
             seen[row] = True
             if t.state.is_finished():
                 rows.append(row)
-                values.append(t.value if t.state == TrialState.COMPLETE else None)
-                failed.append(t.state == TrialState.FAIL and not t.user_attrs.get("interrupted"))
-                arms.append(str(t.system_attrs.get(ARM_ATTR, "")))
+                values.append(_value(t))
+                failed.append(_failed(t))
+                arms.append(_arm(t))
         return Context(self.space, study, trial, seen, rows, values, failed, arms, self.rng)
 
+    def fold(self, trials: list[FrozenTrial]) -> _Finished:
+        """Fold the leading finished trials into the kept context (Strategy calls it once on a loaded study)."""
+        done = self._done
+        while done.count < len(trials) and trials[done.count].state.is_finished():
+            t = trials[done.count]
+            done.count += 1
+            done.add(self.row_of(t), t)
+        return done
+
+
+class _Finished:
+    """The context entries of a study's leading finished trials (see :meth:`FeasibleSampler.context`)."""
+
+    def __init__(self, n: int) -> None:
+        self.count = 0  # how many leading trials are folded in
+        self.seen = np.zeros(n, dtype=bool)
+        self.rows: list[int] = []
+        self.values: list[float | None] = []
+        self.failed: list[bool] = []
+        self.arms: list[str] = []
+
+    def add(self, row: int | None, t: FrozenTrial) -> None:
+        if row is None:
+            return
+        self.seen[row] = True
+        self.rows.append(row)
+        self.values.append(_value(t))
+        self.failed.append(_failed(t))
+        self.arms.append(_arm(t))
+
+
+def _value(t: FrozenTrial) -> float | None:
+    return t.value if t.state == TrialState.COMPLETE else None
+
+
+def _failed(t: FrozenTrial) -> bool:
+    return t.state == TrialState.FAIL and not t.user_attrs.get("interrupted")
+
+
+def _arm(t: FrozenTrial) -> str:
+    return str(t.system_attrs.get(ARM_ATTR, ""))
 
 
 def make_study(name: str, storage: str | BaseStorage | None, sampler: str = DEFAULT_SAMPLER,
@@ -174,7 +218,12 @@ class Strategy:
         self._dists = ordinal_distributions(space)
         self._told_rows: set[int] = set()
         self._best: tuple[int, float] | None = None
-        for t in study.get_trials(deepcopy=False):
+        self._running: dict[int, int | None] = {}  # asked, not told: trial number -> row
+        loaded = study.get_trials(deepcopy=False)
+        self.sampler.fold(loaded)  # now, not in the first ask: 160 ms for a study of 5,000 trials
+        for t in loaded:
+            if t.state == TrialState.RUNNING:
+                self._running[t.number] = self.sampler.row_of(t)
             if t.state.is_finished():
                 self._record(t.number, self.sampler.row_of(t), t.value if t.state == TrialState.COMPLETE
                              else None)
@@ -190,6 +239,7 @@ class Strategy:
             row = self.sampler.row_of(t)
             self.study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
             self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            self._running.pop(t.number, None)
             if row is not None and row not in self._told_rows:
                 index = self.space.to_index(self.space.feasible[row])
                 self.study.enqueue_trial(dict(zip(self.space.params, index)),
@@ -205,6 +255,7 @@ class Strategy:
         index = [trial.suggest_int(name, d.low, d.high) for name, d in self._dists.items()]
         params = self.space.as_dict(self.space.from_index(index))
         trial.set_user_attr(CONFIG_ATTR, _jsonable(params))
+        self._running[trial.number] = self.space.row(params)
         return Proposal(trial, params)
 
     def tell(self, proposal: Proposal, value: float | None, *, failed: bool = False,
@@ -223,7 +274,31 @@ class Strategy:
             self.study.tell(trial, state=TrialState.PRUNED)
         else:
             self.study.tell(trial, float(value))
+        self._running.pop(trial.number, None)
         self._record(trial.number, row, value)
+
+    def adopt(self, params: dict[str, Any], value: float | None, *, failed: bool = False,
+              attrs: dict[str, Any] | None = None) -> bool:
+        """Record an evaluation the study never heard of (stored, then the process died before its trial
+        reached the study's database); False when the configuration is already told or outside the space."""
+        row = self.space.row(params)
+        if row is None or row in self._told_rows:
+            return False
+        config = self.space.feasible[row]
+        index = self.space.to_index(config)
+        state = TrialState.FAIL if failed else (TrialState.PRUNED if value is None else TrialState.COMPLETE)
+        user_attrs = {CONFIG_ATTR: _jsonable(self.space.as_dict(config)), "adopted": True,
+                      **{k: _jsonable(v) for k, v in (attrs or {}).items()}}
+        if failed:
+            user_attrs["failed"] = True
+        elif value is None:
+            user_attrs["unmeasured"] = True
+        self.study.add_trial(optuna.trial.create_trial(
+            state=state, value=float(value) if state == TrialState.COMPLETE and value is not None else None,
+            params={k: int(i) for k, i in zip(self.space.params, index)},
+            distributions=dict(self._dists), user_attrs=user_attrs))
+        self._record(-1, row, value if state == TrialState.COMPLETE else None)
+        return True
 
     @property
     def best(self) -> tuple[dict[str, Any], float] | None:
@@ -249,10 +324,9 @@ class Strategy:
         """Distinct configurations asked (RUNNING) and not yet told.
 
         Re-queued (WAITING) trials are not counted: they are still to be asked, and ``study.ask``
-        serves them first.
+        serves them first. Kept as asks and tells happen: scanning the study cost ~1 ms per 5,000 trials.
         """
-        rows = {self.sampler.row_of(t) for t in self.study.get_trials(
-            deepcopy=False, states=(TrialState.RUNNING,))}
+        rows = set(self._running.values())
         return len({r for r in rows if r is not None} - self._told_rows)
 
 

@@ -1,0 +1,84 @@
+"""The typed task contract (DESIGN 3.1): :class:`Task` and the helpers every loader and reader shares.
+
+Loaders (``kernels/task.py``: warpforge task modules; ``kernels/kernelbench.py``: KernelBench files)
+build a Task; nothing here imports a loader, so the loader registry sits above them all.
+
+Example::
+
+    >>> from warpforge.kernels.taskdef import shape_key
+    >>> shape_key({"N": 4096, "M": 8})
+    'M=8,N=4096'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.errors import UsageError
+
+# (atol, rtol) per dtype, applied against a float64 reference; atol is scaled by the reference's
+# RMS magnitude (see evaluator/compare.py). fp16 keeps 11 significant bits (eps 9.8e-4), bf16 8 bits
+# (eps 7.8e-3): a kernel that accumulates in fp32 and rounds once lands within a few eps.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (4e-3, 4e-3),
+    torch.bfloat16: (3e-2, 3e-2),
+    torch.float64: (1e-10, 1e-10),
+}
+
+class TaskError(UsageError):
+    """A task is unknown or its module breaks the contract; the message says what to do."""
+
+
+Shape = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task: ground truth, inputs, shapes and cost model of one kernel problem."""
+
+    name: str
+    description: str
+    path: Path
+    reference: Callable[..., Any]
+    make_inputs: Callable[[Shape, torch.dtype, int, str], tuple[Any, ...]]
+    shapes: list[Shape]
+    check_shapes: list[Shape]
+    dtypes: list[torch.dtype]
+    flops: Callable[[Shape, torch.dtype], float]
+    bytes_moved: Callable[[Shape, torch.dtype], float]
+    tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
+    small_shapes: list[Shape] = field(default_factory=list)
+    builtin: bool = True
+    # Optional ``adversarial_inputs(shape, dtype, seed, device) -> {name: inputs}``: inputs chosen to break
+    # fragile kernels (large offsets, extreme magnitudes, -inf), checked besides the random ones.
+    adversarial_inputs: Callable[[Shape, torch.dtype, int, str], dict[str, tuple[Any, ...]]] | None = None
+
+    def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
+        return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))
+
+    @property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise TaskError(f"unknown dtype {name!r}: use e.g. float16, bfloat16, float32")
+    return dtype
+
+
+def shape_key(shape: Shape) -> str:
+    """A stable, readable key for a shape: ``M=4096,N=4096``."""
+    return ",".join(f"{k}={v}" for k, v in sorted(shape.items()))

@@ -146,6 +146,64 @@ class LLMProposer(Proposer):
             self.stop_reason = reason
             log.info("llm agent stopped: %s", reason)
 
+
+    def _replay_all(self, task: Task, sources: dict[str, str]) -> list[Candidate]:
+        """``--llm-replay CAMPAIGN``: every stored call of ``task`` in the replayed campaign, re-checked and
+        re-stored, with no network at all; ``sources`` maps the source hashes known so far (the templates)
+        to their sources, for diff answers.
+
+        Replay does not depend on timing. A live campaign asks the model while it evaluates, so how many
+        rounds fit depends on how fast evaluations run (and a replay that reuses stored evaluations runs them
+        instantly). Replay therefore takes every stored call of the task at the first round, in stored order,
+        with its stored parents and messages, and re-checks each answer exactly as the live agent did (parse,
+        contract, static checks, duplicates against the same set in the same order): the outcomes come out the
+        same, and every variant the original campaign searched is searched again. Each replayed call is stored
+        again under the new campaign with ``replayed`` set and its original key; the agent then stops with the
+        original's stop reason.
+        """
+        from warpforge.agent.transcripts import read_runs, read_transcripts
+        from warpforge.db.session import Database
+
+
+        campaign = str(self.settings.replay)
+        db = self._db_handle() or Database(self.db_url)
+        records = read_transcripts(db, campaign, task.name)
+        if not records:
+            raise ValueError(f"--llm-replay: campaign {campaign!r} has no stored LLM calls for task {task.name!r}")
+        out: list[Candidate] = []
+        for rec in records:
+            self.calls += 1
+            if rec.outcome == "call_failed":
+                self._record(task, rec.call_key, rec.model, rec.params, list(rec.messages), None, rec.outcome,
+                                 rec.message, rec.parents, rec.prompt_cut)
+                continue
+            answer = LLMResponse(rec.model, rec.content, rec.reasoning, rec.finish_reason, rec.prompt_tokens,
+                                 rec.completion_tokens, 0.0, rec.cost_usd, rec.params)
+            self.prompt_tokens += answer.prompt_tokens
+            self.completion_tokens += answer.completion_tokens
+            self.cost_usd += answer.cost_usd
+            name = "llm_" + "_".join(rec.call_key.split(".")[:2])  # r2.s0.a1 -> llm_r2_s0, as the live agent names it
+            parent_source = sources.get(rec.parents[0]) if rec.parents else None
+            parsed = check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason,
+                                  seen=self.seen, name=name, parent_source=parent_source)
+            variant = parsed.variant
+            call_id = self._record(task, rec.call_key, answer.model, answer.params, list(rec.messages), answer,
+                                       parsed.outcome, parsed.message, rec.parents, rec.prompt_cut,
+                                       variant.source_hash if variant else None, parsed.ast_hash)
+            if parsed.outcome != "accepted" or variant is None or parsed.ast_hash is None:
+                continue
+            self.seen.add(parsed.ast_hash)
+            sources[variant.source_hash] = variant.source
+            # Only what the original searched: a variant it never evaluated (the campaign skipped it, or ended
+            # first) would make the replay search more than the original did.
+            if rec.verdicts:
+                out.append(Candidate(replace(variant, name=name),
+                                     Origin("llm", self.name, rec.parents, str(call_id or rec.call_key),
+                                            parsed.rationale)))
+        runs = [r for r in read_runs(db, campaign) if r["task"] == task.name]
+        self.stop_reason = (runs[0]["stop_reason"] if runs else "") or "replay_exhausted"
+        return out
+
     def _save_run(self) -> None:
         from warpforge.agent.transcripts import store_run
 
@@ -189,11 +247,9 @@ class LLMProposer(Proposer):
         if self.settings.replay is not None:
             if history.round > 0:
                 return []
-            from warpforge.agent.replay import replay_all
-
             sources = {c.variant.source_hash: c.variant.source for c in out}
             sources |= {v.variant.source_hash: v.variant.source for v in history.variants}
-            out += replay_all(self, task, sources)
+            out += self._replay_all(task, sources)
             self._save_run()
             return out
         if out or (history.round == 0 and history.variants):

@@ -3,7 +3,7 @@
 A call is stored with its messages, the answer's content and reasoning, model, parameters, finish reason,
 tokens, latency, cost, the outcome of parsing it and the variant it produced (by source hash; the
 evaluator's verdicts for that variant are in ``wf_evaluations``). Calls are keyed ``r<round>.s<slot>.a<attempt>``
-per task (agent/replay.py re-checks them for ``--llm-replay``). Nothing stored ever holds a key: text
+per task (``LLMProposer._replay_all`` re-checks them for ``--llm-replay``). Nothing stored ever holds a key: text
 passes through ``secrets.redact`` on the way in.
 
 Example::

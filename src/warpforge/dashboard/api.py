@@ -23,7 +23,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 
 from warpforge.dashboard import views
-from warpforge.dashboard.app import get_reader
+from warpforge.dashboard.state import get_reader
 
 router = APIRouter(prefix="/api", tags=["api"])
 Offset = Query(0, ge=0, description="first row of the page")

@@ -18,18 +18,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from warpforge.dashboard.health import DbStatus, check_database, readonly_url
+from warpforge.dashboard.health import check_database, readonly_url
+from warpforge.dashboard.state import DatabaseUnavailable, Settings
 
 log = logging.getLogger("warpforge.dashboard")
 HERE = Path(__file__).resolve().parent
@@ -38,19 +38,6 @@ HERE = Path(__file__).resolve().parent
 # handler would not run. Plotly sets inline styles, hence 'unsafe-inline' for styles only.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
-
-
-class DatabaseUnavailable(Exception):
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-
-
-@dataclass(frozen=True)
-class Settings:
-    db_url: str  # the URL as given (shown only through safe_url)
-    optuna_base: str | None = None  # e.g. http://127.0.0.1:8788 when optuna-dashboard runs beside us
-    refresh_s: float = 5.0  # polling period of live pages (running campaigns)
 
 
 @lru_cache(maxsize=1)
@@ -166,15 +153,6 @@ def _open_reader(url: str) -> Any:
     return Reader(readonly_url(url))
 
 
-def get_reader(request: Request) -> Any:
-    """The app's Reader, or DatabaseUnavailable with the start-up check's reason."""
-    reader = request.app.state.reader
-    if reader is None:
-        status: DbStatus = request.app.state.db_status
-        raise DatabaseUnavailable(status.problem)
-    return reader
-
-
 def _problem(request: Request, code: int, title: str, detail: str) -> Response:
     if request.url.path.startswith("/api"):
         return JSONResponse({"detail": detail}, status_code=code)
@@ -188,11 +166,3 @@ def _version() -> str:
     from warpforge import __version__
 
     return str(__version__)
-
-
-def html(request: Request, name: str, context: dict[str, Any]) -> HTMLResponse:
-    """Render a page with the settings every page needs (nav, optuna link, refresh period)."""
-    t: Jinja2Templates = request.app.state.templates
-    settings: Settings = request.app.state.settings
-    ctx = {"settings": settings, "db": request.app.state.db_status.safe_url, **context}
-    return t.TemplateResponse(request, name, ctx)

@@ -18,7 +18,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from warpforge.dashboard import views
-from warpforge.dashboard.app import get_reader, html
+from warpforge.dashboard.state import get_reader, html
 
 router = APIRouter(include_in_schema=False)
 PER_PAGE = 50

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from warpforge.evaluator.kt_cache import COMPILE_FAILED, RUNTIME_FAILED, RecordedSpace, write_cache
+from warpforge.evaluator.kt_cache import RecordedSpace, RecordTime, write_cache
 
 log = logging.getLogger("warpforge.search")
 
@@ -110,6 +110,7 @@ class KTRun:
     revisits: int  # configurations handed to the runner again (served from Kernel Tuner's cache, free)
     best_key: tuple[Any, ...] | None  # the best configuration found (values in the file's order)
     wall_s: float  # the whole tune_kernel call, reading the cache file included
+    keys: tuple[tuple[Any, ...], ...] = ()  # the distinct configurations evaluated, in order
 
 
 _FILES: dict[str, Path] = {}
@@ -126,9 +127,10 @@ def cache_file(recorded: RecordedSpace) -> Path:
     if key not in _FILES:
         if not _TMP:
             _TMP.append(tempfile.TemporaryDirectory(prefix="warpforge-kt-"))
-        fail = {"compile": COMPILE_FAILED, "runtime": RUNTIME_FAILED}
-        rows = [(dict(zip(recorded.params, k)), r.time_ms if r.time_ms is not None else fail[r.status], [])
-                for k, r in recorded.records.items()]
+        fail: dict[str, RecordTime] = {"compile": "CompilationFailedConfig", "runtime": "RuntimeFailedConfig"}
+        rows: list[tuple[dict[str, Any], RecordTime, list[float]]] = [
+            (dict(zip(recorded.params, k)), r.time_ms if r.time_ms is not None else fail[r.status], [])
+            for k, r in recorded.records.items()]
         path = Path(_TMP[0].name) / f"{len(_FILES)}.json"  # Kernel Tuner reads '.json', never '.gz'
         _FILES[key] = write_cache(path, recorded.device_name or "recorded", recorded.kernel_name or "kernel",
                                   _problem_size(recorded), recorded.params, rows)
@@ -194,4 +196,4 @@ def run_kt(recorded: RecordedSpace, strategy: str, seed: int, budget: int) -> KT
         elif rec.time_ms < best:
             best, best_key = rec.time_ms, k
     fraction = recorded.optimum / best if best < np.inf else 0.0
-    return KTRun(float(fraction), len(order), failed, len(results) - len(seen), best_key, wall)
+    return KTRun(float(fraction), len(order), failed, len(results) - len(seen), best_key, wall, tuple(order))

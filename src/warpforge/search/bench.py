@@ -20,8 +20,9 @@ import multiprocessing
 import os
 import time
 import warnings
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,11 @@ class BenchRecord:
     failed_evals: float  # mean evaluations per repeat that hit a recorded failure
     n_configs: int
     optimum_ms: float
+    # How many repeats ended on the same configuration (the largest such group, the best found within
+    # this budget) and that configuration's fraction of the optimum: repeats/repeats below 1.0 is a trap.
+    collapse: int = 0
+    collapse_fraction: float | None = None
+    evaluations: float = 0.0  # mean distinct evaluations used (below the budget: the search stopped early)
 
 
 @dataclass
@@ -64,6 +70,8 @@ class RunResult:
     infeasible: int
     duplicate: int
     failed: int
+    best_keys: list[tuple[Any, ...] | None] = field(default_factory=list)  # per budget
+    evaluations: list[int] = field(default_factory=list)  # per budget
 
 
 def random_expectation(recorded: RecordedSpace, k: int) -> float:
@@ -105,6 +113,8 @@ def run_once(recorded: RecordedSpace, space: SearchSpace, sampler: str, seed: in
     study = make_study(f"bench-{sampler}-{seed}", None, sampler, seed)
     strategy = Strategy(space, study, sampler, seed)
     best = math.inf
+    best_key: tuple[Any, ...] | None = None
+    keys: list[tuple[Any, ...] | None] = []
     curve: list[float] = []
     wall = 0.0
     failed = 0
@@ -120,13 +130,45 @@ def run_once(recorded: RecordedSpace, space: SearchSpace, sampler: str, seed: in
             failed += 1
             strategy.tell(proposal, None, failed=True)
         else:
-            best = min(best, rec.time_ms)
+            if rec.time_ms < best:
+                best, best_key = rec.time_ms, recorded.key(proposal.params)
             strategy.tell(proposal, rec.time_ms)
         wall += time.perf_counter() - t0
         curve.append(recorded.optimum / best if best < math.inf else 0.0)
+        keys.append(best_key)
     fractions = [curve[min(b, len(curve)) - 1] if curve else 0.0 for b in budgets]
     fs = strategy.sampler
-    return RunResult(fractions, wall, fs.n_infeasible, fs.n_duplicate, failed)
+    return RunResult(fractions, wall, fs.n_infeasible, fs.n_duplicate, failed,
+                     [keys[min(b, len(keys)) - 1] if keys else None for b in budgets],
+                     [min(b, len(curve)) for b in budgets])
+
+
+def run_kt_once(recorded: RecordedSpace, name: str, seed: int, budgets: list[int]) -> RunResult:
+    """Kernel Tuner's strategy ``kt:NAME``, one run per budget (some of its strategies plan on max_fevals)."""
+    from warpforge.search.kt_baseline import KT_PREFIX, run_kt
+
+    runs = [run_kt(recorded, name[len(KT_PREFIX):], seed, b) for b in budgets]
+    last = runs[budgets.index(max(budgets))]
+    return RunResult([r.fraction for r in runs], last.wall_s, 0, last.revisits, last.failed,
+                     [r.best_key for r in runs], [r.evaluations for r in runs])
+
+
+def collapse(recorded: RecordedSpace, keys: list[tuple[Any, ...] | None]) -> tuple[int, float | None]:
+    """The largest number of repeats that ended on one configuration, and its fraction of the optimum.
+
+    Example:
+        >>> from warpforge.evaluator.kt_cache import RecordedTime
+        >>> s = RecordedSpace("", "", None, {"x": [1, 2]}, {(1,): RecordedTime("ok", 1.0),
+        ...                   (2,): RecordedTime("ok", 2.0)})
+        >>> collapse(s, [(2,), (1,), (2,), None])
+        (2, 0.5)
+    """
+    counts = Counter(k for k in keys if k is not None)
+    if not counts:
+        return 0, None
+    key, n = max(counts.items(), key=lambda kv: (kv[1], -recorded.records[kv[0]].time_ms))  # type: ignore[operator]
+    t = recorded.records[key].time_ms
+    return n, (recorded.optimum / t if t else None)
 
 
 _CACHE: dict[str, tuple[RecordedSpace, SearchSpace]] = {}
@@ -142,6 +184,8 @@ def _load(path: str) -> tuple[RecordedSpace, SearchSpace]:
 def _task(args: tuple[str, str, int, list[int]]) -> RunResult:
     path, sampler, seed, budgets = args
     rec, space = _load(path)
+    if sampler.startswith("kt:"):
+        return run_kt_once(rec, sampler, seed, budgets)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return run_once(rec, space, sampler, seed, budgets)
@@ -153,12 +197,18 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
 
     Repeat ``r`` uses seed ``seed + r`` for every sampler (common random numbers).
     """
-    unknown = [s for s in samplers if s not in SAMPLERS]
+    from warpforge.search.kt_baseline import KT_PREFIX, cache_file, check_strategies
+
+    unknown = [s for s in samplers if s not in SAMPLERS and not s.startswith(KT_PREFIX)]
     if unknown:
         raise UsageError(f"unknown sampler {unknown[0]!r}; choose from {', '.join(sorted(SAMPLERS))}")
+    kt = [s for s in samplers if s.startswith(KT_PREFIX)]
+    check_strategies(kt)
     paths = [str(f) for f in files]
     for p in paths:  # validate (and cache, for forked workers) before starting any work
         _load(p)
+        if kt:
+            cache_file(_load(p)[0])
     tasks = [(p, s, seed + r, budgets) for p in paths for s in samplers for r in range(repeats)]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     if jobs == 1:
@@ -177,11 +227,13 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
             fr = np.array([r.fractions for r in runs])  # (repeats, budgets)
             for j, b in enumerate(budgets):
                 se = float(fr[:, j].std(ddof=1) / math.sqrt(repeats)) if repeats > 1 else 0.0
+                same, same_fraction = collapse(rec, [r.best_keys[j] for r in runs])
                 out.append(BenchRecord(
                     rec.name, s, b, float(fr[:, j].mean()), se, random_expectation(rec, b), repeats,
                     float(np.mean([r.wall_s for r in runs])), float(np.mean([r.infeasible for r in runs])),
                     float(np.mean([r.duplicate for r in runs])), float(np.mean([r.failed for r in runs])),
-                    len(rec), rec.optimum))
+                    len(rec), rec.optimum, same, same_fraction,
+                    float(np.mean([r.evaluations[j] for r in runs]))))
     return out
 
 
@@ -198,19 +250,50 @@ def render_table(records: list[BenchRecord]) -> Any:
         table.add_column(f"{b}", justify="right", no_wrap=True)
     table.add_column("s/run", justify="right")
     table.add_column("wasted", justify="right")
+    table.add_column("evals", justify="right")  # distinct evaluations used at the largest budget
+    table.add_column(f"same end ({budgets[-1]})", justify="right", no_wrap=True)
     by_space: dict[str, dict[str, dict[int, BenchRecord]]] = {}
     for r in records:
         by_space.setdefault(r.space, {}).setdefault(r.sampler, {})[r.budget] = r
     for space, samplers in by_space.items():
         first = next(iter(samplers.values()))
         table.add_row(space, "[dim]random (exact)[/dim]",
-                      *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], "", "")
+                      *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], "", "", "", "")
         for sampler, rows in samplers.items():
             any_rec = next(iter(rows.values()))
             cells = [f"{rows[b].mean:.3f} ± {rows[b].stderr:.3f}" if b in rows else "" for b in budgets]
             wasted = any_rec.wasted_infeasible + any_rec.wasted_duplicate
-            table.add_row("", sampler, *cells, f"{any_rec.wall_s:.2f}", f"{wasted:.1f}")
+            last = rows.get(budgets[-1], any_rec)
+            same = f"{last.collapse}/{last.repeats}"
+            if last.collapse_fraction is not None:
+                same += f" @{last.collapse_fraction:.3f}"
+            table.add_row("", sampler, *cells, f"{any_rec.wall_s:.2f}", f"{wasted:.1f}",
+                          f"{last.evaluations:.1f}", same)
     return table
+
+
+def table_notes(records: list[BenchRecord]) -> list[str]:
+    """What the table's columns mean where Kernel Tuner rows differ (printed under the table)."""
+    from warpforge.search.kt_baseline import KT_PREFIX, STOPS_EARLY
+
+    notes = ["same end: the largest number of repeats whose best configuration at the largest budget was the "
+             "same one, @ its fraction of the optimum (all repeats below 1.000: every run ends in one trap)."]
+    kt = sorted({r.sampler for r in records if r.sampler.startswith(KT_PREFIX)})
+    if kt:
+        notes += [
+            "kt:* rows: Kernel Tuner 1.5, simulation mode on the same records, default options, max_fevals = "
+            "each budget (one run per budget); budget = distinct evaluations, failures cost one, "
+            "configurations outside the file are free (docs/search.md).",
+            "kt:* rows, s/run: the whole tune_kernel call at the largest budget, reading the cache file included; "
+            "wasted: configurations proposed again (free in simulation mode); proposals outside the "
+            "restrictions are not counted.",
+            "kt:* seeding: random and numpy.random seeded per repeat, unseeded scipy LatinHypercube draws "
+            "(bayes_opt, diff_evo) seeded from numpy.random; deterministic for a given seed.",
+        ]
+        early = [s for s in kt if s[len(KT_PREFIX):] in STOPS_EARLY]
+        if early:
+            notes.append(f"{', '.join(early)}: may stop before the budget on their own (evals column).")
+    return notes
 
 
 def _parse_ints(text: str, what: str) -> list[int]:
@@ -231,6 +314,8 @@ def bench_search(
     json_out: bool = typer.Option(False, "--json", help="Print JSON records instead of a table."),
     seed: int = typer.Option(0, help="Seed of the first repeat (repeat r uses seed + r)."),
     jobs: int = typer.Option(0, help="Worker processes (0: one per CPU core)."),
+    baselines: str = typer.Option("", help="'kt': every Kernel Tuner 1.5 strategy beside ours (optional extra "
+                                  "warpforge[kt]); 'kt:genetic_algorithm,kt:bayes_opt': those."),
 ) -> None:
     """Measure how fast each sampler approaches the optimum of recorded tuning spaces."""
     try:
@@ -238,6 +323,10 @@ def bench_search(
         if not names:
             raise UsageError("--samplers is empty")
         budget_list = _parse_ints(budgets, "--budgets")
+        if baselines.strip():
+            from warpforge.search.kt_baseline import expand_baselines
+
+            names += [n for n in expand_baselines(baselines) if n not in names]
         for f in space_files:
             if not Path(f).is_file():
                 raise UsageError(f"{f}: no such file (pass Kernel Tuner cache or T4 files)")
@@ -254,3 +343,5 @@ def bench_search(
         if not console.is_terminal:  # piped: Rich would wrap at 80 columns
             console = Console(width=160)
         console.print(render_table(records))
+        for note in table_notes(records):
+            console.print(note, highlight=False)

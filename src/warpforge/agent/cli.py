@@ -35,12 +35,12 @@ def transcripts(
     from warpforge.db import store
     from warpforge.db.session import Database
 
-    database = Database(db)
+    database = Database(db, create=False)  # a reader: a missing database is an error, never created here
     database.upgrade()
     with database.session() as s:
         if store.get_campaign(s, campaign) is None:
             err.print(f"[red]error:[/red] no campaign {campaign!r} in {database.safe_url}: list them with "
-                      "`warpforge results`", highlight=False)
+                      "`warpforge results`", highlight=False, soft_wrap=True)
             raise typer.Exit(1)
     calls = read_transcripts(database, campaign, task)
     runs = [r for r in read_runs(database, campaign) if task is None or r["task"] == task]
@@ -108,7 +108,7 @@ def proposer_config_for_run(proposer: str, llm_replay: str | None, db: str | Non
     from warpforge.db import store
     from warpforge.db.session import Database
 
-    database = Database(db)
+    database = Database(db, create=False)  # replays a stored campaign: it must exist
     database.upgrade()
     with database.session() as s:
         if store.get_campaign(s, llm_replay) is None:

@@ -77,6 +77,16 @@ class _Server:
 
 
 @pytest.fixture(scope="session")
+def serve() -> Any:
+    """Serve an app on a free loopback port for a ``with`` block: ``with serve(app) as url: ...``.
+
+    A fixture rather than an import: ``from conftest import ...`` picks whichever conftest module pytest
+    imported first under that name (tests/parallel has one too), so it broke when the whole suite ran.
+    """
+    return _Server
+
+
+@pytest.fixture(scope="session")
 def live_url(campaign_db: str) -> Iterator[str]:
     from warpforge.dashboard.app import create_app
 

@@ -132,11 +132,10 @@ def test_every_page_renders(watched: Any, live_url: str, shots: Path) -> None:
     assert page.errors == []  # type: ignore[attr-defined]
 
 
-def test_missing_database_page(watched: Any, tmp_path: Path, shots: Path) -> None:
-    from conftest import _Server
+def test_missing_database_page(watched: Any, tmp_path: Path, shots: Path, serve: Any) -> None:
     from warpforge.dashboard.app import create_app
 
-    with _Server(create_app(f"sqlite:///{tmp_path / 'nothing.db'}")) as url:
+    with serve(create_app(f"sqlite:///{tmp_path / 'nothing.db'}")) as url:
         watched.goto(url + "/leaderboard")
         text = watched.locator("section.problem").inner_text()
         assert "no database at" in text and "warpforge run" in text

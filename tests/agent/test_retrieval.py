@@ -24,12 +24,9 @@ def test_past_winners_other_gpus_and_other_tasks(tmp_path: Path) -> None:
     with db.session() as s:
         for name, task, gpu, accepted, ms in decided:
             c = store.create_campaign(s, name, {})
-            # no_autoflush: save_decision adds its row before filling it, and its evaluation lookup would flush
-            # the half-filled row (NOT NULL backend) -- a store bug reported to seams-db, worked around here.
-            with s.no_autoflush:
-                store.save_decision(s, c, task, backend="cuda", accepted=accepted, note="", timing_source="live",
-                                    timing_gpu=gpu, fingerprint=gpu, variant_hash="h" * 64, variant_name=f"{task}_v",
-                                    params={"BLOCK": 1024}, objective_ms=ms, speedup=1.5)
+            store.save_decision(s, c, task, backend="cuda", accepted=accepted, note="", timing_source="live",
+                                timing_gpu=gpu, fingerprint=gpu, variant_hash="h" * 64, variant_name=f"{task}_v",
+                                params={"BLOCK": 1024}, objective_ms=ms, speedup=1.5)
     lines = past_winners(url, "softmax", "NVIDIA H200")
     assert lines == ['softmax on NVIDIA A100: softmax_v {"BLOCK": 1024} 0.2 ms (1.5x)',
                      'rmsnorm on NVIDIA H200: rmsnorm_v {"BLOCK": 1024} 0.05 ms (1.5x)']

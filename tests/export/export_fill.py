@@ -61,11 +61,9 @@ def decide(url: str, evaluation_id: int, *, low: float | None = None, high: floa
         shapes = [{"shape": m.shape, "shape_key": m.shape_key, "dtype": m.dtype, "p20_ms": m.p20_ms,
                    "p50_ms": m.p50_ms, "p80_ms": m.p80_ms, "ref_p50_ms": m.ref_p50_ms, "speedup": m.speedup,
                    "roofline_pct": m.roofline_pct} for m in ev.measurements]
-        # no_autoflush: main's save_decision adds the row before filling it (fixed on seams-db, not yet merged)
-        with s.no_autoflush:
-            store.save_decision(s, ev.campaign, ev.task, backend=ev.backend, accepted=accepted, note=note,
-                                timing_source=ev.timing_source, timing_gpu=ev.timing_gpu, fingerprint=ev.fingerprint,
-                                variant_hash=ev.variant_hash, variant_name=ev.variant.name, params=dict(ev.params),
-                                objective_ms=ev.objective_ms, speedup=ev.speedup,
-                                speedup_low=low if low is not None else ev.speedup,
-                                speedup_high=high if high is not None else ev.speedup, shapes=shapes)
+        store.save_decision(s, ev.campaign, ev.task, backend=ev.backend, accepted=accepted, note=note,
+                            timing_source=ev.timing_source, timing_gpu=ev.timing_gpu, fingerprint=ev.fingerprint,
+                            variant_hash=ev.variant_hash, variant_name=ev.variant.name, params=dict(ev.params),
+                            objective_ms=ev.objective_ms, speedup=ev.speedup,
+                            speedup_low=low if low is not None else ev.speedup,
+                            speedup_high=high if high is not None else ev.speedup, shapes=shapes)

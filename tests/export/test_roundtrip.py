@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from export_fill import decide
 
 from warpforge.db.queries import Reader
 from warpforge.evaluator.kt_cache import write_cache
@@ -89,12 +88,8 @@ def exported() -> Iterator[dict[str, Any]]:
     t = replay.tasks[0]
     assert t.best_variant == "flat" and t.best_params, t
     reader = Reader(url)
-    if not any(d.accepted for d in reader.decisions(campaign="replayed")):
-        # This campaign engine does not store its decision yet (seams-db's wf_decisions writer is not merged):
-        # store the one its summary reports, accepted best and interval, as that writer will.
-        win = next(r.id for r in reader.evaluations(campaign="replayed", verdict="ok", limit=500).items
-                   if r.variant_name == t.best_variant and dict(r.params) == t.best_params)
-        decide(url, win, low=t.best_speedup_low, high=t.best_speedup_high)
+    # The campaign stores its own decision (search/decision.py); export must find it accepted.
+    assert any(d.accepted for d in reader.decisions(campaign="replayed"))
     plans = [plan_task(reader, get_task("rmsnorm"), allow_untimed=True), plan_task(reader, get_task("swiglu"))]
     dest = tmp / "pkg"
     write_tree(dest, render_package(plans, NS, patch=True))

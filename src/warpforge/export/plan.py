@@ -37,7 +37,7 @@ class ExportRefused(RuntimeError):
 
 
 class ReaderLike(Protocol):
-    """The part of ``warpforge.db.queries.Reader`` (CONTRACTS section 3) that export reads."""
+    """The part of ``warpforge.db.queries.Reader`` (docs/seams.md, "Read layer") that export reads."""
 
     def decisions(self, *, campaign: str | None = None, task: str | None = None,
                   gpu: str | None = None) -> tuple[Any, ...]: ...

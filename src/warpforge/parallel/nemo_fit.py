@@ -20,10 +20,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from warpforge.parallel.calibration import FIT_BOUNDS, Calibration
+from warpforge.parallel.calibration import Calibration
 from warpforge.parallel.nemo import NemoCase
 from warpforge.parallel.simulator import predict
-from warpforge.parallel.validation import mape, spearman
+from warpforge.parallel.validation import fit_calibration, mape, spearman
 
 # BF16 and FP8 GEMM asymptotes, the grouped-GEMM factor of MoE experts, fused attention, the InfiniBand
 # efficiency (EP all-to-all and DP traffic across nodes) and the share of EP all-to-all hidden behind
@@ -38,24 +38,10 @@ def step_time(case: NemoCase, cal: Calibration) -> float:
 
 def fit(cases: Sequence[NemoCase], start: Calibration, params: Sequence[str] = H100_FIT_PARAMS,
         source: str = "") -> Calibration:
-    """Least squares on log(pred / measured) over ``cases`` only, within ``FIT_BOUNDS``."""
-    import numpy as np
-    from scipy.optimize import least_squares
-
-    names = list(params)
-    lo = np.array([FIT_BOUNDS[n][0] for n in names])
-    hi = np.array([FIT_BOUNDS[n][1] for n in names])
-    x0 = np.clip(np.array([getattr(start, n) for n in names], dtype=float), lo, hi)
-    meas = np.array([c.measured_s for c in cases])
-
-    def resid(x: np.ndarray) -> np.ndarray:
-        cal = start.with_params(**dict(zip(names, map(float, x))))
-        return np.log(np.array([step_time(c, cal) for c in cases]) / meas)
-
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1e-3), diff_step=1e-3,
-                        loss="soft_l1", f_scale=0.2)
-    fitted = {n: round(float(v), 4) for n, v in zip(names, sol.x)}
-    return start.with_params(**fitted).model_copy(update={"source": source or f"fit: {len(cases)} rows"})
+    """Least squares on log(pred / measured) over ``cases`` only, within ``FIT_BOUNDS`` (robust soft-l1 loss:
+    a few inconsistent published rows must not pull the whole fit)."""
+    return fit_calibration(cases, start, step_time, params, source=source or f"fit: {len(cases)} rows",
+                           loss="soft_l1", f_scale=0.2)
 
 
 def group_of(case: NemoCase, by: str) -> str:

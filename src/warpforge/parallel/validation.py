@@ -33,6 +33,7 @@ import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from warpforge.parallel.calibration import FIT_BOUNDS, Calibration
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_cluster
@@ -190,10 +191,14 @@ def spearman(pred: Sequence[float], meas: Sequence[float]) -> float:
 
 
 def fit_calibration(
-    cases: Sequence[Case], start: Calibration, predict_fn: Callable[[Case, Calibration], float],
-    params: Sequence[str] = FIT_PARAMS,
+    cases: Sequence[Any], start: Calibration, predict_fn: Callable[[Any, Calibration], float],
+    params: Sequence[str] = FIT_PARAMS, *, source: str | None = None, **least_squares_options: Any,
 ) -> Calibration:
-    """Least squares on log(pred/measured) over ``cases`` (the training split only), within FIT_BOUNDS."""
+    """Least squares on log(pred/measured) over ``cases`` (the training split only), within FIT_BOUNDS.
+
+    ``cases`` need a ``measured_s``; ``least_squares_options`` go to scipy's ``least_squares`` (the NeMo fit
+    uses a robust ``soft_l1`` loss); ``source`` records what the calibration was fitted on.
+    """
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -207,8 +212,9 @@ def fit_calibration(
         cal = start.with_params(**dict(zip(names, map(float, x))))
         return np.log(np.array([predict_fn(c, cal) for c in cases]) / meas)
 
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1e-3), diff_step=1e-3)
+    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1e-3), diff_step=1e-3,
+                        **least_squares_options)
     fitted = {n: round(float(v), 4) for n, v in zip(names, sol.x)}
-    return start.with_params(**fitted).model_copy(
-        update={"source": f"fit: vTrain rows with index % {TRAIN_EVERY} == 0 ({len(cases)} runs)"}
-    )
+    if source is None:
+        source = f"fit: vTrain rows with index % {TRAIN_EVERY} == 0 ({len(cases)} runs)"
+    return start.with_params(**fitted).model_copy(update={"source": source})

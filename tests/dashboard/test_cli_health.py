@@ -32,9 +32,9 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])  # closed again when the block ends: nothing listens there
 
 
-def test_missing_database_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def test_missing_database_is_one_line_and_exit_2(tmp_path: Path) -> None:
     proc = _run("--db", f"sqlite:///{tmp_path / 'absent.db'}", "--check")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a reader's URL that names no database: a usage error (README "Exit codes")
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: no database at")
     assert "Traceback" not in proc.stderr
 

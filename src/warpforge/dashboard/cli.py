@@ -41,7 +41,7 @@ def dashboard(
                                      "problem": status.problem, **urls}) + "\n")
     if not status.ok:
         sys.stderr.write(f"error: {status.problem}\n")
-        raise typer.Exit(1)
+        raise typer.Exit(2 if status.usage else 1)  # README "Exit codes": a URL that names no database is usage
     if check:
         if not json_out:
             sys.stdout.write(f"{status.safe_url} is readable (schema {status.revision})\n")

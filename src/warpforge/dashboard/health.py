@@ -30,6 +30,7 @@ class DbStatus:
     revision: str | None = None
     head: str | None = None
     problem: str = ""  # one line: what is wrong and what to do
+    usage: bool = False  # the URL names no database (missing file, bad URL): exit 2 by the README's rule
 
 
 def safe_url(url: str) -> str:
@@ -83,13 +84,15 @@ def check_database(url: str) -> DbStatus:
     shown = safe_url(url)
     path = sqlite_path(url)
     if path is not None and not path.is_file():
-        return DbStatus(False, shown, problem=f"no database at {path}: run a campaign first (warpforge run TASK "
-                        f"--db {shown}) or pass the right --db URL")
+        return DbStatus(False, shown, usage=True,
+                        problem=f"no database at {path}: run a campaign first (warpforge run TASK --db {shown}) or "
+                                "pass the right --db URL")
     head = head_revision()
     try:
         engine = create_engine(readonly_url(url))
     except (SQLAlchemyError, ImportError, ValueError) as exc:
-        return DbStatus(False, shown, head=head, problem=f"bad database URL {shown}: {exc}; e.g. sqlite:///wf.db")
+        return DbStatus(False, shown, head=head, usage=True,
+                        problem=f"bad database URL {shown}: {exc}; e.g. sqlite:///wf.db")
     try:
         with engine.connect() as conn:
             from warpforge.db.session import VERSION_TABLE

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
+
+from warpforge.db.session import mask_url, sqlite_file
 
 log = logging.getLogger("warpforge.dashboard")
 
@@ -33,25 +34,9 @@ class DbStatus:
     usage: bool = False  # the URL names no database (missing file, bad URL): exit 2 by the README's rule
 
 
-def safe_url(url: str) -> str:
-    """The URL with any password hidden (secrets never reach a page or a log)."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparseable URL is reported as such
-        return "<unparseable URL>"
-
-
-def sqlite_path(url: str) -> Path | None:
-    if url.startswith("sqlite:///") and ":memory:" not in url and "file:" not in url:
-        return Path(url.removeprefix("sqlite:///").split("?", 1)[0])
-    return None
-
-
 def readonly_url(url: str) -> str:
     """A URL whose connections cannot write (the database engine itself refuses)."""
-    path = sqlite_path(url)
+    path = sqlite_file(url)
     if path is not None:
         # SQLite URI filenames: the OS-level read-only open; a write raises "attempt to write a readonly database".
         return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
@@ -81,8 +66,8 @@ def check_database(url: str) -> DbStatus:
     from sqlalchemy import create_engine, inspect, text
     from sqlalchemy.exc import SQLAlchemyError
 
-    shown = safe_url(url)
-    path = sqlite_path(url)
+    shown = mask_url(url)
+    path = sqlite_file(url)
     if path is not None and not path.is_file():
         return DbStatus(False, shown, usage=True,
                         problem=f"no database at {path}: run a campaign first (warpforge run TASK --db {shown}) or "

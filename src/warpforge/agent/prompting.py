@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -203,15 +203,23 @@ def build_prompt(task: Task, history: Any, parent: Any, *, budget_tokens: int = 
                   winners_section(winners)):
         if extra is not None:
             sections.append(extra)
-    cut: list[str] = []
-    while True:  # render, measure, drop the lowest-priority section while over budget (the task is never cut)
-        user = render("propose.j2", sections=sections, parent=parent, task_name=task.name)
+    return fit_prompt(system, sections, lambda kept: render("propose.j2", sections=kept, parent=parent,
+                                                             task_name=task.name), budget_tokens)
+
+
+def fit_prompt(system: str, sections: Sequence[Section], render_user: Callable[[list[Section]], str],
+               budget_tokens: int) -> Prompt:
+    """Render the user message from ``sections``, dropping the lowest-priority one while the estimate is over
+    ``budget_tokens`` (priority 100 is never cut); the dropped titles are ``Prompt.cut``."""
+    kept, cut = list(sections), []
+    while True:
+        user = render_user(kept)
         tokens = (len(system) + len(user)) // CHARS_PER_TOKEN
-        optional = [s for s in sections if s.priority < 100]
+        optional = [s for s in kept if s.priority < 100]
         if tokens <= budget_tokens or not optional:
             break
         lowest = min(optional, key=lambda s: s.priority)
-        sections.remove(lowest)
+        kept.remove(lowest)
         cut.append(lowest.title)
     return Prompt(({"role": "system", "content": system}, {"role": "user", "content": user}), tuple(cut), tokens)
 

@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,19 +77,27 @@ def search_section(v: SearchView) -> Section:
         f"Structurally valid values: {axes}. The search simulated {v.evaluated} plans; {v.feasible} fit."), 100)
 
 
-def _ms(x: float) -> str:
-    return f"{x * 1e3:.4g}"
+def _secs(x: float) -> str:
+    return f"{x:.4g} s" if x >= 0.1 else f"{x * 1e3:.3g} ms"
+
+
+def plan_fields(plan: Any) -> str:
+    """The plan as the answer format writes it: the fields that differ from the defaults (JSON)."""
+    fields = plan.model_dump(exclude_defaults=True, exclude={"global_batch", "precision"})
+    if fields.get("expert_tp") == plan.tp:
+        fields.pop("expert_tp")  # the default spelled out
+    return json.dumps(fields)
 
 
 def plan_breakdown(p: Prediction, rank: int, why: str = "") -> str:
     """One plan as the model sees it: settings, headline, where the time and the memory go."""
     t = p.time.model_dump()
-    parts = [f"{LABELS[k]} {_ms(t[k])}" for k in LABELS if t.get(k, 0.0) > 0]
+    parts = [f"{LABELS[k]} {_secs(t[k])}" for k in LABELS if t.get(k, 0.0) > 0]
     mem = p.memory
-    lines = [f"#{rank} `{p.plan.short()}` {p.plan.model_dump(exclude_defaults=True, exclude={'global_batch'})}",
+    lines = [f"#{rank} `{p.plan.short()}` {plan_fields(p.plan)}",
              f"  step {p.step_time_s:.4g} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
              f"{p.num_microbatches} micro-batches, bubble {p.bubble_fraction:.1%} of the step",
-             "  time per step (ms): " + ", ".join(parts),
+             "  time per step: " + ", ".join(parts),
              f"  memory per GPU (GiB, pipeline rank {mem.stage}): weights {mem.weights:.1f}, grads {mem.grads:.1f}, "
              f"optimizer {mem.optimizer:.1f}, activations {mem.activations:.1f}, logits {mem.logits:.1f}, "
              f"overhead {mem.overhead:.1f}; peak {p.peak_mem_gb:.1f} of {p.hbm_gb:g}"]

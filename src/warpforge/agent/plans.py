@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -186,8 +187,9 @@ class PlanAgent:
                 return f"tp x pp x cp = {per} does not divide the {g} GPUs"
             fields["dp"] = g // per
         plan = PlanConfig.model_validate(fields)
-        if plan.expert_tp == plan.tp:
-            plan = plan.model_copy(update={"expert_tp": None})  # the default spelled out is the same plan
+        if plan.expert_tp is None:
+            # The search spells expert TP out (= TP by default): the same plan must have the same key.
+            plan = plan.model_copy(update={"expert_tp": plan.tp})
         if plan.gpus != g:
             return f"tp x pp x dp x cp = {plan.gpus} GPUs; every plan here uses all {g}"
         why_not = self.framework.why_not(plan)
@@ -324,15 +326,26 @@ class PlanAgent:
 
         mine = [p for r, p in self.proposals if r.outcome == "ranked" and p is not None]
         pool = {p.plan.key(): p for p in [*baseline.feasible_predictions, *mine]}
-        best = sorted(pool.values(), key=lambda p: (-p.tokens_per_s, p.peak_mem_gb))[:self.settings.show_best]
+        ranked = sorted(pool.values(), key=lambda p: (-p.tokens_per_s, p.peak_mem_gb))
         llm = {p.plan.key() for p in mine}
-        return [(i + 1, p, ("proposed by you; " if p.plan.key() in llm else "") + time_split(p, 3))
-                for i, p in enumerate(best)]
+        # The best plan of each layout (TP, CP, PP, EP, DP): five plans that differ only in ZeRO stage would
+        # show the model one layout five times.
+        out: list[tuple[int, Prediction, str]] = []
+        layouts: set[tuple[int, ...]] = set()
+        for i, p in enumerate(ranked):
+            layout = (p.plan.tp, p.plan.cp, p.plan.pp, p.plan.ep, p.plan.dp)
+            if layout in layouts:
+                continue
+            layouts.add(layout)
+            out.append((i + 1, p, ("proposed by you; " if p.plan.key() in llm else "") + time_split(p, 3)))
+            if len(out) == self.settings.show_best:
+                break
+        return out
 
     def _earlier(self) -> list[EarlierProposal]:
         out = []
         for rec, p in self.proposals:
-            label = p.plan.short() if p is not None else str(dict(rec.plan))
+            label = p.plan.short() if p is not None else json.dumps(dict(rec.plan))
             msg = rec.message or (f"{p.tokens_per_s:,.0f} tokens/s, {p.peak_mem_gb:.1f} GiB" if p else "")
             out.append(EarlierProposal(label, rec.outcome, msg))
         return out

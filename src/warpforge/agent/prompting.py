@@ -70,6 +70,29 @@ def example_variant() -> str:
     return (PROMPTS / "example_variant.txt").read_text().strip()
 
 
+@lru_cache(maxsize=1)
+def strict_rules() -> dict[str, str]:
+    """The evaluator's strict static rules, worded for the system prompt from the evaluator's own allowlists
+    (evaluator/static.py, static_strict.py: read, never copied), so a candidate is never rejected for a rule it
+    was not told."""
+    from warpforge.evaluator import static_strict as st
+    from warpforge.evaluator.static import ALLOWED_TORCH
+
+    def names(items: Any, fmt: str = "`{}`") -> str:
+        return ", ".join(fmt.format(x) for x in sorted(items))
+
+    nodes = {"Import": "import", "ImportFrom": "from-import", "Global": "global", "Nonlocal": "nonlocal",
+             "Lambda": "lambda", "Try": "try", "With": "with", "ClassDef": "class", "AsyncFunctionDef": "async def",
+             "Await": "await", "Yield": "yield", "YieldFrom": "yield from"}
+    return {"imports": names(m for m in st.ALLOWED_IMPORTS if m != "__future__") + " (and `__future__`)",
+            "triton": names(st.ALLOWED_TRITON), "torch": names(ALLOWED_TORCH),
+            "names": names(st.FORBIDDEN_NAMES), "calls": names(st.DYNAMIC_CALLS, "`{}()`"),
+            "host_reads": names((h for h in st.HOST_READS if not h.startswith("_")), "`.{}()`"),
+            "jit_builtins": names(b for b in st.JIT_BUILTINS if b not in ("True", "False", "None")),
+            "jit_attrs": names(st.JIT_BANNED_ATTRS, "`.{}`"),
+            "jit_nodes": ", ".join(nodes.get(n.__name__, n.__name__) for n in st.JIT_BANNED_NODES)}
+
+
 def render(name: str, **context: Any) -> str:
     return _env().get_template(name).render(**context).strip()
 
@@ -195,7 +218,8 @@ def build_prompt(task: Task, history: Any, parent: Any, *, budget_tokens: int = 
                  winners: Sequence[str] = (), structured: bool = False) -> Prompt:
     """System + user messages for one proposal; sections over ``budget_tokens`` are cut, lowest priority first.
     ``structured``: the model answers a JSON object {rationale, source} (its structured-output setting)."""
-    system = render("system.j2", task_name=task.name, example=example_variant(), structured=structured)
+    system = render("system.j2", task_name=task.name, example=example_variant(), structured=structured,
+                    rules=strict_rules())
     sections: list[Section] = [task_section(task), gpu_section(getattr(history, "gpu", None), target)]
     if parent is not None:
         sections += parent_sections(parent, task, getattr(history, "gpu", None))

@@ -227,3 +227,36 @@ def test_replay_with_the_server_stopped_reaches_the_same_plans(monkeypatch: pyte
     calls = read_transcripts(Database(db), "again")
     assert [c.call_key for c in calls] == [c.call_key for c in read_transcripts(Database(db), "orig")]
     assert all(c.replayed for c in calls)
+
+
+def test_calls_in_flight_together_and_duplicates_settle_in_slot_order(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]) -> None:
+    monkeypatch.setenv("WF_TEST_KEY", KEY)
+    server = scripted([], default=answer(GOOD, delay_s=0.5))  # both slots answer the same plan
+    res = run_agent(server, f"sqlite:///{tmp_path / 'wf.db'}", in_flight=2, max_calls=2)
+    assert server.max_concurrent == 2  # asked concurrently, not one after the other
+    # Whichever answer arrived first, slot 0's plan is the one ranked and slot 1's the duplicate.
+    assert [(p.call_key, p.outcome) for p in res.proposals] == [("r1.s0.a0", "ranked"), ("r1.s1.a0", "duplicate")]
+
+
+def test_failed_calls_are_recorded_and_stop_it_after_three_in_a_row(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]) -> None:
+    monkeypatch.setenv("WF_TEST_KEY", KEY)
+    server = scripted([], default=Reply(status=503))
+    db_url = f"sqlite:///{tmp_path / 'wf.db'}"
+    res = run_agent(server, db_url, max_calls=10)
+    assert res.stop_reason == "call_failures" and res.outcomes == {"call_failed": 3}
+    assert len(server.requests) == 3  # max_retries 0: one request per call
+    calls = read_transcripts(Database(db_url), "p")
+    assert [c.outcome for c in calls] == ["call_failed"] * 3 and "HTTP 503" in calls[0].message
+    assert res.proposals == [] and len(res.search.plans) >= 1
+    # Replayed (no server): the same failures, the same stop.
+    server.stop()
+    from warpforge.agent.plans import ReplayClient
+
+    llm = LLMConfig(models=(ModelConfig(name="scripted", model="planner"),))
+    agent = PlanAgent(load_model(MODEL), load_cluster(CLUSTER), SearchOptions(), PlanAgentSettings(max_calls=10),
+                      llm=llm, db_url=db_url, campaign="p-replay", client=ReplayClient(calls, llm), replay_of="p")
+    again = asyncio.run(agent.run())
+    assert (again.stop_reason, again.outcomes) == ("call_failures", {"call_failed": 3})
+    assert [c.message for c in read_transcripts(Database(db_url), "p-replay")] == [c.message for c in calls]

@@ -260,3 +260,18 @@ def test_failed_calls_are_recorded_and_stop_it_after_three_in_a_row(
     again = asyncio.run(agent.run())
     assert (again.stop_reason, again.outcomes) == ("call_failures", {"call_failed": 3})
     assert [c.message for c in read_transcripts(Database(db_url), "p-replay")] == [c.message for c in calls]
+
+
+def test_transcripts_show_the_proposed_plans_and_never_read_markup_in_them(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]) -> None:
+    monkeypatch.setenv("WF_TEST_KEY", KEY)
+    body = {"plans": [{"plan": GOOD, "rationale": "[red]TP8[/] [/]"}]}
+    server = scripted([Reply(content=f"```json\n{json.dumps(body)}\n```")])
+    db = f"sqlite:///{tmp_path / 'wf.db'}"
+    run_agent(server, db, max_calls=1)
+    out = CliRunner().invoke(app, ["agent", "transcripts", "p", "--db", db], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "[red]TP8[/] [/]" in out.output and "plans proposed in p" in out.output
+    doc = json.loads(CliRunner().invoke(app, ["agent", "transcripts", "p", "--db", db, "--json"]).output)
+    (plan,) = doc["plans"]
+    assert (plan["outcome"], plan["rationale"], plan["call_key"]) == ("ranked", "[red]TP8[/] [/]", "r1.s0.a0")

@@ -113,20 +113,28 @@ def agent_json(r: PlanAgentResult) -> dict[str, Any]:
 
 def print_agent(r: PlanAgentResult, where: str) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     from warpforge.parallel.render import print_search
 
     print_search(r.search, None, where, r.stored_plans)
     console = Console()
-    t = Table(title=f"plans proposed by the LLM (campaign {r.campaign})")
+    console.print(proposals_table(r.proposals, f"plans proposed by the LLM (campaign {r.campaign})"))
+    console.print(r.note, highlight=False, markup=False)
+
+
+def proposals_table(proposals: Any, title: str) -> Any:
+    """A Rich table of proposed plans; the model's text is escaped (a rationale is untrusted text, and Rich
+    would read ``[bold]`` or ``[/]`` in it as markup)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=escape(title))
     for col in ("call", "plan", "outcome", "rank", "tokens/s", "GiB", "rationale / why not"):
         t.add_column(col)
-    for p in r.proposals:
+    for p in proposals:
         label = ", ".join(f"{k}={v}" for k, v in p.plan.items()) or "(defaults)"
-        t.add_row(f"{p.call_id} {p.call_key}", label, p.outcome, str(p.rank or "-"),
+        t.add_row(f"{p.call_id} {p.call_key}", escape(label), p.outcome, str(p.rank or "-"),
                   f"{p.tokens_per_s:,.0f}" if p.tokens_per_s else "-",
                   f"{p.peak_mem_gb:.1f}" if p.peak_mem_gb else "-",
-                  p.message if p.outcome != "ranked" else p.rationale)
-    console.print(t)
-    console.print(r.note, highlight=False)
+                  escape(p.message if p.outcome != "ranked" else p.rationale))
+    return t

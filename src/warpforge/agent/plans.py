@@ -42,21 +42,16 @@ from warpforge.agent.budget import Budgets, Usage, spent
 from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
 from warpforge.agent.config import LLMConfig, ModelConfig
 from warpforge.agent.parse import REASKABLE
-from warpforge.agent.plan_parse import PLAN_SCHEMA, ParsedPlans, ProposedPlan, parse_plan_answer
-from warpforge.agent.plan_prompting import (
-    EarlierProposal,
-    SearchView,
-    build_plan_prompt,
-    does_not_fit_message,
-    plan_reask_message,
-)
+from warpforge.agent.plan_judge import PlanJudge
+from warpforge.agent.plan_parse import PLAN_SCHEMA, ParsedPlans, parse_plan_answer
+from warpforge.agent.plan_prompting import EarlierProposal, SearchView, build_plan_prompt, plan_reask_message
 from warpforge.agent.plan_store import AgentPlanRecord
 from warpforge.agent.replay import ReplayClient, ReplayExhausted
 from warpforge.agent.transcripts import CallRecord
 
 __all__ = ["PlanAgent", "PlanAgentResult", "PlanAgentSettings", "ReplayClient", "SearchOptions", "plan_task"]
 from warpforge.parallel.prediction import Prediction
-from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
+from warpforge.parallel.specs import ClusterSpec, ModelSpec
 
 log = logging.getLogger("warpforge.agent")
 
@@ -129,15 +124,6 @@ class _Attempt:
     parsed: ParsedPlans | None
 
 
-@dataclass
-class _Judged:
-    raw: ProposedPlan
-    plan: PlanConfig | None
-    outcome: str
-    message: str
-    prediction: Prediction | None = None
-
-
 def plan_task(model: ModelSpec, cluster: ClusterSpec) -> str:
     """The ``task`` of the agent's calls and totals: ``plan:<model>@<cluster>x<nodes>``."""
     return f"plan:{model.name}@{cluster.name}x{cluster.nodes}"[:200]
@@ -149,68 +135,22 @@ class PlanAgent:
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, options: SearchOptions, settings: PlanAgentSettings,
                  *, llm: LLMConfig, db_url: str | None, campaign: str, client: ChatClient | None = None,
                  replay_of: str | None = None) -> None:
-        from warpforge.parallel.calibration import calibration_for
-        from warpforge.parallel.frameworks import FRAMEWORKS
-
         self.model, self.cluster, self.options, self.settings, self.llm = model, cluster, options, settings, llm
         self.db_url, self.campaign, self.replay_of = db_url, campaign, replay_of
         self.client = client
         self.task = plan_task(model, cluster)
-        self.calib = calibration_for(cluster)
-        self.framework = FRAMEWORKS.get(options.framework, FRAMEWORKS["any"])
-        self.gb = options.global_batch or model.default_global_batch()
-        self.usable = cluster.hbm_gb * (1.0 - options.memory_margin)
+        self.judge = PlanJudge(model, cluster, options.global_batch or model.default_global_batch(),
+                               options.precision, options.framework, options.memory_margin)
+        self.gb, self.usable = self.judge.gb, self.judge.usable
         self.calls = self.prompt_tokens = self.completion_tokens = self.rounds = self.failures_in_row = 0
         self.cost_usd = 0.0
         self.started: float | None = None
         self.stop_reason: str | None = None
         self.outcomes: dict[str, int] = {}
-        self.seen: set[str] = set()
         self.proposals: list[tuple[AgentPlanRecord, Prediction | None]] = []
         self._db: Any = None
         self._campaign_id = 0
         self.exhausted = False  # replay: the stored campaign has no more answers
-
-    # --- judging plans (pure: the same answer always gets the same verdict) ----------------------------
-    def build(self, raw: dict[str, Any]) -> PlanConfig | str:
-        """The plan the model meant, with the search's batch and precision and DP filling the cluster; or why
-        it cannot be one (a one-line message)."""
-        g = self.cluster.total_gpus
-        if raw.get("global_batch", self.gb) != self.gb:
-            return f"global_batch is fixed at {self.gb}; leave it out"
-        if raw.get("precision", self.options.precision) != self.options.precision:
-            return f"precision is fixed at {self.options.precision}; leave it out"
-        fields = {**raw, "global_batch": self.gb, "precision": self.options.precision}
-        if "dp" not in raw:
-            per = int(raw.get("tp", 1)) * int(raw.get("pp", 1)) * int(raw.get("cp", 1))
-            if g % per:
-                return f"tp x pp x cp = {per} does not divide the {g} GPUs"
-            fields["dp"] = g // per
-        plan = PlanConfig.model_validate(fields)
-        if plan.expert_tp is None:
-            # The search spells expert TP out (= TP by default): the same plan must have the same key.
-            plan = plan.model_copy(update={"expert_tp": plan.tp})
-        if plan.gpus != g:
-            return f"tp x pp x dp x cp = {plan.gpus} GPUs; every plan here uses all {g}"
-        why_not = self.framework.why_not(plan)
-        return why_not + "; propose a plan it runs" if why_not else plan
-
-    def judge(self, raw: ProposedPlan) -> _Judged:
-        from warpforge.parallel.errors import InvalidPlanError
-        from warpforge.parallel.simulator import predict
-
-        plan = self.build(raw.plan)
-        if isinstance(plan, str):
-            return _Judged(raw, None, "invalid", plan)
-        if plan.key() in self.seen:
-            return _Judged(raw, plan, "duplicate", "proposed before in this run")
-        try:
-            pred = predict(self.model, self.cluster, plan, self.calib)
-        except InvalidPlanError as exc:
-            return _Judged(raw, plan, "invalid", str(exc))
-        if pred.peak_mem_gb > self.usable:
-            return _Judged(raw, plan, "does_not_fit", does_not_fit_message(pred, self.usable), pred)
-        return _Judged(raw, plan, "ranked", "", pred)
 
     # --- budgets and storage -----------------------------------------------------------------------------
     def _spent(self, in_round: bool = False) -> str | None:
@@ -319,7 +259,7 @@ class PlanAgent:
                 rec = replace(rec, id=store_agent_plan(self._database(), self._campaign_id, rec))
                 self.proposals.append((rec, p))
                 if j.plan is not None and j.outcome != "duplicate":
-                    self.seen.add(j.plan.key())
+                    self.judge.seen.add(j.plan.key())
 
     def _evidence(self, baseline: Any) -> list[tuple[int, Prediction, str]]:
         from warpforge.parallel.explain import time_split
@@ -362,7 +302,11 @@ class PlanAgent:
             "model_spec": self.model.model_dump(mode="json"), "cluster_spec": self.cluster.model_dump(mode="json"),
             "search": self.options.model_dump(mode="json")})
         opts = self.options.model_dump()
-        baseline = search_plans(self.model, self.cluster, **opts)
+        try:
+            baseline = search_plans(self.model, self.cluster, **opts)
+        except Exception:
+            finish_campaign(db, self._campaign_id, "failed")  # e.g. no plan fits: the CLI says what to change
+            raise
         view = SearchView(self.model, self.cluster, self.gb, self.options.precision, self.usable,
                           space_axes(self.model, self.cluster), baseline.evaluated, baseline.feasible)
         if self.client is None:

@@ -7,6 +7,7 @@ Example::
 
     $ warpforge plan predict --model llama3-70b --cluster dgx-h100 --tp 8 --pp 4 --dp 2 --json
     $ warpforge plan search --model llama3-70b --cluster dgx-h100 --nodes 8 --json
+    $ warpforge plan search --model llama3-70b --cluster dgx-h100 --nodes 8 --proposer llm   # docs/agent.md
     $ warpforge plan export --model llama3-70b --cluster dgx-h100 --tp 8 --pp 4 --dp 2 --format megatron
 """
 

@@ -31,14 +31,19 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
+from warpforge.db import agent_reads
 from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, VariantRecord
 from warpforge.db.models import Decision as DecisionRecord
 from warpforge.db.paging import SORTS, page_ids, parse_sort
 from warpforge.db.rows import (
+    AgentRunRow,
     CampaignRow,
     Decision,
     EvaluationDetail,
     EvaluationRow,
+    LLMCallRow,
+    LLMTranscript,
+    LLMUsage,
     Page,
     PlanRow,
     ShapeRow,
@@ -48,8 +53,9 @@ from warpforge.db.rows import (
 )
 from warpforge.db.session import MIGRATIONS_DIR, Database, DatabaseError
 
-__all__ = ["MAX_LIMIT", "SORTS", "Reader", "CampaignRow", "Decision", "EvaluationDetail", "EvaluationRow", "Page",
-           "PlanRow", "ShapeRow", "TopKEntry", "VariantRow", "Winner"]
+__all__ = ["MAX_LIMIT", "SORTS", "Reader", "AgentRunRow", "CampaignRow", "Decision", "EvaluationDetail",
+           "EvaluationRow", "LLMCallRow", "LLMTranscript", "LLMUsage", "Page", "PlanRow", "ShapeRow", "TopKEntry",
+           "VariantRow", "Winner"]
 
 MAX_LIMIT = 1000  # rows in one page: bounds what one call can cost, whatever a client asks for
 
@@ -301,6 +307,39 @@ class Reader:
             if held is None or (held.ms is not None and ms < held.ms):  # newest first: a tie keeps the newer
                 best[key] = Winner(d.task, d.gpu, d.fingerprint, shape, d, ms, speedup)
         return tuple(sorted(best.values(), key=lambda w: (w.task, w.gpu or "")))
+
+    # --- the agent's LLM calls (db/agent_reads.py) ----------------------------------------------------
+    def llm_calls(self, *, campaign: str | None = None, task: str | None = None, model: str | None = None,
+                  outcome: str | None = None, variant_hash: str | None = None, offset: int = 0,
+                  limit: int = 50) -> Page[LLMCallRow]:
+        """A page of stored LLM calls, newest first, without their text (``llm_call(id)`` has it)."""
+        offset, limit = _page(offset, limit)
+        with self._session() as s:
+            return agent_reads.llm_calls(s, campaign=campaign, task=task, model=model, outcome=outcome,
+                                         variant_hash=variant_hash, offset=offset, limit=limit)
+
+    def llm_call(self, id: int) -> LLMTranscript | None:
+        """One LLM call with its messages, answer and reasoning (stored redacted: never a key)."""
+        with self._session() as s:
+            return agent_reads.llm_call(s, id)
+
+    def llm_call_for_variant(self, source_hash: str) -> LLMTranscript | None:
+        """The LLM call whose answer became this variant, or None (a template or user variant)."""
+        with self._session() as s:
+            return agent_reads.llm_call_for_variant(s, source_hash)
+
+    def llm_usage(self, *, campaign: str | None = None, by: str = "campaign x model") -> tuple[LLMUsage, ...]:
+        """Calls, tokens, cost and outcome mix per ``by``: "campaign x model" (default), "campaign", "model"
+        or "all" (one row, zeros when no call is stored)."""
+        with self._session() as s:
+            rows = agent_reads.llm_usage(s, campaign=campaign)
+        return rows if by == "campaign x model" else agent_reads.rollup(rows, by)
+
+    def agent_runs(self, *, campaign: str | None = None, offset: int = 0, limit: int = 50) -> Page[AgentRunRow]:
+        """The agent's totals per (campaign, task) and what stopped it, most recently updated first."""
+        offset, limit = _page(offset, limit)
+        with self._session() as s:
+            return agent_reads.agent_runs(s, campaign=campaign, offset=offset, limit=limit)
 
     # --- plans -------------------------------------------------------------------------------------
     def plans(self, *, model: str | None = None, cluster: str | None = None, campaign: str | None = None,

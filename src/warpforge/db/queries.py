@@ -32,6 +32,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
 from warpforge.db import agent_reads
+from warpforge.db.counts import CountCache
 from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, VariantRecord
 from warpforge.db.models import Decision as DecisionRecord
 from warpforge.db.paging import SORTS, page_ids, parse_sort
@@ -114,6 +115,7 @@ class Reader:
     def __init__(self, url: str | None = None, *, database: Database | None = None) -> None:
         self.db = database if database is not None else Database(url, create=False)
         self._checked = False
+        self._counts = CountCache()  # settled counts: the overview and unfiltered totals do not recount 100,000 rows
 
     def _check_schema(self) -> None:
         """Once per reader: the database exists and is at the schema this code reads (never migrated here)."""
@@ -146,12 +148,11 @@ class Reader:
     def campaigns(self, *, status: str | None = None, offset: int = 0, limit: int = 50) -> Page[CampaignRow]:
         """Campaigns, newest first, each with its counts and stored decisions."""
         offset, limit = _page(offset, limit)
-        stmt = select(Campaign)
-        if status is not None:
-            stmt = stmt.where(Campaign.status == status)
+        where = [] if status is None else [Campaign.status == status]
         with self._session() as s:
-            total = _count(s, stmt)
-            rows = list(s.scalars(stmt.order_by(Campaign.id.desc()).offset(offset).limit(limit)))
+            total = int(s.scalar(select(func.count(Campaign.id)).where(*where)) or 0)
+            rows = list(s.scalars(select(Campaign).where(*where).order_by(Campaign.id.desc()).offset(offset)
+                                  .limit(limit)))
             items = self._campaign_rows(s, rows)
         return Page(tuple(items), total, offset, limit)
 
@@ -162,14 +163,9 @@ class Reader:
 
     def _campaign_rows(self, s: Session, rows: list[Campaign]) -> list[CampaignRow]:
         ids = [c.id for c in rows]
-        verdicts: dict[int, dict[str, int]] = {i: {} for i in ids}
-        if ids:  # one grouped query for the whole page, answered from ix_wf_eval_campaign_verdict
-            counts = s.execute(select(Evaluation.campaign_id, Evaluation.verdict, func.count())
-                               .where(Evaluation.campaign_id.in_(ids), Evaluation.final.is_(False))
-                               .group_by(Evaluation.campaign_id, Evaluation.verdict))
-            for cid, verdict, n in counts:
-                if cid is not None:
-                    verdicts[cid][verdict] = int(n)
+        # Grouped counts for the whole page; rows counted before are not read again (db/counts.py): at 100,000
+        # evaluations the full grouped count read every index entry on every overview (32 ms on PostgreSQL).
+        verdicts = self._counts.verdicts(s, ids) if ids else {}
         decisions: dict[int, list[Decision]] = {i: [] for i in ids}
         names = {c.id: c.name for c in rows}
         if ids:
@@ -198,8 +194,21 @@ class Reader:
         filters = _filters(campaign=campaign, task=task, verdict=verdict, variant_hash=variant_hash, final=final)
         # The page's ids first (index walks, no joins), then the joined columns of those rows only.
         with self._session() as s:
-            total = int(s.scalar(select(func.count(Evaluation.id)).where(*filters)) or 0)
-            ids, next_cursor = page_ids(s, filters, sort, offset=offset, limit=limit, cursor=cursor)
+            if campaign is None and task is None and variant_hash is None:  # the whole table (or most of it)
+                total = self._counts.total(s, ("evaluations", verdict, final), filters)
+                walk = filters
+            else:
+                # The count scans the filter's index anyway; the id bounds it gives keep the page walk inside
+                # the matching id range. Without them PostgreSQL walked the primary key backwards and filtered
+                # (no (campaign_id, id) index): 90,000 rows read for a 50-row page of the oldest campaign
+                # (52 ms, EXPLAIN ANALYZE at 100,000 rows; 0.04 ms bounded). "+ 0" keeps min/max in that same
+                # scan instead of two more primary-key walks.
+                n, lo, hi = s.execute(select(func.count(Evaluation.id), func.min(Evaluation.id + 0),
+                                             func.max(Evaluation.id + 0)).where(*filters)).one()
+                total = int(n or 0)
+                walk = filters + ([Evaluation.id.between(lo, hi)] if total else [])
+            ids, next_cursor = ([], None) if not total else \
+                page_ids(s, walk, sort, offset=offset, limit=limit, cursor=cursor)
             rows = {r[0]: _evaluation_row(r) for r in s.execute(_joined().where(Evaluation.id.in_(ids)))} if ids else {}
         return Page(tuple(rows[i] for i in ids), total, 0 if cursor else offset, limit, next_cursor)
 

@@ -109,7 +109,7 @@ def _store_calls(db: Any, parent_hash: str, child_hash: str) -> list[int]:
     ids = []
     for i, (campaign, model, outcome, pt, ct, usd) in enumerate(CALLS):
         messages = ({"role": "system", "content": "You write Triton kernels."},
-                    {"role": "user", "content": f"Improve the parent {parent_hash[:12]}. (key {SECRET}) {CALL_PAYLOAD}"})
+                    {"role": "user", "content": f"Improve {parent_hash[:12]}. (key {SECRET}) {CALL_PAYLOAD}"})
         answer = f"Here is the variant {CALL_PAYLOAD}\n```python\n{CHILD_SRC}```\nsent with {SECRET}"
         rec = CallRecord(task="softmax", call_key=f"r{i}.s0.a0", model=model, params={"temperature": 0.7},
                          messages=messages, content=answer, reasoning=f"fewer warps; {SECRET}", finish_reason="stop",

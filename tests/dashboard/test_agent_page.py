@@ -81,7 +81,7 @@ def test_no_key_in_any_agent_page_or_answer(client: Any, seeded: dict[str, Any])
 
 def test_a_key_in_the_dashboards_environment_is_scrubbed_from_shown_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """A transcript stored by a process that never registered the key: the page still does not show it."""
-    from warpforge.dashboard.agent import scrub
+    from warpforge.dashboard.redact import scrub
 
     monkeypatch.setenv("VLLM_API_KEY", "sk-live-0123456789abcdef")
     monkeypatch.setenv("SHORT_KEY", "EMPTY")  # placeholder keys are too short to be secrets (agent/secrets.py)

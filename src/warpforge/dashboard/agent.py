@@ -1,10 +1,8 @@
 """The Agent page's view: LLM calls, tokens and cost per campaign and per model, the outcome mix, and one
 call's transcript. Built from the read layer only (``Reader.llm_usage``/``llm_calls``/``llm_call``/``agent_runs``).
 
-The agent stored every text redacted (agent/secrets.py); the page scrubs again what it shows, replacing the
-value of any key-like environment variable of the dashboard's own process (``OPENAI_API_KEY``, ``*_API_KEY``,
-``*_TOKEN``, ...), so that a key set here never reaches a page even if a transcript was written without it
-being registered.
+The agent stored every text redacted (agent/secrets.py); what the page shows is scrubbed again
+(dashboard/redact.py).
 
 Example::
 
@@ -15,55 +13,16 @@ Example::
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from warpforge.dashboard.charts import Figure, layout
+from warpforge.dashboard.redact import scrub_calls
 from warpforge.db.agent_reads import rollup
 
 # Outcome colours follow the verdict palette's meaning: green used, red/brown broken, grey not the model's fault.
 OUTCOME_COLORS = {"accepted": "#2ca02c", "no_code": "#ff7f0e", "parse_error": "#8c564b", "truncated": "#e377c2",
                   "duplicate": "#17becf", "patch_failed": "#9467bd", "rejected": "#d62728", "call_failed": "#7f7f7f"}
-_KEY_SUFFIXES = ("_API_KEY", "_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
-MIN_SECRET_LEN = 8  # as agent/secrets.py: short values ("EMPTY") would redact ordinary words
-REDACTED = "[redacted]"
-
-
-def _env_secrets() -> list[str]:
-    values = {v for k, v in os.environ.items() if k.upper().endswith(_KEY_SUFFIXES) and len(v) >= MIN_SECRET_LEN}
-    return sorted(values, key=len, reverse=True)
-
-
-def scrub(text: str, secrets: list[str] | None = None) -> str:
-    """``text`` with every key-like environment value of this process replaced by ``[redacted]``."""
-    for s in _env_secrets() if secrets is None else secrets:
-        if s in text:
-            text = text.replace(s, REDACTED)
-    return text
-
-
-def scrub_transcript(t: Any) -> Any:
-    """A transcript (``LLMTranscript``) with its texts scrubbed; None stays None."""
-    if t is None:
-        return None
-    secrets = _env_secrets()
-    if not secrets:
-        return t
-    messages = tuple({"role": m["role"], "content": scrub(m["content"], secrets)} for m in t.messages)
-    call = replace(t.call, message=scrub(t.call.message, secrets))
-    return replace(t, call=call, messages=messages, content=scrub(t.content, secrets),
-                   reasoning=scrub(t.reasoning, secrets))
-
-
-def scrub_calls(page: Any) -> Any:
-    """A page of ``LLMCallRow`` with each row's message scrubbed."""
-    secrets = _env_secrets()
-    if not secrets:
-        return page
-    return replace(page, items=tuple(replace(c, message=scrub(c.message, secrets)) for c in page.items))
-
-
 @dataclass(frozen=True)
 class AgentView:
     total: Any  # LLMUsage over everything shown

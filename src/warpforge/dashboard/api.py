@@ -164,7 +164,7 @@ def agent(request: Request, campaign: str | None = None, model: str | None = Non
 def llm_calls(request: Request, campaign: str | None = None, task: str | None = None, model: str | None = None,
               outcome: str | None = None, variant_hash: str | None = None, offset: int = Offset,
               limit: int = Limit) -> Any:
-    from warpforge.dashboard.agent import scrub_calls
+    from warpforge.dashboard.redact import scrub_calls
 
     return _json(scrub_calls(get_reader(request).llm_calls(campaign=campaign, task=task, model=model, outcome=outcome,
                                                            variant_hash=variant_hash, offset=offset, limit=limit)))
@@ -172,7 +172,7 @@ def llm_calls(request: Request, campaign: str | None = None, task: str | None = 
 
 @router.get("/agent/calls/{id}", summary="One LLM call: messages, answer, reasoning (stored redacted)")
 def llm_call(request: Request, id: int) -> Any:
-    from warpforge.dashboard.agent import scrub_transcript
+    from warpforge.dashboard.redact import scrub_transcript
 
     t = scrub_transcript(get_reader(request).llm_call(id))
     if t is None:

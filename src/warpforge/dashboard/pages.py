@@ -109,7 +109,7 @@ def agent(request: Request, campaign: str | None = None, model: str | None = Non
 
 @router.get("/agent/calls/{id}", response_class=HTMLResponse)
 def llm_call(request: Request, id: int) -> Any:
-    from warpforge.dashboard.agent import scrub_transcript
+    from warpforge.dashboard.redact import scrub_transcript
 
     t = scrub_transcript(get_reader(request).llm_call(id))
     if t is None:

@@ -146,7 +146,7 @@ def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int =
     decisions = tuple(d for d in reader.decisions(task=v.task) if d.variant_hash == v.source_hash)
     transcript = None
     if v.origin == "llm" or v.proposal_id:
-        from warpforge.dashboard.agent import scrub_transcript
+        from warpforge.dashboard.redact import scrub_transcript
 
         transcript = scrub_transcript(reader.llm_call_for_variant(v.source_hash))
     return VariantView(v, lineage, parent, diff, best, decisions, evaluations, transcript)

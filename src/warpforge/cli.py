@@ -389,13 +389,35 @@ def _notes_to_stderr() -> None:
         logger.propagate = False
 
 
+def usage_error_line(exc: Any) -> str:
+    """Click's usage error (missing argument, bad option value, unknown command) as the one line every other
+    error is: what is wrong and where the help is."""
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    return "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip()) + where
+
+
 def main() -> None:
     import optuna
 
     # Optuna logs every study creation and trial at INFO; the CLI shows its own progress instead.
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     _notes_to_stderr()
-    app()
+    # Not standalone, so Click's usage errors (typer.TyperException: Typer vendors Click) reach us: Typer would
+    # draw them in a Rich panel whose text wraps inside the box at 80 columns; README "Exit codes": errors are
+    # one line, and usage errors exit 2 (their exit_code).
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # Typer printed the help already (as Typer checks it)
+            raise SystemExit(2) from None
+        err.print(f"[red]error:[/red] {rich_escape(usage_error_line(exc))}", highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        err.print("aborted", highlight=False)
+        raise SystemExit(1) from None
+    # Non-standalone, an Exit(n) comes back as n; a command's own return value is not an exit code.
+    raise SystemExit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
 if __name__ == "__main__":

@@ -117,10 +117,15 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None) -> dict[
             newest.setdefault((row.variant_hash, json.dumps(dict(row.params), sort_keys=True)), row)
     facts = load_facts(reader, [r.id for r in newest.values()])
     by_target: dict[str, list[tuple[tuple[float, ...], int, Any]]] = {}
+    unknown = []  # stored without compile facts: last in every target's ranking (unknown facts rank last)
     for row in newest.values():
         kernels = facts.get(row.id) or []
-        target = str(kernels[0].get("target")) if kernels else "unknown target"
-        by_target.setdefault(target, []).append((static_rank(kernels), row.id, row))
+        if kernels:
+            by_target.setdefault(str(kernels[0].get("target")), []).append((static_rank(kernels), row.id, row))
+        else:
+            unknown.append((static_rank(kernels), row.id, row))
+    for entries in by_target.values() if by_target else [by_target.setdefault("unknown target", [])]:
+        entries.extend(unknown)
     ranking: dict[str, list[Ranked]] = {}
     for target, entries in sorted(by_target.items()):
         entries.sort(key=lambda e: (e[0], e[1]))

@@ -133,22 +133,54 @@ def _timing(r: Mapping[str, Any]) -> str:
             + (" (final re-benchmark)" if r["final"] else ""))
 
 
+_VALUES: dict[str, Any] = {
+    "campaign": lambda r: r["campaign"] or "-", "task": lambda r: r["task"], "backend": lambda r: r["backend"],
+    "timing": _timing, "verdict": lambda r: r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")}
+_GROUP = ("campaign", "task", "backend", "timing")  # below WIDE columns: said once above each group's table
+
+
 def _results_table(rows: list[dict[str, Any]], total: int, offset: int,
                    facts: list[list[dict[str, Any]]]) -> None:
-    from warpforge.compile_facts import facts_cells
-
     if not rows:
         _print_wrapped("warpforge results: nothing stored matches; without filters it lists every evaluation")
         return
-    wide = out.width >= WIDE
-    values = {"campaign": lambda r: r["campaign"] or "-", "task": lambda r: r["task"],
-              "backend": lambda r: r["backend"],
-              "verdict": lambda r: r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""), "timing": _timing}
-    # Below WIDE columns, a column whose value is the same on every row is said once above the table.
-    uniform = {} if wide else {k: {f(r) for r in rows} for k, f in values.items()}
-    shared = {k: next(iter(v)) for k, v in uniform.items() if len(v) == 1}
+    _print_wrapped(f"warpforge results: {offset + 1}-{offset + len(rows)} of {total}, newest first")
+    if out.width >= WIDE:
+        _rows_table(rows, facts, shared={})
+    else:
+        # Consecutive rows of one campaign, task, backend and timing form a group: those four are said once
+        # above its table, which keeps id, variant, params, verdict, times and facts readable at 80 columns.
+        start = 0
+        for i in range(1, len(rows) + 1):
+            if i == len(rows) or any(_VALUES[k](rows[i]) != _VALUES[k](rows[start]) for k in _GROUP):
+                group, group_facts = rows[start:i], facts[start:i]
+                shared = {k: _VALUES[k](group[0]) for k in _GROUP}
+                verdicts = {_VALUES["verdict"](r) for r in group}
+                if len(verdicts) == 1:
+                    shared["verdict"] = verdicts.pop()
+                _print_wrapped(f"campaign {shared['campaign']}, task {shared['task']}, backend {shared['backend']}, "
+                               f"{shared['timing']}" + (f", verdict {shared['verdict']}" if "verdict" in shared
+                                                        else "") + ":")
+                _rows_table(group, group_facts, shared)
+                start = i
+    if any(facts):
+        _print_wrapped(FACTS_LEGEND.format(target=_targets(facts)))
+    tasks = sorted({r["task"] for r in rows})
+    measured = [r["task"] for r in rows if r["time_ms"]]
+    ok_unmeasured = [t for t in tasks if any(r["task"] == t and r["verdict"] == "ok" and not r["time_ms"]
+                                             for r in rows)]
+    if measured:
+        _print_wrapped(f"next: warpforge best {measured[0]} shows the accepted winner per GPU")
+    elif ok_unmeasured:
+        _print_wrapped(f"next: warpforge best {ok_unmeasured[0]} --static ranks its ok configurations by these "
+                       "compile facts (static, not a time); times need --backend cuda on a GPU")
+
+
+def _rows_table(rows: list[dict[str, Any]], facts: list[list[dict[str, Any]]], shared: Mapping[str, str]) -> None:
+    from warpforge.compile_facts import facts_cells
+
     measured = any(r["time_ms"] for r in rows)
-    table = Table(title=f"warpforge results ({offset + 1}-{offset + len(rows)} of {total})")
+    table = Table()
     cols = ["id", *[k for k in ("campaign", "task") if k not in shared], "variant", "params",
             *[k for k in ("backend", "verdict") if k not in shared], *(("ms", "speedup") if measured else ()),
             *[k for k in ("timing",) if k not in shared]]
@@ -158,25 +190,13 @@ def _results_table(rows: list[dict[str, Any]], total: int, offset: int,
         else:
             table.add_column(col, overflow="fold")
     _facts_columns(table)
-    for r, f in zip(rows, facts):
+    for r in rows:
         cells = {"id": str(r["id"]), "variant": r["variant"], "params": params_text(r["params"]),
                  "ms": f"{r['time_ms']:.4g}" if r["time_ms"] else "-",
                  "speedup": f"{r['speedup']:.3g}" if r["speedup"] else "-",
-                 **{k: f(r) for k, f in values.items()}}
+                 **{k: f(r) for k, f in _VALUES.items()}}
         table.add_row(*[cells[c] for c in cols], *(facts_cells(r["compile"]) if r["compile"] else ("-",) * 4))
-    if shared:
-        _print_wrapped("every row: " + ", ".join(v if k == "timing" else f"{k} {v}" for k, v in shared.items()))
     out.print(_fitted(table))
-    if any(facts):
-        _print_wrapped(FACTS_LEGEND.format(target=_targets(facts)))
-    tasks = sorted({r["task"] for r in rows})
-    ok_unmeasured = [t for t in tasks if any(r["task"] == t and r["verdict"] == "ok" and not r["time_ms"]
-                                             for r in rows)]
-    if measured:
-        _print_wrapped(f"next: warpforge best {tasks[0]} shows the accepted winner per GPU")
-    elif ok_unmeasured:
-        _print_wrapped(f"next: warpforge best {ok_unmeasured[0]} --static ranks its ok configurations by these "
-                       "compile facts (static, not a time); times need --backend cuda on a GPU")
 
 
 def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = typer.Option(None, "--gpu"),
@@ -263,8 +283,10 @@ def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> 
     if not wide:
         for r in rows:
             regs, spill, smem, occ = facts_cells(summarize(r["resources"])) if r["resources"] else ("?",) * 4
-            _print_wrapped(f"{r['gpu']}: campaign {r['campaign']}, compiled {regs} registers, {spill} B spilled, "
-                           f"{smem} B shared memory, {occ} occupancy (worst kernel and shape)")
+            target = _targets([r["resources"]])
+            _print_wrapped(f"{r['gpu']}: campaign {r['campaign']}; compiled for {target}: registers {regs}, "
+                           f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "
+                           "and shape)")
     _print_wrapped(f"next: warpforge export {task} --dest DIR writes it as a PyTorch op")
 
 

@@ -153,8 +153,7 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
             console.print(f"  #{r.rank} {line}")
     band = res.plans[0].prediction.error_band if res.plans else None
     if band is not None:
-        console.print(f"validated error of these predictions: {band.label()}"
-                      + ("" if band.validated else " (n/v = not validated)"))
+        console.print(f"validated error of these predictions: {band.label()}")
     for note in res.plans[0].prediction.notes if res.plans else []:
         console.print(f"[yellow]note (#1):[/yellow] {note}")
     console.print(f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "

@@ -407,7 +407,7 @@ def main() -> None:
     # draw them in a Rich panel whose text wraps inside the box at 80 columns; README "Exit codes": errors are
     # one line, and usage errors exit 2 (their exit_code).
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="warpforge")
     except typer.TyperException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # Typer printed the help already (as Typer checks it)
             raise SystemExit(2) from None

@@ -49,9 +49,8 @@ _RECOMPUTE = {"norc": "no activation recompute", "sel": "selective activation re
 
 def legend(labels: list[str]) -> str:
     """What the abbreviations in these plan labels (``PlanConfig.short()``) mean; only those that appear."""
-    heads = set()
-    for label in labels:
-        heads |= {t.rstrip("0123456789") for t in label.split()}
+    tokens = {t for label in labels for t in label.split()}
+    heads = {t.rstrip("0123456789") for t in tokens} | tokens  # "z2" -> "z"; "fp8" stays whole too
     sizes = [k for k in _SIZES if k in heads]
     parts = [f"{' '.join(sizes)} = {', '.join(_SIZES[k] for k in sizes)} parallel sizes"] if sizes else []
     if "mb" in heads:

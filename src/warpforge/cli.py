@@ -246,8 +246,11 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
         out.print(f"next: warpforge best {summary.tasks[0].task}; every evaluation: warpforge results --campaign "
                   f"{summary.campaign}", highlight=False)
     else:
-        out.print(f"next: warpforge results --campaign {summary.campaign} lists the verdicts; for times, run the "
-                  "same command with --backend cuda on a CUDA machine", highlight=False)
+        ok = [t.task for t in summary.tasks if any(v.verdicts.get("ok") for v in t.variants)]
+        static = (f"warpforge best {ok[0]} --static ranks the ok configurations by compile facts (static, not a "
+                  "time); ") if ok else ""
+        out.print(f"next: {static}warpforge results --campaign {summary.campaign} lists the verdicts; for times, "
+                  "run the same command with --backend cuda on a CUDA machine", highlight=False)
 
 
 @app.command("eval")

@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,7 +145,3 @@ def facts_cells(worst: Mapping[str, float | None]) -> tuple[str, str, str, str]:
     occ = worst.get("occupancy")
     return num("registers"), num("spill_bytes"), num("shared_bytes"), "?" if occ is None else f"{occ:.0%}"
 
-
-def summarize(facts: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """The worst-case summary of already loaded facts (what the tables show per configuration)."""
-    return worst_facts(facts)

@@ -110,7 +110,8 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
                                           "file in the user data)"),
             json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout")) -> None:
     """List stored evaluations, newest first, with their compile facts (the final re-benchmark marked)."""
-    from warpforge.compile_facts import load_facts, summarize
+    from warpforge.compile_facts import load_facts
+    from warpforge.evaluator.resources import worst_facts
 
     reader = _reader(db)
     _check_task(reader, task)
@@ -122,7 +123,7 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
          "variant_hash": r.variant_hash[:12], "params": dict(r.params), "backend": r.backend, "verdict": r.verdict,
          "reason": r.reason, "time_ms": r.objective_ms, "speedup": r.speedup, "timing_source": r.timing_source,
          "gpu": r.timing_gpu, "final": r.final, "created_at": r.created_at.isoformat(),
-         "compile": summarize(facts[r.id]) if facts[r.id] else None, "resources": facts[r.id]} for r in page.items]
+         "compile": worst_facts(facts[r.id]) if facts[r.id] else None, "resources": facts[r.id]} for r in page.items]
     if json_out:
         return _emit_json(rows)
     _results_table(rows, page.total, offset, [facts[r.id] for r in page.items])
@@ -259,7 +260,8 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
 
 
 def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> None:
-    from warpforge.compile_facts import facts_cells, summarize
+    from warpforge.compile_facts import facts_cells
+    from warpforge.evaluator.resources import worst_facts
 
     wide = out.width >= WIDE
     table = Table(title=f"best {task}" + (f" ({shape})" if shape else ""))
@@ -277,12 +279,12 @@ def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> 
         cells = [f"{r['gpu']} ({r['timing_source']})", r["variant"] or "-", params_text(r["params"]),
                  f"{r['time_ms']:.4g}", (f"{r['speedup']:.3g}x" if r["speedup"] else "-") + interval]
         if wide:
-            cells += [r["campaign"], *(facts_cells(summarize(r["resources"])) if r["resources"] else ("-",) * 4)]
+            cells += [r["campaign"], *(facts_cells(worst_facts(r["resources"])) if r["resources"] else ("-",) * 4)]
         table.add_row(*cells)
     out.print(_fitted(table))
     if not wide:
         for r in rows:
-            regs, spill, smem, occ = facts_cells(summarize(r["resources"])) if r["resources"] else ("?",) * 4
+            regs, spill, smem, occ = facts_cells(worst_facts(r["resources"])) if r["resources"] else ("?",) * 4
             target = _targets([r["resources"]])
             _print_wrapped(f"{r['gpu']}: campaign {r['campaign']}; compiled for {target}: registers {regs}, "
                            f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "

@@ -219,6 +219,9 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
     reader = _reader(db)
     _check_task(reader, task)
     if static:
+        if gpu or shape:  # the facts belong to a compile target and cover every shape compiled
+            raise UsageError("--static ranks by compile facts (every compiled shape, per target); --gpu and --shape "
+                             "select timed results: drop them, or drop --static")
         return _static(reader, task, limit, json_out)
     winners = reader.winners(task=task, gpu=gpu, shape=shape)[:limit]
     facts = load_facts(reader, [w.decision.evaluation_id for w in winners if w.decision.evaluation_id is not None])

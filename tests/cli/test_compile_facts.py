@@ -157,3 +157,8 @@ def test_a_known_task_without_results_is_not_unknown(stored_db: Path) -> None:
 def test_an_unknown_campaign_is_a_usage_error(stored_db: Path) -> None:
     code, _, err = cli("results", "--campaign", "nosuch", "--db", f"sqlite:///{stored_db}")
     assert code == 2 and "unknown campaign 'nosuch'" in err and "h100-rec" in err and "cpu-demo" in err
+
+
+def test_static_with_gpu_or_shape_is_a_usage_error(stored_db: Path) -> None:
+    code, _, err = cli("best", "rmsnorm", "--static", "--gpu", "H100", "--db", f"sqlite:///{stored_db}")
+    assert code == 2 and "--static ranks by compile facts" in err

@@ -131,7 +131,7 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in res.plans:
         p = r.prediction
-        label = p.plan.short() + (" [enqueued]" if r.source == "enqueued" else "")
+        label = p.plan.short() + (r" \[enqueued]" if r.source == "enqueued" else "")  # \[ : literal, not Rich markup
         b = p.error_band
         err = f"±{b.mape:.0%}" if b and b.validated and b.mape else "n/v"
         t.add_row(str(r.rank), label, f"{p.step_time_s:.2f}", f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
@@ -158,7 +158,7 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
     console.print(f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "
                   f"of {res.space_size}, {res.feasible} fit, {res.elapsed_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     for e in res.enqueued:
-        console.print(f"enqueued {e.plan.short()}: {e.status} {e.message}")
+        console.print(f"enqueued {e.plan.short()}: {e.status} {e.message}", markup=False)  # may hold "[..]"
     if db_url:
         console.print(f"stored {stored} plans in {db_url}")
     _export(console, ex)

@@ -5,7 +5,7 @@ Contents: campaign ``seeded`` (finished, replay, softmax) with a template parent
 name/source/rationale carry script payloads; 5 evaluations (4 ok with times, 1 incorrect); a stored
 decision choosing the CHILD at 1.8x [1.6-2.0] even though the parent has a faster raw evaluation (2.5x, not
 accepted) - so a leaderboard that re-ranked raw times would show 2.5 and fail; campaign ``live-one``
-(running, no decision); two stored plans.
+(running, no decision); three stored plans, one proposed by an LLM whose rationale carries a payload.
 
 LLM calls are written through the agent's own transcript writer (agent/transcripts.store_call/store_run,
 which redacts registered keys): in ``seeded``, the call whose answer became the child (model ``coder-a``,
@@ -24,6 +24,7 @@ PAYLOAD_LINE = '# </pre><script>alert("xss")</script>'
 SHAPE_A = {"M": 4096, "N": 4096}
 SHAPE_B = {"M": 8192, "N": 8192}
 SECRET = "sk-seed-5e3f0a9b7c1d2e4f"  # registered with agent/secrets before the calls are stored
+PLAN_RATIONALE = 'proposed by the LLM (call 1, r1.s0.a0): TP 8 fits <img src=x onerror="alert(2)">'
 CALL_PAYLOAD = '<script>document.body.dataset.pwned = "call"</script>'
 # (campaign, model, outcome, prompt tokens, completion tokens, USD): the expected values of the agent tests.
 CALLS = [("seeded", "coder-a", "accepted", 1000, 200, 0.0036), ("seeded", "coder-a", "rejected", 800, 100, 0.0024),
@@ -98,6 +99,8 @@ def seed(url: str) -> dict[str, Any]:
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100")
     preds = [predict(model, cluster, PlanConfig(tp=2, dp=4)), predict(model, cluster, PlanConfig(tp=1, dp=8))]
     store_predictions(url, model, cluster, [(p, "predict", []) for p in preds])
+    llm_plan = predict(model, cluster, PlanConfig(tp=8, recompute="full"))
+    store_predictions(url, model, cluster, [(llm_plan, "llm", [PLAN_RATIONALE, "step 1.0 s"])])
     return {"parent": parent.source_hash, "child": child.source_hash, "calls": call_ids}
 
 

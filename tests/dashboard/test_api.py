@@ -104,13 +104,21 @@ def test_charts_are_built_from_the_campaigns_evaluations(client: Any) -> None:
 
 def test_plans_show_breakdown_and_exported_arguments(client: Any) -> None:
     view = client.get("/api/plans").json()
-    assert view["plans"]["total"] == 2
+    assert view["plans"]["total"] == 3
     (time_fig, mem_fig) = view["figures"]
     assert {t["name"] for t in time_fig["spec"]["data"]} >= {"compute", "dp_comm"}
     assert {t["name"] for t in mem_fig["spec"]["data"]} >= {"weights", "activations"}
     texts = {e["plan_id"]: e["megatron"] for e in view["exports"]}
     assert any("--tensor-model-parallel-size 2" in t for t in texts.values())
     assert "--tensor-model-parallel-size" in client.get("/plans").text
+
+
+def test_plans_page_shows_an_llm_plans_rationale_escaped(client: Any) -> None:
+    from markupsafe import escape  # Jinja2's own escaping
+
+    html = client.get("/plans").text
+    assert str(escape(seed.PLAN_RATIONALE)) in html  # shown, as text
+    assert '<img src=x onerror="alert(2)">' not in html
 
 
 def test_agent_page_says_no_llm_calls_on_a_database_without_any(tmp_path: Path) -> None:

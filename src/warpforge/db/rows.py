@@ -182,7 +182,7 @@ class PlanRow:
     nodes: int
     plan: Mapping[str, Any]
     plan_key: str
-    source: str  # search | enqueued | predict
+    source: str  # search | enqueued | predict | llm (its stored why[0] says which call proposed it and why)
     fits: bool
     step_time_s: float | None
     mfu: float | None

@@ -93,6 +93,17 @@ def test_untimed_needs_the_flag_and_ranks_by_static_facts(url: str) -> None:
     assert "NEVER TIMED" in plan.info["speedup_note"]
 
 
+def test_untimed_ranking_sees_every_shape_of_a_kernel(url: str) -> None:
+    # One kernel compiled for two shapes: it spills on the first. Keyed by kernel name only the second (clean)
+    # report would remain and this configuration would wrongly beat one that never spills.
+    save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 8, "num_warps": 4, "num_stages": 1},
+         resources=[(96, 512, 0), (96, 0, 0)])
+    clean = {"ROWS_PER_PROGRAM": 2, "num_warps": 4, "num_stages": 1}
+    save(url, "rmsnorm", "single_pass", clean, resources=[(100, 0, 0), (100, 0, 0)])
+    plan = plan_task(Reader(url), get_task("rmsnorm"), allow_untimed=True)
+    assert dict(plan.tables[0].general) == clean
+
+
 def test_untimed_with_nothing_ok_is_refused(url: str) -> None:
     save(url, "rmsnorm", "single_pass", GENERAL, verdict="incorrect")
     with pytest.raises(ExportRefused, match="was ever verified ok"):

@@ -209,7 +209,9 @@ def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPla
     ranked = []
     for e in ok:
         detail = reader.evaluation(e.id)
-        resources = detail.resources if detail is not None else None
+        # The stored list, one entry per kernel and shape: the read layer's ``resources`` is keyed by kernel
+        # name and keeps only one shape per kernel, which would hide the worst shape's spills.
+        resources = (detail.result or {}).get("resources") if detail is not None else None
         ranked.append((static_rank(resources), e.id, e, detail))
     rank, _, best, detail = min(ranked, key=lambda r: (r[0], r[1]))
     kernels = list((detail.resources or {}).values()) if detail is not None else []

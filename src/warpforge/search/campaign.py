@@ -2,10 +2,10 @@
 
 One Optuna study per (campaign, task, variant), stored in the same database as warpforge's tables; the
 trial budget and wall-time budget are split across a task's variants. Several proposals are in flight
-at once (``pool.depth``: enough that no worker waits for the orchestrator); each completion is stored
-in its own transaction *before* its trial is told, so a campaign killed at any point resumes
-(``resume=True``) without losing or repeating a completed evaluation: trials left RUNNING are
-re-proposed first, and a stored result (the kill fell between store and tell) is reused.
+at once (``pool.depth``: enough that no worker waits for the orchestrator); the completions one poll
+returns are stored in one transaction (db/writer.py) *before* any of their trials is told, so a campaign
+killed at any point resumes (``resume=True``) without losing or repeating a completed evaluation: trials
+left RUNNING are re-proposed first, and a stored result (the kill fell between store and tell) is reused.
 
 A new best is adopted only when faster beyond noise (search/acceptance.py); the campaign ends by
 re-benchmarking its top-k where the backend measures live, and reports speedups with intervals.
@@ -33,12 +33,14 @@ from warpforge.db import store
 from warpforge.db.models import Campaign, Evaluation, VariantRecord
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
+from warpforge.db.writer import ResultWriter
 from warpforge.errors import WarpforgeError
 from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, space_stage
+from warpforge.evaluator.stages import space_stage
 from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import Variant, parse_variant
 from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
@@ -236,17 +238,24 @@ class _TaskRun:
         self.writer = StudyWriter(_optuna_storage(self.db))  # studies live in memory, copied in the background
         self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
         self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
+        self.results = ResultWriter(self.db)  # the single writer's connection, held for the task's run
         config = dict(self.spec.proposer_config)
         if getattr(PROPOSERS.get(self.spec.proposer), "needs_campaign", False):
             # Context, not stored in the spec (the URL may hold a password): the agent stores its calls there.
             config |= {"campaign": self.spec.name, "db_url": self.spec.db_url}
         self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer, config), self.task)
         try:
-            return self._run()
+            out = self._run()
+        except BaseException:
+            self.results.close(quiet=True)  # completed results are kept even when the run fails or is stopped
+            raise
+        else:
+            self.results.close()
         finally:
             self.rounds.close()
             self.children.close()
             self.writer.close()
+        return out
 
     def _run(self) -> tuple[TaskSummary, int]:
         self.arms: list[_Arm] = []
@@ -271,7 +280,7 @@ class _TaskRun:
                             Evaluation.triton_version == self.versions.get("triton", "")))
             campaign = store.get_campaign(s, self.spec.name)
             assert campaign is not None  # created (or found) by run_campaign
-            self.campaign_id = campaign.id
+            self.campaign_id = self.results.campaign_id = campaign.id
             if self.reuse_campaign is not None:
                 query = query.where(Evaluation.campaign_id == self.campaign_id)
             self.stored = {(h, k) for h, k in s.execute(query)}
@@ -293,8 +302,7 @@ class _TaskRun:
                 continue
             with self.writer.waiting():  # the studies' copy to the database runs while we wait
                 completions = self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0)
-            for completion in completions:
-                self._complete(completion)
+            self._complete(completions)
         final = self._final()
         summary = self._summarize(final)
         summary.reused = self.reused
@@ -426,10 +434,12 @@ class _TaskRun:
                                                 self.versions, task_hash=self.task.source_hash,
                                                 campaign=self.reuse_campaign)
                     cached = store.result_of(row) if row is not None else None
-                    if cached is not None and row is not None and row.campaign_id != self.campaign_id:
-                        # Reused from another campaign: stored again under this one, so that its results,
-                        # summary and resume see it (the kill-between-store-and-tell case is already ours).
-                        self.store(s, arm, cached, trial_number=proposal.trial.number)
+                    again = cached is not None and row is not None and row.campaign_id != self.campaign_id
+                if again and cached is not None:
+                    # Reused from another campaign: stored again under this one, so that its results, summary
+                    # and resume see it (the kill-between-store-and-tell case is already ours); durable first.
+                    self.save(arm, cached, trial_number=proposal.trial.number)
+                    self.commit()
             # A dead worker or a worker-side bug says nothing about the candidate: evaluate it again.
             if cached is not None and cached.reason not in ("worker_died", "worker_error"):
                 log.info("%s %s: stored result reused (%s), not evaluated again", arm.variant.name, proposal.params,
@@ -442,18 +452,32 @@ class _TaskRun:
             self.pool.submit(job)
             self.pool.pump()
 
-    def _complete(self, completion: Completion) -> None:
-        if completion.key == self.ab_key:
-            self.ab_key = None
-            self._challenge(self.incumbent.resolve(completion.samples))
-            return
-        arm, proposal, job = self.inflight.pop(completion.key)
-        arm.inflight -= 1
-        assert completion.result is not None
-        with self.db.session() as s:  # stored before the trial is told: a crash in between re-proposes, then reuses
-            self.store(s, arm, completion.result, trial_number=proposal.trial.number)
-        self.pool.pump()
-        self._finish(arm, proposal, job, completion.result, cached=False)
+    def _complete(self, completions: list[Completion]) -> None:
+        """Store one poll's completed evaluations in ONE transaction, then (in arrival order) tell each.
+
+        Durable before done: nothing is told, counted or reported before the commit returns, so a kill -9
+        loses only evaluations that no study, reader or resume ever saw as done (their trials are still
+        RUNNING in the database and are evaluated again), never a stored one, and repeats none. Batching by
+        poll keeps the sampler's view unchanged: every completion is told before the next ask, as before.
+        """
+        batch = []
+        for c in completions:
+            if c.key != self.ab_key:
+                arm, proposal, job = self.inflight.pop(c.key)
+                arm.inflight -= 1
+                assert c.result is not None
+                self.save(arm, c.result, trial_number=proposal.trial.number)
+                batch.append((arm, proposal, job, c.result))
+        self.commit()
+        told = iter(batch)
+        for c in completions:
+            if c.key == self.ab_key:
+                self.ab_key = None
+                self._challenge(self.incumbent.resolve(c.samples))
+                continue
+            arm, proposal, job, result = next(told)
+            self.pool.pump()
+            self._finish(arm, proposal, job, result, cached=False)
 
     def _finish(self, arm: _Arm, proposal: Proposal, job: JobSpec, result: EvalResult, cached: bool) -> None:
         attrs = {"verdict": result.verdict.value, "reason": result.reason}
@@ -484,11 +508,14 @@ class _TaskRun:
                                         timeout_s=self.spec.timeout_s), "")
         return replace(self._base, key=key, variant=arm.variant, params=dict(params))
 
-    def store(self, s: Any, arm: _Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
-        campaign = s.get(Campaign, self.campaign_id)  # by primary key: ~0.4 ms CPU less than by name
-        variant = s.get(VariantRecord, arm.record_id)
-        store.save_evaluation(s, result, task=self.task, variant=variant, campaign=campaign,
-                              study_name=arm.study_name, trial_number=trial_number, final=final)
+    def save(self, arm: _Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
+        """Queue a completed result for the next :meth:`commit` (not durable before it)."""
+        self.results.add(result, task=self.task, variant_id=arm.record_id, variant_hash=arm.variant.source_hash,
+                         study_name=arm.study_name, trial_number=trial_number, final=final)
+
+    def commit(self) -> None:
+        """Make every queued result durable: one transaction on the writer's connection."""
+        self.results.flush()
 
     def _load_history(self) -> None:
         """On resume, the incumbent is rebuilt from this campaign's stored measurements, in order."""
@@ -526,9 +553,9 @@ class _TaskRun:
                 for c in self.pool.poll(timeout=1.0):
                     e = pending.pop(c.key)
                     if c.result is not None:
-                        with self.db.session() as s:
-                            self.store(s, self.by_hash[e.result.variant_hash], c.result, None, final=True)
+                        self.save(self.by_hash[e.result.variant_hash], c.result, None, final=True)
                         fresh[e.key] = c.result
+                self.commit()
         winner, report = settle(chosen, fresh, best, self.spec.alpha)
         rechecked = fresh.get(best.key)
         if winner is None and rechecked is not None and rechecked.verdict is not Verdict.OK:

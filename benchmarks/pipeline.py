@@ -199,13 +199,16 @@ VARIANT_SPACE: dict[str, list[int]] = {"BLOCK": [64, 128, 256, 512, 1024, 2048, 
 
 
 def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, folder: Path,
-            stored: int = 0) -> dict[str, float]:
-    """One campaign on ``workers`` stand-in GPUs, ``stored`` trials already in its study; the measured row."""
+            stored: int = 0, profile: Any = None) -> dict[str, float]:
+    """One campaign on ``workers`` stand-in GPUs, ``stored`` trials already in its study; the measured row.
+
+    ``profile``: a ``cProfile.Profile`` enabled on the orchestrator's thread for the search loop only.
+    """
     from sqlalchemy import create_engine, text
 
     from warpforge.evaluator.pool import PoolConfig
     from warpforge.search import campaign as engine
-    from warpforge.search import mirror
+    from warpforge.search import mirror, taskrun
 
     task, variant = write_files(folder)
     db = folder / f"bench-{workers}-{stored}.db"
@@ -237,7 +240,7 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
 
     commits: list[float] = []  # each result transaction's wall time, for its spread
 
-    make_pool = engine.make_pool
+    make_pool = taskrun.make_pool
 
     def timed_pool(*args: Any, **kwargs: Any) -> Any:  # how long the orchestrator waits on the pool
         pool = make_pool(*args, **kwargs)
@@ -249,7 +252,7 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
             super().__init__(*args, **kwargs)
             writers.append(self)
 
-    class Results(engine.ResultWriter):  # keeps a handle on the result writer, to report its batches
+    class Results(taskrun.ResultWriter):  # keeps a handle on the result writer, to report its batches
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             results.append(self)
@@ -261,11 +264,11 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
                 commits.append(time.perf_counter() - t)
             return n
 
-    patches = [(engine, "make_pool", timed_pool), (engine.Strategy, "ask", timed("ask", engine.Strategy.ask)),
-               (engine.Strategy, "tell", timed("tell", engine.Strategy.tell)),
-               (engine._TaskRun, "save", timed("store", engine._TaskRun.save)),
-               (engine._TaskRun, "commit", timed("store", engine._TaskRun.commit)), (engine, "StudyWriter", Writer),
-               (engine, "ResultWriter", Results)]
+    patches = [(taskrun, "make_pool", timed_pool), (taskrun.Strategy, "ask", timed("ask", taskrun.Strategy.ask)),
+               (taskrun.Strategy, "tell", timed("tell", taskrun.Strategy.tell)),
+               (taskrun.TaskRun, "save", timed("store", taskrun.TaskRun.save)),
+               (taskrun.TaskRun, "commit", timed("store", taskrun.TaskRun.commit)), (taskrun, "StudyWriter", Writer),
+               (taskrun, "ResultWriter", Results)]
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
     for obj, name, value in patches:
         setattr(obj, name, value)
@@ -275,11 +278,15 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
             for k in ("waiting", "ask", "tell", "store"):
                 marks[k] = 0.0  # count the search loop only, not the set-up before it
             commits.clear()
+            if profile is not None:
+                profile.enable()
             marks["copy0"], marks["cpu0"] = writers[0].busy_s, time.thread_time()
             marks["flushes0"], marks["written0"] = results[0].flushes, results[0].written
 
-        def on_event(_event: Any) -> None:
+        def on_event(event: Any) -> None:
             marks["end"] = time.perf_counter()
+            if profile is not None and event.done == event.total:
+                profile.disable()
             marks["copy1"], marks["cpu1"] = writers[0].busy_s, time.thread_time()
             marks["flushes1"], marks["written1"] = results[0].flushes, results[0].written
 
@@ -314,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stored", default="1000,5000",
                         help="trials already in the study for the curve (1 worker), comma-separated; '' skips it")
     parser.add_argument("--out", type=Path, help="also write the table here")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="instead of the table: cProfile the orchestrator's loop at 1 worker, print the top N "
+                             "functions by own time")
     args = parser.parse_args(argv)
     import ray
 
@@ -326,6 +336,18 @@ def main(argv: list[str] | None = None) -> int:
              logging_level=logging.WARNING)
     ray_init_s = time.perf_counter() - t0
     rows, stored_rows = [], []
+    if args.profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        with tempfile.TemporaryDirectory(prefix="wf-pipeline-") as tmp:
+            r = run_one(1, args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp), profile=prof)
+        ray.shutdown()
+        print(f"overhead {r['overhead_ms']:.1f} ms/eval, loop CPU {r['cpu_ms']:.1f} ms/eval over {r['evaluations']} "
+              f"evaluations (load {r['load']:.1f}); the loop's functions by own time (poll = waiting on the pool):")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
+        return 0
     with tempfile.TemporaryDirectory(prefix="wf-pipeline-") as tmp:
         for w in counts:
             rows.append(run_one(w, w * args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp) / str(w)))

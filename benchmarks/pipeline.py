@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     top = max(counts)
     t0 = time.perf_counter()
-    ray.init(num_cpus=2 * top, resources={RESOURCE: top}, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2 * top, resources={RESOURCE: top}, include_dashboard=False, log_to_driver=False,
              logging_level=logging.WARNING)
     ray_init_s = time.perf_counter() - t0
     rows, stored_rows = [], []
@@ -346,7 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         ray.shutdown()
         print(f"overhead {r['overhead_ms']:.1f} ms/eval, loop CPU {r['cpu_ms']:.1f} ms/eval over {r['evaluations']} "
               f"evaluations (load {r['load']:.1f}); the loop's functions by own time (poll = waiting on the pool):")
-        pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(args.profile)
+        print("warpforge's own steps by cumulative time (they include the Ray and SQL calls they make):")
+        stats.sort_stats("cumulative").print_stats("warpforge", args.profile)
         return 0
     with tempfile.TemporaryDirectory(prefix="wf-pipeline-") as tmp:
         for w in counts:

@@ -45,7 +45,10 @@ from warpforge.kernels.task import Task
 log = logging.getLogger("warpforge.db")
 
 _EVALUATIONS = cast(Table, Evaluation.__table__)
-_MEASUREMENTS = cast(Table, Measurement.__table__)
+# Built once: SQLAlchemy then finds their compiled form in its cache without rebuilding the statement per batch.
+# executemany with RETURNING (SQLAlchemy's insertmanyvalues): the new ids in the batch's order.
+_INSERT_EVALUATIONS = insert(_EVALUATIONS).returning(_EVALUATIONS.c.id, sort_by_parameter_order=True)
+_INSERT_MEASUREMENTS = insert(cast(Table, Measurement.__table__))
 
 
 @dataclass(frozen=True)
@@ -141,12 +144,10 @@ class ResultWriter:
         conn = self._conn
         with conn.begin():
             self._ensure_known(conn, batch)
-            # executemany with RETURNING (SQLAlchemy's insertmanyvalues): the ids in the batch's order.
-            ids = conn.execute(insert(_EVALUATIONS).returning(_EVALUATIONS.c.id, sort_by_parameter_order=True),
-                               [q.evaluation for q in batch]).scalars().all()
+            ids = conn.execute(_INSERT_EVALUATIONS, [q.evaluation for q in batch]).scalars().all()
             rows = [m | {"evaluation_id": i} for q, i in zip(batch, ids) for m in q.measurements]
             if rows:
-                conn.execute(insert(_MEASUREMENTS), rows)
+                conn.execute(_INSERT_MEASUREMENTS, rows)
 
     def _ensure_known(self, conn: Connection, batch: list[_Queued]) -> None:
         """The task and hardware rows the batch refers to, looked up once per writer (store.ensure_task's rule)."""

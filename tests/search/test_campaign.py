@@ -99,8 +99,11 @@ def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monke
     tell = Strategy.tell
 
     def spy(self: Strategy, proposal: Any, value: Any, **kw: Any) -> None:
-        key = params_key(proposal.params).replace("'", "''")
-        seen.append(rows(db, f"select count(*) from wf_evaluations where params_key = '{key}'")[0][0])
+        engine = create_engine(f"sqlite:///{db}")  # a connection of its own: sees committed rows only
+        with engine.connect() as conn:
+            seen.append(conn.execute(text("select count(*) from wf_evaluations where params_key = :k"),
+                                     {"k": params_key(proposal.params)}).scalar())
+        engine.dispose()
         tell(self, proposal, value, **kw)
 
     monkeypatch.setattr(Strategy, "tell", spy)

@@ -298,24 +298,24 @@ class TaskRun(Ending):
         RUNNING in the database and are evaluated again), never a stored one, and repeats none. Batching by
         poll keeps the sampler's view unchanged: every completion is told before the next ask, as before.
         """
-        batch = []
-        for c in completions:
-            if c.key != self.ab_key:
-                arm, proposal, job = self.inflight.pop(c.key)
-                arm.inflight -= 1
-                assert c.result is not None
-                self.save(arm, c.result, trial_number=proposal.trial.number)
-                batch.append((arm, proposal, job, c.result))
-        self.commit()
-        told = iter(batch)
+        evaluations: list[tuple[Arm, Proposal, JobSpec, EvalResult] | None] = []  # None: the A/B re-measurement
         for c in completions:
             if c.key == self.ab_key:
+                evaluations.append(None)
+                continue
+            arm, proposal, job = self.inflight.pop(c.key)
+            arm.inflight -= 1
+            assert c.result is not None
+            self.save(arm, c.result, trial_number=proposal.trial.number)
+            evaluations.append((arm, proposal, job, c.result))
+        self.commit()
+        for c, done in zip(completions, evaluations):
+            if done is None:
                 self.ab_key = None
                 self._challenge(self.incumbent.resolve(c.samples))
                 continue
-            arm, proposal, job, result = next(told)
             self.pool.pump()
-            self._finish(arm, proposal, job, result, cached=False)
+            self._finish(*done, cached=False)
 
     def _finish(self, arm: Arm, proposal: Proposal, job: JobSpec, result: EvalResult, cached: bool) -> None:
         attrs = {"verdict": result.verdict.value, "reason": result.reason}

@@ -5,8 +5,12 @@ correct % (of the accepted variants: any evaluation past compilation / any ``ok`
 speedup (when a GPU measured) or the number of correct LLM variants (CPU), tokens and cost, and the share of
 the campaign's wall time the evaluation workers were busy.
 
+It also runs ``plan search --proposer llm`` on planner presets and reports, per model and preset, how many
+LLM-proposed plans land in the simulator's top 5 (and what became of the others).
+
     python benchmarks/agent_eval.py --scripted                    # CI: scripted server, tiny task, interpreter
     python benchmarks/agent_eval.py --tasks softmax,rmsnorm --backend cuda --trials 60 --max-calls 16
+    python benchmarks/agent_eval.py --plans-only --plan-presets all --plan-calls 8   # plans only, every preset
 
 Without ``--scripted`` it uses the configured endpoint(s) (WARPFORGE_LLM_* or WARPFORGE_LLM_CONFIG; docs/agent.md).
 """
@@ -33,6 +37,7 @@ def scripted_server() -> Any:
     from warpforge.agent.scripted import Reply, ScriptedServer, code_reply
 
     good = (ANSWERS / "double_good_v2.py").read_text()
+    plan_cycle_marker = "propose parallelism plans"  # plan prompts (agent/prompts/plan_system.j2) say this
     cycle = [code_reply(good, prompt_tokens=1500, completion_tokens=400),
              code_reply((ANSWERS / "double_wrong.py").read_text(), prompt_tokens=1500, completion_tokens=400),
              code_reply((ANSWERS / "double_hack_dynamic.py").read_text(), prompt_tokens=1500, completion_tokens=200),
@@ -40,8 +45,82 @@ def scripted_server() -> Any:
              code_reply(good.replace("[256, 512]", "[1024]"), prompt_tokens=1600, completion_tokens=400),
              code_reply("# again\n" + good, prompt_tokens=1500, completion_tokens=400)]
     server = ScriptedServer([])
-    server.script = lambda body: cycle[(len(server.requests) - 1) % len(cycle)]  # the body is recorded first
+    kernel_calls = [0]
+
+    def answer(body: dict[str, Any]) -> Any:
+        if plan_cycle_marker in str(body["messages"][0]["content"]):
+            return scripted_planner(body)
+        kernel_calls[0] += 1
+        return cycle[(kernel_calls[0] - 1) % len(cycle)]
+
+    server.script = answer
     return server.start()
+
+
+# Planner presets (model@cluster:nodes): small by default (~15 s of searches in all), every preset with "all".
+PLAN_PRESETS = ("llama3-8b@dgx-h100:1", "llama3-70b@dgx-h100:4", "mixtral-8x7b@dgx-h100:2")
+PLAN_PRESETS_ALL = PLAN_PRESETS + ("gpt3-175b@dgx-a100:16", "deepseek-v3-like@dgx-h100:32")
+
+
+def scripted_planner(body: dict[str, Any]) -> Any:
+    """A naive stand-in model for plans: it copies the best plan the prompt shows (``#1 `label` {json}``), adds
+    the same plan without any sharding or recompute (never fits a model of 8 B parameters or more on 80 GiB
+    GPUs: Adam alone keeps 14 bytes per parameter) and a TP of 3 (divides no 8-GPU node): by hand, one plan per
+    answer lands in the top 5, one does not fit, one is invalid; asked again, the first two are duplicates."""
+    import re
+
+    from warpforge.agent.scripted import Reply
+
+    prompt = str(body["messages"][-1]["content"])
+    m = re.search(r"^#1 `[^`]*` (\{.*\})$", prompt, re.M)
+    best = json.loads(m.group(1)) if m else {}
+    plans = [{"plan": best, "rationale": "the best plan so far, as a control"},
+             {"plan": {"tp": 1, "pp": 1, "cp": 1, "zero": 0, "recompute": "none"},
+              "rationale": "no sharding, no recompute: the fastest if it fits"},
+             {"plan": {"tp": 3}, "rationale": "an odd TP"}]
+    return Reply(content="```json\n" + json.dumps({"plans": plans}) + "\n```", prompt_tokens=3000,
+                 completion_tokens=250)
+
+
+def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]]:
+    """One plan campaign per preset; per (model, preset): outcomes of the proposed plans and how many rank in
+    the simulator's top 5 (ranks among all fitting plans of the final search)."""
+    import asyncio
+
+    from warpforge.agent.config import load_llm_config
+    from warpforge.agent.plans import PlanAgent, PlanAgentSettings, SearchOptions
+    from warpforge.agent.transcripts import read_transcripts
+    from warpforge.db.session import Database
+    from warpforge.parallel import load_cluster, load_model
+
+    presets = PLAN_PRESETS_ALL if args.plan_presets == "all" else (
+        tuple(args.plan_presets.split(",")) if args.plan_presets else PLAN_PRESETS)
+    llm = load_llm_config()
+    rows = []
+    for i, preset in enumerate(presets):
+        model_name, _, rest = preset.partition("@")
+        cluster_name, _, nodes = rest.partition(":")
+        model, cluster = load_model(model_name), load_cluster(cluster_name, nodes=int(nodes or 1))
+        name = f"agent-eval-plans-{int(time.time())}-{i}"
+        agent = PlanAgent(model, cluster, SearchOptions(), PlanAgentSettings(max_calls=args.plan_calls, seed=0),
+                          llm=llm, db_url=db_url, campaign=name)
+        started = time.monotonic()
+        res = asyncio.run(agent.run())
+        wall = time.monotonic() - started
+        call_model = {c.id: c.model for c in read_transcripts(Database(db_url), name)}
+        per: dict[str, dict[str, Any]] = defaultdict(lambda: defaultdict(int))
+        for p in res.proposals:
+            m = per[call_model.get(p.call_id or -1, "?")]
+            m["proposed"] += 1
+            m[p.outcome] += 1
+            m["top5"] += p.rank is not None and p.rank <= 5
+            if p.rank is not None:
+                m["best_rank"] = min(m.get("best_rank") or p.rank, p.rank)
+        for model_label, m in per.items():
+            rows.append({"model": model_label, "preset": preset, **dict(m), "calls": res.calls,
+                         "tokens": res.prompt_tokens + res.completion_tokens, "cost_usd": res.cost_usd,
+                         "stop_reason": res.stop_reason, "wall_s": wall})
+    return rows
 
 
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
@@ -50,6 +129,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     from warpforge.search.campaign import CampaignSpec, run_campaign
 
     db_url = args.db or f"sqlite:///{Path(tempfile.mkdtemp(prefix='wf-agent-eval-')) / 'wf.db'}"
+    plans = evaluate_plans(args, db_url) if not args.no_plans else []
+    if args.plans_only:
+        return {"db": db_url, "models": {}, "tasks": [], "plans": plans}
     tasks = [str(DOUBLE_TASK)] if args.scripted and not args.tasks else (args.tasks or "softmax").split(",")
     walls: dict[str, tuple[str, float, Any]] = {}
     for i, task in enumerate(tasks):
@@ -100,7 +182,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                              "notes": list(summary.notes)})
     engine.dispose()
     models = {k: dict(v) for k, v in per_model.items()}
-    return {"db": db_url, "models": models, "tasks": per_task}
+    return {"db": db_url, "models": models, "tasks": per_task, "plans": plans}
 
 
 def pct(n: float, d: float) -> str:
@@ -119,6 +201,11 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--db", default=None, help="database URL (default: a fresh SQLite file)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--plans-only", action="store_true", help="only the plan proposer (no kernel campaigns)")
+    parser.add_argument("--no-plans", action="store_true", help="only the kernel campaigns")
+    parser.add_argument("--plan-presets", default=None, help="comma-separated model@cluster:nodes, or 'all' "
+                        f"(default: {','.join(PLAN_PRESETS)})")
+    parser.add_argument("--plan-calls", type=int, default=2, help="LLM calls per plan campaign")
     args = parser.parse_args()
     server = None
     if args.scripted:
@@ -132,6 +219,16 @@ def main() -> int:
             server.stop()
     if args.json:
         print(json.dumps(report, indent=2, default=str))
+        return 0
+    if report["plans"]:
+        print(f"{'model':<12} {'preset':<28} {'plans':>5} {'top 5':>5} {'best':>5} {'ranked':>6} {'no fit':>6} "
+              f"{'invalid':>7} {'dup':>4} {'calls':>5} {'tokens':>7} {'USD':>7} {'stop':>6}")
+        for r in report["plans"]:
+            print(f"{r['model']:<12} {r['preset']:<28} {r['proposed']:>5} {r.get('top5', 0):>5} "
+                  f"{r.get('best_rank') or '-':>5} {r.get('ranked', 0):>6} {r.get('does_not_fit', 0):>6} "
+                  f"{r.get('invalid', 0):>7} {r.get('duplicate', 0):>4} {r['calls']:>5} {r['tokens']:>7} "
+                  f"{r['cost_usd']:>7.4f} {r['stop_reason']:>6}")
+    if args.plans_only:
         return 0
     print(f"{'model':<20} {'proposals':>9} {'parsed':>7} {'compiled':>8} {'correct':>8} {'tokens':>8} {'USD':>8}")
     for model, m in report["models"].items():

@@ -1,5 +1,5 @@
-"""Migration 0003 (the agent's tables) on SQLite and PostgreSQL: it creates exactly what the models declare,
-sits on 0002, and downgrades cleanly; transcripts round-trip through it."""
+"""Migrations 0003 (the agent's transcripts) and 0004 (the plans it proposed) on SQLite and PostgreSQL: each
+creates exactly what the models declare, sits on its parent, and downgrades cleanly; transcripts round-trip."""
 
 from __future__ import annotations
 
@@ -28,16 +28,34 @@ def _alembic(db: Database, revision: str, up: bool) -> None:
 def test_0003_matches_the_models_and_downgrades(db_url: str) -> None:
     db = Database(db_url)
     db.upgrade()
-    assert db.current_revision() == "0003"
+    assert db.current_revision() == "0004"
     with db.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     agent_diff = [d for d in diff if "wf_agent" in repr(d)]
     assert agent_diff == []
     _alembic(db, "0002", up=False)
+    assert "wf_agent_plans" not in set(inspect(db.engine).get_table_names())
     tables = set(inspect(db.engine).get_table_names())
     assert "wf_agent_calls" not in tables and "wf_agent_runs" not in tables and "wf_variants" in tables
     _alembic(db, "head", up=True)
-    assert {"wf_agent_calls", "wf_agent_runs"} <= set(inspect(db.engine).get_table_names())
+    assert {"wf_agent_calls", "wf_agent_runs", "wf_agent_plans"} <= set(inspect(db.engine).get_table_names())
+    db.engine.dispose()
+
+
+def test_0004_adds_only_wf_agent_plans_and_downgrades_to_0003(db_url: str) -> None:
+    db = Database(db_url)
+    _alembic(db, "0003", up=True)
+    before = set(inspect(db.engine).get_table_names())
+    assert "wf_agent_plans" not in before and "wf_agent_calls" in before
+    _alembic(db, "0004", up=True)
+    after = set(inspect(db.engine).get_table_names())
+    assert after - before == {"wf_agent_plans"}
+    cols = {c["name"] for c in inspect(db.engine).get_columns("wf_agent_plans")}
+    assert {"call_id", "rationale", "outcome", "rank", "plan_key"} <= cols
+    fks = {fk["referred_table"] for fk in inspect(db.engine).get_foreign_keys("wf_agent_plans")}
+    assert fks == {"wf_agent_calls", "wf_campaigns"}
+    _alembic(db, "0003", up=False)
+    assert set(inspect(db.engine).get_table_names()) == before
     db.engine.dispose()
 
 

@@ -116,6 +116,8 @@ def test_budgets_stop_the_agent_and_say_which(monkeypatch: pytest.MonkeyPatch, t
     assert f"stopped by {reason}" in proposer.note
     if reason == "calls":
         assert len(server.requests) == 2
+    if reason == "rounds":  # the one round allowed is asked (in_flight 1: one call), not stopped before it
+        assert len(server.requests) == 1
 
 
 def test_speed_of_light_stops_the_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

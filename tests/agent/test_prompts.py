@@ -74,3 +74,28 @@ def test_structured_models_are_asked_for_json() -> None:
     structured = build_prompt(task, history, None, structured=True).messages[0]["content"]
     assert "exactly one\n```python block" in plain and '"source"' not in plain
     assert 'A JSON object: "rationale"' in structured and '"source" (the complete\nfile)' in structured
+
+
+STRICT_BREAKERS = [  # (a launch line that breaks one strict rule, what the prompt must name for it)
+    ("import numpy as np", "No numpy"),
+    ("from triton.runtime import driver", "`triton.X` only for X in"),
+    ("y = torch.matmul(x, x)", "`torch.X` only for X in"),
+    ("n = x.__class__", "starts with `_`"),
+    ("f = getattr(x, 'add')", "`getattr()`"),
+    ("v = x.item()", "`.item()`"),
+    ("v = x.to('cpu')", '`.to("cpu")`'),
+]
+
+
+def test_the_system_prompt_states_every_strict_rule_a_candidate_can_break() -> None:
+    task = get_task("softmax")
+    system = build_prompt(task, template_history("softmax"), None, budget_tokens=50_000).messages[0]["content"]
+    for line, told in STRICT_BREAKERS:
+        source = f"import torch\nimport triton\n{line}\n" if line.startswith(("import", "from")) else \
+            f"import torch\nimport triton\ndef launch(x):\n    {line}\n    return x\n"
+        finding = check_source(source)
+        assert finding is not None, line  # the evaluator does reject it...
+        assert f"[{finding.reason}]" in system and told in system, line  # ...and the prompt said so
+    jit = "import triton\n@triton.jit\ndef k(x):\n    try:\n        pass\n    except Exception:\n        pass\n"
+    finding = check_source(jit)
+    assert finding is not None and f"[{finding.reason}]" in system and "try" in system

@@ -41,13 +41,15 @@ def client(seeded: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="session")
 def campaign_db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Real campaigns: softmax on replay (synthetic recordings, labelled) and on the CPU interpreter, plus plans."""
+    """Real campaigns: softmax on replay (synthetic recordings, labelled) and on the CPU interpreter, an LLM
+    agent campaign against the scripted server (~35 s), plus plans."""
     import fill
 
     work = tmp_path_factory.mktemp("campaigns")
     url = f"sqlite:///{work / 'wf.db'}"
     fill.replay_campaign(url, work)
     fill.interpret_campaign(url)
+    fill.agent_campaign(url, work)
     fill.store_plans(url)
     return url
 

@@ -10,6 +10,10 @@
   searched by the replay campaign like any variant.
 - ``interpret_campaign``: a real CPU campaign (Triton interpreter: correctness only, no times).
 - ``store_plans``: a real planner search (llama3-8b on dgx-h100) stored through parallel/store.py.
+- ``agent_campaign``: a real ``--proposer llm`` campaign (interpreter backend, the agent tests' tiny ``double``
+  task) against the scripted OpenAI-compatible server over real HTTP and the real openai client: a good
+  answer (accepted, tuned), prose that echoes the API key and a script payload (no_code), its re-ask
+  answered with wrong values (accepted, then ``incorrect``); stopped by its 3-call budget.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ XSS_SOURCE_LINE = '# </pre><script>alert("xss")</script><img src=x onerror=alert
 XSS_RATIONALE = '<script>document.body.dataset.pwned = "1"</script> rationale with <b>markup</b>'
 REPLAY_CAMPAIGN = 'softmax-replay <i>"demo"</i>'  # a name with markup: rendered inert, routed verbatim
 INTERPRET_CAMPAIGN = "softmax-cpu"
+AGENT_CAMPAIGN = "double-agent"
+AGENT_KEY = "sk-dash-browser-4b1d9e0c7a2f6e85"  # the scripted model echoes it; no page may show it
+AGENT_PAYLOAD = '<img src=x onerror="document.body.dataset.pwned=1">'
+AGENT_TESTS = Path(__file__).parents[1] / "agent"
 
 
 def xss_variant_file(folder: Path) -> Path:
@@ -119,3 +127,36 @@ def store_plans(url: str) -> None:
 
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100")
     store_search(url, model, cluster, search_plans(model, cluster, trials=60, top=5), limit=6)
+
+
+def agent_campaign(url: str, work: Path, trials: int = 6) -> None:
+    import yaml
+
+    from warpforge.agent.scripted import Reply, ScriptedServer, code_reply
+    from warpforge.search.campaign import CampaignSpec, run_campaign
+
+    good = (AGENT_TESTS / "answers" / "double_good_v2.py").read_text()
+    wrong = (AGENT_TESTS / "answers" / "double_wrong.py").read_text()
+    script = [code_reply(good, prompt_tokens=1000, completion_tokens=200),
+              Reply(content=f"I would use a bigger block. {AGENT_PAYLOAD} (my key is {AGENT_KEY})",
+                    reasoning=f"the key {AGENT_KEY} is in my context", prompt_tokens=1200, completion_tokens=40),
+              code_reply(wrong, prompt_tokens=1500, completion_tokens=180)]
+    server = ScriptedServer(script).start()
+    config = work / "models.yaml"
+    config.write_text(yaml.safe_dump({"models": [{"name": "scripted", "model": "scripted-coder",
+                                                  "base_url": server.url, "api_key_env": "WF_DASH_KEY",
+                                                  "max_retries": 0, "price_in": 2.0, "price_out": 8.0}]}))
+    saved = {k: os.environ.get(k) for k in ("WARPFORGE_LLM_CONFIG", "WF_DASH_KEY")}
+    os.environ.update({"WARPFORGE_LLM_CONFIG": str(config), "WF_DASH_KEY": AGENT_KEY})
+    try:
+        run_campaign(CampaignSpec(name=AGENT_CAMPAIGN, tasks=[str(AGENT_TESTS / "task_double_small.py")],
+                                  trials=trials, proposer="llm",
+                                  proposer_config={"in_flight": 1, "max_calls": 3, "seed": 0}, backend="interpret",
+                                  sampler="random", seed=0, db_url=url, top_k=0, seeds=1))
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

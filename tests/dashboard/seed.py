@@ -6,6 +6,12 @@ name/source/rationale carry script payloads; 5 evaluations (4 ok with times, 1 i
 decision choosing the CHILD at 1.8x [1.6-2.0] even though the parent has a faster raw evaluation (2.5x, not
 accepted) - so a leaderboard that re-ranked raw times would show 2.5 and fail; campaign ``live-one``
 (running, no decision); two stored plans.
+
+LLM calls are written through the agent's own transcript writer (agent/transcripts.store_call/store_run,
+which redacts registered keys): in ``seeded``, the call whose answer became the child (model ``coder-a``,
+1000/200 tokens, $0.0036; its prompt and answer echo ``SECRET``, a registered key, and carry a script
+payload), a rejected call (``coder-a``, 800/100, $0.0024) and a no_code call (``coder-b``, 500/50, $0.0010);
+in ``live-one`` one accepted call of ``coder-b`` (300/30, $0.0009) that became no stored variant.
 """
 
 from __future__ import annotations
@@ -17,6 +23,11 @@ PAYLOAD_NAME = "<img src=x onerror=alert(1)>"
 PAYLOAD_LINE = '# </pre><script>alert("xss")</script>'
 SHAPE_A = {"M": 4096, "N": 4096}
 SHAPE_B = {"M": 8192, "N": 8192}
+SECRET = "sk-seed-5e3f0a9b7c1d2e4f"  # registered with agent/secrets before the calls are stored
+CALL_PAYLOAD = '<script>document.body.dataset.pwned = "call"</script>'
+# (campaign, model, outcome, prompt tokens, completion tokens, USD): the expected values of the agent tests.
+CALLS = [("seeded", "coder-a", "accepted", 1000, 200, 0.0036), ("seeded", "coder-a", "rejected", 800, 100, 0.0024),
+         ("seeded", "coder-b", "no_code", 500, 50, 0.0010), ("live-one", "coder-b", "accepted", 300, 30, 0.0009)]
 
 PARENT_SRC = '''TASK = "softmax"
 SPACE = {"BLOCK": [256, 512], "num_warps": [4, 8]}
@@ -60,10 +71,14 @@ def seed(url: str) -> dict[str, Any]:
     db.upgrade()
     spec = {"tasks": ["softmax"], "backend": "replay", "proposer": "llm", "sampler": "wf-default"}
     with db.session() as s:
-        camp = store.create_campaign(s, "seeded", spec)
+        store.create_campaign(s, "seeded", spec)
+        store.create_campaign(s, "live-one", spec)
+    call_ids = _store_calls(db, parent.source_hash, child.source_hash)
+    with db.session() as s:
+        camp = store.get_campaign(s, "seeded")
         prow = store.ensure_variant(s, parent)
         crow = store.ensure_variant(s, child, "llm", proposer="llm", parents=(parent.source_hash,),
-                                    proposal_id="call-1", rationale='<script>alert("r")</script> fewer warps')
+                                    proposal_id=str(call_ids[0]), rationale='<script>alert("r")</script> fewer warps')
         rows = [(prow, {"BLOCK": 256, "num_warps": 4}, "ok", 0.40, 2.5),  # fastest raw time, NOT the decision
                 (prow, {"BLOCK": 512, "num_warps": 8}, "ok", 0.70, 1.4),
                 (crow, {"BLOCK": 256, "num_warps": 8}, "ok", 0.55, 1.8),
@@ -75,7 +90,6 @@ def seed(url: str) -> dict[str, Any]:
                                   study_name=f"seeded:softmax:{v.name}:{v.source_hash[:12]}", trial_number=i)
         _decide(s, camp, parent, child)
         camp.status = "finished"
-        store.create_campaign(s, "live-one", spec)
     db.engine.dispose()
 
     from warpforge.parallel import PlanConfig, load_cluster, load_model, predict
@@ -84,7 +98,29 @@ def seed(url: str) -> dict[str, Any]:
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100")
     preds = [predict(model, cluster, PlanConfig(tp=2, dp=4)), predict(model, cluster, PlanConfig(tp=1, dp=8))]
     store_predictions(url, model, cluster, [(p, "predict", []) for p in preds])
-    return {"parent": parent.source_hash, "child": child.source_hash}
+    return {"parent": parent.source_hash, "child": child.source_hash, "calls": call_ids}
+
+
+def _store_calls(db: Any, parent_hash: str, child_hash: str) -> list[int]:
+    from warpforge.agent.secrets import register_secret
+    from warpforge.agent.transcripts import CallRecord, store_call, store_run
+
+    register_secret(SECRET)
+    ids = []
+    for i, (campaign, model, outcome, pt, ct, usd) in enumerate(CALLS):
+        messages = ({"role": "system", "content": "You write Triton kernels."},
+                    {"role": "user", "content": f"Improve {parent_hash[:12]}. (key {SECRET}) {CALL_PAYLOAD}"})
+        answer = f"Here is the variant {CALL_PAYLOAD}\n```python\n{CHILD_SRC}```\nsent with {SECRET}"
+        rec = CallRecord(task="softmax", call_key=f"r{i}.s0.a0", model=model, params={"temperature": 0.7},
+                         messages=messages, content=answer, reasoning=f"fewer warps; {SECRET}", finish_reason="stop",
+                         prompt_tokens=pt, completion_tokens=ct, latency_s=1.5, cost_usd=usd, outcome=outcome,
+                         message="" if outcome == "accepted" else f"{outcome}: see the answer",
+                         parents=(parent_hash,), variant_hash=child_hash if i == 0 else None)
+        ids.append(store_call(db, campaign, rec))
+    store_run(db, "seeded", "softmax", {"stop_reason": "calls", "calls": 3, "prompt_tokens": 2300,
+                                        "completion_tokens": 350, "cost_usd": 0.007, "wall_s": 12.0,
+                                        "outcomes": {"accepted": 1, "rejected": 1, "no_code": 1}})
+    return ids
 
 
 def _decide(s: Any, camp: Any, parent: Any, child: Any) -> None:

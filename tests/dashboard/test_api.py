@@ -84,7 +84,7 @@ def test_openapi_describes_every_api_route(client: Any) -> None:
     paths = set(client.get("/api/openapi.json").json()["paths"])
     for p in ("/api/campaigns", "/api/campaigns/{name}", "/api/evaluations", "/api/evaluations/{id}",
               "/api/variants/{source_hash}", "/api/decisions", "/api/leaderboard", "/api/plans", "/api/agent",
-              "/api/charts/{name}", "/api/studies/{name}"):
+              "/api/charts/{name}", "/api/studies/{name}", "/api/agent/calls", "/api/agent/calls/{id}"):
         assert p in paths, p
 
 
@@ -113,9 +113,20 @@ def test_plans_show_breakdown_and_exported_arguments(client: Any) -> None:
     assert "--tensor-model-parallel-size" in client.get("/plans").text
 
 
-def test_agent_page_says_no_llm_calls(client: Any) -> None:
-    assert client.get("/api/agent").json()["calls"] == []
-    assert "no LLM calls" in client.get("/agent").text
+def test_agent_page_says_no_llm_calls_on_a_database_without_any(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from warpforge.dashboard.app import create_app
+    from warpforge.db.session import Database
+
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    db = Database(url)
+    db.upgrade()
+    db.engine.dispose()
+    c = TestClient(create_app(url))
+    view = c.get("/api/agent").json()
+    assert view["calls"]["items"] == [] and view["total"]["calls"] == 0
+    assert "no LLM calls" in c.get("/agent").text
 
 
 def test_running_campaign_pages_poll_and_the_fragment_renders(client: Any) -> None:

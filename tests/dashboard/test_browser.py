@@ -50,7 +50,7 @@ def _plots_drawn(page: Any) -> int:
 def test_click_through_overview_campaign_leaderboard_variant_parent(watched: Any, live_url: str, shots: Path) -> None:
     page = watched
     page.goto(live_url + "/")
-    assert page.locator("table#campaigns tbody tr").count() == 2
+    assert page.locator("table#campaigns tbody tr").count() == 3
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
     page.get_by_role("link", name=fill.REPLAY_CAMPAIGN).click()
@@ -90,7 +90,7 @@ def test_injected_script_payloads_render_inert(watched: Any, live_url: str, shot
     page = watched
     evals = page.request.get(f"{live_url}/api/evaluations?limit=1000").json()["items"]
     child = next(e["variant_hash"] for e in evals if e["variant_name"] == fill.XSS_NAME)
-    for path in ["/", f"/campaigns/{fill.REPLAY_CAMPAIGN}", "/leaderboard", f"/variants/{child}",
+    for path in ["/", f"/campaigns/{fill.REPLAY_CAMPAIGN}", "/leaderboard", f"/variants/{child}", "/agent",
                  f"/campaigns/{fill.REPLAY_CAMPAIGN}/charts"]:
         page.goto(live_url + quote(path))
         page.wait_for_load_state("networkidle")
@@ -118,10 +118,6 @@ def test_every_page_renders(watched: Any, live_url: str, shots: Path) -> None:
     assert "--tensor-model-parallel-size" in page.locator("pre.export").first.inner_text()
     page.screenshot(path=str(shots / "plans.png"), full_page=True)
 
-    page.goto(live_url + "/agent")
-    assert "no LLM calls" in page.locator("#no-llm").inner_text()
-    page.screenshot(path=str(shots / "agent.png"), full_page=True)
-
     page.goto(f"{live_url}/campaigns/{fill.INTERPRET_CAMPAIGN}")
     assert page.locator("table.evaluations tbody tr").count() == 4
     page.locator("table.evaluations tbody tr a").first.click()
@@ -129,6 +125,47 @@ def test_every_page_renders(watched: Any, live_url: str, shots: Path) -> None:
     meta = page.locator("p.meta").first.inner_text()
     assert "backend interpret" in meta and "not timed" in meta  # the interpreter checks, never times
     page.screenshot(path=str(shots / "evaluation.png"), full_page=True)
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_agent_page_and_the_transcript_of_an_llm_variant(watched: Any, live_url: str, shots: Path) -> None:
+    """The agent campaign's calls (3: accepted, no_code echoing the key and a payload, accepted with wrong
+    values), their totals by hand: 1000+1200+1500 prompt tokens, 200+40+180 completion tokens."""
+    page = watched
+    page.goto(live_url + "/agent")
+    page.wait_for_function("() => document.querySelectorAll('div.plot .main-svg').length >= 1")
+    assert _plots_drawn(page) == 1  # the outcome mix
+    total = page.locator("#llm-total tbody tr").inner_text()
+    assert "3700" in total and "420" in total and "accepted 2" in total and "no_code 1" in total
+    assert "$0.0108" in total  # 3700 tokens at $2/M + 420 at $8/M = $0.01076
+    assert "scripted" in page.locator("#llm-per-model").inner_text()  # the configured model's name
+    assert fill.AGENT_CAMPAIGN in page.locator("#llm-per-campaign").inner_text()
+    assert "calls" in page.locator("#agent-runs").inner_text()  # stopped by its call budget
+    assert page.locator("#llm-calls tbody tr").count() == 3
+    page.screenshot(path=str(shots / "agent.png"), full_page=True)
+
+    page.select_option("select[name=outcome]", "no_code")  # the filter form submits itself
+    page.wait_for_url("**outcome=no_code**")
+    assert page.locator("#llm-calls tbody tr").count() == 1
+    page.locator("#llm-calls a.call-link").first.click()
+    page.wait_for_url("**/agent/calls/**")
+    answer = page.locator("#transcript-answer").inner_text()
+    assert fill.AGENT_PAYLOAD in answer and "[redacted]" in answer  # shown as text; the key was never stored
+    assert fill.AGENT_KEY not in page.content()
+    page.screenshot(path=str(shots / "llm-call.png"), full_page=True)
+
+    page.goto(live_url + "/agent")
+    page.locator("#llm-calls tr", has_text="r0.s0.a0").locator("a.call-link").click()
+    page.wait_for_url("**/agent/calls/**")
+    page.locator("#call-variant").click()
+    page.wait_for_url("**/variants/**")
+    assert page.locator("#variant-name").inner_text() == "llm_r0_s0"
+    assert page.locator("#transcript .msg").count() >= 3  # system, user, answer
+    assert "r0.s0.a0" in page.locator("#transcript p.meta").inner_text()
+    page.screenshot(path=str(shots / "variant-llm-transcript.png"), full_page=True)
+    for path in ["/agent", "/api/agent", "/api/agent/calls?limit=1000"]:
+        assert fill.AGENT_KEY not in page.request.get(live_url + path).text(), path
+    assert page.evaluate("() => document.body.dataset.pwned || null") is None
     assert page.errors == []  # type: ignore[attr-defined]
 
 

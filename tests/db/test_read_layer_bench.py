@@ -9,7 +9,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "read_layer.py"
 READERS = ["campaigns() page of 50", "campaign(name)", "evaluations() newest 50", "evaluations() last page by cursor",
            "evaluation(id) in full", "variant(hash)", "lineage(hash)", "decisions(task=)", "winners(task=)",
-           "winners(task=, gpu=, shape=)", "plans() page of 50"]
+           "winners(task=, gpu=, shape=)", "plans() page of 50", "llm_calls() newest 50", "llm_call(id) with its text",
+           "llm_usage() campaign x model", "llm_call_for_variant(hash)"]
 
 
 def test_read_layer_benchmark_prints_every_reader() -> None:
@@ -21,6 +22,6 @@ def test_read_layer_benchmark_prints_every_reader() -> None:
     assert "sqlite 300" in lines[1]
     for name in READERS:
         rows = [line for line in lines if line.startswith(name + " ")]
-        assert len(rows) == 3, name  # median wall, fastest wall, CPU
+        assert len(rows) == 4, name  # median wall, fastest wall, CPU, first call
         assert float(rows[0].split("|")[1]) >= 0.0
     assert any(line.startswith("slowest page (median wall; deep pages by cursor): ") for line in lines)

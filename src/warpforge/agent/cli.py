@@ -5,6 +5,7 @@ Example::
     $ warpforge agent transcripts my-campaign            # one row per call: outcome, tokens, cost, variant
     $ warpforge agent transcripts my-campaign --full     # with the messages, answers and reasoning
     $ warpforge agent transcripts my-campaign --json
+    $ warpforge agent transcripts plans-demo              # a plan search: its calls, then the plans proposed
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ def transcripts(
             raise typer.Exit(1)
     calls = read_transcripts(database, campaign, task)
     runs = [r for r in read_runs(database, campaign) if task is None or r["task"] == task]
+    from warpforge.agent.plan_store import read_agent_plans
+
+    plans = [p for p in read_agent_plans(database, campaign) if task is None or p.task == task]
     if json_out:
-        sys.stdout.write(json.dumps({"campaign": campaign, "runs": runs, "calls": [c.to_dict() for c in calls]},
-                                    indent=2, default=str) + "\n")
+        doc = {"campaign": campaign, "runs": runs, "calls": [c.to_dict() for c in calls]}
+        if plans:  # a plan search's proposals (plan search --proposer llm)
+            doc["plans"] = [p.to_dict() for p in plans]
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
     if not calls:
         out.print(f"campaign {campaign!r} made no LLM calls (proposer: template, or the agent never ran)")
@@ -62,6 +68,10 @@ def transcripts(
                       c.outcome + (" (replayed)" if c.replayed else ""),
                       (c.variant_hash or "")[:12] or "-", verdicts)
     out.print(table)
+    if plans:
+        from warpforge.agent.plan_cli import proposals_table
+
+        out.print(proposals_table(plans, f"plans proposed in {campaign}"))
     for r in runs:
         out.print(_run_line(r), highlight=False)
     if full:

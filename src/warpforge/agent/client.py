@@ -65,7 +65,8 @@ class ChatClient(Protocol):
 
     def pick(self, rng: random.Random) -> ModelConfig: ...
 
-    async def complete(self, messages: Sequence[Message], model: ModelConfig, key: str = "") -> LLMResponse: ...
+    async def complete(self, messages: Sequence[Message], model: ModelConfig, key: str = "",
+                       schema: Mapping[str, Any] | None = None) -> LLMResponse: ...
 
     async def aclose(self) -> None: ...
 
@@ -97,15 +98,16 @@ VARIANT_SCHEMA: dict[str, Any] = {
 }
 
 
-def request_params(model: ModelConfig) -> dict[str, Any]:
-    """The sampling parameters sent for ``model`` (stored with each transcript)."""
+def request_params(model: ModelConfig, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The sampling parameters sent for ``model`` (stored with each transcript); ``schema`` is the
+    structured-output format for models that opted in (default: a variant file)."""
     params: dict[str, Any] = {"model": model.model, model.token_param: model.max_tokens}
     if model.temperature is not None:
         params["temperature"] = model.temperature
     if model.top_p is not None:
         params["top_p"] = model.top_p
     if model.structured_output:
-        params["response_format"] = VARIANT_SCHEMA
+        params["response_format"] = dict(schema or VARIANT_SCHEMA)
     return params
 
 
@@ -139,10 +141,11 @@ class OpenAIChatClient:
     def pick(self, rng: random.Random) -> ModelConfig:
         return pick_model(self.config.models, rng)
 
-    async def complete(self, messages: Sequence[Message], model: ModelConfig, key: str = "") -> LLMResponse:
+    async def complete(self, messages: Sequence[Message], model: ModelConfig, key: str = "",
+                       schema: Mapping[str, Any] | None = None) -> LLMResponse:
         import openai
 
-        params = request_params(model)
+        params = request_params(model, schema)
         started = time.monotonic()
         try:
             resp = await self._clients[model.label].chat.completions.create(

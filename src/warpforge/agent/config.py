@@ -19,6 +19,9 @@ models; each names the *environment variable* that holds its key, so the file ca
     agent:                              # optional defaults for the llm proposer (evolution.AgentSettings)
       max_calls: 16
       max_cost_usd: 2.0
+    plan_agent:                         # optional defaults for plan search --proposer llm (plans.PlanAgentSettings)
+      max_calls: 6
+      plans_per_call: 4
 
 Example::
 
@@ -87,6 +90,7 @@ class LLMConfig(BaseModel):
 
     models: tuple[ModelConfig, ...] = Field(min_length=1)
     agent: dict[str, Any] = Field(default_factory=dict)  # defaults for the llm proposer (budgets, in_flight, ...)
+    plan_agent: dict[str, Any] = Field(default_factory=dict)  # defaults for plan search --proposer llm (plans.py)
 
 
 def _from_file(path: Path) -> LLMConfig:

@@ -29,8 +29,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from warpforge.agent.budget import Budgets, Usage, spent
 from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
 from warpforge.agent.parse import REASKABLE, check_answer, normalized_hash
 from warpforge.agent.prompting import build_prompt, reask_message
@@ -41,20 +42,15 @@ from warpforge.kernels.variant import builtin_variants
 log = logging.getLogger("warpforge.agent")
 
 
-class AgentSettings(BaseModel):
-    """The ``llm`` proposer's options (``proposer_config``); unknown keys are an error, not ignored."""
+class AgentSettings(Budgets):
+    """The ``llm`` proposer's options (``proposer_config``); unknown keys are an error, not ignored. The budgets
+    (max_calls, max_tokens, max_cost_usd, max_wall_s, max_rounds, max_call_failures) are agent/budget.py's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     llm_config: str | None = None  # YAML of models; default $WARPFORGE_LLM_CONFIG, then WARPFORGE_LLM_* vars
     replay: str | None = None  # answer from this campaign's stored transcripts (no network)
     in_flight: int = Field(default=2, ge=1)  # proposals per round, asked concurrently
-    max_calls: int | None = Field(default=16, ge=1)
-    max_tokens: int | None = Field(default=500_000, ge=1)  # prompt + completion tokens
-    max_cost_usd: float | None = Field(default=5.0, ge=0)
-    max_wall_s: float | None = Field(default=3600.0, gt=0)
-    max_rounds: int | None = Field(default=None, ge=1)
-    max_call_failures: int = Field(default=3, ge=1)  # failed calls in a row (after the client's retries) end the agent
     sol_stop_pct: float = Field(default=90.0, gt=0)  # stop once a variant reaches this % of speed of light
     prompt_tokens: int = Field(default=12_000, ge=1000)
     seed_templates: bool = True
@@ -125,21 +121,12 @@ class LLMProposer(Proposer):
         return (f"llm agent: {self.calls} calls ({outcomes}), {self.prompt_tokens + self.completion_tokens} tokens, "
                 f"${self.cost_usd:.4f}; stopped by {self.stop_reason or 'the campaign (trial or time budget)'}")
 
-    def _budget_spent(self) -> str | None:
-        s = self.settings
-        if s.max_calls is not None and self.calls >= s.max_calls:
-            return "calls"
-        if s.max_tokens is not None and self.prompt_tokens + self.completion_tokens >= s.max_tokens:
-            return "tokens"
-        if s.max_cost_usd is not None and self.cost_usd >= s.max_cost_usd:
-            return "cost"
-        if s.max_wall_s is not None and self.started is not None and time.monotonic() - self.started >= s.max_wall_s:
-            return "wall_time"
-        if s.max_rounds is not None and self.rounds >= s.max_rounds:
-            return "rounds"
-        if self.failures_in_row >= s.max_call_failures:
-            return "call_failures"
-        return None
+    def _budget_spent(self, in_round: bool = False) -> str | None:
+        # Inside a round the round itself is already counted: it must not stop its own calls (max_rounds=1 once
+        # asked nothing at all).
+        rounds = self.rounds - 1 if in_round else self.rounds
+        return spent(self.settings, Usage(self.calls, self.prompt_tokens + self.completion_tokens, self.cost_usd,
+                                          self.started, rounds, self.failures_in_row))
 
     def _stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -297,9 +284,9 @@ class LLMProposer(Proposer):
         if parent is not None:
             self.children[parents[0]] = self.children.get(parents[0], 0) + 1
         for attempt in (0, 1):
-            spent = self._budget_spent()
-            if spent:
-                self._stop(spent)
+            used_up = self._budget_spent(in_round=True)
+            if used_up:
+                self._stop(used_up)
                 return None
             key = f"r{history.round}.s{slot}.a{attempt}"
             self.calls += 1

@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -68,6 +68,29 @@ def _env() -> jinja2.Environment:
 
 def example_variant() -> str:
     return (PROMPTS / "example_variant.txt").read_text().strip()
+
+
+@lru_cache(maxsize=1)
+def strict_rules() -> dict[str, str]:
+    """The evaluator's strict static rules, worded for the system prompt from the evaluator's own allowlists
+    (evaluator/static.py, static_strict.py: read, never copied), so a candidate is never rejected for a rule it
+    was not told."""
+    from warpforge.evaluator import static_strict as st
+    from warpforge.evaluator.static import ALLOWED_TORCH
+
+    def names(items: Any, fmt: str = "`{}`") -> str:
+        return ", ".join(fmt.format(x) for x in sorted(items))
+
+    nodes = {"Import": "import", "ImportFrom": "from-import", "Global": "global", "Nonlocal": "nonlocal",
+             "Lambda": "lambda", "Try": "try", "With": "with", "ClassDef": "class", "AsyncFunctionDef": "async def",
+             "Await": "await", "Yield": "yield", "YieldFrom": "yield from"}
+    return {"imports": names(m for m in st.ALLOWED_IMPORTS if m != "__future__") + " (and `__future__`)",
+            "triton": names(st.ALLOWED_TRITON), "torch": names(ALLOWED_TORCH),
+            "names": names(st.FORBIDDEN_NAMES), "calls": names(st.DYNAMIC_CALLS, "`{}()`"),
+            "host_reads": names((h for h in st.HOST_READS if not h.startswith("_")), "`.{}()`"),
+            "jit_builtins": names(b for b in st.JIT_BUILTINS if b not in ("True", "False", "None")),
+            "jit_attrs": names(st.JIT_BANNED_ATTRS, "`.{}`"),
+            "jit_nodes": ", ".join(nodes.get(n.__name__, n.__name__) for n in st.JIT_BANNED_NODES)}
 
 
 def render(name: str, **context: Any) -> str:
@@ -195,7 +218,8 @@ def build_prompt(task: Task, history: Any, parent: Any, *, budget_tokens: int = 
                  winners: Sequence[str] = (), structured: bool = False) -> Prompt:
     """System + user messages for one proposal; sections over ``budget_tokens`` are cut, lowest priority first.
     ``structured``: the model answers a JSON object {rationale, source} (its structured-output setting)."""
-    system = render("system.j2", task_name=task.name, example=example_variant(), structured=structured)
+    system = render("system.j2", task_name=task.name, example=example_variant(), structured=structured,
+                    rules=strict_rules())
     sections: list[Section] = [task_section(task), gpu_section(getattr(history, "gpu", None), target)]
     if parent is not None:
         sections += parent_sections(parent, task, getattr(history, "gpu", None))
@@ -203,15 +227,23 @@ def build_prompt(task: Task, history: Any, parent: Any, *, budget_tokens: int = 
                   winners_section(winners)):
         if extra is not None:
             sections.append(extra)
-    cut: list[str] = []
-    while True:  # render, measure, drop the lowest-priority section while over budget (the task is never cut)
-        user = render("propose.j2", sections=sections, parent=parent, task_name=task.name)
+    return fit_prompt(system, sections, lambda kept: render("propose.j2", sections=kept, parent=parent,
+                                                             task_name=task.name), budget_tokens)
+
+
+def fit_prompt(system: str, sections: Sequence[Section], render_user: Callable[[list[Section]], str],
+               budget_tokens: int) -> Prompt:
+    """Render the user message from ``sections``, dropping the lowest-priority one while the estimate is over
+    ``budget_tokens`` (priority 100 is never cut); the dropped titles are ``Prompt.cut``."""
+    kept, cut = list(sections), []
+    while True:
+        user = render_user(kept)
         tokens = (len(system) + len(user)) // CHARS_PER_TOKEN
-        optional = [s for s in sections if s.priority < 100]
+        optional = [s for s in kept if s.priority < 100]
         if tokens <= budget_tokens or not optional:
             break
         lowest = min(optional, key=lambda s: s.priority)
-        sections.remove(lowest)
+        kept.remove(lowest)
         cut.append(lowest.title)
     return Prompt(({"role": "system", "content": system}, {"role": "user", "content": user}), tuple(cut), tokens)
 

@@ -150,9 +150,34 @@ def plans(request: Request, model: str | None = None, cluster: str | None = None
     return _json(plans_view(get_reader(request), model=model, cluster=cluster, offset=offset, limit=limit))
 
 
-@router.get("/agent", summary="LLM calls, tokens and cost (empty until the agent's table exists)")
-def agent(request: Request) -> Any:
-    return _json(views.agent_view(get_reader(request)))
+@router.get("/agent", summary="LLM calls, tokens and cost per campaign and per model, outcome mix, the agent's "
+            "runs and a page of calls (without their text)")
+def agent(request: Request, campaign: str | None = None, model: str | None = None, outcome: str | None = None,
+          offset: int = Offset, limit: int = Limit) -> Any:
+    from warpforge.dashboard.agent import agent_view
+
+    return _json(agent_view(get_reader(request), campaign=campaign, model=model, outcome=outcome, offset=offset,
+                            limit=limit))
+
+
+@router.get("/agent/calls", summary="A page of stored LLM calls, newest first (filters combine)")
+def llm_calls(request: Request, campaign: str | None = None, task: str | None = None, model: str | None = None,
+              outcome: str | None = None, variant_hash: str | None = None, offset: int = Offset,
+              limit: int = Limit) -> Any:
+    from warpforge.dashboard.redact import scrub_calls
+
+    return _json(scrub_calls(get_reader(request).llm_calls(campaign=campaign, task=task, model=model, outcome=outcome,
+                                                           variant_hash=variant_hash, offset=offset, limit=limit)))
+
+
+@router.get("/agent/calls/{id}", summary="One LLM call: messages, answer, reasoning (stored redacted)")
+def llm_call(request: Request, id: int) -> Any:
+    from warpforge.dashboard.redact import scrub_transcript
+
+    t = scrub_transcript(get_reader(request).llm_call(id))
+    if t is None:
+        raise HTTPException(404, f"no LLM call {id}")
+    return _json(t)
 
 
 @router.get("/studies/{name:path}", summary="optuna-dashboard links for a campaign's studies")

@@ -48,7 +48,7 @@ class CampaignCharts:
     figures: tuple[Figure, ...] = field(default_factory=tuple)
 
 
-def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
+def layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
     # The page prints the title above the plot; the legend goes on top so it never covers the x-axis title.
     return {"meta": {"title": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
             "margin": {"l": 60, "r": 20, "t": 30, "b": 60}, "height": 380,
@@ -88,10 +88,10 @@ def best_so_far(rows: list[Any], campaign_start: Any | None) -> tuple[Figure, Fi
                             "line": {"shape": "hv"}})
     note = "" if n_points else "no measured time yet (interpreter campaigns check correctness only)"
     return (Figure("best-evals", "Best so far vs evaluations", {
-                "data": by_eval, "layout": _layout("Best time so far", "evaluations", "ms (lower is better)")},
+                "data": by_eval, "layout": layout("Best time so far", "evaluations", "ms (lower is better)")},
                 note, n_points),
             Figure("best-wall", "Best so far vs wall time", {
-                "data": by_wall, "layout": _layout("Best time so far", "seconds since start", "ms")}, note, n_points))
+                "data": by_wall, "layout": layout("Best time so far", "seconds since start", "ms")}, note, n_points))
 
 
 def param_figures(rows: list[Any]) -> list[Figure]:
@@ -115,7 +115,7 @@ def param_figures(rows: list[Any]) -> list[Figure]:
                     t["text"].append(str(r.params))
             data = [{"type": "scatter", "mode": "markers", "name": v, **t} for v, t in sorted(traces.items())]
             figs.append(Figure(f"param-{task}-{p}", f"{task}: time vs {p}", {
-                "data": data, "layout": _layout(f"{task}: time vs {p}", p, "ms", yaxis={"type": "log",
+                "data": data, "layout": layout(f"{task}: time vs {p}", p, "ms", yaxis={"type": "log",
                                                                                      "title": {"text": "ms"}})},
                 points=sum(len(t["x"]) for t in traces.values())))
     return figs
@@ -123,7 +123,7 @@ def param_figures(rows: list[Any]) -> list[Figure]:
 
 def verdict_mix(rows: list[Any], bins: int = 20) -> Figure:
     if not rows:
-        return Figure("verdicts", "Verdict mix over time", {"data": [], "layout": _layout("Verdicts", "", "")},
+        return Figure("verdicts", "Verdict mix over time", {"data": [], "layout": layout("Verdicts", "", "")},
                       "no evaluations")
     size = max(1, -(-len(rows) // bins))
     counts: list[Counter[str]] = [Counter(r.verdict for r in rows[i:i + size]) for i in range(0, len(rows), size)]
@@ -132,7 +132,7 @@ def verdict_mix(rows: list[Any], bins: int = 20) -> Figure:
     data = [{"type": "bar", "name": v, "x": xs, "y": [c.get(v, 0) for c in counts],
              "marker": {"color": VERDICT_COLORS.get(v, "#333")}} for v in verdicts]
     return Figure("verdicts", "Verdict mix over time", {
-        "data": data, "layout": _layout("Verdict mix over time", "evaluations (in order)", "count", barmode="stack",
+        "data": data, "layout": layout("Verdict mix over time", "evaluations (in order)", "count", barmode="stack",
                                         xaxis={"type": "category", "title": {"text": "evaluations (in order)"}})},
         points=len(rows))
 
@@ -205,7 +205,7 @@ def roofline(decisions: tuple[Any, ...]) -> Figure:
                              "x": xs, "y": [min(peak, x * c["hbm_tbps"]) for x in xs],
                              "line": {"dash": "dot"}})
     note = "" if points else "no measured shapes with a known work model"
-    return Figure("roofline", "Roofline", {"data": data, "layout": _layout(
+    return Figure("roofline", "Roofline", {"data": data, "layout": layout(
         "Roofline (achieved vs arithmetic intensity)", "FLOP / byte", "TFLOP/s",
         xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
         yaxis={"type": "log", "title": {"text": "achieved TFLOP/s"}})}, note, points)
@@ -243,10 +243,10 @@ def plan_figures(plans: tuple[Any, ...]) -> tuple[Figure, ...]:
         ys = [float(dict(dict(p.prediction).get("memory") or {}).get(part, 0.0)) for p in plans]
         if any(ys):
             m_data.append({"type": "bar", "name": part, "x": labels, "y": ys})
-    return (Figure("plan-time", "Simulated step time", {"data": t_data, "layout": _layout(
+    return (Figure("plan-time", "Simulated step time", {"data": t_data, "layout": layout(
                 "Simulated step time breakdown", "plan", "seconds per step", barmode="stack", **_ROTATED)},
                 points=len(plans)),
-            Figure("plan-memory", "Memory per GPU", {"data": m_data, "layout": _layout(
+            Figure("plan-memory", "Memory per GPU", {"data": m_data, "layout": layout(
                 "Peak memory per GPU", "plan", "GiB", barmode="stack", **_ROTATED)}, points=len(plans)))
 
 

@@ -2,7 +2,7 @@
 
 Routes: ``/`` overview (``?partial=rows`` is the live-update fragment polled while a campaign runs),
 ``/campaigns/{name}``, ``/campaigns/{name}/charts``, ``/leaderboard``, ``/variants/{hash}``,
-``/evaluations/{id}``, ``/plans``, ``/agent``.
+``/evaluations/{id}``, ``/plans``, ``/agent``, ``/agent/calls/{id}``.
 
 Example::
 
@@ -98,5 +98,20 @@ def plans(request: Request, offset: int = Query(0, ge=0), model: str | None = No
 
 
 @router.get("/agent", response_class=HTMLResponse)
-def agent(request: Request) -> Any:
-    return html(request, "agent.html", {"view": views.agent_view(get_reader(request)), "nav": "agent"})
+def agent(request: Request, campaign: str | None = None, model: str | None = None, outcome: str | None = None,
+          offset: int = Query(0, ge=0)) -> Any:
+    from warpforge.dashboard.agent import agent_view
+
+    view = agent_view(get_reader(request), campaign=campaign or None, model=model or None, outcome=outcome or None,
+                      offset=offset, limit=PER_PAGE)
+    return html(request, "agent.html", {"view": view, "nav": "agent"})
+
+
+@router.get("/agent/calls/{id}", response_class=HTMLResponse)
+def llm_call(request: Request, id: int) -> Any:
+    from warpforge.dashboard.redact import scrub_transcript
+
+    t = scrub_transcript(get_reader(request).llm_call(id))
+    if t is None:
+        raise HTTPException(404, f"no LLM call {id}: see the Agent page for stored calls")
+    return html(request, "llm_call.html", {"t": t, "nav": "agent"})

@@ -118,6 +118,7 @@ class VariantView:
     best: Any | None  # EvaluationDetail of the best measured (else the latest) evaluation
     decisions: tuple[Any, ...]
     evaluations: Any  # Page[EvaluationRow]
+    transcript: Any | None = None  # LLMTranscript of the call whose answer became this variant (origin llm)
 
 
 def source_diff(old: str, new: str, old_name: str, new_name: str) -> tuple[DiffLine, ...]:
@@ -143,7 +144,12 @@ def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int =
         (evaluations.items[0] if evaluations.items else None)
     best = reader.evaluation(pick.id) if pick is not None else None
     decisions = tuple(d for d in reader.decisions(task=v.task) if d.variant_hash == v.source_hash)
-    return VariantView(v, lineage, parent, diff, best, decisions, evaluations)
+    transcript = None
+    if v.origin == "llm" or v.proposal_id:
+        from warpforge.dashboard.redact import scrub_transcript
+
+        transcript = scrub_transcript(reader.llm_call_for_variant(v.source_hash))
+    return VariantView(v, lineage, parent, diff, best, decisions, evaluations, transcript)
 
 
 def highlight(source: str) -> str | None:
@@ -163,20 +169,3 @@ def pygments_css() -> str:
     except ImportError:
         return ""
     return str(HtmlFormatter(cssclass="hl").get_style_defs(".hl"))
-
-
-@dataclass(frozen=True)
-class AgentView:
-    calls: tuple[Any, ...]
-    message: str
-
-
-def agent_view(reader: Any) -> AgentView:
-    # The agent stores its calls in its own tables (migration 0003, branch agent); the page lists them once the
-    # read layer offers them as ``Reader.llm_calls()`` (frozen rows). Until then it says so.
-    calls = getattr(reader, "llm_calls", None)
-    if calls is None:
-        return AgentView((), "no LLM calls to show: the read layer has no agent calls yet (campaigns so far "
-                             "took their variants from templates)")
-    rows = tuple(calls())
-    return AgentView(rows, "" if rows else "no LLM calls stored")

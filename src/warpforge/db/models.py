@@ -277,3 +277,28 @@ class AgentRun(Base):
     outcomes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # outcome -> count
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # effective agent settings (replay reuses)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class AgentPlan(Base):
+    """A parallelism plan an LLM proposed (``plan search --proposer llm``): the call that proposed it, its
+    rationale, what became of it (agent/plan_parse.py PLAN_OUTCOMES) and its rank among the search's fitting
+    plans. The plan's prediction is in ``wf_plans`` (same campaign, same ``plan_key``, source ``llm``)."""
+
+    __tablename__ = "wf_agent_plans"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("wf_campaigns.id"), index=True)
+    call_id: Mapped[int | None] = mapped_column(ForeignKey("wf_agent_calls.id"), index=True)
+    task: Mapped[str] = mapped_column(String(200))  # "plan:<model>@<cluster>x<nodes>", as in wf_agent_calls
+    slot: Mapped[int] = mapped_column(Integer, default=0)  # position in the answer's list of plans
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # as proposed (before defaults are filled)
+    plan_key: Mapped[str | None] = mapped_column(String(400))  # canonical plan (wf_plans.plan_key) once built
+    outcome: Mapped[str] = mapped_column(String(20))  # ranked | does_not_fit | invalid | duplicate
+    message: Mapped[str] = mapped_column(Text, default="")
+    rationale: Mapped[str] = mapped_column(Text, default="")
+    rank: Mapped[int | None] = mapped_column(Integer)  # 1-based among the final search's fitting plans
+    step_time_s: Mapped[float | None] = mapped_column(Float)
+    tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    peak_mem_gb: Mapped[float | None] = mapped_column(Float)
+    replayed: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

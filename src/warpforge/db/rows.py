@@ -192,3 +192,69 @@ class PlanRow:
     prediction: Mapping[str, Any]
     warpforge_version: str
     created_at: datetime
+
+
+# --- the agent's LLM calls (wf_agent_calls / wf_agent_runs, migration 0003) -----------------------------
+@dataclass(frozen=True)
+class LLMCallRow:
+    """One stored LLM call without its text (a list row); ``Reader.llm_call(id)`` adds the messages."""
+
+    id: int
+    campaign: str | None
+    task: str
+    call_key: str  # "r2.s0.a1": round, slot, attempt
+    model: str
+    outcome: str  # agent/parse.py OUTCOMES: accepted, no_code, parse_error, truncated, duplicate, ...
+    message: str  # why the answer was not used ("" when accepted)
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    variant_hash: str | None  # the variant the answer became (when it parsed into one)
+    parents: tuple[str, ...]
+    replayed: bool  # answered from a stored transcript (--llm-replay), not by the model
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class LLMTranscript:
+    """One call with what was sent and what came back (stored redacted: never a key)."""
+
+    call: LLMCallRow
+    messages: tuple[Mapping[str, str], ...]  # {"role", "content"}, in order (a re-ask holds the first answer)
+    content: str  # the answer
+    reasoning: str  # the model's reasoning, kept apart from the answer
+    params: Mapping[str, Any]  # sampling parameters sent
+    prompt_cut: tuple[str, ...]  # prompt sections the token budget dropped
+
+
+@dataclass(frozen=True)
+class LLMUsage:
+    """Calls, tokens and cost of one group (a campaign x model, a campaign, a model, or everything)."""
+
+    campaign: str | None  # None: summed over campaigns (or calls of no campaign, see ``scope``)
+    model: str | None  # None: summed over models
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float  # summed over the calls
+    outcomes: Mapping[str, int]  # outcome -> calls
+    scope: str = "campaign x model"  # campaign x model | campaign | model | all
+
+
+@dataclass(frozen=True)
+class AgentRunRow:
+    """The agent's totals for one (campaign, task) and the budget that stopped it."""
+
+    campaign: str | None
+    task: str
+    stop_reason: str  # calls | tokens | cost | wall_time | speed_of_light | ... ("" while running)
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    wall_s: float
+    outcomes: Mapping[str, int]
+    updated_at: datetime

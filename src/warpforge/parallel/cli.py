@@ -7,6 +7,7 @@ Example::
 
     $ warpforge plan predict --model llama3-70b --cluster dgx-h100 --tp 8 --pp 4 --dp 2 --json
     $ warpforge plan search --model llama3-70b --cluster dgx-h100 --nodes 8 --json
+    $ warpforge plan search --model llama3-70b --cluster dgx-h100 --nodes 8 --proposer llm   # docs/agent.md
     $ warpforge plan export --model llama3-70b --cluster dgx-h100 --tp 8 --pp 4 --dp 2 --format megatron
 """
 
@@ -51,6 +52,11 @@ class FrameworkOpt(str, Enum):
     megatron = "megatron"
     torchtitan = "torchtitan"
     deepspeed = "deepspeed"
+
+
+class ProposerOpt(str, Enum):
+    search = "search"
+    llm = "llm"
 
 
 class Method(str, Enum):
@@ -190,6 +196,16 @@ def search(
     precision: PrecisionOpt = PRECISION,
     framework: FrameworkOpt = typer.Option(FrameworkOpt.any, "--framework",
                                            help="Keep only plans this framework runs (any: all modelled)."),
+    proposer: ProposerOpt = typer.Option(ProposerOpt.search, "--proposer",
+                                         help="search: the search alone; llm: an LLM proposes plans too "
+                                              "(docs/agent.md)."),
+    campaign: str | None = typer.Option(None, "--campaign", help="--proposer llm: campaign name for its calls."),
+    llm_replay: str | None = typer.Option(None, "--llm-replay", metavar="CAMPAIGN",
+                                          help="--proposer llm: answer from CAMPAIGN's stored calls (no network)."),
+    max_calls: int | None = typer.Option(None, "--max-calls", help="--proposer llm: LLM call budget."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="--proposer llm: token budget."),
+    max_cost: float | None = typer.Option(None, "--max-cost", help="--proposer llm: budget in USD."),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="--proposer llm: rounds of proposals."),
     json_out: bool = JSON_OUT,
 ) -> None:
     """Search the fastest plans that fit in memory, and say why they win."""
@@ -200,6 +216,19 @@ def search(
         m, c = _load(model, cluster, nodes, seq)
         if top < 1 or trials < 1:
             raise SpecError("--top and --trials must be at least 1")
+        if proposer is ProposerOpt.llm or llm_replay is not None:
+            from warpforge.agent.plan_cli import llm_plan_search, search_options
+
+            if proposer is not ProposerOpt.llm or no_store or enqueue or export:
+                raise SpecError("--llm-replay needs --proposer llm" if proposer is not ProposerOpt.llm else
+                                "--proposer llm stores its calls and plans: drop --no-store, --enqueue and --export")
+            opts = search_options(global_batch=global_batch, trials=trials, top=top, method=method.value,
+                                  memory_margin=memory_margin, seed=seed, precision=precision.value,
+                                  framework=framework.value)
+            llm_plan_search(m, c, opts, db_url=db, campaign=campaign, replay=llm_replay, json_out=json_out,
+                            overrides={"max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost,
+                                       "max_rounds": max_rounds})
+            return
         proposals = []
         for text in enqueue:
             try:

@@ -103,13 +103,20 @@ class TaskRun(Ending):
         if not first and not users:
             raise CampaignError(f"the {self.spec.proposer} proposer has no variants for task {self.task.name!r}")
         requeued = 0
+        self.skipped: list[str] = []  # proposed variants that could not be prepared (said in the summary)
         for p in first + users:
-            if p.error is not None:
-                raise CampaignError(p.error)
+            if p.error is not None and p.candidate.origin.kind == "user":
+                raise CampaignError(p.error)  # a file the user named: stop and say why
+            if p.error is not None:  # a proposer's candidate (an LLM's first variants): record it, go on
+                log.warning("proposed variant %s skipped: %s", p.candidate.variant.name, p.error)
+                self.skipped.append(p.error)
+                continue
             requeued += self._add_arm(p)
         if self.spec.resume:  # arms a proposer added mid-run before the kill: searched again, with their lineage
             for c in self._stored_candidates():
                 requeued += self._add_arm(Prepared(c, self._prepare(c)))
+        if not self.arms:
+            raise CampaignError(f"no variant of {self.task.name} could be prepared: {'; '.join(self.skipped)}")
         with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
             query = (select(Evaluation.variant_hash, Evaluation.params_key)
                      .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
@@ -148,6 +155,9 @@ class TaskRun(Ending):
             summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
         if self.rounds.failed:
             summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
+        if self.skipped:
+            summary.notes.append(f"{len(self.skipped)} proposed variant(s) skipped (could not be prepared): "
+                                 + "; ".join(self.skipped[:3]) + ("; ..." if len(self.skipped) > 3 else ""))
         note = getattr(self.rounds.proposer, "note", "")  # e.g. the agent's calls, cost, and what stopped it
         if note:
             summary.notes.append(str(note))
@@ -238,6 +248,7 @@ class TaskRun(Ending):
             variant = p.candidate.variant
             if p.error is not None:
                 log.warning("proposed variant %s skipped: %s", variant.name, p.error)
+                self.skipped.append(p.error)
             elif variant.task != self.task.name:
                 log.warning("proposed variant %s is for task %r, not %r: skipped", variant.name, variant.task,
                             self.task.name)

@@ -23,6 +23,7 @@ from rich.markup import escape as rich_escape
 from rich.table import Table
 
 from warpforge.errors import UsageError
+from warpforge.results_cli import params_text as _params_text
 
 app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
                   no_args_is_help=True, add_completion=False)
@@ -236,11 +237,6 @@ def run(
     _print_campaign(summary, reused)
 
 
-def _params_text(params: dict[str, Any] | None) -> str:
-    # name=value pairs break between pairs at 80 columns; JSON would break inside a pair.
-    return ", ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) if params else "-"
-
-
 def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
     """What ``run`` prints at the end, readable at 80 columns (prose wraps between words)."""
     if summary.resumed:
@@ -284,8 +280,11 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
         out.print(f"next: warpforge best {summary.tasks[0].task}; every evaluation: warpforge results --campaign "
                   f"{summary.campaign}", highlight=False)
     else:
-        out.print(f"next: warpforge results --campaign {summary.campaign} lists the verdicts; for times, run the "
-                  "same command with --backend cuda on a CUDA machine", highlight=False)
+        ok = [t.task for t in summary.tasks if any(v.verdicts.get("ok") for v in t.variants)]
+        static = (f"warpforge best {ok[0]} --static ranks the ok configurations by compile facts (static, not a "
+                  "time); ") if ok else ""
+        out.print(f"next: {static}warpforge results --campaign {summary.campaign} lists the verdicts; for times, "
+                  "run the same command with --backend cuda on a CUDA machine", highlight=False)
 
 
 @app.command("eval")
@@ -357,92 +356,6 @@ def eval_cmd(
         raise typer.Exit(1)
 
 
-@app.command()
-@handle_errors
-def results(campaign: str | None = typer.Option(None, "--campaign"), task: str | None = typer.Option(None, "--task"),
-            verdict: str | None = typer.Option(None, "--verdict", help="only this verdict (ok, incorrect, ...)"),
-            sort: str = typer.Option("-id", "--sort", help="id | created_at | objective_ms | speedup; "
-                                     "prefix - for descending"),
-            limit: int = typer.Option(50, "--limit", min=1), offset: int = typer.Option(0, "--offset", min=0),
-            db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
-    """List stored evaluations, newest first (the final top-k re-benchmark marked as such)."""
-    from warpforge.db.queries import Reader
-    from warpforge.db.session import Database
-
-    database = Database(db, create=False)  # a reader: a missing database is an error, never created here
-    database.upgrade()  # an existing older database is migrated, as every other command does
-    page = Reader(database=database).evaluations(campaign=campaign, task=task, verdict=verdict, sort=sort,
-                                                 offset=offset, limit=limit)
-    rows: list[dict[str, Any]] = [
-        {"id": r.id, "campaign": r.campaign, "task": r.task, "variant": r.variant_name,
-         "variant_hash": r.variant_hash[:12], "params": dict(r.params), "backend": r.backend, "verdict": r.verdict,
-         "reason": r.reason, "time_ms": r.objective_ms, "speedup": r.speedup, "timing_source": r.timing_source,
-         "gpu": r.timing_gpu, "final": r.final, "created_at": r.created_at.isoformat()} for r in page.items]
-    if json_out:
-        return _emit_json(rows)
-    table = Table(title=f"warpforge results ({offset + 1}-{offset + len(rows)} of {page.total})" if rows
-                  else "warpforge results (none)")
-    for col in ("id", "campaign", "task", "variant", "params", "backend", "verdict", "ms", "speedup", "timing"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(str(r["id"]), r["campaign"] or "-", r["task"], r["variant"], json.dumps(r["params"]),
-                      r["backend"], r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
-                      f"{r['time_ms']:.4g}" if r["time_ms"] else "-", f"{r['speedup']:.3g}" if r["speedup"] else "-",
-                      (f"{r['timing_source']} on {r['gpu']}" if r["timing_source"] else "not measured")
-                      + (" (final re-benchmark)" if r["final"] else ""))
-    out.print(table)
-
-
-@app.command()
-@handle_errors
-def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = typer.Option(None, "--gpu"),
-         shape: str | None = typer.Option(None, "--shape", help="the winner's time on one shape, e.g. M=4096,N=4096"),
-         limit: int = typer.Option(5, "--limit", min=1, help="at most this many GPUs"), db: str | None = DbOpt,
-         json_out: bool = JsonOpt) -> None:
-    """The accepted winner of a task per GPU, as its campaign decided it (beyond noise, re-benchmarked).
-
-    Answers from stored decisions only (never by re-ranking raw times); GPUs are never compared.
-    """
-    from warpforge.db.queries import Reader
-    from warpforge.db.session import Database
-
-    database = Database(db, create=False)  # a reader: a missing database is an error, never created here
-    database.upgrade()
-    reader = Reader(database=database)
-    winners = reader.winners(task=task, gpu=gpu, shape=shape)[:limit]
-    rows: list[dict[str, Any]] = []
-    for w in winners:
-        d = w.decision
-        rows.append({"variant": d.variant_name, "variant_hash": (d.variant_hash or "")[:12],
-                     "params": dict(d.params or {}), "time_ms": w.ms, "shape": w.shape_key, "speedup": w.speedup,
-                     "speedup_low": d.speedup_low if shape is None else None,
-                     "speedup_high": d.speedup_high if shape is None else None, "interval": d.interval,
-                     "gpu": d.gpu, "timing_source": d.timing_source, "evaluation_id": d.evaluation_id,
-                     "campaign": d.campaign, "decided_at": d.created_at.isoformat(),
-                     "top_k": [{"variant": t.variant, "params": dict(t.params), "ms": t.ms, "speedup": t.speedup,
-                                "chosen": t.chosen} for t in d.top_k]})
-    if json_out:
-        return _emit_json(rows)
-    if not rows:
-        where = (f" on {gpu}" if gpu else "") + (f" for shape {shape}" if shape else "")
-        latest = reader.decisions(task=task)
-        why = f"; the latest campaign ({latest[0].campaign}) says: {latest[0].note}" if latest else ""
-        err.print(f"no measured correct result for {task!r}{where} in the stored campaign decisions{why}; "
-                  "run a campaign on a GPU (warpforge run) or with recorded times (--backend replay)",
-                  highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
-    table = Table(title=f"best {task}" + (f" ({shape})" if shape else ""))
-    for col in ("variant", "params", "ms", "speedup", "timing", "campaign"):
-        table.add_column(col)
-    for r in rows:
-        interval = (f" [{r['speedup_low']:.3g}-{r['speedup_high']:.3g}]"
-                    if r["speedup_low"] is not None and r["speedup_high"] is not None else "")
-        table.add_row(r["variant"] or "-", json.dumps(r["params"]), f"{r['time_ms']:.4g}",
-                      (f"{r['speedup']:.3g}x" if r["speedup"] else "-") + interval,
-                      f"{r['timing_source']} on {r['gpu']}", r["campaign"])
-    out.print(table)
-
-
 @db_app.command("upgrade")
 @handle_errors
 def db_upgrade(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
@@ -485,8 +398,11 @@ def _mount_subsystems() -> None:
     from warpforge.dashboard.cli import dashboard
     from warpforge.export.cli import export
     from warpforge.parallel.cli import app as plan_app
+    from warpforge.results_cli import best, results
     from warpforge.search.bench import bench_search
 
+    app.command("results")(handle_errors(results))
+    app.command("best")(handle_errors(best))
     app.command("bench-search")(handle_errors(bench_search))
     app.command("export")(handle_errors(export))
     app.command("dashboard")(handle_errors(value_errors_are_usage(dashboard)))
@@ -510,13 +426,35 @@ def _notes_to_stderr() -> None:
         logger.propagate = False
 
 
+def usage_error_line(exc: Any) -> str:
+    """Click's usage error (missing argument, bad option value, unknown command) as the one line every other
+    error is: what is wrong and where the help is."""
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    return "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip()) + where
+
+
 def main() -> None:
     import optuna
 
     # Optuna logs every study creation and trial at INFO; the CLI shows its own progress instead.
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     _notes_to_stderr()
-    app()
+    # Not standalone, so Click's usage errors (typer.TyperException: Typer vendors Click) reach us: Typer would
+    # draw them in a Rich panel whose text wraps inside the box at 80 columns; README "Exit codes": errors are
+    # one line, and usage errors exit 2 (their exit_code).
+    try:
+        code = app(standalone_mode=False, prog_name="warpforge")
+    except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # Typer printed the help already (as Typer checks it)
+            raise SystemExit(2) from None
+        err.print(f"[red]error:[/red] {rich_escape(usage_error_line(exc))}", highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        err.print("aborted", highlight=False)
+        raise SystemExit(1) from None
+    # Non-standalone, an Exit(n) comes back as n; a command's own return value is not an exit code.
+    raise SystemExit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
 if __name__ == "__main__":

@@ -275,3 +275,21 @@ def test_transcripts_show_the_proposed_plans_and_never_read_markup_in_them(
     doc = json.loads(CliRunner().invoke(app, ["agent", "transcripts", "p", "--db", db, "--json"]).output)
     (plan,) = doc["plans"]
     assert (plan["outcome"], plan["rationale"], plan["call_key"]) == ("ranked", "[red]TP8[/] [/]", "r1.s0.a0")
+
+
+def test_a_run_that_fails_after_its_campaign_row_marks_it_failed(
+        monkeypatch: pytest.MonkeyPatch, db_url: str, scripted: Callable[..., ScriptedServer]) -> None:
+    # Once the row exists any failure (here: storing the ranked plans) must not leave it "running" forever.
+    import warpforge.agent.plan_store as plan_store
+    from warpforge.db.models import Campaign
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(plan_store, "store_ranked_plans", broken)
+    monkeypatch.setenv("WF_TEST_KEY", KEY)
+    server = scripted([answer(GOOD)])
+    with pytest.raises(RuntimeError, match="disk full"):
+        run_agent(server, db_url, campaign="broken", max_calls=1)
+    with Database(db_url).session() as s:
+        assert s.scalar(select(Campaign.status).where(Campaign.name == "broken")) == "failed"

@@ -326,7 +326,8 @@ def test_run_closing_lines_at_80_columns_and_reuse_announced(tmp_path: Path) -> 
     assert re.search(r"│ two +│ 2 +│ 2 +│ ok:2 +│", first.stdout)
     flat = " ".join(first.stdout.split())  # words are whole: the prose wraps only between them
     assert "0 of 2 evaluations measured: no GPU here" in flat
-    assert "next: warpforge results --campaign c1 lists the verdicts; for times, run the same command with " \
+    assert "next: warpforge best double --static ranks the ok configurations by compile facts (static, not a " \
+           "time); warpforge results --campaign c1 lists the verdicts; for times, run the same command with " \
            "--backend cuda on a CUDA machine" in flat
     resumed = wf("run", TASK, "--variant-file", str(two), "--trials", "2", "--campaign", "c1", "--resume", db=db)
     assert resumed.returncode == 0, resumed.stderr

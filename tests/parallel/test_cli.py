@@ -106,7 +106,8 @@ def test_other_bad_inputs() -> None:
     _one_line_error(runner.invoke(app, [*PREDICT, "--zero", "7"]), 2, "zero")
     _one_line_error(runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "h100", "--no-store",
                                         "--enqueue", "{oops"]), 2, "bad --enqueue plan")
-    _one_line_error(runner.invoke(app, [*PREDICT, "--db", "nosuchdialect://x"]), 1, "error")
+    # A URL that names no database is a usage error, checked before the prediction runs (README "Exit codes").
+    _one_line_error(runner.invoke(app, [*PREDICT, "--db", "nosuchdialect://x"]), 2, "error")
     assert runner.invoke(app, []).exit_code in (0, 2)  # no_args_is_help
 
 

@@ -69,3 +69,15 @@ def test_no_plan_fits_is_a_clear_failure() -> None:
     with pytest.raises(NoFeasiblePlanError, match="no plan of llama3-405b fits.*add nodes") as exc:
         search_plans(load_model("llama3-405b"), load_cluster("dgx-a100"))
     assert exc.value.exit_code == 1 and "\n" not in str(exc.value)
+
+
+def test_enqueued_plan_is_labelled_in_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    # "[enqueued]" was once swallowed as Rich markup, so proposed plans looked like the search's own.
+    from warpforge.parallel.render import print_search
+
+    res = search_plans(L70, H100x8, enqueue=[PlanConfig(tp=8, pp=4, dp=2)], top=3)
+    print_search(res, None, None, 0)
+    out = capsys.readouterr().out
+    shown = [r for r in res.plans if r.source == "enqueued"]
+    assert len(shown) == 1
+    assert "[enqueued]" in out

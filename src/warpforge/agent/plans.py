@@ -292,8 +292,7 @@ class PlanAgent:
 
     async def run(self) -> PlanAgentResult:
         """Search, ask, judge, search again with the LLM's plans enqueued; store everything (see module doc)."""
-        from warpforge.agent.plan_store import create_plan_campaign, finish_campaign, set_ranks, store_ranked_plans
-        from warpforge.parallel.search import search_plans, space_axes
+        from warpforge.agent.plan_store import create_plan_campaign, finish_campaign
 
         db = self._database()
         db.upgrade()
@@ -301,12 +300,18 @@ class PlanAgent:
             "kind": "plan", "proposer": "llm", "tasks": [self.task], "replay_of": self.replay_of,
             "model_spec": self.model.model_dump(mode="json"), "cluster_spec": self.cluster.model_dump(mode="json"),
             "search": self.options.model_dump(mode="json")})
-        opts = self.options.model_dump()
         try:
-            baseline = search_plans(self.model, self.cluster, **opts)
-        except Exception:
-            finish_campaign(db, self._campaign_id, "failed")  # e.g. no plan fits: the CLI says what to change
+            return await self._search_and_ask(db)
+        except BaseException:  # no plan fits, a store error, Ctrl-C: the campaign row must not stay "running"
+            finish_campaign(db, self._campaign_id, "failed")
             raise
+
+    async def _search_and_ask(self, db: Any) -> PlanAgentResult:
+        from warpforge.agent.plan_store import finish_campaign, set_ranks, store_ranked_plans
+        from warpforge.parallel.search import search_plans, space_axes
+
+        opts = self.options.model_dump()
+        baseline = search_plans(self.model, self.cluster, **opts)  # raises when no plan fits: the CLI says why
         view = SearchView(self.model, self.cluster, self.gb, self.options.precision, self.usable,
                           space_axes(self.model, self.cluster), baseline.evaluated, baseline.feasible)
         if self.client is None:

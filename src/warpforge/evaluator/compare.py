@@ -4,6 +4,22 @@ The allowed error of each element is ``atol * scale + rtol * |ref64| + |ref_lowp
 task's tolerance for the dtype, scaled by the reference's RMS magnitude (a 4096-deep fp16 matmul has
 outputs near 64, a 32k-wide softmax near 3e-5), plus the error the reference itself makes when it
 runs in the task's dtype, measured against float64. A candidate may be as inexact as PyTorch is.
+
+A mismatch's reason follows from the evidence (:func:`refine`): ``precision_downgrade`` only when an fp32
+output is what a precision loss produces (the reference rounded to bf16/fp16, or computed from inputs
+rounded to tf32/bf16/fp16), never because the error happens to be small; anything else stays ``wrong_values``.
+
+Example::
+
+    >>> x = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    >>> r64, rlp = references(lambda t: t * 2 + 1, (x,))
+    >>> probe = PrecisionProbe(lambda t: t * 2 + 1, (x,), 1e-4, 1e-4)
+    >>> bf16 = [(x.bfloat16().float() * 2 + 1)]  # computed through bf16
+    >>> refine(compare_outputs(bf16, r64, rlp, 1e-4, 1e-4), bf16, r64, rlp, float("nan"), probe).reason
+    'precision_downgrade'
+    >>> off = [rlp[0] * 1.01]  # 1% off everywhere: wrong, whatever its size
+    >>> refine(compare_outputs(off, r64, rlp, 1e-4, 1e-4), off, r64, rlp, float("nan"), probe).reason
+    'wrong_values'
 """
 
 from __future__ import annotations
@@ -93,15 +109,94 @@ def is_sentinel(out: torch.Tensor, sentinel: float) -> torch.Tensor:
     return out == torch.tensor(sentinel, dtype=out.dtype)
 
 
+@dataclass(frozen=True)
+class PrecisionProbe:
+    """What :func:`refine` needs to test the precision-loss hypotheses of an fp32 case: the reference, the
+    case's trusted inputs, the fp32 tolerance and where the reference runs."""
+
+    reference: Callable[..., object]
+    inputs: Sequence[object]
+    atol: float
+    rtol: float
+    device: str = "cpu"
+
+
+# Unit roundoff (half an ulp, relative) of the precisions an fp32 kernel is quietly computed through:
+# tf32 and fp16 keep 10 explicit mantissa bits (2**-11), bf16 keeps 7 (2**-8).
+LOWER_PRECISIONS: tuple[tuple[str, float], ...] = (("tf32", 2.0**-11), ("fp16", 2.0**-11), ("bf16", 2.0**-8))
+
+
+def round_to(x: torch.Tensor, precision: str) -> torch.Tensor:
+    """fp32 ``x`` rounded to ``precision`` and back: what a kernel holds after converting to it.
+
+    bf16/fp16: PyTorch's round-to-nearest-even (Triton's ``.to()`` rounds the same way); tf32: round to
+    nearest, ties away from zero, on the 13 low mantissa bits (``cvt.rna.tf32.f32``, what Triton emits).
+    """
+    if precision == "bf16":
+        return x.to(torch.bfloat16).to(x.dtype)
+    if precision == "fp16":
+        return x.to(torch.float16).to(x.dtype)
+    bits = x.float().contiguous().view(torch.int32)
+    rounded = ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+    return torch.where(torch.isfinite(x), rounded, x.float()).to(x.dtype)
+
+
+def _within(outs: Sequence[torch.Tensor], model: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
+            ref_lowp: Sequence[torch.Tensor], atol: float, rtol: float, precision: str, u: float) -> bool:
+    """Every output equals ``model`` within the fp32 allowance, plus one rounding to ``precision`` where the
+    output is exactly representable there (the kernel rounded its result to that precision)."""
+    for out, m, r, rlp in zip(outs, model, ref64, ref_lowp):
+        if not out.is_floating_point():
+            continue
+        o, m, r = out.double(), m.double(), r.double()
+        finite = torch.isfinite(r) & torch.isfinite(m)
+        if not bool(torch.isfinite(o[finite]).all()):
+            return False
+        o, m, r, lp = o[finite], m[finite], r[finite], rlp.double()[finite]
+        if o.numel() == 0:
+            continue
+        scale = max(float(r.pow(2).mean().sqrt()), 1e-12)
+        allowed = atol * scale + rtol * r.abs() + (lp - r).abs()
+        if precision != "tf32" and bool((round_to(out[finite.to(out.device)].float(), precision).double() == o).all()):
+            allowed = allowed + u * m.abs()
+        if bool(((o - m).abs() > allowed).any()):
+            return False
+    return True
+
+
+def precision_loss(outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], ref_lowp: Sequence[torch.Tensor],
+                   probe: PrecisionProbe) -> str | None:
+    """The lower precision whose loss explains the outputs exactly, or None (then the values are just wrong).
+
+    Two hypotheses per precision, each a specific pattern rather than an error size:
+    - the output rounded: every value representable in bf16/fp16 and within one rounding of the reference;
+    - the inputs rounded: the outputs match the float64 reference computed from inputs rounded to that
+      precision, within the fp32 tolerance (plus one rounding if the output is rounded too).
+    An output 1% off everywhere, or shifted by a constant, matches neither.
+    """
+    if len(outs) != len(ref64) or any(tuple(o.shape) != tuple(r.shape) for o, r in zip(outs, ref64)):
+        return None
+    for precision, u in LOWER_PRECISIONS:
+        if precision != "tf32" and _within(outs, ref64, ref64, ref_lowp, probe.atol, probe.rtol, precision, u):
+            return precision
+    for precision, u in LOWER_PRECISIONS:
+        rounded = tuple(round_to(x, precision) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+                        for x in probe.inputs)
+        model, _ = references(probe.reference, rounded, probe.device)
+        if len(model) == len(outs) and _within(outs, model, ref64, ref_lowp, probe.atol, probe.rtol, precision, u):
+            return precision
+    return None
+
+
 def refine(mismatch: Mismatch, outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
-           ref_lowp: Sequence[torch.Tensor], sentinel: float, half_tolerance: tuple[float, float] | None) -> Mismatch:
+           ref_lowp: Sequence[torch.Tensor], sentinel: float, probe: PrecisionProbe | None = None) -> Mismatch:
     """A more specific reason for a mismatch, from the shape of the error.
 
     - ``output_unwritten``: an output still holds the allocation sentinel everywhere (nothing wrote it,
       e.g. a launch that returns ``torch.empty`` hoping for the reference's freed memory);
     - ``constant_output``: every element is the same value (zeros included);
-    - ``precision_downgrade``: an fp32 result that fails fp32 tolerances but meets half-precision ones
-      (computed through bf16/fp16/tf32). ``half_tolerance`` is given only for fp32 cases.
+    - ``precision_downgrade``: an fp32 result that :func:`precision_loss` explains (``probe`` is given only
+      for fp32 cases); an error merely small enough for half-precision tolerances is not evidence.
     """
     floats = [o for o in outs if o.is_floating_point() and o.numel()]
     for i, out in enumerate(outs):
@@ -116,11 +211,12 @@ def refine(mismatch: Mismatch, outs: Sequence[torch.Tensor], ref64: Sequence[tor
             value = float(out.reshape(-1)[0])
             return Mismatch("constant_output", f"output {i} is the constant {value:g} everywhere; "
                             f"{mismatch.message}")
-    if half_tolerance is not None and len(outs) == len(ref64):
-        shapes_match = all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, ref64))
-        if shapes_match and compare_outputs(outs, ref64, ref_lowp, *half_tolerance) is None:
-            return Mismatch("precision_downgrade", "an fp32 result with half-precision error (computed through "
-                            f"bf16/fp16/tf32?): {mismatch.message}")
+    if probe is not None and mismatch.reason == "wrong_values":
+        precision = precision_loss(outs, ref64, ref_lowp, probe)
+        if precision is not None:
+            return Mismatch("precision_downgrade", f"an fp32 result that is exactly what computing through "
+                            f"{precision} gives (its inputs or its output rounded to {precision}): keep fp32 "
+                            f"(e.g. tl.dot(..., input_precision='ieee')); {mismatch.message}")
     return mismatch
 
 

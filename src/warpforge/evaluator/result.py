@@ -32,6 +32,11 @@ class Resources(BaseModel):
     spill_bytes: int | None = None  # cuobjdump STACK: a non-zero frame means spilling
     shared_bytes: int | None = None
     compile_s: float | None = None
+    # The compile case this report belongs to (a kernel may compile differently per shape and dtype) and the
+    # warps it launches with (with registers, what bounds occupancy); absent in results stored before them.
+    shape: dict[str, int] | None = None
+    dtype: str | None = None
+    num_warps: int | None = None
 
 
 class ShapeResult(BaseModel):

@@ -241,7 +241,8 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
         report = outcome.report or {}
         resources = [
             Resources(kernel=k["kernel"], target=job.target, registers=k["registers"], spill_bytes=k["spill_bytes"],
-                      shared_bytes=k["shared_bytes"], compile_s=k["compile_s"])
+                      shared_bytes=k["shared_bytes"], compile_s=k["compile_s"], shape=k.get("shape"),
+                      dtype=k.get("dtype"), num_warps=k.get("num_warps"))
             for k in report.get("kernels", [])
         ]
         job.compiled_kernels = sorted(set(report.get("compiled_hashes", [])))

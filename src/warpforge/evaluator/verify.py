@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import torch
 
-from warpforge.evaluator.compare import compare_outputs, is_sentinel, references, refine
+from warpforge.evaluator.compare import PrecisionProbe, compare_outputs, is_sentinel, references, refine
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.protocol import CheckReport
 from warpforge.evaluator.result import EvalResult, Verdict
@@ -329,8 +329,7 @@ class Judge:
                 return _fail(job, Verdict.REJECTED, "replayed_output", f"{case.label}: launch returned the output of "
                              f"an earlier call ({old.label}) for new inputs: results are cached across calls")
         if case.adversarial:
-            half = job.task.tolerance(torch.bfloat16) if case.dtype == torch.float32 else None
-            found = refine(mismatch, outs, r64, rlp, case.sentinel, half)
+            found = refine(mismatch, outs, r64, rlp, case.sentinel, self._probe(case))
             return _fail(job, Verdict.INCORRECT, "fails_adversarial_input", f"right on random inputs, wrong on the "
                          f"task's '{case.adversarial}' inputs ({case.label}): {found.reason}: {found.message}")
         if case.hidden:
@@ -340,9 +339,15 @@ class Judge:
         if constant is not None and not math.isnan(constant):
             return _fail(job, Verdict.INCORRECT, "constant_output", f"every output of every case is {constant:g}: "
                          f"{case.label}: {mismatch.message}")
-        half = job.task.tolerance(torch.bfloat16) if case.dtype == torch.float32 else None
-        found = refine(mismatch, outs, r64, rlp, case.sentinel, half)
+        found = refine(mismatch, outs, r64, rlp, case.sentinel, self._probe(case))
         return _fail(job, Verdict.INCORRECT, found.reason, f"{case.label}: {found.message}")
+
+    def _probe(self, case: Case) -> PrecisionProbe | None:
+        """fp32 cases only: what compare.refine needs to test whether a precision loss explains the outputs."""
+        if case.dtype != torch.float32:
+            return None
+        return PrecisionProbe(self.job.task.reference, case.inputs, *self.job.task.tolerance(case.dtype),
+                              device=self.ref_device)
 
     def _constant_everywhere(self) -> float | None:
         """The single value every float output element of every case holds, if there is one (zeros too)."""

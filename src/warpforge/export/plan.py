@@ -9,8 +9,9 @@ Rules (issue 16):
   verified ``ok`` on that GPU, adopted only when its p80 is below the general configuration's p20 on that
   shape (non-overlapping quantile ranges: a per-shape entry is never noise);
 - ``allow_untimed``: without a timed accepted decision, the configuration verified ``ok`` that static
-  compile facts rank best (fewest spilled bytes, then fewest registers, then least shared memory, then
-  the earliest evaluation), flagged as never timed.
+  compile facts rank best (``evaluator.resources.static_rank``, the ranking ``warpforge best`` shows: fewest
+  spilled bytes, then highest occupancy, fewest registers, least shared memory; then the earliest
+  evaluation), flagged as never timed.
 Refusals raise :class:`ExportRefused`, one line that says what to do.
 
 Example::
@@ -29,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from warpforge.evaluator.resources import static_rank
 from warpforge.kernels.task import Task
 
 
@@ -197,23 +199,6 @@ def _variant_source(reader: ReaderLike, source_hash: str, task: str) -> str:
     return str(row.source)
 
 
-def static_rank(resources: Any) -> tuple[float, float, float]:
-    """Sort key from a resource report (per-kernel dicts, as a list or by kernel name): spills, registers, shared.
-
-    Unknown facts rank last (``inf``): a configuration whose compile report is missing is never preferred
-    over one known not to spill.
-    """
-    kernels = list(resources.values() if isinstance(resources, Mapping) else resources or [])
-    if not kernels:
-        return (math.inf, math.inf, math.inf)
-
-    def worst(key: str) -> float:
-        vals = [k.get(key) for k in kernels]
-        return math.inf if any(v is None for v in vals) else float(max(vals))
-
-    return (worst("spill_bytes"), worst("registers"), worst("shared_bytes"))
-
-
 def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPlan:
     campaigns = {d.campaign for d in decisions}
     ok = [e for e in _all_evaluations(reader, task=task.name, verdict="ok")
@@ -240,8 +225,9 @@ def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPla
         "objective_ms": None, "speedup_vs_eager": None, "speedup_vs_eager_interval": [None, None],
         "speedup_vs_torch_compile": None,
         "speedup_note": "NEVER TIMED: exported with --allow-untimed; chosen by static compile facts for "
-                        f"{target or 'an unknown target'} (spills {rank[0]:g} B, registers {rank[1]:g}, shared "
-                        f"memory {rank[2]:g} B), verified ok on {best.device or best.backend}",
+                        f"{target or 'an unknown target'} (spills {rank[0]:g} B, occupancy "
+                        f"{'unknown' if math.isinf(rank[1]) else f'{-rank[1]:.0%}'}, registers "
+                        f"{rank[2]:g}, shared memory {rank[3]:g} B), verified ok on {best.device or best.backend}",
         "versions": versions, "date": _date(best.created_at), "untimed": True,
     }
     table = GpuTable("untimed", "untimed", dict(best.params), ())

@@ -112,8 +112,8 @@ def _run(fn: Any) -> Any:
         return fn()
     except PlannerError as exc:
         _fail(exc, exc.exit_code)
-    except DatabaseError as exc:
-        _fail(exc, 1)
+    except DatabaseError as exc:  # a URL that names no database is a usage error (README "Exit codes")
+        _fail(exc, 2 if exc.usage else 1)
 
 
 @app.command()
@@ -148,6 +148,10 @@ def predict(
     from warpforge.parallel.simulator import predict as simulate
 
     def go() -> None:
+        if db:  # a URL that names no database (bad scheme, unparseable) stops before anything runs: exit 2
+            from warpforge.db.session import Database
+
+            Database(db, create_dirs=False)
         m, c = _load(model, cluster, nodes, seq)
         sized_from = c.nodes
         plan, c = _plan_from_opts(m, c, nodes, dict(
@@ -161,11 +165,15 @@ def predict(
             pred = pred.model_copy(update={"notes": [
                 *pred.notes, f"cluster sized to {c.nodes} nodes for the plan's {plan.gpus} GPUs"]})
         ex = export_plan(m, plan, export.value) if export else None
-        stored = 0
+        stored, store_error = 0, None
         if db:
+            from warpforge.db.session import DatabaseError
             from warpforge.parallel.store import store_predictions
 
-            stored = store_predictions(db, m, c, [(pred, "predict", [])])
+            try:  # a prediction that cannot be stored is still printed; the failure is said after it
+                stored = store_predictions(db, m, c, [(pred, "predict", [])])
+            except DatabaseError as exc:
+                store_error = exc
         if json_out:
             doc: dict[str, Any] = {**pred.summary(), "hfu": pred.hfu,
                                    "prediction": pred.model_dump(mode="json")}
@@ -173,9 +181,12 @@ def predict(
                 doc["export"] = ex.model_dump()
             if db:
                 doc["stored"] = stored
+                doc["store_error"] = str(store_error) if store_error is not None else None
             print(json.dumps(doc, indent=2))
         else:
-            print_prediction(pred, ex)
+            print_prediction(pred, ex, c.gpus_per_node)
+        if store_error is not None:
+            _fail(Exception(f"the prediction above was not stored: {store_error}"), 2 if store_error.usage else 1)
 
     _run(go)
 

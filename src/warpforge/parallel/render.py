@@ -1,7 +1,17 @@
 """Rich tables for ``warpforge plan`` (the human-readable side of ``--json``).
 
+Titles count GPUs and nodes apart (``64 GPUs (8 x dgx-h100)``: the cluster preset names a node type), and a
+legend under each table spells out every abbreviation it shows (``norc``, ``z2``, ``v2``, ``n/v``) and what a
+gap in the ranks means.
+
 Example::
 
+    >>> gpus_label(64, "dgx-h100", 8)
+    '64 GPUs (8 x dgx-h100)'
+    >>> legend(["tp2 pp2 dp4 cp4 mb1 norc z2"])  # doctest: +NORMALIZE_WHITESPACE
+    'plan: tp pp dp cp = tensor, pipeline, data, context parallel sizes; mbN = N sequences per micro-batch;
+     norc = no activation recompute; zN = ZeRO stage N (z1 shards optimizer states, z2 also gradients, z3 also
+     weights)'
     >>> from warpforge.parallel import load_model, load_cluster, PlanConfig, predict
     >>> print_prediction(predict(load_model("llama3-8b"), load_cluster("dgx-h100"), PlanConfig(dp=8)))
     ... # doctest: +SKIP
@@ -22,6 +32,39 @@ def _console() -> Console:
     return Console(soft_wrap=False)
 
 
+def gpus_label(gpus: int, cluster: str, gpus_per_node: int | None) -> str:
+    """``64 GPUs (8 x dgx-h100)``: the GPUs a plan uses and the nodes of the cluster preset they take."""
+    if not gpus_per_node or gpus_per_node < 1:
+        return f"{gpus} GPUs of {cluster}"
+    nodes = -(-gpus // gpus_per_node)
+    if nodes * gpus_per_node == gpus:
+        return f"{gpus} GPU{'s' if gpus != 1 else ''} ({nodes} x {cluster})"
+    return f"{gpus} GPU{'s' if gpus != 1 else ''} of {nodes} x {cluster} ({gpus_per_node} GPUs per node)"
+
+
+_SIZES = {"tp": "tensor", "pp": "pipeline", "dp": "data", "cp": "context", "ep": "expert", "etp": "expert tensor"}
+_RECOMPUTE = {"norc": "no activation recompute", "sel": "selective activation recompute",
+              "full": "full activation recompute"}
+
+
+def legend(labels: list[str]) -> str:
+    """What the abbreviations in these plan labels (``PlanConfig.short()``) mean; only those that appear."""
+    tokens = {t for label in labels for t in label.split()}
+    heads = {t.rstrip("0123456789") for t in tokens} | tokens  # "z2" -> "z"; "fp8" stays whole too
+    sizes = [k for k in _SIZES if k in heads]
+    parts = [f"{' '.join(sizes)} = {', '.join(_SIZES[k] for k in sizes)} parallel sizes"] if sizes else []
+    if "mb" in heads:
+        parts.append("mbN = N sequences per micro-batch")
+    if "v" in heads:
+        parts.append("vN = N interleaved model chunks per pipeline rank")
+    parts += [f"{k} = {v}" for k, v in _RECOMPUTE.items() if k in heads]
+    if "z" in heads:
+        parts.append("zN = ZeRO stage N (z1 shards optimizer states, z2 also gradients, z3 also weights)")
+    if "fp8" in heads:
+        parts.append("fp8 = FP8 GEMMs (Transformer Engine)")
+    return "plan: " + "; ".join(parts)
+
+
 def _export(console: Console, ex: Export | None) -> None:
     if ex is None:
         return
@@ -38,9 +81,9 @@ def _band(pred: Prediction) -> str:
     return b.label() if b.validated else f"[yellow]{b.label()}[/yellow]"
 
 
-def print_prediction(pred: Prediction, ex: Export | None = None) -> None:
+def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: int | None = None) -> None:
     console = _console()
-    head = Table(title=f"{pred.model} on {pred.gpus} x {pred.cluster}: {pred.plan.short()}")
+    head = Table(title=f"{pred.model} on {gpus_label(pred.gpus, pred.cluster, gpus_per_node)}: {pred.plan.short()}")
     head.add_column("metric")
     head.add_column("value", justify="right")
     rows = [
@@ -56,6 +99,7 @@ def print_prediction(pred: Prediction, ex: Export | None = None) -> None:
     for k, v in rows:
         head.add_row(k, v)
     console.print(head)
+    console.print(legend([pred.plan.short()]), highlight=False)
 
     tb = Table(title="time per step")
     tb.add_column("component")
@@ -78,33 +122,43 @@ def print_prediction(pred: Prediction, ex: Export | None = None) -> None:
 
 def print_search(res: SearchResult, ex: Export | None, db_url: str | None, stored: int) -> None:
     console = _console()
-    title = f"best plans for {res.model} on {res.gpus} x {res.cluster} (global batch {res.global_batch})"
+    per_node = res.gpus // res.nodes if res.nodes else None
+    title = (f"best plans for {res.model} on {gpus_label(res.gpus, res.cluster, per_node)}, global batch "
+             f"{res.global_batch}")
     t = Table(title=title)
     for col, just in (("#", "right"), ("plan", "left"), ("step s", "right"), ("tokens/s", "right"),
                       ("MFU", "right"), ("±err", "right"), ("GiB", "right"), ("where the time goes", "left")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in res.plans:
         p = r.prediction
-        label = p.plan.short() + (" [enqueued]" if r.source == "enqueued" else "")
+        label = p.plan.short() + (r" \[enqueued]" if r.source == "enqueued" else "")  # \[ : literal, not Rich markup
         b = p.error_band
         err = f"±{b.mape:.0%}" if b and b.validated and b.mape else "n/v"
         t.add_row(str(r.rank), label, f"{p.step_time_s:.2f}", f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
                   err, f"{p.peak_mem_gb:.1f}", time_split(p, 2).removeprefix("time: "))
     console.print(t)
+    shown = [r.prediction.plan.short() for r in res.plans]
+    console.print(legend(shown), highlight=False)
+    console.print("step s = predicted seconds per step; GiB = peak memory per GPU; ±err = the simulator's measured "
+                  "error for this GPU family, precision and model kind (n/v: not validated)", highlight=False)
+    ranks = [r.rank for r in res.plans]
+    if ranks and ranks != list(range(1, len(ranks) + 1)):
+        console.print(f"# = rank among all {res.feasible} fitting plans; a gap is a faster plan with the same "
+                      "layout (tp, pp, dp, cp, ep) as one shown, left out so each row is another layout",
+                      highlight=False)
     console.print("[bold]why[/bold]")
     for r in res.plans:
         for line in r.why[2:]:
             console.print(f"  #{r.rank} {line}")
     band = res.plans[0].prediction.error_band if res.plans else None
     if band is not None:
-        console.print(f"validated error of these predictions: {band.label()}"
-                      + ("" if band.validated else " (n/v = not validated)"))
+        console.print(f"validated error of these predictions: {band.label()}")
     for note in res.plans[0].prediction.notes if res.plans else []:
         console.print(f"[yellow]note (#1):[/yellow] {note}")
     console.print(f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "
                   f"of {res.space_size}, {res.feasible} fit, {res.elapsed_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     for e in res.enqueued:
-        console.print(f"enqueued {e.plan.short()}: {e.status} {e.message}")
+        console.print(f"enqueued {e.plan.short()}: {e.status} {e.message}", markup=False)  # may hold "[..]"
     if db_url:
         console.print(f"stored {stored} plans in {db_url}")
     _export(console, ex)

@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.evaluator.backends import Backend, register
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
-from warpforge.evaluator.stages import Job
 
 RESOURCE = "standin_gpu"  # the custom Ray resource that stands in for a GPU
 
@@ -198,13 +199,16 @@ VARIANT_SPACE: dict[str, list[int]] = {"BLOCK": [64, 128, 256, 512, 1024, 2048, 
 
 
 def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, folder: Path,
-            stored: int = 0) -> dict[str, float]:
-    """One campaign on ``workers`` stand-in GPUs, ``stored`` trials already in its study; the measured row."""
+            stored: int = 0, profile: Any = None) -> dict[str, float]:
+    """One campaign on ``workers`` stand-in GPUs, ``stored`` trials already in its study; the measured row.
+
+    ``profile``: a ``cProfile.Profile`` enabled on the orchestrator's thread for the search loop only.
+    """
     from sqlalchemy import create_engine, text
 
     from warpforge.evaluator.pool import PoolConfig
     from warpforge.search import campaign as engine
-    from warpforge.search import mirror
+    from warpforge.search import mirror, taskrun
 
     task, variant = write_files(folder)
     db = folder / f"bench-{workers}-{stored}.db"
@@ -222,6 +226,7 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
                         backend_kwargs={"eval_s": eval_s, "compile_s": compile_s})
     marks: dict[str, float] = {"waiting": 0.0, "ask": 0.0, "tell": 0.0, "store": 0.0}
     writers: list[Any] = []
+    results: list[Any] = []
 
     def timed(name: str, fn: Any) -> Any:  # accumulate the time spent in one orchestrator step
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -233,7 +238,9 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
 
         return wrapper
 
-    make_pool = engine.make_pool
+    commits: list[float] = []  # each result transaction's wall time, for its spread
+
+    make_pool = taskrun.make_pool
 
     def timed_pool(*args: Any, **kwargs: Any) -> Any:  # how long the orchestrator waits on the pool
         pool = make_pool(*args, **kwargs)
@@ -245,9 +252,23 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
             super().__init__(*args, **kwargs)
             writers.append(self)
 
-    patches = [(engine, "make_pool", timed_pool), (engine.Strategy, "ask", timed("ask", engine.Strategy.ask)),
-               (engine.Strategy, "tell", timed("tell", engine.Strategy.tell)),
-               (engine._TaskRun, "store", timed("store", engine._TaskRun.store)), (engine, "StudyWriter", Writer)]
+    class Results(taskrun.ResultWriter):  # keeps a handle on the result writer, to report its batches
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            results.append(self)
+
+        def flush(self) -> int:
+            t = time.perf_counter()
+            n = super().flush()
+            if n:
+                commits.append(time.perf_counter() - t)
+            return n
+
+    patches = [(taskrun, "make_pool", timed_pool), (taskrun.Strategy, "ask", timed("ask", taskrun.Strategy.ask)),
+               (taskrun.Strategy, "tell", timed("tell", taskrun.Strategy.tell)),
+               (taskrun.TaskRun, "save", timed("store", taskrun.TaskRun.save)),
+               (taskrun.TaskRun, "commit", timed("store", taskrun.TaskRun.commit)), (taskrun, "StudyWriter", Writer),
+               (taskrun, "ResultWriter", Results)]
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
     for obj, name, value in patches:
         setattr(obj, name, value)
@@ -256,11 +277,18 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
             marks["start"] = time.perf_counter()
             for k in ("waiting", "ask", "tell", "store"):
                 marks[k] = 0.0  # count the search loop only, not the set-up before it
+            commits.clear()
+            if profile is not None:
+                profile.enable()
             marks["copy0"], marks["cpu0"] = writers[0].busy_s, time.thread_time()
+            marks["flushes0"], marks["written0"] = results[0].flushes, results[0].written
 
-        def on_event(_event: Any) -> None:
+        def on_event(event: Any) -> None:
             marks["end"] = time.perf_counter()
+            if profile is not None and event.done == event.total:
+                profile.disable()
             marks["copy1"], marks["cpu1"] = writers[0].busy_s, time.thread_time()
+            marks["flushes1"], marks["written1"] = results[0].flushes, results[0].written
 
         engine.run_campaign(spec, on_event=on_event, on_start=on_start, pool_config=config)
     finally:
@@ -277,6 +305,10 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
             "busy_pct": 100 * busy / (workers * wall), "overhead_ms": 1000 * (wall - marks["waiting"]) / n,
             "throughput": n / wall, "copy_ms": 1000 * (marks["copy1"] - marks["copy0"]) / n,
             "cpu_ms": 1000 * (marks["cpu1"] - marks["cpu0"]) / n,
+            "batch": (marks["written1"] - marks["written0"]) / max(marks["flushes1"] - marks["flushes0"], 1),
+            "load": os.getloadavg()[0],
+            "commit_p50": 1000 * statistics.median(commits) if commits else 0.0,
+            "commit_p90": 1000 * statistics.quantiles(commits, n=10)[-1] if len(commits) > 1 else 0.0,
             **{f"{k}_ms": 1000 * marks[k] / n for k in ("ask", "tell", "store")}}
 
 
@@ -289,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stored", default="1000,5000",
                         help="trials already in the study for the curve (1 worker), comma-separated; '' skips it")
     parser.add_argument("--out", type=Path, help="also write the table here")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="instead of the table: cProfile the orchestrator's loop at 1 worker, print the top N "
+                             "functions by own time")
     args = parser.parse_args(argv)
     import ray
 
@@ -297,10 +332,25 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     top = max(counts)
     t0 = time.perf_counter()
-    ray.init(num_cpus=2 * top, resources={RESOURCE: top}, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2 * top, resources={RESOURCE: top}, include_dashboard=False, log_to_driver=False,
              logging_level=logging.WARNING)
     ray_init_s = time.perf_counter() - t0
     rows, stored_rows = [], []
+    if args.profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        with tempfile.TemporaryDirectory(prefix="wf-pipeline-") as tmp:
+            r = run_one(1, args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp), profile=prof)
+        ray.shutdown()
+        print(f"overhead {r['overhead_ms']:.1f} ms/eval, loop CPU {r['cpu_ms']:.1f} ms/eval over {r['evaluations']} "
+              f"evaluations (load {r['load']:.1f}); the loop's functions by own time (poll = waiting on the pool):")
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(args.profile)
+        print("warpforge's own steps by cumulative time (they include the Ray and SQL calls they make):")
+        stats.sort_stats("cumulative").print_stats("warpforge", args.profile)
+        return 0
     with tempfile.TemporaryDirectory(prefix="wf-pipeline-") as tmp:
         for w in counts:
             rows.append(run_one(w, w * args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp) / str(w)))
@@ -313,12 +363,14 @@ def main(argv: list[str] | None = None) -> int:
     base = rows[0]["throughput"] / rows[0]["workers"]
     head = (f"{'workers':>7} {'stored':>6} {'evals':>6} {'wall s':>7} {'GPU busy %':>10} {'overhead ms/eval':>16} "
             f"{'evals/s':>8} {'scaling eff %':>13} | {'of which: ask':>13} {'tell':>5} {'store':>5} ms/eval "
-            f"| {'copy ms/eval':>12} {'loop CPU ms/eval':>16}")
+            f"| {'copy ms/eval':>12} {'loop CPU ms/eval':>16} {'evals/commit':>12} {'commit p50/p90 ms':>17} "
+            f"{'load':>5}")
     lines = [
         f"pipeline benchmark (benchmarks/pipeline.py): stand-in GPU {args.eval_s} s/eval, CPU compile "
         f"{args.compile_s} s/eval, {args.evals_per_worker} evaluations per worker, random sampler, SQLite",
         f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-        f"1-min load average {load:.1f} at start (other jobs share it); ray.init {ray_init_s:.1f} s (not counted)",
+        f"1-min load average (uptime) {load:.1f} at start, {os.getloadavg()[0]:.1f} at end (other jobs share the "
+        f"machine); ray.init {ray_init_s:.1f} s (not counted)",
         "",
         head,
     ]
@@ -327,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         return (f"{r['workers']:>7} {r['stored']:>6} {r['evaluations']:>6} {r['wall_s']:>7.1f} {r['busy_pct']:>10.1f} "
                 f"{r['overhead_ms']:>16.1f} {r['throughput']:>8.2f} {'' if eff is None else f'{eff:.1f}':>13} | "
                 f"{r['ask_ms']:>13.1f} {r['tell_ms']:>5.1f} {r['store_ms']:>5.1f}         | {r['copy_ms']:>12.1f} "
-                f"{r['cpu_ms']:>16.1f}")
+                f"{r['cpu_ms']:>16.1f} {r['batch']:>12.2f} {r['commit_p50']:>8.2f}/{r['commit_p90']:<8.2f} "
+                f"{r['load']:>5.1f}")
 
     effs = []
     for r in rows:
@@ -347,7 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         "wall s: first proposal to last stored result; GPU busy: stand-in GPU seconds (measured in the actors) / "
         "(workers x wall s);",
         "overhead: the orchestrator's own time per evaluation (wall s minus time blocked waiting on the pool): "
-        "ask = Strategy.ask (in-memory study), tell = Strategy.tell, store = the warpforge result's transaction;",
+        "ask = Strategy.ask (in-memory study), tell = Strategy.tell, store = queueing the results and their "
+        "transaction (db/writer.py: one per poll's completions);",
+        "evals/commit: evaluations per result transaction, commit p50/p90: the wall time of one; load: the 1-min "
+        "load average (`uptime`) when the row finished;",
         "copy: the background copy of the studies to Optuna's tables (search/mirror.py), done while the orchestrator "
         "waits on the pool (not part of the overhead);",
         "loop CPU: the orchestrator thread's CPU time per evaluation over the same span (waiting included, which costs "

@@ -99,27 +99,14 @@ def test_the_checker_finds_a_planted_circle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-# Circles and private imports in the evaluator branch's files as merged into main (issue 12's child-code move),
-# not this test's to fix: listed so that any NEW one fails; remove each entry once its owner breaks it.
-KNOWN_CIRCLES = [["warpforge.evaluator.stages", "warpforge.evaluator.verify"],
-                 ["warpforge.evaluator.static", "warpforge.evaluator.static_strict"]]
-
-
 def test_no_import_circles() -> None:
-    found = [c for c in cycles(graph()) if c not in KNOWN_CIRCLES]
+    found = cycles(graph())
     assert not found, "import circles (make the registry import its implementations, never the reverse): " + \
         "; ".join(" <-> ".join(c) for c in found)
-
-
-KNOWN = {f"warpforge.evaluator.sandbox imports {n} from warpforge.evaluator.procs"
-         for n in ("_RssWatch", "_alive", "_close_quietly", "_group_members", "_read_init_pid", "_signal",
-                   "_write_all")}
-KNOWN |= {"warpforge.evaluator.static_strict imports _is_jit from warpforge.evaluator.static",
-          "warpforge.evaluator.timing imports _child_failure from warpforge.evaluator.stages"}
 
 
 def test_no_cross_module_imports_of_private_names() -> None:
     bad = {f"{name} imports {n} from {module}" for name, path in MODULES.items()
            for module, n in _imports(name, path)
            if n is not None and n.startswith("_") and not n.startswith("__") and _target(module) != name}
-    assert not bad - KNOWN, "; ".join(sorted(bad - KNOWN))
+    assert not bad, "make the name public in the module that owns it, or move it: " + "; ".join(sorted(bad))

@@ -59,7 +59,14 @@ def fail(message: object, code: int) -> typer.Exit:
 
 
 def handle_errors(fn: F) -> F:
-    """Known errors become one line on stderr and the rule's exit code (module docstring), never a traceback."""
+    """Known errors become one line on stderr and the rule's exit code (module docstring), never a traceback.
+
+    Only the project's own errors are usage (exit 2): :class:`~warpforge.errors.UsageError` and its subclasses
+    (TaskError, BackendUnavailable, CacheFormatError, ...), plus the two input errors that predate it and are
+    still plain ``ValueError`` subclasses in their modules (VariantError, ExportUsageError). Any other
+    ``ValueError`` is a bug in warpforge, not the user's input: exit 1, one line that says so (``-vv`` logs
+    the traceback).
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -67,25 +74,52 @@ def handle_errors(fn: F) -> F:
 
         from warpforge.db.session import DatabaseError
         from warpforge.errors import WarpforgeError
-        from warpforge.kernels.task import TaskError
+        from warpforge.export.package import ExportUsageError
         from warpforge.kernels.variant import VariantError
 
-        # UsageError (warpforge.errors) is a ValueError; plain ValueError is still mapped to 2 because
-        # preflight.py and db/queries.py raise it for bad input (to narrow once they raise UsageError).
         try:
             return fn(*args, **kwargs)
         except DatabaseError as exc:  # a wrong URL is a usage error; a right one that fails now is a failure
             raise fail(rich_escape(str(exc)), 2 if exc.usage else 1) from None
-        except (TaskError, VariantError, ValueError) as exc:
+        except (UsageError, VariantError, ExportUsageError) as exc:
             raise fail(rich_escape(str(exc)), 2) from None
         except WarpforgeError as exc:  # CampaignError, PoolError: the run cannot go on
             raise fail(rich_escape(str(exc)), 1) from None
         except SQLAlchemyError as exc:  # one reached us unexplained (e.g. through Optuna's storage)
             first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
             raise fail(rich_escape(f"database error: {first}; check --db (warpforge doctor checks it)"), 1) from None
+        except ValueError as exc:
+            import logging
+
+            logging.getLogger("warpforge.cli").debug("unexpected error", exc_info=True)
+            raise fail(rich_escape(f"internal error ({type(exc).__name__}: {_first_line(exc)}): this is a bug in "
+                                   "warpforge, not in what you typed; run again with -vv for the traceback and "
+                                   "report it"), 1) from None
         except KeyboardInterrupt:
             err.print("interrupted: completed evaluations are stored; continue with --resume", soft_wrap=True)
             raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def value_errors_are_usage(fn: F) -> F:
+    """For an entry point whose contract (in a module that predates :class:`UsageError`) says a ``ValueError``
+    means bad input: re-raise it as a UsageError (exit 2). Used for the agent's ``--llm-replay``/LLM settings
+    checks and the dashboard's options, until those modules raise UsageError themselves."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UsageError:
+            raise
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -164,7 +198,7 @@ def run(
     from warpforge.agent.cli import proposer_config_for_run
 
     # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
-    proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
+    proposer_config = value_errors_are_usage(proposer_config_for_run)(proposer, llm_replay, db, target, seed)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -371,7 +405,7 @@ def _mount_subsystems() -> None:
     app.command("best")(handle_errors(best))
     app.command("bench-search")(handle_errors(bench_search))
     app.command("export")(handle_errors(export))
-    app.command("dashboard")(handle_errors(dashboard))
+    app.command("dashboard")(handle_errors(value_errors_are_usage(dashboard)))
     app.add_typer(plan_app, name="plan")
     app.add_typer(agent_app, name="agent")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from warpforge.errors import UsageError
 from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import (
     TEMPLATES_DIR,
@@ -82,7 +83,7 @@ def check_run(spec: CampaignSpec) -> CampaignSpec:
         spec = _stored_spec(spec)
     registry = _proposers()
     if registry and spec.proposer not in registry:
-        raise ValueError(f"unknown proposer {spec.proposer!r}: available: {', '.join(sorted(registry))}")
+        raise UsageError(f"unknown proposer {spec.proposer!r}: available: {', '.join(sorted(registry))}")
     tasks = [get_task(name) for name in spec.tasks]
     extra = [load_variant(f) for f in spec.variant_files]
     names = {t.name for t in tasks}

@@ -20,9 +20,10 @@ from warpforge.evaluator import gpus
 from warpforge.evaluator.adversarial import MANIFEST, fixture_job, load_manifest, run_fixture, run_manifest
 from warpforge.evaluator.backends import get_backend
 from warpforge.evaluator.compare import lint_task
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.sandbox import ChildPool, child_env
-from warpforge.evaluator.stages import Job, check_stage
+from warpforge.evaluator.stages import check_stage
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, side_stream_finding, wall_clock_finding
 from warpforge.evaluator.verify import hidden_shapes, perturb_dim
 from warpforge.kernels.task import all_tasks, load_task_file, shape_key
@@ -104,11 +105,10 @@ def test_launch_budget_kills_a_hang_long_before_the_job_timeout(double) -> None:
 def test_memory_watchdog_contains_a_child_without_rlimit(tmp_path: Path) -> None:
     """CUDA children cannot take RLIMIT_AS; the parent's resident-memory watchdog kills them instead."""
     source = "hoard = [bytearray(128 << 20) for _ in range(128)]\n"  # 16 GiB at import, 128 MiB at a time
-    with ChildPool(tmp_path) as pool:
-        outcome = pool.run({"mode": "space", "candidate": "candidate.py", "space": {}, "shapes": []},
-                           child_env(interpret=True), 120, lambda d: (d / "candidate.py").write_text(source),
-                           rss_limit_bytes=1 << 30)
-        pool.release(outcome)
+    with ChildPool(tmp_path) as pool, pool.running(
+            {"mode": "space", "candidate": "candidate.py", "space": {}, "shapes": []}, child_env(interpret=True), 120,
+            lambda d: (d / "candidate.py").write_text(source), rss_limit_bytes=1 << 30) as outcome:
+        pass
     assert outcome.status == "oom" and (1 << 30) < outcome.peak_rss < (4 << 30)
 
 

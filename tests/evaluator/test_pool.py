@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.pool import (
     Completion,
     EvalPool,
@@ -28,7 +29,6 @@ from warpforge.evaluator.pool import (
 )
 from warpforge.evaluator.ray_pool import RayPool
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.stages import Job
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import load_variant
 

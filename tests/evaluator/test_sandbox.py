@@ -21,9 +21,10 @@ import torch
 
 from warpforge.evaluator import isolation
 from warpforge.evaluator.child.seccomp import program
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.sandbox import ChildOutcome
-from warpforge.evaluator.stages import CaseFeed, Job
+from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, child_env
+from warpforge.evaluator.stages import CaseFeed
 from warpforge.evaluator.static import check_source
 from warpforge.evaluator.verify import Judge, plan_cases
 from warpforge.kernels.task import load_task_file
@@ -39,6 +40,28 @@ def _run_python(code: str) -> str:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_running_releases_the_scratch_directory_however_the_block_ends(tmp_path: Path) -> None:
+    """ChildPool.running: the with-block reads what the child left in its scratch; then it is removed, also when
+    the block returns early or raises (the stages judge inside it and return from the middle)."""
+    request = {"mode": "space", "candidate": "candidate.py", "space": {"B": [1, 2]}, "shapes": [{"N": 1}]}
+
+    def write(scratch: Path) -> None:
+        (scratch / "candidate.py").write_text("SPACE = {'B': [1, 2]}\n")
+
+    def judged(pool: ChildPool) -> tuple[Path, bool]:
+        with pool.running(request, child_env(interpret=True), 120, write) as outcome:
+            return outcome.scratch, (outcome.scratch / "candidate.py").is_file()
+
+    with ChildPool(tmp_path) as pool:
+        scratch, seen = judged(pool)
+        assert seen and not scratch.exists()
+        with pytest.raises(RuntimeError, match="judging failed"):
+            with pool.running(request, child_env(interpret=True), 120, write) as outcome:
+                scratch = outcome.scratch
+                raise RuntimeError("judging failed")
+        assert scratch.is_relative_to(tmp_path) and not scratch.exists()
 
 
 def test_strict_seccomp_allows_threads_and_refuses_processes_and_network() -> None:
@@ -226,9 +249,9 @@ def test_budgets_grow_with_measured_load(monkeypatch: pytest.MonkeyPatch, double
 
 
 def test_a_timeout_names_its_budget_and_how_to_raise_it(double_job: Job, tmp_path: Path) -> None:
-    from warpforge.evaluator.stages import _child_failure
+    from warpforge.evaluator.stages import child_failure
 
     outcome = ChildOutcome("timeout", None, None, "", 240.0, tmp_path, limit_s=240.0)
-    found = _child_failure(double_job, outcome, "correctness check")
+    found = child_failure(double_job, outcome, "correctness check")
     assert found is not None and found.verdict is Verdict.TIMEOUT
     assert "240 s" in found.message and "load factor 2" in found.message and "--timeout" in found.message

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from warpforge.evaluator.backends import get_backend
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, space_stage
+from warpforge.evaluator.stages import space_stage
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import VariantError, load_variant
 

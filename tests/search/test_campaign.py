@@ -89,6 +89,28 @@ def test_several_proposals_in_flight_each_stored_once_and_told(tmp_path: Path) -
     assert dict(states) == {"COMPLETE": 5}
 
 
+def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results are written in batches (db/writer.py), but never told before they are durable: when a trial is
+    told, another connection already sees its stored row, so a kill -9 after any tell loses nothing told."""
+    from warpforge.db.store import params_key
+    from warpforge.search.strategy import Strategy
+
+    db, seen = tmp_path / "wf.db", []
+    tell = Strategy.tell
+
+    def spy(self: Strategy, proposal: Any, value: Any, **kw: Any) -> None:
+        engine = create_engine(f"sqlite:///{db}")  # a connection of its own: sees committed rows only
+        with engine.connect() as conn:
+            seen.append(conn.execute(text("select count(*) from wf_evaluations where params_key = :k"),
+                                     {"k": params_key(proposal.params)}).scalar())
+        engine.dispose()
+        tell(self, proposal, value, **kw)
+
+    monkeypatch.setattr(Strategy, "tell", spy)
+    run_campaign(spec(db, "durable", 5, top_k=0), pool_config=pool(3, eval_s=0.2))
+    assert seen == [1, 1, 1, 1, 1]
+
+
 KILLED = STANDIN + """
 import json
 from warpforge.evaluator.pool import PoolConfig

@@ -24,6 +24,7 @@ from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from warpforge.db.models import Evaluation
+from warpforge.errors import UsageError
 
 # sort name -> (column, may be NULL). Ties break on id, so pages never overlap.
 SORTS: dict[str, tuple[Any, bool]] = {
@@ -35,7 +36,7 @@ SORTS: dict[str, tuple[Any, bool]] = {
 def parse_sort(sort: str) -> tuple[str, bool]:
     name, desc = sort.lstrip("-"), sort.startswith("-")
     if name not in SORTS:
-        raise ValueError(f"unknown sort {sort!r}; use one of {', '.join(sorted(SORTS))} (prefix - to reverse)")
+        raise UsageError(f"unknown sort {sort!r}; use one of {', '.join(sorted(SORTS))} (prefix - to reverse)")
     return name, desc
 
 
@@ -48,9 +49,9 @@ def decode_cursor(cursor: str, sort: str) -> tuple[int, Any, int]:
     try:
         got, phase, value, last_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, TypeError) as exc:
-        raise ValueError("bad cursor: pass back the next_cursor of the previous page unchanged") from exc
+        raise UsageError("bad cursor: pass back the next_cursor of the previous page unchanged") from exc
     if got != sort:
-        raise ValueError(f"this cursor belongs to sort {got!r}, not {sort!r}: start again without a cursor")
+        raise UsageError(f"this cursor belongs to sort {got!r}, not {sort!r}: start again without a cursor")
     return int(phase), value, int(last_id)
 
 

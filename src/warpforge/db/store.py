@@ -101,35 +101,55 @@ def find_evaluation(session: Session, variant_hash: str, params: dict[str, Any],
     return session.scalar(stmt)
 
 
+def evaluation_values(result: EvalResult, *, task: Task, variant_hash: str, study_name: str | None = None,
+                      trial_number: int | None = None, final: bool = False) -> dict[str, Any]:
+    """The ``wf_evaluations`` row of one result, less its campaign and variant ids: the one definition of
+    what is stored, shared by :func:`save_evaluation` (ORM) and ``db/writer.py``'s batched Core inserts."""
+    timing = result.timing
+    return dict(
+        task=task.name, task_hash=task.source_hash, variant_hash=variant_hash, params=result.params,
+        params_key=params_key(result.params), backend=result.backend, verdict=result.verdict.value,
+        reason=result.reason, message=result.message, device=result.device, fingerprint=result.fingerprint,
+        torch_version=result.versions.get("torch", ""), triton_version=result.versions.get("triton", ""),
+        warpforge_version=result.versions.get("warpforge", ""),
+        timing_source=timing.source if timing else None, timing_gpu=timing.gpu if timing else None,
+        objective_ms=result.objective_ms, speedup=result.speedup, compile_s=result.compile_s, wall_s=result.wall_s,
+        study_name=study_name, trial_number=trial_number, final=final, result=result.model_dump(mode="json"),
+    )
+
+
+def measurement_values(result: EvalResult) -> list[dict[str, Any]]:
+    """The ``wf_measurements`` rows of one result (one per shape), less their evaluation id."""
+    return [dict(shape_key=shape_key(s.shape), shape=s.shape, dtype=s.dtype, p20_ms=s.p20_ms, p50_ms=s.p50_ms,
+                 p80_ms=s.p80_ms, ref_p50_ms=s.ref_p50_ms, speedup=s.speedup, roofline_pct=s.roofline_pct)
+            for s in result.shapes]
+
+
+def hardware_values(result: EvalResult) -> dict[str, Any] | None:
+    """The ``wf_hardware`` row a result's fingerprint names (None without a fingerprint)."""
+    if not result.fingerprint:
+        return None
+    return dict(fingerprint=result.fingerprint, name=result.device or "unknown",
+                details={"timing_gpu": result.timing.gpu if result.timing else None})
+
+
 def save_evaluation(session: Session, result: EvalResult, *, task: Task, variant: VariantRecord,
                     campaign: Campaign | None = None, study_name: str | None = None,
                     trial_number: int | None = None, final: bool = False) -> Evaluation:
     """Store one result with its per-shape measurements, in the caller's transaction.
 
-    ``final``: the result belongs to the campaign's final top-k re-benchmark, not to its search.
+    ``final``: the result belongs to the campaign's final top-k re-benchmark, not to its search. The
+    campaign stores its results through ``db/writer.py`` instead (batched, on one connection): same rows.
     """
     ensure_task(session, task)
-    if result.fingerprint and session.get(Hardware, result.fingerprint) is None:
-        session.add(Hardware(fingerprint=result.fingerprint, name=result.device or "unknown",
-                             details={"timing_gpu": result.timing.gpu if result.timing else None}))
-    row = Evaluation(
-        campaign=campaign, task=task.name, task_hash=task.source_hash, variant=variant,
-        variant_hash=variant.source_hash, params=result.params, params_key=params_key(result.params),
-        backend=result.backend, verdict=result.verdict.value, reason=result.reason, message=result.message,
-        device=result.device, fingerprint=result.fingerprint,
-        torch_version=result.versions.get("torch", ""), triton_version=result.versions.get("triton", ""),
-        warpforge_version=result.versions.get("warpforge", ""),
-        timing_source=result.timing.source if result.timing else None,
-        timing_gpu=result.timing.gpu if result.timing else None,
-        objective_ms=result.objective_ms, speedup=result.speedup, compile_s=result.compile_s,
-        wall_s=result.wall_s, study_name=study_name, trial_number=trial_number, final=final,
-        result=result.model_dump(mode="json"),
-    )
-    for s in result.shapes:
-        row.measurements.append(Measurement(
-            shape_key=shape_key(s.shape), shape=s.shape, dtype=s.dtype, p20_ms=s.p20_ms, p50_ms=s.p50_ms,
-            p80_ms=s.p80_ms, ref_p50_ms=s.ref_p50_ms, speedup=s.speedup, roofline_pct=s.roofline_pct,
-        ))
+    hardware = hardware_values(result)
+    if hardware is not None and session.get(Hardware, result.fingerprint) is None:
+        session.add(Hardware(**hardware))
+    row = Evaluation(campaign=campaign, variant=variant,
+                     **evaluation_values(result, task=task, variant_hash=variant.source_hash, study_name=study_name,
+                                         trial_number=trial_number, final=final))
+    for values in measurement_values(result):
+        row.measurements.append(Measurement(**values))
     session.add(row)
     session.flush()
     return row

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.evaluator.backends import Backend, get_backend
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job
 from warpforge.kernels.task import Task, TaskError, get_task, load_task_file
 from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, load_variant
 

@@ -28,9 +28,10 @@ from typing import ClassVar
 import torch
 
 import warpforge
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, check_stage, compile_stage, static_stage
+from warpforge.evaluator.stages import check_stage, compile_stage, static_stage
 
 BF16_DOT = re.compile(r"tl\.dot\b")
 

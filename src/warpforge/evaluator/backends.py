@@ -35,9 +35,10 @@ from warpforge.evaluator.backend import (  # noqa: F401 - the contract's public 
     register,
     software_versions,
 )
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, check_stage, hang_bound_s, largest_checked
+from warpforge.evaluator.stages import check_stage, hang_bound_s, largest_checked
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.kernels.task import Shape, dtype_name
 from warpforge.kernels.variant import Variant

@@ -24,6 +24,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from warpforge.errors import UsageError
+
 Status = Literal["ok", "compile", "runtime"]
 # What a record's time may be, as Kernel Tuner writes it.
 RecordTime = Union[float, Literal["CompilationFailedConfig", "RuntimeFailedConfig"]]
@@ -40,7 +42,7 @@ _T4_UNIT_TO_MS = {"miliseconds": 1.0, "milliseconds": 1.0, "ms": 1.0, "seconds":
                   "microseconds": 1e-3, "us": 1e-3}
 
 
-class CacheFormatError(ValueError):
+class CacheFormatError(UsageError):
     """The file is neither a Kernel Tuner cache file nor a T4 results file (or is damaged)."""
 
 

@@ -2,9 +2,9 @@
 
 Example::
 
-    >>> from warpforge.evaluator.procs import _alive
+    >>> from warpforge.evaluator.procs import alive
     >>> import os
-    >>> _alive(os.getpid())
+    >>> alive(os.getpid())
     True
 """
 
@@ -27,7 +27,7 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-class _RssWatch:
+class RssWatch:
     """Resident memory of a child; inside a sandbox, of every process in its process group.
 
     Finding the group's members scans /proc (tens of ms on a loaded machine), so membership is refreshed
@@ -45,11 +45,11 @@ class _RssWatch:
             return _rss_bytes(self.proc.pid)
         now = time.monotonic()
         if now - self.refreshed > 2.0:
-            self.members, self.refreshed = _group_members(self.init_pid), now
+            self.members, self.refreshed = group_members(self.init_pid), now
         return sum(_rss_bytes(pid) for pid in self.members)
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -61,7 +61,7 @@ def _group_members(pgid: int) -> list[int]:
     return out
 
 
-def _read_init_pid(fd: int) -> int | None:
+def read_init_pid(fd: int) -> int | None:
     """bubblewrap's --info-fd JSON: ``child-pid`` is the host pid of the sandbox's PID 1."""
     data = b""
     while True:
@@ -77,7 +77,7 @@ def _read_init_pid(fd: int) -> int | None:
     return int(pid) if isinstance(pid, int) else None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (a zombie PID 1 has no namespace left)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -86,14 +86,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _signal(pid: int, sig: int, group: bool) -> None:
+def send_signal(pid: int, sig: int, group: bool) -> None:
     try:
         os.killpg(pid, sig) if group else os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _write_all(fd: int, data: bytes, deadline: float) -> bool:
+def write_all(fd: int, data: bytes, deadline: float) -> bool:
     """Write ``data`` to a non-blocking pipe before ``deadline``; False if the child stopped reading."""
     view = memoryview(data)
     while view:
@@ -112,7 +112,7 @@ def _write_all(fd: int, data: bytes, deadline: float) -> bool:
     return True
 
 
-def _close_quietly(stream: Any) -> None:
+def close_quietly(stream: Any) -> None:
     try:
         if stream is not None and not stream.closed:
             stream.close()

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from warpforge.evaluator.backend import Backend, fingerprint, register
 from warpforge.evaluator.gpus import peaks_for
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.kt_cache import RecordedSpace, read_space
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
-from warpforge.evaluator.stages import Job
 from warpforge.kernels.task import dtype_name, parse_dtype, shape_key
 
 log = logging.getLogger("warpforge.evaluator.replay")

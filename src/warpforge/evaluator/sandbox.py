@@ -32,20 +32,21 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from warpforge.evaluator import isolation
 from warpforge.evaluator.procs import (
-    _alive,
-    _close_quietly,
-    _group_members,
-    _read_init_pid,
-    _RssWatch,
-    _signal,
-    _write_all,
+    RssWatch,
+    alive,
+    close_quietly,
+    group_members,
+    read_init_pid,
+    send_signal,
+    write_all,
 )
 
 # The environment variable through which the child learns how much address space it may add after its imports.
@@ -168,7 +169,7 @@ class ChildPool:
         init_pid = None
         if iso.active:
             os.close(info_w)
-            init_pid = _read_init_pid(info_r)
+            init_pid = read_init_pid(info_r)
             os.close(info_r)
         return _Child(proc, result_r, scratch, isolation.INSIDE_SCRATCH if iso.active else str(scratch), init_pid)
 
@@ -204,10 +205,10 @@ class ChildPool:
         assert child.proc.stdin is not None
         stdin_fd = child.proc.stdin.fileno()
         os.set_blocking(stdin_fd, False)
-        if not _write_all(stdin_fd, (json.dumps(request) + "\n").encode(), overall):
+        if not write_all(stdin_fd, (json.dumps(request) + "\n").encode(), overall):
             feed = None
         if feed is None:
-            _close_quietly(child.proc.stdin)
+            close_quietly(child.proc.stdin)
         buffer = b""
         lines: list[bytes] = []
         marks: list[Mark] = []
@@ -215,7 +216,7 @@ class ChildPool:
         got_report = False
         # Poll at 0.2 s while a memory limit is watched (a 1 GiB bytearray fills in ~0.3 s), else 1 s.
         poll_s = 0.2 if rss_limit_bytes else 1.0
-        watch = _RssWatch(child.proc, child.init_pid)
+        watch = RssWatch(child.proc, child.init_pid)
         sampled = -math.inf
         while not got_report:
             now = time.monotonic()
@@ -254,13 +255,13 @@ class ChildPool:
                     if msg["mark"] == "need" and feed is not None:
                         payload = payload or b""
                         frame = len(payload).to_bytes(8, "little") + payload
-                        if not _write_all(stdin_fd, frame, min(overall, phase_deadline)):
+                        if not write_all(stdin_fd, frame, min(overall, phase_deadline)):
                             feed = None
                 elif line.strip():
                     lines.append(line)
                     got_report = True  # the report is the last message: stop reading here
         os.close(child.result_r)
-        _close_quietly(child.proc.stdin)
+        close_quietly(child.proc.stdin)
         if not got_report and buffer.strip():
             lines.append(buffer)
         if status in ("timeout", "oom"):
@@ -291,26 +292,45 @@ class ChildPool:
         except subprocess.TimeoutExpired:
             pass
         if child.init_pid is not None:
-            _signal(child.init_pid, signal.SIGKILL, group=True)
-            _signal(child.init_pid, signal.SIGKILL, group=False)
+            send_signal(child.init_pid, signal.SIGKILL, group=True)
+            send_signal(child.init_pid, signal.SIGKILL, group=False)
         _kill_group(child.proc)
         if child.init_pid is None:
             return 0
         end = time.monotonic() + REAP_S
-        while time.monotonic() < end and _alive(child.init_pid):
+        while time.monotonic() < end and alive(child.init_pid):
             time.sleep(0.01)
-        return len(_group_members(child.init_pid)) if _alive(child.init_pid) else 0
+        return len(group_members(child.init_pid)) if alive(child.init_pid) else 0
 
     def release(self, outcome: ChildOutcome) -> None:
         if not self.keep_scratch:
             shutil.rmtree(outcome.scratch, ignore_errors=True)
+
+    @contextmanager
+    def running(self, request: Mapping[str, Any], env: dict[str, str], timeout_s: float,
+                prepare: Any = None, budgets: dict[str, float] | None = None,
+                rss_limit_bytes: int | None = None, feed: Feed | None = None) -> Iterator[ChildOutcome]:
+        """:meth:`run` one request; the with-block judges its outcome and the files the child left in its scratch
+        directory, which is released when the block ends, however it ends (a return, a failure, an error).
+
+        Example::
+
+            >>> with pool.running(request, job.env(interpret=True), 60.0, _write_candidate(job)) as outcome:
+            ...     failure = child_failure(job, outcome, "constraint enumeration")     # doctest: +SKIP
+        """
+        outcome = self.run(request, env, timeout_s, prepare, budgets=budgets, rss_limit_bytes=rss_limit_bytes,
+                           feed=feed)
+        try:
+            yield outcome
+        finally:
+            self.release(outcome)
 
     def close(self) -> None:
         with self._lock:
             for child in self._spares.values():
                 self._end(child, grace_s=0.0)
                 os.close(child.result_r)
-                _close_quietly(child.proc.stdin)
+                close_quietly(child.proc.stdin)
                 shutil.rmtree(child.scratch, ignore_errors=True)
             self._spares.clear()
         if not self.keep_scratch:

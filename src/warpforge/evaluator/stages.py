@@ -3,7 +3,7 @@
 Each stage returns either data or a failing :class:`EvalResult`; backends (backends.py) chain them.
 Correctness (``check_stage``) plans its cases here (verify.plan_cases: seeds and hidden shapes from
 this process's unpredictable RNG), runs them in a child, and judges the child's raw facts in
-verify.py. Timing stages live in timing.py.
+verify.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.job.Job` in job.py.
 """
 
 from __future__ import annotations
@@ -14,90 +14,28 @@ import os
 import random
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from warpforge.evaluator.compare import lint_task
+from warpforge.evaluator.job import Job  # also re-exported: older callers import Job from here
 from warpforge.evaluator.protocol import CheckRequest
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
-from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, child_env
+from warpforge.evaluator.sandbox import ChildOutcome, ChildPool
 from warpforge.evaluator.static import check_source
 from warpforge.evaluator.verify import CheckPlan, judge_check, plan_cases
-from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
-from warpforge.kernels.variant import Variant
+from warpforge.kernels.task import Shape, dtype_name, shape_key
 
 CANDIDATE_FILE = "candidate.py"
 TASK_DIR = "task"
 # Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
 # sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
 SHARED_LIMIT = {90: 232448, 80: 166912, 86: 101376, 89: 101376}
-# Host memory a candidate may add to its child: the interpreter on check shapes peaks under 1 GiB of
-# address space in all (measured 0.84 GiB for torch + Triton + a 100k-element kernel), so 8 GiB only
-# stops runaways. The parent's resident-memory watchdog allows the harness 4 GiB on top (a CUDA child's
-# runtime, cuBLAS and input copies).
-DEFAULT_HOST_MEMORY_GB = 8.0
-HARNESS_RSS_GB = 4.0
-
-
-@lru_cache(maxsize=1)
-def _machine_has_cuda() -> bool:
-    return bool(torch.cuda.is_available())
-
-
 def hang_bound_s(reference_s: float) -> float:
     """How long a GPU launch may run before it is killed: min(60 s, 10x the reference's time + 5 s)."""
     return min(60.0, 10.0 * reference_s + 5.0)
-
-
-@dataclass
-class Job:
-    """One candidate to evaluate: the task, the variant source, its parameters and how to check it."""
-
-    task: Task
-    variant: Variant
-    params: dict[str, Any]
-    seeds: int = 2
-    target: str = "sm_90"
-    dtypes: list[torch.dtype] = field(default_factory=list)
-    shapes: list[Shape] = field(default_factory=list)  # benchmark shapes (timing, constraints)
-    timeout_s: float = 120.0
-    hidden_shapes: int = 1  # fresh random boundary shapes per evaluation (0 turns them off)
-    host_memory_gb: float = DEFAULT_HOST_MEMORY_GB
-    # Source hashes of the kernels the AOT stage compiled (compile_stage fills it); a check that launches
-    # any other kernel is rejected (verify.Judge._compiled). Empty: not compiled here, not enforced.
-    compiled_kernels: list[str] = field(default_factory=list)
-    # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
-    # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
-    static_rules: str = "strict"
-
-    def __post_init__(self) -> None:
-        self.dtypes = self.dtypes or list(self.task.dtypes)
-        self.shapes = self.shapes or list(self.task.shapes)
-
-    def result(self, verdict: Verdict, reason: str = "", message: str = "", **kw: Any) -> EvalResult:
-        return EvalResult(verdict=verdict, reason=reason, message=message, task=self.task.name,
-                          variant_hash=self.variant.source_hash, params=dict(self.params), **kw)
-
-    @property
-    def host_memory_bytes(self) -> int:
-        return int(self.host_memory_gb * (1 << 30))
-
-    @property
-    def rss_limit_bytes(self) -> int:
-        return int((self.host_memory_gb + HARNESS_RSS_GB) * (1 << 30))
-
-    def env(self, interpret: bool, cuda: bool = False) -> dict[str, str]:
-        """The child environment, with RLIMIT_AS only on machines without a GPU.
-
-        Initialising CUDA reserves tens of GB of address space, and on a GPU machine even a compile child
-        may (a launch that asks ``torch.cuda.get_device_properties`` for its SM count); there the parent's
-        resident-memory watchdog alone bounds host memory.
-        """
-        return child_env(interpret, as_limit_bytes=None if cuda or _machine_has_cuda() else self.host_memory_bytes)
 
 
 def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
@@ -156,7 +94,7 @@ def budget_s(job: Job, multiple: float = 1.0) -> float:
     return job.timeout_s * multiple * load_factor()
 
 
-def _child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | None:
+def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | None:
     """Map a child that produced no usable report, or reported an error, to a verdict."""
     if outcome.status == "timeout":
         if outcome.phase:
@@ -267,14 +205,13 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
     cuda = device.startswith("cuda")
     feed = CaseFeed(plan)
-    outcome = pool.run(request, job.env(interpret, cuda), budget_s(job), _write_candidate(job), budgets=budgets,
-                       rss_limit_bytes=job.rss_limit_bytes, feed=feed)
-    try:
+    with pool.running(request, job.env(interpret, cuda), budget_s(job), _write_candidate(job), budgets=budgets,
+                      rss_limit_bytes=job.rss_limit_bytes, feed=feed) as outcome:
         if feed.refused and outcome.status == "done":
             return job.result(Verdict.REJECTED, "input_request_refused",
                               f"the child asked for inputs out of turn ({feed.refused[:3]}): each case's inputs "
                               "are sent once, after the candidate is imported"), []
-        failure = _child_failure(job, outcome, "correctness check")
+        failure = child_failure(job, outcome, "correctness check")
         if failure is not None:
             return failure, []
         report = outcome.report or {}
@@ -285,8 +222,6 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         if failure is not None:
             failure.unchecked = list(plan.notes)
         return failure, checked
-    finally:
-        pool.release(outcome)
 
 
 def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resources]]:
@@ -300,10 +235,9 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
               for s in (job.task.check_shapes or job.task.small_shapes)]
     request = {"mode": "compile", "candidate": CANDIDATE_FILE, "params": job.params,
                "task_path": task_path(job), "target": job.target, "cases": cases}
-    outcome = pool.run(request, job.env(interpret=False), budget_s(job), _write_candidate(job),
-                       rss_limit_bytes=job.rss_limit_bytes)
-    try:
-        failure = _child_failure(job, outcome, "ahead-of-time compile")
+    with pool.running(request, job.env(interpret=False), budget_s(job), _write_candidate(job),
+                      rss_limit_bytes=job.rss_limit_bytes) as outcome:
+        failure = child_failure(job, outcome, "ahead-of-time compile")
         report = outcome.report or {}
         resources = [
             Resources(kernel=k["kernel"], target=job.target, registers=k["registers"], spill_bytes=k["spill_bytes"],
@@ -325,21 +259,16 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
                                   f"{r.kernel} needs {r.shared_bytes} bytes of shared memory; {job.target} "
                                   f"allows {limit}", resources=resources), resources
         return None, resources
-    finally:
-        pool.release(outcome)
 
 
 def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict[str, Any]]]:
     """The configurations of SPACE that satisfy ``constraints`` on every benchmark shape (run in a child)."""
     request = {"mode": "space", "candidate": CANDIDATE_FILE, "space": job.variant.space, "shapes": job.shapes}
-    outcome = pool.run(request, job.env(interpret=True), budget_s(job), _write_candidate(job),
-                       rss_limit_bytes=job.rss_limit_bytes)
-    try:
-        failure = _child_failure(job, outcome, "constraint enumeration")
+    with pool.running(request, job.env(interpret=True), budget_s(job), _write_candidate(job),
+                      rss_limit_bytes=job.rss_limit_bytes) as outcome:
+        failure = child_failure(job, outcome, "constraint enumeration")
         if failure is not None:
             return failure, []
         report = outcome.report or {}
         names = report["names"]
         return None, [dict(zip(names, values)) for values in report["feasible"]]
-    finally:
-        pool.release(outcome)

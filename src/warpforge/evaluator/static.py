@@ -27,15 +27,9 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 
-# torch.* names a launch may use: allocation, dtypes, shapes, devices, streams.
-ALLOWED_TORCH = {
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like", "ones", "ones_like",
-    "Size", "dtype", "device", "is_tensor", "float16", "bfloat16", "float32", "float64", "int8", "int16",
-    "int32", "int64", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "finfo", "iinfo", "get_default_dtype",
-    "cuda", "Tensor", "library", "no_grad", "inference_mode", "promote_types",
-}
+from warpforge.evaluator.static_vocab import ALLOWED_TORCH, StaticFinding, is_jit
+
 # Tensor methods that compute (as opposed to describing or viewing a tensor).
 COMPUTE_METHODS = {
     "sum", "mean", "exp", "exp2", "log", "log2", "log1p", "softmax", "log_softmax", "matmul", "mm", "bmm",
@@ -62,24 +56,6 @@ FORBIDDEN_IMPORTS = ("warpforge", "torch.nn", "torch.ops", "torch._C", "torch.li
 # New processes are refused outright (the OS sandbox also forbids them under the interpreter, and kills
 # its whole PID namespace before reading anything a candidate wrote).
 PROCESS_CALLS = re.compile(r"^(fork|forkpty|setsid|setpgid|setpgrp|system|popen|exec\w*|spawn\w*|posix_spawn\w*)$")
-JIT_DECORATORS = {"jit", "autotune", "heuristics"}
-
-
-@dataclass(frozen=True)
-class StaticFinding:
-    reason: str  # e.g. "torch_compute_call"
-    message: str
-
-
-def _is_jit(fn: ast.FunctionDef) -> bool:
-    for dec in fn.decorator_list:
-        node = dec.func if isinstance(dec, ast.Call) else dec
-        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
-        if name in JIT_DECORATORS:
-            return True
-    return False
-
-
 def _torch_aliases(tree: ast.Module) -> set[str]:
     names = {"torch"}
     for node in ast.walk(tree):
@@ -115,7 +91,7 @@ def check_source(source: str, rules: str = "strict") -> StaticFinding | None:
                 return StaticFinding("forbidden_import", f"imports {mod}: a variant may use only torch "
                                      "allocation utilities and Triton, never the reference or other compute")
     torch_names = _torch_aliases(tree)
-    host_functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and not _is_jit(n)]
+    host_functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and not is_jit(n)]
     for fn in host_functions:
         for node in ast.walk(fn):
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 
-from warpforge.evaluator.static import ALLOWED_TORCH, StaticFinding, _is_jit
+from warpforge.evaluator.static_vocab import ALLOWED_TORCH, StaticFinding, is_jit
 
 ALLOWED_IMPORTS = ("torch", "triton", "triton.language", "triton.language.extra", "math", "typing", "functools",
                    "itertools", "dataclasses", "enum", "__future__")
@@ -65,7 +65,7 @@ def _module_names(tree: ast.Module) -> tuple[dict[str, str], set[str], set[str]]
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-        elif isinstance(node, ast.FunctionDef) and _is_jit(node):
+        elif isinstance(node, ast.FunctionDef) and is_jit(node):
             jit_fns.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_constant(node.value):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -121,7 +121,7 @@ def strict_finding(tree: ast.Module) -> StaticFinding | None:
     finding = _host_reads(tree) or _library_attributes(tree, aliases)
     if finding is not None:
         return finding
-    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _is_jit(n)):
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and is_jit(n)):
         finding = _jit_body(fn, aliases, jit_fns, constants)
         if finding is not None:
             return finding

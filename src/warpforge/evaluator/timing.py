@@ -28,13 +28,13 @@ import torch
 
 from warpforge.evaluator.compare import compare_outputs, references
 from warpforge.evaluator.gpus import peaks_for
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, Mark
 from warpforge.evaluator.stages import (
     CANDIDATE_FILE,
-    Job,
-    _child_failure,
     budget_s,
+    child_failure,
     copy_task,
     hang_bound_s,
     load_factor,
@@ -224,10 +224,9 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
         (scratch / CANDIDATE_FILE).write_text(job.variant.source)
         copy_task(scratch, job)
 
-    outcome = pool.run(request, job.env(interpret, cuda), budget_s(job, 4), prepare, budgets=budgets,
-                       rss_limit_bytes=job.rss_limit_bytes)
-    try:
-        failure = _child_failure(job, outcome, "benchmark")
+    with pool.running(request, job.env(interpret, cuda), budget_s(job, 4), prepare, budgets=budgets,
+                      rss_limit_bytes=job.rss_limit_bytes) as outcome:
+        failure = child_failure(job, outcome, "benchmark")
         report = outcome.report or {}
         failure = failure or _facts_finding(job, report)
         if failure is not None:
@@ -266,8 +265,6 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
                                       f"{device_info.get('name')}"), [], device_info
             results.append(sr)
         return None, results, device_info
-    finally:
-        pool.release(outcome)
 
 
 def reference_stage(pool: ChildPool, job: Job, device: str, shapes: Sequence[Shape],
@@ -276,15 +273,12 @@ def reference_stage(pool: ChildPool, job: Job, device: str, shapes: Sequence[Sha
     keyed = [(shape_key(s), dtype_name(d), s, d) for s in shapes for d in dtypes]
     request = {"mode": "reference", "device": device, "task_path": task_path(job), "reps": 5,
                "cases": [{"id": i, "shape": s, "dtype": dn, "seed": i} for i, (_, dn, s, _) in enumerate(keyed)]}
-    outcome = pool.run(request, job.env(False, device.startswith("cuda")), budget_s(job),
-                       lambda scratch: copy_task(scratch, job))
-    try:
+    with pool.running(request, job.env(False, device.startswith("cuda")), budget_s(job),
+                      lambda scratch: copy_task(scratch, job)) as outcome:
         report = outcome.report or {}
         if outcome.status != "done" or "error" in report:
             return {}
         return {f"{keyed[c['id']][0]} {keyed[c['id']][1]}": statistics.median(c["ms"]) for c in report["cases"]}
-    finally:
-        pool.release(outcome)
 
 
 def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bool, shapes: Sequence[Shape],
@@ -312,10 +306,9 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
             (scratch / f).write_text(j.variant.source)
         copy_task(scratch, job_a)
 
-    outcome = pool.run(request, job_a.env(interpret, cuda), budget_s(job_a, 4), prepare,
-                       rss_limit_bytes=job_a.rss_limit_bytes)
-    try:
-        failure = _child_failure(job_a, outcome, "A/B re-measurement")
+    with pool.running(request, job_a.env(interpret, cuda), budget_s(job_a, 4), prepare,
+                      rss_limit_bytes=job_a.rss_limit_bytes) as outcome:
+        failure = child_failure(job_a, outcome, "A/B re-measurement")
         report = outcome.report or {}
         failure = failure or _facts_finding(job_a, {**report, "cases": [{"threads": report.get("threads")}]})
         if failure is not None:
@@ -329,8 +322,6 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
         per_round = [[math.exp(sum(math.log(max(report["samples"][w][k][r], 1e-9)) for k in range(len(cases)))
                                / len(cases)) for r in range(rounds)] for w in range(2)]
         return None, per_round[0], per_round[1]
-    finally:
-        pool.release(outcome)
 
 
 def measured_result(job: Job, checked: list[str], shapes: list[ShapeResult], device_info: dict[str, Any],

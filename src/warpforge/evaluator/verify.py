@@ -22,19 +22,17 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 
 from warpforge.evaluator.compare import PrecisionProbe, compare_outputs, is_sentinel, references, refine
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.protocol import CheckReport
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
 from warpforge.evaluator.static import disallowed_ops
 from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
-
-if TYPE_CHECKING:  # stages imports this module; the job type is only needed for checking
-    from warpforge.evaluator.stages import Job
 
 # Hidden shapes stay within 1.2x of a check shape (+2): the interpreter's cost grows with size.
 HIDDEN_GROWTH = 1.2

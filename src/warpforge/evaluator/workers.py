@@ -25,8 +25,9 @@ from typing import Any
 
 from warpforge.errors import WarpforgeError
 from warpforge.evaluator.backend import Backend, interpret_checks, software_versions
+from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.stages import Job, compile_stage, static_stage
+from warpforge.evaluator.stages import compile_stage, static_stage
 from warpforge.kernels.task import Task, dtype_name, get_task, parse_dtype
 from warpforge.kernels.variant import Variant
 

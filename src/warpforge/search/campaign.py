@@ -2,13 +2,16 @@
 
 One Optuna study per (campaign, task, variant), stored in the same database as warpforge's tables; the
 trial budget and wall-time budget are split across a task's variants. Several proposals are in flight
-at once (``pool.depth``: enough that no worker waits for the orchestrator); each completion is stored
-in its own transaction *before* its trial is told, so a campaign killed at any point resumes
-(``resume=True``) without losing or repeating a completed evaluation: trials left RUNNING are
-re-proposed first, and a stored result (the kill fell between store and tell) is reused.
+at once (``pool.depth``: enough that no worker waits for the orchestrator); the completions one poll
+returns are stored in one transaction (db/writer.py) *before* any of their trials is told, so a campaign
+killed at any point resumes (``resume=True``) without losing or repeating a completed evaluation: trials
+left RUNNING are re-proposed first, and a stored result (the kill fell between store and tell) is reused.
 
 A new best is adopted only when faster beyond noise (search/acceptance.py); the campaign ends by
 re-benchmarking its top-k where the backend measures live, and reports speedups with intervals.
+
+The pieces: the spec (search/spec.py), an arm per variant (search/arms.py), one task's search loop
+(search/taskrun.py) and its ending (search/final.py); this module runs the tasks of a campaign in turn.
 
 Example::
 
@@ -18,102 +21,26 @@ Example::
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict
 
 import optuna
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 import warpforge.agent.evolution  # noqa: F401 - registers the llm proposer
-from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
-from warpforge.db.models import Campaign, Evaluation, VariantRecord
-from warpforge.db.queries import Reader
+from warpforge.db.models import Evaluation
 from warpforge.db.session import Database
-from warpforge.errors import WarpforgeError
-from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
-from warpforge.evaluator.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
-from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, space_stage
-from warpforge.kernels.task import Task, get_task
-from warpforge.kernels.variant import Variant, parse_variant
-from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
-from warpforge.search.allocators import get_allocator
-from warpforge.search.decision import decision_fields
-from warpforge.search.mirror import StudyWriter, open_study
-from warpforge.search.rounds import ArmStats, Prepared, ProposalLoop
-from warpforge.search.samplers import DEFAULT_SAMPLER
-from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Proposal, Strategy
-from warpforge.search.summary import CampaignSummary, Event, FinalEntry, TaskSummary, VariantSummary
+from warpforge.evaluator.pool import EvalPool, PoolConfig
+from warpforge.kernels.task import get_task
+from warpforge.search.arms import study_name
+from warpforge.search.mirror import optuna_storage
+from warpforge.search.spec import RESUME_KEEPS, CampaignError, CampaignSpec, resumed_spec
+from warpforge.search.summary import CampaignSummary, Event
+from warpforge.search.taskrun import TaskRun
 
-log = logging.getLogger("warpforge.search.campaign")
-
-
-class CampaignError(WarpforgeError, RuntimeError):
-    """The campaign cannot start or go on; the message says what to do."""
-
-
-@dataclass
-class CampaignSpec:
-    name: str
-    tasks: list[str]
-    trials: int = 20  # per task, split across its variants
-    time_budget_s: float | None = None
-    proposer: str = "template"
-    proposer_config: dict[str, Any] = field(default_factory=dict)  # the proposer's own options
-    allocator: str = "default"  # how the budget is split between variants (search/allocators.py)
-    allocator_config: dict[str, Any] = field(default_factory=dict)
-    sampler: str = DEFAULT_SAMPLER
-    backend: str = "auto"
-    target: str = "sm_90"
-    seed: int | None = None
-    resume: bool = False
-    db_url: str | None = None
-    seeds: int = 2  # correctness seeds per check case
-    variant_files: list[str] = field(default_factory=list)  # user variants searched beside the proposer's
-    workers: int = 1  # evaluation workers: one per GPU (cuda), else CPU workers; 0 = all there are
-    compile_workers: int | None = None  # CPU actors compiling ahead of GPU workers (None: one per GPU worker)
-    ray: bool | None = None  # None: Ray when workers != 1 or ray_address is given
-    ray_address: str | None = None
-    top_k: int = 3  # re-benchmarked at the end where the backend measures live
-    alpha: float = 0.05  # significance for adopting a new best
-    timeout_s: float = 120.0  # per child process
-    interpret_check: bool = False  # GPU backends: interpreter correctness on CPU workers before the GPU
-
-    def pool_config(self) -> PoolConfig:
-        return PoolConfig(workers=self.workers, compile_workers=self.compile_workers, use_ray=self.ray,
-                          address=self.ray_address, interpret_check=self.interpret_check)
-
-
-@dataclass
-class _Arm:
-    variant: Variant
-    record_id: int
-    strategy: Strategy
-    summary: VariantSummary
-    study_name: str
-    origin: Origin = Origin("template", "template")
-    stats: ArmStats = field(default_factory=ArmStats)
-    exhausted: bool = False
-    inflight: int = 0
-
-    @property
-    def load(self) -> int:  # what the allocator balances: evaluations told + in flight
-        return self.strategy.n_told + self.inflight
-
-    @property
-    def best_ms(self) -> float | None:
-        best = self.strategy.best
-        return None if best is None else best[1]
-
-
-def study_name(campaign: str, task: str, variant: Variant) -> str:
-    return f"{campaign}:{task}:{variant.name}:{variant.source_hash[:12]}"
+__all__ = ["RESUME_KEEPS", "CampaignError", "CampaignSpec", "Event", "resumed_spec", "run_campaign", "study_name"]
 
 
 def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = None,
@@ -143,7 +70,7 @@ def _release_if_unused(url: str | None, name: str) -> None:
             if row is None or s.scalar(select(Evaluation.id).where(Evaluation.campaign_id == row.id).limit(1)):
                 return
             s.delete(row)
-        storage = _optuna_storage(db)
+        storage = optuna_storage(db.url)
         for study in optuna.get_all_study_names(storage):
             if study.rsplit(":", 3)[0] == name:  # study_name(): "{campaign}:{task}:{variant}:{hash}"
                 optuna.delete_study(study_name=study, storage=storage)
@@ -178,7 +105,7 @@ def _run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None,
             # The wall-time budget is the campaign's: each task gets an equal share of what is left.
             left = None if spec.time_budget_s is None else spec.time_budget_s - (time.monotonic() - start)
             deadline = None if left is None else time.monotonic() + max(left, 0.0) / (len(tasks) - i)
-            summary, n = _TaskRun(db, spec, task, pools, pool_config or spec.pool_config(), deadline,
+            summary, n = TaskRun(db, spec, task, pools, pool_config or spec.pool_config(), deadline,
                                   on_event, on_start).run()
             summaries.append(summary)
             requeued += n
@@ -190,424 +117,3 @@ def _run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None,
         if row is not None:
             row.status = "finished"
     return CampaignSummary(spec.name, db.safe_url, spec.resume, requeued, summaries, time.monotonic() - start)
-
-
-# What a resumed campaign keeps from its stored spec: it continues the same search, on the same backend.
-RESUME_KEEPS = ("tasks", "backend", "sampler", "target", "seed", "seeds", "variant_files", "proposer",
-                "proposer_config", "allocator", "allocator_config")
-
-
-def resumed_spec(given: CampaignSpec, stored: dict[str, Any]) -> CampaignSpec:
-    """The spec of a resumed campaign: the stored one, with a trial budget never smaller than stored.
-
-    ``run --campaign c --resume`` with default options must not shrink a 100-trial campaign to 20 (and
-    finish it early), nor swap its backend or variants midway; a larger ``--trials`` extends it.
-    """
-    kept = {k: stored[k] for k in RESUME_KEEPS if k in stored}
-    return replace(given, **kept, trials=max(given.trials, int(stored.get("trials", 0))))
-
-
-class _TaskRun:
-    """One task's search: keep ``pool.depth`` proposals in flight, store each result, then tell it."""
-
-    def __init__(self, db: Database, spec: CampaignSpec, task: Task, pools: dict[str, EvalPool],
-                 config: PoolConfig, deadline: float | None, on_event: Callable[[Event], None] | None,
-                 on_start: Callable[[str, int], None] | None) -> None:
-        self.db, self.spec, self.task, self.deadline = db, spec, task, deadline
-        self.on_event, self.on_start = on_event, on_start
-        self.backend_name = resolve_backend_name(spec.backend, task.name)
-        self.backend_cls: type[Backend] = BACKENDS[self.backend_name]
-        if self.backend_name not in pools:
-            try:
-                pools[self.backend_name] = make_pool(self.backend_name, config)
-            except PoolError as exc:
-                raise CampaignError(str(exc)) from exc
-        self.pool = pools[self.backend_name]
-        self.versions = software_versions()
-        self.inflight: dict[str, tuple[_Arm, Proposal, JobSpec]] = {}
-        self.incumbent = Incumbent(spec.alpha, remeasure=self.pool.can_remeasure)
-        self.ab_key: str | None = None  # the A/B re-measurement in flight
-        self.issued = self.done = self.budget = self.reused = 0
-        self.measured: list[Entry] = []
-        # Live GPU times are reused only within this campaign (its GPU); other results across campaigns.
-        self.reuse_campaign = spec.name if self.backend_name == "cuda" else None
-
-    def run(self) -> tuple[TaskSummary, int]:
-        self.writer = StudyWriter(_optuna_storage(self.db))  # studies live in memory, copied in the background
-        self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
-        self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
-        config = dict(self.spec.proposer_config)
-        if getattr(PROPOSERS.get(self.spec.proposer), "needs_campaign", False):
-            # Context, not stored in the spec (the URL may hold a password): the agent stores its calls there.
-            config |= {"campaign": self.spec.name, "db_url": self.spec.db_url}
-        self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer, config), self.task)
-        try:
-            return self._run()
-        finally:
-            self.rounds.close()
-            self.children.close()
-            self.writer.close()
-
-    def _run(self) -> tuple[TaskSummary, int]:
-        self.arms: list[_Arm] = []
-        self.by_hash: dict[str, _Arm] = {}
-        first = self.rounds.first(History.empty(self.task.name, self.backend_name, self.spec.trials), self._prepare)
-        users = [Prepared(c, self._prepare(c)) for c in user_candidates(self.spec.variant_files, self.task.name)]
-        if not first and not users:
-            raise CampaignError(f"the {self.spec.proposer} proposer has no variants for task {self.task.name!r}")
-        requeued = 0
-        self.skipped: list[str] = []  # proposed variants that could not be prepared (said in the summary)
-        for p in first + users:
-            if p.error is not None and p.candidate.origin.kind == "user":
-                raise CampaignError(p.error)  # a file the user named: stop and say why
-            if p.error is not None:  # a proposer's candidate (an LLM's first variants): record it, go on
-                log.warning("proposed variant %s skipped: %s", p.candidate.variant.name, p.error)
-                self.skipped.append(p.error)
-                continue
-            requeued += self._add_arm(p)
-        if self.spec.resume:  # arms a proposer added mid-run before the kill: searched again, with their lineage
-            for c in self._stored_candidates():
-                requeued += self._add_arm(Prepared(c, self._prepare(c)))
-        if not self.arms:
-            raise CampaignError(f"no variant of {self.task.name} could be prepared: {'; '.join(self.skipped)}")
-        with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
-            query = (select(Evaluation.variant_hash, Evaluation.params_key)
-                     .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
-                            Evaluation.task_hash == self.task.source_hash,
-                            Evaluation.torch_version == self.versions.get("torch", ""),
-                            Evaluation.triton_version == self.versions.get("triton", "")))
-            campaign = store.get_campaign(s, self.spec.name)
-            assert campaign is not None  # created (or found) by run_campaign
-            self.campaign_id = campaign.id
-            if self.reuse_campaign is not None:
-                query = query.where(Evaluation.campaign_id == self.campaign_id)
-            self.stored = {(h, k) for h, k in s.execute(query)}
-        self._load_history()
-        already = sum(a.strategy.n_told for a in self.arms)
-        self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)
-        if self.on_start is not None:
-            self.on_start(self.task.name, self.budget)
-        self.asked_at = -1  # evaluations done when wants_more was last asked
-        while True:
-            self._next_round()  # first: arms a finished round adds get their share in this _fill
-            self._fill()
-            if not self.inflight and self.ab_key is None and not self.rounds.in_flight:
-                break
-            # Nothing measuring: wait on the proposal instead of the idle pool.
-            if not self.inflight and self.ab_key is None:
-                with self.writer.waiting():
-                    self._take_round(timeout=1.0)
-                continue
-            with self.writer.waiting():  # the studies' copy to the database runs while we wait
-                completions = self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0)
-            for completion in completions:
-                self._complete(completion)
-        final = self._final()
-        summary = self._summarize(final)
-        summary.reused = self.reused
-        if self.reused:
-            summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
-        if self.rounds.failed:
-            summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
-        if self.skipped:
-            summary.notes.append(f"{len(self.skipped)} proposed variant(s) skipped (could not be prepared): "
-                                 + "; ".join(self.skipped[:3]) + ("; ..." if len(self.skipped) > 3 else ""))
-        note = getattr(self.rounds.proposer, "note", "")  # e.g. the agent's calls, cost, and what stopped it
-        if note:
-            summary.notes.append(str(note))
-        return summary, requeued
-
-    # --- proposal rounds ---------------------------------------------------------------------------
-    def _prepare(self, candidate: Candidate) -> SearchSpace:
-        """The candidate's feasible configurations (its code runs in a child); raises CampaignError."""
-        variant = candidate.variant
-        if not variant.space:
-            raise CampaignError(f"variant {variant.name} of {self.task.name} has an empty SPACE: nothing to search")
-        failure, configs = space_stage(self.children, Job(self.task, variant, {}))
-        if failure is not None:
-            raise CampaignError(f"variant {variant.name}: {failure.verdict.value}: {failure.message}")
-        if not configs:
-            raise CampaignError(f"variant {variant.name} of {self.task.name}: no configuration of its SPACE "
-                                "satisfies constraints() on the benchmark shapes; widen SPACE or fix constraints")
-        return SearchSpace(variant.space, [tuple(c[n] for n in variant.space) for c in configs])
-
-    def _add_arm(self, prepared: Prepared[SearchSpace]) -> int:
-        """Open the arm's study (resumed studies re-queue their interrupted trials); returns how many."""
-        variant, origin, space = prepared.candidate.variant, prepared.candidate.origin, prepared.value
-        assert space is not None
-        name = study_name(self.spec.name, self.task.name, variant)
-        seed = None if self.spec.seed is None else self.spec.seed + len(self.arms)
-        strategy = Strategy(space, open_study(name, self.writer, self.spec.sampler, seed), self.spec.sampler, seed)
-        requeued = 0
-        if self.spec.resume:
-            self._adopt_stored(strategy, name)
-            requeued = strategy.recover()
-        with self.db.session() as s:
-            record_id = _ensure_variant(s, variant, origin).id
-        summary = VariantSummary(variant.name, variant.source_hash, len(space), origin.kind, list(origin.parents))
-        arm = _Arm(variant, record_id, strategy, summary, name, origin)
-        self.arms.append(arm)
-        self.by_hash[variant.source_hash] = arm
-        return requeued
-
-    def _stored_candidates(self) -> list[Candidate]:
-        """Variants this campaign evaluated for this task that round 0 did not propose again."""
-        with self.db.session() as s:
-            rows = s.scalars(select(VariantRecord).join(Evaluation, Evaluation.variant_id == VariantRecord.id)
-                             .join(Campaign).where(Campaign.name == self.spec.name,
-                                                   Evaluation.task == self.task.name)
-                             .distinct().order_by(VariantRecord.id)).all()
-            out = [Candidate(parse_variant(r.source, r.name), Origin(r.origin, r.proposer, tuple(r.parents or ()),
-                                                                     r.proposal_id, r.rationale or ""))
-                   for r in rows if r.source_hash not in self.by_hash]
-        if out:
-            log.info("resume: %d arm(s) added mid-run before are searched again: %s", len(out),
-                     ", ".join(c.variant.name for c in out))
-        return out
-
-    def _adopt_stored(self, strategy: Strategy, name: str) -> None:
-        """Tell the study what this campaign stored for it and its copy in the database had not reached (a
-        kill -9 between storing a result and the background copy of its trial): never evaluated twice."""
-        with self.db.session() as s:
-            rows = s.execute(select(Evaluation.params, Evaluation.verdict, Evaluation.reason, Evaluation.objective_ms)
-                             .join(Campaign).where(Campaign.name == self.spec.name, Evaluation.study_name == name,
-                                                   Evaluation.final.is_(False))
-                             .order_by(Evaluation.id)).all()
-        adopted = sum(strategy.adopt(dict(p), ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
-                      for p, v, r, ms in rows)
-        if adopted:
-            log.info("%s: %d stored result(s) told to the study on resume (its copy had not reached them)", name,
-                     adopted)
-
-    def history(self) -> History:
-        best = self.incumbent.best
-        timing = best.result.timing if best is not None else None
-        return History(self.task.name, self.backend_name, timing.gpu if timing else None, self.rounds.round,
-                       self.done, max(self.budget - self.issued, 0),
-                       tuple(a.stats.history(a.variant, a.origin) for a in self.arms))
-
-    def _next_round(self) -> None:
-        self._take_round(timeout=0.0)
-        if (self.rounds.in_flight or self.rounds.failed or self.done == self.asked_at
-                or self.issued >= self.budget):
-            return
-        self.asked_at = self.done
-        history = self.history()
-        if self.rounds.proposer.wants_more(history):
-            self.rounds.start(history, self._prepare)
-
-    def _take_round(self, timeout: float) -> None:
-        prepared = self.rounds.take(timeout)
-        for p in prepared or []:
-            variant = p.candidate.variant
-            if p.error is not None:
-                log.warning("proposed variant %s skipped: %s", variant.name, p.error)
-                self.skipped.append(p.error)
-            elif variant.task != self.task.name:
-                log.warning("proposed variant %s is for task %r, not %r: skipped", variant.name, variant.task,
-                            self.task.name)
-            elif variant.source_hash in self.by_hash:
-                log.info("proposed variant %s duplicates an arm (same source): skipped", variant.name)
-            else:
-                self._add_arm(p)
-                log.info("new arm %s (%s from %s, parents %s) added after %d evaluations", variant.name,
-                         p.candidate.origin.kind, p.candidate.origin.proposer,
-                         ",".join(h[:12] for h in p.candidate.origin.parents) or "none", self.done)
-        if prepared is not None:
-            self.asked_at = -1  # new arms: wants_more may be asked again at once
-
-    # --- the loop ----------------------------------------------------------------------------------
-    def _fill(self) -> None:
-        while (len(self.inflight) < self.pool.depth and self.issued < self.budget
-               and (self.deadline is None or time.monotonic() < self.deadline)):
-            arm = self.allocator.pick(self.arms, self.issued)
-            if arm is None:
-                return
-            proposal = arm.strategy.ask()
-            if proposal is None:
-                arm.exhausted = True
-                continue
-            self.issued += 1
-            key = f"{arm.study_name}#{proposal.trial.number}"
-            job = self.job_spec(arm, proposal.params, key)
-            cached = None
-            if (arm.variant.source_hash, store.params_key(proposal.params)) in self.stored:
-                with self.db.session() as s:  # same source, params, backend, software, task: never evaluated again
-                    row = store.find_evaluation(s, arm.variant.source_hash, proposal.params, self.backend_name,
-                                                self.versions, task_hash=self.task.source_hash,
-                                                campaign=self.reuse_campaign)
-                    cached = store.result_of(row) if row is not None else None
-                    if cached is not None and row is not None and row.campaign_id != self.campaign_id:
-                        # Reused from another campaign: stored again under this one, so that its results,
-                        # summary and resume see it (the kill-between-store-and-tell case is already ours).
-                        self.store(s, arm, cached, trial_number=proposal.trial.number)
-            # A dead worker or a worker-side bug says nothing about the candidate: evaluate it again.
-            if cached is not None and cached.reason not in ("worker_died", "worker_error"):
-                log.info("%s %s: stored result reused (%s), not evaluated again", arm.variant.name, proposal.params,
-                         cached.summary())
-                self.reused += 1
-                self._finish(arm, proposal, job, cached, cached=True)
-                continue
-            self.inflight[key] = (arm, proposal, job)
-            arm.inflight += 1
-            self.pool.submit(job)
-            self.pool.pump()
-
-    def _complete(self, completion: Completion) -> None:
-        if completion.key == self.ab_key:
-            self.ab_key = None
-            self._challenge(self.incumbent.resolve(completion.samples))
-            return
-        arm, proposal, job = self.inflight.pop(completion.key)
-        arm.inflight -= 1
-        assert completion.result is not None
-        with self.db.session() as s:  # stored before the trial is told: a crash in between re-proposes, then reuses
-            self.store(s, arm, completion.result, trial_number=proposal.trial.number)
-        self.pool.pump()
-        self._finish(arm, proposal, job, completion.result, cached=False)
-
-    def _finish(self, arm: _Arm, proposal: Proposal, job: JobSpec, result: EvalResult, cached: bool) -> None:
-        attrs = {"verdict": result.verdict.value, "reason": result.reason}
-        if result.verdict is not Verdict.OK:
-            arm.strategy.tell(proposal, None, failed=True, attrs=attrs)
-        else:
-            arm.strategy.tell(proposal, result.objective_ms, attrs=attrs)
-        self.done += 1
-        arm.stats.add(result)
-        entry = Entry(job.key, arm.variant.name, dict(proposal.params), result, job)
-        self.measured.append(entry)
-        self._challenge(self.incumbent.offer(entry))
-        if self.on_event is not None:
-            best = self.incumbent.best
-            self.on_event(Event(self.task.name, arm.variant.name, self.done, self.budget, result, cached,
-                                best.ms if best else None, f"{best.variant} {best.params}" if best else None))
-
-    def _challenge(self, pair: tuple[Entry, Entry] | None) -> None:
-        if pair is not None:
-            self.ab_key = f"ab:{pair[0].key}:{pair[1].key}"
-            assert pair[0].spec is not None and pair[1].spec is not None
-            self.pool.submit_remeasure(self.ab_key, pair[0].spec, pair[1].spec)
-
-    # --- helpers shared with final.py --------------------------------------------------------------
-    def job_spec(self, arm: _Arm, params: dict[str, Any], key: str) -> JobSpec:
-        if not hasattr(self, "_base"):  # the task's file is read and hashed once, not per job
-            self._base = JobSpec.of(Job(self.task, arm.variant, {}, seeds=self.spec.seeds, target=self.spec.target,
-                                        timeout_s=self.spec.timeout_s), "")
-        return replace(self._base, key=key, variant=arm.variant, params=dict(params))
-
-    def store(self, s: Any, arm: _Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
-        campaign = s.get(Campaign, self.campaign_id)  # by primary key: ~0.4 ms CPU less than by name
-        variant = s.get(VariantRecord, arm.record_id)
-        store.save_evaluation(s, result, task=self.task, variant=variant, campaign=campaign,
-                              study_name=arm.study_name, trial_number=trial_number, final=final)
-
-    def _load_history(self) -> None:
-        """On resume, the incumbent is rebuilt from this campaign's stored measurements, in order."""
-        if not self.spec.resume:
-            return
-        with self.db.session() as s:
-            rows = store.results(s, campaign=self.spec.name, task=self.task.name, limit=100_000)
-            history = [(r.id, r.variant_hash, r.params, store.result_of(r)) for r in rows
-                       if r.verdict == Verdict.OK.value and r.objective_ms is not None and not r.final]
-        self.incumbent.remeasure = False  # history is judged on its stored numbers, not re-measured
-        for _, vhash, params, result in sorted(history, key=lambda h: h[0]):
-            arm = self.by_hash.get(vhash)
-            if arm is not None:
-                key = f"{arm.study_name}@{store.params_key(params)}"
-                entry = Entry(key, arm.variant.name, params, result, self.job_spec(arm, params, key))
-                self.measured.append(entry)
-                self.incumbent.offer(entry)
-        self.incumbent.remeasure = self.pool.can_remeasure
-
-    # --- the end: re-benchmark the top-k -----------------------------------------------------------
-    def _final(self) -> list[FinalEntry]:
-        """Re-measure the top-k in fresh children where timing is live (recorded times cannot change), and
-        keep the incumbent unless another is faster beyond noise on the fresh numbers too."""
-        best = self.incumbent.best
-        if self.spec.top_k <= 0 or best is None:
-            return []
-        chosen = top_k(self.measured, best, self.spec.top_k)
-        fresh: dict[str, EvalResult] = {}
-        if self.backend_cls.live_timing:
-            pending = {f"final:{e.key}": e for e in chosen if e.spec is not None}
-            for key, e in pending.items():
-                assert e.spec is not None
-                self.pool.submit(replace(e.spec, key=key))
-            while pending:
-                for c in self.pool.poll(timeout=1.0):
-                    e = pending.pop(c.key)
-                    if c.result is not None:
-                        with self.db.session() as s:
-                            self.store(s, self.by_hash[e.result.variant_hash], c.result, None, final=True)
-                        fresh[e.key] = c.result
-        winner, report = settle(chosen, fresh, best, self.spec.alpha)
-        rechecked = fresh.get(best.key)
-        if winner is None and rechecked is not None and rechecked.verdict is not Verdict.OK:
-            self.incumbent.best = None  # the best failed its fresh re-check: no confirmed best
-        else:
-            self.incumbent.best = winner or best
-        return report
-
-    def _summarize(self, final: list[FinalEntry]) -> TaskSummary:
-        rows = list(Reader(database=self.db).iter_evaluations(campaign=self.spec.name, task=self.task.name,
-                                                              final=False))
-        measured = 0
-        for arm in self.arms:
-            summary = arm.summary
-            for r in rows:
-                if r.variant_hash != arm.variant.source_hash:
-                    continue
-                summary.evaluated += 1
-                summary.verdicts[r.verdict] = summary.verdicts.get(r.verdict, 0) + 1
-                if r.objective_ms is not None and r.verdict == "ok":
-                    measured += 1
-                    if summary.best_ms is None or r.objective_ms < summary.best_ms:
-                        summary.best_ms, summary.best_params = r.objective_ms, dict(r.params)
-        best = self.incumbent.best
-        if self.backend_cls.measures or measured:
-            timing = best.result.timing if best else None
-            source, gpu = (timing.source, timing.gpu) if timing else (self.backend_name, "a GPU")
-            text = f"{measured} of {len(rows)} evaluations measured ({source} times from {gpu})"
-        else:
-            text = (f"0 of {len(rows)} evaluations measured: no GPU here and no recorded GPU times for these "
-                    "variants; configurations were checked for correctness (Triton interpreter) and compiled for "
-                    f"{self.spec.target}, but not ranked. Run on a CUDA machine or record with "
-                    "benchmarks/record_spaces.py")
-        out = TaskSummary(self.task.name, self.backend_name, len(rows), measured, text, [a.summary for a in self.arms],
-                          workers=self.pool.describe, acceptance=self.incumbent.describe(), final=final)
-        if best is not None:
-            out.best_variant, out.best_params, out.best_ms, out.best_speedup = (
-                best.variant, best.params, best.result.objective_ms, best.result.speedup)
-            chosen = next((f for f in final if f.chosen), None)
-            if chosen is not None:
-                out.best_speedup, out.best_speedup_low, out.best_speedup_high = (
-                    chosen.speedup, chosen.speedup_low, chosen.speedup_high)
-        with self.db.session() as s:  # the decision as data: readers never re-rank raw times (DESIGN 3.5)
-            campaign = store.get_campaign(s, self.spec.name)
-            assert campaign is not None
-            store.save_decision(s, campaign, self.task.name, **decision_fields(
-                out, best, final, backend=self.backend_name, acceptance=self.incumbent.describe()))
-        return out
-
-
-def _optuna_storage(db: Database) -> optuna.storages.RDBStorage:
-    storage = optuna.storages.RDBStorage(db.url)
-    if storage.engine.dialect.name == "sqlite":
-        # Optuna commits ~15 times per evaluation; with WAL, synchronous=NORMAL skips the fsync of each (1.3 ms
-        # here) and committed trials still survive a kill -9 (an OS crash may lose the last few, never corrupt).
-        event.listen(storage.engine, "connect", _sqlite_no_fsync)
-        storage.engine.dispose()
-    return storage
-
-
-def _sqlite_no_fsync(dbapi_conn: Any, _record: Any) -> None:
-    cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
-def _ensure_variant(s: Any, variant: Variant, origin: Origin) -> store.VariantRecord:
-    """Store the variant with its lineage (origin kind, proposer, parents, proposal id, rationale)."""
-    return store.ensure_variant(s, variant, origin=origin.kind, proposer=origin.proposer,
-                                parents=origin.parents, proposal_id=origin.proposal_id, rationale=origin.rationale)

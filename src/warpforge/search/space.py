@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from warpforge.errors import UsageError
+
 if TYPE_CHECKING:
     from warpforge.evaluator.kt_cache import RecordedSpace
 
@@ -38,10 +40,10 @@ class SearchSpace:
 
     def __post_init__(self) -> None:
         if not self.params:
-            raise ValueError("a search space needs at least one parameter")
+            raise UsageError("a search space needs at least one parameter")
         for name, values in self.params.items():
             if not values:
-                raise ValueError(f"parameter {name!r} has no candidate values")
+                raise UsageError(f"parameter {name!r} has no candidate values")
 
     # --- conversions -----------------------------------------------------------------------------
     @property
@@ -115,7 +117,7 @@ class SearchSpace:
         plist = {k: list(v) for k, v in params.items()}
         size = math.prod(len(v) for v in plist.values())
         if size > MAX_ENUMERATE:
-            raise ValueError(f"search space has {size} configurations, more than {MAX_ENUMERATE} to enumerate")
+            raise UsageError(f"search space has {size} configurations, more than {MAX_ENUMERATE} to enumerate")
         names = list(plist)
         feasible = [combo for combo in itertools.product(*plist.values())
                     if constraint is None or constraint(dict(zip(names, combo)))]

@@ -83,7 +83,7 @@ def mark(name: str, **data: Any) -> None:
 
 
 def error_info(exc: BaseException, stage: str) -> dict[str, Any]:
-    """Classify an exception into a kind the trusted side maps to a verdict (stages._child_failure)."""
+    """Classify an exception into a kind the trusted side maps to a verdict (stages.child_failure)."""
     name = type(exc).__name__
     module = type(exc).__module__ or ""
     text = str(exc).strip()

@@ -1,0 +1,117 @@
+"""The end of a task's search: the final top-k re-benchmark, the summary, and the decision stored as data.
+
+A mixin of :class:`~warpforge.search.taskrun.TaskRun` (it reads the run's pool, incumbent, arms and
+database), kept apart so that the search loop and its ending each stay readable.
+
+Example::
+
+    >>> final = run._final()             # re-measure the top-k where timing is live   # doctest: +SKIP
+    >>> summary = run._summarize(final)  # counts, the chosen best, its stored decision  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from warpforge.db import store
+from warpforge.db.queries import Reader
+from warpforge.db.session import Database
+from warpforge.evaluator.backends import Backend
+from warpforge.evaluator.pool import EvalPool
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.kernels.task import Task
+from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
+from warpforge.search.arms import Arm
+from warpforge.search.decision import decision_fields
+from warpforge.search.spec import CampaignSpec
+from warpforge.search.summary import FinalEntry, TaskSummary
+
+
+class Ending:
+    """The last two steps of a task's run; the attributes are TaskRun's."""
+
+    db: Database
+    spec: CampaignSpec
+    task: Task
+    pool: EvalPool
+    backend_name: str
+    backend_cls: type[Backend]
+    incumbent: Incumbent
+    measured: list[Entry]
+    arms: list[Arm]
+    by_hash: dict[str, Arm]
+
+    def save(self, arm: Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def _final(self) -> list[FinalEntry]:
+        """Re-measure the top-k in fresh children where timing is live (recorded times cannot change), and
+        keep the incumbent unless another is faster beyond noise on the fresh numbers too."""
+        best = self.incumbent.best
+        if self.spec.top_k <= 0 or best is None:
+            return []
+        chosen = top_k(self.measured, best, self.spec.top_k)
+        fresh: dict[str, EvalResult] = {}
+        if self.backend_cls.live_timing:
+            pending = {f"final:{e.key}": e for e in chosen if e.spec is not None}
+            for key, e in pending.items():
+                assert e.spec is not None
+                self.pool.submit(replace(e.spec, key=key))
+            while pending:
+                for c in self.pool.poll(timeout=1.0):
+                    e = pending.pop(c.key)
+                    if c.result is not None:
+                        self.save(self.by_hash[e.result.variant_hash], c.result, None, final=True)
+                        fresh[e.key] = c.result
+                self.commit()
+        winner, report = settle(chosen, fresh, best, self.spec.alpha)
+        rechecked = fresh.get(best.key)
+        if winner is None and rechecked is not None and rechecked.verdict is not Verdict.OK:
+            self.incumbent.best = None  # the best failed its fresh re-check: no confirmed best
+        else:
+            self.incumbent.best = winner or best
+        return report
+
+    def _summarize(self, final: list[FinalEntry]) -> TaskSummary:
+        rows = list(Reader(database=self.db).iter_evaluations(campaign=self.spec.name, task=self.task.name,
+                                                              final=False))
+        measured = 0
+        for arm in self.arms:
+            summary = arm.summary
+            for r in rows:
+                if r.variant_hash != arm.variant.source_hash:
+                    continue
+                summary.evaluated += 1
+                summary.verdicts[r.verdict] = summary.verdicts.get(r.verdict, 0) + 1
+                if r.objective_ms is not None and r.verdict == "ok":
+                    measured += 1
+                    if summary.best_ms is None or r.objective_ms < summary.best_ms:
+                        summary.best_ms, summary.best_params = r.objective_ms, dict(r.params)
+        best = self.incumbent.best
+        if self.backend_cls.measures or measured:
+            timing = best.result.timing if best else None
+            source, gpu = (timing.source, timing.gpu) if timing else (self.backend_name, "a GPU")
+            text = f"{measured} of {len(rows)} evaluations measured ({source} times from {gpu})"
+        else:
+            text = (f"0 of {len(rows)} evaluations measured: no GPU here and no recorded GPU times for these "
+                    "variants; configurations were checked for correctness (Triton interpreter) and compiled for "
+                    f"{self.spec.target}, but not ranked. Run on a CUDA machine or record with "
+                    "benchmarks/record_spaces.py")
+        out = TaskSummary(self.task.name, self.backend_name, len(rows), measured, text, [a.summary for a in self.arms],
+                          workers=self.pool.describe, acceptance=self.incumbent.describe(), final=final)
+        if best is not None:
+            out.best_variant, out.best_params, out.best_ms, out.best_speedup = (
+                best.variant, best.params, best.result.objective_ms, best.result.speedup)
+            chosen = next((f for f in final if f.chosen), None)
+            if chosen is not None:
+                out.best_speedup, out.best_speedup_low, out.best_speedup_high = (
+                    chosen.speedup, chosen.speedup_low, chosen.speedup_high)
+        with self.db.session() as s:  # the decision as data: readers never re-rank raw times (DESIGN 3.5)
+            campaign = store.get_campaign(s, self.spec.name)
+            assert campaign is not None
+            store.save_decision(s, campaign, self.task.name, **decision_fields(
+                out, best, final, backend=self.backend_name, acceptance=self.incumbent.describe()))
+        return out

@@ -1,0 +1,51 @@
+"""The CLI's error rule (cli.handle_errors): only the project's own errors are usage (exit 2); a plain
+ValueError is a bug (exit 1) said in one line, never a traceback and never "usage"."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from warpforge.cli import handle_errors, value_errors_are_usage
+from warpforge.errors import UsageError, WarpforgeError
+from warpforge.kernels.task import TaskError
+from warpforge.kernels.variant import VariantError
+
+ERRORS: dict[str, Exception] = {
+    "usage": UsageError("unknown sampler 'x'; choose from random, tpe"),
+    "task": TaskError("no task 'nope': warpforge tasks lists them"),
+    "variant": VariantError("v.py has no SPACE"),
+    "failure": WarpforgeError("the worker pool cannot start"),
+    "bug": ValueError("math domain error"),
+}
+
+
+def _app(wrap: bool = False) -> typer.Typer:
+    app = typer.Typer()
+
+    def boom(kind: str) -> None:
+        raise ERRORS[kind]
+
+    app.command()(handle_errors(value_errors_are_usage(boom) if wrap else boom))
+    return app
+
+
+@pytest.mark.parametrize(("kind", "code"), [("usage", 2), ("task", 2), ("variant", 2), ("failure", 1), ("bug", 1)])
+def test_exit_codes_follow_whose_error_it_is(kind: str, code: int) -> None:
+    res = CliRunner().invoke(_app(), [kind])
+    assert res.exit_code == code, res.output
+    assert str(ERRORS[kind]) in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1  # one line, never wrapped mid-sentence
+
+
+def test_a_plain_value_error_says_it_is_a_bug_not_bad_input() -> None:
+    res = CliRunner().invoke(_app(), ["bug"])
+    assert res.exit_code == 1
+    assert "internal error (ValueError: math domain error)" in res.output and "bug in warpforge" in res.output
+
+
+def test_an_entry_point_whose_value_errors_mean_bad_input_keeps_exit_2() -> None:
+    res = CliRunner().invoke(_app(wrap=True), ["bug"])
+    assert res.exit_code == 2 and "math domain error" in res.output and "internal error" not in res.output
+    assert CliRunner().invoke(_app(wrap=True), ["failure"]).exit_code == 1  # other errors pass through unchanged

@@ -7,7 +7,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from warpforge.cli import handle_errors, value_errors_are_usage
+from warpforge.cli import handle_errors
 from warpforge.errors import UsageError, WarpforgeError
 from warpforge.kernels.task import TaskError
 from warpforge.kernels.variant import VariantError
@@ -21,13 +21,13 @@ ERRORS: dict[str, Exception] = {
 }
 
 
-def _app(wrap: bool = False) -> typer.Typer:
+def _app() -> typer.Typer:
     app = typer.Typer()
 
     def boom(kind: str) -> None:
         raise ERRORS[kind]
 
-    app.command()(handle_errors(value_errors_are_usage(boom) if wrap else boom))
+    app.command()(handle_errors(boom))
     return app
 
 
@@ -45,7 +45,11 @@ def test_a_plain_value_error_says_it_is_a_bug_not_bad_input() -> None:
     assert "internal error (ValueError: math domain error)" in res.output and "bug in warpforge" in res.output
 
 
-def test_an_entry_point_whose_value_errors_mean_bad_input_keeps_exit_2() -> None:
-    res = CliRunner().invoke(_app(wrap=True), ["bug"])
-    assert res.exit_code == 2 and "math domain error" in res.output and "internal error" not in res.output
-    assert CliRunner().invoke(_app(wrap=True), ["failure"]).exit_code == 1  # other errors pass through unchanged
+def test_llm_and_dashboard_option_errors_are_usage_errors() -> None:
+    # They were plain ValueErrors that needed a wrapper to keep exit 2; now they say what they are.
+    from warpforge.agent.cli import proposer_config_for_run
+    from warpforge.agent.config import LLMConfigError
+
+    assert issubclass(LLMConfigError, UsageError)
+    with pytest.raises(UsageError, match="--llm-replay needs --proposer llm"):
+        proposer_config_for_run("template", "old", None, "sm_90", None)

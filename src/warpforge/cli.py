@@ -107,23 +107,6 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def value_errors_are_usage(fn: F) -> F:
-    """For an entry point whose contract (in a module that predates :class:`UsageError`) says a ``ValueError``
-    means bad input: re-raise it as a UsageError (exit 2). Used for the agent's ``--llm-replay``/LLM settings
-    checks and the dashboard's options, until those modules raise UsageError themselves."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except UsageError:
-            raise
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
-
-
 @app.command()
 @handle_errors
 def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also load these task files"),
@@ -198,7 +181,7 @@ def run(
     from warpforge.agent.cli import proposer_config_for_run
 
     # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
-    proposer_config = value_errors_are_usage(proposer_config_for_run)(proposer, llm_replay, db, target, seed)
+    proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -405,7 +388,7 @@ def _mount_subsystems() -> None:
     app.command("best")(handle_errors(best))
     app.command("bench-search")(handle_errors(bench_search))
     app.command("export")(handle_errors(export))
-    app.command("dashboard")(handle_errors(value_errors_are_usage(dashboard)))
+    app.command("dashboard")(handle_errors(dashboard))
     app.add_typer(plan_app, name="plan")
     app.add_typer(agent_app, name="agent")
 

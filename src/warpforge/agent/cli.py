@@ -18,6 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from warpforge.errors import UsageError
+
 app = typer.Typer(help="The LLM agent: its stored calls.", no_args_is_help=True)
 out = Console()
 err = Console(stderr=True)
@@ -97,14 +99,14 @@ def _run_line(r: dict[str, Any]) -> str:
 
 def proposer_config_for_run(proposer: str, llm_replay: str | None, db: str | None, target: str,
                             seed: int | None) -> dict[str, Any]:
-    """``warpforge run``'s proposer options; a usage error (ValueError, exit 2) before anything starts.
+    """``warpforge run``'s proposer options; a usage error (UsageError, exit 2) before anything starts.
 
     With ``--llm-replay C`` the agent reuses C's stored settings (budgets, in_flight, seed) so that it asks the
     same calls, and answers them from C's transcripts.
     """
     if proposer != "llm":
         if llm_replay is not None:
-            raise ValueError("--llm-replay needs --proposer llm")
+            raise UsageError("--llm-replay needs --proposer llm")
         return {}
     config: dict[str, Any] = {"target": target}
     if seed is not None:
@@ -112,7 +114,7 @@ def proposer_config_for_run(proposer: str, llm_replay: str | None, db: str | Non
     if llm_replay is None:
         from warpforge.agent.config import load_llm_config
 
-        load_llm_config()  # no LLM configured: one line saying what to set (LLMConfigError is a ValueError)
+        load_llm_config()  # no LLM configured: one line saying what to set (LLMConfigError is a UsageError)
         return config
     from warpforge.agent.transcripts import read_runs
     from warpforge.db import store
@@ -122,8 +124,8 @@ def proposer_config_for_run(proposer: str, llm_replay: str | None, db: str | Non
     database.upgrade()
     with database.session() as s:
         if store.get_campaign(s, llm_replay) is None:
-            raise ValueError(f"--llm-replay: no campaign {llm_replay!r} in {database.safe_url}")
+            raise UsageError(f"--llm-replay: no campaign {llm_replay!r} in {database.safe_url}")
     runs = read_runs(database, llm_replay)
     if not runs:
-        raise ValueError(f"--llm-replay: campaign {llm_replay!r} made no LLM calls (was it run with --proposer llm?)")
+        raise UsageError(f"--llm-replay: campaign {llm_replay!r} made no LLM calls (was it run with --proposer llm?)")
     return {**runs[0]["settings"], **config, "replay": llm_replay}

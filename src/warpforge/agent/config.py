@@ -40,12 +40,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from warpforge.errors import UsageError
+
 HOW_TO_CONFIGURE = ("no LLM configured: set WARPFORGE_LLM_MODEL (plus WARPFORGE_LLM_BASE_URL for a non-OpenAI "
                     "server and OPENAI_API_KEY where it needs a key) or WARPFORGE_LLM_CONFIG=models.yaml; "
                     "see docs/agent.md")
 
 
-class LLMConfigError(ValueError):
+class LLMConfigError(UsageError):
     """The LLM configuration is missing or malformed; the message says what to set."""
 
 

@@ -36,6 +36,7 @@ from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
 from warpforge.agent.parse import REASKABLE, check_answer, normalized_hash
 from warpforge.agent.prompting import build_prompt, reask_message
 from warpforge.agent.proposers import Candidate, History, Origin, Proposer, VariantHistory, register_proposer
+from warpforge.errors import UsageError
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import builtin_variants
 
@@ -156,7 +157,7 @@ class LLMProposer(Proposer):
         db = self._db_handle() or Database(self.db_url)
         records = read_transcripts(db, campaign, task.name)
         if not records:
-            raise ValueError(f"--llm-replay: campaign {campaign!r} has no stored LLM calls for task {task.name!r}")
+            raise UsageError(f"--llm-replay: campaign {campaign!r} has no stored LLM calls for task {task.name!r}")
         out: list[Candidate] = []
         for rec in records:
             self.calls += 1

@@ -16,6 +16,8 @@ import sys
 
 import typer
 
+from warpforge.errors import UsageError
+
 
 def dashboard(
     host: str = typer.Option("127.0.0.1", "--host", help="interface to bind (default: this machine only)"),
@@ -34,7 +36,7 @@ def dashboard(
     url = db or default_url()
     status = check_database(url)
     if optuna_port is not None and optuna_port == port:
-        raise ValueError(f"--optuna-port {optuna_port} is the dashboard's own --port: choose another port")
+        raise UsageError(f"--optuna-port {optuna_port} is the dashboard's own --port: choose another port")
     urls = {"dashboard": f"http://{host}:{port}", "optuna": f"http://{host}:{optuna_port}" if optuna_port else None}
     if json_out:
         sys.stdout.write(json.dumps({"ok": status.ok, "db": status.safe_url, "revision": status.revision,

@@ -77,7 +77,7 @@ def _cpu_plan(has_gpu: bool) -> Check:
                      required=False, advice=True)
     return Check("what to run", True, "\n".join((
         "warpforge eval TASK FILE.py: one variant's correctness and compile facts",
-        "warpforge run TASK: the same over its SPACE (checked, not ranked)",
+        "warpforge run TASK: the same over its SPACE (checked and compiled, not timed)",
         "warpforge plan search --model M --cluster C: the parallelism planner, fully",
         "warpforge bench-search ../shared/spaces/*/*.json.gz: search strategies on recorded spaces")),
         required=False, advice=True)

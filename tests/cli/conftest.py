@@ -21,8 +21,8 @@ from warpforge.db.session import Database
 T0 = datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc)
 H100 = "NVIDIA H100 80GB HBM3"
 NOTE = ("0 of 6 evaluations measured: no GPU here and no recorded GPU times for these variants; configurations were "
-        "checked for correctness (Triton interpreter) and compiled for sm_90, but not ranked. Run on a CUDA machine "
-        "or record with benchmarks/record_spaces.py")
+        "checked for correctness (Triton interpreter) and compiled for sm_90, but not ranked by time. Run on a CUDA "
+        "machine or record with benchmarks/record_spaces.py")
 
 
 def kernel(name: str, regs: int, smem: int, warps: int, shape: str = "4096", dtype: str = "float16",

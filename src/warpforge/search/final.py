@@ -98,7 +98,7 @@ class Ending:
         else:
             text = (f"0 of {len(rows)} evaluations measured: no GPU here and no recorded GPU times for these "
                     "variants; configurations were checked for correctness (Triton interpreter) and compiled for "
-                    f"{self.spec.target}, but not ranked. Run on a CUDA machine or record with "
+                    f"{self.spec.target}, but not ranked by time. Run on a CUDA machine or record with "
                     "benchmarks/record_spaces.py")
         out = TaskSummary(self.task.name, self.backend_name, len(rows), measured, text, [a.summary for a in self.arms],
                           workers=self.pool.describe, acceptance=self.incumbent.describe(), final=final)

@@ -21,7 +21,7 @@ name), so a study resumed from storage continues it.
 Example:
     >>> from warpforge.search.policy import UniformArm
     >>> e = Escape(UniformArm(), UniformArm(), patience=10)
-    >>> e.stalled([5.0, 4.0] + [4.0] * 9), e.stalled([5.0, 4.0] + [4.0] * 7)
+    >>> e.stalled([5.0, 4.0] + [4.0] * 10), e.stalled([5.0, 4.0] + [4.0] * 7)
     (True, False)
 """
 

@@ -1,0 +1,168 @@
+"""The stall escape (``wf-escape``): a hand-built trap that a search looking only near its incumbent cannot leave.
+
+The toy space is 4^4 = 256 configurations. ``TRAP`` = (0, 0, 0, 0) takes 2.0; every configuration
+within 2 parameters of it is slower (2.0 + 0.1 per changed parameter), so the trap is a local
+optimum of radius 2. Everything 3 or more parameters away lies in the optimum's basin,
+1.0 + 0.3 per parameter away from ``OPTIMUM`` = (3, 3, 3, 3): 1.0 there. A search that only looks
+near its incumbent must measure all 1 + 12 + 54 = 67 configurations within 2 of the trap before it
+can see the basin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+
+from warpforge.search.escape import ESCAPE_ARM, Escape, last_gain
+from warpforge.search.gp_arm import GPArm
+from warpforge.search.policy import Context, Pick, Policy, UniformArm
+from warpforge.search.samplers import ARM_ATTR
+from warpforge.search.space import SearchSpace
+from warpforge.search.strategy import Strategy, make_study
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+SPACE = SearchSpace.enumerate({k: [0, 1, 2, 3] for k in "abcd"})
+TRAP, OPTIMUM = (0, 0, 0, 0), (3, 3, 3, 3)
+
+
+def _time(config: tuple[int, ...]) -> float:
+    d_trap = sum(x != 0 for x in config)
+    if d_trap <= 2:
+        return 2.0 + 0.1 * d_trap
+    return 1.0 + 0.3 * sum(x != 3 for x in config)
+
+
+def _distance(row: int, config: tuple[int, ...]) -> int:
+    return sum(x != y for x, y in zip(SPACE.feasible[row], config))
+
+
+class _Nearest(Policy):
+    """A search that never looks far: the unseen configuration nearest its incumbent (the trap first)."""
+
+    name = "nearest"
+
+    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
+        centre = SPACE.feasible[ctx.best_row] if ctx.best_row is not None else TRAP
+        mat = SPACE.index_matrix
+        d = (mat != np.array(SPACE.to_index(centre))).sum(axis=1).astype(float)
+        d[ctx.seen if only is None else ctx.seen | ~only] = np.inf
+        return None if np.isinf(d.min()) else Pick(int(np.flatnonzero(d == d.min())[0]), self.name)
+
+
+def _run(policy: Policy, budget: int, seed: int = 0) -> tuple[list[int], list[str]]:
+    seen = np.zeros(len(SPACE), dtype=bool)
+    rows: list[int] = []
+    values: list[float | None] = []
+    arms: list[str] = []
+    rng = np.random.default_rng(seed)
+    for _ in range(budget):
+        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
+                      arms, rng)
+        pick = policy.propose(ctx)
+        assert pick is not None and not seen[pick.row]
+        seen[pick.row] = True
+        rows.append(pick.row)
+        values.append(_time(SPACE.feasible[pick.row]))
+        arms.append(pick.arm)
+    return rows, arms
+
+
+def test_the_trap_holds_a_search_that_only_looks_near_its_incumbent() -> None:
+    rows, _ = _run(_Nearest(), 67)
+    assert max(_distance(r, TRAP) for r in rows) == 2  # 67 = every configuration within 2 of the trap
+    assert min(_time(SPACE.feasible[r]) for r in rows) == 2.0
+
+
+def test_stall_detection_counts_only_real_gains() -> None:
+    assert last_gain([], 0.02) == 0
+    assert last_gain([None, 3.0], 0.02) == 2
+    assert last_gain([3.0, 2.9, 2.8, 2.75], 0.02) == 3  # 2.9 < 3.0 * 0.98 and 2.8 < 2.9 * 0.98; 2.75 > 2.8 * 0.98
+    assert last_gain([3.0, 2.95, 2.9, 2.85], 0.02) == 1  # creeping by 1.7% a step is no gain, however long
+    escape = Escape(_Nearest(), UniformArm(), patience=4)
+    assert not escape.stalled([None] * 10)  # nothing measured: a start-up, not a stall
+    assert escape.stalled([3.0, 2.99, 2.98, 2.97, 2.96]) and not escape.stalled([3.0, 2.99, 2.98, 2.97])
+
+
+def test_escape_steps_leave_the_trap_and_the_search_finds_the_optimum() -> None:
+    rows, arms = _run(Escape(_Nearest(), UniformArm(), patience=10), 60)
+    escapes = [r for r, a in zip(rows, arms) if a == ESCAPE_ARM]
+    assert escapes and arms[:10] == ["nearest"] * 10  # the first 10 evaluations gain nothing: then a stall
+    assert all(_distance(r, TRAP) >= 2 for r in escapes)  # never the incumbent's Hamming-1 shell
+    assert OPTIMUM in [SPACE.feasible[r] for r in rows]
+
+
+def test_escape_radius_grows_while_the_stall_lasts() -> None:
+    """With every configuration as slow as the trap, the stall never ends: radius 2, 2, 3, 3, 4."""
+    seen = np.zeros(len(SPACE), dtype=bool)
+    rows = [SPACE.row(TRAP), SPACE.row((0, 0, 0, 1))]
+    values: list[float | None] = [2.0, 2.1]
+    arms = ["nearest", "nearest"]
+    escape = Escape(_Nearest(), UniformArm(), patience=1, every=1, grow=2)
+    radii = []
+    seen[rows] = True
+    for _ in range(5):
+        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows), arms,  # type: ignore[arg-type]
+                      np.random.default_rng(1))
+        pick = escape.propose(ctx)
+        assert pick is not None and pick.arm == ESCAPE_ARM
+        radii.append(_distance(pick.row, TRAP))
+        seen[pick.row] = True
+        rows.append(pick.row)
+        values.append(2.0)
+        arms.append(pick.arm)
+    assert all(r >= want for r, want in zip(radii, [2, 2, 3, 3, 4])), radii
+
+
+def test_escape_with_the_gp_leaves_a_stall_the_gp_itself_sits_in() -> None:
+    """The GP's expected improvement, asked only outside radius 2, proposes outside radius 2."""
+    near = [r for r in range(len(SPACE)) if _distance(r, TRAP) <= 1]  # the trap and its 12 neighbours
+    seen = np.zeros(len(SPACE), dtype=bool)
+    seen[near] = True
+    rows = [SPACE.row(TRAP)] + [r for r in near if r != SPACE.row(TRAP)]
+    values: list[float | None] = [_time(SPACE.feasible[r]) for r in rows]
+    ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows), ["nearest"] * len(rows),  # type: ignore[arg-type]
+                  np.random.default_rng(0))
+    pick = Escape(_Nearest(), GPArm(), patience=10).propose(ctx)
+    assert pick is not None and pick.arm == ESCAPE_ARM and _distance(pick.row, TRAP) >= 2
+
+
+def _escape_run(seed: int, budget: int = 40) -> tuple[list[tuple[int, ...]], list[str]]:
+    s = Strategy(SPACE, make_study(f"esc-{seed}", None, "wf-escape", seed=seed), "wf-escape", seed=seed)
+    configs = []
+    for _ in range(budget):
+        p = s.ask()
+        assert p is not None
+        config = SPACE.key(p.params)
+        configs.append(config)
+        s.tell(p, _time(config))
+    return configs, [t.system_attrs[ARM_ATTR] for t in s.study.trials]
+
+
+def test_wf_escape_is_repeatable_for_a_seed_and_uses_the_escape() -> None:
+    """Through Strategy and an Optuna study, as a campaign runs it: the same seed, the same trials."""
+    first, arms = _escape_run(7)
+    again, arms_again = _escape_run(7)
+    other, _ = _escape_run(8)
+    assert first == again and arms == arms_again
+    assert first != other
+    assert OPTIMUM in first
+    assert ESCAPE_ARM in arms  # once the optimum is found the incumbent stalls, and the escape takes turns
+
+
+def test_no_escape_while_the_incumbent_is_still_refined_one_parameter_at_a_time() -> None:
+    """A stall counts only at a probed local optimum: at least ``min_probed`` one-parameter neighbours
+    of the incumbent measured (MI250X's last steps are one-parameter changes; escaping there cost 0.2)."""
+    far = [r for r in range(len(SPACE)) if _distance(r, TRAP) == 4][:8]  # stall history away from the trap
+    near = [r for r in range(len(SPACE)) if _distance(r, TRAP) == 1]
+    escape = Escape(_Nearest(), UniformArm(), patience=4, every=1, min_probed=3)
+    for n_near, want in [(2, "nearest"), (3, ESCAPE_ARM)]:
+        rows = [SPACE.row(TRAP)] + far + near[:n_near]
+        seen = np.zeros(len(SPACE), dtype=bool)
+        seen[rows] = True
+        values: list[float | None] = [2.0] + [2.2] * (len(rows) - 1)
+        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
+                      [""] * len(rows), np.random.default_rng(0))
+        assert escape.stalled(values)
+        pick = escape.propose(ctx)
+        assert pick is not None and pick.arm == want

@@ -255,3 +255,16 @@ def test_a_timeout_names_its_budget_and_how_to_raise_it(double_job: Job, tmp_pat
     found = child_failure(double_job, outcome, "correctness check")
     assert found is not None and found.verdict is Verdict.TIMEOUT
     assert "240 s" in found.message and "load factor 2" in found.message and "--timeout" in found.message
+
+
+def test_roots_under_tmp_stay_visible_and_enterable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A checkout or venv under /tmp (a CI clone) vanished under the sandbox's private /tmp, and bwrap made
+    # the missing parents 0700, so uid 65534 could not import warpforge ("No module named 'warpforge'").
+    root = Path("/tmp/ci-clone/src")
+    monkeypatch.setattr(isolation, "_needed_roots", lambda: [Path("/usr"), root])
+    args = isolation.bwrap_args(tmp_path, [], as_root=True)
+    tmpfs = args.index("/tmp", args.index("--tmpfs", args.index("1777")))
+    after = args[tmpfs:]
+    assert ["--perms", "0755", "--dir", "/tmp/ci-clone"] == after[after.index("--perms"):after.index("--perms") + 4]
+    assert after[after.index("--ro-bind"):after.index("--ro-bind") + 3] == ["--ro-bind", str(root), str(root)]
+    assert "/usr" not in after  # only roots under /tmp are bound again

@@ -131,8 +131,16 @@ def bwrap_args(scratch: Path, devices: Sequence[str], as_root: bool) -> list[str
             args += ["--ro-bind", str(root), str(root)]
     for node in devices:
         args += ["--dev-bind", node, node]
-    args += ["--perms", "1777", "--tmpfs", "/tmp", "--bind", str(scratch), INSIDE_SCRATCH,
-             "--chdir", INSIDE_SCRATCH, "--"]
+    args += ["--perms", "1777", "--tmpfs", "/tmp"]
+    under_tmp = [r for r in _needed_roots() if Path("/tmp") in r.parents]
+    made: set[Path] = set()
+    for root in under_tmp:  # a checkout or venv under /tmp (CI may clone there) would vanish under the tmpfs
+        for parent in reversed(root.parents):  # bwrap makes missing parents 0700: uid 65534 could not enter
+            if Path("/tmp") in parent.parents and parent not in made:
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", str(root), str(root)]
+    args += ["--bind", str(scratch), INSIDE_SCRATCH, "--chdir", INSIDE_SCRATCH, "--"]
     if as_root:
         args += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]

@@ -107,6 +107,18 @@ def test_inputs_rounded_to_bf16_is_a_downgrade() -> None:
     assert reason([out], affine, (x,)) == "precision_downgrade"
 
 
+def test_inputs_truncated_to_bf16_is_a_downgrade() -> None:
+    # Triton's interpreter converts fp32 -> bf16 by truncation (fp_downcast_rounding="rtz"), not to nearest:
+    # 1 + 0.75 * 2**-7 truncates to 1.0 but rounds to 1 + 2**-7, so only the truncation model explains
+    # 2x + 1 = 3.0 exactly. (CI caught this as a one-element case that was diagnosed wrong_values.)
+    x = torch.tensor([1 + 0.75 * 2**-7], dtype=torch.float32)
+    out = torch.tensor([3.0])
+    assert round_to(x, "bf16").item() == 1 + 2**-7 and round_to(x, "bf16-rtz").item() == 1.0
+    assert reason([out], affine, (x,)) == "precision_downgrade"
+    big = vector(5)
+    assert reason([round_to(big, "bf16-rtz") * 2 + 1], affine, (big,)) == "precision_downgrade"
+
+
 def test_matmul_through_tf32_is_a_downgrade() -> None:
     # tl.dot's default on fp32 inputs: operands rounded to tf32, products accumulated in fp32.
     g = torch.Generator().manual_seed(3)

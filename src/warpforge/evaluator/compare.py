@@ -129,9 +129,15 @@ LOWER_PRECISIONS: tuple[tuple[str, float], ...] = (("tf32", 2.0**-11), ("fp16", 
 def round_to(x: torch.Tensor, precision: str) -> torch.Tensor:
     """fp32 ``x`` rounded to ``precision`` and back: what a kernel holds after converting to it.
 
-    bf16/fp16: PyTorch's round-to-nearest-even (Triton's ``.to()`` rounds the same way); tf32: round to
-    nearest, ties away from zero, on the 13 low mantissa bits (``cvt.rna.tf32.f32``, what Triton emits).
+    bf16/fp16: PyTorch's round-to-nearest-even (Triton's ``.to()`` rounds the same way on a GPU); tf32: round
+    to nearest, ties away from zero, on the 13 low mantissa bits (``cvt.rna.tf32.f32``, what Triton emits);
+    ``bf16-rtz``: truncation to bf16 (``fp_downcast_rounding="rtz"``, and what Triton's interpreter does for
+    ``.to(tl.bfloat16)``: 100% of 100,000 normal inputs matched truncation, 49.9% round-to-nearest).
     """
+    if precision == "bf16-rtz":
+        bits = x.float().contiguous().view(torch.int32)
+        truncated = (bits & ~0xFFFF).view(torch.float32)
+        return torch.where(torch.isfinite(x), truncated, x.float()).to(x.dtype)
     if precision == "bf16":
         return x.to(torch.bfloat16).to(x.dtype)
     if precision == "fp16":
@@ -179,7 +185,7 @@ def precision_loss(outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], 
     for precision, u in LOWER_PRECISIONS:
         if precision != "tf32" and _within(outs, ref64, ref64, ref_lowp, probe.atol, probe.rtol, precision, u):
             return precision
-    for precision, u in LOWER_PRECISIONS:
+    for precision, u in LOWER_PRECISIONS + (("bf16-rtz", 2.0**-8),):  # inputs truncated, modelled exactly
         rounded = tuple(round_to(x, precision) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
                         for x in probe.inputs)
         model, _ = references(probe.reference, rounded, probe.device)

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import multiprocessing
@@ -61,6 +62,7 @@ class BenchRecord:
     collapse: int = 0
     collapse_fraction: float | None = None
     evaluations: float = 0.0  # mean distinct evaluations used (below the budget: the search stopped early)
+    digest: str = ""  # of the space's records: two files holding the same space (A100 and A100_T4) share it
 
 
 @dataclass
@@ -222,6 +224,7 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
     it = iter(results)
     for p in paths:
         rec, _ = _load(p)
+        digest = space_digest(rec)
         for s in samplers:
             runs = [next(it) for _ in range(repeats)]
             fr = np.array([r.fractions for r in runs])  # (repeats, budgets)
@@ -233,8 +236,16 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
                     float(np.mean([r.wall_s for r in runs])), float(np.mean([r.infeasible for r in runs])),
                     float(np.mean([r.duplicate for r in runs])), float(np.mean([r.failed for r in runs])),
                     len(rec), rec.optimum, same, same_fraction,
-                    float(np.mean([r.evaluations[j] for r in runs]))))
+                    float(np.mean([r.evaluations[j] for r in runs])), digest))
     return out
+
+
+def space_digest(recorded: RecordedSpace) -> str:
+    """A short digest of the parameters and every record, independent of the file's name and format."""
+    h = hashlib.sha256(repr(sorted(recorded.params.items())).encode())
+    for key in sorted(recorded.records, key=repr):
+        h.update(repr((key, recorded.records[key].status, recorded.records[key].time_ms)).encode())
+    return h.hexdigest()[:16]
 
 
 def render_table(records: list[BenchRecord]) -> Any:
@@ -316,6 +327,8 @@ def bench_search(
     jobs: int = typer.Option(0, help="Worker processes (0: one per CPU core)."),
     baselines: str = typer.Option("", help="'kt': every Kernel Tuner 1.5 strategy beside ours (optional extra "
                                   "warpforge[kt]); 'kt:genetic_algorithm,kt:bayes_opt': those."),
+    save_json: Path | None = typer.Option(None, "--save-json", help="Also write the JSON records to this file "
+                                          "(the table is printed as usual)."),
 ) -> None:
     """Measure how fast each sampler approaches the optimum of recorded tuning spaces."""
     try:
@@ -330,12 +343,17 @@ def bench_search(
         for f in space_files:
             if not Path(f).is_file():
                 raise UsageError(f"{f}: no such file (pass Kernel Tuner cache or T4 files)")
+        if save_json is not None and not save_json.parent.is_dir():
+            raise UsageError(f"--save-json {save_json}: no such directory {save_json.parent}")
         records = bench(list(space_files), names, budget_list, repeats, seed, jobs or None)
     except (UsageError, CacheFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
+    text = json.dumps([asdict(r) for r in records], indent=1)
+    if save_json is not None:
+        save_json.write_text(text + "\n")  # checked above: a finished run is not lost to a typo
     if json_out:
-        typer.echo(json.dumps([asdict(r) for r in records], indent=1))
+        typer.echo(text)
     else:
         from rich.console import Console
 
@@ -345,3 +363,11 @@ def bench_search(
         console.print(render_table(records))
         for note in table_notes(records):
             console.print(note, highlight=False)
+        from warpforge.search.targets import render_targets
+
+        targets = render_targets(records)
+        if targets is not None:
+            console.print(targets)
+            console.print("difference: the default minus the best Kernel Tuner strategy, ± one standard error of "
+                          "the difference; 'met' = at or above within one standard error. Spaces with the same "
+                          "records (A100_T4 is A100) count once.", highlight=False)

@@ -86,7 +86,7 @@ def test_gp_arm_works_with_installed_optuna() -> None:
         s.tell(p, _time(p.params))
     arms = [t.system_attrs[ARM_ATTR] for t in s.study.trials]
     assert arms.count("gp") >= 3 and arms.count("gp-ucb") >= 3, arms  # 15 model turns, shared with TPE
-    assert not any(arm.broken for arm in s.sampler.policy.model.arms)  # type: ignore[attr-defined]
+    assert not any(arm.broken for arm in s.sampler.policy.inner.model.arms)  # type: ignore[attr-defined]
 
 
 def test_gp_arm_falls_back_if_optuna_internals_change(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +103,7 @@ def test_gp_arm_falls_back_if_optuna_internals_change(monkeypatch: pytest.Monkey
     assert len(seen) == len(SPACE)
     arms = {t.system_attrs[ARM_ATTR] for t in s.study.trials}
     assert not arms & {"gp", "gp-ucb"} and "tpe" in arms
-    assert s.sampler.policy.model.arms[0].broken and s.sampler.policy.model.arms[2].broken  # type: ignore[attr-defined]
+    assert s.sampler.policy.inner.model.arms[0].broken and s.sampler.policy.inner.model.arms[2].broken  # type: ignore[attr-defined]
 
 
 class _Fixed(Policy):

@@ -166,3 +166,33 @@ def test_no_escape_while_the_incumbent_is_still_refined_one_parameter_at_a_time(
         assert escape.stalled(values)
         pick = escape.propose(ctx)
         assert pick is not None and pick.arm == want
+
+
+def test_consensus_breakers_by_hand() -> None:
+    from warpforge.search.escape import consensus_breakers
+
+    mat = np.array([[0, 0, 5], [0, 1, 5], [1, 0, 5], [1, 1, 5], [2, 1, 5]])
+    # the two fastest (rows 1 and 0) agree on column 0 (=0) and column 2 (=5, but every row has 5: no choice)
+    assert consensus_breakers(mat, [0, 1, 3], [2.0, 1.0, 3.0], top=2).tolist() == [False, False, True, True, True]
+    # the three fastest disagree everywhere that can vary: nothing breaks a consensus
+    assert not consensus_breakers(mat, [0, 1, 3], [2.0, 1.0, 3.0], top=3).any()
+    # fewer measurements than ``top`` (failures have no value): no consensus yet
+    assert not consensus_breakers(mat, [0, 1], [None, 1.0], top=2).any()
+
+
+def test_consensus_escape_breaks_what_the_best_measurements_agree_on() -> None:
+    """The trap's measured neighbours all keep a=0. The 5 fastest (the trap, then the ties at 2.1 in row
+    order: (0,0,0,1), (0,0,0,2), (0,0,0,3), (0,0,1,0)) agree on a=0 and b=0: an escape step changes a or b."""
+    rows = [SPACE.row(TRAP)] + [r for r in range(len(SPACE))
+                                if _distance(r, TRAP) == 1 and SPACE.feasible[r][0] == 0]  # 9 neighbours
+    seen = np.zeros(len(SPACE), dtype=bool)
+    seen[rows] = True
+    values: list[float | None] = [_time(SPACE.feasible[r]) for r in rows]
+    escape = Escape(_Nearest(), UniformArm(), patience=4, every=1, min_probed=3, consensus_top=5)
+    for seed in range(20):
+        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
+                      [""] * len(rows), np.random.default_rng(seed))
+        pick = escape.propose(ctx)
+        assert pick is not None and pick.arm == ESCAPE_ARM and SPACE.feasible[pick.row][:2] != (0, 0)
+    found, _ = _run(Escape(_Nearest(), UniformArm(), patience=10, consensus_top=5), 60)
+    assert OPTIMUM in [SPACE.feasible[r] for r in found]

@@ -44,8 +44,10 @@ class Escape(Policy):
     name = ESCAPE_ARM
 
     def __init__(self, inner: Policy, model: Policy, patience: int = 10, min_gain: float = 0.02,
-                 every: int = 2, grow: int = 3, start_radius: int = 2, min_probed: int = 0) -> None:
+                 every: int = 2, grow: int = 3, start_radius: int = 2, min_probed: int = 0,
+                 consensus_top: int | None = None) -> None:
         self.inner, self.model = inner, model
+        self.consensus_top = consensus_top
         self.min_probed = min_probed
         self.patience, self.min_gain, self.every = patience, min_gain, every
         self.grow, self.start_radius = grow, start_radius
@@ -73,12 +75,44 @@ class Escape(Policy):
             # Still refining one parameter at a time (MI250X): escaping from there cost 0.2 at 50
             # evaluations in issue 20's screen; the portfolio's own steps probe the neighbours.
             return self.inner.propose(ctx)
-        radius = self.start_radius + done // self.grow
-        far = (distance >= min(radius, int(distance.max()))) & ~ctx.seen
-        pick = self.model.propose(ctx, only=far) if far.any() else None
+        region = self.region(ctx, distance, done)
+        pick = self.model.propose(ctx, only=region) if region.any() else None
         if pick is None:
             return self.inner.propose(ctx)
         return Pick(pick.row, ESCAPE_ARM)
+
+    def region(self, ctx: Context, distance: np.ndarray, done: int) -> np.ndarray:
+        """Where an escape step may go: the unseen rows breaking the top measurements' consensus
+        (with ``consensus_top``), else those at least ``radius`` parameters from the incumbent."""
+        if self.consensus_top:
+            breakers = consensus_breakers(ctx.space.index_matrix, ctx.rows, ctx.values, self.consensus_top)
+            if (breakers & ~ctx.seen).any():
+                return breakers & ~ctx.seen
+        radius = self.start_radius + done // self.grow
+        return (distance >= min(radius, int(distance.max()))) & ~ctx.seen
+
+
+def consensus_breakers(mat: np.ndarray, rows: list[int], values: list[float | None], top: int) -> np.ndarray:
+    """Rows of ``mat`` that differ from the ``top`` fastest measured rows in a parameter on which those all agree.
+
+    On convolution_milo/A100 every stalled run's best measurements share ``read_only=0`` while the
+    optimum has ``read_only=1`` (docs/search.md, issue 20): the hypothesis worth one evaluation is
+    that the consensus itself is the trap. Parameters with one value in the space are not consensus.
+
+    Example:
+        >>> mat = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
+        >>> consensus_breakers(mat, [0, 1, 2], [1.0, 2.0, 9.0], top=2).tolist()   # both best have x=0
+        [False, False, True, True]
+    """
+    best = [r for _, r in sorted((v, r) for r, v in zip(rows, values) if v is not None)[:top]]
+    out = np.zeros(len(mat), dtype=bool)
+    if len(best) < top:
+        return out
+    agree = mat[best[0]]
+    for j in range(mat.shape[1]):
+        if (mat[best, j] == agree[j]).all() and (mat[:, j] != agree[j]).any():
+            out |= mat[:, j] != agree[j]
+    return out
 
 
 def last_gain(values: list[float | None], min_gain: float) -> int:

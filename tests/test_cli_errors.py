@@ -18,6 +18,8 @@ ERRORS: dict[str, Exception] = {
     "variant": VariantError("v.py has no SPACE"),
     "failure": WarpforgeError("the worker pool cannot start"),
     "bug": ValueError("math domain error"),
+    "typebug": TypeError("unsupported operand type(s) for +: 'int' and 'str'"),
+    "keybug": KeyError("block_m"),
 }
 
 
@@ -31,11 +33,12 @@ def _app() -> typer.Typer:
     return app
 
 
-@pytest.mark.parametrize(("kind", "code"), [("usage", 2), ("task", 2), ("variant", 2), ("failure", 1), ("bug", 1)])
+@pytest.mark.parametrize(("kind", "code"), [("usage", 2), ("task", 2), ("variant", 2), ("failure", 1), ("bug", 1),
+                                           ("typebug", 1), ("keybug", 1)])
 def test_exit_codes_follow_whose_error_it_is(kind: str, code: int) -> None:
     res = CliRunner().invoke(_app(), [kind])
     assert res.exit_code == code, res.output
-    assert str(ERRORS[kind]) in res.output and "Traceback" not in res.output
+    assert str(ERRORS[kind]).strip("'") in res.output and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) == 1  # one line, never wrapped mid-sentence
 
 
@@ -43,6 +46,8 @@ def test_a_plain_value_error_says_it_is_a_bug_not_bad_input() -> None:
     res = CliRunner().invoke(_app(), ["bug"])
     assert res.exit_code == 1
     assert "internal error (ValueError: math domain error)" in res.output and "bug in warpforge" in res.output
+    res = CliRunner().invoke(_app(), ["keybug"])
+    assert res.exit_code == 1 and "internal error (KeyError: 'block_m')" in res.output, res.output
 
 
 def test_llm_and_dashboard_option_errors_are_usage_errors() -> None:

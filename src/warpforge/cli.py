@@ -64,8 +64,8 @@ def handle_errors(fn: F) -> F:
     Only the project's own errors are usage (exit 2): :class:`~warpforge.errors.UsageError` and its subclasses
     (TaskError, BackendUnavailable, CacheFormatError, ...), plus the two input errors that predate it and are
     still plain ``ValueError`` subclasses in their modules (VariantError, ExportUsageError). Any other
-    ``ValueError`` is a bug in warpforge, not the user's input: exit 1, one line that says so (``-vv`` logs
-    the traceback).
+    ``ValueError``, or a TypeError, KeyError/IndexError, AttributeError, ArithmeticError or AssertionError, is
+    a bug in warpforge, not the user's input: exit 1, one line that says so (``-vv`` logs the traceback).
     """
 
     @functools.wraps(fn)
@@ -88,7 +88,8 @@ def handle_errors(fn: F) -> F:
         except SQLAlchemyError as exc:  # one reached us unexplained (e.g. through Optuna's storage)
             first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
             raise fail(rich_escape(f"database error: {first}; check --db (warpforge doctor checks it)"), 1) from None
-        except ValueError as exc:
+        except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError, AssertionError) as exc:
+            # Programming errors (KeyError and IndexError are LookupErrors): a bug, said in one line.
             import logging
 
             logging.getLogger("warpforge.cli").debug("unexpected error", exc_info=True)

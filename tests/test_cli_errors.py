@@ -1,5 +1,5 @@
 """The CLI's error rule (cli.handle_errors): only the project's own errors are usage (exit 2); a plain
-ValueError is a bug (exit 1) said in one line, never a traceback and never "usage"."""
+ValueError, TypeError or KeyError is a bug (exit 1) said in one line, never a traceback and never "usage"."""
 
 from __future__ import annotations
 

@@ -60,7 +60,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=30000)
     args = ap.parse_args()
-    files = args.files or [max(glob.glob(str(SPACES / "*" / "*.json.gz")), key=lambda p: len(read_space(p)))]
+    if not args.files and not SPACES.is_dir():
+        print(f"no recorded spaces at {SPACES}: pass a space file")
+        return
+    # The largest space; gemm/RTX_2080_Ti and gemm/RTX_3090 tie at 17,956 configurations: the name decides,
+    # so the default does not depend on the file system's listing order.
+    files = args.files or [min(glob.glob(str(SPACES / "*" / "*.json.gz")), key=lambda p: (-len(read_space(p)), p))]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     steps = max(CHECKPOINTS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,26 @@ def test_a_space_held_by_two_files_counts_once() -> None:
     assert absolute_targets([_rec("convolution_milo/A100", "wf-default", 100, 0.97, 0.0)])[1].met
 
 
+def test_a_file_passed_twice_and_t4_first_still_count_once() -> None:
+    twice = [_rec("gemm/X", "wf-default", 100, 1.00, 0.0, digest="d2"), _rec("gemm/X", "kt:pso", 100, 0.9, 0.0,
+                                                                          digest="d2")] * 2
+    t4_first = [_rec("convolution_milo/A100_T4", "wf-default", 100, 0.80, 0.01, digest="d1"),
+                _rec("convolution_milo/A100", "wf-default", 100, 0.80, 0.01, digest="d1")]
+    recs = t4_first + twice
+    assert len(compare_to_kt(recs)) == 1  # gemm/X once; A100 has no kt rows here
+    a100, mean = absolute_targets(recs)
+    assert a100.value == pytest.approx(0.80)  # found through the T4 file's identical records
+    assert mean.value == pytest.approx(0.90) and "2 distinct spaces" in mean.what
+
+
+def test_kt_rows_of_another_space_with_the_same_name_are_not_pooled() -> None:
+    recs = [_rec("s/A", "wf-default", 100, 0.9, 0.01, digest="one"), _rec("s/A", "kt:pso", 100, 0.5, 0.01,
+                                                                           digest="one"),
+            _rec("s/A", "wf-default", 100, 0.7, 0.01, digest="two"), _rec("s/A", "kt:mls", 100, 0.99, 0.01,
+                                                                           digest="two")]
+    assert [(c.ours, c.best_kt) for c in compare_to_kt(recs)] == [(0.9, "kt:pso"), (0.7, "kt:mls")]
+
+
 def test_digest_is_the_records_not_the_name() -> None:
     rows = {(1,): RecordedTime("ok", 2.0), (2,): RecordedTime("runtime")}
     a = RecordedSpace("A100", "conv", [8], {"x": [1, 2]}, dict(rows), source="a.json.gz")
@@ -86,6 +107,21 @@ def test_save_json_writes_what_json_prints(tmp_path: Path) -> None:
     assert saved == timeless(printed.stdout) and len(saved) == 1 and saved[0]["digest"]
     bad = CliRunner().invoke(_app(), [*args, "--save-json", str(tmp_path / "no" / "such" / "r.json")])
     assert bad.exit_code == 2 and "no such directory" in bad.output
+    folder = CliRunner().invoke(_app(), [*args, "--save-json", str(tmp_path)])
+    assert folder.exit_code == 2 and "is a directory" in folder.output
+
+
+def test_save_json_failing_after_the_run_still_prints_the_table(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(self: Path, *args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    res = CliRunner().invoke(_app(), ["bench-search", str(_tiny(tmp_path)), "--samplers", "random", "--budgets",
+                                      "3", "--repeats", "2", "--jobs", "1", "--save-json",
+                                      str(tmp_path / "r.json")])
+    assert res.exit_code == 1 and "fraction of the optimum" in res.stdout
+    assert "No space left on device; the records are not saved" in res.output and "Traceback" not in res.output
 
 
 @pytest.mark.skipif(not kt_available(), reason="Kernel Tuner not installed (pip install 'warpforge[kt]')")
@@ -95,4 +131,6 @@ def test_table_prints_the_verdicts_with_kt_rows(tmp_path: Path) -> None:
                                       "--jobs", "1"])
     assert res.exit_code == 0, res.output
     # 12 budget on a 12-configuration space: both reach the optimum, so the verdict is "met" at difference 0.
-    assert "issue 20 targets" in res.stdout and "+0.000" in res.stdout and "met" in res.stdout
+    assert "issue 20 targets" in res.stdout and "+0.000" in res.stdout
+    verdict = [line for line in res.stdout.splitlines() if "kt:random_sample" in line and "+0.000" in line]
+    assert len(verdict) == 1 and re.search(r"│\s*met\s*│", verdict[0]), res.stdout  # the cell, not the legend

@@ -343,15 +343,14 @@ def bench_search(
         for f in space_files:
             if not Path(f).is_file():
                 raise UsageError(f"{f}: no such file (pass Kernel Tuner cache or T4 files)")
-        if save_json is not None and not save_json.parent.is_dir():
-            raise UsageError(f"--save-json {save_json}: no such directory {save_json.parent}")
+        if save_json is not None and (save_json.is_dir() or not save_json.parent.is_dir()):
+            raise UsageError(f"--save-json {save_json}: " + (
+                "is a directory" if save_json.is_dir() else f"no such directory {save_json.parent}"))
         records = bench(list(space_files), names, budget_list, repeats, seed, jobs or None)
     except (UsageError, CacheFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
     text = json.dumps([asdict(r) for r in records], indent=1)
-    if save_json is not None:
-        save_json.write_text(text + "\n")  # checked above: a finished run is not lost to a typo
     if json_out:
         typer.echo(text)
     else:
@@ -371,3 +370,9 @@ def bench_search(
             console.print("difference: the default minus the best Kernel Tuner strategy, ± one standard error of "
                           "the difference; 'met' = at or above within one standard error. Spaces with the same "
                           "records (A100_T4 is A100) count once.", highlight=False)
+    if save_json is not None:  # after printing: a run that took an hour is on the screen whatever happens here
+        try:
+            save_json.write_text(text + "\n")
+        except OSError as exc:
+            typer.echo(f"error: --save-json {save_json}: {exc.strerror or exc}; the records are not saved", err=True)
+            raise typer.Exit(code=1) from None

@@ -15,8 +15,12 @@ optimum (at least ``min_probed`` of its one-parameter neighbours measured, none 
 feasible rows that differ from the incumbent in at least ``radius`` parameters, where ``radius``
 starts at 2 (the Hamming-1 shell is what the portfolio already searched) and grows by one every
 ``grow`` escape steps of the same stall. A real improvement ends the stall and the portfolio runs
-alone again. The state is a function of the finished trials (values and the proposing arm's
-name), so a study resumed from storage continues it.
+alone again. With ``consensus_top`` (wf-default: 10) an escape step goes instead where the
+``consensus_top`` fastest measurements all agree on a parameter value and the step does not: on A100
+the stalled runs' best all share ``read_only=0`` and the optimum needs ``read_only=1``, and distance
+alone let the model pick far points on the same plateau (radius is the fallback when they agree on
+nothing). The state is a function of the finished trials (values and the proposing arm's name), so a
+study resumed from storage continues it.
 
 Example:
     >>> from warpforge.search.policy import UniformArm
@@ -39,7 +43,8 @@ ESCAPE_ARM = "escape"
 
 class Escape(Policy):
     """``inner`` proposes; while the incumbent is stalled at a probed local optimum, every ``every``-th
-    step ``model`` proposes among the unseen rows at least ``radius`` parameters away from it."""
+    step ``model`` proposes among the unseen rows that break the top measurements' consensus (with
+    ``consensus_top``) or lie at least ``radius`` parameters from the incumbent."""
 
     name = ESCAPE_ARM
 

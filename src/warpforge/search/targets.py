@@ -72,23 +72,32 @@ class Target:
         return self.value is not None and self.value >= self.goal
 
 
+def _content(r: BenchRecord) -> str:
+    return r.digest or r.space  # JSON from before the digest: the name stands in
+
+
 def distinct(records: Iterable[BenchRecord]) -> list[BenchRecord]:
-    """One record per (space content, sampler, budget): the first file of each digest."""
-    first: dict[str, str] = {}
+    """One record per (space content, sampler, budget): the first seen. A file passed twice, or the
+    same records under two names (A100 and A100_T4), count once."""
+    seen: set[tuple[str, str, int]] = set()
     out = []
     for r in records:
-        if first.setdefault(r.digest or r.space, r.space) == r.space:
+        key = (_content(r), r.sampler, r.budget)
+        if key not in seen:
+            seen.add(key)
             out.append(r)
     return out
 
 
 def compare_to_kt(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER) -> list[KTComparison]:
     """Per distinct space and budget, ``sampler`` beside the kt strategy with the best mean (none: no kt rows)."""
+    kept = distinct(records)
     rows = []
-    for r in distinct(records):
+    for r in kept:
         if r.sampler != sampler:
             continue
-        kt = [k for k in records if k.space == r.space and k.budget == r.budget and k.sampler.startswith(KT_PREFIX)]
+        kt = [k for k in kept if _content(k) == _content(r) and k.budget == r.budget
+              and k.sampler.startswith(KT_PREFIX)]
         if kt:
             best = max(kt, key=lambda k: k.mean)
             rows.append(KTComparison(r.space, r.budget, r.mean, r.stderr, best.sampler, best.mean, best.stderr))
@@ -98,7 +107,8 @@ def compare_to_kt(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER) ->
 def absolute_targets(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER) -> list[Target]:
     """A100 at 100 and the mean over distinct spaces at 100, for ``sampler``."""
     at = [r for r in distinct(records) if r.sampler == sampler and r.budget == TARGET_BUDGET]
-    a100 = next((r.mean for r in at if r.space == A100_SPACE), None)
+    a100_content = {_content(r) for r in records if r.space == A100_SPACE}  # whichever file came first
+    a100 = next((r.mean for r in at if _content(r) in a100_content), None)
     mean = sum(r.mean for r in at) / len(at) if at else None
     return [Target(f"{A100_SPACE} at {TARGET_BUDGET}", a100, A100_TARGET),
             Target(f"mean of {len(at)} distinct spaces at {TARGET_BUDGET}", mean, MEAN_TARGET)]

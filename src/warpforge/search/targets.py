@@ -24,16 +24,37 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from warpforge.search.bench import BenchRecord
 from warpforge.search.kt_baseline import KT_PREFIX
 from warpforge.search.samplers import DEFAULT_SAMPLER
 
 # Issue 20: "convolution_milo/A100 >= 0.93 at 100; mean over the 7 distinct spaces >= 0.97 at 100".
 A100_SPACE, A100_TARGET = "convolution_milo/A100", 0.93
 MEAN_TARGET, TARGET_BUDGET = 0.97, 100
+
+
+class BenchRow(Protocol):
+    """What is read of a :class:`~warpforge.search.bench.BenchRecord` (bench.py prints these tables, so
+    this module does not import it: no import circle)."""
+
+    @property
+    def space(self) -> str: ...
+    @property
+    def sampler(self) -> str: ...
+    @property
+    def budget(self) -> int: ...
+    @property
+    def mean(self) -> float: ...
+    @property
+    def stderr(self) -> float: ...
+    @property
+    def digest(self) -> str: ...
+
+
+R = TypeVar("R", bound=BenchRow)
 
 
 @dataclass(frozen=True)
@@ -72,11 +93,11 @@ class Target:
         return self.value is not None and self.value >= self.goal
 
 
-def _content(r: BenchRecord) -> str:
+def _content(r: BenchRow) -> str:
     return r.digest or r.space  # JSON from before the digest: the name stands in
 
 
-def distinct(records: Iterable[BenchRecord]) -> list[BenchRecord]:
+def distinct(records: Iterable[R]) -> list[R]:
     """One record per (space content, sampler, budget): the first seen. A file passed twice, or the
     same records under two names (A100 and A100_T4), count once."""
     seen: set[tuple[str, str, int]] = set()
@@ -89,7 +110,7 @@ def distinct(records: Iterable[BenchRecord]) -> list[BenchRecord]:
     return out
 
 
-def compare_to_kt(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER) -> list[KTComparison]:
+def compare_to_kt(records: Sequence[BenchRow], sampler: str = DEFAULT_SAMPLER) -> list[KTComparison]:
     """Per distinct space and budget, ``sampler`` beside the kt strategy with the best mean (none: no kt rows)."""
     kept = distinct(records)
     rows = []
@@ -104,7 +125,7 @@ def compare_to_kt(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER) ->
     return rows
 
 
-def absolute_targets(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER) -> list[Target]:
+def absolute_targets(records: Sequence[BenchRow], sampler: str = DEFAULT_SAMPLER) -> list[Target]:
     """A100 at 100 and the mean over distinct spaces at 100, for ``sampler``."""
     at = [r for r in distinct(records) if r.sampler == sampler and r.budget == TARGET_BUDGET]
     a100_content = {_content(r) for r in records if r.space == A100_SPACE}  # whichever file came first
@@ -114,7 +135,7 @@ def absolute_targets(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER)
             Target(f"mean of {len(at)} distinct spaces at {TARGET_BUDGET}", mean, MEAN_TARGET)]
 
 
-def render_targets(records: list[BenchRecord], sampler: str = DEFAULT_SAMPLER) -> object | None:
+def render_targets(records: Sequence[BenchRow], sampler: str = DEFAULT_SAMPLER) -> object | None:
     """A Rich table of the verdicts, or None when the run has no kt rows or no ``sampler`` rows."""
     from rich.table import Table
 

@@ -40,18 +40,12 @@ class BenchRow(Protocol):
     """What is read of a :class:`~warpforge.search.bench.BenchRecord` (bench.py prints these tables, so
     this module does not import it: no import circle)."""
 
-    @property
-    def space(self) -> str: ...
-    @property
-    def sampler(self) -> str: ...
-    @property
-    def budget(self) -> int: ...
-    @property
-    def mean(self) -> float: ...
-    @property
-    def stderr(self) -> float: ...
-    @property
-    def digest(self) -> str: ...
+    space: str
+    sampler: str
+    budget: int
+    mean: float
+    stderr: float
+    digest: str
 
 
 R = TypeVar("R", bound=BenchRow)

@@ -88,10 +88,10 @@ def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]
     import asyncio
 
     from warpforge.agent.config import load_llm_config
-    from warpforge.agent.plans import PlanAgent, PlanAgentSettings, SearchOptions
     from warpforge.agent.transcripts import read_transcripts
     from warpforge.db.session import Database
     from warpforge.parallel import load_cluster, load_model
+    from warpforge.parallel.plan_agent.agent import PlanAgent, PlanAgentSettings, SearchOptions
 
     presets = PLAN_PRESETS_ALL if args.plan_presets == "all" else (
         tuple(args.plan_presets.split(",")) if args.plan_presets else PLAN_PRESETS)
@@ -126,7 +126,7 @@ def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     from sqlalchemy import create_engine, text
 
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     db_url = args.db or f"sqlite:///{Path(tempfile.mkdtemp(prefix='wf-agent-eval-')) / 'wf.db'}"
     plans = evaluate_plans(args, db_url) if not args.no_plans else []

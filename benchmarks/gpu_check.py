@@ -102,8 +102,8 @@ def campaigns(report: Report, tasks: list[str], budget_s: float, trials: int, db
     from warpforge.db import store
     from warpforge.db.session import Database
     from warpforge.kernels.task import get_task, parse_dtype, shape_key
-    from warpforge.search.campaign import CampaignSpec, run_campaign
-    from warpforge.search.summary import Event
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.summary import Event
 
     header = ["task", "best variant and params", "shape", "time ms (p50)", "vs eager", "vs torch.compile",
               "roofline", "campaign"]

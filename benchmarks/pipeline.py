@@ -159,7 +159,7 @@ def prefill(url: str, name: str, n: int, seed: int = 0) -> None:
     from optuna.distributions import IntDistribution, distribution_to_json
     from optuna.storages._rdb import models
 
-    from warpforge.search.strategy import CONFIG_ATTR, make_study
+    from warpforge.search.samplers.strategy import CONFIG_ATTR, make_study
 
     study = make_study(name, optuna.storages.RDBStorage(url), "random", seed)
     space = VARIANT_SPACE
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         "transaction (db/writer.py: one per poll's completions);",
         "evals/commit: evaluations per result transaction, commit p50/p90: the wall time of one; load: the 1-min "
         "load average (`uptime`) when the row finished;",
-        "copy: the background copy of the studies to Optuna's tables (search/mirror.py), done while the orchestrator "
+        "copy: the background copy of the studies to Optuna's tables (search/engine/mirror.py), done while the orchestrator "
         "waits on the pool (not part of the overhead);",
         "loop CPU: the orchestrator thread's CPU time per evaluation over the same span (waiting included, which costs "
         "little CPU): what the loop costs without other jobs' load.",

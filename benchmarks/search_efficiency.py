@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from warpforge.search.bench import BenchRecord, bench, render_table
+from warpforge.search.bench.harness import BenchRecord, bench, render_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT.parent / "shared" / "spaces"

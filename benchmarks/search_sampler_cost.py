@@ -1,6 +1,6 @@
 """The sampler's own cost: CPU seconds per proposal at 50, 100 and 200 evaluations on a recorded space.
 
-Drives the same :class:`~warpforge.search.strategy.Strategy` as bench-search (one process, one repeat at
+Drives the same :class:`~warpforge.search.samplers.strategy.Strategy` as bench-search (one process, one repeat at
 a time) and times each ask() + tell() with ``time.process_time`` (CPU time of the whole process, all
 threads), so a loaded machine does not inflate the numbers the way wall time would. Reported per
 sampler: the mean CPU seconds of the proposals numbered ``n-4 .. n`` (a 5-proposal window around each
@@ -24,9 +24,9 @@ import numpy as np
 import optuna
 
 from warpforge.evaluator.kt_cache import read_space
-from warpforge.search.samplers import DEFAULT_SAMPLER
-from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Strategy, make_study
+from warpforge.search.samplers.registry import DEFAULT_SAMPLER
+from warpforge.search.samplers.space import SearchSpace
+from warpforge.search.samplers.strategy import Strategy, make_study
 
 SPACES = Path(__file__).resolve().parents[1].parent / "shared" / "spaces"
 CHECKPOINTS = (50, 100, 200)

@@ -3,9 +3,9 @@
     python benchmarks/search_screen.py --samplers wf-default,wf-tpe --repeats 40 --seed 1000
     python benchmarks/search_screen.py --samplers wf-gp --spaces convolution_milo/A100 --repeats 100
 
-``warpforge bench-search`` runs each policy through :class:`~warpforge.search.strategy.Strategy` and
+``warpforge bench-search`` runs each policy through :class:`~warpforge.search.samplers.strategy.Strategy` and
 an in-memory Optuna study, exactly as a campaign does; that costs ~5 ms of storage per step. This
-script calls the same policies with a hand-built :class:`~warpforge.search.policy.Context`, so a
+script calls the same policies with a hand-built :class:`~warpforge.search.samplers.policy.Context`, so a
 screen of several candidates over 7 spaces with 40+ repeats fits in minutes on 2 cores. The
 fractions are the same statistic (optimum time / best time within the budget); only the random
 stream differs from bench-search's. Design choices were screened on seeds 1000+ and confirmed on
@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from warpforge.evaluator.kt_cache import read_space
-from warpforge.search.policy import Context, UniformArm
-from warpforge.search.samplers import make_policy
-from warpforge.search.space import SearchSpace
+from warpforge.search.samplers.policy import Context, UniformArm
+from warpforge.search.samplers.registry import make_policy
+from warpforge.search.samplers.space import SearchSpace
 
 SPACES = Path(__file__).resolve().parents[2] / "shared" / "spaces"
 _LOADED: dict[str, tuple[SearchSpace, np.ndarray]] = {}

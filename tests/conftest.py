@@ -11,7 +11,11 @@ HAS_NVIDIA = shutil.which("nvidia-smi") is not None
 if not HAS_NVIDIA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
+
 import pytest  # noqa: E402
+
+from warpforge.agent.scripted import Reply, ScriptedServer  # noqa: E402
 
 
 def _cuda_available() -> bool:
@@ -37,7 +41,6 @@ import glob  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 
@@ -111,3 +114,18 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'wf.db'}"
     return str(request.getfixturevalue("fresh_postgres"))
+
+# Agent tests (kernel and plan agents): a scripted OpenAI-compatible server on 127.0.0.1 (real HTTP, real client).
+@pytest.fixture
+def scripted() -> Iterator[Callable[..., ScriptedServer]]:
+    """``scripted([Reply(...), ...])`` starts a server answering in that order; stopped after the test."""
+    servers: list[ScriptedServer] = []
+
+    def start(script: Sequence[Reply], default: Reply | None = None) -> ScriptedServer:
+        server = ScriptedServer(script, default).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()

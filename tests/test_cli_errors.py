@@ -52,8 +52,8 @@ def test_a_plain_value_error_says_it_is_a_bug_not_bad_input() -> None:
 
 def test_llm_and_dashboard_option_errors_are_usage_errors() -> None:
     # They were plain ValueErrors that needed a wrapper to keep exit 2; now they say what they are.
-    from warpforge.agent.cli import proposer_config_for_run
     from warpforge.agent.config import LLMConfigError
+    from warpforge.cli.agent import proposer_config_for_run
 
     assert issubclass(LLMConfigError, UsageError)
     with pytest.raises(UsageError, match="--llm-replay needs --proposer llm"):

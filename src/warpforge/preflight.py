@@ -32,7 +32,7 @@ from warpforge.kernels.variant import (
 if TYPE_CHECKING:
     from warpforge.evaluator.result import EvalResult
     from warpforge.evaluator.sandbox import ChildPool
-    from warpforge.search.campaign import CampaignSpec
+    from warpforge.search.engine.campaign import CampaignSpec
 
 
 def _proposers() -> dict[str, Any]:
@@ -58,7 +58,7 @@ def _stored_spec(spec: CampaignSpec) -> CampaignSpec:
     """A resumed campaign runs its stored spec (campaign.resumed_spec); unknown campaigns are left to run_campaign."""
     from warpforge.db import store
     from warpforge.db.session import Database
-    from warpforge.search.campaign import resumed_spec
+    from warpforge.search.engine.campaign import resumed_spec
 
     db = Database(spec.db_url, create=False)
     db.upgrade()

@@ -20,7 +20,7 @@ from agent_helpers import KEY, ROOT
 from sqlalchemy import create_engine, text
 
 from warpforge.agent.scripted import Reply, ScriptedServer, code_reply
-from warpforge.search.campaign import CampaignSpec, run_campaign
+from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
 ANSWERS = Path(__file__).parent / "answers"
 TASK = Path(__file__).parent / "task_double_small.py"

@@ -12,7 +12,7 @@ import yaml
 from agent_helpers import KEY
 
 from warpforge.agent.scripted import ScriptedServer, code_reply
-from warpforge.search.campaign import CampaignSpec, run_campaign
+from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
 ANSWERS = Path(__file__).parent / "answers"
 TASK = Path(__file__).parent / "task_double_small.py"  # no templates: round 0 asks the model

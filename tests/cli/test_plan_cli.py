@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
-from warpforge.parallel.cli import app
+from warpforge.cli.plan import app
 
 runner = CliRunner()
 PREDICT = ["predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "8", "--pp", "4", "--dp", "2"]

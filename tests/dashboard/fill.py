@@ -95,7 +95,7 @@ def plant_lineage(url: str, variant_file: Path) -> None:
 
 def replay_campaign(url: str, work: Path, trials: int = 24) -> None:
     from warpforge.kernels.variant import builtin_variants, load_variant
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     xss = xss_variant_file(work)
     rec = work / "recordings"
@@ -114,7 +114,7 @@ def replay_campaign(url: str, work: Path, trials: int = 24) -> None:
 
 
 def interpret_campaign(url: str, trials: int = 4) -> None:
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     run_campaign(CampaignSpec(name=INTERPRET_CAMPAIGN, tasks=["softmax"], trials=trials, backend="interpret",
                               db_url=url, seed=1))
@@ -133,7 +133,7 @@ def agent_campaign(url: str, work: Path, trials: int = 6) -> None:
     import yaml
 
     from warpforge.agent.scripted import Reply, ScriptedServer, code_reply
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     good = (AGENT_TESTS / "answers" / "double_good_v2.py").read_text()
     wrong = (AGENT_TESTS / "answers" / "double_wrong.py").read_text()

@@ -194,7 +194,7 @@ def test_cpu_actors_run_the_interpreter_backend_in_fresh_children(cluster: Any) 
 
 
 def test_a_campaign_on_the_cluster_goes_on_past_a_worker_killing_job(cluster: Any, tmp_path: Path) -> None:
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     bench = _standin()
     spec = CampaignSpec(name="ray", tasks=[str(PLANTED / "task_double.py")], variant_files=[str(PLANTED / "good.py")],

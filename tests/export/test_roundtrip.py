@@ -67,7 +67,7 @@ def _record_swiglu(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def exported() -> Iterator[dict[str, Any]]:
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     # Its own directory, not pytest's tmp_path: pytest keeps only the last 3 base temp dirs per user, and
     # another pytest run of the same user (parallel sessions) deleted the venv under this one mid-test.
@@ -88,7 +88,7 @@ def exported() -> Iterator[dict[str, Any]]:
     t = replay.tasks[0]
     assert t.best_variant == "flat" and t.best_params, t
     reader = Reader(url)
-    # The campaign stores its own decision (search/decision.py); export must find it accepted.
+    # The campaign stores its own decision (search/engine/decision.py); export must find it accepted.
     assert any(d.accepted for d in reader.decisions(campaign="replayed"))
     plans = [plan_task(reader, get_task("rmsnorm"), allow_untimed=True), plan_task(reader, get_task("swiglu"))]
     dest = tmp / "pkg"

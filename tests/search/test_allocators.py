@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from warpforge.search.allocators import ALLOCATORS, SuccessiveHalving, UcbBandit, get_allocator
+from warpforge.search.engine.allocators import ALLOCATORS, SuccessiveHalving, UcbBandit, get_allocator
 
 
 @dataclass
@@ -22,7 +22,7 @@ def arms(*spec: tuple[int, float | None]) -> list[Arm]:
 
 
 def legacy_pick_arm(live_arms: list[Arm], step: int) -> Arm | None:
-    """The campaign's rule before the registry (search/campaign.py `_pick_arm` at 1c14e0d), verbatim."""
+    """The campaign's rule before the registry (search/engine/campaign.py `_pick_arm` at 1c14e0d), verbatim."""
     live = [a for a in live_arms if not a.exhausted]
     if not live:
         return None

@@ -6,11 +6,11 @@ import numpy as np
 import optuna
 import pytest
 
-from warpforge.search.gp_arm import GPArm, copula_target
-from warpforge.search.policy import Context, Pick, Policy, RoundRobin
-from warpforge.search.samplers import ARM_ATTR, DEFAULT_SAMPLER
-from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Strategy, make_study
+from warpforge.search.samplers.gp_arm import GPArm, copula_target
+from warpforge.search.samplers.policy import Context, Pick, Policy, RoundRobin
+from warpforge.search.samplers.registry import ARM_ATTR, DEFAULT_SAMPLER
+from warpforge.search.samplers.space import SearchSpace
+from warpforge.search.samplers.strategy import Strategy, make_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

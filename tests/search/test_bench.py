@@ -11,8 +11,8 @@ import typer
 from typer.testing import CliRunner
 
 from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, read_space, write_cache
-from warpforge.search.bench import bench, bench_search, random_expectation
-from warpforge.search.samplers import DEFAULT_SAMPLER
+from warpforge.search.bench.harness import bench, bench_search, random_expectation
+from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 
 SPACES = Path(__file__).resolve().parents[2].parent / "shared" / "spaces"
 needs_spaces = pytest.mark.skipif(not (SPACES / "README.md").is_file(),
@@ -88,7 +88,7 @@ def _app() -> typer.Typer:
     app.command("bench-search")(bench_search)
 
     @app.command("noop")
-    def _noop() -> None:  # a second command keeps Typer in multi-command mode, as in cli.py
+    def _noop() -> None:  # a second command keeps Typer in multi-command mode, as in cli/root.py
         pass
 
     return app

@@ -23,8 +23,8 @@ from sqlalchemy import create_engine, text
 
 from warpforge.evaluator.pool import PoolConfig
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
-from warpforge.search.acceptance import Entry, Incumbent, beyond_noise, speedup_interval
-from warpforge.search.campaign import CampaignSpec, run_campaign
+from warpforge.search.engine.acceptance import Entry, Incumbent, beyond_noise, speedup_interval
+from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
 ROOT = Path(__file__).parents[2]
 PLANTED = ROOT / "tests" / "evaluator" / "planted"
@@ -93,7 +93,7 @@ def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monke
     """Results are written in batches (db/writer.py), but never told before they are durable: when a trial is
     told, another connection already sees its stored row, so a kill -9 after any tell loses nothing told."""
     from warpforge.db.store import params_key
-    from warpforge.search.strategy import Strategy
+    from warpforge.search.samplers.strategy import Strategy
 
     db, seen = tmp_path / "wf.db", []
     tell = Strategy.tell
@@ -114,7 +114,7 @@ def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monke
 KILLED = STANDIN + """
 import json
 from warpforge.evaluator.pool import PoolConfig
-from warpforge.search.campaign import CampaignSpec, run_campaign
+from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 db, resume = sys.argv[1], sys.argv[2] == "resume"
 spec = CampaignSpec(name="k", tasks=[{task!r}], variant_files=[{good!r}], trials=5, backend="standin-cpu",
                     db_url="sqlite:///" + db, seed=0, sampler="random", resume=resume, top_k=0)

@@ -17,7 +17,7 @@ from warpforge.db.queries import Reader
 from warpforge.evaluator.backends import register
 from warpforge.evaluator.pool import PoolConfig
 from warpforge.evaluator.result import Verdict
-from warpforge.search.campaign import CampaignSpec, run_campaign
+from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
 ROOT = Path(__file__).parents[2]
 PLANTED = ROOT / "tests" / "evaluator" / "planted"

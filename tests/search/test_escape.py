@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import optuna
 
-from warpforge.search.escape import ESCAPE_ARM, Escape, last_gain
-from warpforge.search.gp_arm import GPArm
-from warpforge.search.policy import Context, Pick, Policy, UniformArm
-from warpforge.search.samplers import ARM_ATTR
-from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Strategy, make_study
+from warpforge.search.samplers.escape import ESCAPE_ARM, Escape, last_gain
+from warpforge.search.samplers.gp_arm import GPArm
+from warpforge.search.samplers.policy import Context, Pick, Policy, UniformArm
+from warpforge.search.samplers.registry import ARM_ATTR
+from warpforge.search.samplers.space import SearchSpace
+from warpforge.search.samplers.strategy import Strategy, make_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -169,7 +169,7 @@ def test_no_escape_while_the_incumbent_is_still_refined_one_parameter_at_a_time(
 
 
 def test_consensus_breakers_by_hand() -> None:
-    from warpforge.search.escape import consensus_breakers
+    from warpforge.search.samplers.escape import consensus_breakers
 
     mat = np.array([[0, 0, 5], [0, 1, 5], [1, 0, 5], [1, 1, 5], [2, 1, 5]])
     # the two fastest (rows 1 and 0) agree on column 0 (=0) and column 2 (=5, but every row has 5: no choice)

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, read_space, write_cache
-from warpforge.search.bench import bench, collapse
-from warpforge.search.kt_baseline import expand_baselines, run_kt
+from warpforge.search.bench.harness import bench, collapse
+from warpforge.search.bench.kt_baseline import expand_baselines, run_kt
 
 pytest.importorskip("kernel_tuner")
 

@@ -14,7 +14,7 @@ import pytest
 from warpforge.evaluator.backends import register
 from warpforge.evaluator.pool import PoolConfig
 from warpforge.logs import configure
-from warpforge.search.campaign import CampaignSpec, run_campaign
+from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
 ROOT = Path(__file__).parents[2]
 TASK = str(ROOT / "tests" / "evaluator" / "planted" / "task_double.py")

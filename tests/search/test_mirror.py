@@ -7,9 +7,9 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from warpforge.search.mirror import StudyWriter, open_study
-from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Strategy
+from warpforge.search.engine.mirror import StudyWriter, open_study
+from warpforge.search.samplers.space import SearchSpace
+from warpforge.search.samplers.strategy import Strategy
 
 SPACE = SearchSpace.enumerate({"block": [32, 64, 128, 256], "warps": [2, 4, 8]})
 

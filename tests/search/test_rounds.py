@@ -18,8 +18,8 @@ from warpforge.evaluator.backends import register
 from warpforge.evaluator.pool import PoolConfig
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import parse_variant
-from warpforge.search.campaign import CampaignSpec, run_campaign
-from warpforge.search.summary import Event
+from warpforge.search.engine.campaign import CampaignSpec, run_campaign
+from warpforge.search.engine.summary import Event
 
 ROOT = Path(__file__).parents[2]
 TASK = str(ROOT / "tests" / "evaluator" / "planted" / "task_double.py")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime
-from warpforge.search.space import SearchSpace
+from warpforge.search.samplers.space import SearchSpace
 
 
 def test_enumerate_with_constraint() -> None:

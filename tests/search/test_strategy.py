@@ -8,9 +8,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from warpforge.search.samplers import DEFAULT_SAMPLER, SAMPLERS
-from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import CONFIG_ATTR, Strategy, make_study
+from warpforge.search.samplers.registry import DEFAULT_SAMPLER, SAMPLERS
+from warpforge.search.samplers.space import SearchSpace
+from warpforge.search.samplers.strategy import CONFIG_ATTR, Strategy, make_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -156,5 +156,5 @@ def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: py
         s.tell(p, _objective(p.params))
     assert len(seen) == len(SPACE)
     assert s.sampler.policy.model.broken  # type: ignore[attr-defined]
-    broke = [r for r in caplog.records if r.name == "warpforge.search.policy" and "broke" in r.getMessage()]
+    broke = [r for r in caplog.records if r.name == "warpforge.search.samplers.policy" and "broke" in r.getMessage()]
     assert len(broke) == 1 and broke[0].levelname == "WARNING"  # visible, once

@@ -11,9 +11,9 @@ import typer
 from typer.testing import CliRunner
 
 from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, write_cache
-from warpforge.search.bench import BenchRecord, bench_search, space_digest
-from warpforge.search.kt_baseline import kt_available
-from warpforge.search.targets import absolute_targets, compare_to_kt, distinct
+from warpforge.search.bench.harness import BenchRecord, bench_search, space_digest
+from warpforge.search.bench.kt_baseline import kt_available
+from warpforge.search.bench.targets import absolute_targets, compare_to_kt, distinct
 
 
 def _rec(space: str, sampler: str, budget: int, mean: float, se: float, digest: str = "") -> BenchRecord:

@@ -47,7 +47,7 @@ def transcripts(
             raise typer.Exit(1)
     calls = read_transcripts(database, campaign, task)
     runs = [r for r in read_runs(database, campaign) if task is None or r["task"] == task]
-    from warpforge.agent.plan_store import read_agent_plans
+    from warpforge.parallel.plan_agent.store import read_agent_plans
 
     plans = [p for p in read_agent_plans(database, campaign) if task is None or p.task == task]
     if json_out:
@@ -71,7 +71,7 @@ def transcripts(
                       (c.variant_hash or "")[:12] or "-", verdicts)
     out.print(table)
     if plans:
-        from warpforge.agent.plan_cli import proposals_table
+        from warpforge.cli.plan_agent import proposals_table
 
         out.print(proposals_table(plans, f"plans proposed in {campaign}"))
     for r in runs:

@@ -228,7 +228,7 @@ def search(
         if top < 1 or trials < 1:
             raise SpecError("--top and --trials must be at least 1")
         if proposer is ProposerOpt.llm or llm_replay is not None:
-            from warpforge.agent.plan_cli import llm_plan_search, search_options
+            from warpforge.cli.plan_agent import llm_plan_search, search_options
 
             if proposer is not ProposerOpt.llm or no_store or enqueue or export:
                 raise SpecError("--llm-replay needs --proposer llm" if proposer is not ProposerOpt.llm else

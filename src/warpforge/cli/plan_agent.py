@@ -1,6 +1,6 @@
-"""``warpforge plan search --proposer llm``: the plan agent behind the plan CLI (agent/plans.py does the work).
+"""``warpforge plan search --proposer llm``: the plan agent behind the plan CLI (parallel/plan_agent/agent.py does the work).
 
-``parallel/cli.py`` hands over here when ``--proposer llm`` (or ``--llm-replay``) is given; without an LLM
+``cli/plan.py`` hands over here when ``--proposer llm`` (or ``--llm-replay``) is given; without an LLM
 configured it stops with one line saying what to set (exit 2). ``--llm-replay CAMPAIGN`` takes the stored
 campaign's search settings, agent settings and model list, checks that ``--model``/``--cluster``/``--nodes``
 name the same specs, and answers every call from the stored transcripts (no network).
@@ -20,8 +20,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from warpforge.agent.plans import PlanAgent, PlanAgentResult, PlanAgentSettings, ReplayClient, SearchOptions
 from warpforge.parallel.errors import SpecError
+from warpforge.parallel.plan_agent.agent import (
+    PlanAgent,
+    PlanAgentResult,
+    PlanAgentSettings,
+    ReplayClient,
+    SearchOptions,
+)
 from warpforge.parallel.specs import ClusterSpec, ModelSpec
 
 
@@ -44,9 +50,9 @@ def _settings(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> PlanAgen
 def _replay_setup(db: Any, replay: str, model: ModelSpec, cluster: ClusterSpec
                   ) -> tuple[SearchOptions, dict[str, Any], Any, list[Any]]:
     from warpforge.agent.config import LLMConfig
-    from warpforge.agent.plan_store import campaign_spec
-    from warpforge.agent.plans import plan_task
     from warpforge.agent.transcripts import read_runs, read_transcripts
+    from warpforge.parallel.plan_agent.agent import plan_task
+    from warpforge.parallel.plan_agent.store import campaign_spec
 
     spec = campaign_spec(db, replay)
     if spec is None:
@@ -71,8 +77,8 @@ def llm_plan_search(model: ModelSpec, cluster: ClusterSpec, options: SearchOptio
                     campaign: str | None, replay: str | None, overrides: Mapping[str, Any], json_out: bool) -> None:
     """Run (or replay) the plan agent and print its answer; usage errors raise SpecError (exit 2)."""
     from warpforge.agent.config import LLMConfigError, load_llm_config
-    from warpforge.agent.plan_store import CampaignExists
     from warpforge.db.session import Database
+    from warpforge.parallel.plan_agent.store import CampaignExists
 
     database = Database(db_url)
     client: Any = None

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 
+from warpforge.cli.results import params_text as _params_text
 from warpforge.errors import UsageError
-from warpforge.results_cli import params_text as _params_text
 
 app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
                   no_args_is_help=True, add_completion=False)
@@ -179,7 +179,7 @@ def run(
     """
     from datetime import datetime
 
-    from warpforge.agent.cli import proposer_config_for_run
+    from warpforge.cli.agent import proposer_config_for_run
 
     # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
     proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
@@ -187,8 +187,8 @@ def run(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from warpforge.preflight import check_run
-    from warpforge.search.campaign import CampaignSpec, Event, run_campaign
-    from warpforge.search.samplers import DEFAULT_SAMPLER, make_policy
+    from warpforge.search.engine.campaign import CampaignSpec, Event, run_campaign
+    from warpforge.search.samplers.registry import DEFAULT_SAMPLER, make_policy
 
     make_policy(sampler or DEFAULT_SAMPLER)  # unknown sampler: a usage error before anything starts
     if resume and campaign is None:
@@ -378,12 +378,12 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 
 def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
-    from warpforge.agent.cli import app as agent_app
+    from warpforge.cli.agent import app as agent_app
+    from warpforge.cli.export import export
+    from warpforge.cli.plan import app as plan_app
+    from warpforge.cli.results import best, results
     from warpforge.dashboard.cli import dashboard
-    from warpforge.export.cli import export
-    from warpforge.parallel.cli import app as plan_app
-    from warpforge.results_cli import best, results
-    from warpforge.search.bench import bench_search
+    from warpforge.search.bench.harness import bench_search
 
     app.command("results")(handle_errors(results))
     app.command("best")(handle_errors(best))

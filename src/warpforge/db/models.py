@@ -281,7 +281,7 @@ class AgentRun(Base):
 
 class AgentPlan(Base):
     """A parallelism plan an LLM proposed (``plan search --proposer llm``): the call that proposed it, its
-    rationale, what became of it (agent/plan_parse.py PLAN_OUTCOMES) and its rank among the search's fitting
+    rationale, what became of it (parallel/plan_agent/parse.py PLAN_OUTCOMES) and its rank among the search's fitting
     plans. The plan's prediction is in ``wf_plans`` (same campaign, same ``plan_key``, source ``llm``)."""
 
     __tablename__ = "wf_agent_plans"

@@ -15,7 +15,7 @@ fingerprint is looked up once per writer, and a batch is two executemany inserts
 Durability contract: a queued evaluation is durable when ``flush`` returns and not before; a kill -9 in
 between loses it. The caller must therefore treat nothing as done (tell its trial, report it, count it)
 before ``flush`` has returned; the campaign flushes each batch of completions before it tells any of them
-(search/taskrun.py, ``TaskRun._complete``).
+(search/engine/taskrun.py, ``TaskRun._complete``).
 
 Example::
 

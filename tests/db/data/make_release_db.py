@@ -31,7 +31,7 @@ def main(out: Path) -> None:
     spec.loader.exec_module(bench)
     from warpforge.evaluator.backends import register
     from warpforge.evaluator.pool import PoolConfig
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     @register
     class StandInCpu(bench.StandInGpuBackend):  # type: ignore[misc,name-defined]

@@ -5,8 +5,8 @@
 1. the ordinary plan search (``parallel.search.search_plans``): the best plans so far;
 2. rounds, while no budget is spent (agent/budget.py: calls, tokens, cost, wall time, rounds, failed calls in
    a row): ``in_flight`` concurrent calls, each shown the model and cluster specs and the simulator's breakdown
-   of the best plans so far plus its own earlier proposals with what became of them (agent/plan_prompting.py);
-   each answer parsed strictly (agent/plan_parse.py), re-asked once with the error when malformed or when none
+   of the best plans so far plus its own earlier proposals with what became of them (parallel/plan_agent/prompting.py);
+   each answer parsed strictly (parallel/plan_agent/parse.py), re-asked once with the error when malformed or when none
    of its plans can run, and each plan judged by the simulator: ``ranked``, ``does_not_fit``, ``invalid`` or
    ``duplicate``;
 3. the search again with every new LLM plan enqueued (``search_plans(enqueue=...)``, which also hands them to
@@ -42,12 +42,12 @@ from warpforge.agent.budget import Budgets, Usage, spent
 from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
 from warpforge.agent.config import LLMConfig, ModelConfig
 from warpforge.agent.parse import REASKABLE
-from warpforge.agent.plan_judge import PlanJudge
-from warpforge.agent.plan_parse import PLAN_SCHEMA, ParsedPlans, parse_plan_answer
-from warpforge.agent.plan_prompting import EarlierProposal, SearchView, build_plan_prompt, plan_reask_message
-from warpforge.agent.plan_store import AgentPlanRecord
 from warpforge.agent.replay import ReplayClient, ReplayExhausted
 from warpforge.agent.transcripts import CallRecord
+from warpforge.parallel.plan_agent.judge import PlanJudge
+from warpforge.parallel.plan_agent.parse import PLAN_SCHEMA, ParsedPlans, parse_plan_answer
+from warpforge.parallel.plan_agent.prompting import EarlierProposal, SearchView, build_plan_prompt, plan_reask_message
+from warpforge.parallel.plan_agent.store import AgentPlanRecord
 
 __all__ = ["PlanAgent", "PlanAgentResult", "PlanAgentSettings", "ReplayClient", "SearchOptions", "plan_task"]
 from warpforge.parallel.prediction import Prediction
@@ -238,7 +238,7 @@ class PlanAgent:
 
     def _settle(self, attempts: list[_Attempt]) -> None:
         """Store a proposal's calls and judge its plans, in slot order (so duplicates across slots are seeded)."""
-        from warpforge.agent.plan_store import store_agent_plan
+        from warpforge.parallel.plan_agent.store import store_agent_plan
 
         for a in attempts:
             if a.parsed is None:
@@ -292,7 +292,7 @@ class PlanAgent:
 
     async def run(self) -> PlanAgentResult:
         """Search, ask, judge, search again with the LLM's plans enqueued; store everything (see module doc)."""
-        from warpforge.agent.plan_store import create_plan_campaign, finish_campaign
+        from warpforge.parallel.plan_agent.store import create_plan_campaign, finish_campaign
 
         db = self._database()
         db.upgrade()
@@ -307,7 +307,7 @@ class PlanAgent:
             raise
 
     async def _search_and_ask(self, db: Any) -> PlanAgentResult:
-        from warpforge.agent.plan_store import finish_campaign, set_ranks, store_ranked_plans
+        from warpforge.parallel.plan_agent.store import finish_campaign, set_ranks, store_ranked_plans
         from warpforge.parallel.search import search_plans, space_axes
 
         opts = self.options.model_dump()

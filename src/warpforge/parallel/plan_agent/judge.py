@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from warpforge.agent.plan_parse import ProposedPlan
-from warpforge.agent.plan_prompting import does_not_fit_message
+from warpforge.parallel.plan_agent.parse import ProposedPlan
+from warpforge.parallel.plan_agent.prompting import does_not_fit_message
 from warpforge.parallel.prediction import Prediction
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 

@@ -9,7 +9,7 @@ Each ``plan`` holds ``PlanConfig`` fields only (unknown keys, wrong types and ou
 ``parse_error``: a misspelt ``tpp`` must not silently become ``tp=1``); ``dp`` may be omitted (it fills the
 cluster); ``global_batch`` and ``precision`` are the search's. A call's outcome is one of ``parse.OUTCOMES``
 (``no_code`` here means no JSON with plans); the outcome of each plan it proposed is one of
-``PLAN_OUTCOMES``, decided against the simulator by ``agent/plans.py``:
+``PLAN_OUTCOMES``, decided against the simulator by ``parallel/plan_agent/agent.py``:
 
 - ``ranked``: valid, simulated and fits in memory (its rank among the search's fitting plans is stored);
 - ``does_not_fit``: valid but over the usable HBM (the message says by how much, and what takes the memory);

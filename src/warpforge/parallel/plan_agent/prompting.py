@@ -1,6 +1,7 @@
-"""Plan prompts from the simulator's evidence (Jinja2 templates ``prompts/plan_*.j2``), under a token budget.
+"""Plan prompts from the simulator's evidence (Jinja2 templates in ``prompts/`` beside this module), under a
+token budget.
 
-The system prompt states what a plan is and the answer format (agent/plan_parse.py). The user prompt is a list
+The system prompt states what a plan is and the answer format (parallel/plan_agent/parse.py). The user prompt is a list
 of sections (``prompting.Section``, cut lowest priority first by ``prompting.fit_prompt``): the model spec, the
 cluster spec and the search's fixed settings (never cut), then the best plans so far with the simulator's
 breakdown of each (compute, memory-bound kernels, recompute, each collective, pipeline bubble, optimizer; memory
@@ -20,12 +21,28 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-from warpforge.agent.prompting import Prompt, Section, fit_prompt, render
+import jinja2
+
+from warpforge.agent.prompting import Prompt, Section, fit_prompt
 from warpforge.parallel.explain import LABELS
 from warpforge.parallel.prediction import Prediction
 from warpforge.parallel.specs import ClusterSpec, ModelSpec
+
+PROMPTS = Path(__file__).parent / "prompts"
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS)), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, autoescape=False)
+
+
+def _render(name: str, **context: Any) -> str:
+    return _env().get_template(name).render(**context).strip()
 
 
 @dataclass(frozen=True)
@@ -133,13 +150,13 @@ def build_plan_prompt(view: SearchView, *, best: Sequence[tuple[int, Prediction,
                       earlier: Sequence[EarlierProposal], max_plans: int, budget_tokens: int = 12000,
                       structured: bool = False) -> Prompt:
     """System + user messages for one plan proposal; ``best`` holds (rank, prediction, one line of why)."""
-    system = render("plan_system.j2", max_plans=max_plans, structured=structured)
+    system = _render("system.j2", max_plans=max_plans, structured=structured)
     sections = [model_section(view.model), cluster_section(view.cluster), search_section(view)]
     sections += [s for s in (best_section(best), earlier_section(earlier)) if s is not None]
-    return fit_prompt(system, sections, lambda kept: render(
-        "plan_propose.j2", sections=kept, max_plans=max_plans, model_name=view.model.name,
+    return fit_prompt(system, sections, lambda kept: _render(
+        "propose.j2", sections=kept, max_plans=max_plans, model_name=view.model.name,
         gpus=view.cluster.total_gpus, usable_gb=f"{view.usable_gb:.1f}"), budget_tokens)
 
 
 def plan_reask_message(outcome: str, message: str) -> str:
-    return render("plan_reask.j2", outcome=outcome, message=message)
+    return _render("reask.j2", outcome=outcome, message=message)

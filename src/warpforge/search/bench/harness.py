@@ -1,6 +1,6 @@
 """``warpforge bench-search``: search efficiency of the samplers on recorded (brute-forced) spaces.
 
-Each repeat drives a fresh in-memory study through :class:`~warpforge.search.strategy.Strategy`
+Each repeat drives a fresh in-memory study through :class:`~warpforge.search.samplers.strategy.Strategy`
 (the code the campaign engine runs) and replays the recorded times. Reported per (space, sampler,
 budget): the mean and standard error over repeats of the fraction of the optimum reached
 (optimum time / best time found within ``budget`` distinct evaluations, 0 when none succeeded),
@@ -33,9 +33,9 @@ import typer
 
 from warpforge.errors import UsageError
 from warpforge.evaluator.kt_cache import CacheFormatError, RecordedSpace, read_space
-from warpforge.search.samplers import DEFAULT_SAMPLER, SAMPLERS
-from warpforge.search.space import SearchSpace
-from warpforge.search.strategy import Strategy, make_study
+from warpforge.search.samplers.registry import DEFAULT_SAMPLER, SAMPLERS
+from warpforge.search.samplers.space import SearchSpace
+from warpforge.search.samplers.strategy import Strategy, make_study
 
 DEFAULT_BUDGETS = (20, 50, 100, 200)
 
@@ -147,7 +147,7 @@ def run_once(recorded: RecordedSpace, space: SearchSpace, sampler: str, seed: in
 
 def run_kt_once(recorded: RecordedSpace, name: str, seed: int, budgets: list[int]) -> RunResult:
     """Kernel Tuner's strategy ``kt:NAME``, one run per budget (some of its strategies plan on max_fevals)."""
-    from warpforge.search.kt_baseline import KT_PREFIX, run_kt
+    from warpforge.search.bench.kt_baseline import KT_PREFIX, run_kt
 
     runs = [run_kt(recorded, name[len(KT_PREFIX):], seed, b) for b in budgets]
     last = runs[budgets.index(max(budgets))]
@@ -199,7 +199,7 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
 
     Repeat ``r`` uses seed ``seed + r`` for every sampler (common random numbers).
     """
-    from warpforge.search.kt_baseline import KT_PREFIX, cache_file, check_strategies
+    from warpforge.search.bench.kt_baseline import KT_PREFIX, cache_file, check_strategies
 
     unknown = [s for s in samplers if s not in SAMPLERS and not s.startswith(KT_PREFIX)]
     if unknown:
@@ -285,7 +285,7 @@ def render_table(records: list[BenchRecord]) -> Any:
 
 def table_notes(records: list[BenchRecord]) -> list[str]:
     """What the table's columns mean where Kernel Tuner rows differ (printed under the table)."""
-    from warpforge.search.kt_baseline import KT_PREFIX, STOPS_EARLY
+    from warpforge.search.bench.kt_baseline import KT_PREFIX, STOPS_EARLY
 
     notes = ["same end: the largest number of repeats whose best configuration at the largest budget was the "
              "same one, @ its fraction of the optimum (all repeats below 1.000: every run ends in one trap)."]
@@ -337,7 +337,7 @@ def bench_search(
             raise UsageError("--samplers is empty")
         budget_list = _parse_ints(budgets, "--budgets")
         if baselines.strip():
-            from warpforge.search.kt_baseline import expand_baselines
+            from warpforge.search.bench.kt_baseline import expand_baselines
 
             names += [n for n in expand_baselines(baselines) if n not in names]
         for f in space_files:
@@ -362,7 +362,7 @@ def bench_search(
         console.print(render_table(records))
         for note in table_notes(records):
             console.print(note, highlight=False)
-        from warpforge.search.targets import render_targets
+        from warpforge.search.bench.targets import render_targets
 
         targets = render_targets(records)
         if targets is not None:

@@ -12,7 +12,7 @@ same accounting), and the two absolute targets at the largest budget:
   digest of their records, not by name.
 
 Example:
-    >>> from warpforge.search.bench import BenchRecord
+    >>> from warpforge.search.bench.harness import BenchRecord
     >>> def rec(space, sampler, mean, se, digest="d"):
     ...     return BenchRecord(space, sampler, 100, mean, se, 0.5, 100, 0.0, 0.0, 0.0, 0.0, 10, 1.0,
     ...                        digest=digest)
@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from warpforge.search.kt_baseline import KT_PREFIX
-from warpforge.search.samplers import DEFAULT_SAMPLER
+from warpforge.search.bench.kt_baseline import KT_PREFIX
+from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 
 # Issue 20: "convolution_milo/A100 >= 0.93 at 100; mean over the 7 distinct spaces >= 0.97 at 100".
 A100_SPACE, A100_TARGET = "convolution_milo/A100", 0.93

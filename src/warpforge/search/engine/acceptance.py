@@ -31,7 +31,7 @@ from typing import Any
 
 from warpforge.evaluator.pool import JobSpec, Samples
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict, geomean
-from warpforge.search.summary import FinalEntry
+from warpforge.search.engine.summary import FinalEntry
 
 
 @dataclass

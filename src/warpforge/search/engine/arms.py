@@ -1,6 +1,6 @@
 """One arm of a task's search: a variant, its Optuna study (through :class:`Strategy`) and its counters.
 
-The allocator (search/allocators.py) balances arms by ``load``; the campaign stores each arm's variant
+The allocator (search/engine/allocators.py) balances arms by ``load``; the campaign stores each arm's variant
 with its lineage (:func:`ensure_variant`) and names its study with :func:`study_name`.
 
 Example::
@@ -17,9 +17,9 @@ from typing import Any
 from warpforge.agent.proposers import Origin
 from warpforge.db import store
 from warpforge.kernels.variant import Variant
-from warpforge.search.rounds import ArmStats
-from warpforge.search.strategy import Strategy
-from warpforge.search.summary import VariantSummary
+from warpforge.search.engine.rounds import ArmStats
+from warpforge.search.engine.summary import VariantSummary
+from warpforge.search.samplers.strategy import Strategy
 
 
 @dataclass

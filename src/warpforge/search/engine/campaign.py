@@ -7,11 +7,11 @@ returns are stored in one transaction (db/writer.py) *before* any of their trial
 killed at any point resumes (``resume=True``) without losing or repeating a completed evaluation: trials
 left RUNNING are re-proposed first, and a stored result (the kill fell between store and tell) is reused.
 
-A new best is adopted only when faster beyond noise (search/acceptance.py); the campaign ends by
+A new best is adopted only when faster beyond noise (search/engine/acceptance.py); the campaign ends by
 re-benchmarking its top-k where the backend measures live, and reports speedups with intervals.
 
-The pieces: the spec (search/spec.py), an arm per variant (search/arms.py), one task's search loop
-(search/taskrun.py) and its ending (search/final.py); this module runs the tasks of a campaign in turn.
+The pieces: the spec (search/engine/spec.py), an arm per variant (search/engine/arms.py), one task's search loop
+(search/engine/taskrun.py) and its ending (search/engine/final.py); this module runs the tasks of a campaign in turn.
 
 Example::
 
@@ -34,11 +34,11 @@ from warpforge.db.models import Evaluation
 from warpforge.db.session import Database
 from warpforge.evaluator.pool import EvalPool, PoolConfig
 from warpforge.kernels.task import get_task
-from warpforge.search.arms import study_name
-from warpforge.search.mirror import optuna_storage
-from warpforge.search.spec import RESUME_KEEPS, CampaignError, CampaignSpec, resumed_spec
-from warpforge.search.summary import CampaignSummary, Event
-from warpforge.search.taskrun import TaskRun
+from warpforge.search.engine.arms import study_name
+from warpforge.search.engine.mirror import optuna_storage
+from warpforge.search.engine.spec import RESUME_KEEPS, CampaignError, CampaignSpec, resumed_spec
+from warpforge.search.engine.summary import CampaignSummary, Event
+from warpforge.search.engine.taskrun import TaskRun
 
 __all__ = ["RESUME_KEEPS", "CampaignError", "CampaignSpec", "Event", "resumed_spec", "run_campaign", "study_name"]
 

@@ -1,6 +1,6 @@
 """The campaign's decision for one task, as the data stored in ``wf_decisions`` (db/store.save_decision).
 
-The campaign has already decided (search/acceptance.py: adopted beyond noise during the search, then
+The campaign has already decided (search/engine/acceptance.py: adopted beyond noise during the search, then
 confirmed on the re-benchmarked top-k); this module only writes that decision down, so that readers
 (``warpforge best``, the dashboard, export) never re-rank raw ``objective_ms`` rows. A task with no
 accepted winner still gets a decision: ``accepted`` False and a note that says why (nothing was timed,
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from warpforge.search.acceptance import Entry, speedup_interval
-from warpforge.search.summary import FinalEntry, TaskSummary
+from warpforge.search.engine.acceptance import Entry, speedup_interval
+from warpforge.search.engine.summary import FinalEntry, TaskSummary
 
 
 def _shape_key(shape: dict[str, int]) -> str:

@@ -1,6 +1,6 @@
 """The end of a task's search: the final top-k re-benchmark, the summary, and the decision stored as data.
 
-A mixin of :class:`~warpforge.search.taskrun.TaskRun` (it reads the run's pool, incumbent, arms and
+A mixin of :class:`~warpforge.search.engine.taskrun.TaskRun` (it reads the run's pool, incumbent, arms and
 database), kept apart so that the search loop and its ending each stay readable.
 
 Example::
@@ -20,11 +20,11 @@ from warpforge.evaluator.backends import Backend
 from warpforge.evaluator.pool import EvalPool
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.kernels.task import Task
-from warpforge.search.acceptance import Entry, Incumbent, settle, top_k
-from warpforge.search.arms import Arm
-from warpforge.search.decision import decision_fields
-from warpforge.search.spec import CampaignSpec
-from warpforge.search.summary import FinalEntry, TaskSummary
+from warpforge.search.engine.acceptance import Entry, Incumbent, settle, top_k
+from warpforge.search.engine.arms import Arm
+from warpforge.search.engine.decision import decision_fields
+from warpforge.search.engine.spec import CampaignSpec
+from warpforge.search.engine.summary import FinalEntry, TaskSummary
 
 
 class Ending:

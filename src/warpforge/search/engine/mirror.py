@@ -38,9 +38,9 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from warpforge.search.strategy import make_study
+from warpforge.search.samplers.strategy import make_study
 
-log = logging.getLogger("warpforge.search.mirror")
+log = logging.getLogger("warpforge.search.engine.mirror")
 _MISSING = object()
 
 

@@ -33,7 +33,7 @@ from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import Variant
 
-log = logging.getLogger("warpforge.search.rounds")
+log = logging.getLogger("warpforge.search.engine.rounds")
 T = TypeVar("T")
 FAILURES_KEPT = 5  # per variant, most recent first: enough for a prompt, never a dump
 

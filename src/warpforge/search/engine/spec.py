@@ -14,7 +14,7 @@ from typing import Any
 
 from warpforge.errors import WarpforgeError
 from warpforge.evaluator.workers import PoolConfig
-from warpforge.search.samplers import DEFAULT_SAMPLER
+from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 
 
 class CampaignError(WarpforgeError, RuntimeError):
@@ -29,7 +29,7 @@ class CampaignSpec:
     time_budget_s: float | None = None
     proposer: str = "template"
     proposer_config: dict[str, Any] = field(default_factory=dict)  # the proposer's own options
-    allocator: str = "default"  # how the budget is split between variants (search/allocators.py)
+    allocator: str = "default"  # how the budget is split between variants (search/engine/allocators.py)
     allocator_config: dict[str, Any] = field(default_factory=dict)
     sampler: str = DEFAULT_SAMPLER
     backend: str = "auto"

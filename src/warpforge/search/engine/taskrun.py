@@ -1,9 +1,9 @@
-"""One task's search inside a campaign: proposals in flight, results stored, then told (search/campaign.py).
+"""One task's search inside a campaign: proposals in flight, results stored, then told (search/engine/campaign.py).
 
 ``TaskRun.run()`` keeps ``pool.depth`` proposals in flight across the task's arms (one Optuna study per
-variant, the budget split by the allocator), lets the proposer add arms between rounds (search/rounds.py),
+variant, the budget split by the allocator), lets the proposer add arms between rounds (search/engine/rounds.py),
 stores the completions of each poll in one transaction before telling any of them (db/writer.py), adopts a
-new best only beyond noise, and ends with the top-k re-benchmark and the stored decision (search/final.py).
+new best only beyond noise, and ends with the top-k re-benchmark and the stored decision (search/engine/final.py).
 
 Example::
 
@@ -33,18 +33,18 @@ from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import space_stage
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import parse_variant
-from warpforge.search.acceptance import Entry, Incumbent
-from warpforge.search.allocators import get_allocator
-from warpforge.search.arms import Arm, ensure_variant, study_name
-from warpforge.search.final import Ending
-from warpforge.search.mirror import StudyWriter, open_study, optuna_storage
-from warpforge.search.rounds import Prepared, ProposalLoop
-from warpforge.search.space import SearchSpace
-from warpforge.search.spec import CampaignError, CampaignSpec
-from warpforge.search.strategy import Proposal, Strategy
-from warpforge.search.summary import Event, TaskSummary, VariantSummary
+from warpforge.search.engine.acceptance import Entry, Incumbent
+from warpforge.search.engine.allocators import get_allocator
+from warpforge.search.engine.arms import Arm, ensure_variant, study_name
+from warpforge.search.engine.final import Ending
+from warpforge.search.engine.mirror import StudyWriter, open_study, optuna_storage
+from warpforge.search.engine.rounds import Prepared, ProposalLoop
+from warpforge.search.engine.spec import CampaignError, CampaignSpec
+from warpforge.search.engine.summary import Event, TaskSummary, VariantSummary
+from warpforge.search.samplers.space import SearchSpace
+from warpforge.search.samplers.strategy import Proposal, Strategy
 
-log = logging.getLogger("warpforge.search.campaign")
+log = logging.getLogger("warpforge.search.engine.campaign")
 
 
 class TaskRun(Ending):

@@ -23,7 +23,7 @@ nothing). The state is a function of the finished trials (values and the proposi
 study resumed from storage continues it.
 
 Example:
-    >>> from warpforge.search.policy import UniformArm
+    >>> from warpforge.search.samplers.policy import UniformArm
     >>> e = Escape(UniformArm(), UniformArm(), patience=10)
     >>> e.stalled([5.0, 4.0] + [4.0] * 10), e.stalled([5.0, 4.0] + [4.0] * 7)
     (True, False)
@@ -36,7 +36,7 @@ import math
 import numpy as np
 from optuna.samplers import BaseSampler
 
-from warpforge.search.policy import Context, Pick, Policy
+from warpforge.search.samplers.policy import Context, Pick, Policy
 
 ESCAPE_ARM = "escape"
 

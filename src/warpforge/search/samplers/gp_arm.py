@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from warpforge.search.policy import Context, ScoringArm
+from warpforge.search.samplers.policy import Context, ScoringArm
 
 
 class GPArm(ScoringArm):

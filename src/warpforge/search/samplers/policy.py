@@ -1,7 +1,8 @@
 """What a search policy is: it sees the history over a :class:`SearchSpace` and picks an unseen feasible row.
 
-The registry of named policies (``wf-default``, ``tpe``, ...) lives in :mod:`warpforge.search.samplers`;
-the model-based arms in :mod:`warpforge.search.samplers` (TPE) and :mod:`warpforge.search.gp_arm` (GP).
+The registry of named policies (``wf-default``, ``tpe``, ...) lives in :mod:`warpforge.search.samplers.registry`;
+the model-based arms in :mod:`warpforge.search.samplers.registry` (TPE) and
+:mod:`warpforge.search.samplers.gp_arm` (GP).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial
 
-from warpforge.search.space import SearchSpace
+from warpforge.search.samplers.space import SearchSpace
 
-log = logging.getLogger("warpforge.search.policy")
+log = logging.getLogger("warpforge.search.samplers.policy")
 
 
 @dataclass

@@ -5,14 +5,14 @@ it picks the next configuration *among the feasible ones never told*. Optuna's o
 policies through :class:`OptunaArm`: the sampler proposes ordinal indices (``IntDistribution(0, n-1)``
 per parameter, so TPE/CMA-ES/GP see "block 64 lies between 32 and 128"), and the proposal is snapped
 to the nearest unseen feasible configuration. Snapping happens inside ``sample_relative`` of
-:class:`~warpforge.search.strategy.FeasibleSampler`, so the trial stores the configuration actually
+:class:`~warpforge.search.samplers.strategy.FeasibleSampler`, so the trial stores the configuration actually
 measured and every sampler learns from real evaluations only (no phantom infeasible trials).
 
 ``wf-portfolio`` is a portfolio: 5 uniform starts, then three arms take turns, each maximising its
 acquisition over the unseen feasible set: a GP's log expected improvement
-(:class:`~warpforge.search.gp_arm.GPArm`), TPE's density ratio (:class:`TPEArm`) and the same GP's
+(:class:`~warpforge.search.samplers.gp_arm.GPArm`), TPE's density ratio (:class:`TPEArm`) and the same GP's
 upper confidence bound. ``wf-default`` (:data:`DEFAULT_SAMPLER`, issue 20) is that portfolio with a
-stall escape (:class:`~warpforge.search.escape.Escape`): when the incumbent stalls at a probed local
+stall escape (:class:`~warpforge.search.samplers.escape.Escape`): when the incumbent stalls at a probed local
 optimum, every other proposal is the GP's choice among the configurations that change a parameter
 value the 10 fastest measurements all share. ``wf-escape`` escapes by distance alone (at least 2
 parameters from the incumbent) and was kept out of the default.
@@ -36,9 +36,9 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.samplers import BaseSampler
 
 from warpforge.errors import UsageError
-from warpforge.search.escape import Escape
-from warpforge.search.gp_arm import GPArm
-from warpforge.search.policy import (
+from warpforge.search.samplers.escape import Escape
+from warpforge.search.samplers.gp_arm import GPArm
+from warpforge.search.samplers.policy import (
     Context,
     Pick,
     Policy,
@@ -47,7 +47,7 @@ from warpforge.search.policy import (
     UniformArm,
     last_improvement,
 )
-from warpforge.search.space import SearchSpace
+from warpforge.search.samplers.space import SearchSpace
 
 __all__ = ["ARM_ATTR", "DEFAULT_SAMPLER", "REPAIR_ATTR", "SAMPLERS", "Context", "Pick", "Policy",
            "UniformArm", "make_policy", "ordinal_distributions"]
@@ -287,7 +287,7 @@ def _escaping(seed: int | None, consensus_top: int | None) -> Policy:
 
 
 def _default(seed: int | None) -> Policy:
-    # wf-portfolio plus the stall escape (search/escape.py) aimed at the consensus of the 10 fastest
+    # wf-portfolio plus the stall escape (search/samplers/escape.py) aimed at the consensus of the 10 fastest
     # measurements: after 6 evaluations without a 2% gain, from an incumbent with >= 3 measured
     # one-parameter neighbours, every other proposal is the GP's expected-improvement choice among
     # the unseen configurations that change a parameter value all 10 fastest share (radius >= 2 when

@@ -5,7 +5,7 @@ stored as its ordinal index (``IntDistribution(0, n-1)``) so that samplers see t
 candidates; the real values are kept beside it in the trial's user attr ``config``.
 
 Example:
-    >>> from warpforge.search.space import SearchSpace
+    >>> from warpforge.search.samplers.space import SearchSpace
     >>> space = SearchSpace.enumerate({"block": [32, 64, 128], "warps": [4, 8]})
     >>> s = Strategy(space, make_study("demo", None, "random", seed=0), "random", seed=0)
     >>> p = s.ask(); s.tell(p, 1.5); s.n_told, s.best[1]
@@ -26,7 +26,7 @@ from optuna.storages import BaseStorage
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from warpforge.search.samplers import (
+from warpforge.search.samplers.registry import (
     ARM_ATTR,
     DEFAULT_SAMPLER,
     REPAIR_ATTR,
@@ -36,7 +36,7 @@ from warpforge.search.samplers import (
     make_policy,
     ordinal_distributions,
 )
-from warpforge.search.space import SearchSpace
+from warpforge.search.samplers.space import SearchSpace
 
 CONFIG_ATTR = "config"  # user attr: the configuration's real values (the params are ordinal indices)
 SAMPLER_ATTR = "wf:sampler"  # study user attr: the registry name the study was created with

@@ -7,7 +7,7 @@ Create Date: 2026-11-30 14:20:00
 What it carries forward from a 0001 database:
 - ``wf_variants`` gains ``proposer`` (existing rows: their ``origin``, which 0001 filled with the
   campaign's proposer name), ``parents`` (``[]``), ``proposal_id`` (NULL) and ``rationale`` ("").
-- ``wf_evaluations.final`` replaces the ``:final`` suffix of ``study_name`` (search/campaign.py's
+- ``wf_evaluations.final`` replaces the ``:final`` suffix of ``study_name`` (search/engine/campaign.py's
   former ``FINAL_SUFFIX``): rows with the suffix get ``final = true`` and their ``study_name`` loses the
   suffix (it names the Optuna study again).
 - ``wf_decisions`` starts empty: decisions of campaigns finished before 0002 were never stored, and

@@ -16,21 +16,21 @@ from typing import Any
 
 import pytest
 import yaml
-from agent_helpers import KEY
 from sqlalchemy import select
 from typer.testing import CliRunner
 
 from warpforge.agent.config import LLMConfig, ModelConfig
-from warpforge.agent.plan_store import read_agent_plans
-from warpforge.agent.plans import PlanAgent, PlanAgentSettings, SearchOptions
 from warpforge.agent.scripted import Reply, ScriptedServer
 from warpforge.agent.transcripts import read_runs, read_transcripts
 from warpforge.cli import app
 from warpforge.db.models import Plan
 from warpforge.db.session import Database
 from warpforge.parallel import load_cluster, load_model
+from warpforge.parallel.plan_agent.agent import PlanAgent, PlanAgentSettings, SearchOptions
+from warpforge.parallel.plan_agent.store import read_agent_plans
 from warpforge.parallel.search import search_plans
 
+KEY = "sk-test-warpforge-plan-0123456789abcdef"  # a fake key: never stored, never printed
 MODEL, CLUSTER = "llama3-8b", "dgx-h100"  # 8 GPUs, 80 GiB each; 76 GiB usable with the default 5% margin
 LLAMA3_8B_PARAMS = 8.03e9  # Meta's model card
 # By hand: tp 1 over 8 GPUs with ZeRO 0 keeps every byte of Adam state on each GPU:
@@ -252,7 +252,7 @@ def test_failed_calls_are_recorded_and_stop_it_after_three_in_a_row(
     assert res.proposals == [] and len(res.search.plans) >= 1
     # Replayed (no server): the same failures, the same stop.
     server.stop()
-    from warpforge.agent.plans import ReplayClient
+    from warpforge.parallel.plan_agent.agent import ReplayClient
 
     llm = LLMConfig(models=(ModelConfig(name="scripted", model="planner"),))
     agent = PlanAgent(load_model(MODEL), load_cluster(CLUSTER), SearchOptions(), PlanAgentSettings(max_calls=10),
@@ -280,7 +280,7 @@ def test_transcripts_show_the_proposed_plans_and_never_read_markup_in_them(
 def test_a_run_that_fails_after_its_campaign_row_marks_it_failed(
         monkeypatch: pytest.MonkeyPatch, db_url: str, scripted: Callable[..., ScriptedServer]) -> None:
     # Once the row exists any failure (here: storing the ranked plans) must not leave it "running" forever.
-    import warpforge.agent.plan_store as plan_store
+    import warpforge.parallel.plan_agent.store as plan_store
     from warpforge.db.models import Campaign
 
     def broken(*args: Any, **kwargs: Any) -> int:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from warpforge.agent.plan_parse import extract_json, parse_plan_answer
+from warpforge.parallel.plan_agent.parse import extract_json, parse_plan_answer
 
 
 def fenced(obj: object) -> str:

@@ -120,7 +120,11 @@ def _database(url: str | None) -> Check:
         from warpforge.db.session import default_url, sqlite_file
 
         path = sqlite_file(url or default_url())
-        if path is not None and not path.exists():  # not an error: the first run creates it
+        if path is not None and not path.exists():  # not an error when the first run can create it
+            parent = next((p for p in path.parents if p.exists()), None)
+            if parent is not None and not parent.is_dir():
+                return Check("database", False, f"no database at {path}, and none can be created there: {parent} "
+                             "is a file, not a directory; pass another --db")
             return Check("database", True, f"none yet at {path}: the first warpforge run (or warpforge db "
                          "upgrade) creates it")
         return Check("database", False, str(exc))

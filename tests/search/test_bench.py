@@ -10,8 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from warpforge.cli import handle_errors
+from warpforge.cli.bench import bench_search
 from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, read_space, write_cache
-from warpforge.search.bench.harness import bench, bench_search, random_expectation
+from warpforge.search.bench.harness import bench, random_expectation
 from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 
 SPACES = Path(__file__).resolve().parents[2].parent / "shared" / "spaces"
@@ -85,7 +87,7 @@ def test_default_beats_random_at_small_budget() -> None:
 # --- the Typer command ------------------------------------------------------------------------------
 def _app() -> typer.Typer:
     app = typer.Typer()
-    app.command("bench-search")(bench_search)
+    app.command("bench-search")(handle_errors(bench_search))  # as mounted: through the boundary
 
     @app.command("noop")
     def _noop() -> None:  # a second command keeps Typer in multi-command mode, as in cli/root.py

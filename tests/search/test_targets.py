@@ -10,8 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from warpforge.cli import handle_errors
+from warpforge.cli.bench import bench_search
 from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, write_cache
-from warpforge.search.bench.harness import BenchRecord, bench_search, space_digest
+from warpforge.search.bench.harness import BenchRecord, space_digest
 from warpforge.search.bench.kt_baseline import kt_available
 from warpforge.search.bench.targets import absolute_targets, compare_to_kt, distinct
 
@@ -82,7 +84,7 @@ def test_digest_is_the_records_not_the_name() -> None:
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    app.command("bench-search")(bench_search)
+    app.command("bench-search")(handle_errors(bench_search))  # as mounted: through the boundary
     app.command("noop")(lambda: None)
     return app
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from warpforge.agent.config import LLMConfig, ModelConfig
 from warpforge.agent.secrets import install_log_filter, redact, register_secret
+from warpforge.errors import WarpforgeError
 
 log = logging.getLogger("warpforge.agent")
 
@@ -51,7 +52,7 @@ class LLMResponse:
         return self.finish_reason == "length"
 
 
-class LLMCallError(RuntimeError):
+class LLMCallError(WarpforgeError, RuntimeError):
     """A call that failed after the client's own retries; ``kind`` is machine-readable, the text has no key."""
 
     def __init__(self, kind: str, message: str, model: str = "", params: Mapping[str, Any] | None = None,

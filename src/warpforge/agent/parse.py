@@ -28,6 +28,7 @@ import re
 from collections.abc import Set
 from dataclasses import dataclass
 
+from warpforge.errors import WarpforgeError
 from warpforge.evaluator.static import check_source
 from warpforge.kernels.variant import Variant, VariantError, parse_variant
 
@@ -84,7 +85,7 @@ def extract_code(content: str) -> str | None:
     return None
 
 
-class PatchError(ValueError):
+class PatchError(WarpforgeError, ValueError):
     """A unified diff that does not apply to the parent; the message says which hunk."""
 
 

@@ -1,6 +1,7 @@
 """Replay from stored transcripts: a ChatClient that answers each call by its key, with no network at all.
 
-The plan agent (parallel/plan_agent/agent.py) asks its calls under deterministic keys (``r<round>.s<slot>.a<attempt>``) with
+The plan agent (parallel/plan_agent/agent.py) asks its calls under deterministic keys
+(``r<round>.s<slot>.a<attempt>``) with
 prompts that hold no timings, so answering the same keys with the stored answers reaches the same decisions.
 A prompt that differs from the stored one is logged and listed in ``mismatches`` (the evidence changed: a
 different simulator or search); a key with no stored answer raises ``ReplayExhausted`` (the original stopped
@@ -21,11 +22,12 @@ from typing import Any
 from warpforge.agent.client import LLMCallError, LLMResponse, pick_model
 from warpforge.agent.config import LLMConfig, ModelConfig
 from warpforge.agent.transcripts import CallRecord
+from warpforge.errors import WarpforgeError
 
 log = logging.getLogger("warpforge.agent")
 
 
-class ReplayExhausted(RuntimeError):
+class ReplayExhausted(WarpforgeError, RuntimeError):
     """The replayed campaign has no stored answer for this call key: the original stopped here."""
 
 

@@ -35,16 +35,12 @@ def transcripts(
 ) -> None:
     """The LLM calls of a campaign: model, finish reason, tokens, latency, cost, outcome, variant and verdicts."""
     from warpforge.agent.transcripts import read_runs, read_transcripts
-    from warpforge.db import store
-    from warpforge.db.session import Database
+    from warpforge.db.queries import Reader
 
-    database = Database(db, create=False)  # a reader: a missing database is an error, never created here
-    database.upgrade()
-    with database.session() as s:
-        if store.get_campaign(s, campaign) is None:
-            err.print(f"[red]error:[/red] no campaign {campaign!r} in {database.safe_url}: list them with "
-                      "`warpforge results`", highlight=False, soft_wrap=True)
-            raise typer.Exit(1)
+    reader = Reader(db)  # a reader: a missing database is an error, an older schema is never migrated here
+    if reader.campaign(campaign) is None:
+        raise UsageError(f"no campaign {campaign!r} in {reader.db.safe_url}: list them with `warpforge results`")
+    database = reader.db
     calls = read_transcripts(database, campaign, task)
     runs = [r for r in read_runs(database, campaign) if task is None or r["task"] == task]
     from warpforge.parallel.plan_agent.store import read_agent_plans
@@ -117,15 +113,12 @@ def proposer_config_for_run(proposer: str, llm_replay: str | None, db: str | Non
         load_llm_config()  # no LLM configured: one line saying what to set (LLMConfigError is a UsageError)
         return config
     from warpforge.agent.transcripts import read_runs
-    from warpforge.db import store
-    from warpforge.db.session import Database
+    from warpforge.db.queries import Reader
 
-    database = Database(db, create=False)  # replays a stored campaign: it must exist
-    database.upgrade()
-    with database.session() as s:
-        if store.get_campaign(s, llm_replay) is None:
-            raise UsageError(f"--llm-replay: no campaign {llm_replay!r} in {database.safe_url}")
-    runs = read_runs(database, llm_replay)
+    reader = Reader(db)  # replays a stored campaign: it must exist (and is read, never migrated, here)
+    if reader.campaign(llm_replay) is None:
+        raise UsageError(f"--llm-replay: no campaign {llm_replay!r} in {reader.db.safe_url}")
+    runs = read_runs(reader.db, llm_replay)
     if not runs:
         raise UsageError(f"--llm-replay: campaign {llm_replay!r} made no LLM calls (was it run with --proposer llm?)")
     return {**runs[0]["settings"], **config, "replay": llm_replay}

@@ -43,16 +43,12 @@ def export(
     """Export each task's accepted winner as a torch.library.triton_op package (tests, benchmark, configs)."""
     from warpforge.db.queries import Reader
     from warpforge.export.package import render_package, write_tree
-    from warpforge.export.plan import ExportRefused, plan_task
+    from warpforge.export.plan import plan_task
     from warpforge.kernels.task import get_task
 
     tasks = [get_task(t) for t in task_names]
     reader = Reader(db)
-    try:
-        plans = [plan_task(reader, t, gpu=gpu, allow_untimed=allow_untimed) for t in tasks]
-    except ExportRefused as exc:
-        err.print(f"[red]refused:[/red] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+    plans = [plan_task(reader, t, gpu=gpu, allow_untimed=allow_untimed) for t in tasks]  # ExportRefused: exit 1
     files = render_package(plans, namespace, fmt, patch)
     report = write_tree(dest, files)
     payload: dict[str, Any] = {

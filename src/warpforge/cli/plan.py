@@ -1,7 +1,8 @@
 """``warpforge plan``: predict one plan, search for the best plans, export a plan.
 
 Mounted by the main CLI as ``app.add_typer(plan_app, name="plan")``. Every command takes ``--json``
-(one JSON document on stdout); errors are one line on stderr with exit code 2 (bad input) or 1 (failure).
+(one JSON document on stdout); errors go through the CLI's one boundary (cli/boundary.py): one line on
+stderr, exit code 2 (bad input: ``SpecError``) or 1 (failure: ``NoFeasiblePlanError``, a database error).
 
 Example::
 
@@ -15,12 +16,12 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from pydantic import ValidationError
 
-from warpforge.parallel.errors import PlannerError, SpecError
+from warpforge.parallel.errors import SpecError
 from warpforge.parallel.export import export_plan
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_cluster, load_model, one_line
 
@@ -78,11 +79,6 @@ LOAD = typer.Option(1.0, "--moe-load-factor", help="Busiest expert rank's tokens
 TPO = typer.Option(False, "--tp-overlap", help="Overlap TP communication with GEMMs (TE userbuffers).")
 
 
-def _fail(exc: Exception, code: int) -> NoReturn:
-    typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(code)
-
-
 def _load(model: str, cluster: str, nodes: int | None, seq: int | None) -> tuple[ModelSpec, ClusterSpec]:
     if nodes is not None and nodes < 1:
         raise SpecError(f"--nodes must be at least 1, got {nodes}")
@@ -103,17 +99,6 @@ def _plan_from_opts(model: ModelSpec, cluster: ClusterSpec, nodes: int | None, o
     if nodes is None and plan.gpus > cluster.total_gpus:
         cluster = cluster.model_copy(update={"nodes": -(-plan.gpus // cluster.gpus_per_node)})
     return plan, cluster
-
-
-def _run(fn: Any) -> Any:
-    from warpforge.db.session import DatabaseError
-
-    try:
-        return fn()
-    except PlannerError as exc:
-        _fail(exc, exc.exit_code)
-    except DatabaseError as exc:  # a URL that names no database is a usage error (README "Exit codes")
-        _fail(exc, 2 if exc.usage else 1)
 
 
 @app.command()
@@ -147,48 +132,45 @@ def predict(
     from warpforge.parallel.render import print_prediction
     from warpforge.parallel.simulator import predict as simulate
 
-    def go() -> None:
-        if db:  # a URL that names no database (bad scheme, unparseable) stops before anything runs: exit 2
-            from warpforge.db.session import Database
+    if db:  # a URL that names no database (bad scheme, unparseable) stops before anything runs: exit 2
+        from warpforge.db.session import Database
 
-            Database(db, create_dirs=False)
-        m, c = _load(model, cluster, nodes, seq)
-        sized_from = c.nodes
-        plan, c = _plan_from_opts(m, c, nodes, dict(
-            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
-            recompute=recompute.value, zero=zero, interleave=interleave, sequence_parallel=not no_sp,
-            flash_attention=not no_flash, overlap_grad_reduce=not no_overlap, precision=precision.value,
-            expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap,
-            pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers))
-        pred = simulate(m, c, plan)
-        if nodes is None and c.nodes != sized_from:
-            pred = pred.model_copy(update={"notes": [
-                *pred.notes, f"cluster sized to {c.nodes} nodes for the plan's {plan.gpus} GPUs"]})
-        ex = export_plan(m, plan, export.value) if export else None
-        stored, store_error = 0, None
+        Database(db, create_dirs=False)
+    m, c = _load(model, cluster, nodes, seq)
+    sized_from = c.nodes
+    plan, c = _plan_from_opts(m, c, nodes, dict(
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
+        recompute=recompute.value, zero=zero, interleave=interleave, sequence_parallel=not no_sp,
+        flash_attention=not no_flash, overlap_grad_reduce=not no_overlap, precision=precision.value,
+        expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap,
+        pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers))
+    pred = simulate(m, c, plan)
+    if nodes is None and c.nodes != sized_from:
+        pred = pred.model_copy(update={"notes": [
+            *pred.notes, f"cluster sized to {c.nodes} nodes for the plan's {plan.gpus} GPUs"]})
+    ex = export_plan(m, plan, export.value) if export else None
+    stored, store_error = 0, None
+    if db:
+        from warpforge.db.session import DatabaseError
+        from warpforge.parallel.store import store_predictions
+
+        try:  # a prediction that cannot be stored is still printed; the failure is said after it
+            stored = store_predictions(db, m, c, [(pred, "predict", [])])
+        except DatabaseError as exc:
+            store_error = exc
+    if json_out:
+        doc: dict[str, Any] = {**pred.summary(), "hfu": pred.hfu,
+                               "prediction": pred.model_dump(mode="json")}
+        if ex:
+            doc["export"] = ex.model_dump()
         if db:
-            from warpforge.db.session import DatabaseError
-            from warpforge.parallel.store import store_predictions
-
-            try:  # a prediction that cannot be stored is still printed; the failure is said after it
-                stored = store_predictions(db, m, c, [(pred, "predict", [])])
-            except DatabaseError as exc:
-                store_error = exc
-        if json_out:
-            doc: dict[str, Any] = {**pred.summary(), "hfu": pred.hfu,
-                                   "prediction": pred.model_dump(mode="json")}
-            if ex:
-                doc["export"] = ex.model_dump()
-            if db:
-                doc["stored"] = stored
-                doc["store_error"] = str(store_error) if store_error is not None else None
-            print(json.dumps(doc, indent=2))
-        else:
-            print_prediction(pred, ex, c.gpus_per_node)
-        if store_error is not None:
-            _fail(Exception(f"the prediction above was not stored: {store_error}"), 2 if store_error.usage else 1)
-
-    _run(go)
+            doc["stored"] = stored
+            doc["store_error"] = str(store_error) if store_error is not None else None
+        print(json.dumps(doc, indent=2))
+    else:
+        print_prediction(pred, ex, c.gpus_per_node)
+    if store_error is not None:  # same class, so the same exit code (a URL naming no database: 2)
+        raise type(store_error)(f"the prediction above was not stored: {store_error}")
 
 
 @app.command()
@@ -223,55 +205,52 @@ def search(
     from warpforge.parallel.render import print_search
     from warpforge.parallel.search import search_plans
 
-    def go() -> None:
-        m, c = _load(model, cluster, nodes, seq)
-        if top < 1 or trials < 1:
-            raise SpecError("--top and --trials must be at least 1")
-        if proposer is ProposerOpt.llm or llm_replay is not None:
-            from warpforge.cli.plan_agent import llm_plan_search, search_options
+    m, c = _load(model, cluster, nodes, seq)
+    if top < 1 or trials < 1:
+        raise SpecError("--top and --trials must be at least 1")
+    if proposer is ProposerOpt.llm or llm_replay is not None:
+        from warpforge.cli.plan_agent import llm_plan_search, search_options
 
-            if proposer is not ProposerOpt.llm or no_store or enqueue or export:
-                raise SpecError("--llm-replay needs --proposer llm" if proposer is not ProposerOpt.llm else
-                                "--proposer llm stores its calls and plans: drop --no-store, --enqueue and --export")
-            opts = search_options(global_batch=global_batch, trials=trials, top=top, method=method.value,
-                                  memory_margin=memory_margin, seed=seed, precision=precision.value,
-                                  framework=framework.value)
-            llm_plan_search(m, c, opts, db_url=db, campaign=campaign, replay=llm_replay, json_out=json_out,
-                            overrides={"max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost,
-                                       "max_rounds": max_rounds})
-            return
-        proposals = []
-        for text in enqueue:
-            try:
-                proposals.append(PlanConfig(**json.loads(text)))
-            except ValidationError as exc:
-                raise SpecError(f"bad --enqueue plan {text!r}: {one_line(exc)}") from None
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise SpecError(f"bad --enqueue plan {text!r}: {str(exc).splitlines()[0]}") from None
-        res = search_plans(m, c, global_batch=global_batch, trials=trials, top=top, enqueue=proposals,
-                           method=method.value,  # type: ignore[arg-type]
-                           memory_margin=memory_margin, seed=seed,
-                           precision=precision.value,  # type: ignore[arg-type]
-                           framework=framework.value)
-        stored, where = 0, None
-        if not no_store:
-            from warpforge.db.session import Database
-            from warpforge.parallel.store import store_search
+        if proposer is not ProposerOpt.llm or no_store or enqueue or export:
+            raise SpecError("--llm-replay needs --proposer llm" if proposer is not ProposerOpt.llm else
+                            "--proposer llm stores its calls and plans: drop --no-store, --enqueue and --export")
+        opts = search_options(global_batch=global_batch, trials=trials, top=top, method=method.value,
+                              memory_margin=memory_margin, seed=seed, precision=precision.value,
+                              framework=framework.value)
+        llm_plan_search(m, c, opts, db_url=db, campaign=campaign, replay=llm_replay, json_out=json_out,
+                        overrides={"max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost,
+                                   "max_rounds": max_rounds})
+        return
+    proposals = []
+    for text in enqueue:
+        try:
+            proposals.append(PlanConfig(**json.loads(text)))
+        except ValidationError as exc:
+            raise SpecError(f"bad --enqueue plan {text!r}: {one_line(exc)}") from None
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise SpecError(f"bad --enqueue plan {text!r}: {str(exc).splitlines()[0]}") from None
+    res = search_plans(m, c, global_batch=global_batch, trials=trials, top=top, enqueue=proposals,
+                       method=method.value,  # type: ignore[arg-type]
+                       memory_margin=memory_margin, seed=seed,
+                       precision=precision.value,  # type: ignore[arg-type]
+                       framework=framework.value)
+    stored, where = 0, None
+    if not no_store:
+        from warpforge.db.session import Database
+        from warpforge.parallel.store import store_search
 
-            stored = store_search(db, m, c, res)
-            where = Database(db, create_dirs=False).safe_url
-        fmt_ = export.value if export else (framework.value if framework.value != "any" else None)
-        ex = export_plan(m, res.plans[0].prediction.plan, fmt_) if fmt_ else None
-        if json_out:
-            doc = res.to_json()
-            doc["db"] = {"url": where, "stored": stored}
-            if ex:
-                doc["export"] = ex.model_dump()
-            print(json.dumps(doc, indent=2))
-        else:
-            print_search(res, ex, where, stored)
-
-    _run(go)
+        stored = store_search(db, m, c, res)
+        where = Database(db, create_dirs=False).safe_url
+    fmt_ = export.value if export else (framework.value if framework.value != "any" else None)
+    ex = export_plan(m, res.plans[0].prediction.plan, fmt_) if fmt_ else None
+    if json_out:
+        doc = res.to_json()
+        doc["db"] = {"url": where, "stored": stored}
+        if ex:
+            doc["export"] = ex.model_dump()
+        print(json.dumps(doc, indent=2))
+    else:
+        print_search(res, ex, where, stored)
 
 
 @app.command("export")
@@ -291,19 +270,16 @@ def export_cmd(
     like predict, and against what that framework runs)."""
     from warpforge.parallel.simulator import check_plan
 
-    def go() -> None:
-        m, c = _load(model, cluster, nodes, seq)
-        plan, c = _plan_from_opts(m, c, nodes, dict(
-            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
-            recompute=recompute.value, zero=zero, interleave=interleave, precision=precision.value,
-            expert_tp=expert_tp))
-        check_plan(m, c, plan)
-        ex = export_plan(m, plan, fmt.value)
-        if json_out:
-            print(json.dumps({"plan": plan.model_dump(), **ex.model_dump()}, indent=2))
-        else:
-            typer.echo(ex.text)
-            for note in ex.notes:
-                typer.echo(f"# note: {note}", err=True)
-
-    _run(go)
+    m, c = _load(model, cluster, nodes, seq)
+    plan, c = _plan_from_opts(m, c, nodes, dict(
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
+        recompute=recompute.value, zero=zero, interleave=interleave, precision=precision.value,
+        expert_tp=expert_tp))
+    check_plan(m, c, plan)
+    ex = export_plan(m, plan, fmt.value)
+    if json_out:
+        print(json.dumps({"plan": plan.model_dump(), **ex.model_dump()}, indent=2))
+    else:
+        typer.echo(ex.text)
+        for note in ex.notes:
+            typer.echo(f"# note: {note}", err=True)

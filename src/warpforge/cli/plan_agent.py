@@ -1,4 +1,4 @@
-"""``warpforge plan search --proposer llm``: the plan agent behind the plan CLI (parallel/plan_agent/agent.py does the work).
+"""``warpforge plan search --proposer llm``: the plan agent behind the plan CLI (parallel/plan_agent does the work).
 
 ``cli/plan.py`` hands over here when ``--proposer llm`` (or ``--llm-replay``) is given; without an LLM
 configured it stops with one line saying what to set (exit 2). ``--llm-replay CAMPAIGN`` takes the stored

@@ -48,11 +48,10 @@ def _emit_json(payload: Any) -> None:
 
 def _reader(db: str | None) -> Any:
     from warpforge.db.queries import Reader
-    from warpforge.db.session import Database
 
-    database = Database(db, create=False)  # a reader: a missing database is an error, never created here
-    database.upgrade()  # an existing older database is migrated, as every other command does
-    return Reader(database=database)
+    # A reader: a missing database is an error, never created here; an older schema is said (run
+    # `warpforge db upgrade`), never migrated by a command that only reads.
+    return Reader(db)
 
 
 def _check_task(reader: Any, task: str | None) -> None:

@@ -1,27 +1,23 @@
-"""The ``warpforge`` command line (Typer + Rich). Every command takes ``--json``.
+"""The ``warpforge`` application: its top-level commands, the groups mounted on it, and ``main``.
 
-Exit codes, one rule for every command and output mode (README "Exit codes"): 0 the command did what it
-was asked; 1 it was asked correctly but the answer is a failure (a verdict other than ``ok`` in ``eval``,
-nothing measured to rank, a database server that does not answer, a read-only file); 2 it was asked wrongly
-and nothing ran (unknown task or option, malformed variant or ``--params``, a backend that cannot work
-here, a database URL that names no database). Errors are one line on stderr that says what to do next,
-never wrapped by Rich (``soft_wrap``), so that at 80 columns only the terminal folds it.
+Every command takes ``--json``. Errors go through the one boundary (cli/boundary.py): one line on stderr and
+exit 0 ok / 1 failure / 2 usage (README "Exit codes"); ``main`` turns Click's own usage errors into the same
+one line.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 
+from warpforge.cli.boundary import guard_all, usage_error_line
 from warpforge.cli.results import params_text as _params_text
 from warpforge.errors import UsageError
 
@@ -32,7 +28,6 @@ app.add_typer(db_app, name="db")
 
 out = Console()
 err = Console(stderr=True)
-F = TypeVar("F", bound=Callable[..., Any])
 
 DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")
@@ -52,64 +47,7 @@ def _emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
 
 
-def fail(message: object, code: int) -> typer.Exit:
-    """Print a one-line error (never wrapped mid-sentence by Rich) and return the Exit to raise."""
-    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def handle_errors(fn: F) -> F:
-    """Known errors become one line on stderr and the rule's exit code (module docstring), never a traceback.
-
-    Only the project's own errors are usage (exit 2): :class:`~warpforge.errors.UsageError` and its subclasses
-    (TaskError, BackendUnavailable, CacheFormatError, ...), plus the two input errors that predate it and are
-    still plain ``ValueError`` subclasses in their modules (VariantError, ExportUsageError). Any other
-    ``ValueError``, or a TypeError, KeyError/IndexError, AttributeError, ArithmeticError or AssertionError, is
-    a bug in warpforge, not the user's input: exit 1, one line that says so (``-vv`` logs the traceback).
-    """
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from warpforge.db.session import DatabaseError
-        from warpforge.errors import WarpforgeError
-        from warpforge.export.package import ExportUsageError
-        from warpforge.kernels.variant import VariantError
-
-        try:
-            return fn(*args, **kwargs)
-        except DatabaseError as exc:  # a wrong URL is a usage error; a right one that fails now is a failure
-            raise fail(rich_escape(str(exc)), 2 if exc.usage else 1) from None
-        except (UsageError, VariantError, ExportUsageError) as exc:
-            raise fail(rich_escape(str(exc)), 2) from None
-        except WarpforgeError as exc:  # CampaignError, PoolError: the run cannot go on
-            raise fail(rich_escape(str(exc)), 1) from None
-        except SQLAlchemyError as exc:  # one reached us unexplained (e.g. through Optuna's storage)
-            first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise fail(rich_escape(f"database error: {first}; check --db (warpforge doctor checks it)"), 1) from None
-        except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError, AssertionError) as exc:
-            # Programming errors (KeyError and IndexError are LookupErrors): a bug, said in one line.
-            import logging
-
-            logging.getLogger("warpforge.cli").debug("unexpected error", exc_info=True)
-            raise fail(rich_escape(f"internal error ({type(exc).__name__}: {_first_line(exc)}): this is a bug in "
-                                   "warpforge, not in what you typed; run again with -vv for the traceback and "
-                                   "report it"), 1) from None
-        except KeyboardInterrupt:
-            err.print("interrupted: completed evaluations are stored; continue with --resume", soft_wrap=True)
-            raise typer.Exit(130) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
 @app.command()
-@handle_errors
 def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also load these task files"),
           json_out: bool = JsonOpt) -> None:
     """List tasks (built-in and from --task-file) with their shapes and templates."""
@@ -142,7 +80,6 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
 
 
 @app.command()
-@handle_errors
 def run(
     task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
     trials: int = typer.Option(20, "--trials", min=1, help="evaluations per task, split across its variants"),
@@ -272,7 +209,6 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
 
 
 @app.command("eval")
-@handle_errors
 def eval_cmd(
     task_name: str = typer.Argument(..., metavar="TASK"),
     variant_file: Path = typer.Argument(..., metavar="VARIANT_FILE"),
@@ -341,7 +277,6 @@ def eval_cmd(
 
 
 @db_app.command("upgrade")
-@handle_errors
 def db_upgrade(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
     """Create or migrate warpforge's tables (Alembic, version table wf_alembic_version)."""
     from warpforge.db.session import Database
@@ -355,7 +290,6 @@ def db_upgrade(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 
 
 @app.command()
-@handle_errors
 def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
     """Check the installation: torch, triton, GPU, interpreter, AOT compiler, database."""
     from warpforge.doctor import run_checks
@@ -379,19 +313,20 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
 def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
     from warpforge.cli.agent import app as agent_app
+    from warpforge.cli.bench import bench_search
     from warpforge.cli.export import export
     from warpforge.cli.plan import app as plan_app
     from warpforge.cli.results import best, results
     from warpforge.dashboard.cli import dashboard
-    from warpforge.search.bench.harness import bench_search
 
-    app.command("results")(handle_errors(results))
-    app.command("best")(handle_errors(best))
-    app.command("bench-search")(handle_errors(bench_search))
-    app.command("export")(handle_errors(export))
-    app.command("dashboard")(handle_errors(dashboard))
+    app.command("results")(results)
+    app.command("best")(best)
+    app.command("bench-search")(bench_search)
+    app.command("export")(export)
+    app.command("dashboard")(dashboard)
     app.add_typer(plan_app, name="plan")
     app.add_typer(agent_app, name="agent")
+    guard_all(app)  # the one error boundary, for every command of every group (cli/boundary.py)
 
 
 _mount_subsystems()
@@ -408,14 +343,6 @@ def _notes_to_stderr() -> None:
         logger.addHandler(handler)
         logger.setLevel(logging.WARNING)
         logger.propagate = False
-
-
-def usage_error_line(exc: Any) -> str:
-    """Click's usage error (missing argument, bad option value, unknown command) as the one line every other
-    error is: what is wrong and where the help is."""
-    ctx = getattr(exc, "ctx", None)
-    where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-    return "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip()) + where
 
 
 def main() -> None:

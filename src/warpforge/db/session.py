@@ -41,19 +41,21 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.exc import DatabaseError as SQLDatabaseError
 from sqlalchemy.orm import Session, sessionmaker
 
+from warpforge.errors import UsageError, WarpforgeError
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 VERSION_TABLE = "wf_alembic_version"
 EXAMPLE_URLS = "sqlite:///PATH/wf.db (a file) or postgresql://USER:PASSWORD@HOST/DB"
 log = logging.getLogger("warpforge.db")
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(WarpforgeError, RuntimeError):
     """The database cannot be used; the message says what to do."""
 
     usage = False  # the URL is right but cannot be used now (exit 1)
 
 
-class DatabaseURLError(DatabaseError):
+class DatabaseURLError(DatabaseError, UsageError):
     """The URL names no usable database (bad scheme, no such file, not a database): a usage error (exit 2)."""
 
     usage = True

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from warpforge.errors import UsageError
 from warpforge.export.plan import OpPlan
 from warpforge.export.source import effective_tolerances, op_signature, shape_map, wrap_launches
 from warpforge.kernels.task import dtype_name
@@ -41,7 +42,7 @@ INTERPRETER_LIMIT = 1 << 18
 HF_VARIANT = "build/torch-universal"
 
 
-class ExportUsageError(ValueError):
+class ExportUsageError(UsageError):
     """Bad export arguments (namespace, format, incompatible ops); the message says what to change."""
 
 

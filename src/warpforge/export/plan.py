@@ -30,12 +30,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from warpforge.errors import WarpforgeError
 from warpforge.evaluator.resources import static_rank
 from warpforge.kernels.task import Task
 
 
-class ExportRefused(RuntimeError):
-    """The database holds nothing that may be exported for a task; the message says what to do."""
+class ExportRefused(WarpforgeError, RuntimeError):
+    """The database holds nothing that may be exported for a task; the message says what to do (exit 1)."""
+
+    label = "refused"
 
 
 class ReaderLike(Protocol):

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 
 import torch
 
+from warpforge.errors import UsageError
 from warpforge.kernels.task import Task, dtype_name
 
 
-class SourceError(ValueError):
+class SourceError(UsageError):
     """A task or variant cannot be exported as it is written; the message says what to change."""
 
 

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from warpforge.errors import UsageError
+
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
 
-class VariantError(ValueError):
+class VariantError(UsageError):
     """A variant file breaks the contract; the message says what to fix."""
 
 

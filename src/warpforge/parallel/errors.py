@@ -9,14 +9,16 @@ Example::
 
 from __future__ import annotations
 
+from warpforge.errors import UsageError, WarpforgeError
 
-class PlannerError(Exception):
+
+class PlannerError(WarpforgeError):
     """Base class; ``exit_code`` is 1 (a failure) unless the input itself was wrong."""
 
     exit_code = 1
 
 
-class SpecError(PlannerError, ValueError):
+class SpecError(PlannerError, UsageError):
     """A bad model/cluster spec, preset name or plan (a usage error: exit code 2)."""
 
     exit_code = 2

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from warpforge.agent.secrets import redact
 from warpforge.db.models import AgentPlan, Campaign
 from warpforge.db.session import Database
+from warpforge.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class AgentPlanRecord:
         return asdict(self)
 
 
-class CampaignExists(ValueError):
+class CampaignExists(UsageError):
     """The campaign name is taken; the message says how to pick another."""
 
 

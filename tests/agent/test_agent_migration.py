@@ -7,6 +7,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
+from warpforge.agent.client import LLMResponse
 from warpforge.agent.transcripts import CallRecord, read_runs, read_transcripts, store_call, store_run
 from warpforge.db import store
 from warpforge.db.models import Base
@@ -64,16 +65,15 @@ def test_transcripts_round_trip(db_url: str) -> None:
     db.upgrade()
     with db.session() as s:
         store.create_campaign(s, "c", {})
-    rec = CallRecord(task="softmax", call_key="r1.s0.a0", model="m", params={"max_tokens": 9},
-                     messages=({"role": "user", "content": "hi"},), content="answer", reasoning="why",
-                     finish_reason="stop", prompt_tokens=3, completion_tokens=4, latency_s=0.5, cost_usd=0.25,
+    rec = CallRecord(task="softmax", call_key="r1.s0.a0", messages=({"role": "user", "content": "hi"},),
+                     response=LLMResponse("m", "answer", "why", "stop", 3, 4, 0.5, 0.25, {"max_tokens": 9}),
                      outcome="no_code", message="no code", parents=("abc",), prompt_cut=("Past winners",))
     call_id = store_call(db, "c", rec)
     store_run(db, "c", "softmax", {"stop_reason": "calls", "calls": 1, "outcomes": {"no_code": 1}})
     store_run(db, "c", "softmax", {"calls": 2})  # an upsert, not a second row
     (back,) = read_transcripts(db, "c")
     assert back.id == call_id and back.parents == ("abc",) and back.prompt_cut == ("Past winners",)
-    assert (back.content, back.reasoning, back.cost_usd, back.params) == ("answer", "why", 0.25, {"max_tokens": 9})
+    assert back.response == rec.response  # the client's response, whole
     (run,) = read_runs(db, "c")
     assert (run["stop_reason"], run["calls"], run["outcomes"]) == ("calls", 2, {"no_code": 1})
     assert read_transcripts(db, "other") == []

@@ -80,8 +80,8 @@ def test_a_round_proposes_concurrently_with_lineage_and_one_reask(monkeypatch: p
     assert len(reasks) == 2  # system, user, the bad answer, and the error
     errors = " ".join(r["messages"][3]["content"] for r in reasks)
     assert "no_code" in errors and "torch_compute_call" in errors
-    assert proposer.outcomes == {"no_code": 1, "rejected": 1, "accepted": 2}
-    assert proposer.calls == 4 and proposer.cost_usd > 0
+    assert proposer.meter.outcomes == {"no_code": 1, "rejected": 1, "accepted": 2}
+    assert proposer.meter.calls == 4 and proposer.meter.cost_usd > 0
 
 
 def test_duplicates_of_known_variants_are_dropped_without_reask(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -92,7 +92,7 @@ def test_duplicates_of_known_variants_are_dropped_without_reask(monkeypatch: pyt
     configure(monkeypatch, tmp_path, server)
     proposer: Any = get_proposer("llm", {"in_flight": 1})
     assert run_round(proposer, history) == []
-    assert proposer.outcomes == {"duplicate": 1} and len(server.requests) == 1
+    assert proposer.meter.outcomes == {"duplicate": 1} and len(server.requests) == 1
 
 
 @pytest.mark.parametrize(("options", "model", "reason"), [
@@ -112,7 +112,7 @@ def test_budgets_stop_the_agent_and_say_which(monkeypatch: pytest.MonkeyPatch, t
     while proposer.wants_more(history) and rounds < 10:
         asyncio.run(proposer.propose(get_task("softmax"), history))
         rounds += 1
-    assert proposer.stop_reason == reason
+    assert proposer.meter.stop_reason == reason
     assert f"stopped by {reason}" in proposer.note
     if reason == "calls":
         assert len(server.requests) == 2
@@ -125,7 +125,7 @@ def test_speed_of_light_stops_the_agent(monkeypatch: pytest.MonkeyPatch, tmp_pat
     configure(monkeypatch, tmp_path, scripted([]))
     proposer: Any = get_proposer("llm", {"sol_stop_pct": 55.0})
     assert not proposer.wants_more(template_history("softmax"))  # the best template is at 60%
-    assert proposer.stop_reason == "speed_of_light"
+    assert proposer.meter.stop_reason == "speed_of_light"
 
 
 def test_same_answers_same_decisions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

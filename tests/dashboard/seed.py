@@ -105,6 +105,7 @@ def seed(url: str) -> dict[str, Any]:
 
 
 def _store_calls(db: Any, parent_hash: str, child_hash: str) -> list[int]:
+    from warpforge.agent.client import LLMResponse
     from warpforge.agent.secrets import register_secret
     from warpforge.agent.transcripts import CallRecord, store_call, store_run
 
@@ -114,9 +115,8 @@ def _store_calls(db: Any, parent_hash: str, child_hash: str) -> list[int]:
         messages = ({"role": "system", "content": "You write Triton kernels."},
                     {"role": "user", "content": f"Improve {parent_hash[:12]}. (key {SECRET}) {CALL_PAYLOAD}"})
         answer = f"Here is the variant {CALL_PAYLOAD}\n```python\n{CHILD_SRC}```\nsent with {SECRET}"
-        rec = CallRecord(task="softmax", call_key=f"r{i}.s0.a0", model=model, params={"temperature": 0.7},
-                         messages=messages, content=answer, reasoning=f"fewer warps; {SECRET}", finish_reason="stop",
-                         prompt_tokens=pt, completion_tokens=ct, latency_s=1.5, cost_usd=usd, outcome=outcome,
+        response = LLMResponse(model, answer, f"fewer warps; {SECRET}", "stop", pt, ct, 1.5, usd, {"temperature": 0.7})
+        rec = CallRecord(task="softmax", call_key=f"r{i}.s0.a0", messages=messages, response=response, outcome=outcome,
                          message="" if outcome == "accepted" else f"{outcome}: see the answer",
                          parents=(parent_hash,), variant_hash=child_hash if i == 0 else None)
         ids.append(store_call(db, campaign, rec))

@@ -21,6 +21,7 @@ CALLS = [("c1", "m-a", "accepted", 1000, 200, 0.0036, "v" * 64), ("c1", "m-a", "
 
 @pytest.fixture
 def stored(db_url: str) -> dict[str, Any]:
+    from warpforge.agent.client import LLMResponse
     from warpforge.agent.secrets import register_secret
     from warpforge.agent.transcripts import CallRecord, store_call, store_run
     from warpforge.db import store
@@ -33,10 +34,10 @@ def stored(db_url: str) -> dict[str, Any]:
     register_secret(KEY)
     ids = []
     for i, (camp, model, outcome, pt, ct, usd, variant) in enumerate(CALLS):
-        rec = CallRecord(task="softmax", call_key=f"r{i}.s0.a0", model=model, params={"temperature": 0.5},
+        rec = CallRecord(task="softmax", call_key=f"r{i}.s0.a0",
                          messages=({"role": "system", "content": "sys"}, {"role": "user", "content": f"ask {KEY}"}),
-                         content=f"answer {i}", reasoning="why", finish_reason="stop", prompt_tokens=pt,
-                         completion_tokens=ct, latency_s=0.5 * (i + 1), cost_usd=usd, outcome=outcome,
+                         response=LLMResponse(model, f"answer {i}", "why", "stop", pt, ct, 0.5 * (i + 1), usd,
+                                              {"temperature": 0.5}), outcome=outcome,
                          parents=("p" * 64,), prompt_cut=("winners",), variant_hash=variant)
         ids.append(store_call(db, camp, rec))
     store_run(db, "c1", "softmax", {"stop_reason": "calls", "calls": 3, "outcomes": {"accepted": 1}})

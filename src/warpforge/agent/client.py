@@ -51,6 +51,11 @@ class LLMResponse:
     def truncated(self) -> bool:
         return self.finish_reason == "length"
 
+    @classmethod
+    def failed(cls, model: str, params: Mapping[str, Any], latency_s: float = 0.0) -> LLMResponse:
+        """What a call that failed (after the client's retries) is stored with: no answer, no tokens."""
+        return cls(model, "", "", "", 0, 0, latency_s, 0.0, dict(params))
+
 
 class LLMCallError(WarpforgeError, RuntimeError):
     """A call that failed after the client's own retries; ``kind`` is machine-readable, the text has no key."""

@@ -6,7 +6,8 @@ is spent, picks ``in_flight`` parents by score and novelty (the best measured, o
 correct where nothing is timed, weighted down by how many children each already has), asks the model
 for a whole-file rewrite of each, concurrently, and returns the answers that pass parsing, the variant
 contract, the evaluator's static checks and the duplicate check (normalized AST hash). A malformed answer
-is asked again once with its error. Every call is stored (agent/transcripts.py) with its outcome.
+is asked again once with its error. Every call is stored (agent/transcripts.py) with its outcome. The
+meter, the recorder, the re-ask loop and replay are agent/llm_run.py's, shared with the plan agent.
 
 Budgets (per task): calls, tokens, money, wall time, rounds; the agent also stops when its best variant
 reaches ``sol_stop_pct`` of speed of light, and after ``max_call_failures`` failed calls in a row.
@@ -24,16 +25,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
-from warpforge.agent.budget import Budgets, Usage, spent
+from warpforge.agent.budget import Budgets
 from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
-from warpforge.agent.parse import REASKABLE, check_answer, normalized_hash
+from warpforge.agent.llm_run import Attempt, CallRecorder, UsageMeter, ask
+from warpforge.agent.parse import REASKABLE, ParsedAnswer, check_answer, normalized_hash
 from warpforge.agent.prompting import build_prompt, reask_message
 from warpforge.agent.proposers import Candidate, History, Origin, Proposer, VariantHistory, register_proposer
 from warpforge.errors import UsageError
@@ -85,13 +86,11 @@ class LLMProposer(Proposer):
         self._client: ChatClient | None = client
         self._injected = client is not None  # a client given by the caller is used as it is, on any loop
         self._client_loop: asyncio.AbstractEventLoop | None = None
-        self.stop_reason: str | None = None
-        self.calls = self.prompt_tokens = self.completion_tokens = self.failures_in_row = self.rounds = 0
-        self.cost_usd = 0.0
-        self.outcomes: dict[str, int] = {}
+        self.meter = UsageMeter(self.settings)
+        self.recorder = CallRecorder(self.meter, self._db_handle, self.campaign,
+                                     replayed=self.settings.replay is not None)
         self.children: dict[str, int] = {}
         self.seen: set[str] = set()
-        self.started: float | None = None
         self.task_name: str | None = None
         self._db: Any = None
 
@@ -118,22 +117,9 @@ class LLMProposer(Proposer):
     @property
     def note(self) -> str:
         """One line for the campaign summary: what the agent did and what stopped it."""
-        outcomes = ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items())) or "no answers"
-        return (f"llm agent: {self.calls} calls ({outcomes}), {self.prompt_tokens + self.completion_tokens} tokens, "
-                f"${self.cost_usd:.4f}; stopped by {self.stop_reason or 'the campaign (trial or time budget)'}")
-
-    def _budget_spent(self, in_round: bool = False) -> str | None:
-        # Inside a round the round itself is already counted: it must not stop its own calls (max_rounds=1 once
-        # asked nothing at all).
-        rounds = self.rounds - 1 if in_round else self.rounds
-        return spent(self.settings, Usage(self.calls, self.prompt_tokens + self.completion_tokens, self.cost_usd,
-                                          self.started, rounds, self.failures_in_row))
-
-    def _stop(self, reason: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason
-            log.info("llm agent stopped: %s", reason)
-
+        m = self.meter
+        return (f"llm agent: {m.calls} calls ({m.outcome_text()}), {m.tokens} tokens, ${m.cost_usd:.4f}; stopped by "
+                f"{m.stop_reason or 'the campaign (trial or time budget)'}")
 
     def _replay_all(self, task: Task, sources: dict[str, str]) -> list[Candidate]:
         """``--llm-replay CAMPAIGN``: every stored call of ``task`` in the replayed campaign, re-checked and
@@ -149,9 +135,9 @@ class LLMProposer(Proposer):
         again under the new campaign with ``replayed`` set and its original key; the agent then stops with the
         original's stop reason.
         """
+        from warpforge.agent.replay import ReplayClient
         from warpforge.agent.transcripts import read_runs, read_transcripts
         from warpforge.db.session import Database
-
 
         campaign = str(self.settings.replay)
         db = self._db_handle() or Database(self.db_url)
@@ -160,24 +146,23 @@ class LLMProposer(Proposer):
             raise UsageError(f"--llm-replay: campaign {campaign!r} has no stored LLM calls for task {task.name!r}")
         out: list[Candidate] = []
         for rec in records:
-            self.calls += 1
-            if rec.outcome == "call_failed":
-                self._record(task, rec.call_key, rec.model, rec.params, list(rec.messages), None, rec.outcome,
-                                 rec.message, rec.parents, rec.prompt_cut)
+            self.meter.calling()
+            extra = {"parents": rec.parents, "prompt_cut": rec.prompt_cut}
+            try:
+                answer = ReplayClient.answer(rec)
+            except LLMCallError:
+                self.recorder.record(task.name, rec.call_key, rec.messages, rec.response, rec.outcome, rec.message,
+                                     **extra)
                 continue
-            answer = LLMResponse(rec.model, rec.content, rec.reasoning, rec.finish_reason, rec.prompt_tokens,
-                                 rec.completion_tokens, 0.0, rec.cost_usd, rec.params)
-            self.prompt_tokens += answer.prompt_tokens
-            self.completion_tokens += answer.completion_tokens
-            self.cost_usd += answer.cost_usd
+            self.meter.answered(answer, live=False)
             name = "llm_" + "_".join(rec.call_key.split(".")[:2])  # r2.s0.a1 -> llm_r2_s0, as the live agent names it
             parent_source = sources.get(rec.parents[0]) if rec.parents else None
             parsed = check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason,
                                   seen=self.seen, name=name, parent_source=parent_source)
             variant = parsed.variant
-            call_id = self._record(task, rec.call_key, answer.model, answer.params, list(rec.messages), answer,
-                                       parsed.outcome, parsed.message, rec.parents, rec.prompt_cut,
-                                       variant.source_hash if variant else None, parsed.ast_hash)
+            call_id = self.recorder.record(task.name, rec.call_key, rec.messages, answer, parsed.outcome,
+                                           parsed.message, variant_hash=variant.source_hash if variant else None,
+                                           ast_hash=parsed.ast_hash, **extra)
             if parsed.outcome != "accepted" or variant is None or parsed.ast_hash is None:
                 continue
             self.seen.add(parsed.ast_hash)
@@ -189,7 +174,7 @@ class LLMProposer(Proposer):
                                      Origin("llm", self.name, rec.parents, str(call_id or rec.call_key),
                                             parsed.rationale)))
         runs = [r for r in read_runs(db, campaign) if r["task"] == task.name]
-        self.stop_reason = (runs[0]["stop_reason"] if runs else "") or "replay_exhausted"
+        self.meter.stop((runs[0]["stop_reason"] if runs else "") or "replay_exhausted")
         return out
 
     def _save_run(self) -> None:
@@ -198,30 +183,24 @@ class LLMProposer(Proposer):
         db = self._db_handle()
         if db is None or self.task_name is None:
             return
-        store_run(db, str(self.campaign), self.task_name, {
-            "stop_reason": self.stop_reason or "", "calls": self.calls, "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd,
-            "wall_s": 0.0 if self.started is None else time.monotonic() - self.started,
-            "outcomes": dict(self.outcomes),
-            "settings": self.settings.model_dump(mode="json", exclude={"replay", "llm_config"})})
+        store_run(db, str(self.campaign), self.task_name,
+                  self.meter.totals(self.settings.model_dump(mode="json", exclude={"replay", "llm_config"})))
 
     # --- the seam ------------------------------------------------------------------------------------
     def wants_more(self, history: History) -> bool:
         if history.round == 0:
             return True
-        if self.stop_reason is None:
+        if self.meter.stop_reason is None:
             best = max((v.roofline_pct for v in history.variants if v.roofline_pct is not None), default=None)
             if best is not None and best >= self.settings.sol_stop_pct:
-                self._stop("speed_of_light")
+                self.meter.stop("speed_of_light")
             elif history.budget_left <= 0:
-                self._stop("campaign_budget")
+                self.meter.stop("campaign_budget")
             else:
-                spent = self._budget_spent()
-                if spent:
-                    self._stop(spent)
-        if self.stop_reason is not None:
+                self.meter.stop_if_spent()
+        if self.meter.stop_reason is not None:
             self._save_run()
-        return self.stop_reason is None
+        return self.meter.stop_reason is None
 
     async def propose(self, task: Task, history: History) -> list[Candidate]:
         self.task_name = task.name
@@ -242,13 +221,12 @@ class LLMProposer(Proposer):
             return out
         if out or (history.round == 0 and history.variants):
             return out
-        if self.stop_reason is not None:
+        if self.meter.stop_reason is not None:
             return out
-        if self.started is None:
-            self.started = time.monotonic()
+        self.meter.start()
         rng = random.Random(f"{self.settings.seed}:{task.name}:{history.round}")
         parents = self._parents(history, rng)
-        self.rounds += 1
+        self.meter.rounds += 1
         answers = await asyncio.gather(*(self._propose_one(task, history, parent, slot, rng.random())
                                          for slot, parent in enumerate(parents)))
         self._save_run()
@@ -280,65 +258,40 @@ class LLMProposer(Proposer):
         prompt = build_prompt(task, history, parent, budget_tokens=self.settings.prompt_tokens,
                               target=self.settings.target, winners=self._winners(task, history),
                               structured=model.structured_output)
-        messages = list(prompt.messages)
         parents: tuple[str, ...] = (parent.variant.source_hash,) if parent is not None else ()
         if parent is not None:
             self.children[parents[0]] = self.children.get(parents[0], 0) + 1
-        for attempt in (0, 1):
-            used_up = self._budget_spent(in_round=True)
-            if used_up:
-                self._stop(used_up)
-                return None
-            key = f"r{history.round}.s{slot}.a{attempt}"
-            self.calls += 1
-            try:
-                answer: LLMResponse = await client.complete(messages, model, key=key)
-            except LLMCallError as exc:
-                self.failures_in_row += 1
-                self._record(task, key, model.label, exc.params, messages, None, "call_failed",
-                             f"{exc.kind}: {exc}", parents, prompt.cut)
-                return None
-            self.failures_in_row = 0
-            self.prompt_tokens += answer.prompt_tokens
-            self.completion_tokens += answer.completion_tokens
-            self.cost_usd += answer.cost_usd
-            name = f"llm_r{history.round}_s{slot}"
-            parsed = check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason, seen=self.seen,
-                                  name=name, parent_source=parent.variant.source if parent is not None else None)
+        name = f"llm_r{history.round}_s{slot}"
+        parent_source = parent.variant.source if parent is not None else None
+        accepted: list[Candidate] = []
+
+        def check(answer: LLMResponse) -> ParsedAnswer:
+            return check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason, seen=self.seen,
+                                name=name, parent_source=parent_source)
+
+        def reask(parsed: ParsedAnswer) -> str | None:
+            return reask_message(parsed.outcome, parsed.message) if parsed.outcome in REASKABLE else None
+
+        def settle(a: Attempt[ParsedAnswer]) -> None:  # at once: the next slot's duplicate check sees it
+            parsed = a.checked
+            if parsed is None:
+                self.recorder.record(task.name, a.key, a.messages, a.response, "call_failed", a.error,
+                                     parents=parents, prompt_cut=prompt.cut)
+                return
             variant = parsed.variant
-            call_id = self._record(task, key, answer.model, answer.params, messages, answer, parsed.outcome,
-                                   parsed.message, parents, prompt.cut, variant.source_hash if variant else None,
-                                   parsed.ast_hash)
+            call_id = self.recorder.record(task.name, a.key, a.messages, a.response, parsed.outcome, parsed.message,
+                                           parents=parents, prompt_cut=prompt.cut,
+                                           variant_hash=variant.source_hash if variant else None,
+                                           ast_hash=parsed.ast_hash)
             if parsed.outcome == "accepted" and variant is not None and parsed.ast_hash is not None:
                 self.seen.add(parsed.ast_hash)
-                origin = Origin("llm", self.name, parents, str(call_id) if call_id is not None else key,
+                origin = Origin("llm", self.name, parents, str(call_id) if call_id is not None else a.key,
                                 parsed.rationale)
-                return Candidate(replace(variant, name=name), origin)
-            if parsed.outcome not in REASKABLE or attempt == 1:
-                return None
-            messages = messages + [{"role": "assistant", "content": answer.content},
-                                   {"role": "user", "content": reask_message(parsed.outcome, parsed.message)}]
-        return None
+                accepted.append(Candidate(replace(variant, name=name), origin))
 
-    def _record(self, task: Task, key: str, model: str, params: Mapping[str, Any], messages: list[Any],
-                answer: LLMResponse | None, outcome: str, message: str, parents: tuple[str, ...],
-                cut: tuple[str, ...], variant_hash: str | None = None, ast_hash: str | None = None) -> int | None:
-        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        log.info("llm %s %s: %s%s", task.name, key, outcome, f" ({message})" if message else "")
-        from warpforge.agent.transcripts import CallRecord, store_call
-
-        db = self._db_handle()
-        if db is None:
-            return None
-        rec = CallRecord(
-            task=task.name, call_key=key, model=model, params=dict(params), messages=tuple(messages),
-            content=answer.content if answer else "", reasoning=answer.reasoning if answer else "",
-            finish_reason=answer.finish_reason if answer else "", prompt_tokens=answer.prompt_tokens if answer else 0,
-            completion_tokens=answer.completion_tokens if answer else 0,
-            latency_s=answer.latency_s if answer else 0.0, cost_usd=answer.cost_usd if answer else 0.0,
-            outcome=outcome, message=message, parents=parents, prompt_cut=cut, variant_hash=variant_hash,
-            ast_hash=ast_hash, replayed=self.settings.replay is not None)
-        return store_call(db, str(self.campaign), rec)
+        await ask(client, self.meter, model, prompt.messages, check=check, reask=reask, on_attempt=settle,
+                  key=lambda attempt: f"r{history.round}.s{slot}.a{attempt}")
+        return accepted[0] if accepted else None
 
     def _winners(self, task: Task, history: History) -> list[str]:
         from warpforge.agent.retrieval import past_winners
@@ -346,8 +299,8 @@ class LLMProposer(Proposer):
         return past_winners(self.db_url if self.campaign is not None else None, task.name, history.gpu)
 
     async def aclose(self) -> None:
-        if self.stop_reason is None and self.calls:
-            self.stop_reason = "campaign_budget"
+        if self.meter.calls:
+            self.meter.stop("campaign_budget")  # only when nothing else stopped it first
         self._save_run()
         if self._client is not None:
             await self._client.aclose()

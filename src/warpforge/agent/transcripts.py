@@ -14,12 +14,13 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 
+from warpforge.agent.client import LLMResponse
 from warpforge.agent.secrets import redact
 from warpforge.db.models import AgentCall, AgentRun, Campaign
 from warpforge.db.session import Database
@@ -27,20 +28,13 @@ from warpforge.db.session import Database
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One call as the agent stores it (and as ``warpforge agent transcripts`` shows it)."""
+    """One call as the agent stores it (and as ``warpforge agent transcripts`` shows it): the client's own
+    response (a failed call's is :meth:`LLMResponse.failed`), what the agent made of it, and its lineage."""
 
     task: str
     call_key: str
-    model: str
-    params: Mapping[str, Any]
     messages: tuple[Mapping[str, str], ...]
-    content: str
-    reasoning: str
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    cost_usd: float
+    response: LLMResponse
     outcome: str
     message: str = ""
     parents: tuple[str, ...] = ()
@@ -53,7 +47,12 @@ class CallRecord:
     verdicts: Mapping[str, int] = field(default_factory=dict)  # evaluator verdicts of its variant (read side)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """Flat, as ``agent transcripts --json`` prints it (the response's fields beside the record's)."""
+        d = {k: v for k, v in asdict(self).items() if k != "response"}
+        r = self.response
+        d |= {"model": r.model, "params": dict(r.params), "content": r.content, "reasoning": r.reasoning,
+              "finish_reason": r.finish_reason, "prompt_tokens": r.prompt_tokens,
+              "completion_tokens": r.completion_tokens, "latency_s": r.latency_s, "cost_usd": r.cost_usd}
         d["created_at"] = self.created_at.isoformat() if self.created_at else None
         return d
 
@@ -65,13 +64,14 @@ def _campaign_id(session: Any, campaign: str) -> int | None:
 def store_call(db: Database, campaign: str, rec: CallRecord) -> int:
     """Store one call (text redacted); returns its id (the candidate's ``proposal_id``)."""
     with db.session() as s:
+        r = rec.response
         row = AgentCall(
             campaign_id=_campaign_id(s, campaign), task=rec.task, call_key=rec.call_key, parents=list(rec.parents),
-            model=rec.model, params=dict(rec.params),
+            model=r.model, params=dict(r.params),
             messages=[{"role": m["role"], "content": redact(m["content"])} for m in rec.messages],
-            prompt_cut=list(rec.prompt_cut), content=redact(rec.content), reasoning=redact(rec.reasoning),
-            finish_reason=rec.finish_reason, prompt_tokens=rec.prompt_tokens, completion_tokens=rec.completion_tokens,
-            latency_s=rec.latency_s, cost_usd=rec.cost_usd, outcome=rec.outcome, message=redact(rec.message),
+            prompt_cut=list(rec.prompt_cut), content=redact(r.content), reasoning=redact(r.reasoning),
+            finish_reason=r.finish_reason, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
+            latency_s=r.latency_s, cost_usd=r.cost_usd, outcome=rec.outcome, message=redact(rec.message),
             variant_hash=rec.variant_hash, ast_hash=rec.ast_hash, replayed=rec.replayed)
         s.add(row)
         s.flush()
@@ -91,10 +91,9 @@ def store_run(db: Database, campaign: str, task: str, totals: Mapping[str, Any])
 
 
 def _record(row: AgentCall) -> CallRecord:
-    return CallRecord(task=row.task, call_key=row.call_key, model=row.model, params=row.params,
-                      messages=tuple(row.messages), content=row.content, reasoning=row.reasoning,
-                      finish_reason=row.finish_reason, prompt_tokens=row.prompt_tokens,
-                      completion_tokens=row.completion_tokens, latency_s=row.latency_s, cost_usd=row.cost_usd,
+    response = LLMResponse(row.model, row.content, row.reasoning, row.finish_reason, row.prompt_tokens,
+                           row.completion_tokens, row.latency_s, row.cost_usd, dict(row.params))
+    return CallRecord(task=row.task, call_key=row.call_key, messages=tuple(row.messages), response=response,
                       outcome=row.outcome, message=row.message, parents=tuple(row.parents),
                       prompt_cut=tuple(row.prompt_cut), variant_hash=row.variant_hash, ast_hash=row.ast_hash,
                       replayed=row.replayed, id=row.id, created_at=row.created_at)
@@ -120,7 +119,7 @@ def read_transcripts(db: Database, campaign: str, task: str | None = None) -> li
             for h, v in s.execute(q):
                 verdicts.setdefault(h, {})
                 verdicts[h][v] = verdicts[h].get(v, 0) + 1
-    return [CallRecord(**{**asdict(r), "verdicts": verdicts.get(r.variant_hash or "", {})}) for r in rows]
+    return [replace(r, verdicts=verdicts.get(r.variant_hash or "", {})) for r in rows]
 
 
 def read_runs(db: Database, campaign: str) -> list[dict[str, Any]]:

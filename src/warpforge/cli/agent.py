@@ -61,8 +61,9 @@ def transcripts(
         table.add_column(col)
     for c in calls:
         verdicts = ", ".join(f"{k}:{n}" for k, n in sorted(c.verdicts.items())) or "-"
-        table.add_row(str(c.id), c.task, c.call_key, c.model, c.finish_reason or "-",
-                      f"{c.prompt_tokens}/{c.completion_tokens}", f"{c.latency_s:.1f}", f"{c.cost_usd:.4f}",
+        r = c.response
+        table.add_row(str(c.id), c.task, c.call_key, r.model, r.finish_reason or "-",
+                      f"{r.prompt_tokens}/{r.completion_tokens}", f"{r.latency_s:.1f}", f"{r.cost_usd:.4f}",
                       c.outcome + (" (replayed)" if c.replayed else ""),
                       (c.variant_hash or "")[:12] or "-", verdicts)
     out.print(table)
@@ -78,11 +79,11 @@ def transcripts(
             for m in c.messages:
                 out.print(f"[bold]{m['role']}[/bold]", highlight=False)
                 out.print(m["content"], markup=False, highlight=False)
-            if c.reasoning:
+            if c.response.reasoning:
                 out.print("[bold]reasoning[/bold]", highlight=False)
-                out.print(c.reasoning, markup=False, highlight=False)
+                out.print(c.response.reasoning, markup=False, highlight=False)
             out.print("[bold]answer[/bold]", highlight=False)
-            out.print(c.content, markup=False, highlight=False)
+            out.print(c.response.content, markup=False, highlight=False)
             if c.message:
                 out.print(f"[bold]why not used:[/bold] {c.message}", highlight=False)
 

@@ -3,12 +3,12 @@
 ``plan search --proposer llm`` runs, in one campaign (a ``wf_campaigns`` row):
 
 1. the ordinary plan search (``parallel.search.search_plans``): the best plans so far;
-2. rounds, while no budget is spent (agent/budget.py: calls, tokens, cost, wall time, rounds, failed calls in
-   a row): ``in_flight`` concurrent calls, each shown the model and cluster specs and the simulator's breakdown
-   of the best plans so far plus its own earlier proposals with what became of them (parallel/plan_agent/prompting.py);
-   each answer parsed strictly (parallel/plan_agent/parse.py), re-asked once with the error when malformed or when none
-   of its plans can run, and each plan judged by the simulator: ``ranked``, ``does_not_fit``, ``invalid`` or
-   ``duplicate``;
+2. rounds, while no budget is spent (agent/llm_run.py's meter, shared with the kernel agent: calls, tokens,
+   cost, wall time, rounds, failed calls in a row): ``in_flight`` concurrent calls, each shown the model and
+   cluster specs and the simulator's breakdown of the best plans so far plus its own earlier proposals with
+   what became of them (prompting.py); each answer parsed strictly (parse.py), re-asked once with the error
+   when malformed or when none of its plans can run, and each plan judged by the simulator (judge.py):
+   ``ranked``, ``does_not_fit``, ``invalid`` or ``duplicate``;
 3. the search again with every new LLM plan enqueued (``search_plans(enqueue=...)``, which also hands them to
    Optuna's ``enqueue_trial`` on large spaces): the final ranking, in which each LLM plan gets its rank.
 
@@ -32,18 +32,17 @@ import asyncio
 import json
 import logging
 import random
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from warpforge.agent.budget import Budgets, Usage, spent
-from warpforge.agent.client import ChatClient, LLMCallError, LLMResponse
+from warpforge.agent.budget import Budgets
+from warpforge.agent.client import ChatClient, LLMResponse
 from warpforge.agent.config import LLMConfig, ModelConfig
+from warpforge.agent.llm_run import Attempt, CallRecorder, UsageMeter, ask
 from warpforge.agent.parse import REASKABLE
-from warpforge.agent.replay import ReplayClient, ReplayExhausted
-from warpforge.agent.transcripts import CallRecord
+from warpforge.agent.replay import ReplayClient
 from warpforge.parallel.plan_agent.judge import PlanJudge
 from warpforge.parallel.plan_agent.parse import PLAN_SCHEMA, ParsedPlans, parse_plan_answer
 from warpforge.parallel.plan_agent.prompting import EarlierProposal, SearchView, build_plan_prompt, plan_reask_message
@@ -113,17 +112,6 @@ class PlanAgentResult:
                 f"stopped by {self.stop_reason}")
 
 
-@dataclass
-class _Attempt:
-    key: str
-    model: str
-    params: dict[str, Any]
-    messages: list[Any]
-    answer: LLMResponse | None
-    error: str
-    parsed: ParsedPlans | None
-
-
 def plan_task(model: ModelSpec, cluster: ClusterSpec) -> str:
     """The ``task`` of the agent's calls and totals: ``plan:<model>@<cluster>x<nodes>``."""
     return f"plan:{model.name}@{cluster.name}x{cluster.nodes}"[:200]
@@ -142,27 +130,13 @@ class PlanAgent:
         self.judge = PlanJudge(model, cluster, options.global_batch or model.default_global_batch(),
                                options.precision, options.framework, options.memory_margin)
         self.gb, self.usable = self.judge.gb, self.judge.usable
-        self.calls = self.prompt_tokens = self.completion_tokens = self.rounds = self.failures_in_row = 0
-        self.cost_usd = 0.0
-        self.started: float | None = None
-        self.stop_reason: str | None = None
-        self.outcomes: dict[str, int] = {}
+        self.meter = UsageMeter(settings)
+        self.recorder = CallRecorder(self.meter, self._database, campaign, replayed=replay_of is not None)
         self.proposals: list[tuple[AgentPlanRecord, Prediction | None]] = []
         self._db: Any = None
         self._campaign_id = 0
-        self.exhausted = False  # replay: the stored campaign has no more answers
 
-    # --- budgets and storage -----------------------------------------------------------------------------
-    def _spent(self, in_round: bool = False) -> str | None:
-        rounds = self.rounds - 1 if in_round else self.rounds  # a round in progress does not stop its own calls
-        return spent(self.settings, Usage(self.calls, self.prompt_tokens + self.completion_tokens, self.cost_usd,
-                                          self.started, rounds, self.failures_in_row))
-
-    def _stop(self, reason: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason
-            log.info("llm plan agent stopped: %s", reason)
-
+    # --- storage ----------------------------------------------------------------------------------------------
     def _database(self) -> Any:
         if self._db is None:
             from warpforge.db.session import Database
@@ -170,57 +144,18 @@ class PlanAgent:
             self._db = Database(self.db_url)
         return self._db
 
-    def _record_call(self, a: _Attempt, outcome: str, message: str) -> int:
-        from warpforge.agent.transcripts import store_call
-
-        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        log.info("llm %s %s: %s%s", self.task, a.key, outcome, f" ({message})" if message else "")
-        ans = a.answer
-        return store_call(self._database(), self.campaign, CallRecord(
-            task=self.task, call_key=a.key, model=a.model, params=a.params, messages=tuple(a.messages),
-            content=ans.content if ans else "", reasoning=ans.reasoning if ans else "",
-            finish_reason=ans.finish_reason if ans else "", prompt_tokens=ans.prompt_tokens if ans else 0,
-            completion_tokens=ans.completion_tokens if ans else 0, latency_s=ans.latency_s if ans else 0.0,
-            cost_usd=ans.cost_usd if ans else 0.0, outcome=outcome, message=message,
-            replayed=self.replay_of is not None))
-
     def _save_run(self) -> None:
         from warpforge.agent.transcripts import store_run
 
-        store_run(self._database(), self.campaign, self.task, {
-            "stop_reason": self.stop_reason or "", "calls": self.calls, "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd,
-            "wall_s": 0.0 if self.started is None else time.monotonic() - self.started, "outcomes": dict(self.outcomes),
-            "settings": {**self.settings.model_dump(mode="json"),
-                         "models": [m.public() for m in self.llm.models]}})
+        store_run(self._database(), self.campaign, self.task, self.meter.totals(
+            {**self.settings.model_dump(mode="json"), "models": [m.public() for m in self.llm.models]}))
 
     # --- the loop ------------------------------------------------------------------------------------------
-    async def _ask(self, slot: int, messages: list[Any], model: ModelConfig) -> list[_Attempt]:
+    async def _ask(self, slot: int, messages: list[Any], model: ModelConfig) -> list[Attempt[ParsedPlans]]:
         """One proposal: a call, and one re-ask when the answer is malformed or none of its plans can run."""
         assert self.client is not None
-        attempts: list[_Attempt] = []
-        for attempt in (0, 1):
-            reason = self._spent(in_round=True)
-            if reason:
-                self._stop(reason)
-                break
-            key = f"r{self.rounds}.s{slot}.a{attempt}"
-            self.calls += 1
-            self.started = self.started or time.monotonic()
-            try:
-                answer = await self.client.complete(messages, model, key=key, schema=PLAN_SCHEMA)
-            except ReplayExhausted:
-                self.calls -= 1  # not a call: the replayed campaign stopped before it
-                self.exhausted = True
-                break
-            except LLMCallError as exc:
-                self.failures_in_row += 1
-                attempts.append(_Attempt(key, model.label, exc.params, messages, None, f"{exc.kind}: {exc}", None))
-                break
-            self.failures_in_row = 0
-            self.prompt_tokens += answer.prompt_tokens
-            self.completion_tokens += answer.completion_tokens
-            self.cost_usd += answer.cost_usd
+
+        def check(answer: LLMResponse) -> ParsedPlans:
             parsed = parse_plan_answer(answer.content, finish_reason=answer.finish_reason,
                                        max_plans=self.settings.plans_per_call)
             if parsed.outcome == "accepted":
@@ -229,26 +164,28 @@ class PlanAgent:
                         any(j.outcome == "invalid" for j in judged):
                     parsed = replace(parsed, outcome="rejected", message="none of the plans can run: " + "; ".join(
                         f"plan {i + 1}: {j.message}" for i, j in enumerate(judged) if j.outcome == "invalid"))
-            attempts.append(_Attempt(key, model.label, dict(answer.params), messages, answer, "", parsed))
-            if parsed.outcome not in REASKABLE or attempt == 1:
-                break
-            messages = messages + [{"role": "assistant", "content": answer.content},
-                                   {"role": "user", "content": plan_reask_message(parsed.outcome, parsed.message)}]
-        return attempts
+            return parsed
 
-    def _settle(self, attempts: list[_Attempt]) -> None:
+        def reask(parsed: ParsedPlans) -> str | None:
+            return plan_reask_message(parsed.outcome, parsed.message) if parsed.outcome in REASKABLE else None
+
+        rounds = self.meter.rounds
+        return await ask(self.client, self.meter, model, messages, key=lambda a: f"r{rounds}.s{slot}.a{a}",
+                         check=check, reask=reask, schema=PLAN_SCHEMA)
+
+    def _settle(self, attempts: list[Attempt[ParsedPlans]]) -> None:
         """Store a proposal's calls and judge its plans, in slot order (so duplicates across slots are seeded)."""
         from warpforge.parallel.plan_agent.store import store_agent_plan
 
         for a in attempts:
-            if a.parsed is None:
-                self._record_call(a, "call_failed", a.error)
+            if a.checked is None:
+                self.recorder.record(self.task, a.key, a.messages, a.response, "call_failed", a.error)
                 continue
-            judged = [self.judge(p) for p in a.parsed.plans] if a.parsed.outcome in ("accepted", "rejected") else []
-            outcome, message = a.parsed.outcome, a.parsed.message
+            judged = [self.judge(p) for p in a.checked.plans] if a.checked.outcome in ("accepted", "rejected") else []
+            outcome, message = a.checked.outcome, a.checked.message
             if outcome == "accepted" and all(j.outcome == "duplicate" for j in judged):
                 outcome, message = "duplicate", "every plan was proposed before in this run"
-            call_id = self._record_call(a, outcome, message)
+            call_id = self.recorder.record(self.task, a.key, a.messages, a.response, outcome, message) or 0
             for slot, j in enumerate(judged):
                 p = j.prediction
                 rec = AgentPlanRecord(self.task, call_id, a.key, slot, j.raw.plan, j.plan.key() if j.plan else None,
@@ -319,13 +256,9 @@ class PlanAgent:
 
             self.client = OpenAIChatClient(self.llm)
         try:
-            while self.stop_reason is None:
-                reason = self._spent()
-                if reason:
-                    self._stop(reason)
-                    break
-                self.rounds += 1
-                rng = random.Random(f"{self.settings.seed}:{self.task}:{self.rounds}")
+            while not self.meter.stop_if_spent():
+                self.meter.rounds += 1
+                rng = random.Random(f"{self.settings.seed}:{self.task}:{self.meter.rounds}")
                 models = [self.client.pick(random.Random(rng.random())) for _ in range(self.settings.in_flight)]
                 prompts = [build_plan_prompt(view, best=self._evidence(baseline), earlier=self._earlier(),
                                              max_plans=self.settings.plans_per_call,
@@ -335,8 +268,8 @@ class PlanAgent:
                                                  for s, (p, m) in enumerate(zip(prompts, models))))
                 for attempts in results:
                     self._settle(attempts)
-                if self.exhausted:
-                    self._stop(self._replayed_stop_reason())
+                if self.meter.exhausted:
+                    self.meter.stop(self._replayed_stop_reason())
                 self._save_run()
         finally:
             await self.client.aclose()
@@ -353,8 +286,9 @@ class PlanAgent:
         stored = store_ranked_plans(self.db_url, self.model, self.cluster, final, lines, unfit, self._campaign_id)
         finish_campaign(db, self._campaign_id)
         mismatches = list(getattr(self.client, "mismatches", []))
-        return PlanAgentResult(self.campaign, final, ranked, self.stop_reason or "", self.calls, self.prompt_tokens,
-                               self.completion_tokens, self.cost_usd, dict(self.outcomes), mismatches, stored)
+        m = self.meter
+        return PlanAgentResult(self.campaign, final, ranked, m.stop_reason or "", m.calls, m.prompt_tokens,
+                               m.completion_tokens, m.cost_usd, dict(m.outcomes), mismatches, stored)
 
     def _replayed_stop_reason(self) -> str:
         from warpforge.agent.transcripts import read_runs

@@ -110,3 +110,36 @@ def test_no_cross_module_imports_of_private_names() -> None:
            for module, n in _imports(name, path)
            if n is not None and n.startswith("_") and not n.startswith("__") and _target(module) != name}
     assert not bad, "make the name public in the module that owns it, or move it: " + "; ".join(sorted(bad))
+
+
+def _package(module: str) -> str:
+    """The top-level package (``warpforge.search.engine.taskrun`` -> ``warpforge.search``); a top-level module
+    (``warpforge.errors``) is its own package."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for src, targets in edges.items():
+        out.setdefault(_package(src), set())
+        for t in targets:
+            if _package(t) != _package(src):
+                out[_package(src)].add(_package(t))
+    for targets in list(out.values()):
+        for t in targets:
+            out.setdefault(t, set())
+    return out
+
+
+def test_the_package_checker_sees_a_circle_between_packages() -> None:
+    # Two modules each fine on their own, but their packages import each other (agent <-> parallel, once).
+    edges = {"warpforge.agent.plans": {"warpforge.parallel.specs"}, "warpforge.parallel.specs": set(),
+             "warpforge.parallel.cli": {"warpforge.agent.plans"}}
+    assert cycles(edges) == []
+    assert cycles(package_graph(edges)) == [["warpforge.agent", "warpforge.parallel"]]
+
+
+def test_no_package_circles() -> None:
+    found = cycles(package_graph(graph()))
+    assert not found, "package circles (dependencies point down: cli -> search/parallel -> agent, evaluator -> " + \
+        "kernels, db): " + "; ".join(" <-> ".join(c) for c in found)

@@ -6,7 +6,7 @@ import os
 import shutil
 
 # TRITON_INTERPRET must be set before Triton is first imported; without a GPU driver the only way to
-# run a @triton.jit kernel is the interpreter (DESIGN 5).
+# run a @triton.jit kernel is the interpreter (docs/design.md §5).
 HAS_NVIDIA = shutil.which("nvidia-smi") is not None
 if not HAS_NVIDIA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -51,7 +51,7 @@ def _free_port() -> int:
 
 
 def _as_postgres(cmd: list[str]) -> list[str]:
-    # PostgreSQL refuses to run as root (DESIGN 8): drop to the postgres user when we are root.
+    # PostgreSQL refuses to run as root (docs/design.md §8): drop to the postgres user when we are root.
     if os.geteuid() == 0:
         return ["runuser", "-u", "postgres", "--", *cmd]
     return cmd

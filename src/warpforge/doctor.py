@@ -71,7 +71,7 @@ def _recordings(recorded: list[str]) -> Check:
 
 
 def _cpu_plan(has_gpu: bool) -> Check:
-    """What this machine is good for, as commands (DESIGN 5: everything but GPU timing runs on a CPU)."""
+    """What this machine is good for, as commands (docs/design.md §5: everything but GPU timing runs on a CPU)."""
     if has_gpu:
         return Check("what to run", True, "warpforge run softmax --trials 20 (live timings on this GPU)",
                      required=False, advice=True)

@@ -1,6 +1,6 @@
 """The project's own errors: what the CLI turns into one line and an exit code (anything else is a bug).
 
-One tree, one rule (docs/design.md §4.4): every error warpforge raises on purpose is a :class:`WarpforgeError`
+One tree, one rule (docs/design.md §3.4): every error warpforge raises on purpose is a :class:`WarpforgeError`
 and carries its exit code.
 
 - :class:`UsageError` (also a ``ValueError``): bad input, an unknown name, a malformed option -> exit 2;

@@ -133,6 +133,6 @@ def test_table_prints_the_verdicts_with_kt_rows(tmp_path: Path) -> None:
                                       "--jobs", "1"])
     assert res.exit_code == 0, res.output
     # 12 budget on a 12-configuration space: both reach the optimum, so the verdict is "met" at difference 0.
-    assert "issue 20 targets" in res.stdout and "+0.000" in res.stdout
+    assert "targets: wf-default against" in res.stdout and "issue" not in res.stdout and "+0.000" in res.stdout
     verdict = [line for line in res.stdout.splitlines() if "kt:random_sample" in line and "+0.000" in line]
     assert len(verdict) == 1 and re.search(r"│\s*met\s*│", verdict[0]), res.stdout  # the cell, not the legend

@@ -1,4 +1,4 @@
-"""Keeping API keys out of logs, the database, transcripts and error messages (DESIGN 3.5).
+"""Keeping API keys out of logs, the database, transcripts and error messages (docs/design.md §3.5).
 
 Keys are read from the environment at the moment a client is made and never stored; everything the
 agent writes or raises passes through :func:`redact`, and a logging filter on the ``openai``/``httpx``

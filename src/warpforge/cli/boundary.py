@@ -1,6 +1,6 @@
 """The command line's one error boundary: every command of every group goes through :func:`handle_errors`.
 
-The rule (README "Exit codes", docs/design.md §4.4): 0 the command did what it was asked; 1 it was asked
+The rule (README "Exit codes", docs/design.md §3.4): 0 the command did what it was asked; 1 it was asked
 correctly but the answer is a failure; 2 it was asked wrongly and nothing ran. An error is one line on stderr
 that says what to do next, never wrapped by Rich (``soft_wrap``), so that at 80 columns only the terminal
 folds it. Which code an error gets is the error's own business (``WarpforgeError.exit_code``): this module

@@ -1,6 +1,6 @@
 """SQLAlchemy 2 models. Every table carries the ``wf_`` prefix so Optuna's tables can share the URL.
 
-No foreign key points into Optuna's tables: a study is referenced by name only (DESIGN 3.5).
+No foreign key points into Optuna's tables: a study is referenced by name only (docs/design.md §3.5).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The read layer: every reader of stored results (CLI, dashboard, export, the agent) goes through here.
 
-Contract (docs/seams.md "Read layer", DESIGN 3.5):
+Contract (docs/seams.md "Read layer", docs/design.md §3.5):
 - everything returned is a frozen dataclass (plain ``dict``/``tuple`` inside), never an ORM row;
 - lists are pages (``Page``: items, total, offset, limit; ``limit`` at most ``MAX_LIMIT``);
 - the campaign's decision (accepted winner, speedup interval, re-benchmarked top-k) is read as stored in

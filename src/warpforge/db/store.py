@@ -1,4 +1,4 @@
-"""Reads and writes of warpforge's results. The orchestrator is the only writer (DESIGN 3.5).
+"""Reads and writes of warpforge's results. The orchestrator is the only writer (docs/design.md §3.5).
 
 Example::
 

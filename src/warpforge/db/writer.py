@@ -1,6 +1,6 @@
 """The single writer's result store: one long-lived connection, completed evaluations written in batches.
 
-The campaign (the only writer, DESIGN 3.5) queues each completed evaluation with :meth:`ResultWriter.add`,
+The campaign (the only writer, docs/design.md §3.5) queues each completed evaluation with :meth:`ResultWriter.add`,
 which runs no SQL, and makes everything queued durable with :meth:`ResultWriter.flush`: ONE transaction
 on a connection held for the writer's life, through Core inserts. The rows are exactly those
 :func:`warpforge.db.store.save_evaluation` writes (both build them with ``store.evaluation_values``).

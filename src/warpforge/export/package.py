@@ -37,7 +37,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 MANIFEST = ".warpforge-export.json"
 FORMATS = ("package", "hf-kernels")
 # Shapes above this many elements (product of the shape's sizes) are skipped by the generated tests under
-# the Triton interpreter: it runs a 1024x4096 softmax (2**22) in about 1.5 s (DESIGN 8).
+# the Triton interpreter: it runs a 1024x4096 softmax (2**22) in about 1.5 s (docs/design.md §8).
 INTERPRETER_LIMIT = 1 << 18
 HF_VARIANT = "build/torch-universal"
 

@@ -1,4 +1,4 @@
-"""A new best only beyond noise (DESIGN 4), and speedup intervals for the final top-k re-benchmark.
+"""A new best only beyond noise (docs/design.md §4), and speedup intervals for the final top-k re-benchmark.
 
 A measured candidate whose median beats the incumbent's is a *challenger*. It becomes the campaign's
 best only if it is faster beyond noise, judged on the best evidence there is:

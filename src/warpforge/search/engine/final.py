@@ -109,7 +109,7 @@ class Ending:
             if chosen is not None:
                 out.best_speedup, out.best_speedup_low, out.best_speedup_high = (
                     chosen.speedup, chosen.speedup_low, chosen.speedup_high)
-        with self.db.session() as s:  # the decision as data: readers never re-rank raw times (DESIGN 3.5)
+        with self.db.session() as s:  # the decision as data: readers never re-rank raw times (docs/design.md §3.5)
             campaign = store.get_campaign(s, self.spec.name)
             assert campaign is not None
             store.save_decision(s, campaign, self.task.name, **decision_fields(

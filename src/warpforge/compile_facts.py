@@ -35,39 +35,23 @@ def _shape_key(shape: Mapping[str, Any] | None) -> str | None:
 def load_facts(reader: Any, ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
     """Evaluation id -> its per-kernel, per-shape compile facts (``[]`` when none were stored), each with its
     occupancy on the target (None when not computable, e.g. results stored before ``num_warps`` was)."""
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    from warpforge.db.models import Evaluation
-
     wanted = sorted(set(ids))
     found: dict[int, list[dict[str, Any]]] = {i: [] for i in wanted}
-    with Session(reader.db.engine) as s:
-        for start in range(0, len(wanted), CHUNK):
-            chunk = wanted[start:start + CHUNK]
-            for id_, result in s.execute(select(Evaluation.id, Evaluation.result).where(Evaluation.id.in_(chunk))):
-                facts = []
-                for k in (result or {}).get("resources") or []:
-                    facts.append({"kernel": k.get("kernel"), "target": k.get("target"),
-                                  "shape": _shape_key(k.get("shape")), "dtype": k.get("dtype"),
-                                  "registers": k.get("registers"), "spill_bytes": k.get("spill_bytes"),
-                                  "shared_bytes": k.get("shared_bytes"), "num_warps": k.get("num_warps"),
-                                  "occupancy": occupancy(k.get("registers"), k.get("num_warps"),
-                                                         k.get("shared_bytes"), k.get("target"))})
-                found[id_] = facts
+    for start in range(0, len(wanted), CHUNK):
+        for id_, result in reader.stored_results(wanted[start:start + CHUNK]).items():
+            found[id_] = [{"kernel": k.get("kernel"), "target": k.get("target"), "shape": _shape_key(k.get("shape")),
+                           "dtype": k.get("dtype"), "registers": k.get("registers"),
+                           "spill_bytes": k.get("spill_bytes"), "shared_bytes": k.get("shared_bytes"),
+                           "num_warps": k.get("num_warps"),
+                           "occupancy": occupancy(k.get("registers"), k.get("num_warps"), k.get("shared_bytes"),
+                                                  k.get("target"))}
+                          for k in (result or {}).get("resources") or []]
     return found
 
 
 def stored_tasks(reader: Any) -> list[str]:
     """Names of the tasks the database holds anything for (evaluations or decisions)."""
-    from sqlalchemy import select, union
-    from sqlalchemy.orm import Session
-
-    from warpforge.db.models import Decision, Evaluation, TaskRecord
-
-    with Session(reader.db.engine) as s:
-        names = s.scalars(union(select(TaskRecord.name), select(Evaluation.task), select(Decision.task)))
-        return sorted(set(names))
+    return list(reader.stored_task_names())
 
 
 def unknown_task_message(reader: Any, task: str) -> str | None:

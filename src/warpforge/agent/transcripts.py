@@ -1,5 +1,8 @@
 """Every LLM call stored (``wf_agent_calls``), the agent's totals (``wf_agent_runs``), and replay from them.
 
+The agent's side of the store: it redacts and builds :class:`CallRecord`; the SQL is db/agent_store.py's
+(writes) and the read layer's (``Reader.llm_transcripts``, ``Reader.agent_run_totals``).
+
 A call is stored with its messages, the answer's content and reasoning, model, parameters, finish reason,
 tokens, latency, cost, the outcome of parsing it and the variant it produced (by source hash; the
 evaluator's verdicts for that variant are in ``wf_evaluations``). Calls are keyed ``r<round>.s<slot>.a<attempt>``
@@ -14,15 +17,13 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-
 from warpforge.agent.client import LLMResponse
 from warpforge.agent.secrets import redact
-from warpforge.db.models import AgentCall, AgentRun, Campaign
+from warpforge.db.rows import LLMTranscript
 from warpforge.db.session import Database
 
 
@@ -57,75 +58,52 @@ class CallRecord:
         return d
 
 
-def _campaign_id(session: Any, campaign: str) -> int | None:
-    return session.scalar(select(Campaign.id).where(Campaign.name == campaign))
-
-
 def store_call(db: Database, campaign: str, rec: CallRecord) -> int:
     """Store one call (text redacted); returns its id (the candidate's ``proposal_id``)."""
+    from warpforge.db import agent_store
+
+    r = rec.response
+    messages = [{"role": m["role"], "content": redact(m["content"])} for m in rec.messages]
     with db.session() as s:
-        r = rec.response
-        row = AgentCall(
-            campaign_id=_campaign_id(s, campaign), task=rec.task, call_key=rec.call_key, parents=list(rec.parents),
-            model=r.model, params=dict(r.params),
-            messages=[{"role": m["role"], "content": redact(m["content"])} for m in rec.messages],
+        return agent_store.add_call(
+            s, campaign, task=rec.task, call_key=rec.call_key, parents=list(rec.parents), model=r.model,
+            params=dict(r.params), messages=messages,
             prompt_cut=list(rec.prompt_cut), content=redact(r.content), reasoning=redact(r.reasoning),
             finish_reason=r.finish_reason, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
             latency_s=r.latency_s, cost_usd=r.cost_usd, outcome=rec.outcome, message=redact(rec.message),
             variant_hash=rec.variant_hash, ast_hash=rec.ast_hash, replayed=rec.replayed)
-        s.add(row)
-        s.flush()
-        return int(row.id)
 
 
 def store_run(db: Database, campaign: str, task: str, totals: Mapping[str, Any]) -> None:
     """Upsert the agent's totals for (campaign, task): calls, tokens, cost, wall time, outcomes, stop reason."""
+    from warpforge.db import agent_store
+
     with db.session() as s:
-        cid = _campaign_id(s, campaign)
-        row = s.scalar(select(AgentRun).where(AgentRun.campaign_id == cid, AgentRun.task == task))
-        if row is None:
-            row = AgentRun(campaign_id=cid, task=task)
-            s.add(row)
-        for k, v in totals.items():
-            setattr(row, k, v)
+        agent_store.save_run(s, campaign, task, totals)
 
 
-def _record(row: AgentCall) -> CallRecord:
-    response = LLMResponse(row.model, row.content, row.reasoning, row.finish_reason, row.prompt_tokens,
-                           row.completion_tokens, row.latency_s, row.cost_usd, dict(row.params))
-    return CallRecord(task=row.task, call_key=row.call_key, messages=tuple(row.messages), response=response,
-                      outcome=row.outcome, message=row.message, parents=tuple(row.parents),
-                      prompt_cut=tuple(row.prompt_cut), variant_hash=row.variant_hash, ast_hash=row.ast_hash,
-                      replayed=row.replayed, id=row.id, created_at=row.created_at)
+def _record(t: LLMTranscript) -> CallRecord:
+    c = t.call
+    response = LLMResponse(c.model, t.content, t.reasoning, c.finish_reason, c.prompt_tokens, c.completion_tokens,
+                           c.latency_s, c.cost_usd, dict(t.params))
+    return CallRecord(task=c.task, call_key=c.call_key, messages=t.messages, response=response, outcome=c.outcome,
+                      message=c.message, parents=c.parents, prompt_cut=t.prompt_cut, variant_hash=c.variant_hash,
+                      ast_hash=t.ast_hash, replayed=c.replayed, id=c.id, created_at=c.created_at,
+                      verdicts=dict(t.verdicts))
 
 
 def read_transcripts(db: Database, campaign: str, task: str | None = None) -> list[CallRecord]:
     """A campaign's calls in order, each with the evaluator's verdict counts for the variant it produced."""
-    from warpforge.db.models import Evaluation
+    from warpforge.db.queries import Reader
 
-    with db.session() as s:
-        cid = _campaign_id(s, campaign)
-        if cid is None:
-            return []
-        stmt = select(AgentCall).where(AgentCall.campaign_id == cid).order_by(AgentCall.id)
-        if task is not None:
-            stmt = stmt.where(AgentCall.task == task)
-        rows = [_record(r) for r in s.scalars(stmt)]
-        hashes = {r.variant_hash for r in rows if r.variant_hash}
-        verdicts: dict[str, dict[str, int]] = {}
-        if hashes:
-            q = select(Evaluation.variant_hash, Evaluation.verdict).where(
-                Evaluation.campaign_id == cid, Evaluation.variant_hash.in_(hashes))
-            for h, v in s.execute(q):
-                verdicts.setdefault(h, {})
-                verdicts[h][v] = verdicts[h].get(v, 0) + 1
-    return [replace(r, verdicts=verdicts.get(r.variant_hash or "", {})) for r in rows]
+    return [_record(t) for t in Reader(database=db).llm_transcripts(campaign, task)]
 
 
 def read_runs(db: Database, campaign: str) -> list[dict[str, Any]]:
-    with db.session() as s:
-        cid = _campaign_id(s, campaign)
-        rows = s.scalars(select(AgentRun).where(AgentRun.campaign_id == cid).order_by(AgentRun.id))
-        return [{"task": r.task, "stop_reason": r.stop_reason, "calls": r.calls, "prompt_tokens": r.prompt_tokens,
-                 "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd, "wall_s": r.wall_s,
-                 "outcomes": dict(r.outcomes), "settings": dict(r.settings or {})} for r in rows]
+    """A campaign's agent totals per task, in the order the runs started (replay reuses the first's settings)."""
+    from warpforge.db.queries import Reader
+
+    return [{"task": r.task, "stop_reason": r.stop_reason, "calls": r.calls, "prompt_tokens": r.prompt_tokens,
+             "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd, "wall_s": r.wall_s,
+             "outcomes": dict(r.outcomes), "settings": dict(r.settings)}
+            for r in Reader(database=db).agent_run_totals(campaign)]

@@ -54,13 +54,13 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from sqlalchemy.exc import SQLAlchemyError
+        from warpforge.db.session import DRIVER_ERRORS
 
         try:
             return fn(*args, **kwargs)
         except WarpforgeError as exc:
             raise fail(exc, exc.exit_code, exc.label) from None
-        except SQLAlchemyError as exc:  # one reached us unexplained (e.g. through Optuna's storage)
+        except DRIVER_ERRORS as exc:  # one reached us unexplained (e.g. through Optuna's storage)
             first = first_line(getattr(exc, "orig", None) or exc)
             raise fail(f"database error: {first}; check --db (warpforge doctor checks it)", 1) from None
         except (typer.Exit, typer.Abort):

@@ -1,7 +1,9 @@
 """The read layer's queries over the agent's tables (``wf_agent_calls``, ``wf_agent_runs``; migration 0003).
 
 ``Reader`` (db/queries.py) exposes them as ``llm_calls``, ``llm_call``, ``llm_call_for_variant``,
-``llm_usage`` and ``agent_runs``; they live here to keep that module small. Each function takes an open
+``llm_usage``, ``agent_runs``, ``llm_transcripts`` (a campaign's calls in order, for transcripts and replay)
+and ``agent_plans`` (the plan agent's proposals); they live here to keep that module small. They are the
+only reads of the agent's tables. Each function takes an open
 read-only session and returns frozen rows (db/rows.py). The text was redacted when the agent stored it
 (agent/transcripts.py passes everything through ``secrets.redact``); nothing here imports the agent.
 
@@ -16,14 +18,13 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from warpforge.db.models import AgentCall, AgentRun, Campaign, VariantRecord
-from warpforge.db.rows import AgentRunRow, LLMCallRow, LLMTranscript, LLMUsage, Page
+from warpforge.db.models import AgentCall, AgentPlan, AgentRun, Campaign, Evaluation, VariantRecord
+from warpforge.db.rows import AgentPlanRow, AgentRunRow, LLMCallRow, LLMTranscript, LLMUsage, Page, utc
 
 _CALL_COLUMNS = (AgentCall.id, Campaign.name, AgentCall.task, AgentCall.call_key, AgentCall.model, AgentCall.outcome,
                  AgentCall.message, AgentCall.finish_reason, AgentCall.prompt_tokens, AgentCall.completion_tokens,
@@ -31,20 +32,17 @@ _CALL_COLUMNS = (AgentCall.id, Campaign.name, AgentCall.task, AgentCall.call_key
                  AgentCall.replayed, AgentCall.created_at)
 
 
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-
-
 def _call_row(r: Sequence[Any]) -> LLMCallRow:
     v = list(r)
     return LLMCallRow(int(v[0]), v[1], v[2], v[3], v[4], v[5], v[6] or "", v[7] or "", int(v[8] or 0),
                       int(v[9] or 0), float(v[10] or 0.0), float(v[11] or 0.0), v[12], tuple(v[13] or ()),
-                      bool(v[14]), _utc(v[15]))
+                      bool(v[14]), utc(v[15]))
 
 
-def _campaign_id(name: str) -> Any:
-    # A subquery, not a join in the WHERE: the filter stays on ix_wf_agent_calls_campaign_id.
-    return select(Campaign.id).where(Campaign.name == name).scalar_subquery()
+def campaign_id_of(name: str) -> Select[Any]:
+    """The id of the campaign called ``name``, as a query: ``s.scalar(...)`` for the value, or
+    ``.scalar_subquery()`` inside a filter (the filter then stays on ix_wf_agent_calls_campaign_id)."""
+    return select(Campaign.id).where(Campaign.name == name)
 
 
 def _calls_stmt(*columns: Any) -> Select[Any]:
@@ -57,7 +55,7 @@ def llm_calls(s: Session, *, campaign: str | None = None, task: str | None = Non
     """A page of calls, newest first (without their text)."""
     filters: list[Any] = []
     if campaign is not None:
-        filters.append(AgentCall.campaign_id == _campaign_id(campaign))
+        filters.append(AgentCall.campaign_id == campaign_id_of(campaign).scalar_subquery())
     if task is not None:
         filters.append(AgentCall.task == task)
     if model is not None:
@@ -78,10 +76,13 @@ def llm_call(s: Session, id: int) -> LLMTranscript | None:
     if r is None:
         return None
     n = len(_CALL_COLUMNS)
-    messages = tuple({"role": str(m.get("role", "")), "content": str(m.get("content", ""))}
-                     for m in (r[n] or []) if isinstance(m, dict))
-    return LLMTranscript(_call_row(r[:n]), messages, r[n + 1] or "", r[n + 2] or "", dict(r[n + 3] or {}),
+    return LLMTranscript(_call_row(r[:n]), _messages(r[n]), r[n + 1] or "", r[n + 2] or "", dict(r[n + 3] or {}),
                          tuple(str(c) for c in r[n + 4] or ()))
+
+
+def _messages(stored: Any) -> tuple[dict[str, str], ...]:
+    return tuple({"role": str(m.get("role", "")), "content": str(m.get("content", ""))}
+                 for m in (stored or []) if isinstance(m, dict))
 
 
 def llm_call_for_variant(s: Session, source_hash: str) -> LLMTranscript | None:
@@ -107,7 +108,7 @@ def llm_usage(s: Session, *, campaign: str | None = None) -> tuple[LLMUsage, ...
             .outerjoin(Campaign, Campaign.id == AgentCall.campaign_id)
             .group_by(Campaign.name, AgentCall.model, AgentCall.outcome))
     if campaign is not None:
-        stmt = stmt.where(AgentCall.campaign_id == _campaign_id(campaign))
+        stmt = stmt.where(AgentCall.campaign_id == campaign_id_of(campaign).scalar_subquery())
     groups: dict[tuple[str | None, str], list[Any]] = {}
     for name, model, outcome, n, pt, ct, cost, lat in s.execute(stmt):
         g = groups.setdefault((name, model), [0, 0, 0, 0.0, 0.0, {}])
@@ -152,12 +153,55 @@ def rollup(rows: Sequence[LLMUsage], by: str) -> tuple[LLMUsage, ...]:
 
 def agent_runs(s: Session, *, campaign: str | None = None, offset: int = 0, limit: int = 50) -> Page[AgentRunRow]:
     """The agent's totals per (campaign, task), most recently updated first."""
-    filters = [] if campaign is None else [AgentRun.campaign_id == _campaign_id(campaign)]
+    filters = [] if campaign is None else [AgentRun.campaign_id == campaign_id_of(campaign).scalar_subquery()]
     total = int(s.scalar(select(func.count(AgentRun.id)).where(*filters)) or 0)
     stmt = (select(AgentRun, Campaign.name).outerjoin(Campaign, Campaign.id == AgentRun.campaign_id).where(*filters)
             .order_by(AgentRun.updated_at.desc(), AgentRun.id.desc()).offset(offset).limit(limit))
-    items = tuple(AgentRunRow(name, r.task, r.stop_reason or "", int(r.calls or 0), int(r.prompt_tokens or 0),
-                              int(r.completion_tokens or 0), float(r.cost_usd or 0.0), float(r.wall_s or 0.0),
-                              {str(k): int(v) for k, v in dict(r.outcomes or {}).items()}, _utc(r.updated_at))
-                  for r, name in s.execute(stmt))
+    items = tuple(_run_row(r, name) for r, name in s.execute(stmt))
     return Page(items, total, offset, limit)
+
+
+def _run_row(r: AgentRun, name: str | None) -> AgentRunRow:
+    return AgentRunRow(name, r.task, r.stop_reason or "", int(r.calls or 0), int(r.prompt_tokens or 0),
+                       int(r.completion_tokens or 0), float(r.cost_usd or 0.0), float(r.wall_s or 0.0),
+                       {str(k): int(v) for k, v in dict(r.outcomes or {}).items()}, utc(r.updated_at),
+                       dict(r.settings or {}))
+
+
+def run_totals(s: Session, campaign: str) -> tuple[AgentRunRow, ...]:
+    """A campaign's agent totals per task, in the order the runs started (replay reuses the first's settings)."""
+    stmt = (select(AgentRun, Campaign.name).join(Campaign, Campaign.id == AgentRun.campaign_id)
+            .where(Campaign.name == campaign).order_by(AgentRun.id))
+    return tuple(_run_row(r, name) for r, name in s.execute(stmt))
+
+
+def transcripts(s: Session, campaign: str, task: str | None = None) -> tuple[LLMTranscript, ...]:
+    """A campaign's calls in the order they were made, each with its whole text and the evaluator's verdict
+    counts for the variant it became (what ``agent transcripts`` shows and what replay answers from)."""
+    filters = [AgentCall.campaign_id == campaign_id_of(campaign).scalar_subquery()]
+    if task is not None:
+        filters.append(AgentCall.task == task)
+    stmt = _calls_stmt(*_CALL_COLUMNS, AgentCall.messages, AgentCall.content, AgentCall.reasoning, AgentCall.params,
+                       AgentCall.prompt_cut, AgentCall.ast_hash).where(*filters).order_by(AgentCall.id)
+    n = len(_CALL_COLUMNS)
+    rows = s.execute(stmt).all()
+    hashes = {r[12] for r in rows if r[12]}
+    verdicts: dict[str, dict[str, int]] = {}
+    if hashes:
+        q = select(Evaluation.variant_hash, Evaluation.verdict).where(
+            Evaluation.campaign_id == campaign_id_of(campaign).scalar_subquery(), Evaluation.variant_hash.in_(hashes))
+        for h, v in s.execute(q):
+            verdicts.setdefault(h, {})
+            verdicts[h][v] = verdicts[h].get(v, 0) + 1
+    return tuple(LLMTranscript(_call_row(r[:n]), _messages(r[n]), r[n + 1] or "", r[n + 2] or "", dict(r[n + 3] or {}),
+                               tuple(str(c) for c in r[n + 4] or ()), r[n + 5], verdicts.get(r[12] or "", {}))
+                 for r in rows)
+
+
+def agent_plans(s: Session, campaign: str) -> tuple[AgentPlanRow, ...]:
+    """A campaign's proposed plans in the order they were proposed, with the key of the call behind each."""
+    q = (select(AgentPlan, AgentCall.call_key).outerjoin(AgentCall, AgentCall.id == AgentPlan.call_id)
+         .where(AgentPlan.campaign_id == campaign_id_of(campaign).scalar_subquery()).order_by(AgentPlan.id))
+    return tuple(AgentPlanRow(r.task, r.call_id, key or "", r.slot, dict(r.plan), r.plan_key, r.outcome, r.message,
+                              r.rationale, r.rank, r.step_time_s, r.tokens_per_s, r.peak_mem_gb, r.replayed, r.id)
+                 for r, key in s.execute(q))

@@ -24,19 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, union
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
 from warpforge.db import agent_reads
 from warpforge.db.counts import CountCache
-from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, VariantRecord
+from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, TaskRecord, VariantRecord
 from warpforge.db.models import Decision as DecisionRecord
 from warpforge.db.paging import SORTS, page_ids, parse_sort
 from warpforge.db.rows import (
+    AgentPlanRow,
     AgentRunRow,
     CampaignRow,
     Decision,
@@ -51,19 +51,15 @@ from warpforge.db.rows import (
     TopKEntry,
     VariantRow,
     Winner,
+    utc,
 )
 from warpforge.db.session import MIGRATIONS_DIR, Database, DatabaseError
 
-__all__ = ["MAX_LIMIT", "SORTS", "Reader", "AgentRunRow", "CampaignRow", "Decision", "EvaluationDetail",
+__all__ = ["MAX_LIMIT", "SORTS", "Reader", "AgentPlanRow", "AgentRunRow", "CampaignRow", "Decision", "EvaluationDetail",
            "EvaluationRow", "LLMCallRow", "LLMTranscript", "LLMUsage", "Page", "PlanRow", "ShapeRow", "TopKEntry",
            "VariantRow", "Winner"]
 
 MAX_LIMIT = 1000  # rows in one page: bounds what one call can cost, whatever a client asks for
-
-
-def _utc(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes for DateTime(timezone=True); every value was written in UTC.
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
 def _shape_row(m: Mapping[str, Any]) -> ShapeRow:
@@ -81,13 +77,13 @@ def _decision(d: DecisionRecord, campaign: str) -> Decision:
     return Decision(campaign, d.task, d.backend, d.timing_source, d.timing_gpu, d.fingerprint, d.variant_hash,
                     d.variant_name, dict(d.params) if d.params is not None else None, d.objective_ms, d.speedup,
                     d.speedup_low, d.speedup_high, bool(d.accepted), d.note, top_k,
-                    tuple(_shape_row(s) for s in d.shapes or []), _utc(d.created_at), d.interval, d.evaluation_id,
+                    tuple(_shape_row(s) for s in d.shapes or []), utc(d.created_at), d.interval, d.evaluation_id,
                     d.evaluations, d.measured)
 
 
 def _variant(v: VariantRecord) -> VariantRow:
     return VariantRow(v.source_hash, v.task, v.name, v.origin, v.proposer, tuple(v.parents or ()), v.proposal_id,
-                      v.rationale, v.source, dict(v.space or {}), _utc(v.created_at))
+                      v.rationale, v.source, dict(v.space or {}), utc(v.created_at))
 
 
 _EVAL_COLUMNS = (Evaluation.id, Campaign.name, Evaluation.task, Evaluation.variant_hash, VariantRecord.name,
@@ -101,7 +97,7 @@ def _evaluation_row(r: Sequence[Any]) -> EvaluationRow:
     values = list(r)
     values[5] = dict(values[5] or {})
     values[18] = bool(values[18])
-    values[20] = _utc(values[20])
+    values[20] = utc(values[20])
     return EvaluationRow(*values)
 
 
@@ -174,7 +170,7 @@ class Reader:
         out = []
         for c in rows:
             spec = dict(c.spec or {})
-            out.append(CampaignRow(c.name, c.status, _utc(c.created_at), _utc(c.updated_at),
+            out.append(CampaignRow(c.name, c.status, utc(c.created_at), utc(c.updated_at),
                                    tuple(spec.get("tasks") or ()), str(spec.get("backend", "")),
                                    str(spec.get("proposer", "")), str(spec.get("sampler", "")),
                                    sum(verdicts[c.id].values()), verdicts[c.id], tuple(decisions[c.id]), spec))
@@ -347,6 +343,34 @@ class Reader:
         with self._session() as s:
             return agent_reads.agent_runs(s, campaign=campaign, offset=offset, limit=limit)
 
+    # --- stored results by id, and the tasks held (compile facts, unknown-task messages) ---------------
+    def stored_results(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Evaluation id -> its stored result document (compile facts live in its ``resources``)."""
+        with self._session() as s:
+            return {int(i): dict(r or {}) for i, r in s.execute(select(Evaluation.id, Evaluation.result)
+                                                               .where(Evaluation.id.in_(list(ids))))}
+
+    def stored_task_names(self) -> tuple[str, ...]:
+        """Names of the tasks the database holds anything for (evaluations or decisions), sorted."""
+        with self._session() as s:
+            names = s.scalars(union(select(TaskRecord.name), select(Evaluation.task), select(DecisionRecord.task)))
+            return tuple(sorted(set(names)))
+
+    def llm_transcripts(self, campaign: str, task: str | None = None) -> tuple[LLMTranscript, ...]:
+        """A campaign's calls in call order with their whole text (``agent transcripts``, replay)."""
+        with self._session() as s:
+            return agent_reads.transcripts(s, campaign, task)
+
+    def agent_run_totals(self, campaign: str) -> tuple[AgentRunRow, ...]:
+        """A campaign's agent totals per task, in the order the runs started, with their settings."""
+        with self._session() as s:
+            return agent_reads.run_totals(s, campaign)
+
+    def agent_plans(self, campaign: str) -> tuple[AgentPlanRow, ...]:
+        """The plans the LLM plan agent proposed in a campaign, in order."""
+        with self._session() as s:
+            return agent_reads.agent_plans(s, campaign)
+
     # --- plans -------------------------------------------------------------------------------------
     def plans(self, *, model: str | None = None, cluster: str | None = None, campaign: str | None = None,
               offset: int = 0, limit: int = 50) -> Page[PlanRow]:
@@ -365,7 +389,7 @@ class Reader:
             items = tuple(PlanRow(p.id, name, p.model_name, p.cluster_name, p.nodes, dict(p.plan or {}), p.plan_key,
                                   p.source, bool(p.fits), p.step_time_s, p.mfu, p.peak_mem_gb,
                                   dict(p.model_spec or {}), dict(p.cluster_spec or {}), dict(p.prediction or {}),
-                                  p.warpforge_version, _utc(p.created_at))
+                                  p.warpforge_version, utc(p.created_at))
                           for p, name in s.execute(stmt.order_by(*order).offset(offset).limit(limit)))
         return Page(items, total, offset, limit)
 

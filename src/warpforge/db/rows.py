@@ -12,12 +12,24 @@ Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+
+def params_key(params: Mapping[str, Any]) -> str:
+    """The canonical text of a parameter set (``wf_evaluations.params_key``): sorted keys, no spaces."""
+    return json.dumps(dict(params), sort_keys=True, separators=(",", ":"))
+
+
+def utc(value: datetime) -> datetime:
+    """A stored time in UTC: SQLite hands back naive datetimes for ``DateTime(timezone=True)``, and every value
+    was written in UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -227,6 +239,8 @@ class LLMTranscript:
     reasoning: str  # the model's reasoning, kept apart from the answer
     params: Mapping[str, Any]  # sampling parameters sent
     prompt_cut: tuple[str, ...]  # prompt sections the token budget dropped
+    ast_hash: str | None = None  # normalized AST hash of the variant's source (the duplicate check's key)
+    verdicts: Mapping[str, int] = field(default_factory=dict)  # the evaluator's verdicts of its variant, when read so
 
 
 @dataclass(frozen=True)
@@ -258,3 +272,28 @@ class AgentRunRow:
     wall_s: float
     outcomes: Mapping[str, int]
     updated_at: datetime
+    settings: Mapping[str, Any] = field(default_factory=dict)  # the agent settings the run used (replay reuses them)
+
+
+@dataclass(frozen=True)
+class AgentPlanRow:
+    """One plan the LLM plan agent proposed and what became of it (``wf_agent_plans``)."""
+
+    task: str
+    call_id: int | None
+    call_key: str
+    slot: int
+    plan: Mapping[str, Any]  # as proposed
+    plan_key: str | None
+    outcome: str  # ranked | does_not_fit | invalid | duplicate
+    message: str
+    rationale: str
+    rank: int | None = None
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    peak_mem_gb: float | None = None
+    replayed: bool = False
+    id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

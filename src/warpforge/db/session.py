@@ -61,6 +61,11 @@ class DatabaseURLError(DatabaseError, UsageError):
     usage = True
 
 
+# What a driver raises, for callers above the read layer that must recognise one without importing SQLAlchemy
+# (the CLI's error boundary: an error that reached it unexplained, e.g. through Optuna's storage).
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError,)
+
+
 def default_url() -> str:
     env = os.environ.get("WARPFORGE_DB")
     if env:

@@ -10,7 +10,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,13 +27,10 @@ from warpforge.db.models import (
     VariantRecord,
     utcnow,
 )
+from warpforge.db.rows import params_key
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.kernels.task import Task, shape_key
 from warpforge.kernels.variant import Variant
-
-
-def params_key(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, separators=(",", ":"))
 
 
 def ensure_task(session: Session, task: Task) -> TaskRecord:
@@ -69,6 +65,46 @@ def ensure_variant(session: Session, variant: Variant, origin: str = "template",
 
 def get_campaign(session: Session, name: str) -> Campaign | None:
     return session.scalar(select(Campaign).where(Campaign.name == name))
+
+
+def set_campaign_status(session: Session, campaign: str | int, status: str) -> None:
+    """Mark a campaign (by name or id) ``finished``, ``failed``, ...; a missing one is left alone."""
+    row = session.get(Campaign, campaign) if isinstance(campaign, int) else get_campaign(session, campaign)
+    if row is not None:
+        row.status = status
+
+
+def has_evaluations(session: Session, campaign_id: int) -> bool:
+    return session.scalar(select(Evaluation.id).where(Evaluation.campaign_id == campaign_id).limit(1)) is not None
+
+
+def stored_param_keys(session: Session, variant_hashes: Sequence[str], *, backend: str, task_hash: str,
+                      versions: dict[str, str], campaign_id: int | None = None) -> set[tuple[str, str]]:
+    """(variant hash, params key) of every stored evaluation that a new one with the same source, parameters,
+    backend, task and software would repeat (one query instead of one per proposal: each ~1 ms on SQLite)."""
+    query = (select(Evaluation.variant_hash, Evaluation.params_key)
+             .where(Evaluation.variant_hash.in_(list(variant_hashes)), Evaluation.backend == backend,
+                    Evaluation.task_hash == task_hash, Evaluation.torch_version == versions.get("torch", ""),
+                    Evaluation.triton_version == versions.get("triton", "")))
+    if campaign_id is not None:
+        query = query.where(Evaluation.campaign_id == campaign_id)
+    return {(h, k) for h, k in session.execute(query)}
+
+
+def campaign_variants(session: Session, campaign: str, task: str) -> list[VariantRecord]:
+    """The variants a campaign evaluated for a task, oldest first."""
+    return list(session.scalars(select(VariantRecord).join(Evaluation, Evaluation.variant_id == VariantRecord.id)
+                                .join(Campaign).where(Campaign.name == campaign, Evaluation.task == task)
+                                .distinct().order_by(VariantRecord.id)).all())
+
+
+def study_results(session: Session, campaign: str, study_name: str) -> list[tuple[dict[str, Any], str, str,
+                                                                                  float | None]]:
+    """(params, verdict, reason, objective ms) of a study's stored search evaluations, in order."""
+    rows = session.execute(select(Evaluation.params, Evaluation.verdict, Evaluation.reason, Evaluation.objective_ms)
+                           .join(Campaign).where(Campaign.name == campaign, Evaluation.study_name == study_name,
+                                                 Evaluation.final.is_(False)).order_by(Evaluation.id)).all()
+    return [(dict(p), v, r, ms) for p, v, r, ms in rows]
 
 
 def create_campaign(session: Session, name: str, spec: dict[str, Any]) -> Campaign:

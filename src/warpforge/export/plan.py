@@ -24,12 +24,12 @@ Example::
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from warpforge.db.rows import params_key
 from warpforge.errors import WarpforgeError
 from warpforge.evaluator.resources import static_rank
 from warpforge.kernels.task import Task
@@ -91,10 +91,6 @@ class OpPlan:
     dtypes: tuple[str, ...] = field(default_factory=tuple)  # dtypes the configs were verified with
 
 
-def _params_key(params: Mapping[str, Any]) -> str:
-    return json.dumps(dict(params), sort_keys=True, separators=(",", ":"))
-
-
 def _all_evaluations(reader: ReaderLike, **filters: Any) -> Iterator[Any]:
     offset = 0
     while True:
@@ -132,7 +128,7 @@ def plan_task(reader: ReaderLike, task: Task, gpu: str | None = None, allow_unti
     winner = max(on_gpu, key=lambda d: (d.created_at, d.gpu or ""))
     ok = [e for e in _all_evaluations(reader, task=task.name, verdict="ok", variant_hash=winner.variant_hash)]
     # The decision links the winner's search evaluation; any ok evaluation of the same source and params counts.
-    win_eval = [e for e in ok if _params_key(e.params) == _params_key(winner.params or {})]
+    win_eval = [e for e in ok if params_key(e.params) == params_key(winner.params or {})]
     if not win_eval:
         raise ExportRefused(f"{task.name}: the accepted winner ({winner.variant_name} {dict(winner.params or {})}, "
                             f"campaign {winner.campaign}) has no evaluation with verdict ok: re-run its campaign "
@@ -190,7 +186,7 @@ def _table(reader: ReaderLike, decision: Any, ok: list[Any]) -> GpuTable:
 
 
 def _decision_eval(ok: list[Any], decision: Any) -> int:
-    ids = [e.id for e in ok if e.timing_gpu == decision.gpu and _params_key(e.params) == _params_key(decision.params)]
+    ids = [e.id for e in ok if e.timing_gpu == decision.gpu and params_key(e.params) == params_key(decision.params)]
     return min(ids) if ids else 0
 
 

@@ -43,10 +43,10 @@ from warpforge.agent.config import LLMConfig, ModelConfig
 from warpforge.agent.llm_run import Attempt, CallRecorder, UsageMeter, ask
 from warpforge.agent.parse import REASKABLE
 from warpforge.agent.replay import ReplayClient
+from warpforge.db.rows import AgentPlanRow
 from warpforge.parallel.plan_agent.judge import PlanJudge
 from warpforge.parallel.plan_agent.parse import PLAN_SCHEMA, ParsedPlans, parse_plan_answer
 from warpforge.parallel.plan_agent.prompting import EarlierProposal, SearchView, build_plan_prompt, plan_reask_message
-from warpforge.parallel.plan_agent.store import AgentPlanRecord
 
 __all__ = ["PlanAgent", "PlanAgentResult", "PlanAgentSettings", "ReplayClient", "SearchOptions", "plan_task"]
 from warpforge.parallel.prediction import Prediction
@@ -92,7 +92,7 @@ class SearchOptions(BaseModel):
 class PlanAgentResult:
     campaign: str
     search: Any  # parallel.search.SearchResult: the final ranking, LLM plans enqueued
-    proposals: list[AgentPlanRecord]
+    proposals: list[AgentPlanRow]
     stop_reason: str
     calls: int
     prompt_tokens: int
@@ -132,7 +132,7 @@ class PlanAgent:
         self.gb, self.usable = self.judge.gb, self.judge.usable
         self.meter = UsageMeter(settings)
         self.recorder = CallRecorder(self.meter, self._database, campaign, replayed=replay_of is not None)
-        self.proposals: list[tuple[AgentPlanRecord, Prediction | None]] = []
+        self.proposals: list[tuple[AgentPlanRow, Prediction | None]] = []
         self._db: Any = None
         self._campaign_id = 0
 
@@ -188,7 +188,7 @@ class PlanAgent:
             call_id = self.recorder.record(self.task, a.key, a.messages, a.response, outcome, message) or 0
             for slot, j in enumerate(judged):
                 p = j.prediction
-                rec = AgentPlanRecord(self.task, call_id, a.key, slot, j.raw.plan, j.plan.key() if j.plan else None,
+                rec = AgentPlanRow(self.task, call_id, a.key, slot, j.raw.plan, j.plan.key() if j.plan else None,
                                       j.outcome, j.message, " ".join(j.raw.rationale.split())[:1000],
                                       step_time_s=p.step_time_s if p else None,
                                       tokens_per_s=p.tokens_per_s if p else None,

@@ -26,11 +26,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 import optuna
-from sqlalchemy import select
 
 import warpforge.agent.evolution  # noqa: F401 - registers the llm proposer
 from warpforge.db import store
-from warpforge.db.models import Evaluation
 from warpforge.db.session import Database
 from warpforge.evaluator.pool import EvalPool, PoolConfig
 from warpforge.kernels.task import get_task
@@ -67,7 +65,7 @@ def _release_if_unused(url: str | None, name: str) -> None:
         db = Database(url)
         with db.session() as s:
             row = store.get_campaign(s, name)
-            if row is None or s.scalar(select(Evaluation.id).where(Evaluation.campaign_id == row.id).limit(1)):
+            if row is None or store.has_evaluations(s, row.id):
                 return
             s.delete(row)
         storage = optuna_storage(db.url)
@@ -113,7 +111,5 @@ def _run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None,
         for pool in pools.values():
             pool.close()
     with db.session() as s:
-        row = store.get_campaign(s, spec.name)
-        if row is not None:
-            row.status = "finished"
+        store.set_campaign_status(s, spec.name, "finished")
     return CampaignSummary(spec.name, db.safe_url, spec.resume, requeued, summaries, time.monotonic() - start)

@@ -18,11 +18,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import select
-
 from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, get_proposer, user_candidates
 from warpforge.db import store
-from warpforge.db.models import Campaign, Evaluation, VariantRecord
 from warpforge.db.session import Database
 from warpforge.db.writer import ResultWriter
 from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
@@ -117,18 +114,13 @@ class TaskRun(Ending):
                 requeued += self._add_arm(Prepared(c, self._prepare(c)))
         if not self.arms:
             raise CampaignError(f"no variant of {self.task.name} could be prepared: {'; '.join(self.skipped)}")
-        with self.db.session() as s:  # one query instead of one per proposal (each ~1 ms on SQLite)
-            query = (select(Evaluation.variant_hash, Evaluation.params_key)
-                     .where(Evaluation.variant_hash.in_(list(self.by_hash)), Evaluation.backend == self.backend_name,
-                            Evaluation.task_hash == self.task.source_hash,
-                            Evaluation.torch_version == self.versions.get("torch", ""),
-                            Evaluation.triton_version == self.versions.get("triton", "")))
+        with self.db.session() as s:
             campaign = store.get_campaign(s, self.spec.name)
             assert campaign is not None  # created (or found) by run_campaign
             self.campaign_id = self.results.campaign_id = campaign.id
-            if self.reuse_campaign is not None:
-                query = query.where(Evaluation.campaign_id == self.campaign_id)
-            self.stored = {(h, k) for h, k in s.execute(query)}
+            self.stored = store.stored_param_keys(
+                s, list(self.by_hash), backend=self.backend_name, task_hash=self.task.source_hash,
+                versions=self.versions, campaign_id=self.campaign_id if self.reuse_campaign is not None else None)
         self._load_history()
         already = sum(a.strategy.n_told for a in self.arms)
         self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)
@@ -199,10 +191,7 @@ class TaskRun(Ending):
     def _stored_candidates(self) -> list[Candidate]:
         """Variants this campaign evaluated for this task that round 0 did not propose again."""
         with self.db.session() as s:
-            rows = s.scalars(select(VariantRecord).join(Evaluation, Evaluation.variant_id == VariantRecord.id)
-                             .join(Campaign).where(Campaign.name == self.spec.name,
-                                                   Evaluation.task == self.task.name)
-                             .distinct().order_by(VariantRecord.id)).all()
+            rows = store.campaign_variants(s, self.spec.name, self.task.name)
             out = [Candidate(parse_variant(r.source, r.name), Origin(r.origin, r.proposer, tuple(r.parents or ()),
                                                                      r.proposal_id, r.rationale or ""))
                    for r in rows if r.source_hash not in self.by_hash]
@@ -215,11 +204,8 @@ class TaskRun(Ending):
         """Tell the study what this campaign stored for it and its copy in the database had not reached (a
         kill -9 between storing a result and the background copy of its trial): never evaluated twice."""
         with self.db.session() as s:
-            rows = s.execute(select(Evaluation.params, Evaluation.verdict, Evaluation.reason, Evaluation.objective_ms)
-                             .join(Campaign).where(Campaign.name == self.spec.name, Evaluation.study_name == name,
-                                                   Evaluation.final.is_(False))
-                             .order_by(Evaluation.id)).all()
-        adopted = sum(strategy.adopt(dict(p), ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
+            rows = store.study_results(s, self.spec.name, name)
+        adopted = sum(strategy.adopt(p, ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
                       for p, v, r, ms in rows)
         if adopted:
             log.info("%s: %d stored result(s) told to the study on resume (its copy had not reached them)", name,

@@ -246,7 +246,7 @@ def test_a_run_that_fails_before_its_first_evaluation_keeps_no_name(tmp_path: Pa
     # Old: the failed run stored campaign "nv" and the corrected re-run was told to pass --resume.
     db = tmp_path / "wf.db"
     line = one_line_error(wf("run", TASK, "--variant-file", str(PLANTED / "no_valid_config.py"),
-                             "--campaign", "nv", db=db), 1)
+                             "--campaign", "nv", db=db), 2)  # the user's file: usage, as `eval` says it
     assert "no configuration of its SPACE" in line
     assert campaigns(db) == []
 

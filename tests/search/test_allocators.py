@@ -21,16 +21,20 @@ def arms(*spec: tuple[int, float | None]) -> list[Arm]:
     return [Arm(load, best) for load, best in spec]
 
 
-def legacy_pick_arm(live_arms: list[Arm], step: int) -> Arm | None:
-    """The campaign's rule before the registry (search/engine/campaign.py `_pick_arm` at 1c14e0d), verbatim."""
-    live = [a for a in live_arms if not a.exhausted]
+def rule_as_written(state: list[Arm], step: int) -> Arm | None:
+    """The default rule from its specification, not from its code: "every live arm to 3 evaluations first
+    (fewest first), then even steps go to the fewest evaluated and odd steps to the fastest measured; ties go
+    to the arm listed first". Written as an explicit ranking by (key, position), where the implementation
+    relies on ``min`` keeping the first of equals."""
+    live = [(pos, a) for pos, a in enumerate(state) if not a.exhausted]
     if not live:
         return None
-    fewest = min(live, key=lambda a: a.load)
-    measured = [a for a in live if a.best_ms is not None]
-    if fewest.load < 3 or not measured or step % 2 == 0:
-        return fewest
-    return min(measured, key=lambda a: a.best_ms)  # type: ignore[arg-type,return-value]
+    by_load = sorted(live, key=lambda pa: (pa[1].load, pa[0]))
+    timed = sorted(((a.best_ms, pos) for pos, a in live if a.best_ms is not None))
+    warming_up = by_load[0][1].load < 3
+    if warming_up or step % 2 == 0 or not timed:
+        return by_load[0][1]
+    return state[timed[0][1]]
 
 
 def test_registry_has_the_three_rules_and_rejects_unknown_names() -> None:
@@ -39,14 +43,14 @@ def test_registry_has_the_three_rules_and_rejects_unknown_names() -> None:
         get_allocator("nope")
 
 
-def test_default_is_the_former_rule_on_random_states() -> None:
+def test_default_follows_its_rule_on_random_states() -> None:
     rng = random.Random(0)
     pick = get_allocator("default").pick
     for _ in range(2000):
         state = [Arm(rng.randint(0, 6), rng.choice([None, 1.0, 2.0, rng.random()]), rng.random() < 0.2)
                  for _ in range(rng.randint(1, 5))]
         step = rng.randint(0, 9)
-        assert pick(state, step) is legacy_pick_arm(state, step)
+        assert pick(state, step) is rule_as_written(state, step)
 
 
 def test_default_decisions() -> None:

@@ -92,16 +92,17 @@ def test_escape_steps_leave_the_trap_and_the_search_finds_the_optimum() -> None:
     assert OPTIMUM in [SPACE.feasible[r] for r in rows]
 
 
-def test_escape_radius_grows_while_the_stall_lasts() -> None:
-    """With every configuration as slow as the trap, the stall never ends: radius 2, 2, 3, 3, 4."""
+def _escape_radii(escape: Escape, steps: int = 5) -> list[int]:
+    """Distance from the trap of each escape step while every configuration is as slow as the trap (the stall
+    never ends). The escape's model is ``_Nearest``: it takes the allowed row closest to the incumbent, so each
+    step lands exactly on the region's radius (a uniform pick would land 3-4 away whatever the radius)."""
     seen = np.zeros(len(SPACE), dtype=bool)
     rows = [SPACE.row(TRAP), SPACE.row((0, 0, 0, 1))]
     values: list[float | None] = [2.0, 2.1]
     arms = ["nearest", "nearest"]
-    escape = Escape(_Nearest(), UniformArm(), patience=1, every=1, grow=2)
     radii = []
     seen[rows] = True
-    for _ in range(5):
+    for _ in range(steps):
         ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows), arms,  # type: ignore[arg-type]
                       np.random.default_rng(1))
         pick = escape.propose(ctx)
@@ -111,7 +112,20 @@ def test_escape_radius_grows_while_the_stall_lasts() -> None:
         rows.append(pick.row)
         values.append(2.0)
         arms.append(pick.arm)
-    assert all(r >= want for r, want in zip(radii, [2, 2, 3, 3, 4])), radii
+    return radii
+
+
+def test_escape_radius_grows_while_the_stall_lasts() -> None:
+    """grow=2: the radius starts at 2 and grows by one every 2 escape steps: 2, 2, 3, 3, 4."""
+    assert _escape_radii(Escape(_Nearest(), _Nearest(), patience=1, every=1, grow=2)) == [2, 2, 3, 3, 4]
+
+
+def test_the_radius_test_fails_a_radius_that_never_grows() -> None:
+    class Stuck(Escape):
+        def region(self, ctx: Context, distance: np.ndarray, done: int) -> np.ndarray:
+            return super().region(ctx, distance, 0)  # as if no escape step had been taken yet
+
+    assert _escape_radii(Stuck(_Nearest(), _Nearest(), patience=1, every=1, grow=2)) == [2, 2, 2, 2, 2]
 
 
 def test_escape_with_the_gp_leaves_a_stall_the_gp_itself_sits_in() -> None:

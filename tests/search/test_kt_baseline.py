@@ -72,8 +72,12 @@ def test_same_seed_same_run(strategy: str) -> None:
     # bayes_opt and diff_evo draw scipy Latin hypercubes without a seed; they must still repeat.
     rec = read_space(SPACES / "pnpoly" / "RTX_3090.json.gz")
     a, b = (run_kt(rec, strategy, seed=7, budget=25) for _ in range(2))
-    assert (a.best_key, a.fraction, a.revisits) == (b.best_key, b.fraction, b.revisits)
-    assert a.evaluations == 25
+    assert (a.keys, a.best_key, a.fraction, a.revisits) == (b.keys, b.best_key, b.fraction, b.revisits)
+    assert a.evaluations == 25 and len(a.keys) == 25
+    # ... and the seed is what decides it: another seed takes another path (a run that ignored its seed, or
+    # seeded everything from a constant, would pass the line above).
+    others = [run_kt(rec, strategy, seed=s, budget=25) for s in (8, 9)]
+    assert any(o.keys != a.keys for o in others)
 
 
 def test_collapse_count_by_hand() -> None:

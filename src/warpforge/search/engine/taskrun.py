@@ -29,7 +29,7 @@ from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import space_stage
 from warpforge.kernels.task import Task
-from warpforge.kernels.variant import parse_variant
+from warpforge.kernels.variant import VariantError, parse_variant
 from warpforge.search.engine.acceptance import Entry, Incumbent
 from warpforge.search.engine.allocators import get_allocator
 from warpforge.search.engine.arms import Arm, ensure_variant, study_name
@@ -96,7 +96,7 @@ class TaskRun(Ending):
         self.arms: list[Arm] = []
         self.by_hash: dict[str, Arm] = {}
         first = self.rounds.first(History.empty(self.task.name, self.backend_name, self.spec.trials), self._prepare)
-        users = [Prepared(c, self._prepare(c)) for c in user_candidates(self.spec.variant_files, self.task.name)]
+        users = [Prepared(c, self._prepare_users(c)) for c in user_candidates(self.spec.variant_files, self.task.name)]
         if not first and not users:
             raise CampaignError(f"the {self.spec.proposer} proposer has no variants for task {self.task.name!r}")
         requeued = 0
@@ -156,6 +156,13 @@ class TaskRun(Ending):
         return summary, requeued
 
     # --- proposal rounds ---------------------------------------------------------------------------
+    def _prepare_users(self, candidate: Candidate) -> SearchSpace:
+        """A ``--variant-file`` that cannot be searched is the user's input, said as eval says it (exit 2)."""
+        try:
+            return self._prepare(candidate)
+        except CampaignError as exc:
+            raise VariantError(str(exc)) from None
+
     def _prepare(self, candidate: Candidate) -> SearchSpace:
         """The candidate's feasible configurations (its code runs in a child); raises CampaignError."""
         variant = candidate.variant

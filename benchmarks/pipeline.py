@@ -207,8 +207,8 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
     from sqlalchemy import create_engine, text
 
     from warpforge.evaluator.pool import PoolConfig
-    from warpforge.search import campaign as engine
-    from warpforge.search import mirror, taskrun
+    from warpforge.search.engine import campaign as engine
+    from warpforge.search.engine import mirror, taskrun
 
     task, variant = write_files(folder)
     db = folder / f"bench-{workers}-{stored}.db"

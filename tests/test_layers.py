@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).parents[1] / "src" / "warpforge"
 ALLOWED = {
     "db",  # the read layer and the store
@@ -48,3 +50,44 @@ def test_only_the_database_package_imports_sqlalchemy() -> None:
                  if "templates" not in p.parts and not _allowed(str(p.relative_to(SRC))) and _imports_sqlalchemy(p))
     assert not bad, "SQL outside the read layer and the store (add a Reader method or a store function): " + \
         ", ".join(bad)
+
+
+OPTUNA_PRIVATE = {"_study_id", "_trial_id", "_storage", "_get_trial", "_parzen_estimator_cls",
+                  "_parzen_estimator_parameters"}
+
+
+def _reaches_into_optuna(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            out += [f"imports {n}" for n in names if n.startswith("optuna") and "._" in n]
+        if isinstance(node, ast.Attribute) and node.attr in OPTUNA_PRIVATE:
+            out.append(f"{ast.unparse(node)} (line {node.lineno})")
+    return out
+
+
+def test_only_one_module_reaches_into_optuna_private_api() -> None:
+    home = SRC / "search" / "optuna_private.py"
+    assert _reaches_into_optuna(home)  # the check sees what that module does
+    bad = {str(p.relative_to(SRC)): found for p in SRC.rglob("*.py")
+           if p != home and "templates" not in p.parts and (found := _reaches_into_optuna(p))}
+    assert not bad, f"Optuna's private API outside search/optuna_private.py: {bad}"
+
+
+def test_an_unchecked_optuna_version_is_said(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    import logging
+
+    import optuna
+
+    from warpforge.search import optuna_private
+
+    optuna_private.check_version.cache_clear()
+    monkeypatch.setattr(optuna, "__version__", "9.9.0")
+    with caplog.at_level(logging.WARNING, logger="warpforge.search"):
+        assert optuna_private.check_version() is False
+    assert "Optuna 9.9.0" in caplog.text
+    optuna_private.check_version.cache_clear()
+    monkeypatch.undo()
+    assert optuna_private.check_version() is True  # the installed one is checked

@@ -142,7 +142,7 @@ def test_outstanding_asks_are_distinct_and_count_toward_exhaustion() -> None:
 
 def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: pytest.MonkeyPatch,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
-    from warpforge.search import samplers
+    from warpforge.search.samplers import registry as samplers
 
     def broken(*args: object, **kwargs: object) -> None:
         raise AttributeError("_parzen_estimator_cls")

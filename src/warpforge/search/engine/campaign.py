@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import optuna
 
@@ -37,6 +37,7 @@ from warpforge.search.engine.mirror import optuna_storage
 from warpforge.search.engine.spec import RESUME_KEEPS, CampaignError, CampaignSpec, resumed_spec
 from warpforge.search.engine.summary import CampaignSummary, Event
 from warpforge.search.engine.taskrun import TaskRun
+from warpforge.search.samplers.registry import resolve_sampler
 
 __all__ = ["RESUME_KEEPS", "CampaignError", "CampaignSpec", "Event", "resumed_spec", "run_campaign", "study_name"]
 
@@ -90,6 +91,7 @@ def _run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None,
         if existing is None and spec.resume:
             raise CampaignError(f"no campaign {spec.name!r} in {db.safe_url} to resume; drop --resume to start it")
         if existing is None:
+            spec = replace(spec, sampler=resolve_sampler(spec.sampler))  # stored versioned: wf-default@<n>
             spec_dict = {k: v for k, v in asdict(spec).items() if k not in ("db_url", "resume", "ray_address")}
             store.create_campaign(s, spec.name, spec_dict)
             created.append(spec.name)

@@ -32,13 +32,15 @@ from typing import Any
 import optuna
 from optuna.distributions import distribution_to_json
 from optuna.storages import InMemoryStorage, RDBStorage
-from optuna.storages._rdb import models
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from warpforge.search.optuna_private import rdb_models, storage_trial_id, stored_trial, study_id, study_system_attrs
 from warpforge.search.samplers.strategy import make_study
+
+models = rdb_models()  # Optuna's own table definitions (private: search/optuna_private.py)
 
 log = logging.getLogger("warpforge.search.engine.mirror")
 _MISSING = object()
@@ -63,7 +65,7 @@ class MirroredStorage(InMemoryStorage):
             super().set_study_system_attr(study_id, key, value)
         for t in trials:
             trial_id = super().create_new_trial(study_id, template_trial=t)
-            self._rdb_ids[trial_id], self._written[trial_id] = t._trial_id, self._get_trial(trial_id)
+            self._rdb_ids[trial_id], self._written[trial_id] = storage_trial_id(t), stored_trial(self, trial_id)
 
     # --- writes: applied here, marked for the database -----------------------------------------------------
     def _mark(self, trial_id: int) -> None:
@@ -106,16 +108,16 @@ class MirroredStorage(InMemoryStorage):
         """The changed trials, in number order, each with what the database holds and its database id."""
         with self._lock:
             dirty, self._dirty = self._dirty, set()
-            trials = sorted((self._get_trial(i) for i in dirty), key=lambda t: t.number)
-        return [(t, self._written.get(t._trial_id), self._rdb_ids.get(t._trial_id)) for t in trials]
+            trials = sorted((stored_trial(self, i) for i in dirty), key=lambda t: t.number)
+        return [(t, self._written.get(storage_trial_id(t)), self._rdb_ids.get(storage_trial_id(t))) for t in trials]
 
     def done(self, copied: list[tuple[FrozenTrial, int]]) -> None:
         for t, rdb_id in copied:
-            self._rdb_ids[t._trial_id], self._written[t._trial_id] = rdb_id, t
+            self._rdb_ids[storage_trial_id(t)], self._written[storage_trial_id(t)] = rdb_id, t
 
     def retry(self, trials: list[FrozenTrial]) -> None:
         with self._lock:
-            self._dirty.update(t._trial_id for t in trials)
+            self._dirty.update(storage_trial_id(t) for t in trials)
 
 
 def _json(value: Any) -> str:
@@ -261,11 +263,10 @@ class StudyWriter:
 def open_study(name: str, writer: StudyWriter, sampler: str, seed: int | None) -> optuna.Study:
     """Create or load the study ``name`` in the writer's database and return its in-memory mirror."""
     stored = make_study(name, writer.rdb, sampler, seed)
-    storage = MirroredStorage(writer, stored._study_id)
+    storage = MirroredStorage(writer, study_id(stored))
     study = optuna.create_study(study_name=name, storage=storage, direction=StudyDirection.MINIMIZE,
                                 sampler=optuna.samplers.RandomSampler(seed=seed))
-    storage.load(study._study_id, stored.get_trials(deepcopy=False), stored.user_attrs,
-                 stored._storage.get_study_system_attrs(stored._study_id))
+    storage.load(study_id(study), stored.get_trials(deepcopy=False), stored.user_attrs, study_system_attrs(stored))
     writer.add(storage)
     return study
 

@@ -65,7 +65,10 @@ class GPArm(ScoringArm):
     def acquisition(self, ctx: Context, rows: np.ndarray) -> np.ndarray:
         """log EI, or UCB, of the copula of negative time (maximised) at the given feasible rows."""
         import torch
-        from optuna._gp import acqf, gp, prior
+
+        from warpforge.search.optuna_private import gp_modules
+
+        acqf, gp, prior = gp_modules()
 
         space = ctx.space
         cols = [j for j, v in enumerate(space.params.values()) if len(v) > 1]

@@ -36,6 +36,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.samplers import BaseSampler
 
 from warpforge.errors import UsageError
+from warpforge.search.optuna_private import parzen_estimator
 from warpforge.search.samplers.escape import Escape
 from warpforge.search.samplers.gp_arm import GPArm
 from warpforge.search.samplers.policy import (
@@ -50,7 +51,7 @@ from warpforge.search.samplers.policy import (
 from warpforge.search.samplers.space import SearchSpace
 
 __all__ = ["ARM_ATTR", "DEFAULT_SAMPLER", "REPAIR_ATTR", "SAMPLERS", "Context", "Pick", "Policy",
-           "UniformArm", "make_policy", "ordinal_distributions"]
+           "UniformArm", "make_policy", "newer_policy_note", "ordinal_distributions", "resolve_sampler"]
 
 ARM_ATTR = "wf:arm"  # system attr: which policy arm proposed the trial
 REPAIR_ATTR = "wf:repair"  # system attr: "infeasible" / "duplicate" when the raw proposal was snapped
@@ -145,7 +146,7 @@ class TPEArm(ScoringArm):
             trial_rows = np.array([ctx.rows[i] for i in idx], dtype=int)
             return {n: mat[trial_rows, j].astype(float) for n, j in zip(names, cols)}
 
-        cls, params = self.tpe._parzen_estimator_cls, self.tpe._parzen_estimator_parameters
+        cls, params = parzen_estimator(self.tpe)
         samples = {n: mat[rows, j].astype(float) for n, j in zip(names, cols)}
         groups = [[n] for n in names] if self.independent else [names]
         acq = np.zeros(len(rows))
@@ -331,11 +332,59 @@ SAMPLERS: dict[str, PolicyFactory] = {
 }
 DEFAULT_SAMPLER = "wf-default"
 
+# What each version of a name that moves meant, oldest first; the last is what the name means today. A study is
+# created under the versioned name (``wf-default`` -> ``wf-default@4``) and keeps it, so a resumed study goes on
+# with the policy it started with. The versions, with their measurements: docs/history/search.md.
+POLICY_VERSIONS: dict[str, tuple[str, ...]] = {
+    "wf-default": ("wf-tpe-local", "wf-gp-tpe", "wf-portfolio", "wf-consensus"),
+}
+SAMPLERS["wf-consensus"] = _default  # wf-default@4: the portfolio plus the consensus escape
+
+
+def _split(name: str) -> tuple[str, int | None]:
+    base, at, version = name.partition("@")
+    if not at:
+        return base, None
+    versions = POLICY_VERSIONS.get(base)
+    if versions is None or not version.isdigit() or not 1 <= int(version) <= len(versions):
+        known = ", ".join(f"{b}@1..{len(v)}" for b, v in sorted(POLICY_VERSIONS.items()))
+        raise UsageError(f"unknown sampler version {name!r}; versioned names: {known}")
+    return base, int(version)
+
+
+def resolve_sampler(name: str) -> str:
+    """The name a new study records: a moving name gets its current version (``wf-default`` ->
+    ``wf-default@4``); a versioned or fixed name is itself. Unknown names are a usage error.
+
+    Example:
+        >>> resolve_sampler("wf-default"), resolve_sampler("wf-default@2"), resolve_sampler("tpe")
+        ('wf-default@4', 'wf-default@2', 'tpe')
+    """
+    base, version = _split(name)
+    if version is None and base not in SAMPLERS:
+        raise UsageError(f"unknown sampler {name!r}; choose from {', '.join(sorted(SAMPLERS))}")
+    if version is None and base in POLICY_VERSIONS:
+        return f"{base}@{len(POLICY_VERSIONS[base])}"
+    return name
+
+
+def newer_policy_note(stored: str) -> str | None:
+    """A note when a study keeps a policy version older than what its name means today (None otherwise)."""
+    base, version = _split(stored)
+    versions = POLICY_VERSIONS.get(base)
+    if versions is None or version is None or version == len(versions):
+        return None
+    return (f"this study keeps its sampler {stored} ({versions[version - 1]}); {base} is now {base}@{len(versions)} "
+            f"({versions[-1]}): a new campaign gets it")
+
 
 def make_policy(name: str, seed: int | None = None) -> Policy:
-    """Instantiate a registered sampler; raises ValueError naming the choices for an unknown one."""
+    """Instantiate a registered sampler (``name`` or ``name@version``); an unknown one is a usage error."""
+    base, version = _split(name)
+    if version is not None:
+        return SAMPLERS[POLICY_VERSIONS[base][version - 1]](seed)
     try:
-        factory = SAMPLERS[name]
+        factory = SAMPLERS[base]
     except KeyError:
         raise UsageError(f"unknown sampler {name!r}; choose from {', '.join(sorted(SAMPLERS))}") from None
     return factory(seed)

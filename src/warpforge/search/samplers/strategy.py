@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from optuna.storages import BaseStorage
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from warpforge.search.optuna_private import set_trial_attr
 from warpforge.search.samplers.registry import (
     ARM_ATTR,
     DEFAULT_SAMPLER,
@@ -34,12 +36,15 @@ from warpforge.search.samplers.registry import (
     Policy,
     UniformArm,
     make_policy,
+    newer_policy_note,
     ordinal_distributions,
+    resolve_sampler,
 )
 from warpforge.search.samplers.space import SearchSpace
 
+log = logging.getLogger("warpforge.search")
 CONFIG_ATTR = "config"  # user attr: the configuration's real values (the params are ordinal indices)
-SAMPLER_ATTR = "wf:sampler"  # study user attr: the registry name the study was created with
+SAMPLER_ATTR = "wf:sampler"  # study user attr: the versioned registry name the study was created with
 
 
 @dataclass
@@ -81,9 +86,9 @@ class FeasibleSampler(BaseSampler):
         self.n_proposals += 1
         self.n_infeasible += pick.repair == "infeasible"
         self.n_duplicate += pick.repair == "duplicate"
-        study._storage.set_trial_system_attr(trial._trial_id, ARM_ATTR, pick.arm)
+        set_trial_attr(study, trial, ARM_ATTR, pick.arm, system=True)
         if pick.repair:
-            study._storage.set_trial_system_attr(trial._trial_id, REPAIR_ATTR, pick.repair)
+            set_trial_attr(study, trial, REPAIR_ATTR, pick.repair, system=True)
         index = self.space.to_index(self.space.feasible[pick.row])
         return {k: int(i) for k, i in zip(self.space.params, index) if k in search_space}
 
@@ -189,11 +194,11 @@ def make_study(name: str, storage: str | BaseStorage | None, sampler: str = DEFA
         >>> make_study("s", None, "tpe").direction.name
         'MINIMIZE'
     """
-    make_policy(sampler, seed)  # fail early on an unknown name
+    recorded = resolve_sampler(sampler)  # fail early on an unknown name; wf-default -> wf-default@<current>
     study = optuna.create_study(study_name=name, storage=storage, direction="minimize",
                                 sampler=optuna.samplers.RandomSampler(seed=seed), load_if_exists=True)
-    if SAMPLER_ATTR not in study.user_attrs:
-        study.set_user_attr(SAMPLER_ATTR, sampler)
+    if SAMPLER_ATTR not in study.user_attrs:  # a loaded study keeps the policy it was created with
+        study.set_user_attr(SAMPLER_ATTR, recorded)
     return study
 
 
@@ -212,8 +217,12 @@ class Strategy:
             raise ValueError("the search space has no feasible configuration")
         self.space = space
         self.study = study
-        self.sampler_name = sampler
-        self.sampler = FeasibleSampler(space, make_policy(sampler, seed), seed)
+        # The study's own record wins: a resumed study goes on with the policy version it started with.
+        self.sampler_name = str(study.user_attrs.get(SAMPLER_ATTR, sampler))
+        note = newer_policy_note(self.sampler_name)
+        if note is not None:
+            log.warning("%s: %s", study.study_name, note)
+        self.sampler = FeasibleSampler(space, make_policy(self.sampler_name, seed), seed)
         study.sampler = self.sampler
         self._dists = ordinal_distributions(space)
         self._told_rows: set[int] = set()
@@ -237,7 +246,7 @@ class Strategy:
         n = 0
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             row = self.sampler.row_of(t)
-            self.study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
+            set_trial_attr(self.study, t, "interrupted", True, system=False)
             self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
             self._running.pop(t.number, None)
             if row is not None and row not in self._told_rows:

@@ -404,8 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         "transaction (db/writer.py: one per poll's completions);",
         "evals/commit: evaluations per result transaction, commit p50/p90: the wall time of one; load: the 1-min "
         "load average (`uptime`) when the row finished;",
-        "copy: the background copy of the studies to Optuna's tables (search/engine/mirror.py), done while the orchestrator "
-        "waits on the pool (not part of the overhead);",
+        "copy: the background copy of the studies to Optuna's tables (search/engine/mirror.py), done while the "
+        "orchestrator waits on the pool (not part of the overhead);",
         "loop CPU: the orchestrator thread's CPU time per evaluation over the same span (waiting included, which costs "
         "little CPU): what the loop costs without other jobs' load.",
     ]

@@ -1,22 +1,25 @@
 """The end of a task's search: the final top-k re-benchmark, the summary, and the decision stored as data.
 
-A mixin of :class:`~warpforge.search.engine.taskrun.TaskRun` (it reads the run's pool, incumbent, arms and
-database), kept apart so that the search loop and its ending each stay readable.
+:class:`Ending` is handed what it needs by :class:`~warpforge.search.engine.taskrun.TaskRun` (the database,
+the pool, the incumbent, and the run's own ``save``/``commit``), kept apart so that the search loop and its
+ending each stay readable.
 
 Example::
 
-    >>> final = run._final()             # re-measure the top-k where timing is live   # doctest: +SKIP
-    >>> summary = run._summarize(final)  # counts, the chosen best, its stored decision  # doctest: +SKIP
+    >>> ending = Ending(db, spec, task, pool, "cuda", incumbent, save=run.save, commit=run.commit)  # doctest: +SKIP
+    >>> final = ending.final(run.measured, run.by_hash)   # re-measure the top-k where timing is live
+    >>> summary = ending.summarize(final, run.arms)       # counts, the chosen best, its stored decision
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from warpforge.db import store
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
-from warpforge.evaluator.backends import Backend
+from warpforge.evaluator.backends import BACKENDS
 from warpforge.evaluator.pool import EvalPool
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.kernels.task import Task
@@ -28,32 +31,21 @@ from warpforge.search.engine.summary import FinalEntry, TaskSummary
 
 
 class Ending:
-    """The last two steps of a task's run; the attributes are TaskRun's."""
+    """The last two steps of a task's run."""
 
-    db: Database
-    spec: CampaignSpec
-    task: Task
-    pool: EvalPool
-    backend_name: str
-    backend_cls: type[Backend]
-    incumbent: Incumbent
-    measured: list[Entry]
-    arms: list[Arm]
-    by_hash: dict[str, Arm]
+    def __init__(self, db: Database, spec: CampaignSpec, task: Task, pool: EvalPool, backend_name: str,
+                 incumbent: Incumbent, *, save: Callable[..., None], commit: Callable[[], None]) -> None:
+        self.db, self.spec, self.task, self.pool, self.incumbent = db, spec, task, pool, incumbent
+        self.backend_name, self.backend_cls = backend_name, BACKENDS[backend_name]
+        self.save, self.commit = save, commit
 
-    def save(self, arm: Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
-        raise NotImplementedError
-
-    def commit(self) -> None:
-        raise NotImplementedError
-
-    def _final(self) -> list[FinalEntry]:
+    def final(self, measured: list[Entry], by_hash: dict[str, Arm]) -> list[FinalEntry]:
         """Re-measure the top-k in fresh children where timing is live (recorded times cannot change), and
         keep the incumbent unless another is faster beyond noise on the fresh numbers too."""
         best = self.incumbent.best
         if self.spec.top_k <= 0 or best is None:
             return []
-        chosen = top_k(self.measured, best, self.spec.top_k)
+        chosen = top_k(measured, best, self.spec.top_k)
         fresh: dict[str, EvalResult] = {}
         if self.backend_cls.live_timing:
             pending = {f"final:{e.key}": e for e in chosen if e.spec is not None}
@@ -64,7 +56,7 @@ class Ending:
                 for c in self.pool.poll(timeout=1.0):
                     e = pending.pop(c.key)
                     if c.result is not None:
-                        self.save(self.by_hash[e.result.variant_hash], c.result, None, final=True)
+                        self.save(by_hash[e.result.variant_hash], c.result, None, final=True)
                         fresh[e.key] = c.result
                 self.commit()
         winner, report = settle(chosen, fresh, best, self.spec.alpha)
@@ -75,11 +67,11 @@ class Ending:
             self.incumbent.best = winner or best
         return report
 
-    def _summarize(self, final: list[FinalEntry]) -> TaskSummary:
+    def summarize(self, final: list[FinalEntry], arms: list[Arm]) -> TaskSummary:
         rows = list(Reader(database=self.db).iter_evaluations(campaign=self.spec.name, task=self.task.name,
                                                               final=False))
         measured = 0
-        for arm in self.arms:
+        for arm in arms:
             summary = arm.summary
             for r in rows:
                 if r.variant_hash != arm.variant.source_hash:
@@ -100,7 +92,7 @@ class Ending:
                     "variants; configurations were checked for correctness (Triton interpreter) and compiled for "
                     f"{self.spec.target}, but not ranked by time. Run on a CUDA machine or record with "
                     "benchmarks/record_spaces.py")
-        out = TaskSummary(self.task.name, self.backend_name, len(rows), measured, text, [a.summary for a in self.arms],
+        out = TaskSummary(self.task.name, self.backend_name, len(rows), measured, text, [a.summary for a in arms],
                           workers=self.pool.describe, acceptance=self.incumbent.describe(), final=final)
         if best is not None:
             out.best_variant, out.best_params, out.best_ms, out.best_speedup = (

@@ -44,7 +44,7 @@ from warpforge.search.samplers.strategy import Proposal, Strategy
 log = logging.getLogger("warpforge.search.engine.campaign")
 
 
-class TaskRun(Ending):
+class TaskRun:
     """One task's search: keep ``pool.depth`` proposals in flight, store each result, then tell it."""
 
     def __init__(self, db: Database, spec: CampaignSpec, task: Task, pools: dict[str, EvalPool],
@@ -68,17 +68,34 @@ class TaskRun(Ending):
         self.measured: list[Entry] = []
         # Live GPU times are reused only within this campaign (its GPU); other results across campaigns.
         self.reuse_campaign = spec.name if self.backend_name == "cuda" else None
+        self.arms: list[Arm] = []
+        self.by_hash: dict[str, Arm] = {}
+        self.skipped: list[str] = []  # proposed variants that could not be prepared (said in the summary)
+        self.campaign_id = 0  # the campaign's row, read when the run starts
+        self.stored: set[tuple[str, str]] = set()  # (variant hash, params key) already stored: never evaluated again
+        self.asked_at = -1  # evaluations done when wants_more was last asked
+        self._base: JobSpec | None = None  # the task's job template: its file is read and hashed once, not per job
+        self.allocator = get_allocator(spec.allocator, spec.allocator_config)
+        proposer_config = dict(spec.proposer_config)
+        if getattr(PROPOSERS.get(spec.proposer), "needs_campaign", False):
+            # Context, not stored in the spec (the URL may hold a password): the agent stores its calls there.
+            proposer_config |= {"campaign": spec.name, "db_url": spec.db_url}
+        proposer = get_proposer(spec.proposer, proposer_config)
+        # The resources last, each closed by run() (or here, when a later one cannot start).
+        self.writer = StudyWriter(optuna_storage(db.url))  # studies live in memory, copied in the background
+        try:
+            self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
+            self.results = ResultWriter(db)  # the single writer's connection, held for the task's run
+            self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(proposer, task)
+        except BaseException:
+            self.writer.close()
+            if hasattr(self, "children"):
+                self.children.close()
+            raise
+        self.ending = Ending(db, spec, task, self.pool, self.backend_name, self.incumbent, save=self.save,
+                             commit=self.commit)
 
     def run(self) -> tuple[TaskSummary, int]:
-        self.writer = StudyWriter(optuna_storage(self.db.url))  # studies live in memory, copied in the background
-        self.allocator = get_allocator(self.spec.allocator, self.spec.allocator_config)
-        self.children = ChildPool()  # constraint enumeration runs candidate code: in a child, here
-        self.results = ResultWriter(self.db)  # the single writer's connection, held for the task's run
-        config = dict(self.spec.proposer_config)
-        if getattr(PROPOSERS.get(self.spec.proposer), "needs_campaign", False):
-            # Context, not stored in the spec (the URL may hold a password): the agent stores its calls there.
-            config |= {"campaign": self.spec.name, "db_url": self.spec.db_url}
-        self.rounds: ProposalLoop[SearchSpace] = ProposalLoop(get_proposer(self.spec.proposer, config), self.task)
         try:
             out = self._run()
         except BaseException:
@@ -93,14 +110,11 @@ class TaskRun(Ending):
         return out
 
     def _run(self) -> tuple[TaskSummary, int]:
-        self.arms: list[Arm] = []
-        self.by_hash: dict[str, Arm] = {}
         first = self.rounds.first(History.empty(self.task.name, self.backend_name, self.spec.trials), self._prepare)
         users = [Prepared(c, self._prepare_users(c)) for c in user_candidates(self.spec.variant_files, self.task.name)]
         if not first and not users:
             raise CampaignError(f"the {self.spec.proposer} proposer has no variants for task {self.task.name!r}")
         requeued = 0
-        self.skipped: list[str] = []  # proposed variants that could not be prepared (said in the summary)
         for p in first + users:
             if p.error is not None and p.candidate.origin.kind == "user":
                 raise CampaignError(p.error)  # a file the user named: stop and say why
@@ -126,7 +140,6 @@ class TaskRun(Ending):
         self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)
         if self.on_start is not None:
             self.on_start(self.task.name, self.budget)
-        self.asked_at = -1  # evaluations done when wants_more was last asked
         while True:
             self._next_round()  # first: arms a finished round adds get their share in this _fill
             self._fill()
@@ -140,8 +153,8 @@ class TaskRun(Ending):
             with self.writer.waiting():  # the studies' copy to the database runs while we wait
                 completions = self.pool.poll(timeout=0.2 if self.rounds.in_flight else 1.0)
             self._complete(completions)
-        final = self._final()
-        summary = self._summarize(final)
+        final = self.ending.final(self.measured, self.by_hash)
+        summary = self.ending.summarize(final, self.arms)
         summary.reused = self.reused
         if self.reused:
             summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
@@ -345,7 +358,7 @@ class TaskRun(Ending):
 
     # --- helpers shared with final.py --------------------------------------------------------------
     def job_spec(self, arm: Arm, params: dict[str, Any], key: str) -> JobSpec:
-        if not hasattr(self, "_base"):  # the task's file is read and hashed once, not per job
+        if self._base is None:
             self._base = JobSpec.of(Job(self.task, arm.variant, {}, seeds=self.spec.seeds, target=self.spec.target,
                                         timeout_s=self.spec.timeout_s), "")
         return replace(self._base, key=key, variant=arm.variant, params=dict(params))

@@ -61,9 +61,9 @@ def transcripts(
         table.add_column(col)
     for c in calls:
         verdicts = ", ".join(f"{k}:{n}" for k, n in sorted(c.verdicts.items())) or "-"
-        r = c.response
-        table.add_row(str(c.id), c.task, c.call_key, r.model, r.finish_reason or "-",
-                      f"{r.prompt_tokens}/{r.completion_tokens}", f"{r.latency_s:.1f}", f"{r.cost_usd:.4f}",
+        a = c.response
+        table.add_row(str(c.id), c.task, c.call_key, a.model, a.finish_reason or "-",
+                      f"{a.prompt_tokens}/{a.completion_tokens}", f"{a.latency_s:.1f}", f"{a.cost_usd:.4f}",
                       c.outcome + (" (replayed)" if c.replayed else ""),
                       (c.variant_hash or "")[:12] or "-", verdicts)
     out.print(table)
@@ -71,8 +71,8 @@ def transcripts(
         from warpforge.cli.plan_agent import proposals_table
 
         out.print(proposals_table(plans, f"plans proposed in {campaign}"))
-    for r in runs:
-        out.print(_run_line(r), highlight=False)
+    for run in runs:
+        out.print(_run_line(run), highlight=False)
     if full:
         for c in calls:
             out.rule(f"{c.task} {c.call_key} ({c.outcome})")

@@ -1,7 +1,7 @@
 """Checks before the first evaluation: what ``run`` and ``eval`` can refuse before anything runs or is stored.
 
 A command that cannot work should say so in one line, at once, with what to do instead, rather than spend
-its budget on ``unsupported`` rows or reserve a campaign name (issue 19). Everything here only parses
+its budget on ``unsupported`` rows or reserve a campaign name. Everything here only parses
 files and asks the machine what it has; the one exception, :func:`pick_params`, runs the variant's
 ``constraints`` the way the campaign does, in a sandboxed child (evaluator/stages.py ``space_stage``),
 because constraints are candidate code.

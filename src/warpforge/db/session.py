@@ -3,7 +3,7 @@
 One URL (``--db``, else ``WARPFORGE_DB``, else a SQLite file in the user's data dir) holds warpforge's
 ``wf_*`` tables and Optuna's RDBStorage tables. Schema changes go through Alembic only.
 
-Readers and writers open it differently (issue 19):
+Readers and writers open it differently:
 
 - ``Database(url)`` (a writer: ``run``, ``db upgrade``, ``plan ... --db``) creates a missing SQLite file,
   and its directory, saying so on the ``warpforge.db`` logger (the CLI prints it as a ``note:`` line).

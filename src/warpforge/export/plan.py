@@ -1,6 +1,6 @@
 """What to export for one task, chosen from the stored campaign decisions through the read layer only.
 
-Rules (issue 16):
+Rules:
 - the winner is the campaign's stored ``Decision`` with ``accepted`` true; export never re-ranks raw times
   to pick a winner. With several accepted decisions the newest wins (``--gpu`` narrows them to one GPU);
 - the winner must have an evaluation with verdict ``ok`` (same variant source hash and parameters);

@@ -6,7 +6,7 @@ optimum. Those configurations are Hamming-1 local optima (no one-parameter chang
 the nearest better configuration is 2-4 parameters away) sitting on a plateau of many 0.55-0.65
 configurations, and all three arms (GP expected improvement, TPE, GP upper confidence bound) kept
 proposing plateau points 1-6 parameters from the incumbent, each a little worse or a little
-better, so the incumbent crept up by 1-2% and never left (docs/search.md, issue 20).
+better, so the incumbent crept up by 1-2% and never left (docs/history/search.md).
 
 :class:`Escape` wraps such a portfolio. While the incumbent is *stalled* (it has not improved by
 at least ``min_gain`` relative within the last ``patience`` evaluations) and looks like a local
@@ -78,7 +78,7 @@ class Escape(Policy):
         distance = (mat != mat[best]).sum(axis=1)
         if int((distance[ctx.rows] == 1).sum()) < self.min_probed:
             # Still refining one parameter at a time (MI250X): escaping from there cost 0.2 at 50
-            # evaluations in issue 20's screen; the portfolio's own steps probe the neighbours.
+            # evaluations in the screen (docs/history/search.md); the portfolio's own steps probe the neighbours.
             return self.inner.propose(ctx)
         region = self.region(ctx, distance, done)
         pick = self.model.propose(ctx, only=region) if region.any() else None
@@ -101,7 +101,7 @@ def consensus_breakers(mat: np.ndarray, rows: list[int], values: list[float | No
     """Rows of ``mat`` that differ from the ``top`` fastest measured rows in a parameter on which those all agree.
 
     On convolution_milo/A100 every stalled run's best measurements share ``read_only=0`` while the
-    optimum has ``read_only=1`` (docs/search.md, issue 20): the hypothesis worth one evaluation is
+    optimum has ``read_only=1`` (docs/history/search.md): the hypothesis worth one evaluation is
     that the consensus itself is the trap. Parameters with one value in the space are not consensus.
 
     Example:

@@ -11,7 +11,7 @@ measured and every sampler learns from real evaluations only (no phantom infeasi
 ``wf-portfolio`` is a portfolio: 5 uniform starts, then three arms take turns, each maximising its
 acquisition over the unseen feasible set: a GP's log expected improvement
 (:class:`~warpforge.search.samplers.gp_arm.GPArm`), TPE's density ratio (:class:`TPEArm`) and the same GP's
-upper confidence bound. ``wf-default`` (:data:`DEFAULT_SAMPLER`, issue 20) is that portfolio with a
+upper confidence bound. ``wf-default`` (:data:`DEFAULT_SAMPLER`) is that portfolio with a
 stall escape (:class:`~warpforge.search.samplers.escape.Escape`): when the incumbent stalls at a probed local
 optimum, every other proposal is the GP's choice among the configurations that change a parameter
 value the 10 fastest measurements all share. ``wf-escape`` escapes by distance alone (at least 2
@@ -243,7 +243,7 @@ PolicyFactory = Callable[[int | None], Policy]
 # wf-default's GP-UCB arm. With UCB as the GP's only acquisition beside TPE (no EI arm), A100 read
 # 0.835 at beta 2 and 0.865 at beta 3 (60 repeats, seeds 13000-13059); 3 was kept for the third arm.
 UCB_BETA = 3.0
-# wf-escape's stall and gate (issue 20's screen, seeds 20000-20009, 10 repeats, fraction at 50 / 100):
+# wf-escape's stall and gate (the screen on seeds 20000-20009, 10 repeats, fraction at 50 / 100):
 # - stall = no 2% gain within 6 evaluations: patience 10 reached 0.781 / 0.907 on A100, 6 0.852 / 0.922;
 #   escaping on every stalled step instead of every other one, 0.750 / 0.789;
 # - but MI250X fell from 0.924 / 0.982 to 0.728 / 0.895 and convolution/RTX_3090 at 50 from 0.979 to
@@ -292,14 +292,14 @@ def _default(seed: int | None) -> Policy:
     # measurements: after 6 evaluations without a 2% gain, from an incumbent with >= 3 measured
     # one-parameter neighbours, every other proposal is the GP's expected-improvement choice among
     # the unseen configurations that change a parameter value all 10 fastest share (radius >= 2 when
-    # they share none). Issue 20, screen seeds 21000-21019 (20 repeats), 7-space mean at 50 / 100:
+    # they share none). Screen on seeds 21000-21019 (20 repeats), 7-space mean at 50 / 100:
     # wf-portfolio 0.869 / 0.959, this 0.877 / 0.967 (A100 0.683 / 0.862 -> 0.747 / 0.891; no space
     # lower by more than one standard error); consensus of the top 5: 0.879 / 0.961 (MI250X -0.025).
     return _escaping(seed, CONSENSUS_TOP)
 
 
 def _escape(seed: int | None) -> Policy:
-    # The radius-only escape (issue 20, session 7): better at 50 evaluations, worse on A4000 at 100
+    # The radius-only escape (docs/history/search.md): better at 50 evaluations, worse on A4000 at 100
     # on two seed ranges (-0.047, -0.051), so it was not made the default (docs/search.md).
     return _escaping(seed, None)
 

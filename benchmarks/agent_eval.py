@@ -107,7 +107,7 @@ def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]
         started = time.monotonic()
         res = asyncio.run(agent.run())
         wall = time.monotonic() - started
-        call_model = {c.id: c.model for c in read_transcripts(Database(db_url), name)}
+        call_model = {c.id: c.response.model for c in read_transcripts(Database(db_url), name)}
         per: dict[str, dict[str, Any]] = defaultdict(lambda: defaultdict(int))
         for p in res.proposals:
             m = per[call_model.get(p.call_id or -1, "?")]

@@ -29,7 +29,8 @@ def first_set_outside_init(cls_source: str) -> set[str]:
 
 
 def test_the_checker_finds_an_attribute_born_outside_init() -> None:
-    src = "class A:\n    def __init__(self):\n        self.a = 1\n    def f(self):\n        self.a = 2\n        self.b = 3\n"
+    src = ("class A:\n    def __init__(self):\n        self.a = 1\n"
+           "    def f(self):\n        self.a = 2\n        self.b = 3\n")
     assert first_set_outside_init(src) == {"b"}
 
 

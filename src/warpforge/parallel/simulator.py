@@ -21,7 +21,10 @@ from warpforge.parallel.calibration import Calibration, calibration_for
 from warpforge.parallel.comm import Group, Network
 from warpforge.parallel.compute import Hw, groups, head_cost, layer_cost
 from warpforge.parallel.errors import InvalidPlanError
+from warpforge.parallel.frameworks import FRAMEWORKS
 from warpforge.parallel.memory import GIB, StageMemory, stage_memory, stage_params
+from warpforge.parallel.memory_deepspeed import deepspeed_stage_memory
+from warpforge.parallel.memory_fsdp import fsdp_stage_memory
 from warpforge.parallel.pipeline import in_flight_chunks, pipeline_time
 from warpforge.parallel.prediction import MemoryBreakdown, Prediction, TimeBreakdown
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
@@ -61,6 +64,10 @@ def check_plan(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig) -> None
     for ok, msg in rules:
         if not ok:
             raise InvalidPlanError(msg)
+    why = FRAMEWORKS[plan.framework].why_not(plan)
+    if why:
+        hint = "; use --zero 3 (FSDP), 2 or 0" if plan.framework == "torchtitan" and plan.zero == 1 else ""
+        raise InvalidPlanError(why + hint)
     if plan.pp_first_layers is not None or plan.pp_last_layers is not None:
         try:
             plan.stage_layers(model.layers)
@@ -140,10 +147,15 @@ def memory_by_rank(
     out = {}
     for i in sorted({0, min(1, pp - 1), pp - 1}):
         nd, nm = split[i]
-        out[i] = stage_memory(
-            model, plan, dense_layers=nd, moe_layers=nm, embed=i == 0, head=i == pp - 1,
-            in_flight_layers=in_flight_chunks(i, pp, m, v) * (nd + nm) / v,
-        )
+        chunks = in_flight_chunks(i, pp, m, v)
+        kw = dict(dense_layers=nd, moe_layers=nm, embed=i == 0, head=i == pp - 1)
+        if plan.framework == "torchtitan":
+            out[i] = fsdp_stage_memory(model, plan, **kw, in_flight_microbatches=chunks / v,
+                                       compiled=plan.compiled)
+        elif plan.framework == "deepspeed":
+            out[i] = deepspeed_stage_memory(model, plan, **kw, in_flight_layers=chunks * (nd + nm) / v)
+        else:
+            out[i] = stage_memory(model, plan, **kw, in_flight_layers=chunks * (nd + nm) / v)
     return out
 
 

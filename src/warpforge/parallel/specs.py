@@ -25,6 +25,7 @@ from warpforge.parallel.errors import SpecError
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
+FrameworkName = Literal["megatron", "torchtitan", "deepspeed"]
 
 
 class ModelSpec(BaseModel):
@@ -215,6 +216,11 @@ class PlanConfig(BaseModel):
     # "deepep": dispatch sends a token once per remote node and fans it out over NVLink (DeepEP's
     # internode kernels); "alltoall": one copy per routed expert over whichever tier it lands on.
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    # Whose memory accounting applies (memory.py, memory_fsdp.py, memory_deepspeed.py): what each framework
+    # keeps resident differs by up to 2x at the same layout. ``compiled``: torch.compile per block
+    # (torchtitan), which changes what is saved for backward.
+    framework: FrameworkName = "megatron"
+    compiled: bool = False
 
     @property
     def etp(self) -> int:
@@ -241,8 +247,13 @@ class PlanConfig(BaseModel):
         return self.global_batch or model.default_global_batch()
 
     def key(self) -> str:
-        """Canonical JSON of the plan (the database's ``plan_key``)."""
-        return json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON of the plan (the database's ``plan_key``). ``framework`` and ``compiled`` are left
+        out at their defaults, so the keys of plans stored before they existed still match."""
+        d = self.model_dump()
+        for name in ("framework", "compiled"):
+            if d[name] == PlanConfig.model_fields[name].default:
+                del d[name]
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     def short(self) -> str:
         """Compact label, e.g. ``tp8 pp4 dp2 mb1 v2 sel z1``."""
@@ -252,6 +263,8 @@ class PlanConfig(BaseModel):
         parts += [f"mb{self.micro_batch}"] + ([f"v{self.interleave}"] if self.interleave > 1 else [])
         parts += [{"none": "norc", "selective": "sel", "full": "full"}[self.recompute], f"z{self.zero}"]
         parts += ["fp8"] if self.precision == "fp8" else []
+        parts += [self.framework] if self.framework != "megatron" else []
+        parts += ["compiled"] if self.compiled else []
         parts += [f"etp{self.etp}"] if self.ep > 1 and self.etp != self.tp else []
         return " ".join(parts)
 

@@ -57,8 +57,11 @@ class Hw:
     fp8_flops: float = 0.0  # peak FP8 FLOP/s (0: none)
 
     @staticmethod
-    def of(cluster: ClusterSpec, calib: Calibration) -> Hw:
+    def of(cluster: ClusterSpec, calib: Calibration, framework: str = "megatron") -> Hw:
         scale = cluster.compute_scale()  # power-capped or clock-limited GPUs (ClusterSpec.compute_scale)
+        if framework == "torchtitan":
+            # PyTorch's cuBLAS/torchao kernels vs Transformer Engine's, which the H100 fit saw.
+            scale *= calib.torchtitan_gemm_scale
         return Hw(cluster.peak_tflops * 1e12 * scale, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib,
                   (cluster.fp8_tflops or 0.0) * 1e12 * scale)
 
@@ -156,7 +159,7 @@ def _layer_cost_cached(
 def _layer_cost(
     model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration, *, moe: bool
 ) -> LayerCost:
-    hw, net = Hw.of(cluster, calib), Network.of(cluster, calib)
+    hw, net = Hw.of(cluster, calib, plan.framework), Network.of(cluster, calib)
     grp = groups(plan, cluster.gpus_per_node)
     t, b, h, a = plan.tp, plan.micro_batch, model.hidden, model.heads
     s_loc, s = model.seq / plan.cp, model.seq
@@ -349,7 +352,7 @@ class HeadCost:
 
 
 def head_cost(model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration) -> HeadCost:
-    hw = Hw.of(cluster, calib)
+    hw = Hw.of(cluster, calib, plan.framework)
     tokens = plan.micro_batch * model.seq / plan.cp
     v_loc = model.vocab / plan.tp
     gemm = hw.gemm(tokens, v_loc, model.hidden)

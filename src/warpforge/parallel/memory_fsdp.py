@@ -5,7 +5,7 @@ What differs from ``memory.py`` (Megatron-LM's accounting):
 * **Parameters** are fp32 and sharded over the FSDP group (``dp * cp`` ranks: torchtitan shards over
   ``dp_shard`` and ``cp`` together): 4 B/param/N. Compute runs on bf16 copies that FSDP2 all-gathers per
   block (``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``): 2 B per unsharded parameter,
-  1 B under Float8 (torchao's float8 all-gather).
+  bf16 also under Float8 (torchao's float8 all-gather is off by default in torchtitan).
 * **Gradients** are fp32 and sharded (4 B/param/N) once reduce-scattered; AdamW keeps two fp32 moments
   (8 B/param/N). No separate master copy: the sharded fp32 parameters are the master.
 * **Unsharded parameters in flight**: ``reshard_after_forward`` is True for every block but the last
@@ -31,7 +31,8 @@ What differs from ``memory.py`` (Megatron-LM's accounting):
   - full: the block input (2h); in backward one block's activations are rebuilt (eager or compiled set).
 
   Tokens per GPU are ``micro_batch * seq / cp``; TP (with sequence parallelism, as torchtitan always
-  applies it with TP) divides every term by ``tp``.
+  applies it with TP) divides every term by ``tp`` except the all-gathered inputs of the attention and MLP
+  matmuls (2 x 2h per token, kept whole for the weight gradients).
 * **Loss**: torchtitan upcasts the logits to fp32 before ``cross_entropy``; at the loss the bf16 logits,
   their fp32 copy and the fp32 log-softmax live together: 12 B per token and vocabulary entry (measured:
   4 B saved + 8 B temporary, ``memcheck`` at vocab 2048 and 8192); the final norm and the head's input keep
@@ -64,7 +65,7 @@ PARAM_B, MOMENTS_B, GRAD_B = 4.0, 8.0, 4.0  # fp32 sharded parameters, AdamW's t
 ADAM_TEMP_B = 4.0  # torch's _multi_tensor_adamw: exp_avg_sq.sqrt() as a new fp32 list per step
 LOGITS_B = 12.0  # bf16 logits + fp32 copy + fp32 log-softmax at the loss (memcheck: 4 saved + 8 temporary)
 HEAD_ACT_H = 10.0  # final RMSNorm (3 x 2h) and the head's saved input, per token (memcheck: 10h)
-RESERVED_RATIO = 1.30  # reserved / live peak of the caching allocator, fitted (see module docstring)
+RESERVED_RATIO = 1.1544  # reserved / live peak of the caching allocator, fitted on 3 train rows (docstring)
 RUNTIME_GIB = 0.0  # torchtitan reports reserved memory of the allocator only: no context / NCCL counted
 
 # Per-layer activation bytes per token as (h, q, kv, f) coefficients; see the module docstring.
@@ -118,7 +119,9 @@ def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: b
     n_layers = max(1, dense_layers + moe_layers)
     block = (params - _embed_head_params(model, plan, embed, head)) / n_layers
     shard = plan.dp * plan.cp if plan.zero >= 2 else 1  # zero=0: replicate (DDP), nothing sharded
-    unshard_b = 1.0 if plan.precision == "fp8" else 2.0  # torchao float8 all-gather sends fp8 weights
+    # bf16 unsharded copies even under Float8: torchtitan's ``enable_fsdp_float8_all_gather`` is off by
+    # default (the fp8 casts then happen per GEMM, after the all-gather).
+    unshard_b = 2.0
     sharded = PARAM_B * params / shard
     moments = MOMENTS_B * params / shard
     grads_sharded = GRAD_B * params / shard
@@ -135,13 +138,17 @@ def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: b
         bwd_w = 2 * unshard_b * block + PARAM_B * block  # running + prefetched, fp32 reduce-scatter input
     tokens = plan.micro_batch * model.seq / plan.cp
     kept, rebuilt = layer_bytes_per_token(model, plan, compiled)
-    acts = in_flight_microbatches * n_layers * kept * tokens / plan.tp
+    # Under TP with sequence parallelism the attention and MLP inputs are all-gathered to the full sequence
+    # before their matmuls, which keep them for the weight gradient: 2 x 2h per token, not split by TP.
+    gathered = 4.0 * model.hidden * (1.0 - 1.0 / plan.tp)
+    no_rc = plan.recompute == "none"
+    acts = in_flight_microbatches * n_layers * (kept + (gathered * plan.tp if no_rc else 0.0)) * tokens / plan.tp
     head_acts = HEAD_ACT_H * model.hidden * tokens / plan.tp if head else 0.0
     logits = LOGITS_B * tokens * model.vocab / plan.tp if head else 0.0
     states = sharded + moments
     # Early backward: only the head's and embedding's gradients are reduced yet (the blocks' follow).
     early_g = max(resident_g, GRAD_B * _embed_head_params(model, plan, embed, head) / shard)
-    rebuilt_b = rebuilt * tokens / plan.tp
+    rebuilt_b = (rebuilt / plan.tp + (0.0 if no_rc else gathered)) * tokens
     at_loss = states + resident_g + at_loss_w + acts + head_acts + logits
     in_bwd = states + early_g + bwd_w + acts + head_acts + rebuilt_b
     # Optimizer step: every gradient, plus foreach AdamW's one temporary the size of the shard (sqrt(v)).

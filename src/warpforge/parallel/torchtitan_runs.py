@@ -13,7 +13,7 @@ Example::
 
     >>> runs = load_runs()
     >>> len(runs), sum(r.train for r in runs)
-    (19, 3)
+    (18, 3)
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from warpforge.parallel.calibration import Calibration, calibration_for
 from warpforge.parallel.memory_fsdp import RESERVED_RATIO
 from warpforge.parallel.simulator import predict
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_model
@@ -76,9 +77,25 @@ def load_runs() -> list[Run]:
     return out
 
 
-def score(run: Run) -> Scored:
-    pred = predict(run.model, run.cluster, run.plan)
+def score(run: Run, calib: Calibration | None = None) -> Scored:
+    pred = predict(run.model, run.cluster, run.plan, calib)
     return Scored(run, pred.tokens_per_s / run.plan.gpus, pred.peak_mem_gb, pred.fits)
+
+
+def fit_gemm_scale(runs: list[Run], lo: float = 0.3, hi: float = 1.5) -> float:
+    """``torchtitan_gemm_scale`` at which the median predicted / measured throughput of the ``train``
+    rows is 1 (bisection: throughput rises with the scale). Starts from the packaged H100 calibration."""
+    train = [r for r in runs if r.train]
+    base = calibration_for(train[0].cluster)
+
+    def median_ratio(x: float) -> float:
+        cal = base.with_params(torchtitan_gemm_scale=x)
+        return statistics.median(score(r, cal).tps_per_gpu / r.tps_per_gpu for r in train)
+
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if median_ratio(mid) < 1.0 else (lo, mid)
+    return round(0.5 * (lo + hi), 4)
 
 
 def fit_reserved_ratio(runs: list[Run]) -> float:

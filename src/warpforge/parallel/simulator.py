@@ -21,6 +21,7 @@ from warpforge.parallel.calibration import Calibration, calibration_for
 from warpforge.parallel.comm import Group, Network
 from warpforge.parallel.compute import Hw, groups, head_cost, layer_cost
 from warpforge.parallel.errors import InvalidPlanError
+from warpforge.parallel.fit_verdict import verdict
 from warpforge.parallel.frameworks import FRAMEWORKS
 from warpforge.parallel.memory import GIB, StageMemory, stage_memory, stage_params
 from warpforge.parallel.memory_deepspeed import deepspeed_stage_memory
@@ -248,13 +249,16 @@ def predict(
                      "the numbers extrapolate the calibrated model")
     notes += optimistic_assumptions(model, plan)
     fits = peak.total / GIB <= cluster.hbm_gb
+    fit = verdict(peak.total / GIB, cluster.hbm_gb, plan.framework)
     if not fits:
         notes.append(f"needs {peak.total / GIB:.1f} GiB on pipeline rank {peak_rank}; "
                      f"HBM holds {cluster.hbm_gb:g}")
+    if fit.verdict == "uncertain":
+        notes.append(f"may or may not fit: {fit.label()}")
     return Prediction(
         model=model.name, cluster=cluster.name, plan=plan, gpus=plan.gpus, global_batch=gb,
         num_microbatches=m, step_time_s=step, tokens_per_s=gb * model.seq / step,
         mfu=model_flops / denom, hfu=hw_flops / denom, peak_mem_gb=peak.total / GIB, hbm_gb=cluster.hbm_gb,
         fits=fits, bubble_fraction=bubble / step, time=time, memory=memory, notes=notes,
-        error_band=band,
+        error_band=band, fit=fit,
     )

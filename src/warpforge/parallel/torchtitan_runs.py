@@ -53,6 +53,7 @@ class Scored:
     tps_per_gpu: float  # predicted
     memory_gib: float  # predicted (reserved)
     fits: bool
+    verdict: str  # yes / no / uncertain within the validated memory band
 
 
 @lru_cache(maxsize=1)
@@ -79,7 +80,8 @@ def load_runs() -> list[Run]:
 
 def score(run: Run, calib: Calibration | None = None) -> Scored:
     pred = predict(run.model, run.cluster, run.plan, calib)
-    return Scored(run, pred.tokens_per_s / run.plan.gpus, pred.peak_mem_gb, pred.fits)
+    return Scored(run, pred.tokens_per_s / run.plan.gpus, pred.peak_mem_gb, pred.fits,
+                  pred.fit.verdict if pred.fit else ("yes" if pred.fits else "no"))
 
 
 def fit_gemm_scale(runs: list[Run], lo: float = 0.3, hi: float = 1.5) -> float:

@@ -135,8 +135,7 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
              f"{res.global_batch}")
     t = Table(title=title)
     for col, just in (("#", "right"), ("plan", "left"), ("step s", "right"), ("tokens/s", "right"),
-                      ("MFU", "right"), ("±err", "right"), ("GiB", "right"), ("fits", "left"),
-                      ("where the time goes", "left")):
+                      ("MFU", "right"), ("±err", "right"), ("GiB", "right"), ("where the time goes", "left")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in res.plans:
         p = r.prediction
@@ -144,14 +143,14 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
         b = p.error_band
         err = f"±{b.mape:.0%}" if b and b.validated and b.mape else "n/v"
         t.add_row(str(r.rank), label, f"{p.step_time_s:.2f}", f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
-                  err, f"{p.peak_mem_gb:.1f}", p.fit.verdict if p.fit else "yes",
+                  err, f"{p.peak_mem_gb:.1f}" + ("?" if p.fit and p.fit.verdict == "uncertain" else ""),
                   time_split(p, 2).removeprefix("time: "))
     console.print(t)
     shown = [r.prediction.plan.short() for r in res.plans]
     console.print(legend(shown), highlight=False)
     console.print("step s = predicted seconds per step; GiB = peak memory per GPU; ±err = the simulator's measured "
-                  "error for this GPU family, precision and model kind (n/v: not validated); fits = yes, or "
-                  "uncertain when the validated memory band crosses HBM", highlight=False)
+                  "error for this GPU family, precision and model kind (n/v: not validated); GiB? = may not "
+                  "fit: the validated memory band crosses HBM", highlight=False)
     ranks = [r.rank for r in res.plans]
     if ranks and ranks != list(range(1, len(ranks) + 1)):
         console.print(f"# = rank among all {res.feasible} fitting plans; a gap is a faster plan with the same "

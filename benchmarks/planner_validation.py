@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     held = [c for c in cases["vtrain"] if not c.train]
     for tp in sorted({c.plan.tp for c in held}):
         sel = [c for c in held if c.plan.tp == tp]
-        p = [step_time(c, fitted) for c in sel]
+        tp_preds = [step_time(c, fitted) for c in sel]
         meas = [c.measured_s for c in sel]
-        rows.append([f"tp={tp}", str(len(sel)), f"{mape(p, meas):.1%}", f"{spearman(p, meas):.3f}"])
+        rows.append([f"tp={tp}", str(len(sel)), f"{mape(tp_preds, meas):.1%}", f"{spearman(tp_preds, meas):.3f}"])
     print(table(["subset", "n", "MAPE", "rho"], rows))
 
     print("\nPer-GPU memory of the first pipeline stage vs Korthikanti et al. (GiB)")
@@ -216,16 +216,16 @@ def main(argv: list[str] | None = None) -> int:
                 str(len(mem_errs)), f"{sum(mem_errs) / len(mem_errs):.1%}", "n/a", f"{max(mem_errs):.1%}"]]
     for ds, cs in cases.items():
         sel = [c for c in cs if not c.train]
-        p = [step_time(c, fitted) for c in sel]
+        preds = [step_time(c, fitted) for c in sel]
         meas = [c.measured_s for c in sel]
-        worst = max(abs(a / b - 1) for a, b in zip(p, meas))
-        summary.append(["megatron", "step time (A100)", ds, "held-out", str(len(sel)), f"{mape(p, meas):.1%}",
-                        f"{spearman(p, meas):.3f}", f"{worst:.1%}"])
+        worst = max(abs(a / b - 1) for a, b in zip(preds, meas))
+        summary.append(["megatron", "step time (A100)", ds, "held-out", str(len(sel)),
+                        f"{mape(preds, meas):.1%}", f"{spearman(preds, meas):.3f}", f"{worst:.1%}"])
 
     held_a100 = {ds: mape([step_time(c, fitted) for c in cs if not c.train], [c.measured_s for c in cs
                                                                               if not c.train])
                  for ds, cs in cases.items()}
-    bands = {"a100/bf16/dense": {
+    bands: dict[str, dict[str, Any]] = {"a100/bf16/dense": {
         "mape": round(max(held_a100.values()), 4), "n": sum(not c.train for cs in cases.values() for c in cs),
         "source": "A100 held out: " + ", ".join(f"{ds} {m:.1%}" for ds, m in held_a100.items())},
         "memory/megatron": {"mape": round(max(mem_errs), 4), "n": len(mem_errs),

@@ -98,7 +98,7 @@ class FsdpPhases:
 
 
 def fsdp_stage_memory(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: bool, head: bool,
-                      in_flight_microbatches: int, moe_layers: int = 0, compiled: bool = False,
+                      in_flight_microbatches: float, moe_layers: int = 0, compiled: bool = False,
                       reserved_ratio: float = RESERVED_RATIO) -> StageMemory:
     """Reserved bytes on one GPU of a stage under torchtitan; ``activations``, ``logits`` and the
     unsharded parameters are those of the peak moment; ``overhead`` is the allocator's reserve."""
@@ -110,7 +110,7 @@ def fsdp_stage_memory(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, 
 
 
 def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: bool, head: bool,
-              in_flight_microbatches: int, moe_layers: int = 0, compiled: bool = False
+              in_flight_microbatches: float, moe_layers: int = 0, compiled: bool = False
               ) -> tuple[float, tuple[float, float, float, float, float]]:
     """Live-tensor peak (what torch's memory tracker counts) and its parts at that moment:
     (weights, grads, optimizer, activations, logits)."""

@@ -149,14 +149,16 @@ def memory_by_rank(
     for i in sorted({0, min(1, pp - 1), pp - 1}):
         nd, nm = split[i]
         chunks = in_flight_chunks(i, pp, m, v)
-        kw = dict(dense_layers=nd, moe_layers=nm, embed=i == 0, head=i == pp - 1)
+        embed, head = i == 0, i == pp - 1
         if plan.framework == "torchtitan":
-            out[i] = fsdp_stage_memory(model, plan, **kw, in_flight_microbatches=chunks / v,
-                                       compiled=plan.compiled)
+            out[i] = fsdp_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
+                                       in_flight_microbatches=chunks / v, compiled=plan.compiled)
         elif plan.framework == "deepspeed":
-            out[i] = deepspeed_stage_memory(model, plan, **kw, in_flight_layers=chunks * (nd + nm) / v)
+            out[i] = deepspeed_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
+                                            in_flight_layers=chunks * (nd + nm) / v)
         else:
-            out[i] = stage_memory(model, plan, **kw, in_flight_layers=chunks * (nd + nm) / v)
+            out[i] = stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
+                                  in_flight_layers=chunks * (nd + nm) / v)
     return out
 
 

@@ -11,7 +11,8 @@ chosen before looking at errors:
   TP > 1, FlashAttention (cuDNN fused attention), selective recompute (the
   Megatron-Bridge recipes' default); FSDP > 0 (Megatron-FSDP) is ZeRO-3. AutoModel rows (PyTorch FSDP2):
   ZeRO-3; recompute and (for MoE) EP are not always stated: no recompute when the plan fits in 80 GiB by
-  the simulator's own accounting, else full recompute (the run fitted); an empty EP cell on a MoE row is
+  the simulator's FSDP2 accounting (``memory_fsdp.py``; Megatron's until issue 28), else full recompute
+  (the run fitted); an empty EP cell on a MoE row is
   EP = gcd(experts, FSDP degree), since with EP 1 GPT-OSS-120B's bf16 experts alone (234 GB) could not be
   gathered on an 80 GB GPU. (These two AutoModel rules were written after seeing those rows' errors under
   the literal reading: +342% for GPT-OSS-120B, -36% with 115 GiB predicted for Llama-3.1-70B.)
@@ -146,7 +147,8 @@ def _plan(r: dict[str, str], model: ModelSpec, precision: str) -> PlanConfig:
         expert_tp=1 if model.is_moe else None,
         moe_dispatcher="deepep" if automodel else "alltoall",  # AutoModel's notes: "kernels: TE + DeepEP"
     )
-    if automodel and peak_memory_gib(model, plan) > 80:
+    # AutoModel trains with PyTorch FSDP2: its memory is FSDP2's (memory_fsdp.py), not Megatron's.
+    if automodel and peak_memory_gib(model, plan.model_copy(update={"framework": "torchtitan"})) > 80:
         plan = plan.model_copy(update={"recompute": "full"})
     return plan
 

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from warpforge.parallel.bands import _bands
+from warpforge.parallel.bands import band_entries
 
 FALLBACK_BAND = 0.15  # used only when error_bands.yaml holds no memory entry at all (a fresh checkout)
 
@@ -45,7 +45,7 @@ class FitVerdict(BaseModel):
 
 def memory_band(framework: str) -> tuple[float, str]:
     """(band, where it comes from) for ``framework``'s memory predictions."""
-    entries = {k.split("/", 1)[1]: v for k, v in _bands().items() if k.startswith("memory/")}
+    entries = band_entries("memory/")
     if framework in entries:
         e = entries[framework]
         return float(e["mape"]), str(e.get("source", ""))

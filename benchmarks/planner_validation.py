@@ -30,6 +30,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -75,6 +76,15 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def _korthikanti_errors(mc: Any) -> list[float]:
+    """Errors of states and of both totals on one Korthikanti memory row (what the memory band uses)."""
+    base, spsel = memory_by_rank(mc.model, mc.base)[0], memory_by_rank(mc.model, mc.sp_sel)[0]
+    states = (base.weights + base.grads + base.optimizer) / GIB
+    return [states / mc.states_gib - 1,
+            (states + base.activations / GIB) / (mc.states_gib + mc.act_base_gib) - 1,
+            (states + spsel.activations / GIB) / (mc.states_gib + mc.act_sp_sel_gib) - 1]
 
 
 def pct(x: float) -> str:
@@ -174,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     held = [c for c in cases["vtrain"] if not c.train]
     for tp in sorted({c.plan.tp for c in held}):
         sel = [c for c in held if c.plan.tp == tp]
-        p = [step_time(c, fitted) for c in sel]
+        tp_preds = [step_time(c, fitted) for c in sel]
         meas = [c.measured_s for c in sel]
-        rows.append([f"tp={tp}", str(len(sel)), f"{mape(p, meas):.1%}", f"{spearman(p, meas):.3f}"])
+        rows.append([f"tp={tp}", str(len(sel)), f"{mape(tp_preds, meas):.1%}", f"{spearman(tp_preds, meas):.3f}"])
     print(table(["subset", "n", "MAPE", "rho"], rows))
 
     print("\nPer-GPU memory of the first pipeline stage vs Korthikanti et al. (GiB)")
@@ -201,12 +211,25 @@ def main(argv: list[str] | None = None) -> int:
           "digits, so agreement there\nchecks our implementation of that formula (generalised to "
           "GQA/SwiGLU/MoE), not the formula against a profiler.")
 
+    mem_errs = [abs(e) for mc in memory_cases(root) for e in _korthikanti_errors(mc)]
+    summary = [["megatron", "peak memory (states + activations)", "Korthikanti et al. Fig. 1", "held-out",
+                str(len(mem_errs)), f"{sum(mem_errs) / len(mem_errs):.1%}", "n/a", f"{max(mem_errs):.1%}"]]
+    for ds, cs in cases.items():
+        sel = [c for c in cs if not c.train]
+        preds = [step_time(c, fitted) for c in sel]
+        meas = [c.measured_s for c in sel]
+        worst = max(abs(a / b - 1) for a, b in zip(preds, meas))
+        summary.append(["megatron", "step time (A100)", ds, "held-out", str(len(sel)),
+                        f"{mape(preds, meas):.1%}", f"{spearman(preds, meas):.3f}", f"{worst:.1%}"])
+
     held_a100 = {ds: mape([step_time(c, fitted) for c in cs if not c.train], [c.measured_s for c in cs
                                                                               if not c.train])
                  for ds, cs in cases.items()}
-    bands = {"a100/bf16/dense": {
+    bands: dict[str, dict[str, Any]] = {"a100/bf16/dense": {
         "mape": round(max(held_a100.values()), 4), "n": sum(not c.train for cs in cases.values() for c in cs),
-        "source": "A100 held out: " + ", ".join(f"{ds} {m:.1%}" for ds, m in held_a100.items())}}
+        "source": "A100 held out: " + ", ".join(f"{ds} {m:.1%}" for ds, m in held_a100.items())},
+        "memory/megatron": {"mape": round(max(mem_errs), 4), "n": len(mem_errs),
+                            "source": "Korthikanti et al. per-GPU memory, largest error (states, totals)"}}
     h100_fit, h100_failures = None, []
     print("\nA100 targets: " + ("all met" if not failures else "NOT MET: " + "; ".join(failures)))
     if all((root / f).is_file() for f in NEMO_FILES):
@@ -218,6 +241,17 @@ def main(argv: list[str] | None = None) -> int:
         h100_fit = rep.fitted
     else:
         print(f"\nH100 validation skipped: {root} lacks {', '.join(NEMO_FILES)}")
+
+    from warpforge.parallel.framework_report import torchtitan_report, tracker_report
+
+    for rep_f in (torchtitan_report(table), tracker_report(table)):
+        print()
+        print("\n".join(rep_f.lines))
+        h100_failures += rep_f.failures
+        bands.update(rep_f.bands)
+        summary += rep_f.summary
+    print("\nPer framework and quantity (held-out rows unless marked train; worst = largest |error|)")
+    print(table(["framework", "quantity", "source", "split", "n", "MAPE", "Spearman", "worst"], summary))
 
     if args.write_calibration:
         values = {n: getattr(fitted, n) for n in FIT_PARAMS}

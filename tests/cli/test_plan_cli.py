@@ -131,3 +131,22 @@ def test_search_for_deepspeed_exports_its_config() -> None:
     assert doc["framework"] == "deepspeed" and doc["export"]["format"] == "deepspeed"
     assert json.loads(doc["export"]["text"])["train_batch_size"] == 64
     assert all(p["prediction"]["plan"]["cp"] == 1 for p in doc["plans"])
+
+
+def test_predict_framework_memory_and_fit_verdict() -> None:
+    """--framework changes whose memory is counted; the verdict and its band are in --json and the table."""
+    args = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--dp", "8", "--micro-batch", "2",
+            "--global-batch", "16", "--zero", "3"]
+    docs = {}
+    for fw in ("megatron", "torchtitan"):
+        res = runner.invoke(app, [*args, "--framework", fw, "--json"])
+        assert res.exit_code == 0, res.stderr
+        docs[fw] = json.loads(res.stdout)
+    assert docs["torchtitan"]["prediction"]["plan"]["framework"] == "torchtitan"
+    assert docs["torchtitan"]["peak_mem_gb"] < docs["megatron"]["peak_mem_gb"]  # no bf16 weight + fp32 grad copies
+    assert docs["torchtitan"]["fits_verdict"] in ("yes", "no", "uncertain")
+    assert 0 < docs["torchtitan"]["memory_band"] < 0.5
+    res = runner.invoke(app, [*args, "--framework", "torchtitan", "--compile"])
+    assert res.exit_code == 0 and "fits" in res.stdout and "±" in res.stdout
+    bad = runner.invoke(app, [*args[:-2], "--zero", "1", "--framework", "torchtitan"])
+    assert bad.exit_code == 2 and "use --zero 3" in bad.stderr and "Traceback" not in bad.output

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from warpforge.parallel.errors import SpecError
 from warpforge.parallel.export import export_plan
+from warpforge.parallel.frameworks import framework_for_plan
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_cluster, load_model, one_line
 
 app = typer.Typer(
@@ -125,6 +126,9 @@ def predict(
                                               help="Layers on the last pipeline stage (uneven stages)."),
     export: ExportFmt | None = typer.Option(None, "--export",
                                             help="Also export: megatron|torchtitan|deepspeed."),
+    framework: FrameworkOpt = typer.Option(FrameworkOpt.megatron, "--framework",
+                                           help="Whose memory accounting: megatron|torchtitan|deepspeed."),
+    compiled: bool = typer.Option(False, "--compile", help="torch.compile per block (torchtitan)."),
     db: str | None = typer.Option(None, "--db", help="Store the prediction in this database URL."),
     json_out: bool = JSON_OUT,
 ) -> None:
@@ -143,7 +147,8 @@ def predict(
         recompute=recompute.value, zero=zero, interleave=interleave, sequence_parallel=not no_sp,
         flash_attention=not no_flash, overlap_grad_reduce=not no_overlap, precision=precision.value,
         expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap,
-        pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers))
+        pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
+        framework=framework_for_plan(framework.value), compiled=compiled))
     pred = simulate(m, c, plan)
     if nodes is None and c.nodes != sized_from:
         pred = pred.model_copy(update={"notes": [

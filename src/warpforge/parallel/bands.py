@@ -53,6 +53,11 @@ def _bands() -> dict[str, dict[str, Any]]:
     return data
 
 
+def band_entries(prefix: str) -> dict[str, dict[str, Any]]:
+    """Stored bands whose key starts with ``prefix`` (e.g. ``memory/``), keyed by the rest of the key."""
+    return {k[len(prefix):]: v for k, v in _bands().items() if k.startswith(prefix)}
+
+
 def band_key(cluster: ClusterSpec, model: ModelSpec, plan: PlanConfig) -> str:
     return f"{cluster.gpu_family}/{plan.precision}/{'moe' if model.is_moe else 'dense'}"
 

@@ -57,6 +57,9 @@ class Calibration(BaseModel):
     host_us: float = Field(default=15.0, ge=0)  # host (framework) time to issue one simulated kernel
     intra_bw_eff: float = Field(default=0.75, gt=0, le=1)  # NCCL bus bandwidth / NVLink (~230 of 300 GB/s)
     inter_bw_eff: float = Field(default=0.85, gt=0, le=1)  # NCCL over InfiniBand reaches ~85% of line rate
+    # torchtitan's GEMM/attention rate relative to the fit above (PyTorch's kernels, not TE's); fitted on
+    # the torchtitan rows marked train (presets/torchtitan_h100_runs.yaml) by planner_validation.py.
+    torchtitan_gemm_scale: float = Field(default=1.0, gt=0, le=1.5)
     source: str = "prior"
 
     def with_params(self, **params: float) -> Calibration:

@@ -31,6 +31,22 @@ TP_OVERLAP_EXPOSED = 0.25  # with TP overlap, a quarter of the TP traffic (first
 MOE_OPS = 20  # extra kernels per MoE layer forward (routing, permutation, all-to-all bookkeeping)
 
 
+EAGER_KERNELS = 29  # torchtitan block forward, eager: 2 RMSNorms x 7, RoPE 2 x 4, repeat_kv 2, copy 1, SwiGLU 2,
+#                     residual adds 2 (counted from torchtitan's Llama code)
+
+
+def eager_pointwise_bytes(model: ModelSpec) -> float:
+    """HBM bytes per token of one eager torchtitan block's pointwise kernels, forward (read + write):
+    each RMSNorm upcasts to fp32 and runs pow, mean, rsqrt, two multiplies and a downcast as separate
+    kernels (36h bytes); RoPE upcasts q and k, multiplies in complex fp32 and downcasts (20 bytes per
+    element); repeat_kv copies k and v to all heads (2kv + 2q each); the attention output is made
+    contiguous (4q); SiLU and the gate multiply run apart (10f); two residual adds (12h).
+    Compiled, Inductor fuses these into the 10h + 3f bf16 passes the default model counts."""
+    h, q, f = model.hidden, model.q_width, model.ffn_dim
+    kv = model.n_kv_heads * model.head_dim
+    return 2 * 36.0 * h + 12.0 * h + 20.0 * (q + kv) + 2 * (2.0 * kv + 2.0 * q) + 4.0 * q + 10.0 * f
+
+
 @dataclass(frozen=True)
 class Hw:
     """Calibrated hardware rates for one GPU."""
@@ -41,9 +57,13 @@ class Hw:
     fp8_flops: float = 0.0  # peak FP8 FLOP/s (0: none)
 
     @staticmethod
-    def of(cluster: ClusterSpec, calib: Calibration) -> Hw:
-        return Hw(cluster.peak_tflops * 1e12, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib,
-                  (cluster.fp8_tflops or 0.0) * 1e12)
+    def of(cluster: ClusterSpec, calib: Calibration, framework: str = "megatron") -> Hw:
+        scale = cluster.compute_scale()  # power-capped or clock-limited GPUs (ClusterSpec.compute_scale)
+        if framework == "torchtitan":
+            # PyTorch's cuBLAS/torchao kernels vs Transformer Engine's, which the H100 fit saw.
+            scale *= calib.torchtitan_gemm_scale
+        return Hw(cluster.peak_tflops * 1e12 * scale, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib,
+                  (cluster.fp8_tflops or 0.0) * 1e12 * scale)
 
     def g(self, d: float) -> float:
         return d / (d + self.calib.gemm_half_dim)
@@ -120,7 +140,8 @@ def layer_cost(
     Only TP, CP, EP, micro-batch, recompute, SP and FlashAttention matter here, so a search that varies
     PP, DP, ZeRO and interleaving reuses one evaluation (cached)."""
     key = (plan.tp, plan.cp, plan.ep, plan.micro_batch, plan.recompute, plan.sp, plan.flash_attention,
-           plan.precision, plan.etp, plan.moe_load_factor, plan.overlap_tp_comm, plan.moe_dispatcher)
+           plan.precision, plan.etp, plan.moe_load_factor, plan.overlap_tp_comm, plan.moe_dispatcher,
+           plan.framework, plan.compiled)
     return _layer_cost_cached(model, cluster, calib, key, moe)
 
 
@@ -128,17 +149,17 @@ def layer_cost(
 def _layer_cost_cached(
     model: ModelSpec, cluster: ClusterSpec, calib: Calibration, key: tuple[Any, ...], moe: bool
 ) -> LayerCost:
-    tp, cp, ep, mb, recompute, sp, fa, precision, etp, load, tpo, disp = key
+    tp, cp, ep, mb, recompute, sp, fa, precision, etp, load, tpo, disp, fw, compiled = key
     plan = PlanConfig(tp=tp, cp=cp, ep=ep, micro_batch=mb, recompute=recompute, sequence_parallel=sp,
                       flash_attention=fa, precision=precision, expert_tp=etp, moe_load_factor=load,
-                      overlap_tp_comm=tpo, moe_dispatcher=disp)
+                      overlap_tp_comm=tpo, moe_dispatcher=disp, framework=fw, compiled=compiled)
     return _layer_cost(model, plan, cluster, calib, moe=moe)
 
 
 def _layer_cost(
     model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration, *, moe: bool
 ) -> LayerCost:
-    hw, net = Hw.of(cluster, calib), Network.of(cluster, calib)
+    hw, net = Hw.of(cluster, calib, plan.framework), Network.of(cluster, calib)
     grp = groups(plan, cluster.gpus_per_node)
     t, b, h, a = plan.tp, plan.micro_batch, model.hidden, model.heads
     s_loc, s = model.seq / plan.cp, model.seq
@@ -195,6 +216,9 @@ def _layer_cost(
         cast_out += tokens * (up * f / t + h)
         act_width = f
         mlp_params = model.dense_mlp_params()
+    # torchtitan's selective "op" recompute replays every other matmul of the block's seven (wk, wo, w3).
+    sac_gemm = (hw.gemm(tokens, kv / t, h, fp8=fp8) + hw.gemm(tokens, h, q / t, fp8=fp8)
+                + (hw.gemm(tokens, model.ffn_dim / t, h, fp8=fp8) if not moe else 0.0))
 
     # --- attention core: 2 batched GEMMs (QK^T, AV) over a/t heads.
     attn_flops = 4.0 * b * s_loc * s * q / t  # non-causal count, Megatron's FLOP convention
@@ -224,6 +248,11 @@ def _layer_cost(
     if moe:
         elem_bytes += BF16 * routed * h * 4 / et  # permute + un-permute (read + write each)
         kernels += 2
+    eager_tt = plan.framework == "torchtitan" and not plan.compiled
+    if eager_tt:
+        # Eager torchtitan runs every pointwise op as its own kernel, in fp32 where the code upcasts.
+        elem_bytes = tokens * eager_pointwise_bytes(model) / t
+        kernels = EAGER_KERNELS
     cast_fwd = cast_bwd = 0.0
     if fp8:
         # Casts to FP8: TE fuses the quantisation of GEMM inputs into the preceding norm / activation, but
@@ -287,6 +316,9 @@ def _layer_cost(
     if plan.recompute == "full":
         recompute = fwd_compute + fwd_mem + fwd_comm + fwd_stall
         recompute_flops = model_flops
+    elif plan.recompute == "selective" and plan.framework == "torchtitan":
+        recompute = sac_gemm + fwd_mem
+        recompute_flops = 2.0 * tokens * (h * kv + q * h + (0 if moe else h * model.ffn_dim)) / t
     elif plan.recompute == "selective":
         recompute = attn_fwd + softmax_fwd
         recompute_flops = attn_flops
@@ -320,7 +352,7 @@ class HeadCost:
 
 
 def head_cost(model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration) -> HeadCost:
-    hw = Hw.of(cluster, calib)
+    hw = Hw.of(cluster, calib, plan.framework)
     tokens = plan.micro_batch * model.seq / plan.cp
     v_loc = model.vocab / plan.tp
     gemm = hw.gemm(tokens, v_loc, model.hidden)

@@ -60,3 +60,11 @@ FRAMEWORKS: dict[str, Framework] = {
     "deepspeed": Framework("deepspeed", cp=False, interleave=False, expert_tp=False,
                            zero_with_pp=(0, 1), precisions=("bf16",)),
 }
+
+
+def framework_for_plan(name: str) -> str:
+    """The memory accounting a plan gets for ``--framework name``: ``any`` keeps Megatron's (the default);
+    a plan the framework cannot run is refused by ``Framework.why_not`` in search, checked in predict."""
+    if name not in FRAMEWORKS:
+        raise ValueError(f"unknown framework '{name}'; use one of {', '.join(FRAMEWORKS)}")
+    return "megatron" if name == "any" else name

@@ -11,7 +11,8 @@ chosen before looking at errors:
   TP > 1, FlashAttention (cuDNN fused attention), selective recompute (the
   Megatron-Bridge recipes' default); FSDP > 0 (Megatron-FSDP) is ZeRO-3. AutoModel rows (PyTorch FSDP2):
   ZeRO-3; recompute and (for MoE) EP are not always stated: no recompute when the plan fits in 80 GiB by
-  the simulator's own accounting, else full recompute (the run fitted); an empty EP cell on a MoE row is
+  the simulator's FSDP2 accounting (``memory_fsdp.py``; Megatron's until issue 28), else full recompute
+  (the run fitted); an empty EP cell on a MoE row is
   EP = gcd(experts, FSDP degree), since with EP 1 GPT-OSS-120B's bf16 experts alone (234 GB) could not be
   gathered on an 80 GB GPU. (These two AutoModel rules were written after seeing those rows' errors under
   the literal reading: +342% for GPT-OSS-120B, -36% with 115 GiB predicted for Llama-3.1-70B.)
@@ -20,7 +21,9 @@ chosen before looking at errors:
   (its parenthesised cell is the FP8 one), and the Qwen3 rows stay "unstated" (reported apart, never
   scored against a target).
 * Excluded: rows without tokens/s (the 24.03.01 long-sequence page gives TFLOP/s only, no micro-batch),
-  hybrid Mamba models (Nemotron-3 Nano/Super/Ultra: the simulator has no Mamba layer).
+  hybrid Mamba models (Nemotron-3 Nano/Super/Ultra: the simulator has no Mamba layer), and inconsistent
+  source rows (``inconsistent_rows``: the same model, GPU count and layout published by two releases with
+  throughputs 1.5x apart, while every other repeated layout agrees within 1.06x; issue 28).
 * MoE dispatch: DeepEP (one copy per remote node) for AutoModel rows, whose notes name DeepEP; Megatron's
   all-to-all (one copy per routed expert) elsewhere, as no other row names its dispatcher.
 * MoE rows were measured with balanced routing, so the plan keeps the default load factor of 1.
@@ -144,7 +147,8 @@ def _plan(r: dict[str, str], model: ModelSpec, precision: str) -> PlanConfig:
         expert_tp=1 if model.is_moe else None,
         moe_dispatcher="deepep" if automodel else "alltoall",  # AutoModel's notes: "kernels: TE + DeepEP"
     )
-    if automodel and peak_memory_gib(model, plan) > 80:
+    # AutoModel trains with PyTorch FSDP2: its memory is FSDP2's (memory_fsdp.py), not Megatron's.
+    if automodel and peak_memory_gib(model, plan.model_copy(update={"framework": "torchtitan"})) > 80:
         plan = plan.model_copy(update={"recompute": "full"})
     return plan
 
@@ -158,13 +162,42 @@ def _extra_plan_fields(precision: str) -> dict[str, Any]:
     return {"precision": "fp8" if precision == "fp8" else "bf16"}
 
 
+INCONSISTENT_RATIO = 1.5  # repeated layouts agree within 1.06x across releases; two pairs differ by 1.8-2x
+
+
+def inconsistent_rows(rows: list[dict[str, str]]) -> dict[int, str]:
+    """Rows whose throughput disagrees with another release's row of the same model, GPU count and layout
+    (tp, pp, cp, vp, ep, fsdp, micro-batch, global batch, sequence) by more than ``INCONSISTENT_RATIO``:
+    index -> reason. Every member of such a group is flagged: the tables do not say which one is right.
+    Decided from the published numbers alone, never from the simulator's errors."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, r in enumerate(rows):
+        if not r["tokens_per_s_per_gpu"].strip():
+            continue
+        key = tuple(r[k] for k in ("model_key", "gpus", "gbs", "mbs", "seq", "tp", "pp", "cp", "vp", "ep", "fsdp"))
+        groups.setdefault(key, []).append(i)
+    out: dict[int, str] = {}
+    for idx in groups.values():
+        tps = {i: float(rows[i]["tokens_per_s_per_gpu"]) for i in idx}
+        if len(idx) > 1 and max(tps.values()) > INCONSISTENT_RATIO * min(tps.values()):
+            seen = ", ".join(f"{rows[i]['release']} {rows[i]['precision'] or '?'} {tps[i]:g}" for i in idx)
+            for i in idx:
+                out[i] = f"inconsistent source rows: same model, GPUs and layout, per-GPU throughput {seen}"
+    return out
+
+
 def nemo_cases(root: Path) -> tuple[list[NemoCase], list[Excluded]]:
     """(usable rows as cases, excluded rows with the reason)."""
     models = {r["model"]: r for r in _rows(root / "nemo_models.csv")}
     cases: list[NemoCase] = []
     excluded: list[Excluded] = []
-    for i, r in enumerate(_rows(root / "nemo_h100_pretrain.csv")):
+    rows = _rows(root / "nemo_h100_pretrain.csv")
+    clash = inconsistent_rows(rows)
+    for i, r in enumerate(rows):
         label = f"{r['release']} {r['model_key']} {r['precision'] or '?'} {r['gpus']}g"
+        if i in clash:
+            excluded.append(Excluded(label, clash[i]))
+            continue
         if r["model_key"].startswith(HYBRID_MAMBA):
             excluded.append(Excluded(label, "hybrid Mamba model (no Mamba layer in the simulator)"))
             continue

@@ -5,7 +5,7 @@ Example::
     >>> from warpforge.parallel import predict, load_model, load_cluster, PlanConfig
     >>> p = predict(load_model("llama3-8b"), load_cluster("dgx-h100"), PlanConfig(tp=2, dp=4))
     >>> sorted(p.summary())
-    ['fits', 'mfu', 'peak_mem_gb', 'step_time_s', 'tokens_per_s']
+    ['error_band', 'fits', 'fits_verdict', 'memory_band', 'mfu', 'peak_mem_gb', 'step_time_s', 'tokens_per_s']
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from warpforge.parallel.bands import ErrorBand
+from warpforge.parallel.fit_verdict import FitVerdict
 from warpforge.parallel.specs import PlanConfig
 
 
@@ -86,6 +87,7 @@ class Prediction(BaseModel):
     memory: MemoryBreakdown
     notes: list[str] = []
     error_band: ErrorBand | None = None  # held-out error of this GPU family / precision / model kind
+    fit: FitVerdict | None = None  # yes / no / uncertain within the validated memory band
 
     def summary(self) -> dict[str, Any]:
         """The headline fields (what ``plan predict --json`` leads with)."""
@@ -95,5 +97,7 @@ class Prediction(BaseModel):
             "mfu": self.mfu,
             "peak_mem_gb": self.peak_mem_gb,
             "fits": self.fits,
+            "fits_verdict": self.fit.verdict if self.fit else ("yes" if self.fits else "no"),
+            "memory_band": self.fit.band if self.fit else None,
             "error_band": self.error_band.model_dump() if self.error_band else None,
         }

@@ -81,6 +81,14 @@ def _band(pred: Prediction) -> str:
     return b.label() if b.validated else f"[yellow]{b.label()}[/yellow]"
 
 
+def _fits(pred: Prediction) -> str:
+    """yes / NO / uncertain with the validated memory band (fit_verdict.py)."""
+    if pred.fit is None:
+        return "yes" if pred.fits else "[red]NO[/red]"
+    word = {"yes": "yes", "no": "[red]NO[/red]", "uncertain": "[yellow]uncertain[/yellow]"}[pred.fit.verdict]
+    return f"{word} (±{pred.fit.band:.0%}: {pred.fit.low_gib:.1f}-{pred.fit.high_gib:.1f} GiB)"
+
+
 def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: int | None = None) -> None:
     console = _console()
     head = Table(title=f"{pred.model} on {gpus_label(pred.gpus, pred.cluster, gpus_per_node)}: {pred.plan.short()}")
@@ -92,7 +100,7 @@ def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: 
         ("MFU / HFU", f"{pred.mfu:.1%} / {pred.hfu:.1%}"),
         ("validated error", _band(pred)),
         ("peak memory", f"{pred.peak_mem_gb:.1f} of {pred.hbm_gb:g} GiB (pipeline rank {pred.memory.stage})"),
-        ("fits", "yes" if pred.fits else "[red]NO[/red]"),
+        ("fits", _fits(pred)),
         ("global batch / micro-batches", f"{pred.global_batch} / {pred.num_microbatches}"),
         ("bubble", f"{pred.bubble_fraction:.1%}"),
     ]
@@ -135,12 +143,14 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
         b = p.error_band
         err = f"±{b.mape:.0%}" if b and b.validated and b.mape else "n/v"
         t.add_row(str(r.rank), label, f"{p.step_time_s:.2f}", f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
-                  err, f"{p.peak_mem_gb:.1f}", time_split(p, 2).removeprefix("time: "))
+                  err, f"{p.peak_mem_gb:.1f}" + ("?" if p.fit and p.fit.verdict == "uncertain" else ""),
+                  time_split(p, 2).removeprefix("time: "))
     console.print(t)
     shown = [r.prediction.plan.short() for r in res.plans]
     console.print(legend(shown), highlight=False)
     console.print("step s = predicted seconds per step; GiB = peak memory per GPU; ±err = the simulator's measured "
-                  "error for this GPU family, precision and model kind (n/v: not validated)", highlight=False)
+                  "error for this GPU family, precision and model kind (n/v: not validated); GiB? = may not "
+                  "fit: the validated memory band crosses HBM", highlight=False)
     ranks = [r.rank for r in res.plans]
     if ranks and ranks != list(range(1, len(ranks) + 1)):
         console.print(f"# = rank among all {res.feasible} fitting plans; a gap is a faster plan with the same "

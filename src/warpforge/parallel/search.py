@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from warpforge.parallel.calibration import Calibration, calibration_for
 from warpforge.parallel.errors import InvalidPlanError, NoFeasiblePlanError, SpecError
 from warpforge.parallel.explain import explain
-from warpforge.parallel.frameworks import FRAMEWORKS, Framework
+from warpforge.parallel.frameworks import FRAMEWORKS, Framework, framework_for_plan
 from warpforge.parallel.prediction import Prediction
 from warpforge.parallel.simulator import check_plan, peak_memory_gib, predict
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
@@ -142,13 +142,22 @@ class _Evaluator:
     """Simulates plans once each (Optuna may propose the same plan twice). With ``prefilter``, a plan whose
     memory alone exceeds the usable HBM is not timed (two thirds of a typical space: ~3x faster)."""
 
-    def __init__(self, model: ModelSpec, cluster: ClusterSpec, calib: Calibration, usable_gb: float) -> None:
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, calib: Calibration, usable_gb: float,
+                 framework: str = "any") -> None:
         self.model, self.cluster, self.calib, self.usable_gb = model, cluster, calib, usable_gb
+        self.framework = framework_for_plan(framework)
         self.cache: dict[str, Prediction | None] = {}
         self.checked = 0
         self.leanest_gb = math.inf
 
+    def framed(self, plan: PlanConfig) -> PlanConfig:
+        """The plan under the searched framework's memory accounting (a plan that names one keeps it)."""
+        if self.framework != "megatron" and plan.framework == "megatron":
+            return plan.model_copy(update={"framework": self.framework})
+        return plan
+
     def __call__(self, plan: PlanConfig, prefilter: bool = False) -> Prediction | None:
+        plan = self.framed(plan)
         key = plan.key()
         if key in self.cache:
             return self.cache[key]
@@ -297,7 +306,7 @@ def search_plans(
     if not 0.0 <= memory_margin < 1.0:
         raise SpecError(f"memory margin must be in [0, 1), got {memory_margin}")
     usable = cluster.hbm_gb * (1.0 - memory_margin)
-    ev = _Evaluator(model, cluster, calib or calibration_for(cluster), usable)
+    ev = _Evaluator(model, cluster, calib or calibration_for(cluster), usable, framework)
     n_space = space_size(model, cluster, gb, framework)
     if method == "auto":
         method = "exhaustive" if n_space <= EXHAUSTIVE_LIMIT else "optuna"
@@ -305,7 +314,7 @@ def search_plans(
     enq_results: list[EnqueuedResult] = []
     enq_keys: set[str] = set()
     for plan in enqueue:
-        plan = plan if plan.global_batch else plan.model_copy(update={"global_batch": gb})
+        plan = ev.framed(plan if plan.global_batch else plan.model_copy(update={"global_batch": gb}))
         try:
             pred = predict(model, cluster, plan, ev.calib)
         except InvalidPlanError as exc:

@@ -21,7 +21,11 @@ from warpforge.parallel.calibration import Calibration, calibration_for
 from warpforge.parallel.comm import Group, Network
 from warpforge.parallel.compute import Hw, groups, head_cost, layer_cost
 from warpforge.parallel.errors import InvalidPlanError
+from warpforge.parallel.fit_verdict import verdict
+from warpforge.parallel.frameworks import FRAMEWORKS
 from warpforge.parallel.memory import GIB, StageMemory, stage_memory, stage_params
+from warpforge.parallel.memory_deepspeed import deepspeed_stage_memory
+from warpforge.parallel.memory_fsdp import fsdp_stage_memory
 from warpforge.parallel.pipeline import in_flight_chunks, pipeline_time
 from warpforge.parallel.prediction import MemoryBreakdown, Prediction, TimeBreakdown
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
@@ -61,6 +65,10 @@ def check_plan(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig) -> None
     for ok, msg in rules:
         if not ok:
             raise InvalidPlanError(msg)
+    why = FRAMEWORKS[plan.framework].why_not(plan)
+    if why:
+        hint = "; use --zero 3 (FSDP), 2 or 0" if plan.framework == "torchtitan" and plan.zero == 1 else ""
+        raise InvalidPlanError(why + hint)
     if plan.pp_first_layers is not None or plan.pp_last_layers is not None:
         try:
             plan.stage_layers(model.layers)
@@ -140,10 +148,17 @@ def memory_by_rank(
     out = {}
     for i in sorted({0, min(1, pp - 1), pp - 1}):
         nd, nm = split[i]
-        out[i] = stage_memory(
-            model, plan, dense_layers=nd, moe_layers=nm, embed=i == 0, head=i == pp - 1,
-            in_flight_layers=in_flight_chunks(i, pp, m, v) * (nd + nm) / v,
-        )
+        chunks = in_flight_chunks(i, pp, m, v)
+        embed, head = i == 0, i == pp - 1
+        if plan.framework == "torchtitan":
+            out[i] = fsdp_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
+                                       in_flight_microbatches=chunks / v, compiled=plan.compiled)
+        elif plan.framework == "deepspeed":
+            out[i] = deepspeed_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
+                                            in_flight_layers=chunks * (nd + nm) / v)
+        else:
+            out[i] = stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
+                                  in_flight_layers=chunks * (nd + nm) / v)
     return out
 
 
@@ -236,13 +251,16 @@ def predict(
                      "the numbers extrapolate the calibrated model")
     notes += optimistic_assumptions(model, plan)
     fits = peak.total / GIB <= cluster.hbm_gb
+    fit = verdict(peak.total / GIB, cluster.hbm_gb, plan.framework)
     if not fits:
         notes.append(f"needs {peak.total / GIB:.1f} GiB on pipeline rank {peak_rank}; "
                      f"HBM holds {cluster.hbm_gb:g}")
+    if fit.verdict == "uncertain":
+        notes.append(f"may or may not fit: {fit.label()}")
     return Prediction(
         model=model.name, cluster=cluster.name, plan=plan, gpus=plan.gpus, global_batch=gb,
         num_microbatches=m, step_time_s=step, tokens_per_s=gb * model.seq / step,
         mfu=model_flops / denom, hfu=hw_flops / denom, peak_mem_gb=peak.total / GIB, hbm_gb=cluster.hbm_gb,
         fits=fits, bubble_fraction=bubble / step, time=time, memory=memory, notes=notes,
-        error_band=band,
+        error_band=band, fit=fit,
     )

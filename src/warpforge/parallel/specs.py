@@ -25,6 +25,8 @@ from warpforge.parallel.errors import SpecError
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
+FrameworkName = Literal["megatron", "torchtitan", "deepspeed"]
+POWER_EXPONENT = 0.30  # FLOP/s ~ power ** 0.30 on H100 (NVL 400 W vs SXM 700 W datasheets; ClusterSpec)
 
 
 class ModelSpec(BaseModel):
@@ -157,6 +159,13 @@ class ClusterSpec(BaseModel):
     intra_latency_us: float = Field(default=10.0, ge=0)
     inter_latency_us: float = Field(default=20.0, ge=0)
     family: str = ""  # calibration key, e.g. "a100"; derived from ``gpu`` when empty
+    # What the GPUs sustain when they do not run at the datasheet's boost clock (power-capped fleets:
+    # torchtitan's H100 runs used a 500 W limit on a 700 W part). Either the clocks (MHz) or the power
+    # (W); clocks win when both are given. See ``compute_scale``.
+    sustained_clock_mhz: float | None = Field(default=None, gt=0)
+    boost_clock_mhz: float | None = Field(default=None, gt=0)
+    power_limit_w: float | None = Field(default=None, gt=0)
+    tdp_w: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
@@ -170,6 +179,19 @@ class ClusterSpec(BaseModel):
     @property
     def total_gpus(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    def compute_scale(self) -> float:
+        """Fraction of the datasheet's peak FLOP/s the GPUs sustain (1 at boost clock / full power).
+
+        Tensor-core throughput scales with the SM clock: ``sustained / boost`` when the clocks are given.
+        From a power limit: ``(limit / tdp) ** POWER_EXPONENT``, where the exponent 0.30 comes from two
+        datasheet points of the same 132-SM GH100 die: H100 NVL 835 dense bf16 TFLOP/s at 400 W and
+        H100 SXM 989 at 700 W (ln(835/989) / ln(400/700) = 0.30); a 500 W H100 SXM gets 0.90 x 989 = 893."""
+        if self.sustained_clock_mhz and self.boost_clock_mhz:
+            return min(1.0, self.sustained_clock_mhz / self.boost_clock_mhz)
+        if self.power_limit_w and self.tdp_w and self.power_limit_w < self.tdp_w:
+            return float((self.power_limit_w / self.tdp_w) ** POWER_EXPONENT)
+        return 1.0
 
     @property
     def gpu_family(self) -> str:
@@ -215,6 +237,11 @@ class PlanConfig(BaseModel):
     # "deepep": dispatch sends a token once per remote node and fans it out over NVLink (DeepEP's
     # internode kernels); "alltoall": one copy per routed expert over whichever tier it lands on.
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    # Whose memory accounting applies (memory.py, memory_fsdp.py, memory_deepspeed.py): what each framework
+    # keeps resident differs by up to 2x at the same layout. ``compiled``: torch.compile per block
+    # (torchtitan), which changes what is saved for backward.
+    framework: FrameworkName = "megatron"
+    compiled: bool = False
 
     @property
     def etp(self) -> int:
@@ -241,8 +268,13 @@ class PlanConfig(BaseModel):
         return self.global_batch or model.default_global_batch()
 
     def key(self) -> str:
-        """Canonical JSON of the plan (the database's ``plan_key``)."""
-        return json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON of the plan (the database's ``plan_key``). ``framework`` and ``compiled`` are left
+        out at their defaults, so the keys of plans stored before they existed still match."""
+        d = self.model_dump()
+        for name in ("framework", "compiled"):
+            if d[name] == PlanConfig.model_fields[name].default:
+                del d[name]
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     def short(self) -> str:
         """Compact label, e.g. ``tp8 pp4 dp2 mb1 v2 sel z1``."""
@@ -252,6 +284,8 @@ class PlanConfig(BaseModel):
         parts += [f"mb{self.micro_batch}"] + ([f"v{self.interleave}"] if self.interleave > 1 else [])
         parts += [{"none": "norc", "selective": "sel", "full": "full"}[self.recompute], f"z{self.zero}"]
         parts += ["fp8"] if self.precision == "fp8" else []
+        parts += [self.framework] if self.framework != "megatron" else []
+        parts += ["compiled"] if self.compiled else []
         parts += [f"etp{self.etp}"] if self.ep > 1 and self.etp != self.tp else []
         return " ".join(parts)
 

@@ -141,7 +141,7 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         torch.cuda.init()  # before the snapshot: initialising CUDA is the harness's doing, not the candidate's
     watch = Watch()
     try:
-        module = load_candidate(scratch / req["candidate"])
+        module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
     except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
         return {"error": error_info(exc, "import")}
     mark("imported")  # only now does the parent send any case's inputs

@@ -160,3 +160,26 @@ def test_the_child_imports_only_the_checked_bytes(tmp_path: Path) -> None:
     assert module.f() == 1 and "return X" in inspect.getsource(module.f)
     linecache.checkcache(str(path))
     assert "return X" in inspect.getsource(module.f)
+
+
+def test_tl_dot_is_decided_on_the_ast() -> None:
+    from warpforge.evaluator.grammar import kernels_use
+
+    assert not kernels_use((ROOT / "comment_dot_bf16.py").read_text(), "dot")
+    assert kernels_use((TEMPLATES_DIR / "matmul" / "split_k.py").read_text(), "dot")
+    assert not kernels_use(HEAD + "X = 'tl.dot'\n" + KERNEL, "dot")
+
+
+def test_kernel_hash_covers_helpers_as_bound_at_launch(tmp_path: Path) -> None:
+    from warpforge.evaluator.child.common import kernel_hash, load_candidate
+
+    source = (HEAD + "@triton.jit\ndef _f(x):\n    return x * 2 + 1\n\n@triton.jit\ndef _g(x):\n    return x * 2\n\n"
+              "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
+              "    tl.store(x_ptr + offs, _f(tl.load(x_ptr + offs)))\n")
+    path = tmp_path / "c.py"
+    path.write_bytes(source.encode())
+    module = load_candidate(path, "wf_test_hash", sha256=hashlib.sha256(source.encode()).hexdigest())
+    before = kernel_hash(module.k)
+    assert kernel_hash(module.k) == before
+    module._f = module._g  # the kernel's own source is unchanged; the helper it calls is another
+    assert kernel_hash(module.k) != before

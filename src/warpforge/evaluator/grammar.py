@@ -657,3 +657,22 @@ class HostCheck:
             return  # a local holds a value of this grammar, never a callable
         raise self.fail("kernel_use", node, f"grid {ast.unparse(node)[:60]}: a grid is a tuple of arithmetic on "
                         "shapes and parameters (no lambda, no function)")
+
+
+def kernels_use(source: str, name: str) -> bool:
+    """Whether a ``@triton.jit`` body of ``source`` names ``triton.language.<name>`` (``tl.dot``), decided on
+    the AST: a comment or a string that mentions it does not count (a comment with ``tl.dot`` once removed
+    bf16 from the interpreter's check). False for a source the grammar cannot parse."""
+    try:
+        tree = parse_limited(source)
+    except GrammarError:
+        return False
+    g = Grammar(tree)
+    try:
+        g._imports()
+    except GrammarError:
+        return False
+    target = f"triton.language.{name}"
+    jit = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list]
+    return any(isinstance(node, ast.Attribute) and g.canonical(node) == target
+               for fn in jit for stmt in fn.body for node in ast.walk(stmt))

@@ -153,13 +153,8 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def kernel_hash(kernel: Any) -> str:
-    """SHA-256 (16 hex digits) of a kernel's Python source from its ``def`` on, however it is wrapped
-    (JITFunction, InterpretedFunction, autotuner, heuristics): the same kernel hashes the same in the
-    compile and check modes."""
-    import inspect
-    import re
-    import textwrap
+def _python_function(kernel: Any) -> Any:
+    """The plain function under a JITFunction, InterpretedFunction, autotuner or heuristics wrapper."""
     import types
 
     fn = kernel
@@ -167,13 +162,38 @@ def kernel_hash(kernel: Any) -> str:
         if isinstance(fn, types.FunctionType) or not hasattr(fn, "fn"):
             break
         fn = fn.fn
+    return fn
+
+
+def _own_source(fn: Any, kernel: Any) -> str:
+    import inspect
+    import re
+    import textwrap
+
     try:
         src = textwrap.dedent(inspect.getsource(fn))
         found = re.search(r"^def\s+\w+\s*\(", src, re.MULTILINE)
-        text = src[found.start():] if found else src
+        return src[found.start():] if found else src
     except (OSError, TypeError):
-        text = repr(kernel)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return repr(kernel)
+
+
+def kernel_hash(kernel: Any, _seen: frozenset[int] = frozenset()) -> str:
+    """SHA-256 (16 hex digits) of a kernel's Python source from its ``def`` on, however it is wrapped
+    (JITFunction, InterpretedFunction, autotuner, heuristics), together with the hash of every jit
+    function it names as that name is bound *now* (at launch time) in its globals, recursively: a helper
+    rebound after the kernel was defined hashes differently from the helper the AOT stage compiled.
+    The same kernel hashes the same in the compile and check modes."""
+    fn = _python_function(kernel)
+    parts = [_own_source(fn, kernel)]
+    code, env = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    seen = _seen | {id(fn)}
+    for name in sorted(set(code.co_names) if code is not None else ()):
+        bound = env.get(name)
+        helper = _python_function(bound) if bound is not None and hasattr(bound, "fn") else None
+        if helper is not None and id(helper) not in seen:
+            parts.append(f"{name}={kernel_hash(bound, seen)}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 class KernelGate:

@@ -199,14 +199,16 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         return job.result(Verdict.UNSUPPORTED, "degenerate_task", problem), []
     rng = random.Random(secrets.randbits(64))  # the child never sees this state
     plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng)
+    if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in verify.py
+        plan.grid_seed = rng.getrandbits(31)
+        plan.shuffled = frozenset(c.id for i, c in enumerate(plan.cases) if i % 2 == 1)
 
     # Under the interpreter every other case runs its grids in a shuffled order (child/grid.py).
     request: CheckRequest = {
         "mode": "check", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
         "params": job.params, "device": device,
-        "constraint_shapes": job.shapes, "grid_seed": rng.getrandbits(31),
-        "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": interpret and i % 2 == 1}
-                  for i, c in enumerate(plan.cases)],
+        "constraint_shapes": job.shapes, "grid_seed": plan.grid_seed,
+        "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": c.id in plan.shuffled} for c in plan.cases],
     }
     if plan.pair is not None:
         request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}

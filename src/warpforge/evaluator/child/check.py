@@ -98,6 +98,7 @@ class _Runner:
         calls_before = self.gate.calls
         self.gate.kernels.clear()
         GridOrder.shuffled = shuffled
+        logged = len(GridOrder.log)
         mark("launch")
         start = time.perf_counter()
         try:
@@ -119,7 +120,7 @@ class _Runner:
             "kernel_calls": self.gate.calls - calls_before, "threads": self.watch.new_threads(),
             "tampered": self.watch.tampered() + self.sentinel.tampered(),
             "state_changed": self.watch.state_changed(), "kernels": sorted(self.gate.kernels),
-            "grid": "shuffled" if shuffled else "in order",
+            "grid": "shuffled" if shuffled else "in order", "grids": GridOrder.log[logged:],
         }
         if all(k == "Tensor" for k in kinds):
             buffer = io.BytesIO()

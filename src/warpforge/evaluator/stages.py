@@ -43,17 +43,20 @@ def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
     if not shapes:
         return "shapes: none checked"
     big = max(shapes, key=lambda s: math.prod(int(v) for v in s.values()))
-    bench = max(job.shapes, key=lambda s: math.prod(int(v) for v in s.values())) if job.shapes else big
-    return (f"shapes: correctness checked up to {shape_key(big)} ({math.prod(big.values())} elements per input "
-            f"dim product); nothing larger was run, e.g. the benchmark shape {shape_key(bench)}: check on a GPU "
-            "(--backend cuda checks the benchmark shapes)")
+    larger = [s for s in job.shapes if math.prod(int(v) for v in s.values()) > math.prod(big.values())]
+    if not larger:
+        return f"shapes: correctness checked up to {shape_key(big)}, the largest benchmark shape included"
+    bench = max(larger, key=lambda s: math.prod(int(v) for v in s.values()))
+    return (f"shapes: correctness checked up to {shape_key(big)} (product of dimensions {math.prod(big.values())}); "
+            f"no full benchmark shape was run, e.g. {shape_key(bench)}: check on a GPU (--backend cuda checks "
+            "the benchmark shapes)")
 
 
 def static_stage(job: Job) -> EvalResult | None:
     finding = check_source(job.variant.source, job.static_rules)
     if finding is not None:  # a source that does not parse is a compile error, every other rule a refusal
         verdict = Verdict.COMPILE_ERROR if finding.reason == "syntax_error" else Verdict.REJECTED
-        return job.result(verdict, finding.reason, finding.message)
+        return job.result(verdict, finding.reason, finding.message, device="static check (nothing ran)")
     unknown = sorted(set(job.params) - set(job.variant.space))
     if job.variant.space and unknown:
         return job.result(Verdict.INVALID_CONFIG, "unknown_parameter",
@@ -198,7 +201,7 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     if problem is not None:
         return job.result(Verdict.UNSUPPORTED, "degenerate_task", problem), []
     rng = random.Random(secrets.randbits(64))  # the child never sees this state
-    plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng)
+    plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng, scale=job.scale_shapes)
     if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in verify.py
         plan.grid_seed = rng.getrandbits(31)
         plan.shuffled = frozenset(c.id for i, c in enumerate(plan.cases) if i % 2 == 1)

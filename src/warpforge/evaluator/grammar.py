@@ -562,9 +562,9 @@ class HostCheck:
             self.expr(node.value)
             self.expr(node.slice)
         elif isinstance(node, ast.Slice):
-            for v in (node.lower, node.upper, node.step):
-                if v is not None:
-                    self.expr(v)
+            for part in (node.lower, node.upper, node.step):
+                if part is not None:
+                    self.expr(part)
         elif isinstance(node, ast.Attribute):
             self.attribute(node)
         elif isinstance(node, ast.Call):

@@ -210,7 +210,7 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     request: CheckRequest = {
         "mode": "check", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
         "params": job.params, "device": device,
-        "constraint_shapes": job.shapes, "grid_seed": plan.grid_seed,
+        "constraint_shapes": job.shapes, "grid_seed": plan.grid_seed or 0,
         "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": c.id in plan.shuffled} for c in plan.cases],
     }
     if plan.pair is not None:

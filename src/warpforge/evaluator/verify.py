@@ -28,7 +28,7 @@ import torch
 
 from warpforge.evaluator.compare import PrecisionProbe, compare_outputs, is_sentinel, references, refine
 from warpforge.evaluator.job import Job
-from warpforge.evaluator.protocol import CheckReport
+from warpforge.evaluator.protocol import CheckReport, LaunchFacts
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
 from warpforge.evaluator.static import disallowed_ops
@@ -292,7 +292,7 @@ class Judge:
         from warpforge.evaluator.child.grid import expected_order, order_digest
 
         rng = random.Random(self.plan.grid_seed)
-        facts = [*self.report.get("cases", [])]
+        facts: list[LaunchFacts] = [*self.report.get("cases", [])]
         rerun = self.report.get("rerun")
         if rerun:
             facts.append(rerun)

@@ -183,3 +183,15 @@ def test_kernel_hash_covers_helpers_as_bound_at_launch(tmp_path: Path) -> None:
     assert kernel_hash(module.k) == before
     module._f = module._g  # the kernel's own source is unchanged; the helper it calls is another
     assert kernel_hash(module.k) != before
+
+
+def test_eval_on_an_unparsable_source_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from warpforge.cli import app
+
+    for name in ("grammar_deep_source", "grammar_huge_source"):
+        res = CliRunner().invoke(app, ["eval", str(ROOT / "task_double.py"), str(ROOT / f"{name}.py"),
+                                       "--backend", "interpret", "--params", '{"BLOCK": 256, "num_warps": 4}'])
+        assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+        assert ("source_too_deep" if "deep" in name else "source_too_large") in res.output

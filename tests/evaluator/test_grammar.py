@@ -37,6 +37,10 @@ def test_honest_sources_pass() -> None:
     ok = host("y = torch.empty_like(x)\nn = x.numel()\ngrid = (triton.cdiv(n, BLOCK),)\n"
               "assert x.is_contiguous(), f'x is {x.shape}'\nk[grid](x, y, n, BLOCK=BLOCK, num_warps=4)\nreturn y")
     assert check_module("# -*- coding: utf-8 -*-\n" + ok) is None
+    shapes = host("M, N = x.shape\nn = x.numel() * 2 + x.stride(0)\ny = torch.empty((M, N), dtype=x.dtype)\n"
+                  "v = x.view(-1)[: x.numel()]\nassert x.shape == y.shape and x is not None\n"
+                  "k[(triton.cdiv(len(x), BLOCK),)](v, y, n, BLOCK=BLOCK)\nreturn y")
+    assert check_module(shapes) is None
 
 
 @pytest.mark.parametrize("source, rule", [
@@ -90,6 +94,17 @@ def test_honest_sources_pass() -> None:
     (host("y = x.__class__\nreturn x"), "private_access"),
     (host("y = getattr(x, 'sum')\nreturn x"), "dynamic_access"),
     (host("y = type(x)\nreturn x"), "dynamic_access"),
+    (host("y = x * 2 + 1\nreturn y"), "tensor_use"),
+    (host("y = torch.empty_like(x)\nz = -y\nreturn x"), "tensor_use"),
+    (host("v = x.view(-1)\nw = v[v > 0]\nreturn x"), "tensor_use"),
+    (host("y = x[x]\nreturn y"), "tensor_use"),
+    (host("y = max(x, 1)\nreturn x"), "tensor_use"),
+    (host("y = float(x)\nreturn x"), "host_read"),
+    (host("if x:\n    pass\nreturn x"), "host_read"),
+    (host("a, b = x, 1\nc = a + b\nreturn x"), "tensor_use"),
+    (host("for r in x:\n    s = r * 2\nreturn x"), "tensor_use"),
+    (host("y = x.contiguous()\ny += 1\nreturn y"), "tensor_use"),
+    (host("y = f(x)\nreturn x", "def f(n):\n    return n\n\n"), "tensor_use"),
     (HEAD + "@triton.jit\ndef k(x):\n    y = np.float32(1)\n", "jit_body_disallowed"),
     (HEAD + "@triton.jit\ndef k(x):\n    def g():\n        pass\n", "jit_body_disallowed"),
     (HEAD + "def helper(x):\n    return x\n\n@triton.jit\ndef k(x):\n    y = helper(x)\n", "jit_body_disallowed"),
@@ -104,7 +119,7 @@ def test_the_docstring_names_every_rule() -> None:
     rules = {"source_encoding", "source_too_large", "syntax_error", "source_too_deep", "forbidden_import",
              "module_alias", "module_constant", "decorator", "model_new_unsupported", "rebinding", "host_statement",
              "kernel_use", "host_name", "jit_body_disallowed", "private_access", "dynamic_access", "host_read",
-             "torch_compute_call", "module_statement"}
+             "torch_compute_call", "module_statement", "tensor_use"}
     assert all(f"[{rule}]" in doc for rule in rules), [r for r in rules if f"[{r}]" not in doc]
     source = inspect.getsource(grammar)
     used = {line.split('"')[1] for line in source.splitlines() if '_fail("' in line or 'fail("' in line}

@@ -48,6 +48,10 @@ Host code (``launch``, ``constraints``, plain helpers)::
                    allowlisted attribute, a function only as the callee, a jit function only as
                    ``kernel[grid]``; host code never assigns a module-level name              [host_name]
     f-strings appear only in assert and raise messages                                   [host_statement]
+    tensors (launch's positional inputs, allocations, views and subscripts of them) are used only as
+    kernel arguments, allocation templates, view receivers, shape/stride reads and return values: no
+    arithmetic, comparison or truth value of a tensor, no tensor index, no tensor passed to a builtin
+    or a helper (helpers take shape values); int()/float()/bool() of a tensor is a host read  [tensor_use]
 
 So no value the host code can form is a callable (no lambda, no bound method, no function object):
 no callable grid, no hook passed as a value; no attribute of a kernel (``add_pre_run_hook``,
@@ -109,6 +113,11 @@ TENSOR_METHODS = {"stride", "size", "dim", "numel", "contiguous", "view", "resha
                   "squeeze", "t", "transpose", "permute", "expand", "view_as", "unflatten", "is_floating_point",
                   "get"}  # get: the params dict
 TENSOR_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "itemsize"}
+# Tensor methods whose result is a tensor (a view or a fresh allocation); the others return shape values.
+TENSOR_RESULTS = {"contiguous", "view", "reshape", "new_empty", "new_zeros", "new_full", "new_ones", "flatten",
+                  "unsqueeze", "squeeze", "t", "transpose", "permute", "expand", "view_as", "unflatten"}
+TENSOR_ALLOC = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like", "ones",
+                "ones_like"}
 HOST_READS = {"numpy", "tolist", "item", "cpu", "untyped_storage", "storage", "__array__", "__dlpack__",
               "data_ptr"}
 FORBIDDEN_NAMES = {"__builtins__", "__import__", "__loader__", "__spec__", "__dict__"}
@@ -437,6 +446,13 @@ class HostCheck:
         self.locals = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a}
         self.locals |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
         self.module_names = set(grammar.modules) | grammar.constants | grammar.jit | grammar.host
+        # launch's positional inputs are tensors; a helper's or constraints' parameters are shape values
+        self.tensors: set[str] = set()
+        if fn.name == "launch":
+            positional = [*args.posonlyargs, *args.args]
+            self.tensors = {a.arg for a in positional[:len(positional) - len(args.defaults)]}
+            if args.vararg is not None:
+                self.tensors.add(args.vararg.arg)
 
     def fail(self, reason: str, node: ast.AST, what: str) -> GrammarError:
         line = getattr(node, "lineno", self.fn.lineno)
@@ -452,14 +468,42 @@ class HostCheck:
         for stmt in stmts:
             self.stmt(stmt)
 
-    def bind(self, target: ast.AST) -> None:
+    def is_tensor(self, node: ast.AST | None) -> bool:
+        """Whether ``node`` is a tensor in the grammar's typing (see [tensor_use])."""
+        if isinstance(node, ast.Name):
+            return node.id in self.tensors
+        if isinstance(node, ast.Subscript):
+            return self.is_tensor(node.value)
+        if isinstance(node, ast.IfExp):
+            return self.is_tensor(node.body) or self.is_tensor(node.orelse)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return any(self.is_tensor(e.value if isinstance(e, ast.Starred) else e) for e in node.elts)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            canonical = self.g.canonical(node.func)
+            if canonical:
+                return canonical.rpartition(".")[0] == "torch" and node.func.attr in TENSOR_ALLOC
+            return node.func.attr in TENSOR_RESULTS and self.is_tensor(node.func.value)
+        return False
+
+    def untensored(self, node: ast.AST, what: str, reason: str = "tensor_use") -> None:
+        if self.is_tensor(node):
+            raise self.fail(reason, node, f"{ast.unparse(node)[:60]} is a tensor, {what}: host code computes only "
+                            "on shapes and parameters; the values are the kernels' work")
+
+    def bind(self, target: ast.AST, value: ast.AST | None = None, tensor: bool = False) -> None:
         if isinstance(target, ast.Name):
             if target.id in self.module_names:
                 raise self.fail("host_name", target, f"assigns {target.id}, a module-level name")
             self.locals.add(target.id)
+            if tensor or self.is_tensor(value):
+                self.tensors.add(target.id)
+            else:
+                self.tensors.discard(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            for e in target.elts:
-                self.bind(e)
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
+                else None
+            for i, e in enumerate(target.elts):
+                self.bind(e, values[i] if values else None, tensor=values is None and self.is_tensor(value))
         else:
             raise self.fail("host_statement", target, f"assigns to {ast.unparse(target)[:60]}: host code binds "
                             "local names only (no attribute or element stores: hooks and in-place compute)")
@@ -468,26 +512,30 @@ class HostCheck:
         if isinstance(node, ast.Assign):
             self.expr(node.value)
             for t in node.targets:
-                self.bind(t)
+                self.bind(t, node.value)
         elif isinstance(node, ast.AugAssign):
             if not isinstance(node.target, ast.Name) or node.target.id not in self.locals:
                 raise self.fail("host_statement", node, "augmented assignment to something other than a local")
+            self.untensored(node.target, "updated in place")
+            self.untensored(node.value, "in arithmetic")
             self.expr(node.value)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             self.expr(node.value)
-            self.bind(node.target)
+            self.bind(node.target, node.value)
         elif isinstance(node, ast.Return):
             if node.value is not None:
                 self.expr(node.value)
         elif isinstance(node, ast.If):
+            self.untensored(node.test, "read as a truth value", "host_read")
             self.expr(node.test)
             self.block(node.body)
             self.block(node.orelse)
         elif isinstance(node, ast.For) and not node.orelse:
             self.expr(node.iter)
-            self.bind(node.target)
+            self.bind(node.target, tensor=self.is_tensor(node.iter))
             self.block(node.body)
         elif isinstance(node, ast.Assert):
+            self.untensored(node.test, "read as a truth value", "host_read")
             self.expr(node.test)
             if node.msg is not None:
                 self.message(node.msg)
@@ -531,17 +579,24 @@ class HostCheck:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult):
                 raise self.fail("torch_compute_call", node, "the @ operator (a torch matmul)")
-            self.expr(node.left)
-            self.expr(node.right)
+            for side in (node.left, node.right):
+                self.untensored(side, "in arithmetic")
+                self.expr(side)
         elif isinstance(node, ast.UnaryOp):
+            self.untensored(node.operand, "in arithmetic")
             self.expr(node.operand)
         elif isinstance(node, ast.BoolOp):
             for v in node.values:
+                self.untensored(v, "read as a truth value", "host_read")
                 self.expr(v)
         elif isinstance(node, ast.Compare):
+            identity = all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
             for v in [node.left, *node.comparators]:
+                if not identity:
+                    self.untensored(v, "compared")
                 self.expr(v)
         elif isinstance(node, ast.IfExp):
+            self.untensored(node.test, "read as a truth value", "host_read")
             for v in (node.test, node.body, node.orelse):
                 self.expr(v)
         elif isinstance(node, (ast.Tuple, ast.List)):
@@ -560,6 +615,15 @@ class HostCheck:
                 raise self.fail("kernel_use", node, f"{node.value.id}[...] outside a launch: a kernel is used "
                                 "only as kernel[grid](args)")
             self.expr(node.value)
+            parts: list[ast.expr] = [node.slice]
+            while parts:  # the index's components: tuple elements and slice bounds, not what they call
+                part = parts.pop()
+                if isinstance(part, ast.Tuple):
+                    parts.extend(part.elts)
+                elif isinstance(part, ast.Slice):
+                    parts.extend(p for p in (part.lower, part.upper, part.step) if p is not None)
+                else:
+                    self.untensored(part, "used as an index (indexing by a tensor gathers: compute)")
             self.expr(node.slice)
         elif isinstance(node, ast.Slice):
             for part in (node.lower, node.upper, node.step):
@@ -620,6 +684,12 @@ class HostCheck:
             return
         if isinstance(func, ast.Name):
             if func.id in HOST_BUILTINS or func.id in self.g.host:
+                for a in [*node.args, *(k.value for k in node.keywords)]:
+                    a = a.value if isinstance(a, ast.Starred) else a
+                    if func.id in ("int", "float", "bool"):
+                        self.untensored(a, f"read by {func.id}()", "host_read")
+                    elif func.id != "len":
+                        self.untensored(a, f"passed to {func.id}() (builtins and helpers take shape values)")
                 return
             if func.id in self.g.jit:
                 raise self.fail("kernel_use", node, f"{func.id}(...) without a grid: launch kernels as "

@@ -626,9 +626,9 @@ class HostCheck:
                     self.untensored(part, "used as an index (indexing by a tensor gathers: compute)")
             self.expr(node.slice)
         elif isinstance(node, ast.Slice):
-            for part in (node.lower, node.upper, node.step):
-                if part is not None:
-                    self.expr(part)
+            for bound in (node.lower, node.upper, node.step):
+                if bound is not None:
+                    self.expr(bound)
         elif isinstance(node, ast.Attribute):
             self.attribute(node)
         elif isinstance(node, ast.Call):

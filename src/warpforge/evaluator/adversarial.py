@@ -147,7 +147,13 @@ def run_fixture(backend: Backend, fixture: Fixture, root: Path) -> FixtureOutcom
     start = time.monotonic()
     try:
         job = fixture_job(fixture, root, backend.name)
-    except (TaskError, VariantError, OSError) as exc:  # a broken manifest entry is a failed fixture, not a crash
+    except VariantError as exc:
+        if exc.reason:  # refused by the grammar's source rules before a Variant exists (as `warpforge eval` is)
+            found = EvalResult(verdict=Verdict.REJECTED, reason=exc.reason, message=str(exc))
+            return FixtureOutcome(fixture.name, fixture.expected, found.verdict.value, found.reason, found.message,
+                                  time.monotonic() - start, matches(fixture, found))
+        return FixtureOutcome(fixture.name, fixture.expected, "error", "fixture_unloadable", str(exc), 0.0, False)
+    except (TaskError, OSError) as exc:  # a broken manifest entry is a failed fixture, not a crash
         return FixtureOutcome(fixture.name, fixture.expected, "error", "fixture_unloadable", str(exc), 0.0, False)
     result = backend.evaluate(job)
     return FixtureOutcome(fixture.name, fixture.expected, result.verdict.value, result.reason, result.message,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import re
 import time
 from abc import ABC, abstractmethod
 from typing import ClassVar
@@ -28,12 +27,11 @@ from typing import ClassVar
 import torch
 
 import warpforge
+from warpforge.evaluator.grammar import kernels_use
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import check_stage, compile_stage, static_stage
-
-BF16_DOT = re.compile(r"tl\.dot\b")
 
 
 def fingerprint(details: dict[str, object]) -> str:
@@ -113,7 +111,7 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
     """Correctness under the interpreter on CHECK_SHAPES, then AOT compilation; no times."""
     dtypes = list(job.dtypes)
     unchecked: list[str] = []
-    if torch.bfloat16 in dtypes and BF16_DOT.search(job.variant.source):
+    if torch.bfloat16 in dtypes and kernels_use(job.variant.source, "dot"):  # the AST, never the text
         # DESIGN 8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
         dtypes.remove(torch.bfloat16)
         unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")

@@ -40,6 +40,7 @@ from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import check_stage, hang_bound_s, largest_checked
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
+from warpforge.evaluator.verify import scale_shapes
 from warpforge.kernels.task import Shape, dtype_name
 from warpforge.kernels.variant import Variant
 
@@ -50,11 +51,24 @@ log = logging.getLogger("warpforge.evaluator.backends")
 class InterpretBackend(Backend):
     name = "interpret"
 
+    def __init__(self, pool: ChildPool | None = None) -> None:
+        super().__init__(pool)
+        self._scaled: dict[str, str] = {}  # variant source hash -> what its benchmark-scale cases covered
+
     def _evaluate(self, job: Job) -> EvalResult:
+        # Benchmark-scale cases once per variant source (verify.scale_shapes), on its first evaluation here.
+        first = job.variant.source_hash not in self._scaled
+        if first:
+            job.scale_shapes, note = scale_shapes(job.task)
         result = interpret_checks(self.pool, job)
+        if first and result.verdict is Verdict.OK:
+            self._scaled[job.variant.source_hash] = note
+        elif not first:
+            note = self._scaled[job.variant.source_hash] + " on an earlier evaluation of this source"
         if result.verdict is Verdict.OK:
             result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
             result.unchecked.append(largest_checked(job, job.task.check_shapes or job.task.small_shapes))
+            result.unchecked.append(note)
         if not self.pool.isolation.active:
             result.unchecked.append(f"isolation: {self.pool.isolation.summary()}: the candidate ran unsandboxed")
         return result

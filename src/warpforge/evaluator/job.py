@@ -57,6 +57,9 @@ class Job:
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
     static_rules: str = "strict"
+    # Benchmark-scale correctness cases (verify.scale_shapes), run once per variant source: the interpret
+    # backend sets them on the first evaluation of a source and leaves them empty on its later trials.
+    scale_shapes: list[Shape] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.dtypes = self.dtypes or list(self.task.dtypes)

@@ -7,7 +7,8 @@ can (values from its own reference, files from their hashes).
 
 Example::
 
-    >>> req: CheckRequest = {"mode": "check", "candidate": "candidate.py", "params": {}, "device": "cpu",
+    >>> req: CheckRequest = {"mode": "check", "candidate": "candidate.py", "candidate_sha256": "0" * 64,
+    ...                      "params": {}, "device": "cpu",
     ...                      "constraint_shapes": [], "grid_seed": 1, "cases": []}
 """
 
@@ -32,6 +33,7 @@ class RerunRequest(TypedDict):
 class _CheckRequestBase(TypedDict):
     mode: str  # "check"
     candidate: str
+    candidate_sha256: str  # of the bytes the grammar checked: the child imports nothing else
     params: dict[str, Any]
     device: str
     constraint_shapes: list[dict[str, int]]
@@ -60,6 +62,7 @@ class LaunchFacts(TypedDict, total=False):
     state_changed: list[str]
     kernels: list[str]  # source hashes of the kernels launched
     grid: str
+    grids: list[list[Any]]  # per Triton launch under the interpreter: [gx, gy, gz, shuffled, order digest]
     saved: str  # file name in the scratch directory
     sha256: str  # of that file's bytes, checked before it is judged
     error: dict[str, Any]

@@ -43,16 +43,20 @@ def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
     if not shapes:
         return "shapes: none checked"
     big = max(shapes, key=lambda s: math.prod(int(v) for v in s.values()))
-    bench = max(job.shapes, key=lambda s: math.prod(int(v) for v in s.values())) if job.shapes else big
-    return (f"shapes: correctness checked up to {shape_key(big)} ({math.prod(big.values())} elements per input "
-            f"dim product); nothing larger was run, e.g. the benchmark shape {shape_key(bench)}: check on a GPU "
-            "(--backend cuda checks the benchmark shapes)")
+    larger = [s for s in job.shapes if math.prod(int(v) for v in s.values()) > math.prod(big.values())]
+    if not larger:
+        return f"shapes: correctness checked up to {shape_key(big)}, the largest benchmark shape included"
+    bench = max(larger, key=lambda s: math.prod(int(v) for v in s.values()))
+    return (f"shapes: correctness checked up to {shape_key(big)} (product of dimensions {math.prod(big.values())}); "
+            f"no full benchmark shape was run, e.g. {shape_key(bench)}: check on a GPU (--backend cuda checks "
+            "the benchmark shapes)")
 
 
 def static_stage(job: Job) -> EvalResult | None:
     finding = check_source(job.variant.source, job.static_rules)
-    if finding is not None:
-        return job.result(Verdict.REJECTED, finding.reason, finding.message)
+    if finding is not None:  # a source that does not parse is a compile error, every other rule a refusal
+        verdict = Verdict.COMPILE_ERROR if finding.reason == "syntax_error" else Verdict.REJECTED
+        return job.result(verdict, finding.reason, finding.message, device="static check (nothing ran)")
     unknown = sorted(set(job.params) - set(job.variant.space))
     if job.variant.space and unknown:
         return job.result(Verdict.INVALID_CONFIG, "unknown_parameter",
@@ -71,9 +75,15 @@ def copy_task(scratch: Path, job: Job) -> None:
     (scratch / task_path(job)).write_bytes(Path(job.task.path).read_bytes())
 
 
+def candidate_bytes(job: Job) -> bytes:
+    """The exact bytes the grammar checked (UTF-8); the child imports them only if their SHA-256 is the
+    request's ``candidate_sha256`` (child/common.load_candidate)."""
+    return job.variant.source.encode("utf-8")
+
+
 def _write_candidate(job: Job) -> Any:
     def prepare(scratch: Path) -> None:
-        (scratch / CANDIDATE_FILE).write_text(job.variant.source)
+        (scratch / CANDIDATE_FILE).write_bytes(candidate_bytes(job))
         copy_task(scratch, job)
 
     return prepare
@@ -191,14 +201,17 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     if problem is not None:
         return job.result(Verdict.UNSUPPORTED, "degenerate_task", problem), []
     rng = random.Random(secrets.randbits(64))  # the child never sees this state
-    plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng)
+    plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng, scale=job.scale_shapes)
+    if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in verify.py
+        plan.grid_seed = rng.getrandbits(31)
+        plan.shuffled = frozenset(c.id for i, c in enumerate(plan.cases) if i % 2 == 1)
 
     # Under the interpreter every other case runs its grids in a shuffled order (child/grid.py).
     request: CheckRequest = {
-        "mode": "check", "candidate": CANDIDATE_FILE, "params": job.params, "device": device,
-        "constraint_shapes": job.shapes, "grid_seed": rng.getrandbits(31),
-        "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": interpret and i % 2 == 1}
-                  for i, c in enumerate(plan.cases)],
+        "mode": "check", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
+        "params": job.params, "device": device,
+        "constraint_shapes": job.shapes, "grid_seed": plan.grid_seed or 0,
+        "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": c.id in plan.shuffled} for c in plan.cases],
     }
     if plan.pair is not None:
         request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}
@@ -233,7 +246,8 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     # small sizes has that kernel through Triton's real front end as well (and its hash on the list).
     cases += [{"shape": s, "dtype": dtype_name(first), "only_new": True}
               for s in (job.task.check_shapes or job.task.small_shapes)]
-    request = {"mode": "compile", "candidate": CANDIDATE_FILE, "params": job.params,
+    request = {"mode": "compile", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
+               "params": job.params,
                "task_path": task_path(job), "target": job.target, "cases": cases}
     with pool.running(request, job.env(interpret=False), budget_s(job), _write_candidate(job),
                       rss_limit_bytes=job.rss_limit_bytes) as outcome:
@@ -262,8 +276,14 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
 
 
 def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict[str, Any]]]:
-    """The configurations of SPACE that satisfy ``constraints`` on every benchmark shape (run in a child)."""
-    request = {"mode": "space", "candidate": CANDIDATE_FILE, "space": job.variant.space, "shapes": job.shapes}
+    """The configurations of SPACE that satisfy ``constraints`` on every benchmark shape (run in a child).
+
+    The grammar comes first: ``constraints`` is the candidate's code, and none of it runs unchecked."""
+    refused = static_stage(job)
+    if refused is not None:
+        return refused, []
+    request = {"mode": "space", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
+               "space": job.variant.space, "shapes": job.shapes}
     with pool.running(request, job.env(interpret=True), budget_s(job), _write_candidate(job),
                       rss_limit_bytes=job.rss_limit_bytes) as outcome:
         failure = child_failure(job, outcome, "constraint enumeration")

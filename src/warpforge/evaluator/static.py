@@ -5,12 +5,9 @@ matmul inside ``launch`` is cuBLAS, not a found kernel) nor reach the reference.
 
 - ``core``: torch compute calls and methods, forbidden imports, process creation (anywhere, module
   level included);
-- ``strict`` (the default, static_strict.py): on top, imports only from an allowlist (torch, triton,
-  triton.language, math, ...), no private or dunder attributes (``torch._C``, ``f.__globals__``), no
-  dynamic access (``getattr``, ``eval``, ``__import__``, ``globals``), no host-side reads of tensor
-  memory (``.numpy()``, ``.tolist()``, ``.item()``, ``.cpu()``, ``.to("cpu")``), only allowlisted
-  ``torch.*``/``triton.*`` attributes, and ``@triton.jit`` bodies that use only ``tl``, ``triton``,
-  ``math``, constants and other jit functions.
+- ``strict`` (the default): the variant grammar (grammar.py), an allowlist of what a variant module
+  may contain, module level and host code and kernels; whatever it does not name is refused with the
+  rule it broke.
 
 Dynamic tricks that slip past (they should not under ``strict``) are caught at run time: the child
 records every aten operator a launch dispatches (``disallowed_ops``), and the ghost replay disables
@@ -28,7 +25,13 @@ from __future__ import annotations
 import ast
 import re
 
-from warpforge.evaluator.static_vocab import ALLOWED_TORCH, StaticFinding, is_jit
+from warpforge.evaluator.grammar import ALLOC_CALLS, TORCH_VALUES, GrammarError, check_module, parse_limited
+from warpforge.evaluator.static_vocab import ALLOWED_TORCH as CORE_TORCH
+from warpforge.evaluator.static_vocab import StaticFinding, is_jit
+
+# What the grammar lets a variant name in torch (the agent's prompt states it from here); the ``core``
+# blocklist keeps its wider CORE_TORCH (streams, torch.library) for the run-time fixtures behind the grammar.
+ALLOWED_TORCH = ALLOC_CALLS | TORCH_VALUES
 
 # Tensor methods that compute (as opposed to describing or viewing a tensor).
 COMPUTE_METHODS = {
@@ -65,14 +68,18 @@ def _torch_aliases(tree: ast.Module) -> set[str]:
 
 
 def check_source(source: str, rules: str = "strict") -> StaticFinding | None:
-    """The first static rule the source breaks, or None (``rules``: ``strict`` or ``core``)."""
-    tree = ast.parse(source)
-    if rules == "strict":
-        from warpforge.evaluator.static_strict import strict_finding
+    """The first static rule the source breaks, or None (``rules``: ``strict`` or ``core``).
 
-        finding = strict_finding(tree)
-        if finding is not None:
-            return finding
+    ``strict`` is the variant grammar (grammar.py). ``core`` keeps the source rules (UTF-8 only, size and
+    depth limits: the exact-bytes guarantee holds for every rule set) and the blocklist below, so the
+    adversarial manifest can prove the run-time layers behind the grammar on their own.
+    """
+    if rules == "strict":
+        return check_module(source)
+    try:
+        tree = parse_limited(source)
+    except GrammarError as err:
+        return err.finding
     for node in ast.walk(tree):
         # Module level too: a fork at import time is as much an escape as one inside launch.
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -103,7 +110,7 @@ def check_source(source: str, rules: str = "strict") -> StaticFinding | None:
             if isinstance(base, ast.Name) and base.id == "os" and PROCESS_CALLS.match(attr):
                 return StaticFinding("process_spawn", f"'{fn.name}' calls os.{attr}: candidates may not create "
                                      "processes (they would escape the sandbox's kill and memory limits)")
-            if isinstance(base, ast.Name) and base.id in torch_names and attr not in ALLOWED_TORCH:
+            if isinstance(base, ast.Name) and base.id in torch_names and attr not in CORE_TORCH:
                 return StaticFinding("torch_compute_call", f"'{fn.name}' calls torch.{attr}: launch may only "
                                      "allocate tensors and launch Triton kernels")
             root = base

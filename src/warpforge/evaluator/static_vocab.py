@@ -1,5 +1,6 @@
-"""What both static rule sets share (static.py's ``core``, static_strict.py's ``strict``): the finding type,
-the torch names a launch may use, and how a ``@triton.jit`` function is recognised.
+"""What the static rule sets share (static.py's ``core`` blocklist, grammar.py's ``strict`` grammar): the
+finding type, the torch names the ``core`` blocklist lets a launch use, and how a ``@triton.jit`` function
+is recognised.
 
 Its own module so that the two rule sets import it and not each other (static.py runs the strict rules
 first, static_strict.py needs this vocabulary).

@@ -207,7 +207,8 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
     calls = s.warmup + s.reps
     cases = plan_timed(job, shapes, dtype, calls, s.input_sets, s.recheck, rng)
     cuda = device.startswith("cuda")
-    request = {"mode": "bench", "candidate": CANDIDATE_FILE, "params": job.params, "device": device,
+    request = {"mode": "bench", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
+               "params": job.params, "device": device,
                "task_path": task_path(job), "warmup": s.warmup, "reps": s.reps, "wall_calls": s.wall_calls,
                "flush_bytes": s.flush_bytes if cuda else 0,
                "cases": [c.request() for c in cases]}
@@ -221,7 +222,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
             budgets[f"wall:{c.id}"] = hang_bound_s(c.wall_calls * ref_ms / 1e3)
 
     def prepare(scratch: Path) -> None:
-        (scratch / CANDIDATE_FILE).write_text(job.variant.source)
+        (scratch / CANDIDATE_FILE).write_bytes(job.variant.source.encode("utf-8"))
         copy_task(scratch, job)
 
     with pool.running(request, job.env(interpret, cuda), budget_s(job, 4), prepare, budgets=budgets,
@@ -298,12 +299,13 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
     files = ["candidate_a.py", "candidate_b.py"]
     request = {"mode": "ab", "device": device, "task_path": task_path(job_a), "rounds": rounds,
                "flush_bytes": s.flush_bytes if cuda else 0, "warmup": 2,
-               "candidates": [{"file": f, "params": j.params} for f, j in zip(files, (job_a, job_b))],
+               "candidates": [{"file": f, "params": j.params, "sha256": j.variant.source_hash}
+                              for f, j in zip(files, (job_a, job_b))],
                "cases": [c.request() for c in cases]}
 
     def prepare(scratch: Path) -> None:
         for f, j in zip(files, (job_a, job_b)):
-            (scratch / f).write_text(j.variant.source)
+            (scratch / f).write_bytes(j.variant.source.encode("utf-8"))
         copy_task(scratch, job_a)
 
     with pool.running(request, job_a.env(interpret, cuda), budget_s(job_a, 4), prepare,

@@ -28,7 +28,7 @@ import torch
 
 from warpforge.evaluator.compare import PrecisionProbe, compare_outputs, is_sentinel, references, refine
 from warpforge.evaluator.job import Job
-from warpforge.evaluator.protocol import CheckReport
+from warpforge.evaluator.protocol import CheckReport, LaunchFacts
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
 from warpforge.evaluator.static import disallowed_ops
@@ -50,11 +50,15 @@ class Case:
     inputs: tuple[Any, ...]
     hidden: bool = False
     adversarial: str = ""  # the name of the task's adversarial input set, "" for random inputs
+    precision: bool = False  # the task's accumulation-precision case (Task.accumulation)
+    scale: bool = False  # a benchmark-scale case (scale_shapes)
 
     @property
     def label(self) -> str:
         tag = " (hidden shape)" if self.hidden else ""
         tag += f" (adversarial inputs: {self.adversarial})" if self.adversarial else ""
+        tag += " (cancelling long reduction)" if self.precision else ""
+        tag += " (benchmark scale)" if self.scale else ""
         return f"{shape_key(self.shape)} {dtype_name(self.dtype)} seed={self.seed}{tag}"
 
 
@@ -64,6 +68,8 @@ class CheckPlan:
     pair: Case | None  # the case rerun under a second sentinel and replayed without kernels
     rerun_sentinel: float
     notes: list[str]
+    grid_seed: int | None = None  # interpreter only: the seed of the shuffled grid orders (child/grid.py)
+    shuffled: frozenset[int] = frozenset()  # the cases whose launches run their programs shuffled
 
 
 def _primes(lo: int, hi: int) -> list[int]:
@@ -101,7 +107,7 @@ def _input_shapes(inputs: Sequence[Any]) -> list[tuple[int, ...]]:
 
 
 def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype], seeds: int,
-               hidden: int, rng: random.Random) -> CheckPlan:
+               hidden: int, rng: random.Random, scale: Sequence[Shape] = ()) -> CheckPlan:
     """Cases for the published shapes (``seeds`` each), then ``hidden`` fresh shapes (one seed each).
 
     Sentinels alternate NaN and a random finite value, so output left unwritten fails either the finite
@@ -135,6 +141,16 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
                 notes.append("hidden shapes: the task's make_inputs ignores the shape, so none was tried")
                 break
     _add_adversarial(task, cases, dtypes, rng, notes)
+    _add_precision(task, cases, dtypes, rng)
+    for shape in scale:  # benchmark scale: one seed, the first dtype (verify.scale_shapes)
+        seed = rng.getrandbits(31)
+        try:
+            inputs = tuple(task.make_inputs(dict(shape), dtypes[0], seed, "cpu"))
+        except Exception as exc:  # noqa: BLE001 - a task whose inputs need a particular shape
+            notes.append(f"benchmark scale: make_inputs rejected {shape_key(shape)} ({type(exc).__name__})")
+            continue
+        sentinel = math.nan if len(cases) % 2 == 0 else float(rng.randint(1000, 9000))
+        cases.append(Case(len(cases), dict(shape), dtypes[0], seed, sentinel, inputs, scale=True))
     nan_cases = [c for c in public if math.isnan(c.sentinel)]
     pair = max(nan_cases, key=lambda c: (math.prod(c.shape.values()), -c.id)) if nan_cases else None
     return CheckPlan(cases, pair, float(rng.randint(1000, 9000)), notes)
@@ -154,6 +170,71 @@ def _add_adversarial(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype
         for name, inputs in make(dict(shape), dtype, seed, "cpu").items():
             sentinel = math.nan if len(cases) % 2 == 0 else float(rng.randint(1000, 9000))
             cases.append(Case(len(cases), dict(shape), dtype, seed, sentinel, tuple(inputs), adversarial=name))
+
+
+# What the interpreter can afford for one benchmark-scale case. Measured here (2 cores, load ~10):
+# softmax's online template takes 0.7 s for one row of 32768 (a row is one vectorised program) but
+# 10.5 s for 1024 rows of 1 and 55 s for 4096 (~10 ms per program). So the last dimension (the
+# contiguous, reduced one in every built-in task) goes to its benchmark maximum within SCALE_BUDGET
+# elements (65536: 256 programs of an elementwise kernel's 256-wide blocks, ~2.5 s at that load),
+# every other dimension, which usually sets the number of programs, stops at SCALE_MAX_OTHER, and the
+# ok says where each stopped.
+SCALE_BUDGET = 1 << 16
+SCALE_MAX_OTHER = 256
+
+
+def scale_shapes(task: Task) -> tuple[list[Shape], str]:
+    """Benchmark-scale cases the interpreter can afford, and a sentence for the ``ok`` saying what they cover.
+
+    Each dimension in turn at its largest benchmark value (capped as above), the others at their smallest
+    check value: a kernel that changes behaviour above some size of one dimension meets that size here.
+    The smallest full benchmark shape is added when it fits SCALE_BUDGET.
+    """
+    if not task.shapes or not (task.check_shapes or task.small_shapes):
+        return [], "benchmark scale: the task has no shapes to scale"
+    small = task.check_shapes or task.small_shapes
+    dims = [d for d in task.shapes[0] if all(d in s for s in [*task.shapes, *small])]
+    low = {d: min(int(s[d]) for s in small) for d in dims}
+    out: list[Shape] = []
+    capped: list[str] = []
+    for d in dims:
+        top = max(int(s[d]) for s in task.shapes)
+        value = top if d == dims[-1] else min(top, SCALE_MAX_OTHER)
+        shape = {**low, d: value}
+        while math.prod(shape.values()) > SCALE_BUDGET and shape[d] > 1:
+            shape[d] //= 2
+        if shape[d] < top:
+            capped.append(f"{d} up to {shape[d]} (benchmark {top})")
+        if shape[d] > max(int(s[d]) for s in small) and shape not in out:
+            out.append(shape)
+    full = min(task.shapes, key=lambda s: math.prod(int(v) for v in s.values()))
+    fits = math.prod(int(v) for v in full.values()) <= SCALE_BUDGET and all(
+        int(full[d]) <= SCALE_MAX_OTHER for d in dims[:-1])
+    if fits and full not in out:
+        out.append(dict(full))
+    covered = ", ".join(shape_key(s) for s in out) or "none"
+    limits = f"; only {', '.join(capped)}: the interpreter runs ~10 ms per program" if capped else ""
+    note = (f"benchmark scale: checked {covered} (one dimension at a time at its benchmark size{limits}"
+            + ("; the smallest full benchmark shape too)" if fits else
+               f"; no full benchmark shape, the smallest is {shape_key(full)}: check it on a GPU)"))
+    return out, note
+
+
+def _add_precision(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype], rng: random.Random) -> None:
+    """One case per PRECISION_SHAPE and dtype narrower than the task's accumulation precision, with inputs
+    chosen so that accumulating in that narrower dtype fails the tolerance (taskdef.Task.accumulation)."""
+    acc, make = task.accumulation, task.precision_inputs
+    if acc is None or make is None:
+        return
+    wide = torch.finfo(acc).bits
+    for shape in task.precision_shapes:
+        for dtype in dtypes:
+            if not dtype.is_floating_point or torch.finfo(dtype).bits >= wide:
+                continue
+            seed = rng.getrandbits(31)
+            sentinel = math.nan if len(cases) % 2 == 0 else float(rng.randint(1000, 9000))
+            cases.append(Case(len(cases), dict(shape), dtype, seed, sentinel, tuple(make(dict(shape), dtype, seed,
+                                                                                         "cpu")), precision=True))
 
 
 def _fail(job: Job, verdict: Verdict, reason: str, message: str) -> EvalResult:
@@ -191,12 +272,52 @@ class Judge:
         return torch.load(io.BytesIO(data), weights_only=True)  # type: ignore[no-any-return]
 
     def judge(self) -> EvalResult | None:
-        found = (self._environment() or self._launches() or self._pair() or self._values() or self._ghost()
-                 or self._compiled())
+        found = (self._environment() or self._grid_orders() or self._launches() or self._pair() or self._values()
+                 or self._ghost() or self._compiled())
         if self.tampered_files:  # a file changed after its hash was reported outranks what it led to
             return _fail(self.job, Verdict.REJECTED, "output_tampered", f"{sorted(set(self.tampered_files))[:3]} "
                          "changed after the child reported their hashes: something rewrote the outputs")
         return found
+
+    def _grid_orders(self) -> EvalResult | None:
+        """Under the interpreter, every launch's program order is the one this process's seed gives.
+
+        The child logs [gx, gy, gz, shuffled, digest] per launch; replaying the same RNG here, each
+        shuffled case's launches must claim the shuffle and its exact order, each other case grid order,
+        and there must be one log entry per Triton launch counted. A candidate that switched the shuffle
+        off, replaced the executor or edited the log disagrees with the replay.
+        """
+        if self.plan.grid_seed is None:
+            return None
+        from warpforge.evaluator.child.grid import expected_order, order_digest
+
+        rng = random.Random(self.plan.grid_seed)
+        facts: list[LaunchFacts] = [*self.report.get("cases", [])]
+        rerun = self.report.get("rerun")
+        if rerun:
+            facts.append(rerun)
+        for info in facts:
+            shuffled = info.get("case", info.get("id")) in self.plan.shuffled  # the rerun reports "case"
+            grids = info.get("grids")
+            if not isinstance(grids, list) or len(grids) != info.get("kernel_calls"):
+                return self._order_fail(f"{len(grids) if isinstance(grids, list) else 'no'} logged grid orders for "
+                                        f"{info.get('kernel_calls')} kernel launches")
+            for entry in grids:
+                if not (isinstance(entry, list) and len(entry) == 5 and all(isinstance(v, int) for v in entry[:3])):
+                    return self._order_fail(f"a malformed grid log entry {str(entry)[:80]}")
+                grid = (entry[0], entry[1], entry[2])
+                if grid[0] * grid[1] * grid[2] > 1 << 22:
+                    return self._order_fail(f"a logged grid of {grid}")
+                want = order_digest(expected_order(grid, shuffled, rng))
+                if bool(entry[3]) != shuffled or entry[4] != want:
+                    ran = "in grid order" if not entry[3] else "in an order other than the judge-seeded one"
+                    chose = "shuffled" if shuffled else "ran in order"
+                    return self._order_fail(f"a launch of grid {grid} ran {ran} in a case the judge {chose}")
+        return None
+
+    def _order_fail(self, what: str) -> EvalResult:
+        return _fail(self.job, Verdict.REJECTED, "grid_order_tampered", f"{what}: the program order the judge "
+                     "chose (to expose races between programs) was not the order that ran")
 
     def _compiled(self) -> EvalResult | None:
         """Every kernel launched in the check is one the ahead-of-time stage compiled (by source hash)."""
@@ -332,6 +453,14 @@ class Judge:
             found = refine(mismatch, outs, r64, rlp, case.sentinel, self._probe(case))
             return _fail(job, Verdict.INCORRECT, "fails_adversarial_input", f"right on random inputs, wrong on the "
                          f"task's '{case.adversarial}' inputs ({case.label}): {found.reason}: {found.message}")
+        if case.precision and mismatch.reason == "wrong_values":
+            acc = dtype_name(job.task.accumulation) if job.task.accumulation is not None else "?"
+            return _fail(job, Verdict.INCORRECT, "precision_downgrade", f"right on random inputs, wrong on "
+                         f"{case.label}: the task accumulates in {acc}, and on partial sums that grow and cancel "
+                         f"the output is what a narrower accumulator gives: {mismatch.message}")
+        if case.scale:
+            return _fail(job, Verdict.INCORRECT, "fails_benchmark_scale", f"right on the check shapes, wrong on "
+                         f"{case.label}, a dimension at its benchmark size: {mismatch.message}")
         if case.hidden:
             return _fail(job, Verdict.INCORRECT, "fails_hidden_shape", f"right on every published shape, wrong on "
                          f"{case.label}: is it hard-coded to the benchmark sizes? {mismatch.message}")

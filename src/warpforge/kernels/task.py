@@ -2,7 +2,9 @@
 
 A task module defines ``NAME``, ``DESCRIPTION``, ``reference``, ``make_inputs``, ``SHAPES``,
 ``CHECK_SHAPES``, ``DTYPES``, ``flops`` and ``bytes_moved``; optionally ``TOLERANCES`` (dtype ->
-(atol, rtol)) and ``SMALL_SHAPES`` (a reduced benchmark set that the Triton interpreter can afford).
+(atol, rtol)), ``SMALL_SHAPES`` (a reduced benchmark set that the Triton interpreter can afford),
+``adversarial_inputs``, and ``ACCUMULATION`` with ``PRECISION_SHAPES`` and ``precision_inputs`` (the
+accumulation precision the judge enforces: taskdef.Task).
 
 Example::
 
@@ -78,6 +80,9 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         small_shapes=list(getattr(module, "SMALL_SHAPES", [])),
         builtin=builtin,
         adversarial_inputs=getattr(module, "adversarial_inputs", None),
+        accumulation=getattr(module, "ACCUMULATION", None),
+        precision_shapes=list(getattr(module, "PRECISION_SHAPES", [])),
+        precision_inputs=getattr(module, "precision_inputs", None),
     )
 
 

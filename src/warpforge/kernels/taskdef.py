@@ -59,6 +59,13 @@ class Task:
     # Optional ``adversarial_inputs(shape, dtype, seed, device) -> {name: inputs}``: inputs chosen to break
     # fragile kernels (large offsets, extreme magnitudes, -inf), checked besides the random ones.
     adversarial_inputs: Callable[[Shape, torch.dtype, int, str], dict[str, tuple[Any, ...]]] | None = None
+    # Optional ``ACCUMULATION`` (e.g. torch.float32 for matmul): the precision the task's reductions must
+    # accumulate in. The judge then checks each lower-precision dtype on ``PRECISION_SHAPES`` with
+    # ``precision_inputs(shape, dtype, seed, device)`` (partial sums that grow and cancel), where a
+    # lower-precision accumulator fails the tolerance and is named ``precision_downgrade``.
+    accumulation: torch.dtype | None = None
+    precision_shapes: list[Shape] = field(default_factory=list)
+    precision_inputs: Callable[[Shape, torch.dtype, int, str], tuple[Any, ...]] | None = None
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))

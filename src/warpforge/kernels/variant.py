@@ -26,7 +26,12 @@ TEMPLATES_DIR = Path(__file__).parent / "templates"
 
 
 class VariantError(UsageError):
-    """A variant file breaks the contract; the message says what to fix."""
+    """A variant file breaks the contract; the message says what to fix. ``reason``: the grammar rule
+    (evaluator/grammar.py) when the source could not even be read (too large, too deep, not parsable)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -60,10 +65,16 @@ class Variant:
 def parse_variant(source: str, name: str = "variant", path: Path | None = None) -> Variant:
     """Parse a variant's source statically; raise VariantError with a one-line fix on bad input."""
     where = str(path) if path else name
-    try:
-        tree = ast.parse(source, filename=where)
-    except SyntaxError as exc:
-        raise VariantError(f"{where}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    from warpforge.evaluator.grammar import GrammarError, parse_limited
+
+    try:  # within the grammar's size and depth limits: a deep or huge source is an error, never a crash
+        tree = parse_limited(source, cookie=False)
+    except GrammarError as err:
+        reason, message = err.finding.reason, err.finding.message
+        if reason == "syntax_error":
+            line, _, msg = message.removeprefix("line ").partition(": ")
+            raise VariantError(f"{where}:{line}: syntax error: {msg}", reason) from None
+        raise VariantError(f"{where}: {reason}: {message}", reason) from None
     task: str | None = None
     space: dict[str, list[Any]] | None = None
     functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
@@ -186,7 +197,12 @@ def load_variant(path: str | Path) -> Variant:
     p = Path(path)
     if not p.is_file():
         raise VariantError(f"variant file {p} does not exist")
-    return parse_variant(p.read_text(), name=p.stem, path=p.resolve())
+    try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/grammar.py)
+        source = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VariantError(f"{p}: not UTF-8 text (byte {exc.start}): a variant file is UTF-8 only",
+                           "source_encoding") from None
+    return parse_variant(source, name=p.stem, path=p.resolve())
 
 
 def builtin_variants(task: str) -> list[Variant]:

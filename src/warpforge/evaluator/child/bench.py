@@ -130,7 +130,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         cases.append({"id": case["id"], "ref_ms": samples})
     watch = Watch()
     try:
-        module = load_candidate(scratch / req["candidate"])
+        module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
     except BaseException as exc:  # noqa: BLE001
         return {"error": error_info(exc, "import")}
     params = req["params"]
@@ -179,7 +179,7 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     modules, launches = [], []
     for i, cand in enumerate(req["candidates"]):
         try:
-            modules.append(load_candidate(scratch / cand["file"], name=f"wf_candidate_{i}"))
+            modules.append(load_candidate(scratch / cand["file"], name=f"wf_candidate_{i}", sha256=cand.get("sha256")))
         except BaseException as exc:  # noqa: BLE001
             return {"error": error_info(exc, "import"), "which": i}
         launches.append(modules[-1].launch)  # taken before the next import: replacing it is caught below

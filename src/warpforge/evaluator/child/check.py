@@ -98,6 +98,7 @@ class _Runner:
         calls_before = self.gate.calls
         self.gate.kernels.clear()
         GridOrder.shuffled = shuffled
+        logged = len(GridOrder.log)
         mark("launch")
         start = time.perf_counter()
         try:
@@ -119,7 +120,7 @@ class _Runner:
             "kernel_calls": self.gate.calls - calls_before, "threads": self.watch.new_threads(),
             "tampered": self.watch.tampered() + self.sentinel.tampered(),
             "state_changed": self.watch.state_changed(), "kernels": sorted(self.gate.kernels),
-            "grid": "shuffled" if shuffled else "in order",
+            "grid": "shuffled" if shuffled else "in order", "grids": GridOrder.log[logged:],
         }
         if all(k == "Tensor" for k in kinds):
             buffer = io.BytesIO()
@@ -141,7 +142,7 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         torch.cuda.init()  # before the snapshot: initialising CUDA is the harness's doing, not the candidate's
     watch = Watch()
     try:
-        module = load_candidate(scratch / req["candidate"])
+        module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
     except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
         return {"error": error_info(exc, "import")}
     mark("imported")  # only now does the parent send any case's inputs

@@ -13,6 +13,7 @@ import errno
 import hashlib
 import importlib.util
 import json
+import linecache
 import os
 import sys
 import threading
@@ -114,13 +115,32 @@ def error_info(exc: BaseException, stage: str) -> dict[str, Any]:
     return {"stage": stage, "kind": kind, "type": name, "message": text[:4000], "traceback": "".join(tb)[-4000:]}
 
 
-def load_candidate(path: Path, name: str = "wf_candidate") -> Any:
-    """Import a variant from its file (``@triton.jit`` needs real source; never ``exec`` a string)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+class UnverifiedCandidate(ImportError):
+    """The candidate file is not the bytes the trusted side checked."""
+
+
+def load_candidate(path: Path, name: str = "wf_candidate", *, sha256: str | None) -> Any:
+    """Import a variant from exactly the bytes the trusted side checked.
+
+    The file is read once; its SHA-256 must be the request's (computed by the judge on the bytes its
+    grammar checked), it is decoded as strict UTF-8 (the grammar refused any other coding cookie, so
+    the text checked and the text run are the same), compiled from those bytes, and its lines are pinned
+    in ``linecache`` (``mtime`` None: never re-read) so ``inspect.getsource``, which ``@triton.jit`` uses
+    to compile a kernel, sees that text too, whatever happens to the file afterwards.
+    """
+    data = path.read_bytes()
+    if sha256 is None or hashlib.sha256(data).hexdigest() != sha256:
+        raise UnverifiedCandidate(f"{path.name} is not the source the evaluator checked (SHA-256 "
+                                  f"{hashlib.sha256(data).hexdigest()[:16]}, expected {(sha256 or 'none')[:16]})")
+    text = data.decode("utf-8")
+    filename = str(path)
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=filename)
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
+    module.__file__ = filename
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    exec(compile(text, filename, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - checked bytes
     return module
 
 
@@ -133,13 +153,8 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def kernel_hash(kernel: Any) -> str:
-    """SHA-256 (16 hex digits) of a kernel's Python source from its ``def`` on, however it is wrapped
-    (JITFunction, InterpretedFunction, autotuner, heuristics): the same kernel hashes the same in the
-    compile and check modes."""
-    import inspect
-    import re
-    import textwrap
+def _python_function(kernel: Any) -> Any:
+    """The plain function under a JITFunction, InterpretedFunction, autotuner or heuristics wrapper."""
     import types
 
     fn = kernel
@@ -147,13 +162,38 @@ def kernel_hash(kernel: Any) -> str:
         if isinstance(fn, types.FunctionType) or not hasattr(fn, "fn"):
             break
         fn = fn.fn
+    return fn
+
+
+def _own_source(fn: Any, kernel: Any) -> str:
+    import inspect
+    import re
+    import textwrap
+
     try:
         src = textwrap.dedent(inspect.getsource(fn))
         found = re.search(r"^def\s+\w+\s*\(", src, re.MULTILINE)
-        text = src[found.start():] if found else src
+        return src[found.start():] if found else src
     except (OSError, TypeError):
-        text = repr(kernel)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return repr(kernel)
+
+
+def kernel_hash(kernel: Any, _seen: frozenset[int] = frozenset()) -> str:
+    """SHA-256 (16 hex digits) of a kernel's Python source from its ``def`` on, however it is wrapped
+    (JITFunction, InterpretedFunction, autotuner, heuristics), together with the hash of every jit
+    function it names as that name is bound *now* (at launch time) in its globals, recursively: a helper
+    rebound after the kernel was defined hashes differently from the helper the AOT stage compiled.
+    The same kernel hashes the same in the compile and check modes."""
+    fn = _python_function(kernel)
+    parts = [_own_source(fn, kernel)]
+    code, env = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    seen = _seen | {id(fn)}
+    for name in sorted(set(code.co_names) if code is not None else ()):
+        bound = env.get(name)
+        helper = _python_function(bound) if bound is not None and hasattr(bound, "fn") else None
+        if helper is not None and id(helper) not in seen:
+            parts.append(f"{name}={kernel_hash(bound, seen)}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 class KernelGate:

@@ -63,7 +63,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
 
     JITFunction.run = capture  # type: ignore[method-assign]
     try:
-        module = load_candidate(scratch / req["candidate"])
+        module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
     except BaseException as exc:  # noqa: BLE001
         return {"error": error_info(exc, "import")}
     task = load_task_file(req["task_path"])
@@ -119,7 +119,7 @@ def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     from warpforge.evaluator.child.common import error_info, load_candidate
 
     try:
-        module = load_candidate(scratch / req["candidate"])
+        module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
     except BaseException as exc:  # noqa: BLE001
         return {"error": error_info(exc, "import")}
     space: dict[str, list[Any]] = req["space"]

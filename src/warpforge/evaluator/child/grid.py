@@ -5,12 +5,35 @@ in triton/runtime/interpreter.py, Triton 3.9), so a kernel whose programs race (
 program i - 1 wrote) passes there and fails on a GPU. With ``GridOrder.shuffled`` set, the programs of
 every launch run in a random order drawn from the parent's seed; the check runs alternate cases in
 order and shuffled (never the identity), and both must be right.
+
+The switch is the judge's (the parent draws the seed and picks the shuffled cases); what runs here is a
+claim: every launch logs its grid and a digest of the order it ran, and the judge replays the orders from
+its seed (verify.Judge._grid_orders), so a candidate that turned the shuffle off, or replaced the
+executor, is refused as ``grid_order_tampered``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Any
+
+
+def order_digest(order: list[tuple[int, int, int]]) -> str:
+    """What the judge compares: 16 hex digits of the SHA-256 of the program order."""
+    return hashlib.sha256(repr(order).encode()).hexdigest()[:16]
+
+
+def expected_order(grid: tuple[int, int, int], shuffled: bool, rng: random.Random) -> list[tuple[int, int, int]]:
+    """The order a launch runs in: grid order, or ``rng``'s shuffle of it (never the identity). The
+    child runs it; the judge replays it from the same seed."""
+    order = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
+    if shuffled and len(order) > 1:
+        ordered = list(order)
+        rng.shuffle(order)
+        if order == ordered:  # never the grid order itself (1 in n! draws): run it backwards
+            order.reverse()
+    return order
 
 
 class GridOrder:
@@ -18,6 +41,9 @@ class GridOrder:
 
     shuffled = False
     rng = random.Random(0)
+    # One entry per launch: [gx, gy, gz, shuffled, sha16 of the order run]. A claim: the judge replays
+    # the order from its own seed (verify.Judge._grid_orders) and refuses a run whose claims disagree.
+    log: list[list[Any]] = []
 
     @classmethod
     def install(cls, seed: int) -> None:
@@ -43,12 +69,8 @@ class GridOrder:
                 assert len(grid) <= 3, "grid must have at most 3 dimensions"
                 grid = tuple(grid) + (1,) * (3 - len(grid))
                 interp.interpreter_builder.set_grid_dim(*grid)
-                order = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
-                if cls.shuffled and len(order) > 1:
-                    ordered = list(order)
-                    cls.rng.shuffle(order)
-                    if order == ordered:  # never the grid order itself (1 in n! draws): run it backwards
-                        order.reverse()
+                order = expected_order(grid, bool(cls.shuffled), cls.rng)
+                cls.log.append([*grid[:3], bool(cls.shuffled), order_digest(order)])
                 try:
                     for x, y, z in order:
                         interp.interpreter_builder.set_grid_idx(x, y, z)

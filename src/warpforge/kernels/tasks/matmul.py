@@ -34,6 +34,14 @@ SMALL_SHAPES: list[dict[str, int]] = [{"M": 256, "N": 512, "K": 256}]
 
 DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16]
 
+# The contract: fp32 accumulation. On random inputs an fp16 accumulator passes even at K=4096 (errors
+# grow ~sqrt(K/BLOCK_K) ulps of an O(1) partial sum), so the judge checks one long-K case whose partial
+# sums grow to K/2 and cancel back to ~9: an fp16 accumulator is then off by 4-8 (ulp 2 at 2048), an
+# fp32 one by 0.008 (the output's own rounding), against an allowed ~0.07 (measured, M=N=16, K=4096,
+# BLOCK_K 32-128). M = N = 16 keeps the interpreter at one program of 32-128 K steps.
+ACCUMULATION = torch.float32
+PRECISION_SHAPES: list[dict[str, int]] = [{"M": 16, "N": 16, "K": 4096}]
+
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
@@ -51,6 +59,18 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     # activations ~ N(0, 1); weights ~ N(0, 1/K) (fan-in scaled init) so C is O(1) for any K
     a = torch.randn(m, k, generator=gen, dtype=torch.float32)
     b = torch.randn(k, n, generator=gen, dtype=torch.float32) / math.sqrt(k)
+    return a.to(dtype).to(device), b.to(dtype).to(device)
+
+
+def precision_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
+    """A ~ 1 + N(0, 0.1); B ~ +-(1 + N(0, 0.1)), + on the first half of K and - on the second: every
+    partial sum reaches ~K/2 before cancelling to a result of order sqrt(K) * 0.14."""
+    m, n, k = shape["M"], shape["N"], shape["K"]
+    gen = torch.Generator().manual_seed(seed)
+    sign = torch.ones(k, 1)
+    sign[k // 2:] = -1.0
+    a = 1.0 + 0.1 * torch.randn(m, k, generator=gen)
+    b = sign * (1.0 + 0.1 * torch.randn(k, n, generator=gen))
     return a.to(dtype).to(device), b.to(dtype).to(device)
 
 

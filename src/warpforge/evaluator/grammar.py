@@ -1,0 +1,748 @@
+"""The variant grammar: what a variant module may contain, as an allowlist checked on its exact bytes.
+
+Checked in the trusted process on the AST only, before any of the candidate's code runs (its
+``constraints()`` included). Whatever the productions below do not name is refused; the finding's
+``reason`` is the name of the rule (production) that was broken, in brackets below.
+
+Source (checked first, on the text that will be written and imported)::
+
+    [source_encoding]  the bytes are UTF-8 (strict) and any coding cookie on line 1 or 2 says utf-8
+                       (a ``# coding: utf-7`` file would be checked as one text and run as another)
+    [source_too_large] at most MAX_BYTES bytes and MAX_LINES lines, measured before parsing
+    [syntax_error]     it parses (SyntaxError, NUL bytes, parser recursion or memory errors are a verdict)
+    [source_too_deep]  AST depth <= MAX_DEPTH and at most MAX_NODES nodes (counted without recursion)
+
+Module::
+
+    module      := docstring? stmt*
+    stmt        := import | constant | function | string-expression                     [module_statement]
+    import      := "import torch" | "import triton" | "import math"
+                 | "import triton.language as tl" | "from __future__ import annotations"   [forbidden_import]
+                   (no other module, no other alias: an alias of torch is how ``sys`` was reached) [module_alias]
+    constant    := NAME "=" literal                                                       [module_constant]
+    literal     := number | string | bool | None | tuple/list/set/dict of literals
+                 | unary/binary arithmetic on literals and earlier constants
+                 | a dtype name (torch.float16, tl.float32, ...)
+    function    := "@triton.jit" def NAME(args): jit-body                                 [decorator]
+                 | def (launch | constraints | NAME)(args): host-body
+                   (defaults are literals; no decorators other than ``@triton.jit``, no annotations that are
+                   not a name or a dotted tl/triton/torch name)
+    class       := refused for now: KernelBench's ``ModelNew``                           [model_new_unsupported]
+    every module-level name is bound once (a jit helper rebound below its definition ran as
+    Python in the interpreter while the compiled helper was another)                   [rebinding]
+
+Host code (``launch``, ``constraints``, plain helpers)::
+
+    host-stmt   := NAME-target "=" expr | NAME op= expr | return expr? | if/elif/else | for NAME(s) in expr
+                 | assert expr (, message)? | raise BuiltinError(message) | kernel-launch | pass/break/continue
+                 | string-expression                                                      [host_statement]
+    kernel-launch := JIT_NAME "[" grid "]" "(" value-args ")"                              [kernel_use]
+    grid        := a tuple of arithmetic expressions, or a local bound to one (values are never callables:
+                   see below)
+    expr        := literal | NAME (a parameter or a local) | module constant | arithmetic | comparison
+                 | boolean | conditional | tuple/list/dict | subscript/slice | call
+    call        := triton.cdiv | triton.next_power_of_2 | math.<MATH_CALLS> | torch.<ALLOC_CALLS>
+                 | builtin in HOST_BUILTINS | a plain helper of this module | value.<TENSOR_METHODS>
+    attribute   := value.<TENSOR_ATTRS> | torch.<dtype> | tl.<dtype> | triton.language.<dtype>
+    names       := parameters, locals, module constants; a module name only as the base of an
+                   allowlisted attribute, a function only as the callee, a jit function only as
+                   ``kernel[grid]``; host code never assigns a module-level name              [host_name]
+    f-strings appear only in assert and raise messages                                   [host_statement]
+    tensors (launch's positional inputs, allocations, views and subscripts of them) are used only as
+    kernel arguments, allocation templates, view receivers, shape/stride reads and return values: no
+    arithmetic, comparison or truth value of a tensor, no tensor index, no tensor passed to a builtin
+    or a helper (helpers take shape values); int()/float()/bool() of a tensor is a host read  [tensor_use]
+
+So no value the host code can form is a callable (no lambda, no bound method, no function object):
+no callable grid, no hook passed as a value; no attribute of a kernel (``add_pre_run_hook``,
+``pre_hook``, ``run``) is reachable; ``torch.library``, ``torch.cuda``, ``sys``, ``threading`` are not
+names of the grammar at all.
+
+Kernels (``@triton.jit`` bodies): names are parameters, locals, ``tl``/``triton``/``math``, other jit
+functions, module constants and JIT_BUILTINS; no import, global, nonlocal, lambda, try, with, class,
+nested def, async, yield; no ``.handle``/``.data`` (the interpreter's raw buffers)    [jit_body_disallowed]
+
+Everywhere: no attribute starting with ``_``                                             [private_access]
+and no name from FORBIDDEN_NAMES or call to DYNAMIC_CALLS                              [dynamic_access]
+host reads of tensor memory (``.item()``, ``.tolist()``, ``.cpu()``...)                 [host_read]
+``torch.X`` outside the allocation/dtype vocabulary                                   [torch_compute_call]
+
+Order: source, imports, everywhere-rules, kernels, module statements, host code; the first broken
+rule is the finding.
+
+Example::
+
+    >>> check_module("import torch as t\\n").reason
+    'module_alias'
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from warpforge.evaluator.static_vocab import StaticFinding
+
+# The largest template is 4.6 KB and 130 lines; 64 KiB / 2000 lines leaves room for long honest
+# kernels and keeps a 2 MB source of statements from costing the orchestrator a parse (measured:
+# parsing 2 MB of statements grew it by ~1 GB).
+MAX_BYTES = 64 * 1024
+MAX_LINES = 2000
+# Templates' deepest AST is 16 levels; CPython's parser itself fails near 200 nested parentheses and
+# with a RecursionError/MemoryError on ~100k unary operators or a long chain of attributes.
+MAX_DEPTH = 60
+MAX_NODES = 30_000
+
+IMPORTS = {("torch", None), ("triton", None), ("math", None), ("triton.language", "tl")}
+FUTURE = {"annotations"}
+DTYPES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+          "float8e4nv", "float8e5", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"}
+ALLOC_CALLS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like", "ones",
+               "ones_like", "finfo", "iinfo", "Size", "promote_types"}
+TORCH_VALUES = DTYPES  # never a class or function: a value of the host grammar is never callable
+TRITON_CALLS = {"cdiv", "next_power_of_2"}
+MATH_CALLS = {"ceil", "floor", "sqrt", "log2", "log", "exp", "isqrt", "gcd", "lcm", "prod"}
+MATH_VALUES = {"inf", "pi", "e"}
+HOST_BUILTINS = {"int", "float", "bool", "min", "max", "abs", "len", "range", "tuple", "divmod"}
+HOST_ERRORS = {"ValueError", "RuntimeError", "AssertionError", "TypeError", "NotImplementedError"}
+# Tensor methods host code may call: shapes, strides, views, fresh allocations. Nothing that computes
+# values, reads them on the host, casts, or reaches hooks.
+TENSOR_METHODS = {"stride", "size", "dim", "numel", "contiguous", "view", "reshape", "is_contiguous",
+                  "element_size", "new_empty", "new_zeros", "new_full", "new_ones", "flatten", "unsqueeze",
+                  "squeeze", "t", "transpose", "permute", "expand", "view_as", "unflatten", "is_floating_point",
+                  "get"}  # get: the params dict
+TENSOR_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "itemsize"}
+# Tensor methods whose result is a tensor (a view or a fresh allocation); the others return shape values.
+TENSOR_RESULTS = {"contiguous", "view", "reshape", "new_empty", "new_zeros", "new_full", "new_ones", "flatten",
+                  "unsqueeze", "squeeze", "t", "transpose", "permute", "expand", "view_as", "unflatten"}
+TENSOR_ALLOC = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like", "ones",
+                "ones_like"}
+HOST_READS = {"numpy", "tolist", "item", "cpu", "untyped_storage", "storage", "__array__", "__dlpack__",
+              "data_ptr"}
+FORBIDDEN_NAMES = {"__builtins__", "__import__", "__loader__", "__spec__", "__dict__"}
+DYNAMIC_CALLS = {"getattr", "setattr", "delattr", "eval", "exec", "compile", "globals", "locals", "vars", "open",
+                 "breakpoint", "input", "memoryview", "__import__", "type", "object", "super", "id", "hasattr"}
+JIT_BUILTINS = {"range", "min", "max", "abs", "len", "int", "float", "bool", "isinstance", "print", "True", "False",
+                "None"}
+JIT_MODULES = {"tl", "triton", "math"}
+JIT_BANNED_ATTRS = {"handle", "data"}
+JIT_BANNED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.Try, ast.With,
+                    ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.FunctionDef)
+JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"}
+COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+
+
+class GrammarError(Exception):
+    """Raised inside the walk; carries the finding."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.finding = StaticFinding(reason, message)
+
+
+def _fail(reason: str, message: str) -> GrammarError:
+    return GrammarError(reason, message)
+
+
+def check_module(source: str) -> StaticFinding | None:
+    """The first grammar rule ``source`` breaks, or None (it may run)."""
+    try:
+        tree = parse_limited(source)
+        Grammar(tree).check()
+    except GrammarError as err:
+        return err.finding
+    return None
+
+
+def check_source_text(source: str, cookie: bool = True) -> None:
+    """[source_encoding] and [source_too_large]: the text itself, before any parse (``cookie``: check the
+    coding cookie too; kernels/variant.py reads TASK and SPACE from a text whose cookie the grammar
+    judges later, as a verdict)."""
+    try:
+        data = source.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _fail("source_encoding", "the source is not valid UTF-8 text (lone surrogates)") from None
+    if len(data) > MAX_BYTES or source.count("\n") > MAX_LINES:
+        raise _fail("source_too_large", f"the source has {len(data)} bytes and {source.count(chr(10)) + 1} lines; "
+                    f"a variant may have at most {MAX_BYTES} bytes and {MAX_LINES} lines")
+    for line in source.splitlines()[:2] if cookie else []:
+        found = COOKIE.match(line)
+        if found and found.group(1).lower().replace("_", "-") not in ("utf-8", "utf8"):
+            raise _fail("source_encoding", f"coding cookie '{found.group(1)}': a variant is UTF-8 only (the checker "
+                        "and the importer must read the same text)")
+
+
+def parse_limited(source: str, cookie: bool = True) -> ast.Module:
+    """Parse within the limits; every failure is a GrammarError, never an exception of the parser."""
+    check_source_text(source, cookie)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise _fail("syntax_error", f"line {exc.lineno or 1}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        raise _fail("source_too_deep", f"the parser gave up ({type(exc).__name__}): the source nests too "
+                    "deeply") from None
+    depth, nodes = _measure(tree)
+    if depth > MAX_DEPTH or nodes > MAX_NODES:
+        raise _fail("source_too_deep", f"the syntax tree is {depth} levels deep with {nodes} nodes; at most "
+                    f"{MAX_DEPTH} levels and {MAX_NODES} nodes")
+    return tree
+
+
+def _measure(tree: ast.AST) -> tuple[int, int]:
+    """(depth, node count) without recursion (a deep tree must not RecursionError the checker)."""
+    stack = [(tree, 1)]
+    depth = nodes = 0
+    while stack:
+        node, d = stack.pop()
+        nodes += 1
+        depth = max(depth, d)
+        if nodes > MAX_NODES:
+            break
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return depth, nodes
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class Grammar:
+    """One module's check (see the module docstring for the productions)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.modules: dict[str, str] = {}  # local name -> module ("tl" -> "triton.language")
+        self.constants: set[str] = set()
+        self.jit: set[str] = set()
+        self.host: set[str] = set()
+
+    def check(self) -> None:
+        self._imports()
+        self._everywhere()
+        self._collect()
+        for fn in self._functions():
+            if fn.name in self.jit:
+                self._jit_body(fn)
+        self._module()
+        for fn in self._functions():
+            if fn.name in self.host:
+                HostCheck(self, fn).check()
+
+    def _functions(self) -> Iterator[ast.FunctionDef]:
+        return (n for n in self.tree.body if isinstance(n, ast.FunctionDef))
+
+    # -- imports -------------------------------------------------------------------------------
+    def _imports(self) -> None:
+        for node in self.tree.body:  # a nested import is refused by its function's production
+            if isinstance(node, ast.ImportFrom):
+                if node.module == "__future__" and node.level == 0 and all(a.name in FUTURE for a in node.names):
+                    continue
+                raise _fail("forbidden_import", f"line {node.lineno}: from {node.module or '.'} import ...: a "
+                            "variant imports only with `import torch`, `import triton`, `import math` and "
+                            "`import triton.language as tl`")
+            if not isinstance(node, ast.Import):
+                continue
+            for alias in node.names:
+                if (alias.name, alias.asname) in IMPORTS or (alias.name, None) in IMPORTS and \
+                        alias.asname == alias.name:
+                    self.modules[alias.asname or alias.name] = alias.name
+                    continue
+                if alias.name in {name for name, _ in IMPORTS}:
+                    raise _fail("module_alias", f"line {node.lineno}: `import {alias.name} as {alias.asname}`: "
+                                "modules keep their own names (an alias hides what is reached through it)")
+                raise _fail("forbidden_import", f"line {node.lineno}: imports {alias.name}: a variant may import "
+                            "only torch, triton, math and triton.language as tl")
+
+    # -- rules that hold in every production ----------------------------------------------------
+    def _everywhere(self) -> None:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                raise _fail("private_access", f"line {node.lineno}: the private attribute .{node.attr}: a variant "
+                            "may not reach interpreter, torch or harness internals")
+            if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
+                raise _fail("dynamic_access", f"line {node.lineno}: uses {node.id}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CALLS:
+                raise _fail("dynamic_access", f"line {node.lineno}: calls {node.func.id}(): a variant may not look "
+                            "up, open or run code dynamically")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                attr = node.func.attr
+                to_cpu = attr == "to" and (
+                    any(isinstance(a, ast.Constant) and a.value == "cpu" for a in node.args)
+                    or any(k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value == "cpu"
+                           for k in node.keywords))
+                if attr in HOST_READS or to_cpu:
+                    raise _fail("host_read", f"line {node.lineno}: .{attr}(){' to the CPU' if to_cpu else ''}: "
+                                "reading tensor memory on the host is computing outside the kernels")
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                module = self.modules.get(node.value.id)
+                if module == "torch" and node.attr not in TORCH_VALUES | ALLOC_CALLS:
+                    raise _fail("torch_compute_call", f"line {node.lineno}: torch.{node.attr}: host code may use "
+                                "torch only to allocate (" + ", ".join(sorted(ALLOC_CALLS)) + ") and name dtypes")
+                if module == "triton" and node.attr not in TRITON_CALLS | {"jit", "language"}:
+                    raise _fail("forbidden_import", f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
+                                "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant")
+
+    # -- module statements -------------------------------------------------------------------------
+    def _collect(self) -> None:
+        for node in self.tree.body:
+            if isinstance(node, ast.FunctionDef):
+                (self.jit if node.decorator_list else self.host).add(node.name)
+
+    def _module(self) -> None:
+        bound: dict[str, int] = {name: 0 for name in self.modules}
+        for node in self.tree.body:
+            names: list[str] = []
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and \
+                    isinstance(node.value.value, str):
+                continue
+            if isinstance(node, ast.FunctionDef):
+                self._signature(node)
+                names = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if len(targets) != 1 or not isinstance(targets[0], ast.Name) or node.value is None:
+                    raise _fail("module_constant", f"line {node.lineno}: a module-level assignment binds one name "
+                                "to a literal")
+                if not self._literal(node.value):
+                    raise _fail("module_constant", f"line {node.lineno}: {targets[0].id} = "
+                                f"{ast.unparse(node.value)[:60]}: module-level values are literals, arithmetic on "
+                                "earlier constants, or dtypes")
+                names = [targets[0].id]
+            elif isinstance(node, ast.ClassDef):
+                raise _fail("model_new_unsupported" if node.name == "ModelNew" else "module_statement",
+                            f"line {node.lineno}: class {node.name}: KernelBench's ModelNew answer format is not "
+                            "accepted yet; write a variant (TASK, SPACE, launch)" if node.name == "ModelNew" else
+                            f"line {node.lineno}: class {node.name}: a variant defines no classes")
+            else:
+                raise _fail("module_statement", f"line {node.lineno}: a {type(node).__name__} statement at module "
+                            "level: a variant module holds imports, literal constants, SPACE, constraints, "
+                            "@triton.jit functions and launch only")
+            for name in names:
+                if name in bound:
+                    raise _fail("rebinding", f"line {node.lineno}: {name} is bound twice at module level: each "
+                                "name (jit functions included) is defined once")
+                bound[name] = node.lineno
+                if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    self.constants.add(name)
+
+    def _signature(self, fn: ast.FunctionDef) -> None:
+        for dec in fn.decorator_list:
+            call = dec if isinstance(dec, ast.Call) else None
+            target = call.func if call else dec
+            if _dotted(target) != "triton.jit" or len(fn.decorator_list) != 1:
+                raise _fail("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: the only "
+                            "decorator is @triton.jit (autotune and heuristics take callables and hooks)")
+            if call and (call.args or any(k.arg not in JIT_OPTIONS or not self._literal(k.value)
+                                          for k in call.keywords)):
+                raise _fail("decorator", f"line {fn.lineno}: @triton.jit(...) takes only literal "
+                            f"{', '.join(sorted(JIT_OPTIONS))}")
+        args = fn.args
+        for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
+            if not self._literal(default):
+                raise _fail("module_constant", f"line {fn.lineno}: {fn.name}'s default "
+                            f"{ast.unparse(default)[:40]} is not a literal")
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if a is not None and a.annotation is not None and not self._annotation(a.annotation):
+                raise _fail("module_statement", f"line {fn.lineno}: annotation {ast.unparse(a.annotation)[:40]} "
+                            "of {fn.name}: annotations are names or tl.constexpr")
+        if fn.returns is not None and not self._annotation(fn.returns):
+            raise _fail("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation is not a name")
+
+    def _annotation(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return True
+        if isinstance(node, ast.Name):
+            return node.id in {"int", "float", "bool", "str", "dict", "tuple"}
+        return self.canonical(node) == "triton.language.constexpr" or self._literal(node)
+
+    def _literal(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return all(self._literal(e) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return all(k is not None and self._literal(k) for k in node.keys) and \
+                all(self._literal(v) for v in node.values)
+        if isinstance(node, ast.UnaryOp):
+            return self._literal(node.operand)
+        if isinstance(node, ast.BinOp):
+            return not isinstance(node.op, ast.MatMult) and self._literal(node.left) and self._literal(node.right)
+        if isinstance(node, ast.Name):
+            return node.id in self.constants
+        if isinstance(node, ast.Attribute):
+            head, _, attr = self.canonical(node).rpartition(".")
+            return head in ("torch", "triton.language") and attr in DTYPES or head == "math" and attr in MATH_VALUES
+        if isinstance(node, ast.Call):  # tl.constexpr(literal)
+            return self.canonical(node.func) == "triton.language.constexpr" and not node.keywords \
+                and all(self._literal(a) for a in node.args)
+        return False
+
+    def canonical(self, node: ast.AST) -> str:
+        """The dotted name with its first part resolved to the module it names ("tl.float32" ->
+        "triton.language.float32"); "" when the base is not an imported module."""
+        dotted = _dotted(node)
+        if dotted is None:
+            return ""
+        first, _, rest = dotted.partition(".")
+        module = self.modules.get(first)
+        if module is None:
+            return ""
+        return f"{module}.{rest}" if rest else module
+
+    # -- kernels -------------------------------------------------------------------------------------
+    def _jit_body(self, fn: ast.FunctionDef) -> None:
+        local = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs]}
+        body = [node for stmt in fn.body for node in ast.walk(stmt)]  # not the decorators or annotations
+        for node in body:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                local.add(node.id)
+        modules = {name for name, mod in self.modules.items() if mod in ("triton", "triton.language", "math")}
+        constants = {n.targets[0].id for n in self.tree.body if isinstance(n, ast.Assign)
+                     and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and self._literal_early(n.value)}
+        allowed = local | self.jit | constants | modules | JIT_BUILTINS | {fn.name}
+        for node in body:
+            if isinstance(node, JIT_BANNED_NODES):
+                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' contains a "
+                            f"{type(node).__name__} statement: kernels are Triton code only")
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in allowed:
+                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses "
+                            f"'{node.id}', which is not tl, triton, a parameter, a local, a constant or another "
+                            "jit function (names the interpreter injects, such as np, are not)")
+            if isinstance(node, ast.Attribute) and node.attr in JIT_BANNED_ATTRS:
+                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                            f".{node.attr} (the interpreter's raw buffers)")
+
+    def _literal_early(self, node: ast.AST) -> bool:
+        """A literal judged before ``constants`` is filled (jit bodies are checked before module statements)."""
+        if isinstance(node, ast.Name):
+            return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.id
+                                                         for t in n.targets) for n in self.tree.body)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return all(self._literal_early(e) for e in node.elts)
+        if isinstance(node, ast.BinOp):
+            return self._literal_early(node.left) and self._literal_early(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self._literal_early(node.operand)
+        return self._literal(node)
+
+
+class HostCheck:
+    """Host code (launch, constraints, helpers) against the host productions."""
+
+    def __init__(self, grammar: Grammar, fn: ast.FunctionDef) -> None:
+        self.g, self.fn = grammar, fn
+        args = fn.args
+        self.locals = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a}
+        self.locals |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        self.module_names = set(grammar.modules) | grammar.constants | grammar.jit | grammar.host
+        # launch's positional inputs are tensors; a helper's or constraints' parameters are shape values
+        self.tensors: set[str] = set()
+        if fn.name == "launch":
+            positional = [*args.posonlyargs, *args.args]
+            self.tensors = {a.arg for a in positional[:len(positional) - len(args.defaults)]}
+            if args.vararg is not None:
+                self.tensors.add(args.vararg.arg)
+
+    def fail(self, reason: str, node: ast.AST, what: str) -> GrammarError:
+        line = getattr(node, "lineno", self.fn.lineno)
+        return _fail(reason, f"line {line}: in {self.fn.name}: {what}")
+
+    def check(self) -> None:
+        shadow = self.locals & self.module_names
+        if shadow:
+            raise self.fail("host_name", self.fn, f"parameter {sorted(shadow)[0]} shadows a module-level name")
+        self.block(self.fn.body)
+
+    def block(self, stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            self.stmt(stmt)
+
+    def is_tensor(self, node: ast.AST | None) -> bool:
+        """Whether ``node`` is a tensor in the grammar's typing (see [tensor_use])."""
+        if isinstance(node, ast.Name):
+            return node.id in self.tensors
+        if isinstance(node, ast.Subscript):
+            return self.is_tensor(node.value)
+        if isinstance(node, ast.IfExp):
+            return self.is_tensor(node.body) or self.is_tensor(node.orelse)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return any(self.is_tensor(e.value if isinstance(e, ast.Starred) else e) for e in node.elts)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            canonical = self.g.canonical(node.func)
+            if canonical:
+                return canonical.rpartition(".")[0] == "torch" and node.func.attr in TENSOR_ALLOC
+            return node.func.attr in TENSOR_RESULTS and self.is_tensor(node.func.value)
+        return False
+
+    def untensored(self, node: ast.AST, what: str, reason: str = "tensor_use") -> None:
+        if self.is_tensor(node):
+            raise self.fail(reason, node, f"{ast.unparse(node)[:60]} is a tensor, {what}: host code computes only "
+                            "on shapes and parameters; the values are the kernels' work")
+
+    def bind(self, target: ast.AST, value: ast.AST | None = None, tensor: bool = False) -> None:
+        if isinstance(target, ast.Name):
+            if target.id in self.module_names:
+                raise self.fail("host_name", target, f"assigns {target.id}, a module-level name")
+            self.locals.add(target.id)
+            if tensor or self.is_tensor(value):
+                self.tensors.add(target.id)
+            else:
+                self.tensors.discard(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
+                else None
+            for i, e in enumerate(target.elts):
+                self.bind(e, values[i] if values else None, tensor=values is None and self.is_tensor(value))
+        else:
+            raise self.fail("host_statement", target, f"assigns to {ast.unparse(target)[:60]}: host code binds "
+                            "local names only (no attribute or element stores: hooks and in-place compute)")
+
+    def stmt(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Assign):
+            self.expr(node.value)
+            for t in node.targets:
+                self.bind(t, node.value)
+        elif isinstance(node, ast.AugAssign):
+            if not isinstance(node.target, ast.Name) or node.target.id not in self.locals:
+                raise self.fail("host_statement", node, "augmented assignment to something other than a local")
+            self.untensored(node.target, "updated in place")
+            self.untensored(node.value, "in arithmetic")
+            self.expr(node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            self.expr(node.value)
+            self.bind(node.target, node.value)
+        elif isinstance(node, ast.Return):
+            if node.value is not None:
+                self.expr(node.value)
+        elif isinstance(node, ast.If):
+            self.untensored(node.test, "read as a truth value", "host_read")
+            self.expr(node.test)
+            self.block(node.body)
+            self.block(node.orelse)
+        elif isinstance(node, ast.For) and not node.orelse:
+            self.expr(node.iter)
+            self.bind(node.target, tensor=self.is_tensor(node.iter))
+            self.block(node.body)
+        elif isinstance(node, ast.Assert):
+            self.untensored(node.test, "read as a truth value", "host_read")
+            self.expr(node.test)
+            if node.msg is not None:
+                self.message(node.msg)
+        elif isinstance(node, ast.Raise) and node.cause is None and isinstance(node.exc, ast.Call) \
+                and isinstance(node.exc.func, ast.Name) and node.exc.func.id in HOST_ERRORS \
+                and not node.exc.keywords:
+            for a in node.exc.args:
+                self.message(a)
+        elif isinstance(node, (ast.Pass, ast.Break, ast.Continue)):
+            pass
+        elif isinstance(node, ast.Expr):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return
+            if isinstance(node.value, ast.Call):
+                self.expr(node.value)  # its own production first (a kernel's method is kernel_use)
+            if not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Subscript)):
+                raise self.fail("host_statement", node, f"the expression statement {ast.unparse(node)[:60]}: a "
+                                "bare expression in host code is a kernel launch `kernel[grid](...)`")
+        else:
+            raise self.fail("host_statement", node, f"a {type(node).__name__} statement: host code is assignments, "
+                            "if, for, assert, raise, return and kernel launches (no while, with, try, import, "
+                            "def, lambda, global, del)")
+
+    def message(self, node: ast.expr) -> None:
+        if isinstance(node, ast.JoinedStr):
+            for part in node.values:
+                if isinstance(part, ast.FormattedValue):
+                    self.expr(part.value)
+                    if part.format_spec is not None:
+                        self.message(part.format_spec)
+        else:
+            self.expr(node)
+
+    def expr(self, node: ast.expr) -> None:  # noqa: C901 - one branch per production
+        if isinstance(node, ast.Constant):
+            return
+        if isinstance(node, ast.Name):
+            if node.id in self.locals or node.id in self.g.constants:
+                return
+            raise self.fail("host_name", node, self._name_use(node.id))
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.MatMult):
+                raise self.fail("torch_compute_call", node, "the @ operator (a torch matmul)")
+            for side in (node.left, node.right):
+                self.untensored(side, "in arithmetic")
+                self.expr(side)
+        elif isinstance(node, ast.UnaryOp):
+            self.untensored(node.operand, "in arithmetic")
+            self.expr(node.operand)
+        elif isinstance(node, ast.BoolOp):
+            for v in node.values:
+                self.untensored(v, "read as a truth value", "host_read")
+                self.expr(v)
+        elif isinstance(node, ast.Compare):
+            identity = all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+            for v in [node.left, *node.comparators]:
+                if not identity:
+                    self.untensored(v, "compared")
+                self.expr(v)
+        elif isinstance(node, ast.IfExp):
+            self.untensored(node.test, "read as a truth value", "host_read")
+            for v in (node.test, node.body, node.orelse):
+                self.expr(v)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for e in node.elts:
+                if isinstance(e, ast.Starred):
+                    self.expr(e.value)
+                else:
+                    self.expr(e)
+        elif isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if k is not None:
+                    self.expr(k)
+                self.expr(v)
+        elif isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Name) and node.value.id in self.g.jit:
+                raise self.fail("kernel_use", node, f"{node.value.id}[...] outside a launch: a kernel is used "
+                                "only as kernel[grid](args)")
+            self.expr(node.value)
+            parts: list[ast.expr] = [node.slice]
+            while parts:  # the index's components: tuple elements and slice bounds, not what they call
+                part = parts.pop()
+                if isinstance(part, ast.Tuple):
+                    parts.extend(part.elts)
+                elif isinstance(part, ast.Slice):
+                    parts.extend(p for p in (part.lower, part.upper, part.step) if p is not None)
+                else:
+                    self.untensored(part, "used as an index (indexing by a tensor gathers: compute)")
+            self.expr(node.slice)
+        elif isinstance(node, ast.Slice):
+            for bound in (node.lower, node.upper, node.step):
+                if bound is not None:
+                    self.expr(bound)
+        elif isinstance(node, ast.Attribute):
+            self.attribute(node)
+        elif isinstance(node, ast.Call):
+            self.call(node)
+        else:
+            raise self.fail("host_statement", node, f"a {type(node).__name__} expression "
+                            f"({ast.unparse(node)[:60]}): not part of the host grammar (no lambda, comprehension, "
+                            "f-string outside messages, walrus, await or yield)")
+
+    def _name_use(self, name: str) -> str:
+        if name in self.g.jit:
+            return f"the kernel {name} used as a value: a kernel appears only as {name}[grid](args)"
+        if name in self.g.host:
+            return f"the function {name} used as a value: functions are only called (no callables as values)"
+        if name in self.g.modules:
+            return f"the module {name} used as a value: only its allowlisted attributes are"
+        if name in HOST_BUILTINS:
+            return f"the builtin {name} used as a value: builtins are only called"
+        return f"'{name}' is not a parameter, a local or a module constant"
+
+    def attribute(self, node: ast.Attribute) -> None:
+        dotted = _dotted(node)
+        canonical = self.g.canonical(node)
+        if canonical:
+            module = canonical.rpartition(".")[0]
+            allowed = {"torch": TORCH_VALUES, "triton.language": DTYPES, "math": MATH_VALUES}.get(module, set())
+            if node.attr in allowed:
+                return
+            raise self.fail("host_name", node, f"{dotted} as a value: host code names only dtypes "
+                            "(torch.float16, tl.float32) and math constants; functions are only called")
+        if isinstance(node.value, ast.Name) and node.value.id in self.g.jit:
+            raise self.fail("kernel_use", node, f"{dotted}: a kernel's attributes (hooks, run, warmup) are "
+                            "not part of a variant")
+        if node.attr not in TENSOR_ATTRS:
+            raise self.fail("host_name", node, f".{node.attr} as a value: host code reads only "
+                            f"{', '.join(sorted(TENSOR_ATTRS))} (a bound method would be a callable value)")
+        self.expr(node.value)
+
+    def call(self, node: ast.Call) -> None:
+        self.callee(node)  # what is called first: `kernel.add_pre_run_hook(f)` is about the kernel
+        for kw in node.keywords:
+            self.expr(kw.value)
+        for a in node.args:
+            self.expr(a.value if isinstance(a, ast.Starred) else a)
+
+    def callee(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Subscript):  # kernel[grid](...)
+            if not (isinstance(func.value, ast.Name) and func.value.id in self.g.jit):
+                raise self.fail("kernel_use", node, f"{ast.unparse(func)[:60]}(...): only a @triton.jit function "
+                                "of this module is launched with [grid]")
+            self.grid(func.slice)
+            return
+        if isinstance(func, ast.Name):
+            if func.id in HOST_BUILTINS or func.id in self.g.host:
+                for a in [*node.args, *(k.value for k in node.keywords)]:
+                    a = a.value if isinstance(a, ast.Starred) else a
+                    if func.id in ("int", "float", "bool"):
+                        self.untensored(a, f"read by {func.id}()", "host_read")
+                    elif func.id != "len":
+                        self.untensored(a, f"passed to {func.id}() (builtins and helpers take shape values)")
+                return
+            if func.id in self.g.jit:
+                raise self.fail("kernel_use", node, f"{func.id}(...) without a grid: launch kernels as "
+                                f"{func.id}[grid](...)")
+            raise self.fail("host_name", node, f"calls {func.id}(): host code calls triton.cdiv, "
+                            "triton.next_power_of_2, math functions, torch allocation, the builtins "
+                            f"{', '.join(sorted(HOST_BUILTINS))} and its own helpers")
+        if not isinstance(func, ast.Attribute):
+            raise self.fail("host_name", node, f"calls {ast.unparse(func)[:60]}: not a name of the host grammar")
+        dotted = _dotted(func)
+        canonical = self.g.canonical(func)
+        if canonical:
+            module = canonical.rpartition(".")[0]
+            allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
+            if func.attr in allowed:
+                return
+            raise self.fail("torch_compute_call" if module == "torch" else "host_name", node,
+                            f"calls {dotted}(): host code may call torch.{{{', '.join(sorted(ALLOC_CALLS))}}}, "
+                            f"triton.cdiv/next_power_of_2 and math.{{{', '.join(sorted(MATH_CALLS))}}} only")
+        if isinstance(func.value, ast.Name) and func.value.id in self.g.jit:
+            raise self.fail("kernel_use", node, f"{dotted}(): a kernel's methods (add_pre_run_hook, run, warmup) "
+                            "are not part of a variant")
+        self.expr(func.value)  # the receiver first: np.asarray(x) is about np, not asarray
+        if func.attr not in TENSOR_METHODS:
+            raise self.fail("torch_compute_call", node, f".{func.attr}() on a value: host code may call only "
+                            f"{', '.join(sorted(TENSOR_METHODS))}; compute belongs in a @triton.jit kernel")
+
+    def grid(self, node: ast.expr) -> None:
+        """[kernel_use] a grid is a tuple of arithmetic, or a local holding one (never a callable)."""
+        if isinstance(node, ast.Tuple):
+            for e in node.elts:
+                self.expr(e)
+            return
+        if isinstance(node, ast.Name) and node.id in self.locals:
+            return  # a local holds a value of this grammar, never a callable
+        raise self.fail("kernel_use", node, f"grid {ast.unparse(node)[:60]}: a grid is a tuple of arithmetic on "
+                        "shapes and parameters (no lambda, no function)")
+
+
+def kernels_use(source: str, name: str) -> bool:
+    """Whether a ``@triton.jit`` body of ``source`` names ``triton.language.<name>`` (``tl.dot``), decided on
+    the AST: a comment or a string that mentions it does not count (a comment with ``tl.dot`` once removed
+    bf16 from the interpreter's check). False for a source the grammar cannot parse."""
+    try:
+        tree = parse_limited(source)
+    except GrammarError:
+        return False
+    g = Grammar(tree)
+    try:
+        g._imports()
+    except GrammarError:
+        return False
+    target = f"triton.language.{name}"
+    jit = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list]
+    return any(isinstance(node, ast.Attribute) and g.canonical(node) == target
+               for fn in jit for stmt in fn.body for node in ast.walk(stmt))

@@ -1,0 +1,89 @@
+"""Attack: the tiled matmul template with an fp16 accumulator (rounded after every K tile). At the
+checked K (<= 129: at most 5 tiles) it passes; the task declares fp32 accumulation."""
+
+import torch
+import triton
+import triton.language as tl
+
+TASK = "matmul"
+
+SPACE = {
+    "BLOCK_M": [64, 128, 256],
+    "BLOCK_N": [64, 128, 256],
+    "BLOCK_K": [32, 64, 128],
+    "GROUP_M": [4, 8, 16],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4, 5],
+}
+
+# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages A and B tiles (2-byte dtypes)
+_SMEM_BYTES = 232448
+
+
+def constraints(params, shape):
+    bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
+    warps, stages = params["num_warps"], params["num_stages"]
+    if stages * (bm * bk + bk * bn) * 2 > _SMEM_BYTES:
+        return False
+    # fp32 accumulator per thread: more than 128 registers spills (e.g. 128x256 needs 8 warps)
+    if bm * bn > 4096 * warps:
+        return False
+    return True
+
+
+@triton.jit
+def _matmul_grouped_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    # rows/columns past the edge wrap around (always in bounds, so loads need only the K mask);
+    # the store below is masked
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc.to(tl.float32)).to(tl.float16)  # the downgrade
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+def launch(a, b, **params):
+    M, K = a.shape
+    K2, N = b.shape
+    assert K == K2, f"inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}"
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    bm, bn = params["BLOCK_M"], params["BLOCK_N"]
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    _matmul_grouped_kernel[grid](
+        a, b, c,
+        M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+    )
+    return c

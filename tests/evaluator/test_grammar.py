@@ -1,0 +1,212 @@
+"""The variant grammar (evaluator/grammar.py): honest code passes, each production refuses what it does not
+name with its own rule, parse failures are findings, and nothing of the candidate runs before the check."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from warpforge.evaluator import grammar
+from warpforge.evaluator.grammar import check_module
+from warpforge.evaluator.job import Job
+from warpforge.evaluator.result import Verdict
+from warpforge.kernels.task import load_task_file
+from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, load_variant, parse_variant
+
+ROOT = Path(__file__).parent / "adversarial"
+HEAD = "import torch\nimport triton\nimport triton.language as tl\n\nTASK = 'double'\nSPACE = {'BLOCK': [256]}\n\n"
+KERNEL = ("@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+          "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+          "    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2 + 1, mask=offs < n)\n\n")
+
+
+def host(body: str, extra: str = "") -> str:
+    lines = "\n".join("    " + line for line in body.splitlines())
+    return HEAD + extra + KERNEL + f"def launch(x, BLOCK=256):\n{lines}\n"
+
+
+def test_honest_sources_pass() -> None:
+    paths = [p for p in TEMPLATES_DIR.rglob("*.py") if p.name != "__init__.py"]
+    paths += sorted(ROOT.glob("control_*.py"))
+    assert len(paths) >= 20
+    for path in paths:
+        assert check_module(path.read_text()) is None, path
+    ok = host("y = torch.empty_like(x)\nn = x.numel()\ngrid = (triton.cdiv(n, BLOCK),)\n"
+              "assert x.is_contiguous(), f'x is {x.shape}'\nk[grid](x, y, n, BLOCK=BLOCK, num_warps=4)\nreturn y")
+    assert check_module("# -*- coding: utf-8 -*-\n" + ok) is None
+    shapes = host("M, N = x.shape\nn = x.numel() * 2 + x.stride(0)\ny = torch.empty((M, N), dtype=x.dtype)\n"
+                  "v = x.view(-1)[: x.numel()]\nassert x.shape == y.shape and x is not None\n"
+                  "k[(triton.cdiv(len(x), BLOCK),)](v, y, n, BLOCK=BLOCK)\nreturn y")
+    assert check_module(shapes) is None
+
+
+@pytest.mark.parametrize("source, rule", [
+    ("# coding: utf-7\n" + HEAD, "source_encoding"),
+    ("#!/usr/bin/env python\n# vim: set fileencoding=latin-1 :\n" + HEAD, "source_encoding"),
+    (HEAD + "X = '\ud800'\n", "source_encoding"),
+    (HEAD + "x = (\n", "syntax_error"),
+    (HEAD + "x = 1\x00\n", "syntax_error"),
+    (HEAD + "X = " + "-" * 100 + "1\n", "source_too_deep"),  # parses, 100 levels deep
+    (HEAD + "X = " + "-" * 30000 + "1\n", "source_too_deep"),  # the parser itself gives up
+    (HEAD + "X = " + "+".join(["1"] * 20000) + "\n", "source_too_deep"),  # RecursionError in the parser
+    ("x = 1\n" * 20000, "source_too_large"),
+    ("import torch as t\n", "module_alias"),
+    ("import os\n", "forbidden_import"),
+    ("from torch import empty\n", "forbidden_import"),
+    (HEAD + "T = torch\n", "module_constant"),
+    (HEAD + "F = torch.empty\n", "module_constant"),
+    (HEAD + "X = len([1])\n", "module_constant"),
+    (HEAD + "print('hi')\n", "module_statement"),
+    (HEAD + "if True:\n    X = 1\n", "module_statement"),
+    (HEAD + "class ModelNew:\n    pass\n", "model_new_unsupported"),
+    (HEAD + KERNEL + "k = 1\n", "rebinding"),
+    (HEAD + "@triton.autotune(configs=[], key=[])\n" + KERNEL.removeprefix("@triton.jit\n"), "forbidden_import"),
+    (HEAD + "@print\n" + KERNEL.removeprefix("@triton.jit\n"), "decorator"),
+    (HEAD + "@triton.jit(repr=print)\n" + KERNEL.removeprefix("@triton.jit\n"), "decorator"),
+    (host("return x", "def constraints(params, shape, f=print):\n    return True\n\n"), "module_constant"),
+    (host("k[lambda meta: (1,)](x, x, 1)\nreturn x"), "kernel_use"),
+    (host("g = launch\nreturn x"), "host_name"),
+    (host("k[launch](x, x, 1)\nreturn x"), "kernel_use"),
+    (host("k.add_pre_run_hook(launch)\nreturn x"), "kernel_use"),
+    (host("h = k.run\nreturn x"), "kernel_use"),
+    (host("k(x, x, 1)\nreturn x"), "kernel_use"),
+    (host("s = x.stride\nk[(1,)](x, x, s)\nreturn x"), "host_name"),
+    (host("f = triton.cdiv\nreturn x"), "host_name"),
+    (host("y = torch.cuda.current_stream()\nreturn x"), "torch_compute_call"),
+    (host("y = torch.library.custom_op\nreturn x"), "torch_compute_call"),
+    (host("y = x.sum()\nreturn y"), "torch_compute_call"),
+    (host("y = x @ x\nreturn y"), "torch_compute_call"),
+    (host("x.shape = 1\nreturn x"), "host_statement"),
+    (host("y = torch.empty_like(x)\ny[0] = 1\nreturn y"), "host_statement"),
+    (host("torch = 1\nreturn x"), "host_name"),
+    (host("while True:\n    pass\nreturn x"), "host_statement"),
+    (host("with x:\n    pass\nreturn x"), "host_statement"),
+    (host("try:\n    pass\nexcept Exception:\n    pass\nreturn x"), "host_statement"),
+    (host("import sys\nreturn x"), "host_statement"),
+    (host("y = [i for i in range(3)]\nreturn x"), "host_statement"),
+    (host("y = np.asarray(x)\nreturn x"), "host_name"),
+    (host("y = f'{x}'\nreturn x"), "host_statement"),
+    (host("y = x.item()\nreturn x"), "host_read"),
+    (host("y = x.data_ptr()\nreturn x"), "host_read"),
+    (host("y = x.__class__\nreturn x"), "private_access"),
+    (host("y = getattr(x, 'sum')\nreturn x"), "dynamic_access"),
+    (host("y = type(x)\nreturn x"), "dynamic_access"),
+    (host("y = x * 2 + 1\nreturn y"), "tensor_use"),
+    (host("y = torch.empty_like(x)\nz = -y\nreturn x"), "tensor_use"),
+    (host("v = x.view(-1)\nw = v[v > 0]\nreturn x"), "tensor_use"),
+    (host("y = x[x]\nreturn y"), "tensor_use"),
+    (host("y = max(x, 1)\nreturn x"), "tensor_use"),
+    (host("y = float(x)\nreturn x"), "host_read"),
+    (host("if x:\n    pass\nreturn x"), "host_read"),
+    (host("a, b = x, 1\nc = a + b\nreturn x"), "tensor_use"),
+    (host("for r in x:\n    s = r * 2\nreturn x"), "tensor_use"),
+    (host("y = x.contiguous()\ny += 1\nreturn y"), "tensor_use"),
+    (host("y = f(x)\nreturn x", "def f(n):\n    return n\n\n"), "tensor_use"),
+    (HEAD + "@triton.jit\ndef k(x):\n    y = np.float32(1)\n", "jit_body_disallowed"),
+    (HEAD + "@triton.jit\ndef k(x):\n    def g():\n        pass\n", "jit_body_disallowed"),
+    (HEAD + "def helper(x):\n    return x\n\n@triton.jit\ndef k(x):\n    y = helper(x)\n", "jit_body_disallowed"),
+])
+def test_each_rule_refuses_with_its_name(source: str, rule: str) -> None:
+    finding = check_module(source)
+    assert finding is not None and finding.reason == rule, finding
+
+
+def test_the_docstring_names_every_rule() -> None:
+    doc = grammar.__doc__ or ""
+    rules = {"source_encoding", "source_too_large", "syntax_error", "source_too_deep", "forbidden_import",
+             "module_alias", "module_constant", "decorator", "model_new_unsupported", "rebinding", "host_statement",
+             "kernel_use", "host_name", "jit_body_disallowed", "private_access", "dynamic_access", "host_read",
+             "torch_compute_call", "module_statement", "tensor_use"}
+    assert all(f"[{rule}]" in doc for rule in rules), [r for r in rules if f"[{r}]" not in doc]
+    source = inspect.getsource(grammar)
+    used = {line.split('"')[1] for line in source.splitlines() if '_fail("' in line or 'fail("' in line}
+    assert used <= rules, used - rules
+
+
+def test_unparsable_sources_are_errors_not_crashes() -> None:
+    for source, reason in [("TASK = 'x'\nX = " + "-" * 30000 + "1\n", "source_too_deep"),
+                           ("x = 1\n" * 20000, "source_too_large")]:
+        with pytest.raises(VariantError) as err:
+            parse_variant(source)
+        assert err.value.reason == reason
+
+
+def test_a_non_utf8_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v.py"
+    path.write_bytes(HEAD.encode() + b"X = '\xe9'\n")  # latin-1 bytes
+    with pytest.raises(VariantError, match="UTF-8") as err:
+        load_variant(path)
+    assert err.value.reason == "source_encoding"
+
+
+def test_constraints_never_run_before_the_grammar(tmp_path: Path) -> None:
+    from warpforge.evaluator.stages import space_stage
+
+    class NoChildren:
+        def running(self, *a: object, **k: object) -> None:
+            raise AssertionError("a child was started for a source the grammar refuses")
+
+    source = HEAD + "def constraints(params, shape):\n    import os\n    return True\n\n" + KERNEL + \
+        "def launch(x, BLOCK=256):\n    return x\n"
+    job = Job(load_task_file(ROOT / "task_double.py"), parse_variant(source, "v"), {})
+    failure, configs = space_stage(NoChildren(), job)  # type: ignore[arg-type]
+    assert failure is not None and failure.verdict is Verdict.REJECTED and failure.reason == "host_statement"
+    assert configs == []
+
+
+def test_the_child_imports_only_the_checked_bytes(tmp_path: Path) -> None:
+    import linecache
+
+    from warpforge.evaluator.child.common import UnverifiedCandidate, load_candidate
+
+    source = "X = 1\ndef f():\n    return X\n"
+    path = tmp_path / "candidate.py"
+    path.write_bytes(source.encode())
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    with pytest.raises(UnverifiedCandidate):
+        load_candidate(path, "wf_test_candidate_a", sha256=hashlib.sha256(b"other").hexdigest())
+    with pytest.raises(UnverifiedCandidate):
+        load_candidate(path, "wf_test_candidate_b", sha256=None)
+    module = load_candidate(path, "wf_test_candidate_c", sha256=digest)
+    path.write_bytes(b"X = 2\ndef f():\n    return 'rewritten'\n")  # after import: getsource keeps the checked text
+    assert module.f() == 1 and "return X" in inspect.getsource(module.f)
+    linecache.checkcache(str(path))
+    assert "return X" in inspect.getsource(module.f)
+
+
+def test_tl_dot_is_decided_on_the_ast() -> None:
+    from warpforge.evaluator.grammar import kernels_use
+
+    assert not kernels_use((ROOT / "comment_dot_bf16.py").read_text(), "dot")
+    assert kernels_use((TEMPLATES_DIR / "matmul" / "split_k.py").read_text(), "dot")
+    assert not kernels_use(HEAD + "X = 'tl.dot'\n" + KERNEL, "dot")
+
+
+def test_kernel_hash_covers_helpers_as_bound_at_launch(tmp_path: Path) -> None:
+    from warpforge.evaluator.child.common import kernel_hash, load_candidate
+
+    source = (HEAD + "@triton.jit\ndef _f(x):\n    return x * 2 + 1\n\n@triton.jit\ndef _g(x):\n    return x * 2\n\n"
+              "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
+              "    tl.store(x_ptr + offs, _f(tl.load(x_ptr + offs)))\n")
+    path = tmp_path / "c.py"
+    path.write_bytes(source.encode())
+    module = load_candidate(path, "wf_test_hash", sha256=hashlib.sha256(source.encode()).hexdigest())
+    before = kernel_hash(module.k)
+    assert kernel_hash(module.k) == before
+    module._f = module._g  # the kernel's own source is unchanged; the helper it calls is another
+    assert kernel_hash(module.k) != before
+
+
+def test_eval_on_an_unparsable_source_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from warpforge.cli import app
+
+    for name in ("grammar_deep_source", "grammar_huge_source"):
+        res = CliRunner().invoke(app, ["eval", str(ROOT / "task_double.py"), str(ROOT / f"{name}.py"),
+                                       "--backend", "interpret", "--params", '{"BLOCK": 256, "num_warps": 4}'])
+        assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+        assert ("source_too_deep" if "deep" in name else "source_too_large") in res.output

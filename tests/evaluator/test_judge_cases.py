@@ -1,0 +1,73 @@
+"""The cases the judge adds on its own: the task's accumulation precision (a cancelling long reduction) and
+benchmark-scale shapes, and what an interpreter ``ok`` says it did not run. No child process here."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from warpforge.evaluator.compare import compare_outputs, references
+from warpforge.evaluator.job import Job
+from warpforge.evaluator.stages import largest_checked
+from warpforge.evaluator.verify import SCALE_BUDGET, plan_cases, scale_shapes
+from warpforge.kernels.task import get_task
+from warpforge.kernels.variant import TEMPLATES_DIR, load_variant
+
+
+def _accumulate(a: torch.Tensor, b: torch.Tensor, block_k: int, acc: torch.dtype) -> torch.Tensor:
+    """A tiled matmul as a kernel computes it: each K tile's product in fp32, added to an ``acc`` accumulator."""
+    c = torch.zeros(a.shape[0], b.shape[1], dtype=acc)
+    for k in range(0, a.shape[1], block_k):
+        c = (c.float() + a[:, k:k + block_k].float() @ b[k:k + block_k].float()).to(acc)
+    return c.to(a.dtype)
+
+
+def test_matmul_precision_case_refuses_an_fp16_accumulator_and_passes_fp32() -> None:
+    task = get_task("matmul")
+    assert task.accumulation is torch.float32 and task.precision_inputs is not None
+    shape = task.precision_shapes[0]
+    atol, rtol = task.tolerance(torch.float16)
+    for seed in range(3):
+        inputs = task.precision_inputs(dict(shape), torch.float16, seed, "cpu")
+        r64, rlp = references(task.reference, inputs)
+        for block_k in (32, 64, 128):
+            assert compare_outputs([_accumulate(*inputs, block_k, torch.float32)], r64, rlp, atol, rtol) is None
+            assert compare_outputs([_accumulate(*inputs, block_k, torch.float16)], r64, rlp, atol, rtol) is not None
+        # the random inputs of the same length do not tell the two apart: why the task declares its own
+        random_inputs = task.make_inputs(dict(shape), torch.float16, seed, "cpu")
+        r64, rlp = references(task.reference, random_inputs)
+        assert compare_outputs([_accumulate(*random_inputs, 32, torch.float16)], r64, rlp, atol, rtol) is None
+
+
+def test_plan_adds_one_precision_case_per_narrow_dtype() -> None:
+    task = get_task("matmul")
+    plan = plan_cases(task, task.check_shapes[:1], task.dtypes, 1, 0, random.Random(0))
+    precise = [c for c in plan.cases if c.precision]
+    assert [c.dtype for c in precise] == [torch.float16, torch.bfloat16]
+    assert all(c.shape == {"M": 16, "N": 16, "K": 4096} and "cancelling" in c.label for c in precise)
+    softmax = get_task("softmax")  # declares no accumulation: no such case
+    plan = plan_cases(softmax, softmax.check_shapes[:1], softmax.dtypes, 1, 0, random.Random(0))
+    assert not any(c.precision for c in plan.cases)
+
+
+def test_scale_shapes_reach_every_benchmark_maximum_within_the_budget() -> None:
+    task = get_task("softmax")
+    shapes, note = scale_shapes(task)
+    assert {"M": 1, "N": 32768} in shapes and {"M": 256, "N": 1} in shapes
+    assert all(math.prod(s.values()) <= SCALE_BUDGET for s in shapes)
+    assert "M up to 256 (benchmark 16384)" in note and "the smallest is M=4096,N=4096" in note
+    plan = plan_cases(task, task.check_shapes[:1], task.dtypes, 1, 0, random.Random(0), scale=shapes)
+    scaled = [c for c in plan.cases if c.scale]
+    assert [c.shape for c in scaled] == shapes and all(c.dtype == task.dtypes[0] for c in scaled)
+    assert scaled[0].inputs[0].shape == (256, 1)
+
+
+def test_largest_checked_names_a_larger_benchmark_shape_never_the_checked_one() -> None:
+    task = get_task("softmax")
+    job = Job(task, load_variant(TEMPLATES_DIR / "softmax" / "online.py"), {})
+    text = largest_checked(job, task.check_shapes)
+    assert "e.g. M=8192,N=8192" in text and "up to M=17,N=1031" in text
+    job.shapes = [{"M": 2, "N": 3}]
+    assert largest_checked(job, task.check_shapes).endswith("the largest benchmark shape included")

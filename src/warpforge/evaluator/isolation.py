@@ -117,7 +117,7 @@ def _hidden_ancestor(path: Path) -> Path | None:
 def bwrap_args(scratch: Path, devices: Sequence[str], as_root: bool) -> list[str]:
     """The bubblewrap command line (before the child's own command) for one scratch directory."""
     args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+            "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     if not as_root:
         args[1:1] = ["--unshare-user", "--disable-userns"]
     hidden: dict[Path, list[Path]] = {}

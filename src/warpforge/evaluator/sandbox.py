@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.evaluator import isolation
+from warpforge.evaluator.readback import tail_text
 from warpforge.evaluator.procs import (
     RssWatch,
     alive,
     close_quietly,
+    die_with_parent,
     group_members,
     read_init_pid,
     send_signal,
@@ -59,6 +61,25 @@ HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[
 _BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.child.__main__ import main; main()"
 # After the report, the child's namespace must be gone within this many seconds of SIGKILL.
 REAP_S = 10.0
+# What a child can make this process hold (issue 26: 2 GiB of progress marks grew the orchestrator to 3.5 GB and
+# still ended ok). Honest children send at most 3 marks per case plus 3 per timed shape (a few dozen; the
+# largest manifest run sends under 100), each under 200 bytes, and one report of tens of KB (estimated: a bench
+# report carries 3 lists of 110 floats per shape, ~7 KB per shape). Past any cap the child is killed and judged `flooded`.
+MAX_MARKS = 10_000
+MAX_MARK_BYTES = 64 << 10
+MAX_REPORT_BYTES = 16 << 20
+# The stderr tail quoted in verdicts (read from the file's end: a 3 GiB stderr costs this much, not 3 GiB).
+TAIL_BYTES = 2000
+
+
+
+def cpu_backstop_s(timeout_s: float) -> int:
+    """RLIMIT_CPU for a child (set by the child once it has its request): a backstop that ends a spinning
+    candidate even when nothing watches it any more (its parent killed, the death signal lost). Every core
+    busy for the whole deadline, plus a minute: an honest child, whose wall time the deadline bounds, never
+    comes near it."""
+    return math.ceil(timeout_s * (os.cpu_count() or 1)) + 60
+
 
 Feed = Callable[[dict[str, Any]], bytes | None]
 
@@ -76,7 +97,7 @@ class Mark:
 class ChildOutcome:
     """What came back from one child: a report, or why there is none."""
 
-    status: str  # "done" | "timeout" | "crashed" | "oom" | "forged"
+    status: str  # "done" | "timeout" | "crashed" | "oom" | "forged" | "flooded"
     report: dict[str, Any] | None
     returncode: int | None
     stderr_tail: str
@@ -88,6 +109,7 @@ class ChildOutcome:
     peak_rss: int = 0  # bytes, as sampled by the parent
     isolation: str = ""  # isolation.Isolation.summary() of the child
     survivors: int = 0  # processes of the candidate's still alive after the kill (should be 0)
+    flood: str = ""  # which cap on the result pipe a flooded child passed
 
     def unexpected_files(self) -> list[str]:
         """Names in the scratch directory that neither the harness nor the trusted side wrote."""
@@ -162,7 +184,7 @@ class ChildPool:
             command = isolation.wrap(command, scratch, iso)
             command[1:1] = ["--info-fd", str(info_w)]
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, cwd=scratch, env=env,
-                                pass_fds=tuple(fds), start_new_session=True)
+                                pass_fds=tuple(fds), start_new_session=True, preexec_fn=die_with_parent())
         os.close(result_w)
         stdout.close()
         stderr.close()
@@ -196,7 +218,7 @@ class ChildPool:
         if prepare is not None:
             prepare(child.scratch)
         nonce = secrets.token_hex(16)
-        request = {**request, "scratch": child.inside, "nonce": nonce}
+        request = {**request, "scratch": child.inside, "nonce": nonce, "cpu_s": cpu_backstop_s(timeout_s)}
         start = time.monotonic()
         overall = start + timeout_s
         phase, phase_deadline, phase_limit = "", math.inf, timeout_s
@@ -218,7 +240,8 @@ class ChildPool:
         poll_s = 0.2 if rss_limit_bytes else 1.0
         watch = RssWatch(child.proc, child.init_pid)
         sampled = -math.inf
-        while not got_report:
+        flood = ""
+        while not got_report and not flood:
             now = time.monotonic()
             deadline = min(overall, phase_deadline)
             if now >= deadline:
@@ -242,10 +265,14 @@ class ChildPool:
             if not data:  # EOF: the child closed the pipe (finished or died)
                 break
             buffer += data
-            while b"\n" in buffer and not got_report:
+            while b"\n" in buffer and not got_report and not flood:
                 line, buffer = buffer.split(b"\n", 1)
                 msg = _parse(line)
                 if isinstance(msg, dict) and isinstance(msg.get("mark"), str):
+                    if len(line) > MAX_MARK_BYTES or len(marks) >= MAX_MARKS:
+                        flood = (f"a mark of {len(line)} bytes (cap {MAX_MARK_BYTES})" if len(line) > MAX_MARK_BYTES
+                                 else f"more than {MAX_MARKS} progress marks")
+                        break
                     at = time.monotonic()
                     marks.append(Mark(msg["mark"], at - start, msg))
                     if budgets and msg["mark"] in budgets:
@@ -260,11 +287,16 @@ class ChildPool:
                 elif line.strip():
                     lines.append(line)
                     got_report = True  # the report is the last message: stop reading here
+            if not got_report and not flood and len(buffer) > MAX_REPORT_BYTES:
+                flood = f"a message of more than {MAX_REPORT_BYTES} bytes"
+        if flood:
+            status = "flooded"
+            buffer, lines = b"", []
         os.close(child.result_r)
         close_quietly(child.proc.stdin)
         if not got_report and buffer.strip():
             lines.append(buffer)
-        if status in ("timeout", "oom"):
+        if status in ("timeout", "oom", "flooded"):
             survivors = self._end(child, grace_s=0.0)
         else:
             survivors = self._end(child, grace_s=10.0)
@@ -273,9 +305,10 @@ class ChildPool:
                 report = parsed
                 status = "done" if parsed.get("nonce") == nonce else "forged"
         wall = time.monotonic() - start
-        stderr_tail = _tail(child.scratch / "stderr.txt")
+        stderr_tail = tail_text(child.scratch / "stderr.txt", TAIL_BYTES)
         outcome = ChildOutcome(status, report, child.proc.returncode, stderr_tail, wall, child.scratch, marks,
-                               peak_rss=peak_rss, isolation=self.isolation.summary(), survivors=survivors)
+                               peak_rss=peak_rss, isolation=self.isolation.summary(), survivors=survivors,
+                               flood=flood)
         if status == "timeout":
             outcome.phase, outcome.limit_s = status_phase, limit
         return outcome
@@ -360,10 +393,3 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         pass
 
-
-def _tail(path: Path, limit: int = 2000) -> str:
-    try:
-        data = path.read_bytes()[-limit:]
-    except OSError:
-        return ""
-    return data.decode(errors="replace")

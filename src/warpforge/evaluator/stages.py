@@ -112,6 +112,10 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.RUNTIME_ERROR, "out_of_memory",
                           f"the {what} used {outcome.peak_rss / 2**30:.1f} GiB of host memory, over its "
                           f"{job.rss_limit_bytes / 2**30:g} GiB limit, and was killed")
+    if outcome.status == "flooded":
+        return job.result(Verdict.REJECTED, "output_flood",
+                          f"the {what} sent {outcome.flood} on the result pipe; reading stopped at the cap and its "
+                          "sandbox was killed (sandbox.MAX_MARKS, MAX_MARK_BYTES, MAX_REPORT_BYTES)")
     if outcome.survivors:
         return job.result(Verdict.REJECTED, "process_escaped",
                           f"{outcome.survivors} process(es) of the candidate were still alive after its sandbox "

@@ -15,6 +15,7 @@ The child reports samples and facts; quantiles, speedups and every verdict come 
 
 from __future__ import annotations
 
+import io
 import math
 import random
 import secrets
@@ -29,6 +30,7 @@ import torch
 from warpforge.evaluator.compare import compare_outputs, references
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.evaluator.job import Job
+from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, read_regular
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, Mark
 from warpforge.evaluator.stages import (
@@ -187,10 +189,11 @@ def _facts_finding(job: Job, report: dict[str, Any]) -> EvalResult | None:
 
 
 def _recheck(job: Job, case: TimedCase, outcome: ChildOutcome, call: int, name: str, ref_device: str) -> str | None:
-    path = outcome.scratch / name
-    if not path.is_file():
+    try:  # a regular file of the child's, never a link or FIFO, at most OUTPUT_CAP bytes (readback.py)
+        data = read_regular(outcome.scratch / name, OUTPUT_CAP)
+    except (FileNotFoundError, NotReadable):
         return f"the output of timed call {call} was not a plain tensor"
-    outs = torch.load(path, weights_only=True)["out"]
+    outs = torch.load(io.BytesIO(data), weights_only=True)["out"]
     r64, rlp = references(job.task.reference, case.inputs_of_call(job, call), ref_device)
     atol, rtol = job.task.tolerance(case.dtype)
     mismatch = compare_outputs(outs, r64, rlp, atol, rtol)

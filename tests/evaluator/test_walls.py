@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest

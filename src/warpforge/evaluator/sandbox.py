@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.evaluator import isolation
-from warpforge.evaluator.readback import tail_text
 from warpforge.evaluator.procs import (
     RssWatch,
     alive,
@@ -50,6 +49,7 @@ from warpforge.evaluator.procs import (
     send_signal,
     write_all,
 )
+from warpforge.evaluator.readback import tail_text
 
 # The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
@@ -62,9 +62,9 @@ _BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.chil
 # After the report, the child's namespace must be gone within this many seconds of SIGKILL.
 REAP_S = 10.0
 # What a child can make this process hold (issue 26: 2 GiB of progress marks grew the orchestrator to 3.5 GB and
-# still ended ok). Honest children send at most 3 marks per case plus 3 per timed shape (a few dozen; the
-# largest manifest run sends under 100), each under 200 bytes, and one report of tens of KB (estimated: a bench
-# report carries 3 lists of 110 floats per shape, ~7 KB per shape). Past any cap the child is killed and judged `flooded`.
+# still ended ok). Honest children send up to 4 marks per case (imported, need, compile, launch) and 3 per timed
+# shape, each under 200 bytes, and one report of tens of KB (a bench report carries 3 lists of 110 floats per
+# shape, ~7 KB a shape). Past any cap the child is killed and judged `flooded` (rejected: output_flood).
 MAX_MARKS = 10_000
 MAX_MARK_BYTES = 64 << 10
 MAX_REPORT_BYTES = 16 << 20

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +77,85 @@ def test_orchestrator_peak_memory_stays_bounded_under_floods() -> None:
     for row in rows[1:]:
         assert int(str(row["vmhwm_kib"])) - base <= BOUND_MIB * 1024, row
     assert [r["reason"] for r in rows[2:]] == ["output_flood", "output_flood"]
+
+
+# --- no orphans ----------------------------------------------------------------------------------------------
+
+BOOT_MARK = "from warpforge.evaluator.child.__main__ import main"
+
+
+def _candidates(root: str) -> dict[int, float]:
+    """Processes of this checkout's candidate children (bwrap or python), with their CPU seconds so far."""
+    found = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat[0] == "Z":
+            continue
+        if (BOOT_MARK in cmdline and root in cmdline) or (cmdline.startswith("bwrap") and root in cmdline):
+            found[int(entry)] = (int(stat[11]) + int(stat[12])) / tick
+    return found
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from warpforge.cli import main; main()", *args]
+
+
+def test_sigkill_of_the_orchestrator_leaves_no_candidate_running(tmp_path: Path) -> None:
+    """``warpforge eval`` of a kernel that never returns (kernel_hang), SIGKILLed once a candidate has spun for
+    10 CPU seconds (its imports cost ~3): every candidate process (the spinning one and the warm spares) must
+    disappear. Before issue 26 the spinning child ran on for the whole 600 s timeout, and beyond."""
+    src_root = str(REPO / "src")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    before = set(_candidates(src_root))
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    extra = [] if shutil.which("bwrap") else ["--unsafe-run-unsandboxed"]
+    cli = subprocess.Popen(_cli("eval", str(FIXTURES / "task_double.py"), str(FIXTURES / "kernel_hang.py"),
+                                "--backend", "interpret", "--timeout", "600", *extra),
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300  # generous: a wait, not a timing assertion
+        spinning = False
+        while time.monotonic() < deadline and cli.poll() is None and not spinning:
+            time.sleep(0.5)
+            spinning = any(cpu >= 10 for pid, cpu in _candidates(src_root).items() if pid not in before)
+        assert spinning, "no candidate ever spun (the CLI ended or the wait ran out)"
+        cli.send_signal(signal.SIGKILL)
+        cli.wait()
+        deadline = time.monotonic() + 60
+        left = set(_candidates(src_root)) - before
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = set(_candidates(src_root)) - before
+        assert not left, f"candidate processes outlived the orchestrator: {sorted(left)}"
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+
+
+def test_the_cpu_time_backstop_reaches_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RLIMIT_CPU from the request (sandbox.cpu_backstop_s): at 1 s, spin_forever (which spins at import) is
+    killed by the kernel long before its 120 s deadline; at the default, the honest control finishes."""
+    from warpforge.evaluator import sandbox
+    from warpforge.evaluator.job import Job
+    from warpforge.evaluator.stages import space_stage
+    from warpforge.kernels.task import load_task_file
+    from warpforge.kernels.variant import load_variant
+
+    assert sandbox.cpu_backstop_s(100.0) >= 100 * (os.cpu_count() or 1)
+    task = load_task_file(FIXTURES / "task_double.py")
+    control = Job(task, load_variant(FIXTURES / "control_double.py"), {})
+    spin = Job(task, load_variant(FIXTURES / "spin_forever.py"), {})
+    with sandbox.ChildPool() as pool:
+        failure, _ = space_stage(pool, control)
+        assert failure is None  # the default backstop lets it finish
+        monkeypatch.setattr(sandbox, "cpu_backstop_s", lambda timeout_s: 1)
+        failure, _ = space_stage(pool, spin)
+    assert failure is not None and (failure.verdict.value, failure.reason) == ("crashed", "process_died"), failure

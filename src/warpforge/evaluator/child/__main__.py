@@ -75,8 +75,9 @@ def main() -> None:
     line = child_common.read_line()
     req = json.loads(line)
     cpu_s = int(req.get("cpu_s") or 0)
-    if cpu_s > 0:  # a backstop should the parent die unseen (sandbox.cpu_backstop_s); SIGKILL at the hard limit
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+    if cpu_s > 0:  # a backstop should the parent die unseen (sandbox.cpu_backstop_s): soft = hard, so the kernel
+        # sends SIGKILL (SIGXCPU alone can be ignored, and is, by a disposition inherited from the parent)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     scratch = Path(req["scratch"])
     handlers: dict[str, Any] = {"check": run_check, "compile": run_compile, "bench": run_bench,
                                 "space": run_space, "reference": run_reference, "ab": run_ab}

@@ -6,6 +6,7 @@ these tests pin what a verdict cannot show: the orchestrator's own memory, envir
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -159,3 +160,64 @@ def test_the_cpu_time_backstop_reaches_the_child(monkeypatch: pytest.MonkeyPatch
         monkeypatch.setattr(sandbox, "cpu_backstop_s", lambda timeout_s: 1)
         failure, _ = space_stage(pool, spin)
     assert failure is not None and (failure.verdict.value, failure.reason) == ("crashed", "process_died"), failure
+
+
+# --- no keys in reach ----------------------------------------------------------------------------------------
+
+_EVAL_ENV_READ = """
+import json, sys
+from pathlib import Path
+from warpforge.evaluator.adversarial import fixture_job, load_manifest
+from warpforge.evaluator.backends import get_backend
+root = Path(sys.argv[1])
+fixture = next(f for f in load_manifest(root / "manifest.json") if f.name == "env_read")
+backend = get_backend("interpret")
+try:
+    result = backend.evaluate(fixture_job(fixture, root, "interpret"))
+finally:
+    backend.close()
+print(json.dumps(result.model_dump(mode="json")))
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_a_candidate_reading_every_environment_finds_no_key(sandbox: str) -> None:
+    """env_read prints /proc/self/environ and /proc/<ppid>/environ (keys last) and dies; the stored result
+    must not contain the orchestrator's key. With the sandbox off its parent is the orchestrator itself: the key
+    must be gone from the orchestrator's environment block, not only from os.environ (warpforge.keys)."""
+    secret = "sk-walls-test-" + os.urandom(8).hex()
+    env = {**os.environ, "OPENAI_API_KEY": secret, "HF_TOKEN": secret + "-hf", "WARPFORGE_SANDBOX": sandbox}
+    done = subprocess.run([sys.executable, "-c", _EVAL_ENV_READ, str(FIXTURES)], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stored = done.stdout.strip().splitlines()[-1]
+    result = json.loads(stored)
+    assert (result["verdict"], result["reason"]) == ("crashed", "process_died"), result
+    assert "environ" in result["message"]  # the attack ran and its output was quoted
+    assert secret not in stored and secret not in done.stderr
+
+
+def test_the_child_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
+    from warpforge.evaluator.sandbox import child_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-children")
+    monkeypatch.setenv("SOME_RANDOM_SETTING", "x")
+    env = child_env(interpret=True)
+    assert "OPENAI_API_KEY" not in env and "SOME_RANDOM_SETTING" not in env
+    assert set(env) <= {"PATH", "HOME", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TMPDIR",
+                        "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
+                        "PYTHONUNBUFFERED", "TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION",
+                        "WARPFORGE_CHILD_AS_BYTES"}
+
+
+def test_llm_config_holds_the_key_out_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from warpforge import keys
+    from warpforge.agent.config import load_llm_config
+
+    monkeypatch.setenv("WARPFORGE_LLM_MODEL", "gpt-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-config-test-123456")
+    config = load_llm_config()
+    assert "OPENAI_API_KEY" not in os.environ
+    assert config.models[0].api_key() == "sk-config-test-123456" == keys.get("OPENAI_API_KEY")
+    assert load_llm_config().models[0].model == "gpt-test"  # a second read still finds the held key
+    keys._HELD.pop("OPENAI_API_KEY", None)

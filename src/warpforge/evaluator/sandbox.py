@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warpforge import keys
 from warpforge.evaluator import isolation
 from warpforge.evaluator.procs import (
     RssWatch,
@@ -160,6 +161,9 @@ class ChildPool:
         self.scratch_root = Path(scratch_root or tempfile.mkdtemp(prefix="warpforge-"))
         self.keep_scratch = keep_scratch
         self.isolation = isolation.probe()  # raises SandboxUnavailable under WARPFORGE_SANDBOX=require
+        # No provider key stays in this process's environment once it runs candidates (issue 26): an
+        # unsandboxed candidate can read /proc/<ppid>/environ. The LLM client finds them in warpforge.keys.
+        keys.hold()
         self._spares: dict[str, _Child] = {}
         self._lock = threading.Lock()
 

@@ -74,10 +74,10 @@ def hold(names: Iterable[str] | None = None) -> list[str]:
 
 
 def get(name: str) -> str | None:
-    """A key, held or still in the environment."""
-    return _HELD.get(name) or os.environ.get(name) or None
+    """A key, from the environment (set after it was held: the newer value) or held."""
+    return os.environ.get(name) or _HELD.get(name) or None
 
 
 def environ() -> Mapping[str, str]:
-    """The environment as the configuration reads it: held keys first, then ``os.environ``."""
-    return ChainMap(_HELD, os.environ)  # type: ignore[arg-type]
+    """The environment as the configuration reads it: ``os.environ``, then the held keys."""
+    return ChainMap(os.environ, _HELD)  # type: ignore[arg-type]

@@ -221,3 +221,76 @@ def test_llm_config_holds_the_key_out_of_the_environment(monkeypatch: pytest.Mon
     assert config.models[0].api_key() == "sk-config-test-123456" == keys.get("OPENAI_API_KEY")
     assert load_llm_config().models[0].model == "gpt-test"  # a second read still finds the held key
     keys._HELD.pop("OPENAI_API_KEY", None)
+
+
+# --- never unisolated for code warpforge did not ship --------------------------------------------------------
+
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch):
+    """This process as on a machine without bubblewrap (CI installs it; a fresh laptop may not have it)."""
+    import shutil as real_shutil
+
+    from warpforge.evaluator import isolation
+
+    real_which = real_shutil.which
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    monkeypatch.delenv(isolation.SANDBOX_ENV, raising=False)
+    monkeypatch.delenv("WARPFORGE_UNSAFE_RUN_UNSANDBOXED", raising=False)  # tests/conftest.py sets it without bwrap
+    isolation.probe.cache_clear()
+    yield
+    isolation.probe.cache_clear()
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", str(FIXTURES / "task_double.py"), str(FIXTURES / "control_double.py"), "--backend", "interpret"],
+    ["run", "softmax", "--proposer", "llm", "--llm-replay", "nothing", "--trials", "1", "--backend", "interpret"],
+    ["run", "softmax", "--variant-file", str(FIXTURES / "control_softmax_online.py"), "--trials", "1"],
+])
+def test_untrusted_code_without_bwrap_is_one_line_exit_2(no_bwrap, args: list[str], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from warpforge.cli import app
+
+    monkeypatch.setenv("WARPFORGE_DB", f"sqlite:///{tmp_path / 'wf.db'}")
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2, out.output
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "apt-get install -y bubblewrap" in lines[0] and "--unsafe-run-unsandboxed" in lines[0]
+    assert "Traceback" not in out.output
+
+
+def test_the_explicit_flag_runs_unisolated_with_a_warning(no_bwrap, caplog: pytest.LogCaptureFixture) -> None:
+    from warpforge.evaluator import isolation
+
+    isolation.require_for_untrusted("variant files", unsafe=True)
+    assert not isolation.probe().active and isolation.policy() == "auto"
+    assert "WITHOUT OS isolation" in caplog.text
+
+
+def test_shipped_templates_still_run_without_bwrap(no_bwrap) -> None:
+    from warpforge.evaluator import isolation
+
+    assert isolation.probe().kind == "none"  # auto: a warning, no refusal
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (CI installs it)")
+def test_untrusted_code_with_bwrap_sets_require(monkeypatch: pytest.MonkeyPatch) -> None:
+    from warpforge.evaluator import isolation
+
+    monkeypatch.delenv(isolation.SANDBOX_ENV, raising=False)
+    isolation.require_for_untrusted("LLM-written candidates", unsafe=False)
+    assert os.environ[isolation.SANDBOX_ENV] == "require" and isolation.probe().active
+    isolation.probe.cache_clear()
+
+
+def test_doctor_says_how_to_install_bubblewrap(no_bwrap) -> None:
+    from warpforge.doctor import _sandbox
+
+    check = _sandbox()
+    assert not check.ok and "apt-get install bubblewrap" in check.detail and "--unsafe-run-unsandboxed" in check.detail
+
+
+def test_setup_sandbox_never_fails_the_run() -> None:
+    done = subprocess.run([str(REPO / "scripts" / "setup_sandbox.sh")], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("sandbox:") or done.stdout == ""

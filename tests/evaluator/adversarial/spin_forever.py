@@ -1,4 +1,6 @@
-"""Attack (orphans): spin at import time forever; a killed orchestrator must not leave this running."""
+"""Attack (orphans): spin at import time forever; a killed orchestrator must not leave this running.
+(Runtime-only: the strict rules refuse ``import os``; the core rules let it run, to prove the walls.)"""
+import os
 import torch
 import triton
 import triton.language as tl
@@ -6,7 +8,7 @@ import triton.language as tl
 TASK = "double"
 SPACE = {"BLOCK": [128, 256], "num_warps": [4]}
 
-while True:
+while os.getpid():
     pass
 
 

@@ -55,7 +55,7 @@ from warpforge.evaluator.readback import tail_text
 # The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
 # Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
-HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|"
+HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|triton-cache|"
                            r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)")
 # How the child is started: from the same warpforge tree as this process (an editable install may point
 # elsewhere), in isolated mode (-I: neither the working directory nor PYTHONPATH can plant modules).
@@ -80,6 +80,49 @@ def cpu_backstop_s(timeout_s: float) -> int:
     busy for the whole deadline, plus a minute: an honest child, whose wall time the deadline bounds, never
     comes near it."""
     return math.ceil(timeout_s * (os.cpu_count() or 1)) + 60
+
+
+@dataclass
+class PhaseClock:
+    """The deadlines of one child: an overall one that never moves, and the current phase's.
+
+    Every mark from the child ends the phase it was in; a mark named in ``budgets`` starts a phase bounded by
+    that many seconds from its arrival, any other mark a phase bounded only by the overall deadline. So a
+    budget covers exactly the work between its mark and the next one (issue 27: the candidate's "launch" budget
+    used to run on through the harness's own saving and the next case's input transfer, up to the next
+    budgeted mark). A child cannot buy time with marks: the overall deadline stays where it was.
+
+    Example::
+
+        >>> clock = PhaseClock(0.0, 100.0, {"launch": 5.0})
+        >>> clock.on_mark("launch", 1.0); clock.deadline()
+        6.0
+        >>> clock.on_mark("launched", 2.0); clock.deadline()
+        100.0
+    """
+
+    start: float
+    overall_s: float
+    budgets: Mapping[str, float]
+    phase: str = ""
+    phase_limit_s: float = 0.0
+    phase_end: float = math.inf
+
+    def on_mark(self, name: str, at: float) -> None:
+        self.phase = name
+        if name in self.budgets:
+            self.phase_limit_s, self.phase_end = self.budgets[name], at + self.budgets[name]
+        else:
+            self.phase_limit_s, self.phase_end = 0.0, math.inf
+
+    def deadline(self) -> float:
+        return min(self.start + self.overall_s, self.phase_end)
+
+    def expired_phase(self) -> tuple[str, float]:
+        """(phase, its limit) when the phase's deadline came first, else ("", the overall limit)."""
+        if self.phase_end < self.start + self.overall_s:
+            return self.phase, self.phase_limit_s
+        return "", self.overall_s
 
 
 Feed = Callable[[dict[str, Any]], bytes | None]
@@ -215,7 +258,7 @@ class ChildPool:
 
         ``budgets`` maps a mark name to a phase deadline in seconds: when the child sends that mark, it
         must send the next mark (or its report) within the budget, never later than ``timeout_s``
-        overall. A child cannot buy time with marks: the overall deadline never moves. ``feed``
+        overall (:class:`PhaseClock`). A child cannot buy time with marks: the overall deadline never moves. ``feed``
         answers the child's ``need`` marks (see the module docstring).
         """
         child = self.take(env)
@@ -225,7 +268,7 @@ class ChildPool:
         request = {**request, "scratch": child.inside, "nonce": nonce, "cpu_s": cpu_backstop_s(timeout_s)}
         start = time.monotonic()
         overall = start + timeout_s
-        phase, phase_deadline, phase_limit = "", math.inf, timeout_s
+        clock = PhaseClock(start, timeout_s, budgets or {})
         status_phase, limit = "", timeout_s
         status, report = "crashed", None
         assert child.proc.stdin is not None
@@ -247,13 +290,10 @@ class ChildPool:
         flood = ""
         while not got_report and not flood:
             now = time.monotonic()
-            deadline = min(overall, phase_deadline)
+            deadline = clock.deadline()
             if now >= deadline:
                 status = "timeout"
-                if phase_deadline < overall:
-                    status_phase, limit = phase, phase_limit
-                else:
-                    status_phase, limit = "", timeout_s
+                status_phase, limit = clock.expired_phase()
                 break
             if rss_limit_bytes and now - sampled >= poll_s:
                 sampled = now
@@ -279,14 +319,12 @@ class ChildPool:
                         break
                     at = time.monotonic()
                     marks.append(Mark(msg["mark"], at - start, msg))
-                    if budgets and msg["mark"] in budgets:
-                        phase, phase_limit = msg["mark"], budgets[msg["mark"]]
-                        phase_deadline = at + phase_limit
+                    clock.on_mark(msg["mark"], at)
                     payload = feed(msg) if feed is not None else None
                     if msg["mark"] == "need" and feed is not None:
                         payload = payload or b""
                         frame = len(payload).to_bytes(8, "little") + payload
-                        if not write_all(stdin_fd, frame, min(overall, phase_deadline)):
+                        if not write_all(stdin_fd, frame, clock.deadline()):
                             feed = None
                 elif line.strip():
                     lines.append(line)

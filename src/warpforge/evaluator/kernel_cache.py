@@ -9,12 +9,15 @@ task and target), outside any sandbox:
 - :func:`seed` copies its entries into the child's scratch directory (``triton-cache``, made the sandbox
   user's) before the request; the child points ``TRITON_CACHE_DIR`` there (child/__main__.py), so Triton
   finds what an earlier stage compiled and writes what it compiles next;
-- :func:`harvest` copies the entries the child added back into the warm directory once its sandbox is dead:
-  regular files only, never a link, each and all of them capped (readback.py), and never over an entry
-  already there (an earlier stage's compile wins).
+- :func:`harvest` copies the entries the AOT stage's child added back into the warm directory once its
+  sandbox is dead: regular files only, never a link, each and all of them capped (readback.py), and never
+  over an entry already there. Only the AOT child's entries are kept (stages.harvest): the check and
+  benchmark children read the warm entries, and what they add is counted, then dropped.
 
 The cache never crosses candidates: a candidate may poison only its own entries, which run only its own
-code. Triton's key covers the source, the target, the options and the specialization, so an entry is used
+code. What keeps it from planting a compiled kernel other than its source's is the static rules (module
+level: definitions only; host code: no file writes), not this module: the AOT child ran the candidate's
+module and ``launch`` before it compiled. Triton's key covers the source, the target, the options and the specialization, so an entry is used
 only where the JIT would have compiled exactly it. :class:`CacheUse` counts entries seeded and added: a
 launch that compiled nothing again added none.
 

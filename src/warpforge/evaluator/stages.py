@@ -92,8 +92,19 @@ def cached(pool: ChildPool, job: Job, prepare: Any, request: dict[str, Any]) -> 
     return wrapped, seeded
 
 
+def cache_use(stage: str, scratch: Path, seeded: list[int]) -> kernel_cache.CacheUse:
+    """What a reading child did with its seeded cache: entries given, entries it compiled anew (misses)."""
+    given = seeded[0] if seeded else 0
+    return kernel_cache.CacheUse(stage, given, len(kernel_cache.entries(scratch / kernel_cache.CACHE_NAME)) - given)
+
+
 def harvest(pool: ChildPool, job: Job, outcome: ChildOutcome, seeded: list[int], stage: str) -> None:
-    """After a cached child's sandbox is dead: keep what it compiled, and record the use on the job."""
+    """After the AOT child's sandbox is dead: keep what it compiled, and record the use on the job.
+
+    Only the AOT stage's entries are kept: its child ran the candidate's module and ``launch`` on fake
+    tensors before compiling, code the static rules allow no file writes, so it cannot plant an entry.
+    The check and benchmark children only read the warm entries (what they add is counted, then dropped).
+    """
     warm = warm_cache(pool, job)
     warm.mkdir(parents=True, exist_ok=True)
     job.kernel_cache.append(kernel_cache.harvest(outcome.scratch, warm, seeded[0] if seeded else 0, stage))
@@ -271,12 +282,12 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     cuda = device.startswith("cuda")
     feed = CaseFeed(plan)
     prepare, seeded = _write_candidate(job), []
-    if not interpret:  # a compiling child: the AOT stage's kernels are in its cache, and what it adds is kept
+    if not interpret:  # a compiling child: the AOT stage's kernels are in its cache (what it adds is not kept)
         prepare, seeded = cached(pool, job, prepare, cast(dict[str, Any], request))
     with pool.running(request, job.env(interpret, cuda), budget_s(job), prepare, budgets=budgets,
                       rss_limit_bytes=job.rss_limit_bytes, feed=feed) as outcome:
         if not interpret:
-            harvest(pool, job, outcome, seeded, "check")
+            job.kernel_cache.append(cache_use("check", outcome.scratch, seeded))
         if feed.refused and outcome.status == "done":
             return job.result(Verdict.REJECTED, "input_request_refused",
                               f"the child asked for inputs out of turn ({feed.refused[:3]}): each case's inputs "

@@ -37,11 +37,11 @@ from warpforge.evaluator.stages import (
     CANDIDATE_FILE,
     CONTEXT_S,
     budget_s,
+    cache_use,
     cached,
     child_failure,
     copy_task,
     hang_bound_s,
-    harvest,
     load_factor,
     task_path,
 )
@@ -236,7 +236,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
     with pool.running(request, job.env(interpret, cuda), budget_s(job, 4), prepare, budgets=budgets,
                       rss_limit_bytes=job.rss_limit_bytes) as outcome:
         if not interpret:
-            harvest(pool, job, outcome, seeded, "bench")
+            job.kernel_cache.append(cache_use("bench", outcome.scratch, seeded))
         failure = child_failure(job, outcome, "benchmark")
         report = outcome.report or {}
         failure = failure or _facts_finding(job, report)

@@ -281,7 +281,8 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
     cuda = device.startswith("cuda")
     feed = CaseFeed(plan)
-    prepare, seeded = _write_candidate(job), []
+    prepare: Any = _write_candidate(job)
+    seeded: list[int] = []
     if not interpret:  # a compiling child: the AOT stage's kernels are in its cache (what it adds is not kept)
         prepare, seeded = cached(pool, job, prepare, cast(dict[str, Any], request))
     with pool.running(request, job.env(interpret, cuda), budget_s(job), prepare, budgets=budgets,

@@ -11,14 +11,15 @@
 # cuda, and the GPU-only steps (ceilings, torch.compile, recordings, GPU tests) say they were skipped, so that
 # nothing but the GPU itself is untested when one is at hand.
 #
-# Stages and their limits (seconds; they sum to the budget's 8 minutes, 480 s):
-#   install   30  carried wheels into the image's site-packages (the children run `python -I`: no PYTHONPATH),
+# Stages and their limits (seconds; they sum to the budget's 8 minutes, 480 s, and scale with --budget-s; each
+# streams, so a stage cut at its limit keeps what finished, in the order a short lease must not lose):
+#   install   20  carried wheels into the image's site-packages (the children run `python -I`: no PYTHONPATH),
 #                 a .pth pointing at src/, bubblewrap unpacked from its .deb onto PATH
-#   env       30  versions, GPU, sandbox (warpforge doctor)
-#   manifest 150  the adversarial manifest, each verdict streamed (benchmarks/gpu_check.py --stages manifest)
-#   campaign 170  a short live campaign per task: best, speedup vs eager and vs torch.compile(max-autotune)
-#   record    60  recordings of whole feasible spaces (benchmarks/record_spaces.py), softmax first
-#   tests     40  pytest -m gpu of the evaluator
+#   env       40  versions, GPU, the sandbox children get (isolation.probe)
+#   manifest 200  the adversarial manifest, each verdict streamed (benchmarks/gpu_check.py --stages manifest)
+#   campaign 150  a short live campaign per task: best, speedup vs eager and vs torch.compile(max-autotune)
+#   record    45  recordings of whole feasible spaces (benchmarks/record_spaces.py), softmax first
+#   tests     25  pytest -m gpu of the evaluator
 # Reports: benchmarks/results/gpu_session_<gpu>_<date>.md (+ the log, gpu_check's report and recordings),
 # copied into $OUT when it is set (at most 8 files come back from there).
 set -uo pipefail
@@ -113,27 +114,27 @@ environment() {
 "triton", triton.__version__, "cuda", torch.cuda.is_available(),
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else "(no GPU)")'
   nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none here"
-  "$PY" -c 'from warpforge.cli import main; main()' doctor || true
+  "$PY" -c 'from warpforge.evaluator.isolation import probe; print("sandbox:", probe().summary())'
 }
 
 export PATH=/tmp/bwrap/usr/bin:$PATH DRY PY
 export -f install_wheels environment  # `timeout` runs programs: the two shell stages run through bash -c
-stage install "$(lim 30)" bash -c install_wheels
-stage env "$(lim 30)" bash -c environment
+stage install "$(lim 20)" bash -c install_wheels
+stage env "$(lim 40)" bash -c environment
 if [ "$DRY" = 1 ]; then
   stage manifest "$(lim 150)" "$PY" -u benchmarks/gpu_check.py --dry-run --stages ceilings,manifest \
     --fixtures control_double,io_report_flood --results "$RESULTS"
-  stage campaign "$(lim 170)" "$PY" -u benchmarks/gpu_check.py --dry-run --stages campaigns --tasks softmax \
+  stage campaign "$(lim 160)" "$PY" -u benchmarks/gpu_check.py --dry-run --stages campaigns --tasks softmax \
     --trials 2 --budget-s "$(lim 60)" --results "$RESULTS"
   skip record "GPU only: record_spaces.py times every configuration on the device"
   skip tests "GPU only: pytest -m gpu skips everything without CUDA"
 else
-  stage manifest "$(lim 150)" "$PY" -u benchmarks/gpu_check.py --stages ceilings,manifest --results "$RESULTS"
-  stage campaign "$(lim 170)" "$PY" -u benchmarks/gpu_check.py --stages campaigns --budget-s "$(lim 110)" \
+  stage manifest "$(lim 200)" "$PY" -u benchmarks/gpu_check.py --stages ceilings,manifest --results "$RESULTS"
+  stage campaign "$(lim 150)" "$PY" -u benchmarks/gpu_check.py --stages campaigns --budget-s "$(lim 100)" \
     --trials 8 --compile-mode max-autotune --results "$RESULTS"
-  stage record "$(lim 60)" "$PY" -u benchmarks/record_spaces.py --tasks softmax,rmsnorm,matmul \
-    --budget-s "$(lim 45)" --out "$RESULTS/recordings"
+  stage record "$(lim 45)" "$PY" -u benchmarks/record_spaces.py --tasks softmax,rmsnorm,matmul \
+    --budget-s "$(lim 35)" --out "$RESULTS/recordings"
   [ -d "$RESULTS/recordings" ] && tar czf "$RESULTS/recordings.tar.gz" -C "$RESULTS" recordings
-  stage tests "$(lim 40)" "$PY" -m pytest -m gpu tests/evaluator -k "not every_fixture" -q -x -p no:cacheprovider \
+  stage tests "$(lim 25)" "$PY" -m pytest -m gpu tests/evaluator -k "not every_fixture" -q -x -p no:cacheprovider \
     -rA --junitxml="$RESULTS/gpu_tests.xml"
 fi

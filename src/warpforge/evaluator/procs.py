@@ -32,7 +32,9 @@ def die_with_parent() -> Callable[[], None]:
     Issue 26: a CLI killed with SIGKILL left its candidates running (one for 40 minutes). bubblewrap's
     ``--die-with-parent`` does the same for sandboxed children; this covers the unsandboxed path and bwrap
     itself. Set between fork and exec, it survives the exec (no set-user-ID binary is involved); a parent that
-    died before it was set is caught by comparing the parent pid.
+    died before it was set is caught by comparing the parent pid. The signal follows the *thread* that
+    started the child: each ChildPool is used by one long-lived thread (pool.LocalPool's workers, the CLI's
+    main thread), and a spare whose thread ended is found dead by ``take`` and replaced.
     """
     parent = os.getpid()
 

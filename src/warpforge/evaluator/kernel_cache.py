@@ -18,8 +18,8 @@ The cache never crosses candidates: a candidate may poison only its own entries,
 code. What keeps it from planting a compiled kernel other than its source's is the static rules (module
 level: definitions only; host code: no file writes), not this module: the AOT child ran the candidate's
 module and ``launch`` before it compiled. Triton's key covers the source, the target, the options and the
-specialization, so an entry is used only where the JIT would have compiled exactly it. :class:`CacheUse` counts entries seeded and added: a
-launch that compiled nothing again added none.
+specialization, so an entry is used only where the JIT would have compiled exactly it. :class:`CacheUse`
+counts entries seeded and added: a launch that compiled nothing again added none.
 
 Example::
 

@@ -190,7 +190,9 @@ def main() -> int:
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     slug = "".join(c if c.isalnum() else "_" for c in gpu)
     folders = [args.results] + ([Path(os.environ["OUT"])] if os.environ.get("OUT") else [])
-    report = Report([f / f"gpu_check_{slug}_{date}.md" for f in folders])
+    # One file per set of stages: gpu_session.sh runs the manifest and the campaigns as two stages (two calls).
+    suffix = "" if stages == ["ceilings", "manifest", "campaigns"] else "_" + "-".join(stages)
+    report = Report([f / f"gpu_check_{slug}_{date}{suffix}.md" for f in folders])
     start = time.monotonic()
     report.add(f"# gpu_check on {gpu}, {date} (torch {torch.__version__}, Triton {triton.__version__}, "
                f"backend {backend})", "")

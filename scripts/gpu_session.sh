@@ -49,6 +49,7 @@ mkdir -p "$RESULTS"
 LOG=$RESULTS/$NAME.log
 REPORT=$RESULTS/$NAME.md
 : >"$LOG"
+touch "$LOG.start"  # a marker: files newer than it were written by this session
 T0=$(date +%s)
 STATUS=()
 FAILED=0
@@ -64,12 +65,16 @@ finish() {
     for row in "${STATUS[@]}"; do echo "$row"; done
     echo
     echo "total $(( $(date +%s) - T0 )) s of a $BUDGET s budget. Full log: $(basename "$LOG")."
-    for f in "$RESULTS"/gpu_check_*.md; do [ -f "$f" ] && { echo; echo "---"; cat "$f"; }; done
+    # this session's gpu_check reports only (benchmarks/results holds earlier sessions' too)
+    find "$RESULTS" -maxdepth 1 -name 'gpu_check_*.md' -newer "$LOG.start" | sort | while read -r f; do
+      echo; echo "---"; cat "$f"
+    done
   } >"$REPORT"
   if [ -n "${OUT:-}" ] && [ "$RESULTS" != "$OUT" ]; then
     mkdir -p "$OUT" && cp "$REPORT" "$LOG" "$OUT"/ 2>/dev/null
     [ -f "$RESULTS/recordings.tar.gz" ] && cp "$RESULTS/recordings.tar.gz" "$OUT"/
   fi
+  rm -f "$LOG.start"
   echo "report: $REPORT"
   exit "$FAILED"  # nonzero when a stage failed (CI runs the dry run); the report is written either way
 }

@@ -4,7 +4,9 @@
 venv:
 	./scripts/bootstrap.sh
 
+# setup_sandbox.sh installs bubblewrap (root with apt, quietly) and never fails the run.
 run: venv
+	./scripts/setup_sandbox.sh
 	.venv/bin/warpforge doctor
 	.venv/bin/warpforge run softmax --trials 20
 

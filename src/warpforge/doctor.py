@@ -158,7 +158,10 @@ def _sandbox() -> Check:
         iso = probe()
     except SandboxUnavailable as exc:
         return Check("sandbox", False, str(exc))
-    detail = f"{iso.summary()} (WARPFORGE_SANDBOX={iso.policy})" if iso.active else iso.summary()
+    detail = f"{iso.summary()} (WARPFORGE_SANDBOX={iso.policy})" if iso.active else (
+        f"{iso.summary()}: install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf "
+        "install bubblewrap; `make run` does it as root). Until then shipped templates run unisolated with a "
+        "warning, and LLM-written or user-supplied candidates are refused unless --unsafe-run-unsandboxed")
     return Check("sandbox", iso.active, detail,
                  required=policy() == "require")
 

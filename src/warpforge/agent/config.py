@@ -40,6 +40,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from warpforge import keys
 from warpforge.errors import UsageError
 
 HOW_TO_CONFIGURE = ("no LLM configured: set WARPFORGE_LLM_MODEL (plus WARPFORGE_LLM_BASE_URL for a non-OpenAI "
@@ -77,7 +78,7 @@ class ModelConfig(BaseModel):
         return self.name or self.model
 
     def api_key(self, env: Mapping[str, str] | None = None) -> str | None:
-        return (env if env is not None else os.environ).get(self.api_key_env) or None
+        return (env if env is not None else keys.environ()).get(self.api_key_env) or None
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.price_in + completion_tokens * self.price_out) / 1e6
@@ -112,7 +113,10 @@ def load_llm_config(path: str | Path | None = None, env: Mapping[str, str] | Non
 
     Raises LLMConfigError (one line saying what to set) when nothing is configured.
     """
-    env = os.environ if env is None else env
+    if env is None:  # the process's own: keys move out of os.environ into warpforge.keys (issue 26)
+        config = load_llm_config(path, keys.environ())
+        keys.hold([m.api_key_env for m in config.models])
+        return config
     file = path or env.get("WARPFORGE_LLM_CONFIG")
     if file:
         return _from_file(Path(file))

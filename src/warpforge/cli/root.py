@@ -31,6 +31,9 @@ err = Console(stderr=True)
 
 DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")
+UnsafeOpt = typer.Option(False, "--unsafe-run-unsandboxed", envvar="WARPFORGE_UNSAFE_RUN_UNSANDBOXED",
+                         help="let LLM-written or user-supplied candidates run WITHOUT the OS sandbox when "
+                         "bubblewrap is unavailable (default: refuse, exit 2)")
 
 
 @app.callback()
@@ -107,6 +110,7 @@ def run(
     use_ray: bool | None = typer.Option(None, "--ray/--no-ray", help="default: Ray when --workers is not 1 or "
                                         "--ray-address is given; --no-ray runs workers as threads in this process"),
     top_k: int = typer.Option(3, "--top-k", min=0, help="re-benchmark the best K at the end (live GPU timing)"),
+    unsafe_unsandboxed: bool = UnsafeOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Run an optimization campaign: search each task's variants, check, measure and store.
@@ -118,6 +122,9 @@ def run(
 
     from warpforge.cli.agent import proposer_config_for_run
 
+    if proposer == "llm" or variant_file:  # code warpforge did not ship: the sandbox or the explicit flag
+        from warpforge.evaluator.isolation import require_for_untrusted
+        require_for_untrusted("LLM-written candidates" if proposer == "llm" else "variant files", unsafe_unsandboxed)
     # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
     proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
 
@@ -216,6 +223,7 @@ def eval_cmd(
     backend: str = typer.Option("auto", "--backend", help="auto | cuda | interpret | replay"),
     target: str = typer.Option("sm_90", "--target"),
     timeout: float = typer.Option(120.0, "--timeout", help="seconds per child process"),
+    unsafe_unsandboxed: bool = UnsafeOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Evaluate one candidate and print its verdict (exit 0 only when the verdict is ok).
@@ -224,12 +232,15 @@ def eval_cmd(
     satisfies the variant's constraints() on the task's benchmark shapes.
     """
     from warpforge.evaluator.backends import get_backend, usable_backend
+    from warpforge.evaluator.isolation import require_for_untrusted
     from warpforge.evaluator.result import Verdict
     from warpforge.evaluator.stages import Job
     from warpforge.kernels.task import get_task
-    from warpforge.kernels.variant import VariantError, check_params, check_space, load_variant
+    from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, check_params, check_space, load_variant
     from warpforge.preflight import pick_params
 
+    if TEMPLATES_DIR.resolve() not in variant_file.resolve().parents:  # not shipped: the sandbox or the flag
+        require_for_untrusted("variant files", unsafe_unsandboxed)
     task = get_task(task_name)
     variant = load_variant(variant_file)
     if variant.task != task.name:

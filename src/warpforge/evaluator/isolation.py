@@ -19,6 +19,9 @@ nothing needs them (interpreter checks, constraint enumeration), no fork or exec
 
 ``WARPFORGE_SANDBOX`` chooses the policy: ``auto`` (default: isolate when the kernel allows it, else
 run unisolated and say so loudly), ``require`` (refuse to run candidates unisolated), ``off``.
+Code warpforge did not ship (an LLM's, a user's variant file) always runs under ``require`` unless the
+user passes ``--unsafe-run-unsandboxed`` (:func:`require_for_untrusted`, called by the CLI); every child
+dies with its parent (``--die-with-parent`` here, a parent-death signal in sandbox.py).
 
 Example::
 
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import warpforge
+from warpforge.errors import UsageError
 
 log = logging.getLogger("warpforge.evaluator")
 
@@ -51,8 +55,8 @@ INSIDE_SCRATCH = "/tmp/scratch"
 POLICIES = ("auto", "require", "off")
 
 
-class SandboxUnavailable(RuntimeError):
-    """Raised under ``WARPFORGE_SANDBOX=require`` when the OS sandbox cannot be set up."""
+class SandboxUnavailable(UsageError):
+    """Raised under ``WARPFORGE_SANDBOX=require`` when the OS sandbox cannot be set up (exit 2, one line)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def _hidden_ancestor(path: Path) -> Path | None:
 def bwrap_args(scratch: Path, devices: Sequence[str], as_root: bool) -> list[str]:
     """The bubblewrap command line (before the child's own command) for one scratch directory."""
     args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+            "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     if not as_root:
         args[1:1] = ["--unshare-user", "--disable-userns"]
     hidden: dict[Path, list[Path]] = {}
@@ -147,23 +151,26 @@ def bwrap_args(scratch: Path, devices: Sequence[str], as_root: bool) -> list[str
     return args
 
 
+def _detect(chosen: str) -> Isolation:
+    """What isolation this machine gives under policy ``chosen`` (starts one empty sandbox to find out)."""
+    as_root = os.geteuid() == 0
+    devices = _gpu_devices()
+    if chosen == "off":
+        return Isolation("none", chosen, as_root, devices, f"{SANDBOX_ENV}=off")
+    if shutil.which("bwrap") is None:
+        return Isolation("none", chosen, as_root, devices, "bubblewrap is not installed (apt-get install bubblewrap)")
+    if as_root and shutil.which("setpriv") is None:
+        return Isolation("none", chosen, as_root, devices, "setpriv is not installed (apt-get install util-linux)")
+    iso = Isolation("bwrap", chosen, as_root, devices)
+    problem = _try(iso)
+    return Isolation("none", chosen, as_root, devices, problem) if problem else iso
+
+
 @functools.lru_cache(maxsize=1)
 def probe() -> Isolation:
     """Decide once per process whether children can be isolated, by starting one empty sandbox."""
     chosen = policy()
-    as_root = os.geteuid() == 0
-    devices = _gpu_devices()
-    if chosen == "off":
-        iso = Isolation("none", chosen, as_root, devices, f"{SANDBOX_ENV}=off")
-    elif shutil.which("bwrap") is None:
-        iso = Isolation("none", chosen, as_root, devices, "bubblewrap is not installed (apt-get install bubblewrap)")
-    elif as_root and shutil.which("setpriv") is None:
-        iso = Isolation("none", chosen, as_root, devices, "setpriv is not installed (apt-get install util-linux)")
-    else:
-        iso = Isolation("bwrap", chosen, as_root, devices)
-        problem = _try(iso)
-        if problem:
-            iso = Isolation("none", chosen, as_root, devices, problem)
+    iso = _detect(chosen)
     if not iso.active:
         message = (f"candidate code runs WITHOUT OS isolation: {iso.problem}. It can write wherever this user "
                    f"can (site-packages included) and see this process; set {SANDBOX_ENV}=require to refuse")
@@ -189,6 +196,34 @@ def _try(iso: Isolation) -> str:
         if done.returncode != 0:
             return f"bubblewrap refused: {done.stderr.strip()[:300] or f'exit code {done.returncode}'}"
     return ""
+
+
+UNSAFE_FLAG = "--unsafe-run-unsandboxed"
+HOW_TO_INSTALL = ("install bubblewrap (as root: apt-get install -y bubblewrap, which `make run` does where it can; "
+                  "elsewhere ask an administrator, see `warpforge doctor`)")
+
+
+def require_for_untrusted(what: str, unsafe: bool) -> None:
+    """Before code warpforge did not ship runs (``what``: "LLM-written candidates", "variant files"): the sandbox
+    is required unless ``unsafe`` (the user's ``--unsafe-run-unsandboxed``). Raises SandboxUnavailable, one line
+    saying how to install bubblewrap, when it cannot be set up. Sets the policy for this process and every
+    worker it starts (the environment is inherited), so no later ChildPool falls back to running unisolated.
+    """
+    if unsafe:
+        if policy() == "off":
+            os.environ[SANDBOX_ENV] = "auto"  # the flag allows running unisolated; it does not ask for it
+            probe.cache_clear()
+        if policy() != "require" and not probe().active:
+            log.warning("%s run WITHOUT OS isolation (%s): %s", what, UNSAFE_FLAG, probe().problem)
+        return
+    if policy() == "off":
+        raise SandboxUnavailable(f"{what} never run unisolated: {SANDBOX_ENV}=off needs {UNSAFE_FLAG} as well")
+    iso = _detect("require")
+    if not iso.active:
+        raise SandboxUnavailable(f"{what} run only in the bubblewrap sandbox, unavailable here ({iso.problem}): "
+                                 f"{HOW_TO_INSTALL}, or pass {UNSAFE_FLAG} to run them without OS isolation")
+    os.environ[SANDBOX_ENV] = "require"
+    probe.cache_clear()
 
 
 def prepare_scratch(scratch: Path, iso: Isolation) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from warpforge.evaluator.kernel_cache import CacheUse
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import child_env
 from warpforge.kernels.task import Shape, Task
@@ -54,6 +55,7 @@ class Job:
     # Source hashes of the kernels the AOT stage compiled (compile_stage fills it); a check that launches
     # any other kernel is rejected (verify.Judge._compiled). Empty: not compiled here, not enforced.
     compiled_kernels: list[str] = field(default_factory=list)
+    kernel_cache: list[CacheUse] = field(default_factory=list)  # per stage: warm entries seeded, entries added
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
     static_rules: str = "strict"

@@ -38,27 +38,92 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warpforge import keys
 from warpforge.evaluator import isolation
 from warpforge.evaluator.procs import (
     RssWatch,
     alive,
     close_quietly,
+    die_with_parent,
     group_members,
     read_init_pid,
     send_signal,
     write_all,
 )
+from warpforge.evaluator.readback import tail_text
 
 # The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
 # Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
-HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|"
+HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|triton-cache|"
                            r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)")
 # How the child is started: from the same warpforge tree as this process (an editable install may point
 # elsewhere), in isolated mode (-I: neither the working directory nor PYTHONPATH can plant modules).
 _BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.child.__main__ import main; main()"
 # After the report, the child's namespace must be gone within this many seconds of SIGKILL.
 REAP_S = 10.0
+# What a child can make this process hold (issue 26: 2 GiB of progress marks grew the orchestrator to 3.5 GB and
+# still ended ok). Honest children send up to 4 marks per case (imported, need, compile, launch) and 3 per timed
+# shape, each under 200 bytes, and one report of tens of KB (a bench report carries 3 lists of 110 floats per
+# shape, ~7 KB a shape). Past any cap the child is killed and judged `flooded` (rejected: output_flood).
+MAX_MARKS = 10_000
+MAX_MARK_BYTES = 64 << 10
+MAX_REPORT_BYTES = 16 << 20
+# The stderr tail quoted in verdicts (read from the file's end: a 3 GiB stderr costs this much, not 3 GiB).
+TAIL_BYTES = 2000
+
+
+
+def cpu_backstop_s(timeout_s: float) -> int:
+    """RLIMIT_CPU for a child (set by the child once it has its request): a backstop that ends a spinning
+    candidate even when nothing watches it any more (its parent killed, the death signal lost). Every core
+    busy for the whole deadline, plus a minute: an honest child, whose wall time the deadline bounds, never
+    comes near it."""
+    return math.ceil(timeout_s * (os.cpu_count() or 1)) + 60
+
+
+@dataclass
+class PhaseClock:
+    """The deadlines of one child: an overall one that never moves, and the current phase's.
+
+    Every mark from the child ends the phase it was in; a mark named in ``budgets`` starts a phase bounded by
+    that many seconds from its arrival, any other mark a phase bounded only by the overall deadline. So a
+    budget covers exactly the work between its mark and the next one (issue 27: the candidate's "launch" budget
+    used to run on through the harness's own saving and the next case's input transfer, up to the next
+    budgeted mark). A child cannot buy time with marks: the overall deadline stays where it was.
+
+    Example::
+
+        >>> clock = PhaseClock(0.0, 100.0, {"launch": 5.0})
+        >>> clock.on_mark("launch", 1.0); clock.deadline()
+        6.0
+        >>> clock.on_mark("launched", 2.0); clock.deadline()
+        100.0
+    """
+
+    start: float
+    overall_s: float
+    budgets: Mapping[str, float]
+    phase: str = ""
+    phase_limit_s: float = 0.0
+    phase_end: float = math.inf
+
+    def on_mark(self, name: str, at: float) -> None:
+        self.phase = name
+        if name in self.budgets:
+            self.phase_limit_s, self.phase_end = self.budgets[name], at + self.budgets[name]
+        else:
+            self.phase_limit_s, self.phase_end = 0.0, math.inf
+
+    def deadline(self) -> float:
+        return min(self.start + self.overall_s, self.phase_end)
+
+    def expired_phase(self) -> tuple[str, float]:
+        """(phase, its limit) when the phase's deadline came first, else ("", the overall limit)."""
+        if self.phase_end < self.start + self.overall_s:
+            return self.phase, self.phase_limit_s
+        return "", self.overall_s
+
 
 Feed = Callable[[dict[str, Any]], bytes | None]
 
@@ -76,7 +141,7 @@ class Mark:
 class ChildOutcome:
     """What came back from one child: a report, or why there is none."""
 
-    status: str  # "done" | "timeout" | "crashed" | "oom" | "forged"
+    status: str  # "done" | "timeout" | "crashed" | "oom" | "forged" | "flooded"
     report: dict[str, Any] | None
     returncode: int | None
     stderr_tail: str
@@ -88,6 +153,7 @@ class ChildOutcome:
     peak_rss: int = 0  # bytes, as sampled by the parent
     isolation: str = ""  # isolation.Isolation.summary() of the child
     survivors: int = 0  # processes of the candidate's still alive after the kill (should be 0)
+    flood: str = ""  # which cap on the result pipe a flooded child passed
 
     def unexpected_files(self) -> list[str]:
         """Names in the scratch directory that neither the harness nor the trusted side wrote."""
@@ -138,6 +204,9 @@ class ChildPool:
         self.scratch_root = Path(scratch_root or tempfile.mkdtemp(prefix="warpforge-"))
         self.keep_scratch = keep_scratch
         self.isolation = isolation.probe()  # raises SandboxUnavailable under WARPFORGE_SANDBOX=require
+        # No provider key stays in this process's environment once it runs candidates (issue 26): an
+        # unsandboxed candidate can read /proc/<ppid>/environ. The LLM client finds them in warpforge.keys.
+        keys.hold()
         self._spares: dict[str, _Child] = {}
         self._lock = threading.Lock()
 
@@ -162,7 +231,7 @@ class ChildPool:
             command = isolation.wrap(command, scratch, iso)
             command[1:1] = ["--info-fd", str(info_w)]
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, cwd=scratch, env=env,
-                                pass_fds=tuple(fds), start_new_session=True)
+                                pass_fds=tuple(fds), start_new_session=True, preexec_fn=die_with_parent())
         os.close(result_w)
         stdout.close()
         stderr.close()
@@ -189,17 +258,17 @@ class ChildPool:
 
         ``budgets`` maps a mark name to a phase deadline in seconds: when the child sends that mark, it
         must send the next mark (or its report) within the budget, never later than ``timeout_s``
-        overall. A child cannot buy time with marks: the overall deadline never moves. ``feed``
+        overall (:class:`PhaseClock`). A child cannot buy time with marks: the overall deadline never moves. ``feed``
         answers the child's ``need`` marks (see the module docstring).
         """
         child = self.take(env)
         if prepare is not None:
             prepare(child.scratch)
         nonce = secrets.token_hex(16)
-        request = {**request, "scratch": child.inside, "nonce": nonce}
+        request = {**request, "scratch": child.inside, "nonce": nonce, "cpu_s": cpu_backstop_s(timeout_s)}
         start = time.monotonic()
         overall = start + timeout_s
-        phase, phase_deadline, phase_limit = "", math.inf, timeout_s
+        clock = PhaseClock(start, timeout_s, budgets or {})
         status_phase, limit = "", timeout_s
         status, report = "crashed", None
         assert child.proc.stdin is not None
@@ -218,15 +287,13 @@ class ChildPool:
         poll_s = 0.2 if rss_limit_bytes else 1.0
         watch = RssWatch(child.proc, child.init_pid)
         sampled = -math.inf
-        while not got_report:
+        flood = ""
+        while not got_report and not flood:
             now = time.monotonic()
-            deadline = min(overall, phase_deadline)
+            deadline = clock.deadline()
             if now >= deadline:
                 status = "timeout"
-                if phase_deadline < overall:
-                    status_phase, limit = phase, phase_limit
-                else:
-                    status_phase, limit = "", timeout_s
+                status_phase, limit = clock.expired_phase()
                 break
             if rss_limit_bytes and now - sampled >= poll_s:
                 sampled = now
@@ -242,29 +309,36 @@ class ChildPool:
             if not data:  # EOF: the child closed the pipe (finished or died)
                 break
             buffer += data
-            while b"\n" in buffer and not got_report:
+            while b"\n" in buffer and not got_report and not flood:
                 line, buffer = buffer.split(b"\n", 1)
                 msg = _parse(line)
                 if isinstance(msg, dict) and isinstance(msg.get("mark"), str):
+                    if len(line) > MAX_MARK_BYTES or len(marks) >= MAX_MARKS:
+                        flood = (f"a mark of {len(line)} bytes (cap {MAX_MARK_BYTES})" if len(line) > MAX_MARK_BYTES
+                                 else f"more than {MAX_MARKS} progress marks")
+                        break
                     at = time.monotonic()
                     marks.append(Mark(msg["mark"], at - start, msg))
-                    if budgets and msg["mark"] in budgets:
-                        phase, phase_limit = msg["mark"], budgets[msg["mark"]]
-                        phase_deadline = at + phase_limit
+                    clock.on_mark(msg["mark"], at)
                     payload = feed(msg) if feed is not None else None
                     if msg["mark"] == "need" and feed is not None:
                         payload = payload or b""
                         frame = len(payload).to_bytes(8, "little") + payload
-                        if not write_all(stdin_fd, frame, min(overall, phase_deadline)):
+                        if not write_all(stdin_fd, frame, clock.deadline()):
                             feed = None
                 elif line.strip():
                     lines.append(line)
                     got_report = True  # the report is the last message: stop reading here
+            if not got_report and not flood and len(buffer) > MAX_REPORT_BYTES:
+                flood = f"a message of more than {MAX_REPORT_BYTES} bytes"
+        if flood:
+            status = "flooded"
+            buffer, lines = b"", []
         os.close(child.result_r)
         close_quietly(child.proc.stdin)
         if not got_report and buffer.strip():
             lines.append(buffer)
-        if status in ("timeout", "oom"):
+        if status in ("timeout", "oom", "flooded"):
             survivors = self._end(child, grace_s=0.0)
         else:
             survivors = self._end(child, grace_s=10.0)
@@ -273,9 +347,10 @@ class ChildPool:
                 report = parsed
                 status = "done" if parsed.get("nonce") == nonce else "forged"
         wall = time.monotonic() - start
-        stderr_tail = _tail(child.scratch / "stderr.txt")
+        stderr_tail = tail_text(child.scratch / "stderr.txt", TAIL_BYTES)
         outcome = ChildOutcome(status, report, child.proc.returncode, stderr_tail, wall, child.scratch, marks,
-                               peak_rss=peak_rss, isolation=self.isolation.summary(), survivors=survivors)
+                               peak_rss=peak_rss, isolation=self.isolation.summary(), survivors=survivors,
+                               flood=flood)
         if status == "timeout":
             outcome.phase, outcome.limit_s = status_phase, limit
         return outcome
@@ -360,10 +435,3 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         pass
 
-
-def _tail(path: Path, limit: int = 2000) -> str:
-    try:
-        data = path.read_bytes()[-limit:]
-    except OSError:
-        return ""
-    return data.decode(errors="replace")

@@ -15,10 +15,11 @@ import random
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from warpforge.evaluator import isolation, kernel_cache
 from warpforge.evaluator.compare import lint_task
 from warpforge.evaluator.job import Job  # also re-exported: older callers import Job from here
 from warpforge.evaluator.protocol import CheckRequest
@@ -33,9 +34,80 @@ TASK_DIR = "task"
 # Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
 # sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
 SHARED_LIMIT = {90: 232448, 80: 166912, 86: 101376, 89: 101376}
+# Our start-up in a GPU child (the "context" phase: CUDA context creation, from the child's "context" mark to
+# the mode's first one) is never the candidate's time; it gets a bound of its own, generous because a loaded
+# node or a first driver load is slow, and it only stops a child that never gets going.
+CONTEXT_S = 120.0
+
+
 def hang_bound_s(reference_s: float) -> float:
     """How long a GPU launch may run before it is killed: min(60 s, 10x the reference's time + 5 s)."""
     return min(60.0, 10.0 * reference_s + 5.0)
+
+
+def phase_budgets(job: Job, reference_s: float | None) -> dict[str, float]:
+    """The budget of each phase of a GPU check child (issue 27), each started by the child's mark and ended by
+    its next one (sandbox.PhaseClock):
+
+    - ``context``: ours (CUDA context creation): :data:`CONTEXT_S`;
+    - ``compile``: the first call of each case on a copy of its inputs: Triton's JIT (a cache hit when the AOT
+      stage compiled that specialization: kernel_cache.py), module load and the first launch: the job's
+      timeout, compile's own limit;
+    - ``launch``: the candidate's observed call alone, up to its ``launched`` mark: the hang bound from the
+      reference's time (``reference_s``; without one, only the job's overall deadline applies).
+
+    Everything else (imports, the harness's saving, the next case's inputs) is bounded by the overall deadline.
+
+    Example::
+
+        >>> from types import SimpleNamespace
+        >>> phase_budgets(SimpleNamespace(timeout_s=120.0), 0.002)
+        {'context': 120.0, 'compile': 120.0, 'launch': 5.02}
+    """
+    budgets = {"context": CONTEXT_S, "compile": float(job.timeout_s)}
+    if reference_s is not None:
+        budgets["launch"] = hang_bound_s(reference_s)
+    return budgets
+
+
+def warm_cache(pool: ChildPool, job: Job) -> Path:
+    """The candidate's warm Triton cache on the trusted side (kernel_cache.py), under the pool's scratch root."""
+    return kernel_cache.warm_dir(pool.scratch_root, job.variant.source_hash, job.params, job.task.source_hash,
+                                 job.target)
+
+
+def cached(pool: ChildPool, job: Job, prepare: Any, request: dict[str, Any]) -> tuple[Any, list[int]]:
+    """``prepare`` that also seeds the candidate's warm cache into the scratch directory, and names it in
+    ``request`` (the child sets TRITON_CACHE_DIR); returns it and a list that receives the entries seeded."""
+    seeded: list[int] = []
+    iso = pool.isolation
+    owner = (isolation.SANDBOX_UID, isolation.SANDBOX_GID) if iso.active and iso.as_root else None
+    request["triton_cache"] = kernel_cache.CACHE_NAME
+
+    def wrapped(scratch: Path) -> None:
+        if prepare is not None:
+            prepare(scratch)
+        seeded.append(kernel_cache.seed(scratch, warm_cache(pool, job), owner))
+
+    return wrapped, seeded
+
+
+def cache_use(stage: str, scratch: Path, seeded: list[int]) -> kernel_cache.CacheUse:
+    """What a reading child did with its seeded cache: entries given, entries it compiled anew (misses)."""
+    given = seeded[0] if seeded else 0
+    return kernel_cache.CacheUse(stage, given, len(kernel_cache.entries(scratch / kernel_cache.CACHE_NAME)) - given)
+
+
+def harvest(pool: ChildPool, job: Job, outcome: ChildOutcome, seeded: list[int], stage: str) -> None:
+    """After the AOT child's sandbox is dead: keep what it compiled, and record the use on the job.
+
+    Only the AOT stage's entries are kept: its child ran the candidate's module and ``launch`` on fake
+    tensors before compiling, code the static rules allow no file writes, so it cannot plant an entry.
+    The check and benchmark children only read the warm entries (what they add is counted, then dropped).
+    """
+    warm = warm_cache(pool, job)
+    warm.mkdir(parents=True, exist_ok=True)
+    job.kernel_cache.append(kernel_cache.harvest(outcome.scratch, warm, seeded[0] if seeded else 0, stage))
 
 
 def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
@@ -122,6 +194,10 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.RUNTIME_ERROR, "out_of_memory",
                           f"the {what} used {outcome.peak_rss / 2**30:.1f} GiB of host memory, over its "
                           f"{job.rss_limit_bytes / 2**30:g} GiB limit, and was killed")
+    if outcome.status == "flooded":
+        return job.result(Verdict.REJECTED, "output_flood",
+                          f"the {what} sent {outcome.flood} on the result pipe; reading stopped at the cap and its "
+                          "sandbox was killed (sandbox.MAX_MARKS, MAX_MARK_BYTES, MAX_REPORT_BYTES)")
     if outcome.survivors:
         return job.result(Verdict.REJECTED, "process_escaped",
                           f"{outcome.survivors} process(es) of the candidate were still alive after its sandbox "
@@ -218,8 +294,14 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
     cuda = device.startswith("cuda")
     feed = CaseFeed(plan)
-    with pool.running(request, job.env(interpret, cuda), budget_s(job), _write_candidate(job), budgets=budgets,
+    prepare: Any = _write_candidate(job)
+    seeded: list[int] = []
+    if not interpret:  # a compiling child: the AOT stage's kernels are in its cache (what it adds is not kept)
+        prepare, seeded = cached(pool, job, prepare, cast(dict[str, Any], request))
+    with pool.running(request, job.env(interpret, cuda), budget_s(job), prepare, budgets=budgets,
                       rss_limit_bytes=job.rss_limit_bytes, feed=feed) as outcome:
+        if not interpret:
+            job.kernel_cache.append(cache_use("check", outcome.scratch, seeded))
         if feed.refused and outcome.status == "done":
             return job.result(Verdict.REJECTED, "input_request_refused",
                               f"the child asked for inputs out of turn ({feed.refused[:3]}): each case's inputs "
@@ -246,11 +328,13 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     # small sizes has that kernel through Triton's real front end as well (and its hash on the list).
     cases += [{"shape": s, "dtype": dtype_name(first), "only_new": True}
               for s in (job.task.check_shapes or job.task.small_shapes)]
-    request = {"mode": "compile", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
-               "params": job.params,
-               "task_path": task_path(job), "target": job.target, "cases": cases}
-    with pool.running(request, job.env(interpret=False), budget_s(job), _write_candidate(job),
+    request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
+                               "candidate_sha256": job.variant.source_hash, "params": job.params,
+                               "task_path": task_path(job), "target": job.target, "cases": cases}
+    prepare, seeded = cached(pool, job, _write_candidate(job), request)
+    with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
                       rss_limit_bytes=job.rss_limit_bytes) as outcome:
+        harvest(pool, job, outcome, seeded, "compile")
         failure = child_failure(job, outcome, "ahead-of-time compile")
         report = outcome.report or {}
         resources = [

@@ -29,6 +29,7 @@ import torch
 from warpforge.evaluator.compare import PrecisionProbe, compare_outputs, is_sentinel, references, refine
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.protocol import CheckReport, LaunchFacts
+from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, read_regular
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
 from warpforge.evaluator.static import disallowed_ops
@@ -262,10 +263,10 @@ class Judge:
 
     def load(self, name: str) -> dict[str, Any] | None:
         """A saved output, only if its bytes are those whose hash the child reported (else None)."""
-        path = self.outcome.scratch / name
-        if not path.is_file():
+        try:  # a regular file of the child's, never a link or FIFO, at most OUTPUT_CAP bytes (readback.py)
+            data = read_regular(self.outcome.scratch / name, OUTPUT_CAP)
+        except (FileNotFoundError, NotReadable):
             return None
-        data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != self._hashes().get(name):
             self.tampered_files.append(name)
             return None

@@ -74,15 +74,27 @@ def main() -> None:
     child_common.RESULT_FD = int(sys.argv[1])
     line = child_common.read_line()
     req = json.loads(line)
+    cpu_s = int(req.get("cpu_s") or 0)
+    if cpu_s > 0:  # a backstop should the parent die unseen (sandbox.cpu_backstop_s): soft = hard, so the kernel
+        # sends SIGKILL (SIGXCPU alone can be ignored, and is, by a disposition inherited from the parent)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     scratch = Path(req["scratch"])
     handlers: dict[str, Any] = {"check": run_check, "compile": run_compile, "bench": run_bench,
                                 "space": run_space, "reference": run_reference, "ab": run_ab}
+    if req.get("triton_cache"):  # the warm kernel cache the parent seeded (evaluator/kernel_cache.py); Triton
+        # reads TRITON_CACHE_DIR at each compile, so setting it now, before the candidate, is in time
+        os.environ["TRITON_CACHE_DIR"] = str(scratch / req["triton_cache"])
     profile = seccomp_profile(req["mode"], child_common.INTERPRET)
     try:
         install(profile)
         seccomp = profile
     except (SeccompError, OSError) as exc:
         seccomp = f"none ({exc})"
+    if str(req.get("device", "")).startswith("cuda"):
+        # Creating the CUDA context is ours, not the candidate's: its own phase ("context", a generous budget
+        # in stages.phase_budgets), ended by the mode's first mark.
+        child_common.mark("context")
+        torch.cuda.init()
     try:
         result = handlers[req["mode"]](req, scratch)
     except BaseException as exc:  # noqa: BLE001 - report the harness's own failure too

@@ -1,0 +1,29 @@
+"""Attack (read-back): write FLOOD_MIB MiB to stderr at import (3 GiB grew the orchestrator to 1.6 GB when it
+read the whole file for a tail); otherwise honest. benchmarks/orchestrator_memory.py raises FLOOD_MIB."""
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+TASK = "double"
+SPACE = {"BLOCK": [128, 256], "num_warps": [4]}
+FLOOD_MIB = 64
+
+_chunk = b"e" * (1 << 20)
+for _ in range(FLOOD_MIB):
+    os.write(2, _chunk)
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * 2 + 1).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def launch(x, BLOCK=256, num_warps=4):
+    y = torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+    return y

@@ -153,7 +153,7 @@ def test_the_cpu_time_backstop_reaches_the_child(monkeypatch: pytest.MonkeyPatch
     assert sandbox.cpu_backstop_s(100.0) >= 100 * (os.cpu_count() or 1)
     task = load_task_file(FIXTURES / "task_double.py")
     control = Job(task, load_variant(FIXTURES / "control_double.py"), {})
-    spin = Job(task, load_variant(FIXTURES / "spin_forever.py"), {})
+    spin = Job(task, load_variant(FIXTURES / "spin_forever.py"), {}, static_rules="core")  # a run-time layer
     with sandbox.ChildPool() as pool:
         failure, _ = space_stage(pool, control)
         assert failure is None  # the default backstop lets it finish

@@ -1,7 +1,7 @@
 """optuna-dashboard beside the dashboard, on its own port, and links from campaigns to their studies.
 
 optuna-dashboard cannot be mounted under a sub-path (its JS bundle hard-codes ``/static``, ``/api`` and
-``/dashboard``; DESIGN 8), so ``--optuna-port`` runs it as a second server in a daemon thread on the same
+``/dashboard``; docs/design.md §8), so ``--optuna-port`` runs it as a second server in a daemon thread on the same
 read-only database URL. A campaign's studies are named ``<campaign>:<task>:<variant>:<hash12>``
 (``search.campaign.study_name``); the links use Optuna's public storage API (study names and ids), never
 its tables.

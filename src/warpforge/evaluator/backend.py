@@ -112,7 +112,7 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
     dtypes = list(job.dtypes)
     unchecked: list[str] = []
     if torch.bfloat16 in dtypes and kernels_use(job.variant.source, "dot"):  # the AST, never the text
-        # DESIGN 8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
+        # docs/design.md §8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
         dtypes.remove(torch.bfloat16)
         unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")
     if not dtypes:

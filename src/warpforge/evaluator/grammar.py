@@ -79,20 +79,11 @@ Example::
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from warpforge.evaluator.static_vocab import StaticFinding
-
-# The largest template is 4.6 KB and 130 lines; 64 KiB / 2000 lines leaves room for long honest
-# kernels and keeps a 2 MB source of statements from costing the orchestrator a parse (measured:
-# parsing 2 MB of statements grew it by ~1 GB).
-MAX_BYTES = 64 * 1024
-MAX_LINES = 2000
-# Templates' deepest AST is 16 levels; CPython's parser itself fails near 200 nested parentheses and
-# with a RecursionError/MemoryError on ~100k unary operators or a long chain of attributes.
-MAX_DEPTH = 60
-MAX_NODES = 30_000
+from warpforge.kernels import source_limits as limits
+from warpforge.kernels.source_limits import MAX_BYTES, MAX_DEPTH, MAX_LINES, MAX_NODES  # noqa: F401 (re-exported)
 
 IMPORTS = {("torch", None), ("triton", None), ("math", None), ("triton.language", "tl")}
 FUTURE = {"annotations"}
@@ -130,7 +121,6 @@ JIT_BANNED_ATTRS = {"handle", "data"}
 JIT_BANNED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.Try, ast.With,
                     ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.FunctionDef)
 JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"}
-COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 
 
 class GrammarError(Exception):
@@ -156,52 +146,19 @@ def check_module(source: str) -> StaticFinding | None:
 
 
 def check_source_text(source: str, cookie: bool = True) -> None:
-    """[source_encoding] and [source_too_large]: the text itself, before any parse (``cookie``: check the
-    coding cookie too; kernels/variant.py reads TASK and SPACE from a text whose cookie the grammar
-    judges later, as a verdict)."""
+    """[source_encoding] and [source_too_large] (kernels/source_limits.py), as a GrammarError."""
     try:
-        data = source.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _fail("source_encoding", "the source is not valid UTF-8 text (lone surrogates)") from None
-    if len(data) > MAX_BYTES or source.count("\n") > MAX_LINES:
-        raise _fail("source_too_large", f"the source has {len(data)} bytes and {source.count(chr(10)) + 1} lines; "
-                    f"a variant may have at most {MAX_BYTES} bytes and {MAX_LINES} lines")
-    for line in source.splitlines()[:2] if cookie else []:
-        found = COOKIE.match(line)
-        if found and found.group(1).lower().replace("_", "-") not in ("utf-8", "utf8"):
-            raise _fail("source_encoding", f"coding cookie '{found.group(1)}': a variant is UTF-8 only (the checker "
-                        "and the importer must read the same text)")
+        limits.check_source_text(source, cookie)
+    except limits.SourceRefused as err:
+        raise _fail(err.reason, str(err)) from None
 
 
 def parse_limited(source: str, cookie: bool = True) -> ast.Module:
-    """Parse within the limits; every failure is a GrammarError, never an exception of the parser."""
-    check_source_text(source, cookie)
+    """Parse within the limits (kernels/source_limits.py); every failure is a GrammarError."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise _fail("syntax_error", f"line {exc.lineno or 1}: {exc.msg}") from None
-    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        raise _fail("source_too_deep", f"the parser gave up ({type(exc).__name__}): the source nests too "
-                    "deeply") from None
-    depth, nodes = _measure(tree)
-    if depth > MAX_DEPTH or nodes > MAX_NODES:
-        raise _fail("source_too_deep", f"the syntax tree is {depth} levels deep with {nodes} nodes; at most "
-                    f"{MAX_DEPTH} levels and {MAX_NODES} nodes")
-    return tree
-
-
-def _measure(tree: ast.AST) -> tuple[int, int]:
-    """(depth, node count) without recursion (a deep tree must not RecursionError the checker)."""
-    stack = [(tree, 1)]
-    depth = nodes = 0
-    while stack:
-        node, d = stack.pop()
-        nodes += 1
-        depth = max(depth, d)
-        if nodes > MAX_NODES:
-            break
-        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
-    return depth, nodes
+        return limits.parse_limited(source, cookie)
+    except limits.SourceRefused as err:
+        raise _fail(err.reason, str(err)) from None
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -31,7 +31,7 @@ from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.workers import Completion, EvalPool, JobSpec, PoolConfig, PoolError, Worker, worker_error
 
 # A precheck that ends in one of these lets the candidate go on to the GPU: the interpreter cannot judge
-# bf16 tl.dot (DESIGN 8), which the GPU can.
+# bf16 tl.dot (docs/design.md §8), which the GPU can.
 _PASS = (Verdict.OK, Verdict.UNSUPPORTED)
 
 

@@ -1,4 +1,4 @@
-"""Verdicts and evaluation results (DESIGN 3.3): the typed boundary between evaluator, search and db."""
+"""Verdicts and evaluation results (docs/design.md §3.3): the typed boundary between evaluator, search and db."""
 
 from __future__ import annotations
 

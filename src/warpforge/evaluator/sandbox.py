@@ -186,7 +186,7 @@ def child_env(interpret: bool, extra: dict[str, str] | None = None,
             "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env["PYTHONUNBUFFERED"] = "1"
-    # The Triton interpreter must be chosen before Triton is imported (DESIGN 8).
+    # The Triton interpreter must be chosen before Triton is imported (docs/design.md §8).
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     # Quiet Triton 3.9's FP-fusion deprecation warning without changing its current default.

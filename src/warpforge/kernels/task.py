@@ -1,4 +1,4 @@
-"""The task contract (DESIGN 3.1): one task = one Python module, loaded into a typed :class:`Task`.
+"""The task contract (docs/design.md §3.1): one task = one Python module, loaded into a typed :class:`Task`.
 
 A task module defines ``NAME``, ``DESCRIPTION``, ``reference``, ``make_inputs``, ``SHAPES``,
 ``CHECK_SHAPES``, ``DTYPES``, ``flops`` and ``bytes_moved``; optionally ``TOLERANCES`` (dtype ->
@@ -57,10 +57,10 @@ def is_kernelbench(module: ModuleType) -> bool:
 
 
 def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
-    """A warpforge task module (DESIGN 3.1) as a Task."""
+    """A warpforge task module (docs/design.md §3.1) as a Task."""
     missing = [name for name in REQUIRED if not hasattr(module, name)]
     if missing:
-        raise TaskError(f"task file {path} lacks {', '.join(missing)}: see DESIGN 3.1 for the task contract")
+        raise TaskError(f"task file {path} lacks {', '.join(missing)}: see docs/design.md §3.1 for the task contract")
     shapes = list(module.SHAPES)
     check_shapes = list(module.CHECK_SHAPES)
     if not shapes or not module.DTYPES:

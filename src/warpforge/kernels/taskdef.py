@@ -1,4 +1,4 @@
-"""The typed task contract (DESIGN 3.1): :class:`Task` and the helpers every loader and reader shares.
+"""The typed task contract (docs/design.md §3.1): :class:`Task` and the helpers every loader and reader shares.
 
 Loaders (``kernels/task.py``: warpforge task modules; ``kernels/kernelbench.py``: KernelBench files)
 build a Task; nothing here imports a loader, so the loader registry sits above them all.

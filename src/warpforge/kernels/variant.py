@@ -1,4 +1,4 @@
-"""The variant contract (DESIGN 3.2), read without executing the file.
+"""The variant contract (docs/design.md §3.2), read without executing the file.
 
 A variant file defines ``TASK``, ``SPACE`` (a literal dict of parameter -> candidate values),
 optionally ``constraints(params, shape) -> bool``, and ``launch(*inputs, **params)``. The trusted
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.errors import UsageError
+from warpforge.kernels.source_limits import SourceRefused, parse_limited
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -65,12 +66,10 @@ class Variant:
 def parse_variant(source: str, name: str = "variant", path: Path | None = None) -> Variant:
     """Parse a variant's source statically; raise VariantError with a one-line fix on bad input."""
     where = str(path) if path else name
-    from warpforge.evaluator.grammar import GrammarError, parse_limited
-
-    try:  # within the grammar's size and depth limits: a deep or huge source is an error, never a crash
+    try:  # within the source limits: a deep or huge source is an error, never a crash
         tree = parse_limited(source, cookie=False)
-    except GrammarError as err:
-        reason, message = err.finding.reason, err.finding.message
+    except SourceRefused as err:
+        reason, message = err.reason, str(err)
         if reason == "syntax_error":
             line, _, msg = message.removeprefix("line ").partition(": ")
             raise VariantError(f"{where}:{line}: syntax error: {msg}", reason) from None

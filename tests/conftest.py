@@ -11,6 +11,12 @@ HAS_NVIDIA = shutil.which("nvidia-smi") is not None
 if not HAS_NVIDIA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Tests set their own terminal width (issue 31): Rich reads COLUMNS once, when a module-level Console is built
+# at import, else asks the terminal; so a test's output used to depend on the window pytest ran in (a transcript
+# test failed under COLUMNS=80). 80 is the narrowest width we promise, and every child process inherits it.
+os.environ["COLUMNS"] = "80"
+os.environ.pop("LINES", None)
+
 import pytest  # noqa: E402
 
 

@@ -100,4 +100,28 @@ def stored_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        speedup_low=2.51, speedup_high=2.83, interval="bootstrap 95%", note="", top_k=[],
                        shapes=[], evaluation_id=timed[1].id, evaluations=2, measured=2,
                        created_at=T0 + timedelta(minutes=20)))
+    add_llm_campaign(db)
     return path
+
+
+def add_llm_campaign(db: Database) -> None:
+    """``plan-llm``: a plan search whose LLM made two calls (the second answered from a stored transcript) and
+    proposed two plans, one ranked with a long rationale and one refused, as ``agent transcripts`` reads them."""
+    from warpforge.agent.plan_store import AgentPlanRecord, create_plan_campaign, store_agent_plan
+    from warpforge.agent.transcripts import CallRecord, store_call
+
+    cid = create_plan_campaign(db, "plan-llm", {"kind": "plan", "proposer": "llm"})
+    task = "plan:llama3-70b@dgx-h100x8"
+    ids = [store_call(db, "plan-llm", CallRecord(
+        task=task, call_key=key, model="gpt-5-mini", params={}, messages=(), content="", reasoning="",
+        finish_reason="stop", prompt_tokens=1380, completion_tokens=270, latency_s=4.2, cost_usd=0.0012,
+        outcome="accepted", replayed=replayed)) for key, replayed in (("r1.s0.a0", False), ("r2.s0.a0", True))]
+    plans = [({"tp": 8, "pp": 4, "dp": 2, "micro_batch": 1, "recompute": "selective"}, "ranked", "",
+              "TP8 keeps each layer's all-reduce inside one node's NVLink; PP4 splits the 80 layers into stages "
+              "of 20 so the activations fit, and DP2 uses the remaining nodes.", 1, 2150.0, 61.3),
+             ({"tp": 16, "pp": 1, "dp": 4}, "invalid", "tp=16 exceeds the 8 GPUs of one node", "", None, None,
+              None)]
+    for slot, (plan, outcome, message, rationale, rank, tps, gib) in enumerate(plans):
+        store_agent_plan(db, cid, AgentPlanRecord(
+            task=task, call_id=ids[0], call_key="r1.s0.a0", slot=slot, plan=plan, plan_key=None, outcome=outcome,
+            message=message, rationale=rationale, rank=rank, tokens_per_s=tps, peak_mem_gb=gib))

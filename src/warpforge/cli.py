@@ -384,10 +384,12 @@ def _mount_subsystems() -> None:
     from warpforge.parallel.cli import app as plan_app
     from warpforge.results_cli import best, results
     from warpforge.search.bench import bench_search
+    from warpforge.spaces import spaces_command
 
     app.command("results")(handle_errors(results))
     app.command("best")(handle_errors(best))
     app.command("bench-search")(handle_errors(bench_search))
+    app.command("spaces")(handle_errors(spaces_command))
     app.command("export")(handle_errors(export))
     app.command("dashboard")(handle_errors(dashboard))
     app.add_typer(plan_app, name="plan")

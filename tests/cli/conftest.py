@@ -70,7 +70,11 @@ def evaluation(campaign: Campaign, task: str, variant: VariantRecord, params: di
 
 @pytest.fixture(scope="session")
 def stored_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("stored") / "wf.db"
+    return build_stored_db(tmp_path_factory.mktemp("stored") / "wf.db")
+
+
+def build_stored_db(path: Path) -> Path:
+    """The known rows (module docstring) in a new SQLite file; the dashboard's CPU-page tests read it too."""
     db = Database(f"sqlite:///{path}")
     db.upgrade()
     with db.session() as s:

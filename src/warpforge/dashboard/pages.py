@@ -59,7 +59,9 @@ def campaign(request: Request, name: str, verdict: str | None = Query(None), off
 
         studies = study_links(settings.db_url, name, settings.optuna_base)
     return html(request, "campaign.html", {"c": row, "evals": evals, "verdict": verdict or "", "studies": studies,
-                                           "nav": "overview", "live": row.status == "running"})
+                                           "nav": "overview", "live": row.status == "running",
+                                           "static": views.campaign_static(reader, row),
+                                           "facts": views.evaluation_facts(reader, evals.items)})
 
 
 @router.get("/leaderboard", response_class=HTMLResponse)

@@ -120,9 +120,21 @@ def create_app(url: str | None = None, *, optuna_base: str | None = None, refres
     async def reader_error(request: Request, exc: DatabaseError) -> Response:
         return _problem(request, 503, "Database unavailable", str(exc))
 
-    @app.exception_handler(ValueError)
-    async def bad_value(request: Request, exc: ValueError) -> Response:
+    from warpforge.errors import UsageError
+
+    # A request asked wrongly (bad sort, cursor, hash prefix) is the reader's UsageError: 400 with its line.
+    # Any other exception is our bug: 500, logged with its traceback, never mistaken for the user's fault
+    # (every ValueError used to answer 400).
+    @app.exception_handler(UsageError)
+    async def bad_request(request: Request, exc: UsageError) -> Response:
         return _problem(request, 400, "Bad request", str(exc))
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> Response:
+        log.error("dashboard bug on %s", request.url.path, exc_info=exc)
+        return _problem(request, 500, "Internal error",
+                        f"{type(exc).__name__} while serving {request.url.path}: a warpforge bug; the server log "
+                        "has the traceback")
 
     @app.exception_handler(SQLAlchemyError)
     async def db_error(request: Request, exc: SQLAlchemyError) -> Response:

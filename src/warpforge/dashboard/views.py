@@ -179,7 +179,11 @@ def source_diff(old: str, new: str, old_name: str, new_name: str) -> tuple[DiffL
 
 
 def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int = PAGE) -> VariantView | None:
-    v = reader.variant(source_hash)
+    """The variant page; ``source_hash`` is the full hash or the 12-digit prefix the pages show."""
+    from warpforge.db.dashboard_reads import resolve_variant_hash
+
+    full = resolve_variant_hash(reader, source_hash)
+    v = reader.variant(full) if full is not None else None
     if v is None:
         return None
     # Reader.lineage: the variant first, its roots last; the page draws it root first, ending at this variant.

@@ -41,3 +41,30 @@ def worst_facts_by_id(reader: Any, ids: Iterable[int]) -> dict[int, Mapping[str,
     from warpforge.evaluator.resources import worst_facts
 
     return {i: worst_facts(f) for i, f in load_facts(reader, ids).items() if f}
+
+
+# The pages show variant hashes cut to 12 hex digits (fmt.short): 48 bits, so two of a database's variants
+# share a 12-digit prefix with probability ~n^2/2^49 (1e-5 at 50,000 variants); an ambiguous prefix is refused.
+MIN_PREFIX = 12
+
+
+def resolve_variant_hash(reader: Any, given: str) -> str | None:
+    """The full source hash that ``given`` (the full hash, or a prefix of at least 12 hex digits, as pages show
+    it) names; None when no variant has it. UsageError for a short, non-hex or ambiguous prefix."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from warpforge.db.models import VariantRecord
+    from warpforge.errors import UsageError
+
+    h = given.strip().lower()
+    if len(h) == 64:
+        return h
+    if len(h) < MIN_PREFIX or len(h) > 64 or any(c not in "0123456789abcdef" for c in h):
+        raise UsageError(f"variant hash {given[:70]!r}: give the full hash or its first {MIN_PREFIX}+ hex digits")
+    with Session(reader.db.engine) as s:
+        found = list(s.scalars(select(VariantRecord.source_hash)
+                               .where(VariantRecord.source_hash.startswith(h, autoescape=True)).limit(2)))
+    if len(found) > 1:
+        raise UsageError(f"variant hash prefix {h!r} names more than one variant: give more digits")
+    return found[0] if found else None

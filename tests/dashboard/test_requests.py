@@ -1,0 +1,52 @@
+"""How the dashboard answers requests (issue 31): the 12-digit hashes its pages show work in its paths,
+``/api/plans`` takes the ``limit`` the docs promise, and a usage error is a 400 while a bug is a 500."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def test_paths_take_the_twelve_digit_hashes_the_pages_show(client: Any, seeded: dict[str, Any]) -> None:
+    full, short = seeded["child"], seeded["child"][:12]
+    assert f">{short}<" in client.get("/").text or short in client.get(f"/variants/{full}").text
+    whole = client.get(f"/api/variants/{full}").json()
+    assert client.get(f"/api/variants/{short}").json()["variant"] == whole["variant"]
+    assert client.get(f"/variants/{short}").status_code == 200
+    by_full = client.get("/api/evaluations", params={"variant_hash": full}).json()["total"]
+    assert by_full > 0 and client.get("/api/evaluations", params={"variant_hash": short}).json()["total"] == by_full
+
+
+@pytest.mark.parametrize("bad", ["abc", "zz" * 8, "0" * 65])
+def test_a_short_or_malformed_hash_is_a_400_with_one_line(client: Any, bad: str) -> None:
+    r = client.get(f"/api/variants/{bad}")
+    assert r.status_code == 400 and "hex digits" in r.json()["detail"]
+
+
+def test_an_unknown_prefix_is_a_404(client: Any) -> None:
+    assert client.get(f"/api/variants/{'f' * 12}").status_code == 404
+
+
+def test_api_plans_limit_goes_to_the_documented_thousand(client: Any) -> None:
+    assert client.get("/api/plans", params={"limit": 1000}).status_code == 200  # docs/dashboard.md: at most 1,000
+    assert client.get("/api/plans", params={"limit": 1001}).status_code == 422
+
+
+def test_a_bug_is_a_500_not_the_users_fault(seeded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi.testclient import TestClient
+
+    from warpforge.dashboard import views
+    from warpforge.dashboard.app import create_app
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("an internal slip")  # a plain ValueError used to be answered as the user's 400
+
+    monkeypatch.setattr(views, "leaderboard", broken)
+    client = TestClient(create_app(seeded["url"]), raise_server_exceptions=False)
+    r = client.get("/api/leaderboard")
+    assert r.status_code == 500 and "warpforge bug" in r.json()["detail"]
+    page = client.get("/leaderboard")
+    assert page.status_code == 500 and "Traceback" not in page.text
+    # A usage error from the read layer stays a 400.
+    assert client.get("/api/evaluations", params={"sort": "bogus"}).status_code == 400

@@ -34,7 +34,24 @@ def cpu(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
 
     rows = _stored()
     path = rows.build_stored_db(tmp_path_factory.mktemp("cpu") / "wf.db")
+    _store_plans(f"sqlite:///{path}")
     return TestClient(create_app(f"sqlite:///{path}")), rows
+
+
+def _store_plans(url: str) -> None:
+    """Plans of two models: llama3-8b's without a campaign, then llama3-70b's as the plan-llm search's."""
+    from warpforge.db import store
+    from warpforge.db.session import Database
+    from warpforge.parallel import load_cluster, load_model
+    from warpforge.parallel.search import search_plans
+    from warpforge.parallel.store import store_search
+
+    with Database(url).session() as s:
+        campaign_id = store.get_campaign(s, "plan-llm").id
+    for name, cid, nodes in (("llama3-8b", None, 1), ("llama3-70b", campaign_id, 8)):
+        model, cluster = load_model(name), load_cluster("dgx-h100", nodes=nodes)
+        store_search(url, model, cluster, search_plans(model, cluster, trials=20, top=3), limit=3,
+                     campaign_id=cid)
 
 
 def _expected_first(rows: Any) -> tuple[str, dict[str, int], int]:
@@ -81,3 +98,35 @@ def test_variant_page_best_result_is_best_static_first(cpu: tuple[Any, Any]) -> 
     assert 'id="static-best"' in page and "rank 1 of the task for sm_90" in page
     best = page.split("<h2>Best result</h2>")[1].split("</p>")[1]
     assert all(f'&#34;{k}&#34;: {v}' in best for k, v in params.items()), best  # JSON, HTML-escaped
+
+
+def test_replayed_calls_are_calls_but_not_tokens_spent(cpu: tuple[Any, Any]) -> None:
+    client, _ = cpu
+    # plan-llm (tests/cli/conftest.py): two calls of 1380+270 tokens and $0.0012 each, the second replayed.
+    total = client.get("/api/agent", params={"campaign": "plan-llm"}).json()["total"]
+    assert (total["calls"], total["prompt_tokens"], total["completion_tokens"]) == (2, 1380, 270)
+    assert total["cost_usd"] == pytest.approx(0.0012)
+
+
+def test_plans_page_shows_one_model_as_people_write_plans(cpu: tuple[Any, Any]) -> None:
+    client, _ = cpu
+    page = client.get("/plans").text
+    table = page.split('<table class="plans">')[1]
+    # The newest plan's model only: step times of two models on one list compare nothing.
+    assert "llama3-70b" in table and "llama3-8b" not in table
+    assert '<option value="llama3-8b" >llama3-8b</option>' in page.replace("  ", " ") or "llama3-8b</option>" in page
+    assert "&#34;tp&#34;" not in table and "tp=" in table  # tp=8 · pp=1 ..., not JSON
+    assert "older" not in page and "newer" not in page
+    both = client.get("/plans", params={"model": ""}).text.split('<table class="plans">')[1]
+    assert "llama3-70b" in both and "llama3-8b" in both
+
+
+def test_a_finished_plan_search_shows_its_decision_and_count(cpu: tuple[Any, Any]) -> None:
+    client, _ = cpu
+    plans = client.get("/api/plans", params={"model": "llama3-70b"}).json()["plans"]
+    fastest = plans["items"][0]
+    row = client.get("/").text.split('href="/campaigns/plan-llm"')[1].split("</tr>")[0]
+    assert "no decision yet" not in row and "fastest plan" in row and f"{plans['total']} plans" in row
+    assert f"tp={fastest['plan']['tp']}" in row
+    page = client.get("/campaigns/plan-llm").text
+    assert 'id="plan-search"' in page and 'id="agent-run"' in page and "/agent?campaign=plan-llm" in page

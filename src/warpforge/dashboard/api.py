@@ -125,7 +125,7 @@ def evaluation(request: Request, id: int) -> Any:
 def variant(request: Request, source_hash: str, offset: int = Offset, limit: int = Limit) -> Any:
     view = views.variant_view(get_reader(request), source_hash, offset=offset, limit=limit)
     if view is None:
-        raise HTTPException(404, f"no variant {source_hash[:70]!r}")
+        raise HTTPException(404, f"no variant {source_hash[:70]!r}: give its full hash or its first 12+ hex digits")
     return _json(view)
 
 
@@ -148,7 +148,7 @@ def plans(request: Request, model: str | None = None, cluster: str | None = None
           limit: int = Query(20, ge=1, le=1000, description="rows per page (at most 1,000, as every list)")) -> Any:
     from warpforge.dashboard.plans import plans_view
 
-    return _json(plans_view(get_reader(request), model=model, cluster=cluster, offset=offset, limit=limit))
+    return _json(plans_view(get_reader(request), model=model or "", cluster=cluster, offset=offset, limit=limit))
 
 
 @router.get("/agent", summary="LLM calls, tokens and cost per campaign and per model, outcome mix, the agent's "

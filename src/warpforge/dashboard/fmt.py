@@ -67,5 +67,12 @@ def facts(worst: Any) -> str:
     return f"regs {regs} · spill {spill} B · smem {smem} B · occ {occ}"
 
 
-FILTERS = {"facts": facts, "num": num, "ms": ms, "speedup": speedup, "pct": pct, "short": short, "when": when,
+def plan(p: Any) -> str:
+    from warpforge.dashboard.views import plan_label
+
+    return plan_label(p)
+
+
+FILTERS = {"facts": facts, "plan": plan,
+           "num": num, "ms": ms, "speedup": speedup, "pct": pct, "short": short, "when": when,
            "params": params, "verdicts": verdicts}

@@ -150,6 +150,30 @@ def evaluation_facts(reader: Any, rows: Any) -> dict[int, Any]:
 
 
 @dataclass(frozen=True)
+class PlanSummary:
+    """What a finished plan search decided: its fastest stored plan and how many plans it stored."""
+
+    fastest: Any | None  # PlanRow
+    plans: int
+
+
+def plan_summaries(reader: Any, campaigns: Any) -> dict[str, PlanSummary]:
+    """Campaign name -> summary, for the plan searches among ``campaigns`` (spec kind "plan"): they store
+    plans, not decisions or evaluations, and showed "no decision yet" and 0 evaluations when finished."""
+    out = {}
+    for c in campaigns:
+        if (c.spec or {}).get("kind") == "plan":
+            page = reader.plans(campaign=c.name, limit=1)
+            out[c.name] = PlanSummary(page.items[0] if page.items else None, page.total)
+    return out
+
+
+def plan_label(plan: Any) -> str:
+    """``tp=8 · pp=4 · dp=2``: a plan as people write it, not its JSON."""
+    return " · ".join(f"{k}={v}" for k, v in dict(plan or {}).items()) or "(defaults)"
+
+
+@dataclass(frozen=True)
 class DiffLine:
     kind: str  # "add" | "del" | "hunk" | "ctx"
     text: str

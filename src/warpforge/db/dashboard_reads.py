@@ -50,7 +50,7 @@ MIN_PREFIX = 12
 
 def resolve_variant_hash(reader: Any, given: str) -> str | None:
     """The full source hash that ``given`` (the full hash, or a prefix of at least 12 hex digits, as pages show
-    it) names; None when no variant has it. UsageError for a short, non-hex or ambiguous prefix."""
+    it) names; None when none does (a short or non-hex one names none). UsageError for an ambiguous prefix."""
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
@@ -61,10 +61,23 @@ def resolve_variant_hash(reader: Any, given: str) -> str | None:
     if len(h) == 64:
         return h
     if len(h) < MIN_PREFIX or len(h) > 64 or any(c not in "0123456789abcdef" for c in h):
-        raise UsageError(f"variant hash {given[:70]!r}: give the full hash or its first {MIN_PREFIX}+ hex digits")
+        return None  # names no variant (the 404 says what a hash looks like)
     with Session(reader.db.engine) as s:
         found = list(s.scalars(select(VariantRecord.source_hash)
                                .where(VariantRecord.source_hash.startswith(h, autoescape=True)).limit(2)))
     if len(found) > 1:
         raise UsageError(f"variant hash prefix {h!r} names more than one variant: give more digits")
     return found[0] if found else None
+
+
+def plan_models(reader: Any) -> list[str]:
+    """The model names of the stored plans, the newest plan's model first (the plans page's filter)."""
+    from sqlalchemy import func, select
+    from sqlalchemy.orm import Session
+
+    from warpforge.db.models import Plan
+
+    with Session(reader.db.engine) as s:
+        rows = s.execute(select(Plan.model_name, func.max(Plan.id)).group_by(Plan.model_name)
+                         .order_by(func.max(Plan.id).desc()))
+        return [str(name) for name, _ in rows]

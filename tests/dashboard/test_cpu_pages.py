@@ -130,3 +130,19 @@ def test_a_finished_plan_search_shows_its_decision_and_count(cpu: tuple[Any, Any
     assert f"tp={fastest['plan']['tp']}" in row
     page = client.get("/campaigns/plan-llm").text
     assert 'id="plan-search"' in page and 'id="agent-run"' in page and "/agent?campaign=plan-llm" in page
+
+
+def test_cpu_charts_draw_compile_facts_and_say_why_the_rest_is_empty(cpu: tuple[Any, Any]) -> None:
+    client, rows = cpu
+    charts = client.get("/api/charts/cpu-demo").json()
+    figs = {f["id"]: f for f in charts["figures"]}
+    assert set(figs) == {"compile-facts", "verdicts"}  # no time anywhere: no time chart drawn
+    # One point per configuration verified ok, at its worst kernel's registers (CPU_DEMO, by hand).
+    xs = sorted(x for t in figs["compile-facts"]["spec"]["data"] for x in t["x"])
+    assert xs == sorted(max(k["registers"] for k in facts) for _, _, facts in rows.CPU_DEMO)
+    # Six evaluations: one bar per verdict with its count, not six bars of height one.
+    (bar,) = figs["verdicts"]["spec"]["data"]
+    assert (bar["x"], bar["y"]) == (["ok"], [6])
+    why = " ".join(charts["not_drawn"])
+    assert "Best so far vs evaluations: no measured time" in why and "Time against each parameter" in why
+    assert 'id="not-drawn"' in client.get("/campaigns/cpu-demo/charts").text

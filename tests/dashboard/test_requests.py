@@ -46,3 +46,34 @@ def test_a_bug_is_a_500_not_the_users_fault(seeded: dict[str, Any], monkeypatch:
     assert page.status_code == 500 and "Traceback" not in page.text
     # A usage error from the read layer stays a 400.
     assert client.get("/api/evaluations", params={"sort": "bogus"}).status_code == 400
+
+
+def test_optuna_dashboard_refuses_writes_with_a_reason_and_serves_reads(tmp_path: Any) -> None:
+    """optuna-dashboard's own WSGI app on a study stored by Optuna: reads pass, writes answer 403 + reason."""
+    import io
+    import json
+
+    import optuna
+    import optuna_dashboard
+
+    from warpforge.dashboard.optuna_link import READ_ONLY_REASON, _storage, read_only
+
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    optuna.create_study(study_name="c:t:v:0123456789ab", storage=url).optimize(lambda t: t.suggest_float("x", 0, 1),
+                                                                               n_trials=2)
+    app = read_only(optuna_dashboard.wsgi(_storage(url)))
+
+    def call(method: str, path: str, body: bytes = b"") -> tuple[str, bytes]:
+        got: list[str] = []
+        environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "x",
+                   "SERVER_PORT": "1", "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)),
+                   "CONTENT_TYPE": "application/json", "wsgi.url_scheme": "http", "wsgi.errors": io.StringIO()}
+        out = b"".join(app(environ, lambda status, headers, *a: got.append(status)))
+        return got[0], out
+
+    status, body = call("GET", "/api/studies")
+    assert status.startswith("200") and b"c:t:v:0123456789ab" in body
+    for method, path in (("POST", "/api/studies"), ("DELETE", "/api/studies/1"), ("PUT", "/api/studies/1/note")):
+        status, body = call(method, path, b'{"study_name": "new", "directions": ["minimize"]}')
+        assert status.startswith("403") and json.loads(body) == {"reason": READ_ONLY_REASON}
+    assert [s.study_name for s in optuna.get_all_study_summaries(url)] == ["c:t:v:0123456789ab"]  # nothing created

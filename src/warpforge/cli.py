@@ -213,6 +213,11 @@ def run(
         reused[e.task] = reused.get(e.task, 0) + int(e.cached)
         best = f"best {e.best_ms:.4g} ms ({e.best_label})" if e.best_ms is not None else "best: not measured"
         progress.update(bars[e.task], completed=e.done, status=f"{e.result.summary()} | {best}")
+        if not err.is_terminal and not json_out:  # the bar draws only on a terminal: one line per evaluation
+            from warpforge.run_progress import progress_line
+
+            err.print(progress_line(e.task, e.done, e.total, e.result.summary(), e.best_ms, e.best_label),
+                      highlight=False, markup=False, soft_wrap=True)
 
     with progress:
         summary = run_campaign(spec, on_event=on_event, on_start=on_start)

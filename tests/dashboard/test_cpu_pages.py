@@ -47,7 +47,9 @@ def _store_plans(url: str) -> None:
     from warpforge.parallel.store import store_search
 
     with Database(url).session() as s:
-        campaign_id = store.get_campaign(s, "plan-llm").id
+        row = store.get_campaign(s, "plan-llm")
+        assert row is not None
+        campaign_id = row.id
     for name, cid, nodes in (("llama3-8b", None, 1), ("llama3-70b", campaign_id, 8)):
         model, cluster = load_model(name), load_cluster("dgx-h100", nodes=nodes)
         store_search(url, model, cluster, search_plans(model, cluster, trials=20, top=3), limit=3,

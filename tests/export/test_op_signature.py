@@ -27,7 +27,7 @@ def test_exported_op_has_the_tasks_signature_docstring_and_still_computes(tmp_pa
         first_line = task.description.split(".")[0]
         assert first_line in (pkg.rmsnorm.__doc__ or "") and "*args" not in str(inspect.signature(pkg.rmsnorm))
         assert pkg.rmsnorm.custom_op is not None
-        inputs = task.make_inputs(task.check_shapes[0], torch.float32, seed=0, device="cpu")
+        inputs = task.make_inputs(task.check_shapes[0], torch.float32, 0, "cpu")  # shape, dtype, seed, device
         torch.testing.assert_close(pkg.rmsnorm(*inputs), task.reference(*inputs))
     finally:
         sys.path.remove(str(tmp_path / "pkg"))

@@ -16,6 +16,11 @@ if not HAS_NVIDIA:
 # without bwrap says so once here (CI installs bubblewrap and runs them sandboxed). test_walls.py unsets it.
 if shutil.which("bwrap") is None:
     os.environ.setdefault("WARPFORGE_UNSAFE_RUN_UNSANDBOXED", "1")
+# Tests set their own terminal width Rich reads COLUMNS once, when a module-level Console is built
+# at import, else asks the terminal; so a test's output used to depend on the window pytest ran in (a transcript
+# test failed under COLUMNS=80). 80 is the narrowest width we promise, and every child process inherits it.
+os.environ["COLUMNS"] = "80"
+os.environ.pop("LINES", None)
 from collections.abc import Callable, Iterator, Sequence  # noqa: E402
 
 import pytest  # noqa: E402

@@ -16,9 +16,6 @@ SRC = Path(__file__).parents[1] / "src" / "warpforge"
 ALLOWED = {
     "db",  # the read layer and the store
     "search/engine/mirror.py",  # writes Optuna's own tables, through Optuna's models
-    # The dashboard's own SQL is being moved behind the read layer by the dashboard's owner; the lead tightens
-    # this after that merge.
-    "dashboard",
     # parallel/store.py's load_plans (tests only; Reader.plans is the read) is the planner's to move.
     "parallel/store.py",
 }
@@ -94,8 +91,7 @@ def test_an_unchecked_optuna_version_is_said(caplog: pytest.LogCaptureFixture, m
 
 
 def test_only_the_cli_package_holds_typer_code() -> None:
-    # dashboard/cli.py (the `dashboard` command) belongs to the dashboard's owner, who moves it into cli/.
-    allowed = {"dashboard/cli.py"}
+    allowed: set[str] = set()
     bad = []
     for p in SRC.rglob("*.py"):
         rel = str(p.relative_to(SRC))

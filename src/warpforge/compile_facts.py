@@ -117,7 +117,9 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None) -> dict[
                                   dict(row.params), worst_facts(facts.get(row.id) or []),
                                   tuple(facts.get(row.id) or ()))
                            for i, (_, _, row) in enumerate(entries)]
-    return ranking
+    # Nothing verified ok: no target at all (an empty "unknown target" made best print an empty table, exit
+    # 0 with --static, and offer to export "the first", issue 31).
+    return {target: rows for target, rows in ranking.items() if rows}
 
 
 def facts_cells(worst: Mapping[str, float | None]) -> tuple[str, str, str, str]:

@@ -79,7 +79,8 @@ def _cpu_plan(has_gpu: bool) -> Check:
         "warpforge eval TASK FILE.py: one variant's correctness and compile facts",
         "warpforge run TASK: the same over its SPACE (checked and compiled, not timed)",
         "warpforge plan search --model M --cluster C: the parallelism planner, fully",
-        "warpforge bench-search ../shared/spaces/*/*.json.gz: search strategies on recorded spaces")),
+        "warpforge bench-search $(warpforge spaces --paths): search strategies on the recorded GPU spaces that ship "
+        "(warpforge spaces lists them)")),
         required=False, advice=True)
 
 

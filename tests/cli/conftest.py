@@ -70,7 +70,11 @@ def evaluation(campaign: Campaign, task: str, variant: VariantRecord, params: di
 
 @pytest.fixture(scope="session")
 def stored_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("stored") / "wf.db"
+    return build_stored_db(tmp_path_factory.mktemp("stored") / "wf.db")
+
+
+def build_stored_db(path: Path) -> Path:
+    """The known rows (module docstring) in a new SQLite file; the dashboard's CPU-page tests read it too."""
     db = Database(f"sqlite:///{path}")
     db.upgrade()
     with db.session() as s:
@@ -100,4 +104,30 @@ def stored_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        speedup_low=2.51, speedup_high=2.83, interval="bootstrap 95%", note="", top_k=[],
                        shapes=[], evaluation_id=timed[1].id, evaluations=2, measured=2,
                        created_at=T0 + timedelta(minutes=20)))
+    add_llm_campaign(db)
     return path
+
+
+def add_llm_campaign(db: Database) -> None:
+    """``plan-llm``: a plan search whose LLM made two calls (the second answered from a stored transcript) and
+    proposed two plans, one ranked with a long rationale and one refused, as ``agent transcripts`` reads them."""
+    from warpforge.agent.client import LLMResponse
+    from warpforge.agent.transcripts import CallRecord, store_call
+    from warpforge.db.rows import AgentPlanRow
+    from warpforge.parallel.plan_agent.store import create_plan_campaign, store_agent_plan
+
+    cid = create_plan_campaign(db, "plan-llm", {"kind": "plan", "proposer": "llm"})
+    task = "plan:llama3-70b@dgx-h100x8"
+    response = LLMResponse("gpt-5-mini", "", "", "stop", 1380, 270, 4.2, 0.0012, {})
+    ids = [store_call(db, "plan-llm", CallRecord(
+        task=task, call_key=key, messages=(), response=response, outcome="accepted", replayed=replayed))
+        for key, replayed in (("r1.s0.a0", False), ("r2.s0.a0", True))]
+    plans = [({"tp": 8, "pp": 4, "dp": 2, "micro_batch": 1, "recompute": "selective"}, "ranked", "",
+              "TP8 keeps each layer's all-reduce inside one node's NVLink; PP4 splits the 80 layers into stages "
+              "of 20 so the activations fit, and DP2 uses the remaining nodes.", 1, 2150.0, 61.3),
+             ({"tp": 16, "pp": 1, "dp": 4}, "invalid", "tp=16 exceeds the 8 GPUs of one node", "", None, None,
+              None)]
+    for slot, (plan, outcome, message, rationale, rank, tps, gib) in enumerate(plans):
+        store_agent_plan(db, cid, AgentPlanRow(
+            task=task, call_id=ids[0], call_key="r1.s0.a0", slot=slot, plan=plan, plan_key=None, outcome=outcome,
+            message=message, rationale=rationale, rank=rank, tokens_per_s=tps, peak_mem_gb=gib))

@@ -28,6 +28,7 @@ CASES = {
     "plan_search": ["plan", "search", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--no-store"],
     "plan_predict": ["plan", "predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "8", "--pp", "4",
                      "--dp", "2"],
+    "agent_transcripts": ["agent", "transcripts", "plan-llm"],
 }
 
 

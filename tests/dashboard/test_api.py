@@ -179,7 +179,7 @@ def test_postgres_read_only_url_refuses_writes(fresh_postgres: str) -> None:
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import DBAPIError
 
-    from warpforge.dashboard.health import check_database, readonly_url
+    from warpforge.db.health import check_database, readonly_url
     from warpforge.db.session import Database
 
     Database(fresh_postgres).upgrade()

@@ -62,7 +62,7 @@ def _old_schema(path: Path) -> str:
 
 
 def test_old_schema_says_to_upgrade(tmp_path: Path) -> None:
-    from warpforge.dashboard.health import head_revision
+    from warpforge.db.health import head_revision
 
     url = _old_schema(tmp_path / "old.db")
     proc = _run("--db", url, "--check", "--json")

@@ -16,7 +16,6 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from warpforge.errors import UsageError
 
@@ -32,6 +31,7 @@ def transcripts(
     full: bool = typer.Option(False, "--full", help="also print each call's messages, answer and reasoning"),
     db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else the SQLite file)"),
     json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
+    wide: bool = typer.Option(False, "--wide", help="one fact per column (needs ~150 columns)"),
 ) -> None:
     """The LLM calls of a campaign: model, finish reason, tokens, latency, cost, outcome, variant and verdicts."""
     from warpforge.agent.transcripts import read_runs, read_transcripts
@@ -55,17 +55,9 @@ def transcripts(
     if not calls:
         out.print(f"campaign {campaign!r} made no LLM calls (proposer: template, or the agent never ran)")
         return
-    table = Table(title=f"LLM calls of {campaign}")
-    for col in ("id", "task", "call", "model", "finish", "tokens in/out", "s", "USD", "outcome", "variant",
-                "verdicts"):
-        table.add_column(col)
-    for c in calls:
-        verdicts = ", ".join(f"{k}:{n}" for k, n in sorted(c.verdicts.items())) or "-"
-        a = c.response
-        table.add_row(str(c.id), c.task, c.call_key, a.model, a.finish_reason or "-",
-                      f"{a.prompt_tokens}/{a.completion_tokens}", f"{a.latency_s:.1f}", f"{a.cost_usd:.4f}",
-                      c.outcome + (" (replayed)" if c.replayed else ""),
-                      (c.variant_hash or "")[:12] or "-", verdicts)
+    from warpforge.term_tables import calls_table
+
+    table = calls_table(calls, f"LLM calls of {campaign}", wide=wide)  # fits 80 columns unless --wide
     out.print(table)
     if plans:
         from warpforge.cli.plan_agent import proposals_table

@@ -129,18 +129,7 @@ def print_agent(r: PlanAgentResult, where: str) -> None:
 
 
 def proposals_table(proposals: Any, title: str) -> Any:
-    """A Rich table of proposed plans; the model's text is escaped (a rationale is untrusted text, and Rich
-    would read ``[bold]`` or ``[/]`` in it as markup)."""
-    from rich.markup import escape
-    from rich.table import Table
+    """Proposed plans as a table plus their rationales (``term_tables.proposals_view``: fits 80 columns)."""
+    from warpforge.term_tables import proposals_view
 
-    t = Table(title=escape(title))
-    for col in ("call", "plan", "outcome", "rank", "tokens/s", "GiB", "rationale / why not"):
-        t.add_column(col)
-    for p in proposals:
-        label = ", ".join(f"{k}={v}" for k, v in p.plan.items()) or "(defaults)"
-        t.add_row(f"{p.call_id} {p.call_key}", escape(label), p.outcome, str(p.rank or "-"),
-                  f"{p.tokens_per_s:,.0f}" if p.tokens_per_s else "-",
-                  f"{p.peak_mem_gb:.1f}" if p.peak_mem_gb else "-",
-                  escape(p.message if p.outcome != "ranked" else p.rationale))
-    return t
+    return proposals_view(proposals, title)

@@ -250,8 +250,8 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
         if ranking:
             why = (f" (the latest campaign, {latest[0].campaign}, measured {latest[0].measured} of "
                    f"{latest[0].evaluations} evaluations)" if latest else "")
-            err.print(f"no measured correct result for {task!r}{where}{why}: below, its static ranking by compile "
-                      "facts instead", highlight=False, soft_wrap=True)
+            err.print(f"no measured correct result for {task!r}{where}{why}: below, {static_scope(ranking)}, "
+                      "ranked by compile facts instead", highlight=False, soft_wrap=True)
             _static_tables(task, ranking, limit)
         else:
             why = f"; the latest campaign ({latest[0].campaign}) says: {latest[0].note}" if latest else ""
@@ -292,6 +292,15 @@ def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> 
                            f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "
                            "and shape)")
     _print_wrapped(f"next: warpforge export {task} --dest DIR writes it as a PyTorch op")
+
+
+def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
+    """What the static ranking covers, for the line above it: every campaign's ok configurations, not only
+    the latest campaign's that the line names (issue 31: the header named one campaign, the table ranked all)."""
+    campaigns = sorted({r.campaign or "(none)" for rows in ranking.values() for r in rows})
+    if len(campaigns) == 1:
+        return f"the configurations campaign {campaigns[0]} verified ok"
+    return f"the configurations verified ok in all {len(campaigns)} stored campaigns ({', '.join(campaigns)})"
 
 
 def _static(reader: Any, task: str, limit: int, json_out: bool) -> None:

@@ -157,6 +157,11 @@ def run(
         reused[e.task] = reused.get(e.task, 0) + int(e.cached)
         best = f"best {e.best_ms:.4g} ms ({e.best_label})" if e.best_ms is not None else "best: not measured"
         progress.update(bars[e.task], completed=e.done, status=f"{e.result.summary()} | {best}")
+        if not err.is_terminal and not json_out:  # the bar draws only on a terminal: one line per evaluation
+            from warpforge.run_progress import progress_line
+
+            err.print(progress_line(e.task, e.done, e.total, e.result.summary(), e.best_ms, e.best_label),
+                      highlight=False, markup=False, soft_wrap=True)
 
     with progress:
         summary = run_campaign(spec, on_event=on_event, on_start=on_start)
@@ -325,14 +330,16 @@ def _mount_subsystems() -> None:
     """Sub-commands that live beside their subsystem (search benchmark, parallelism planner)."""
     from warpforge.cli.agent import app as agent_app
     from warpforge.cli.bench import bench_search
+    from warpforge.cli.dashboard import dashboard
     from warpforge.cli.export import export
     from warpforge.cli.plan import app as plan_app
     from warpforge.cli.results import best, results
-    from warpforge.dashboard.cli import dashboard
+    from warpforge.cli.spaces import spaces_command
 
     app.command("results")(results)
     app.command("best")(best)
     app.command("bench-search")(bench_search)
+    app.command("spaces")(spaces_command)
     app.command("export")(export)
     app.command("dashboard")(dashboard)
     app.add_typer(plan_app, name="plan")

@@ -103,12 +103,13 @@ def evaluations(request: Request, campaign: str | None = None, task: str | None 
                 offset: int = Offset, limit: int = Limit,
                 cursor: str | None = Query(None, description="the previous page's next_cursor (deep pages stay "
                                            "fast; offset is then ignored)")) -> Any:
-    try:
-        page = get_reader(request).evaluations(campaign=campaign, task=task, verdict=verdict,
-                                               variant_hash=variant_hash, sort=sort, offset=offset, limit=limit,
-                                               cursor=cursor)
-    except ValueError as exc:
-        raise HTTPException(400, str(exc)) from None
+    reader = get_reader(request)
+    if variant_hash:  # the 12-digit hashes the pages show work here too (UsageError -> 400)
+        from warpforge.db.dashboard_reads import resolve_variant_hash
+
+        variant_hash = resolve_variant_hash(reader, variant_hash) or variant_hash
+    page = reader.evaluations(campaign=campaign, task=task, verdict=verdict, variant_hash=variant_hash, sort=sort,
+                              offset=offset, limit=limit, cursor=cursor)  # a bad sort/cursor: UsageError -> 400
     return _json(page)
 
 
@@ -124,7 +125,7 @@ def evaluation(request: Request, id: int) -> Any:
 def variant(request: Request, source_hash: str, offset: int = Offset, limit: int = Limit) -> Any:
     view = views.variant_view(get_reader(request), source_hash, offset=offset, limit=limit)
     if view is None:
-        raise HTTPException(404, f"no variant {source_hash!r}")
+        raise HTTPException(404, f"no variant {source_hash[:70]!r}: give its full hash or its first 12+ hex digits")
     return _json(view)
 
 
@@ -144,10 +145,10 @@ def leaderboard(request: Request, shape: str | None = Query(None, description='e
 
 @router.get("/plans", summary="Stored parallelism plans (fastest predicted first) with exported arguments")
 def plans(request: Request, model: str | None = None, cluster: str | None = None, offset: int = Offset,
-          limit: int = Query(20, ge=1, le=200)) -> Any:
+          limit: int = Query(20, ge=1, le=1000, description="rows per page (at most 1,000, as every list)")) -> Any:
     from warpforge.dashboard.plans import plans_view
 
-    return _json(plans_view(get_reader(request), model=model, cluster=cluster, offset=offset, limit=limit))
+    return _json(plans_view(get_reader(request), model=model or "", cluster=cluster, offset=offset, limit=limit))
 
 
 @router.get("/agent", summary="LLM calls, tokens and cost per campaign and per model, outcome mix, the agent's "

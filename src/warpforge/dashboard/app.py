@@ -28,8 +28,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from warpforge.dashboard.health import check_database, readonly_url
 from warpforge.dashboard.state import DatabaseUnavailable, Settings
+from warpforge.db.health import check_database, readonly_url
 
 log = logging.getLogger("warpforge.dashboard")
 HERE = Path(__file__).resolve().parent
@@ -112,20 +112,30 @@ def create_app(url: str | None = None, *, optuna_base: str | None = None, refres
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         return _problem(request, exc.status_code, "Not found" if exc.status_code == 404 else "Error", str(exc.detail))
 
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from warpforge.db.session import DatabaseError
+    from warpforge.db.session import DatabaseError, DriverError
 
     @app.exception_handler(DatabaseError)
     async def reader_error(request: Request, exc: DatabaseError) -> Response:
         return _problem(request, 503, "Database unavailable", str(exc))
 
-    @app.exception_handler(ValueError)
-    async def bad_value(request: Request, exc: ValueError) -> Response:
+    from warpforge.errors import UsageError
+
+    # A request asked wrongly (bad sort, cursor, hash prefix) is the reader's UsageError: 400 with its line.
+    # Any other exception is our bug: 500, logged with its traceback, never mistaken for the user's fault
+    # (every ValueError used to answer 400).
+    @app.exception_handler(UsageError)
+    async def bad_request(request: Request, exc: UsageError) -> Response:
         return _problem(request, 400, "Bad request", str(exc))
 
-    @app.exception_handler(SQLAlchemyError)
-    async def db_error(request: Request, exc: SQLAlchemyError) -> Response:
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> Response:
+        log.error("dashboard bug on %s", request.url.path, exc_info=exc)
+        return _problem(request, 500, "Internal error",
+                        f"{type(exc).__name__} while serving {request.url.path}: a warpforge bug; the server log "
+                        "has the traceback")
+
+    @app.exception_handler(DriverError)  # the database driver's own errors (db/session.py names them)
+    async def db_error(request: Request, exc: Exception) -> Response:
         orig = getattr(exc, "orig", None) or exc
         first = (str(orig).strip().splitlines() or ["database error"])[0]
         log.warning("database error on %s: %s", request.url.path, first)

@@ -45,7 +45,8 @@ class CampaignCharts:
     campaign: str
     evaluations_total: int
     evaluations_read: int
-    figures: tuple[Figure, ...] = field(default_factory=tuple)
+    figures: tuple[Figure, ...] = field(default_factory=tuple)  # only those with something to draw
+    not_drawn: tuple[str, ...] = ()  # "title: why it is empty", for each chart left out (issue 31)
 
 
 def layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
@@ -122,19 +123,49 @@ def param_figures(rows: list[Any]) -> list[Figure]:
 
 
 def verdict_mix(rows: list[Any], bins: int = 20) -> Figure:
+    """Verdict counts; over time (``bins`` groups in order) only when each group holds at least 2 evaluations:
+    with fewer, every bar was one evaluation tall and showed nothing a count does not (issue 31)."""
     if not rows:
-        return Figure("verdicts", "Verdict mix over time", {"data": [], "layout": layout("Verdicts", "", "")},
+        return Figure("verdicts", "Verdict mix", {"data": [], "layout": layout("Verdicts", "", "")},
                       "no evaluations")
+    if len(rows) < 2 * bins:
+        counts = Counter(r.verdict for r in rows)
+        order = sorted(counts, key=lambda v: (-counts[v], v))
+        data = [{"type": "bar", "x": order, "y": [counts[v] for v in order],
+                 "marker": {"color": [VERDICT_COLORS.get(v, "#333") for v in order]}}]
+        return Figure("verdicts", "Verdict mix", {"data": data, "layout": layout(
+            "Verdict mix", "verdict", "evaluations", xaxis={"type": "category", "title": {"text": "verdict"}})},
+            points=len(rows))
     size = max(1, -(-len(rows) // bins))
-    counts: list[Counter[str]] = [Counter(r.verdict for r in rows[i:i + size]) for i in range(0, len(rows), size)]
-    xs = [f"{i * size + 1}-{min((i + 1) * size, len(rows))}" for i in range(len(counts))]
-    verdicts = sorted({v for c in counts for v in c})
-    data = [{"type": "bar", "name": v, "x": xs, "y": [c.get(v, 0) for c in counts],
+    groups: list[Counter[str]] = [Counter(r.verdict for r in rows[i:i + size]) for i in range(0, len(rows), size)]
+    xs = [f"{i * size + 1}-{min((i + 1) * size, len(rows))}" for i in range(len(groups))]
+    verdicts = sorted({v for c in groups for v in c})
+    data = [{"type": "bar", "name": v, "x": xs, "y": [c.get(v, 0) for c in groups],
              "marker": {"color": VERDICT_COLORS.get(v, "#333")}} for v in verdicts]
     return Figure("verdicts", "Verdict mix over time", {
         "data": data, "layout": layout("Verdict mix over time", "evaluations (in order)", "count", barmode="stack",
                                         xaxis={"type": "category", "title": {"text": "evaluations (in order)"}})},
         points=len(rows))
+
+
+def compile_facts_figure(rows: list[Any], facts: dict[int, Any]) -> Figure:
+    """Registers per thread against the occupancy they allow, per configuration verified ok (worst kernel and
+    shape): on a CPU run these facts are all there is to chart."""
+    traces: dict[str, dict[str, list[Any]]] = defaultdict(lambda: {"x": [], "y": [], "text": []})
+    for r in rows:
+        f = facts.get(r.id)
+        if r.verdict != "ok" or r.final or not f or f.get("registers") is None or f.get("occupancy") is None:
+            continue
+        t = traces[r.variant_name]
+        t["x"].append(f["registers"])
+        t["y"].append(round(100 * f["occupancy"], 1))
+        t["text"].append(f"{dict(r.params)} spill {f.get('spill_bytes')} B, smem {f.get('shared_bytes')} B")
+    data = [{"type": "scatter", "mode": "markers", "name": v, **t} for v, t in sorted(traces.items())]
+    n = sum(len(t["x"]) for t in traces.values())
+    return Figure("compile-facts", "Compile facts: registers and occupancy", {"data": data, "layout": layout(
+        "Compile facts", "registers per thread (worst kernel)", "occupancy % (worst kernel)")},
+        "" if n else "no compile facts stored (a GPU campaign's resource reports, or ahead-of-time compilation "
+        "on a CPU, store them)", n)
 
 
 @lru_cache(maxsize=1)
@@ -220,9 +251,15 @@ def campaign_figures(reader: Any, campaign: Any) -> CampaignCharts:
         total = page.total
         if not page.items or not page.has_more:
             break
+    from warpforge.db.dashboard_reads import worst_facts_by_id
+
     first, wall = best_so_far(rows, campaign.created_at)
-    figs = [first, wall, *param_figures(rows), roofline(tuple(campaign.decisions)), verdict_mix(rows)]
-    return CampaignCharts(campaign.name, total, len(rows), tuple(figs))
+    params = param_figures(rows) or [Figure("params", "Time against each parameter", {}, "no measured time")]
+    facts = worst_facts_by_id(reader, [r.id for r in rows if r.verdict == "ok"])
+    figs = [first, wall, *params, roofline(tuple(campaign.decisions)), compile_facts_figure(rows, dict(facts)),
+            verdict_mix(rows)]
+    return CampaignCharts(campaign.name, total, len(rows), tuple(f for f in figs if f.points),
+                          tuple(f"{f.title}: {f.note or 'nothing to draw'}" for f in figs if not f.points))
 
 
 # Plan labels are long ("#12 tp2pp4dp8 mb2 z1"): room below the axis for Plotly's rotated tick labels.

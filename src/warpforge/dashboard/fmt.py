@@ -57,5 +57,22 @@ def verdicts(v: Any) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(dict(v or {}).items()))
 
 
-FILTERS = {"num": num, "ms": ms, "speedup": speedup, "pct": pct, "short": short, "when": when,
+def facts(worst: Any) -> str:
+    """Compile facts as ``best --static`` names them: ``regs 24 · spill 0 B · smem 128 B · occ 100%``."""
+    if not worst:
+        return "no compile facts stored"
+    from warpforge.compile_facts import facts_cells
+
+    regs, spill, smem, occ = facts_cells(worst)
+    return f"regs {regs} · spill {spill} B · smem {smem} B · occ {occ}"
+
+
+def plan(p: Any) -> str:
+    from warpforge.dashboard.views import plan_label
+
+    return plan_label(p)
+
+
+FILTERS = {"facts": facts, "plan": plan,
+           "num": num, "ms": ms, "speedup": speedup, "pct": pct, "short": short, "when": when,
            "params": params, "verdicts": verdicts}

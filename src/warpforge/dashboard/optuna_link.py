@@ -33,7 +33,7 @@ class StudyLink:
 def _storage(url: str) -> Any:
     import optuna
 
-    from warpforge.dashboard.health import readonly_url
+    from warpforge.db.health import readonly_url
 
     # skip_table_creation/compatibility check: the storage only reads (the URL refuses writes anyway).
     return optuna.storages.RDBStorage(readonly_url(url), skip_table_creation=True, skip_compatibility_check=True)
@@ -53,14 +53,42 @@ def study_links(url: str, campaign: str, base: str) -> tuple[StudyLink, ...]:
         return ()
 
 
+READ_ONLY_REASON = ("read-only: warpforge serves this database read-only, so studies and trials cannot be created, "
+                    "changed or deleted here")
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def read_only(app: Any) -> Any:
+    """Wrap optuna-dashboard's WSGI app so that every write answers 403 with a one-line ``reason``.
+
+    optuna-dashboard 0.21 has no read-only mode: its Create/Delete/Note controls are always drawn, and on our
+    read-only storage each answered a 500 (issue 31). Its front end shows an error response's ``reason`` field,
+    so the user now reads why instead of "Internal Server Error". An allowlist of read methods, not a list of
+    write routes: a route added upstream is refused too.
+    """
+    import json
+
+    body = json.dumps({"reason": READ_ONLY_REASON}).encode()
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("REQUEST_METHOD", "GET").upper() in _READS:
+            return app(environ, start_response)
+        start_response("403 Forbidden", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return wrapped
+
+
 def serve_optuna_dashboard(url: str, host: str, port: int) -> threading.Thread:
-    """Start optuna-dashboard on ``host:port`` in a daemon thread; raises ImportError with the install hint."""
+    """Start optuna-dashboard (writes refused, :func:`read_only`) on ``host:port`` in a daemon thread; raises
+    ImportError with the install hint."""
     try:
         import optuna_dashboard
     except ImportError as exc:
         raise ImportError("optuna-dashboard is not installed: pip install optuna-dashboard") from exc
-    storage = _storage(url)
-    thread = threading.Thread(target=optuna_dashboard.run_server, args=(storage,),
-                              kwargs={"host": host, "port": port}, name="optuna-dashboard", daemon=True)
+    from wsgiref.simple_server import make_server
+
+    server = make_server(host, port, read_only(optuna_dashboard.wsgi(_storage(url))))
+    thread = threading.Thread(target=server.serve_forever, name="optuna-dashboard", daemon=True)
     thread.start()
     return thread

@@ -27,10 +27,12 @@ PER_PAGE = 50
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, status: str | None = Query(None), offset: int = Query(0, ge=0),
              partial: str | None = None) -> Any:
-    page = get_reader(request).campaigns(status=status or None, offset=offset, limit=PER_PAGE)
+    reader = get_reader(request)
+    page = reader.campaigns(status=status or None, offset=offset, limit=PER_PAGE)
     live = any(c.status == "running" for c in page.items)
     name = "_campaign_rows.html" if partial == "rows" else "overview.html"
-    return html(request, name, {"page": page, "status": status or "", "live": live, "nav": "overview"})
+    return html(request, name, {"page": page, "status": status or "", "live": live, "nav": "overview",
+                                "plan_searches": views.plan_summaries(reader, page.items)})
 
 
 @router.get("/campaigns/{name:path}/charts", response_class=HTMLResponse)
@@ -59,7 +61,10 @@ def campaign(request: Request, name: str, verdict: str | None = Query(None), off
 
         studies = study_links(settings.db_url, name, settings.optuna_base)
     return html(request, "campaign.html", {"c": row, "evals": evals, "verdict": verdict or "", "studies": studies,
-                                           "nav": "overview", "live": row.status == "running"})
+                                           "nav": "overview", "live": row.status == "running",
+                                           "static": views.campaign_static(reader, row),
+                                           "facts": views.evaluation_facts(reader, evals.items),
+                                           "plan_search": views.plan_summaries(reader, [row]).get(row.name)})
 
 
 @router.get("/leaderboard", response_class=HTMLResponse)
@@ -75,9 +80,11 @@ def leaderboard(request: Request, shape: str | None = None, task: str | None = N
 def variant(request: Request, source_hash: str, offset: int = Query(0, ge=0)) -> Any:
     view = views.variant_view(get_reader(request), source_hash, offset=offset, limit=PER_PAGE)
     if view is None:
-        raise HTTPException(404, f"no variant {source_hash[:64]!r}")
+        raise HTTPException(404, f"no variant {source_hash[:70]!r}: give its full hash or its first 12+ hex digits")
+    # A variant belongs to the campaigns that evaluated it (Overview), as evaluation pages do; it was
+    # highlighted as Leaderboard, where most variants never appear.
     return html(request, "variant.html", {"v": view, "highlighted": views.highlight(view.variant.source),
-                                          "nav": "leaderboard"})
+                                          "nav": "overview"})
 
 
 @router.get("/evaluations/{id}", response_class=HTMLResponse)
@@ -89,10 +96,11 @@ def evaluation(request: Request, id: int) -> Any:
 
 
 @router.get("/plans", response_class=HTMLResponse)
-def plans(request: Request, offset: int = Query(0, ge=0), model: str | None = None) -> Any:
+def plans(request: Request, offset: int = Query(0, ge=0), model: str | None = None,
+          campaign: str | None = None) -> Any:
     from warpforge.dashboard.plans import plans_view
 
-    view = plans_view(get_reader(request), model=model or None, offset=offset, limit=20)
+    view = plans_view(get_reader(request), model=model, campaign=campaign or None, offset=offset, limit=20)
     exports = {e.plan_id: e for e in view.exports}
     return html(request, "plans.html", {"view": view, "exports": exports, "nav": "plans"})
 

@@ -31,6 +31,9 @@ class PlansView:
     plans: Any  # Page[PlanRow]
     figures: tuple[Figure, ...]
     exports: tuple[PlanExport, ...]
+    models: tuple[str, ...] = ()  # every stored model, newest first (the filter's choices)
+    model: str = ""  # the model shown ("" = all)
+    campaign: str = ""
 
 
 def export_for(p: Any) -> PlanExport:
@@ -50,7 +53,15 @@ def export_for(p: Any) -> PlanExport:
     return PlanExport(p.id, meg.text, tt.text, tuple(meg.notes) + tuple(tt.notes))
 
 
-def plans_view(reader: Any, *, model: str | None = None, cluster: str | None = None, offset: int = 0,
-               limit: int = 20) -> PlansView:
-    page = reader.plans(model=model, cluster=cluster, offset=offset, limit=limit)
-    return PlansView(page, plan_figures(tuple(page.items)), tuple(export_for(p) for p in page.items))
+def plans_view(reader: Any, *, model: str | None = None, cluster: str | None = None, campaign: str | None = None,
+               offset: int = 0, limit: int = 20) -> PlansView:
+    """Plans fastest first. ``model`` None (not chosen) shows the newest plan's model when several are stored:
+    step times of different models on one speed-sorted list compare nothing (issue 31); ``""`` shows all."""
+    from warpforge.db.dashboard_reads import plan_models
+
+    models = tuple(plan_models(reader))
+    if model is None:
+        model = models[0] if len(models) > 1 and campaign is None else ""
+    page = reader.plans(model=model or None, cluster=cluster, campaign=campaign, offset=offset, limit=limit)
+    return PlansView(page, plan_figures(tuple(page.items)), tuple(export_for(p) for p in page.items), models,
+                     model, campaign or "")

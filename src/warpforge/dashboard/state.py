@@ -17,7 +17,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from warpforge.dashboard.health import DbStatus
+from warpforge.db.health import DbStatus
 
 
 class DatabaseUnavailable(Exception):

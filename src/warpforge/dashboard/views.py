@@ -44,6 +44,7 @@ class Cell:
     objective_ms: float | None
     accepted: bool
     failure: str | None  # the decision's note when nothing was accepted
+    static: Any | None = None  # compile_facts.Ranked: best --static's first, where nothing was timed
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def leaderboard(reader: Any, *, shape: str | None = None, task: str | None = Non
     if shape:
         for w in reader.winners(task=task or None, gpu=gpu or None, shape=shape):
             best[(w.task, w.gpu or NOT_TIMED)] = _cell(w.decision, shape)
-    cells = list(best.values())
+    cells = [_with_static(reader, c) for c in best.values()]
     if sort == "speedup":
         cells.sort(key=lambda c: -(c.speedup or 0.0))
     elif sort == "sol":
@@ -101,6 +102,75 @@ def leaderboard(reader: Any, *, shape: str | None = None, task: str | None = Non
     tasks = tuple(dict.fromkeys(c.task for c in cells))
     gpus = tuple(sorted({c.gpu for c in cells}, key=lambda g: (g == NOT_TIMED, g)))
     return Leaderboard(tuple(shapes), shape, tasks, gpus, tuple(cells), sort)
+
+
+def _with_static(reader: Any, cell: Cell) -> Cell:
+    """A cell without an accepted time carries the task's static ranking's first (what ``best --static``
+    prints): on a CPU-only database it is the only ranking there is (issue 31)."""
+    if cell.accepted:
+        return cell
+    from dataclasses import replace
+
+    from warpforge.db.dashboard_reads import static_first
+
+    return replace(cell, static=static_first(reader, cell.task))
+
+
+@dataclass(frozen=True)
+class StaticTask:
+    """One task's static ranking in a campaign whose decision timed nothing."""
+
+    task: str
+    target: str
+    rows: tuple[Any, ...]  # compile_facts.Ranked, best first
+    total: int
+
+
+def campaign_static(reader: Any, campaign: Any, top: int = 5) -> tuple[StaticTask, ...]:
+    """Per task of the campaign without an accepted timed decision: its ok configurations ranked by compile
+    facts, as ``best TASK --static`` ranks them within this campaign."""
+    from warpforge.db.dashboard_reads import static_ranking
+
+    accepted = {d.task for d in campaign.decisions if d.accepted}
+    out = []
+    for task in campaign.tasks:
+        if task in accepted:
+            continue
+        for target, rows in static_ranking(reader, task, campaign.name).items():
+            if rows:
+                out.append(StaticTask(task, target, tuple(rows[:top]), len(rows)))
+    return tuple(out)
+
+
+def evaluation_facts(reader: Any, rows: Any) -> dict[int, Any]:
+    """Evaluation id -> worst compile facts, for the rows of one evaluations table."""
+    from warpforge.db.dashboard_reads import worst_facts_by_id
+
+    return dict(worst_facts_by_id(reader, [r.id for r in rows]))
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What a finished plan search decided: its fastest stored plan and how many plans it stored."""
+
+    fastest: Any | None  # PlanRow
+    plans: int
+
+
+def plan_summaries(reader: Any, campaigns: Any) -> dict[str, PlanSummary]:
+    """Campaign name -> summary, for the plan searches among ``campaigns`` (spec kind "plan"): they store
+    plans, not decisions or evaluations, and showed "no decision yet" and 0 evaluations when finished."""
+    out = {}
+    for c in campaigns:
+        if (c.spec or {}).get("kind") == "plan":
+            page = reader.plans(campaign=c.name, limit=1)
+            out[c.name] = PlanSummary(page.items[0] if page.items else None, page.total)
+    return out
+
+
+def plan_label(plan: Any) -> str:
+    """``tp=8 · pp=4 · dp=2``: a plan as people write it, not its JSON."""
+    return " · ".join(f"{k}={v}" for k, v in dict(plan or {}).items()) or "(defaults)"
 
 
 @dataclass(frozen=True)
@@ -119,6 +189,8 @@ class VariantView:
     decisions: tuple[Any, ...]
     evaluations: Any  # Page[EvaluationRow]
     transcript: Any | None = None  # LLMTranscript of the call whose answer became this variant (origin llm)
+    static: Any | None = None  # compile_facts.Ranked of ``best`` when nothing of this variant was timed
+    facts: Any = None  # evaluation id -> worst compile facts, for the evaluations table
 
 
 def source_diff(old: str, new: str, old_name: str, new_name: str) -> tuple[DiffLine, ...]:
@@ -131,7 +203,11 @@ def source_diff(old: str, new: str, old_name: str, new_name: str) -> tuple[DiffL
 
 
 def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int = PAGE) -> VariantView | None:
-    v = reader.variant(source_hash)
+    """The variant page; ``source_hash`` is the full hash or the 12-digit prefix the pages show."""
+    from warpforge.db.dashboard_reads import resolve_variant_hash
+
+    full = resolve_variant_hash(reader, source_hash)
+    v = reader.variant(full) if full is not None else None
     if v is None:
         return None
     # Reader.lineage: the variant first, its roots last; the page draws it root first, ending at this variant.
@@ -140,16 +216,24 @@ def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int =
     diff = source_diff(parent.source, v.source, parent.name, v.name) if parent is not None else ()
     evaluations = reader.evaluations(variant_hash=v.source_hash, offset=offset, limit=limit)
     fastest = reader.evaluations(variant_hash=v.source_hash, verdict="ok", sort="objective_ms", limit=1).items
-    pick = fastest[0] if fastest and fastest[0].objective_ms is not None else \
-        (evaluations.items[0] if evaluations.items else None)
-    best = reader.evaluation(pick.id) if pick is not None else None
+    static = None
+    if fastest and fastest[0].objective_ms is not None:
+        pick_id: int | None = fastest[0].id
+    else:  # nothing timed: best --static's first among this variant's configurations (issue 31)
+        from warpforge.db.dashboard_reads import static_first
+
+        static = static_first(reader, v.task, variant_hash=v.source_hash)
+        pick_id = static.evaluation_id if static is not None else (
+            evaluations.items[0].id if evaluations.items else None)
+    best = reader.evaluation(pick_id) if pick_id is not None else None
     decisions = tuple(d for d in reader.decisions(task=v.task) if d.variant_hash == v.source_hash)
     transcript = None
     if v.origin == "llm" or v.proposal_id:
         from warpforge.dashboard.redact import scrub_transcript
 
         transcript = scrub_transcript(reader.llm_call_for_variant(v.source_hash))
-    return VariantView(v, lineage, parent, diff, best, decisions, evaluations, transcript)
+    return VariantView(v, lineage, parent, diff, best, decisions, evaluations, transcript, static,
+                       evaluation_facts(reader, evaluations.items))
 
 
 def highlight(source: str) -> str | None:

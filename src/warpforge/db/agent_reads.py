@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
 from warpforge.db.models import AgentCall, AgentPlan, AgentRun, Campaign, Evaluation, VariantRecord
@@ -102,9 +102,14 @@ def llm_call_for_variant(s: Session, source_hash: str) -> LLMTranscript | None:
 def llm_usage(s: Session, *, campaign: str | None = None) -> tuple[LLMUsage, ...]:
     """Calls, tokens, cost and outcome mix per campaign x model (one grouped query; the calls of one campaign
     are a few hundred at most, so grouping them in SQL is bounded), ordered by campaign then model."""
+    # A replayed call was answered from a stored transcript: it counts as a call, but its tokens and cost were
+    # spent (and counted) by the campaign it replays, not again here (issue 31).
+    def spent(column: Any) -> Any:
+        return func.sum(case((AgentCall.replayed.is_(True), 0), else_=column))
+
     stmt = (select(Campaign.name, AgentCall.model, AgentCall.outcome, func.count(AgentCall.id),
-                   func.sum(AgentCall.prompt_tokens), func.sum(AgentCall.completion_tokens),
-                   func.sum(AgentCall.cost_usd), func.sum(AgentCall.latency_s))
+                   spent(AgentCall.prompt_tokens), spent(AgentCall.completion_tokens),
+                   spent(AgentCall.cost_usd), spent(AgentCall.latency_s))
             .outerjoin(Campaign, Campaign.id == AgentCall.campaign_id)
             .group_by(Campaign.name, AgentCall.model, AgentCall.outcome))
     if campaign is not None:

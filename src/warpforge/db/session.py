@@ -64,6 +64,7 @@ class DatabaseURLError(DatabaseError, UsageError):
 # What a driver raises, for callers above the read layer that must recognise one without importing SQLAlchemy
 # (the CLI's error boundary: an error that reached it unexplained, e.g. through Optuna's storage).
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError,)
+DriverError: type[Exception] = SQLAlchemyError  # the same, as one class (the dashboard's exception handler)
 
 
 def default_url() -> str:

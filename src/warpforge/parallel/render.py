@@ -128,6 +128,22 @@ def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: 
     _export(console, ex)
 
 
+def indistinguishable(res: SearchResult) -> str | None:
+    """A line saying which top plans the simulator cannot tell apart: their predicted step times differ by less
+    than its validated error (issue 31: plans 0.8% apart were ranked under a ±21% band without a word)."""
+    band = res.plans[0].prediction.error_band if res.plans else None
+    if band is None or not band.validated or not band.mape or len(res.plans) < 2:
+        return None
+    best = res.plans[0].prediction.step_time_s
+    close = [r for r in res.plans[1:] if (r.prediction.step_time_s - best) / best < band.mape]
+    if not close:
+        return None
+    spread = (close[-1].prediction.step_time_s - best) / best
+    ranks = ", ".join(f"#{r.rank}" for r in [res.plans[0], *close])
+    return (f"{ranks} are indistinguishable: their predicted step times differ by at most {spread:.1%}, under "
+            f"the ±{band.mape:.0%} validated error; time them on the cluster (plan export) to choose")
+
+
 def print_search(res: SearchResult, ex: Export | None, db_url: str | None, stored: int) -> None:
     console = _console()
     per_node = res.gpus // res.nodes if res.nodes else None
@@ -163,6 +179,9 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
     band = res.plans[0].prediction.error_band if res.plans else None
     if band is not None:
         console.print(f"validated error of these predictions: {band.label()}")
+    tie = indistinguishable(res)
+    if tie:
+        console.print(tie, highlight=False)
     for note in res.plans[0].prediction.notes if res.plans else []:
         console.print(f"[yellow]note (#1):[/yellow] {note}")
     console.print(f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "

@@ -30,7 +30,7 @@ def dashboard(
     json_out: bool = typer.Option(False, "--json", help="print the start-up status as JSON"),
 ) -> None:
     """Serve the web dashboard: campaigns, leaderboard, variants, charts, plans (read-only)."""
-    from warpforge.dashboard.health import check_database
+    from warpforge.db.health import check_database
     from warpforge.db.session import default_url
 
     url = db or default_url()

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from warpforge.db.session import mask_url, sqlite_file
 
-log = logging.getLogger("warpforge.dashboard")
+log = logging.getLogger("warpforge.db")
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,6 @@ SRC = Path(__file__).parents[1] / "src" / "warpforge"
 ALLOWED = {
     "db",  # the read layer and the store
     "search/engine/mirror.py",  # writes Optuna's own tables, through Optuna's models
-    # parallel/store.py's load_plans (tests only; Reader.plans is the read) is the planner's to move.
-    "parallel/store.py",
 }
 
 

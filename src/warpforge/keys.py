@@ -27,7 +27,9 @@ from collections import ChainMap
 from collections.abc import Iterable, Mapping
 
 # Names that hold credentials by convention (OpenAI, Anthropic, Hugging Face, vLLM, cloud SDKs).
-KEY_NAME = re.compile(r"[A-Z0-9_]*(API_KEY|APIKEY|_TOKEN|_SECRET|SECRET_KEY|_PASSWORD|ACCESS_KEY)[A-Z0-9_]*")
+# (and any NAME_KEY: the dashboard scrubbed those too; holding one more name costs nothing).
+KEY_NAME = re.compile(r"[A-Z0-9_]*(API_KEY|APIKEY|_TOKEN|_SECRET|SECRET_KEY|_PASSWORD|ACCESS_KEY)[A-Z0-9_]*"
+                      r"|[A-Z0-9_]*_KEY")
 _HELD: dict[str, str] = {}
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from warpforge.db.queries import Reader
 from warpforge.parallel import PlanConfig, load_cluster, load_model, predict
 from warpforge.parallel.search import search_plans
-from warpforge.parallel.store import load_plans, store_predictions, store_search
+from warpforge.parallel.store import store_predictions, store_search
 
 
 def test_store_search_and_prediction(tmp_path: Path) -> None:
@@ -18,14 +19,14 @@ def test_store_search_and_prediction(tmp_path: Path) -> None:
     assert n == 10 + (res.enqueued[0].plan.key() not in top10)  # the enqueued plan is stored exactly once
     pred = predict(m, c, PlanConfig(tp=4, dp=2))
     assert store_predictions(url, m, c, [(pred, "predict", ["why"])]) == 1
-    rows = load_plans(url, model_name="llama3-8b", cluster_name="dgx-a100", nodes=1, limit=100)
-    assert len(rows) == n + 1
-    assert rows[0]["step_time_s"] == min(r["step_time_s"] for r in rows)
-    assert {r["source"] for r in rows} == {"search", "enqueued", "predict"}
-    assert rows[0]["plan"]["tp"] >= 1 and rows[0]["fits"] is True
+    rows = Reader(url).plans(model="llama3-8b", cluster="dgx-a100", limit=100).items  # the read layer's plans
+    assert len(rows) == n + 1 and {r.nodes for r in rows} == {1}
+    assert rows[0].step_time_s == min(r.step_time_s for r in rows if r.step_time_s is not None)
+    assert {r.source for r in rows} == {"search", "enqueued", "predict"}
+    assert rows[0].plan["tp"] >= 1 and rows[0].fits is True
 
 
 def test_default_database_is_the_environment_one(_private_db: str) -> None:
     m, c = load_model("llama3-8b"), load_cluster("dgx-a100")
     store_predictions(None, m, c, [(predict(m, c, PlanConfig(dp=8)), "predict", [])])
-    assert len(load_plans(_private_db)) == 1
+    assert Reader(_private_db).plans().total == 1

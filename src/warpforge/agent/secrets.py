@@ -20,6 +20,7 @@ _SECRETS: set[str] = set()
 _LOCK = threading.Lock()
 # Short strings (a placeholder key like "EMPTY") would redact ordinary words; real keys are long.
 MIN_SECRET_LEN = 8
+REDACTED = "[redacted]"
 LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "warpforge")
 
 
@@ -36,7 +37,7 @@ def redact(text: str) -> str:
     with _LOCK:
         secrets = sorted(_SECRETS, key=len, reverse=True)
     for s in secrets:
-        text = text.replace(s, "[redacted]")
+        text = text.replace(s, REDACTED)
     return text
 
 

@@ -12,17 +12,16 @@ Example::
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Any
 
-_KEY_SUFFIXES = ("_API_KEY", "_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
-MIN_SECRET_LEN = 8  # as agent/secrets.py: short values ("EMPTY") would redact ordinary words
-REDACTED = "[redacted]"
+from warpforge import keys
+from warpforge.agent.secrets import MIN_SECRET_LEN, REDACTED  # one definition of a secret and its mark
 
 
 def _env_secrets() -> list[str]:
-    values = {v for k, v in os.environ.items() if k.upper().endswith(_KEY_SUFFIXES) and len(v) >= MIN_SECRET_LEN}
+    # Key names as warpforge/keys.py defines them, from the environment and the keys it holds out of it.
+    values = {v for k, v in keys.environ().items() if keys.is_key_name(k) and len(v) >= MIN_SECRET_LEN}
     return sorted(values, key=len, reverse=True)
 
 

@@ -69,29 +69,3 @@ def store_search(url: str | None, model: ModelSpec, cluster: ClusterSpec, result
             rows.append((e.prediction, "enqueued", [e.message] if e.message else []))
     return store_predictions(url, model, cluster, rows, campaign_id)
 
-
-def load_plans(url: str | None, model_name: str | None = None, cluster_name: str | None = None,
-               nodes: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
-    """Stored plans, fastest first, as plain documents (for the dashboard and the agent)."""
-    from sqlalchemy import select
-
-    from warpforge.db.models import Plan
-    from warpforge.db.session import Database
-
-    db = Database(url)
-    db.upgrade()
-    q = select(Plan)
-    if model_name:
-        q = q.where(Plan.model_name == model_name)
-    if cluster_name:
-        q = q.where(Plan.cluster_name == cluster_name)
-    if nodes is not None:
-        q = q.where(Plan.nodes == nodes)
-    q = q.order_by(Plan.step_time_s.asc()).limit(limit)
-    with db.session() as s:
-        return [
-            {"id": r.id, "model": r.model_name, "cluster": r.cluster_name, "nodes": r.nodes, "plan": r.plan,
-             "source": r.source, "fits": r.fits, "step_time_s": r.step_time_s, "mfu": r.mfu,
-             "peak_mem_gb": r.peak_mem_gb, "created_at": r.created_at.isoformat() if r.created_at else None}
-            for r in s.scalars(q)
-        ]

@@ -210,3 +210,32 @@ def test_eval_on_an_unparsable_source_is_one_line_not_a_traceback(tmp_path: Path
                                        "--backend", "interpret", "--params", '{"BLOCK": 256, "num_warps": 4}'])
         assert res.exit_code != 0 and "Traceback" not in res.output, res.output
         assert ("source_too_deep" if "deep" in name else "source_too_large") in res.output
+
+
+def _jit(body: str) -> str:
+    lines = "\n".join("    " + line for line in body.splitlines())
+    return (HEAD + "@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n" + lines + "\n\n"
+            "def launch(x, BLOCK=256):\n    y = torch.empty_like(x)\n    k[(1,)](x, y, 1, BLOCK=BLOCK)\n    return y\n")
+
+
+@pytest.mark.parametrize("body", [
+    "tl.core.builtins.exec('import os')",  # tl.core is a module holding Python's builtins
+    "c = tl.core\nc.builtins.print(n)",  # a module as a value, then its members
+    "m = tl.math\nm.core.builtins.print(n)",
+    "tl.core.knobs.runtime.interpret = True",
+    "a = tl.extra.module",
+    "a = [print(i) for i in range(3)]",  # Python-only expressions run under the interpreter only
+    "a = '{0.dtype}'.format(x_ptr)",
+    "k.fn = print",  # stores into a jit function object
+    "n[0] = 1",
+    "f = k.fn",
+])
+def test_jit_bodies_reach_only_kernel_namespaces(body: str) -> None:
+    finding = check_module(_jit(body))
+    assert finding is not None and finding.reason == "jit_body_disallowed", (body, finding)
+
+
+def test_jit_bodies_keep_tl_math_and_libdevice() -> None:
+    body = ("offs = tl.arange(0, BLOCK)\nv = tl.load(x_ptr + offs)\nv = tl.math.exp(v) + math.pi\n"
+            "v = tl.extra.cuda.libdevice.tanh(v)\ntl.store(y_ptr + offs, v.to(tl.float32))")
+    assert check_module(_jit(body).replace("import triton\n", "import triton\nimport math\n")) is None

@@ -60,7 +60,11 @@ names of the grammar at all.
 
 Kernels (``@triton.jit`` bodies): names are parameters, locals, ``tl``/``triton``/``math``, other jit
 functions, module constants and JIT_BUILTINS; no import, global, nonlocal, lambda, try, with, class,
-nested def, async, yield; no ``.handle``/``.data`` (the interpreter's raw buffers)    [jit_body_disallowed]
+nested def, async, yield, comprehension, walrus or starred; no ``.handle``/``.data`` (the interpreter's
+raw buffers); stores bind names only (no attribute or element store); a module is named only as the
+namespace of a member (``tl.load``, ``tl.math.exp``, ``tl.extra.cuda.libdevice.tanh``, ``math.pi``),
+within JIT_NAMESPACES (``tl.core.builtins`` is Python's builtins); a jit function and a string have no
+attributes in a kernel                                                                 [jit_body_disallowed]
 
 Everywhere: no attribute starting with ``_``                                             [private_access]
 and no name from FORBIDDEN_NAMES or call to DYNAMIC_CALLS                              [dynamic_access]
@@ -121,6 +125,15 @@ JIT_BANNED_ATTRS = {"handle", "data"}
 JIT_BANNED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.Try, ast.With,
                     ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.FunctionDef)
 JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"}
+# Python-only expressions: Triton's compiler refuses them, the interpreter runs them as Python.
+JIT_BANNED_NODES += (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Starred)
+# The modules a jit body may name a member of (``tl.load``, ``tl.math.exp``, ``math.pi``). Every other module
+# reached through an attribute is refused: ``tl.core`` is a module whose ``builtins`` attribute is Python's
+# (``tl.core.builtins.exec`` ran arbitrary Python under the interpreter), ``tl.core.knobs`` flips Triton's
+# settings.
+JIT_NAMESPACES = {"triton.language", "triton.language.math", "triton.language.extra",
+                  "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice",
+                  "triton.language.extra.libdevice", "math"}
 
 
 class GrammarError(Exception):
@@ -170,6 +183,20 @@ def _dotted(node: ast.AST) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether ``dotted`` (a canonical name under a JIT_NAMESPACES module) is a module; imports only the
+    trusted namespaces themselves, looks members up with getattr (the name has no ``_``: private_access)."""
+    import importlib
+    import types
+
+    namespace, _, attr = dotted.rpartition(".")
+    try:
+        value = getattr(importlib.import_module(namespace), attr, None)
+    except ImportError:
+        return True  # a namespace that does not import is no namespace of a kernel
+    return isinstance(value, types.ModuleType)
 
 
 class Grammar:
@@ -368,6 +395,7 @@ class Grammar:
         constants = {n.targets[0].id for n in self.tree.body if isinstance(n, ast.Assign)
                      and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and self._literal_early(n.value)}
         allowed = local | self.jit | constants | modules | JIT_BUILTINS | {fn.name}
+        parent = {id(child): node for node in body for child in ast.iter_child_nodes(node)}
         for node in body:
             if isinstance(node, JIT_BANNED_NODES):
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' contains a "
@@ -376,9 +404,35 @@ class Grammar:
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses "
                             f"'{node.id}', which is not tl, triton, a parameter, a local, a constant or another "
                             "jit function (names the interpreter injects, such as np, are not)")
+            if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
+                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' stores into "
+                            f"{ast.unparse(node)[:40]}: a kernel binds local names only (stores go through tl.store)")
+            if isinstance(node, ast.Attribute) and (
+                    isinstance(node.value, ast.Constant)
+                    or isinstance(node.value, ast.Name) and node.value.id in self.jit):
+                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                            f"{ast.unparse(node)[:40]}: a jit function is only called, a string has no methods "
+                            "in a kernel")
+            if isinstance(node, ast.Attribute) and self.canonical(node):
+                self._jit_member(fn, node, parent.get(id(node)))
             if isinstance(node, ast.Attribute) and node.attr in JIT_BANNED_ATTRS:
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
                             f".{node.attr} (the interpreter's raw buffers)")
+
+    def _jit_member(self, fn: ast.FunctionDef, node: ast.Attribute, parent: ast.AST | None) -> None:
+        """[jit_body_disallowed] ``module.NAME`` in a kernel: the module is one of JIT_NAMESPACES and NAME is
+        not itself a module, unless it is the namespace of an enclosing ``module.NAME.MEMBER``."""
+        canonical = self.canonical(node)
+        namespace = canonical.rpartition(".")[0]
+        if namespace == "triton" and node.attr in TRITON_CALLS | {"jit"}:
+            return
+        if canonical in JIT_NAMESPACES and isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if namespace in JIT_NAMESPACES and not _is_module(canonical):
+            return
+        raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' names "
+                    f"{ast.unparse(node)[:40]}: a kernel uses members of tl, tl.math, tl.extra.cuda.libdevice "
+                    "and math only (no module as a value, no other module)")
 
     def _literal_early(self, node: ast.AST) -> bool:
         """A literal judged before ``constants`` is filled (jit bodies are checked before module statements)."""

@@ -239,3 +239,34 @@ def test_jit_bodies_keep_tl_math_and_libdevice() -> None:
     body = ("offs = tl.arange(0, BLOCK)\nv = tl.load(x_ptr + offs)\nv = tl.math.exp(v) + math.pi\n"
             "v = tl.extra.cuda.libdevice.tanh(v)\ntl.store(y_ptr + offs, v.to(tl.float32))")
     assert check_module(_jit(body).replace("import triton\n", "import triton\nimport math\n")) is None
+
+
+@pytest.mark.parametrize("body, extra, rule", [
+    ("d = {'a': x}\ny = d['a'] * 2\nreturn y", "", "tensor_use"),  # a dict hid the tensor from the typing
+    ("d = {'a': x}\ny = d.get('a') * 2\nreturn y", "", "tensor_use"),
+    ("y = {'a': x}['a'] + 1\nreturn y", "", "tensor_use"),
+    ("y = triton.cdiv(x, 1)\nreturn y", "", "tensor_use"),  # (x + 0) // 1 computed by torch
+    ("y = torch.full_like(x, x)\nreturn y", "", "tensor_use"),  # fill value read on the host
+    ("y = x.new_full(x.shape, x)\nreturn y", "", "tensor_use"),
+    ("y = torch.empty(x)\nreturn y", "", "tensor_use"),
+    ("y = torch.zeros(4, out=x)\nreturn y", "", "tensor_use"),
+    ("y = x.transpose(x, 0)\nreturn y", "", "tensor_use"),
+    ("y = x.expand(x)\nreturn y", "", "tensor_use"),
+    ("s = torch.Size(x)\nreturn x", "", "tensor_use"),
+    ("y = mk(4)\nz = y + 1\nreturn z", "def mk(n):\n    return torch.zeros(n)\n\n", "tensor_use"),
+    ("y = torch.empty_like(x)\nk[(x,)](x, y, 1)\nreturn y", "", "host_read"),
+    ("g = (x,)\ny = torch.empty_like(x)\nk[g](x, y, 1)\nreturn y", "", "host_read"),
+    ("assert x.dim() == 2, f'{x!r}'\nreturn x", "", "host_read"),
+    ("assert x.dim() == 2, f'{x.view(-1)}'\nreturn x", "", "host_read"),
+    ("raise ValueError(x)", "", "host_read"),
+    ("y = torch.empty_like(x)\nh = k[(1,)](x, y, 1)\nreturn h", "", "kernel_use"),
+])
+def test_tensor_typing_follows_containers_calls_and_messages(body: str, extra: str, rule: str) -> None:
+    finding = check_module(host(body, extra))
+    assert finding is not None and finding.reason == rule, (body, finding)
+
+
+def test_templates_of_like_and_view_as_stay_tensors() -> None:
+    ok = host("y = torch.empty_like(x, dtype=torch.float32)\nz = torch.full_like(x, 0.5)\nv = y.view_as(x)\n"
+              "d = {'y': y}\nk[(triton.cdiv(x.numel(), BLOCK),)](x, d['y'], x.numel(), BLOCK=BLOCK)\nreturn v")
+    assert check_module(ok) is None

@@ -51,7 +51,12 @@ Host code (``launch``, ``constraints``, plain helpers)::
     tensors (launch's positional inputs, allocations, views and subscripts of them) are used only as
     kernel arguments, allocation templates, view receivers, shape/stride reads and return values: no
     arithmetic, comparison or truth value of a tensor, no tensor index, no tensor passed to a builtin
-    or a helper (helpers take shape values); int()/float()/bool() of a tensor is a host read  [tensor_use]
+    or a helper (helpers take and return shape values), no tensor as an argument of an allowlisted call
+    except the template of ``*_like``/``view_as``; a container (tuple, list, dict) holding a tensor and
+    any method result of one (``d.get('a')``) is a tensor; a launch is a statement, never a value
+                                                                                           [tensor_use]
+    int()/float()/bool() of a tensor, a tensor in a grid or formatted into a message is a host read
+                                                                                           [host_read]
 
 So no value the host code can form is a callable (no lambda, no bound method, no function object):
 no callable grid, no hook passed as a value; no attribute of a kernel (``add_pre_run_hook``,
@@ -111,6 +116,11 @@ TENSOR_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "itemsize"}
 # Tensor methods whose result is a tensor (a view or a fresh allocation); the others return shape values.
 TENSOR_RESULTS = {"contiguous", "view", "reshape", "new_empty", "new_zeros", "new_full", "new_ones", "flatten",
                   "unsqueeze", "squeeze", "t", "transpose", "permute", "expand", "view_as", "unflatten"}
+# Tensor methods whose result is a shape value (an int, a bool, a tuple of ints).
+SHAPE_RESULTS = {"stride", "size", "dim", "numel", "is_contiguous", "element_size", "is_floating_point"}
+# Arguments that may be tensors: the template of torch.*_like and of x.view_as (everything else a call
+# takes is a shape value: a tensor there is read on the host through __index__/__float__/iteration).
+TEMPLATE_ARG = {"empty_like", "zeros_like", "ones_like", "full_like", "view_as"}
 TENSOR_ALLOC = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like", "ones",
                 "ones_like"}
 HOST_READS = {"numpy", "tolist", "item", "cpu", "untyped_storage", "storage", "__array__", "__dlpack__",
@@ -489,11 +499,15 @@ class HostCheck:
             return self.is_tensor(node.body) or self.is_tensor(node.orelse)
         if isinstance(node, (ast.Tuple, ast.List)):
             return any(self.is_tensor(e.value if isinstance(e, ast.Starred) else e) for e in node.elts)
+        if isinstance(node, ast.Dict):  # {'a': x}['a'] is x
+            return any(self.is_tensor(v) for v in [*node.keys, *node.values] if v is not None)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             canonical = self.g.canonical(node.func)
             if canonical:
                 return canonical.rpartition(".")[0] == "torch" and node.func.attr in TENSOR_ALLOC
-            return node.func.attr in TENSOR_RESULTS and self.is_tensor(node.func.value)
+            # a method of a tensor (or of a container holding one: d.get('a')) gives a tensor unless it is
+            # one of the shape reads
+            return node.func.attr not in SHAPE_RESULTS and self.is_tensor(node.func.value)
         return False
 
     def untensored(self, node: ast.AST, what: str, reason: str = "tensor_use") -> None:
@@ -535,6 +549,8 @@ class HostCheck:
             self.bind(node.target, node.value)
         elif isinstance(node, ast.Return):
             if node.value is not None:
+                if self.fn.name != "launch":  # a helper's tensor would be untyped in its caller
+                    self.untensored(node.value, "returned by a helper (helpers take and return shape values)")
                 self.expr(node.value)
         elif isinstance(node, ast.If):
             self.untensored(node.test, "read as a truth value", "host_read")
@@ -561,7 +577,7 @@ class HostCheck:
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return
             if isinstance(node.value, ast.Call):
-                self.expr(node.value)  # its own production first (a kernel's method is kernel_use)
+                self.call(node.value)  # its own production first (a kernel's method is kernel_use)
             if not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Subscript)):
                 raise self.fail("host_statement", node, f"the expression statement {ast.unparse(node)[:60]}: a "
                                 "bare expression in host code is a kernel launch `kernel[grid](...)`")
@@ -574,10 +590,13 @@ class HostCheck:
         if isinstance(node, ast.JoinedStr):
             for part in node.values:
                 if isinstance(part, ast.FormattedValue):
+                    self.untensored(part.value, "formatted into a message (formatting reads its values)",
+                                    "host_read")
                     self.expr(part.value)
                     if part.format_spec is not None:
                         self.message(part.format_spec)
         else:
+            self.untensored(node, "used as a message (str() reads its values)", "host_read")
             self.expr(node)
 
     def expr(self, node: ast.expr) -> None:  # noqa: C901 - one branch per production
@@ -643,6 +662,9 @@ class HostCheck:
         elif isinstance(node, ast.Attribute):
             self.attribute(node)
         elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Subscript):
+                raise self.fail("kernel_use", node, "a launch used as a value: kernel[grid](args) is a statement "
+                                "(its result is the compiled kernel, with its hooks)")
             self.call(node)
         else:
             raise self.fail("host_statement", node, f"a {type(node).__name__} expression "
@@ -716,6 +738,7 @@ class HostCheck:
             module = canonical.rpartition(".")[0]
             allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
             if func.attr in allowed:
+                self.shape_args(node, func.attr if module == "torch" else "")
                 return
             raise self.fail("torch_compute_call" if module == "torch" else "host_name", node,
                             f"calls {dotted}(): host code may call torch.{{{', '.join(sorted(ALLOC_CALLS))}}}, "
@@ -727,14 +750,28 @@ class HostCheck:
         if func.attr not in TENSOR_METHODS:
             raise self.fail("torch_compute_call", node, f".{func.attr}() on a value: host code may call only "
                             f"{', '.join(sorted(TENSOR_METHODS))}; compute belongs in a @triton.jit kernel")
+        self.shape_args(node, func.attr)
+
+    def shape_args(self, node: ast.Call, name: str) -> None:
+        """[tensor_use] an allowlisted call takes shape values; only the template of ``*_like``/``view_as``
+        (its first positional argument) is a tensor (``triton.cdiv(x, 1)`` computed on x, a tensor size or
+        fill value is read on the host)."""
+        args = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
+        if name in TEMPLATE_ARG and args and not isinstance(node.args[0], ast.Starred):
+            args = args[1:]
+        for a in [*args, *(k.value for k in node.keywords)]:
+            self.untensored(a, f"passed to {name or _dotted(node.func)}() (it takes shape values; only a "
+                            "*_like/view_as template is a tensor)")
 
     def grid(self, node: ast.expr) -> None:
         """[kernel_use] a grid is a tuple of arithmetic, or a local holding one (never a callable)."""
         if isinstance(node, ast.Tuple):
             for e in node.elts:
+                self.untensored(e, "in a grid (a grid is read on the host)", "host_read")
                 self.expr(e)
             return
         if isinstance(node, ast.Name) and node.id in self.locals:
+            self.untensored(node, "used as a grid (a grid is read on the host)", "host_read")
             return  # a local holds a value of this grammar, never a callable
         raise self.fail("kernel_use", node, f"grid {ast.unparse(node)[:60]}: a grid is a tuple of arithmetic on "
                         "shapes and parameters (no lambda, no function)")

@@ -270,3 +270,14 @@ def test_templates_of_like_and_view_as_stay_tensors() -> None:
     ok = host("y = torch.empty_like(x, dtype=torch.float32)\nz = torch.full_like(x, 0.5)\nv = y.view_as(x)\n"
               "d = {'y': y}\nk[(triton.cdiv(x.numel(), BLOCK),)](x, d['y'], x.numel(), BLOCK=BLOCK)\nreturn v")
     assert check_module(ok) is None
+
+
+
+@pytest.mark.parametrize("signature, used", [
+    ("x, w=None, BLOCK=256", "w"),  # launch(*inputs, **params): a two-input task's second input lands in w
+    ("x, /, w=1, BLOCK=256", "w"),
+    ("x, BLOCK=256, /", "BLOCK"),  # positional-only: never passed by keyword, so an input can land there
+])
+def test_positional_parameters_outside_space_are_inputs(signature: str, used: str) -> None:
+    finding = check_module(HEAD + KERNEL + f"def launch({signature}):\n    return {used} * 2\n")
+    assert finding is not None and finding.reason == "tensor_use", (signature, finding)

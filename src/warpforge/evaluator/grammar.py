@@ -48,7 +48,8 @@ Host code (``launch``, ``constraints``, plain helpers)::
                    allowlisted attribute, a function only as the callee, a jit function only as
                    ``kernel[grid]``; host code never assigns a module-level name              [host_name]
     f-strings appear only in assert and raise messages                                   [host_statement]
-    tensors (launch's positional inputs, allocations, views and subscripts of them) are used only as
+    tensors (launch's positional parameters, except those SPACE names, which always come by keyword;
+    allocations, views and subscripts of them) are used only as
     kernel arguments, allocation templates, view receivers, shape/stride reads and return values: no
     arithmetic, comparison or truth value of a tensor, no tensor index, no tensor passed to a builtin
     or a helper (helpers take and return shape values), no tensor as an argument of an allowlisted call
@@ -382,6 +383,14 @@ class Grammar:
                 and all(self._literal(a) for a in node.args)
         return False
 
+    def space_keys(self) -> set[str]:
+        """The string keys of a module-level ``SPACE = {...}`` dict literal (the tuning parameters)."""
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and [_dotted(t) for t in node.targets] == ["SPACE"] \
+                    and isinstance(node.value, ast.Dict):
+                return {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        return set()
+
     def canonical(self, node: ast.AST) -> str:
         """The dotted name with its first part resolved to the module it names ("tl.float32" ->
         "triton.language.float32"); "" when the base is not an imported module."""
@@ -470,8 +479,13 @@ class HostCheck:
         # launch's positional inputs are tensors; a helper's or constraints' parameters are shape values
         self.tensors: set[str] = set()
         if fn.name == "launch":
+            # The harness calls launch(*inputs, **params) with params a point of SPACE: a positional parameter
+            # is an input unless SPACE names it (then it always comes by keyword; an input landing there
+            # is a TypeError). `def launch(x, w=None)` on a two-input task received w untyped.
             positional = [*args.posonlyargs, *args.args]
             self.tensors = {a.arg for a in positional[:len(positional) - len(args.defaults)]}
+            self.tensors |= {a.arg for a in positional[len(positional) - len(args.defaults):]
+                             if a.arg not in grammar.space_keys() or a in args.posonlyargs}
             if args.vararg is not None:
                 self.tensors.add(args.vararg.arg)
 

@@ -229,6 +229,12 @@ def _jit(body: str) -> str:
     "k.fn = print",  # stores into a jit function object
     "n[0] = 1",
     "f = k.fn",
+    "l = tl\nl.core.builtins.print(n)",  # a module bound to a local: its attributes went unchecked
+    "t = triton\nt.runtime.driver",
+    "a = (tl, 1)\na[0].core.builtins.print(n)",
+    "a = tl.load(x_ptr, other=tl)",
+    "f = print\nf(n)",  # a builtin as a value
+    "c = k\nc.add_pre_run_hook(print)",  # a jit function bound to a local: its hooks
 ])
 def test_jit_bodies_reach_only_kernel_namespaces(body: str) -> None:
     finding = check_module(_jit(body))
@@ -281,3 +287,14 @@ def test_templates_of_like_and_view_as_stay_tensors() -> None:
 def test_positional_parameters_outside_space_are_inputs(signature: str, used: str) -> None:
     finding = check_module(HEAD + KERNEL + f"def launch({signature}):\n    return {used} * 2\n")
     assert finding is not None and finding.reason == "tensor_use", (signature, finding)
+
+
+
+@pytest.mark.parametrize("extra, rule", [
+    ("def constraints(params, shape):\n    k[(1,)](1, 2, 3)\n    return True\n\n", "kernel_use"),
+    ("def constraints(params, shape):\n    a = torch.empty(10 ** 12)\n    return True\n\n", "tensor_use"),
+    ("def h(n):\n    k[(1,)](n, n, n)\n    return 1\n\n", "kernel_use"),
+])
+def test_constraints_and_helpers_compute_on_shapes_only(extra: str, rule: str) -> None:
+    finding = check_module(host("return x", extra))
+    assert finding is not None and finding.reason == rule, (extra, finding)

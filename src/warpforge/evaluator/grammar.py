@@ -48,6 +48,8 @@ Host code (``launch``, ``constraints``, plain helpers)::
                    allowlisted attribute, a function only as the callee, a jit function only as
                    ``kernel[grid]``; host code never assigns a module-level name              [host_name]
     f-strings appear only in assert and raise messages                                   [host_statement]
+    kernel launches and torch allocations appear only in ``launch``: ``constraints`` and helpers compute
+    on shape values                                                            [kernel_use] [tensor_use]
     tensors (launch's positional parameters, except those SPACE names, which always come by keyword;
     allocations, views and subscripts of them) are used only as
     kernel arguments, allocation templates, view receivers, shape/stride reads and return values: no
@@ -70,7 +72,8 @@ nested def, async, yield, comprehension, walrus or starred; no ``.handle``/``.da
 raw buffers); stores bind names only (no attribute or element store); a module is named only as the
 namespace of a member (``tl.load``, ``tl.math.exp``, ``tl.extra.cuda.libdevice.tanh``, ``math.pi``),
 within JIT_NAMESPACES (``tl.core.builtins`` is Python's builtins); a jit function and a string have no
-attributes in a kernel                                                                 [jit_body_disallowed]
+attributes in a kernel; a module is named only as ``module.member``, a builtin only called, a jit
+function only called or passed to a call (never bound: ``l = tl`` then ``l.core``) [jit_body_disallowed]
 
 Everywhere: no attribute starting with ``_``                                             [private_access]
 and no name from FORBIDDEN_NAMES or call to DYNAMIC_CALLS                              [dynamic_access]
@@ -419,6 +422,8 @@ class Grammar:
             if isinstance(node, JIT_BANNED_NODES):
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' contains a "
                             f"{type(node).__name__} statement: kernels are Triton code only")
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+                self._jit_name_use(fn, node, parent.get(id(node)))
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in allowed:
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses "
                             f"'{node.id}', which is not tl, triton, a parameter, a local, a constant or another "
@@ -437,6 +442,19 @@ class Grammar:
             if isinstance(node, ast.Attribute) and node.attr in JIT_BANNED_ATTRS:
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
                             f".{node.attr} (the interpreter's raw buffers)")
+
+    def _jit_name_use(self, fn: ast.FunctionDef, node: ast.Name, parent: ast.AST | None) -> None:
+        """[jit_body_disallowed] a module is named only as the base of a member (``l = tl`` then
+        ``l.core.builtins.exec`` reached Python's builtins), a builtin only as a callee, a jit function only
+        as a callee or a call's argument (``tl.reduce(x, 0, combine)``), never bound to a local."""
+        name = node.id
+        callee = isinstance(parent, ast.Call) and parent.func is node
+        argument = isinstance(parent, ast.Call) and node in parent.args or isinstance(parent, ast.keyword)
+        if name in self.modules and not (isinstance(parent, ast.Attribute) and parent.value is node) \
+                or name in JIT_BUILTINS and not callee \
+                or name in self.jit and not (callee or argument):
+            raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses {name} as a "
+                        "value: modules are named only as tl.member, builtins and jit functions only called")
 
     def _jit_member(self, fn: ast.FunctionDef, node: ast.Attribute, parent: ast.AST | None) -> None:
         """[jit_body_disallowed] ``module.NAME`` in a kernel: the module is one of JIT_NAMESPACES and NAME is
@@ -724,6 +742,9 @@ class HostCheck:
     def callee(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Subscript):  # kernel[grid](...)
+            if self.fn.name != "launch":
+                raise self.fail("kernel_use", node, "a launch outside launch(): constraints and helpers compute "
+                                "on shape values only")
             if not (isinstance(func.value, ast.Name) and func.value.id in self.g.jit):
                 raise self.fail("kernel_use", node, f"{ast.unparse(func)[:60]}(...): only a @triton.jit function "
                                 "of this module is launched with [grid]")
@@ -752,6 +773,9 @@ class HostCheck:
             module = canonical.rpartition(".")[0]
             allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
             if func.attr in allowed:
+                if module == "torch" and func.attr in TENSOR_ALLOC and self.fn.name != "launch":
+                    raise self.fail("tensor_use", node, f"{dotted}() outside launch(): constraints and helpers "
+                                    "compute on shape values only (no allocation)")
                 self.shape_args(node, func.attr if module == "torch" else "")
                 return
             raise self.fail("torch_compute_call" if module == "torch" else "host_name", node,

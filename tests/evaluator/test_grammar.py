@@ -46,6 +46,8 @@ def test_honest_sources_pass() -> None:
 @pytest.mark.parametrize("source, rule", [
     ("# coding: utf-7\n" + HEAD, "source_encoding"),
     ("#!/usr/bin/env python\n# vim: set fileencoding=latin-1 :\n" + HEAD, "source_encoding"),
+    ("# x\x0c\n# coding: utf-7\n" + HEAD, "source_encoding"),  # str.splitlines() split at the form feed
+    ("#\x1c\n# coding: latin-1\n" + HEAD, "source_encoding"),
     (HEAD + "X = '\ud800'\n", "source_encoding"),
     (HEAD + "x = (\n", "syntax_error"),
     (HEAD + "x = 1\x00\n", "syntax_error"),

@@ -57,7 +57,9 @@ def check_source_text(source: str, cookie: bool = True) -> None:
     if len(data) > MAX_BYTES or source.count("\n") > MAX_LINES:
         raise _fail("source_too_large", f"the source has {len(data)} bytes and {source.count(chr(10)) + 1} lines; "
                     f"a variant may have at most {MAX_BYTES} bytes and {MAX_LINES} lines")
-    for line in source.splitlines()[:2] if cookie else []:
+    # Python's own lines: str.splitlines() also splits at \x0c, \x0b, \x1c-\x1e, \x85 and \u2028, so
+    # "# x\x0c\n# coding: utf-7" hid Python's line 2 (its cookie) behind an empty third "line".
+    for line in re.split(r"\r\n|\r|\n", source, maxsplit=2)[:2] if cookie else []:
         found = COOKIE.match(line)
         if found and found.group(1).lower().replace("_", "-") not in ("utf-8", "utf8"):
             raise _fail("source_encoding", f"coding cookie '{found.group(1)}': a variant is UTF-8 only (the checker "

@@ -60,6 +60,8 @@ def test_honest_sources_pass() -> None:
     ("from torch import empty\n", "forbidden_import"),
     (HEAD + "T = torch\n", "module_constant"),
     (HEAD + "F = torch.empty\n", "module_constant"),
+    (HEAD + "X: tl.core.builtins.exec('import os') = 1\n", "module_constant"),  # evaluated at import
+    (HEAD + "X: print('hi') = 1\n", "module_constant"),
     (HEAD + "X = len([1])\n", "module_constant"),
     (HEAD + "print('hi')\n", "module_statement"),
     (HEAD + "if True:\n    X = 1\n", "module_statement"),

@@ -309,6 +309,11 @@ class Grammar:
                 names = [node.name]
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if isinstance(node, ast.AnnAssign) and not self._annotation(node.annotation):
+                    # a module-level annotation is evaluated at import: `X: <any call> = 1` ran that call
+                    raise _fail("module_constant", f"line {node.lineno}: the annotation "
+                                f"{ast.unparse(node.annotation)[:40]}: annotations are names, literals or "
+                                "tl.constexpr")
                 if len(targets) != 1 or not isinstance(targets[0], ast.Name) or node.value is None:
                     raise _fail("module_constant", f"line {node.lineno}: a module-level assignment binds one name "
                                 "to a literal")
@@ -353,7 +358,7 @@ class Grammar:
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
             if a is not None and a.annotation is not None and not self._annotation(a.annotation):
                 raise _fail("module_statement", f"line {fn.lineno}: annotation {ast.unparse(a.annotation)[:40]} "
-                            "of {fn.name}: annotations are names or tl.constexpr")
+                            f"of {fn.name}: annotations are names or tl.constexpr")
         if fn.returns is not None and not self._annotation(fn.returns):
             raise _fail("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation is not a name")
 

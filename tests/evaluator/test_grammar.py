@@ -302,3 +302,28 @@ def test_positional_parameters_outside_space_are_inputs(signature: str, used: st
 def test_constraints_and_helpers_compute_on_shapes_only(extra: str, rule: str) -> None:
     finding = check_module(host("return x", extra))
     assert finding is not None and finding.reason == rule, (extra, finding)
+
+
+COUNTING = ("def launch(x, BLOCK=256, calls=[]):\n    calls += [1]\n    y = torch.empty_like(x)\n"
+            "    if len(calls) < 3:\n        k[(1,)](x, y, 1, BLOCK=BLOCK)\n    return y\n")
+
+
+@pytest.mark.parametrize("tail, rule", [
+    (COUNTING, "module_constant"),  # a mutable default outlives the call: honest for 2 calls, then skip the work
+    (COUNTING.replace("BLOCK=256, calls", "BLOCK=256, *, calls"), "module_constant"),
+    ("def h(n, acc=[]):\n    acc += [n]\n    return len(acc)\n\ndef launch(x, BLOCK=256):\n    return x\n",
+     "module_constant"),
+    ("CALLS = []\n\ndef launch(x, BLOCK=256):\n    c = CALLS\n    c += [x.shape]\n    return x\n", "host_name"),
+    ("SEEN = {}\n\ndef launch(x, BLOCK=256):\n    s = SEEN if True else SEEN\n    s |= {x.shape: 1}\n    return x\n",
+     "host_name"),
+    ("def launch(x, BLOCK=256):\n    s = SPACE\n    s |= {'n': 1}\n    return x\n", "host_name"),
+])
+def test_no_state_outlives_a_call(tail: str, rule: str) -> None:
+    finding = check_module(HEAD + KERNEL + tail)
+    assert finding is not None and finding.reason == rule, (tail, finding)
+
+
+def test_mutable_constants_are_read_in_place() -> None:
+    tail = ("KNOWN = {1, 97}\n\ndef launch(x, BLOCK=256):\n"
+            "    assert x.numel() not in KNOWN or len(KNOWN) > 0\n    return x\n")
+    assert check_module(HEAD + KERNEL + tail) is None

@@ -48,6 +48,9 @@ Host code (``launch``, ``constraints``, plain helpers)::
                    allowlisted attribute, a function only as the callee, a jit function only as
                    ``kernel[grid]``; host code never assigns a module-level name              [host_name]
     f-strings appear only in assert and raise messages                                   [host_statement]
+    a module constant holding a list, dict or set is read only as ``v in NAME`` or ``len(NAME)``, and
+    defaults hold none: nothing host code can bind outlives a call (``calls += [1]`` on a default
+    counted calls)                                                          [host_name] [module_constant]
     kernel launches and torch allocations appear only in ``launch``: ``constraints`` and helpers compute
     on shape values                                                            [kernel_use] [tensor_use]
     tensors (launch's positional parameters, except those SPACE names, which always come by keyword;
@@ -220,6 +223,7 @@ class Grammar:
         self.tree = tree
         self.modules: dict[str, str] = {}  # local name -> module ("tl" -> "triton.language")
         self.constants: set[str] = set()
+        self.mutable: set[str] = set()  # constants holding a list, dict or set (shared by every call)
         self.jit: set[str] = set()
         self.host: set[str] = set()
 
@@ -338,6 +342,8 @@ class Grammar:
                 bound[name] = node.lineno
                 if isinstance(node, (ast.Assign, ast.AnnAssign)):
                     self.constants.add(name)
+                    if not self._immutable(node.value):
+                        self.mutable.add(name)
 
     def _signature(self, fn: ast.FunctionDef) -> None:
         for dec in fn.decorator_list:
@@ -352,7 +358,7 @@ class Grammar:
                             f"{', '.join(sorted(JIT_OPTIONS))}")
         args = fn.args
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
-            if not self._literal(default):
+            if not self._literal(default) or not self._immutable(default):
                 raise _fail("module_constant", f"line {fn.lineno}: {fn.name}'s default "
                             f"{ast.unparse(default)[:40]} is not a literal")
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
@@ -361,6 +367,12 @@ class Grammar:
                             f"of {fn.name}: annotations are names or tl.constexpr")
         if fn.returns is not None and not self._annotation(fn.returns):
             raise _fail("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation is not a name")
+
+    def _immutable(self, node: ast.AST | None) -> bool:
+        """No list, dict or set display in ``node``, nor a mutable constant: a default or a module constant
+        outlives the call, and ``calls += [1]`` on one counted calls (state across calls)."""
+        return not any(isinstance(n, (ast.List, ast.Dict, ast.Set)) or isinstance(n, ast.Name) and n.id in self.mutable
+                       for n in ast.walk(node)) if node is not None else True
 
     def _annotation(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -498,6 +510,7 @@ class HostCheck:
         args = fn.args
         self.locals = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a}
         self.locals |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        self.read_only: set[int] = set()  # ids of Name nodes in a read-only position (`v in NAME`, len(NAME))
         self.module_names = set(grammar.modules) | grammar.constants | grammar.jit | grammar.host
         # launch's positional inputs are tensors; a helper's or constraints' parameters are shape values
         self.tensors: set[str] = set()
@@ -640,6 +653,10 @@ class HostCheck:
         if isinstance(node, ast.Constant):
             return
         if isinstance(node, ast.Name):
+            if node.id in self.g.mutable and node.id not in self.locals and id(node) not in self.read_only:
+                raise self.fail("host_name", node, f"{node.id} is a list, dict or set bound at module level: host "
+                                "code reads it only as `v in NAME` or len(NAME) (an alias of it would carry state "
+                                "from one call to the next: `c = NAME; c += [1]`)")
             if node.id in self.locals or node.id in self.g.constants:
                 return
             raise self.fail("host_name", node, self._name_use(node.id))
@@ -658,6 +675,8 @@ class HostCheck:
                 self.expr(v)
         elif isinstance(node, ast.Compare):
             identity = all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+            self.read_only |= {id(c) for op, c in zip(node.ops, node.comparators)
+                               if isinstance(op, (ast.In, ast.NotIn)) and isinstance(c, ast.Name)}
             for v in [node.left, *node.comparators]:
                 if not identity:
                     self.untensored(v, "compared")
@@ -761,6 +780,8 @@ class HostCheck:
                     a = a.value if isinstance(a, ast.Starred) else a
                     if func.id in ("int", "float", "bool"):
                         self.untensored(a, f"read by {func.id}()", "host_read")
+                    elif func.id == "len" and isinstance(a, ast.Name):
+                        self.read_only.add(id(a))
                     elif func.id != "len":
                         self.untensored(a, f"passed to {func.id}() (builtins and helpers take shape values)")
                 return

@@ -327,3 +327,11 @@ def test_mutable_constants_are_read_in_place() -> None:
     tail = ("KNOWN = {1, 97}\n\ndef launch(x, BLOCK=256):\n"
             "    assert x.numel() not in KNOWN or len(KNOWN) > 0\n    return x\n")
     assert check_module(HEAD + KERNEL + tail) is None
+
+
+
+@pytest.mark.parametrize("constants", ["CALLS = []\n", "C = []\nCALLS = C\n"])
+def test_kernels_name_no_mutable_constant(constants: str) -> None:
+    # under the interpreter a kernel body is Python: CALLS.append(1) would count calls across launches
+    finding = check_module(_jit("CALLS.append(1)").replace("SPACE =", constants + "SPACE ="))
+    assert finding is not None and finding.reason == "jit_body_disallowed", finding

@@ -431,8 +431,11 @@ class Grammar:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 local.add(node.id)
         modules = {name for name, mod in self.modules.items() if mod in ("triton", "triton.language", "math")}
+        # scalar constants only: a list, dict or set would be Python state under the interpreter
+        # (``CALLS.append(1)`` in a kernel counted calls)
         constants = {n.targets[0].id for n in self.tree.body if isinstance(n, ast.Assign)
-                     and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and self._literal_early(n.value)}
+                     and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and self._literal_early(n.value)
+                     and n.targets[0].id not in self._mutable_early()}
         allowed = local | self.jit | constants | modules | JIT_BUILTINS | {fn.name}
         parent = {id(child): node for node in body for child in ast.iter_child_nodes(node)}
         for node in body:
@@ -487,6 +490,17 @@ class Grammar:
         raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' names "
                     f"{ast.unparse(node)[:40]}: a kernel uses members of tl, tl.math, tl.extra.cuda.libdevice "
                     "and math only (no module as a value, no other module)")
+
+    def _mutable_early(self) -> set[str]:
+        """Module names bound to a list, dict or set display, or to an earlier such name (``X = CALLS``)."""
+        mutable: set[str] = set()
+        for n in self.tree.body:
+            value = n.value if isinstance(n, (ast.Assign, ast.AnnAssign)) else None
+            if value is not None and any(isinstance(e, (ast.List, ast.Dict, ast.Set)) or isinstance(e, ast.Name)
+                                         and e.id in mutable for e in ast.walk(value)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                mutable |= {t.id for t in targets if isinstance(t, ast.Name)}
+        return mutable
 
     def _literal_early(self, node: ast.AST) -> bool:
         """A literal judged before ``constants`` is filled (jit bodies are checked before module statements)."""

@@ -239,6 +239,8 @@ def _jit(body: str) -> str:
     "a = tl.load(x_ptr, other=tl)",
     "f = print\nf(n)",  # a builtin as a value
     "c = k\nc.add_pre_run_hook(print)",  # a jit function bound to a local: its hooks
+    "s = tl.sum\ns.add_pre_run_hook(print)",  # a library jit function bound to a local
+    "s = tl.load\na = s(x_ptr)",
 ])
 def test_jit_bodies_reach_only_kernel_namespaces(body: str) -> None:
     finding = check_module(_jit(body))
@@ -247,7 +249,8 @@ def test_jit_bodies_reach_only_kernel_namespaces(body: str) -> None:
 
 def test_jit_bodies_keep_tl_math_and_libdevice() -> None:
     body = ("offs = tl.arange(0, BLOCK)\nv = tl.load(x_ptr + offs)\nv = tl.math.exp(v) + math.pi\n"
-            "v = tl.extra.cuda.libdevice.tanh(v)\ntl.store(y_ptr + offs, v.to(tl.float32))")
+            "v = tl.extra.cuda.libdevice.tanh(v)\nd = tl.float32\nz: tl.constexpr = 1\n"
+            "a = tl.reduce(v, 0, tl.maximum)\ntl.store(y_ptr + offs, v.to(d), mask=isinstance(z, tl.constexpr))")
     assert check_module(_jit(body).replace("import triton\n", "import triton\nimport math\n")) is None
 
 

@@ -216,6 +216,17 @@ def _is_module(dotted: str) -> bool:
     return isinstance(value, types.ModuleType)
 
 
+def _is_callable(dotted: str) -> bool:
+    """Whether ``dotted`` (a member of a JIT_NAMESPACES module, not itself a module) is a function or a class."""
+    import importlib
+
+    namespace, _, attr = dotted.rpartition(".")
+    try:
+        return callable(getattr(importlib.import_module(namespace), attr, None))
+    except ImportError:
+        return True
+
+
 class Grammar:
     """One module's check (see the module docstring for the productions)."""
 
@@ -486,7 +497,13 @@ class Grammar:
         if canonical in JIT_NAMESPACES and isinstance(parent, ast.Attribute) and parent.value is node:
             return
         if namespace in JIT_NAMESPACES and not _is_module(canonical):
-            return
+            called = isinstance(parent, ast.Call) and (parent.func is node or node in parent.args) \
+                or isinstance(parent, ast.keyword) or isinstance(parent, ast.AnnAssign) and parent.annotation is node
+            if called or not _is_callable(canonical):
+                return  # a function is called or passed; a value (tl.float32, math.pi) is a value
+            raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' binds "
+                        f"{ast.unparse(node)[:40]} as a value: functions of tl are only called (`s = tl.sum` then "
+                        "s.fn, s.cache, s.add_pre_run_hook reach Triton's objects)")
         raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' names "
                     f"{ast.unparse(node)[:40]}: a kernel uses members of tl, tl.math, tl.extra.cuda.libdevice "
                     "and math only (no module as a value, no other module)")

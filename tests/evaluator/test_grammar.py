@@ -239,7 +239,7 @@ def _jit(body: str) -> str:
     "a = tl.load(x_ptr, other=tl)",
     "f = print\nf(n)",  # a builtin as a value
     "c = k\nc.add_pre_run_hook(print)",  # a jit function bound to a local: its hooks
-    "s = tl.sum\ns.add_pre_run_hook(print)",  # a library jit function bound to a local
+    "s = tl.sum\nh = s.cache",  # a library jit function bound to a local: its caches and hooks
     "s = tl.load\na = s(x_ptr)",
 ])
 def test_jit_bodies_reach_only_kernel_namespaces(body: str) -> None:

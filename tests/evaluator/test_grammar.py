@@ -241,6 +241,8 @@ def _jit(body: str) -> str:
     "c = k\nc.add_pre_run_hook(print)",  # a jit function bound to a local: its hooks
     "s = tl.sum\nh = s.cache",  # a library jit function bound to a local: its caches and hooks
     "s = tl.load\na = s(x_ptr)",
+    "c = tl.constexpr(tl.sum)\nh = c.value.cache",  # a function passed through constexpr, then its cache
+    "c = tl.constexpr(k)\nh = c.value.fn",
 ])
 def test_jit_bodies_reach_only_kernel_namespaces(body: str) -> None:
     finding = check_module(_jit(body))
@@ -250,7 +252,8 @@ def test_jit_bodies_reach_only_kernel_namespaces(body: str) -> None:
 def test_jit_bodies_keep_tl_math_and_libdevice() -> None:
     body = ("offs = tl.arange(0, BLOCK)\nv = tl.load(x_ptr + offs)\nv = tl.math.exp(v) + math.pi\n"
             "v = tl.extra.cuda.libdevice.tanh(v)\nd = tl.float32\nz: tl.constexpr = 1\n"
-            "a = tl.reduce(v, 0, tl.maximum)\ntl.store(y_ptr + offs, v.to(d), mask=isinstance(z, tl.constexpr))")
+            "a = tl.reduce(v, 0, tl.maximum)\nb = v.shape[0] + x_ptr.dtype.element_ty.primitive_bitwidth\n"
+            "tl.store(y_ptr + offs, v.to(d).reshape(BLOCK), mask=isinstance(z, tl.constexpr))")
     assert check_module(_jit(body).replace("import triton\n", "import triton\nimport math\n")) is None
 
 

@@ -76,7 +76,8 @@ raw buffers); stores bind names only (no attribute or element store); a module i
 namespace of a member (``tl.load``, ``tl.math.exp``, ``tl.extra.cuda.libdevice.tanh``, ``math.pi``),
 within JIT_NAMESPACES (``tl.core.builtins`` is Python's builtins); a jit function and a string have no
 attributes in a kernel; a module is named only as ``module.member``, a builtin only called, a jit
-function only called or passed to a call (never bound: ``l = tl`` then ``l.core``) [jit_body_disallowed]
+function only called or passed to a call (never bound: ``l = tl`` then ``l.core``); an attribute of a
+value is one of a Triton tensor, dtype, type or constexpr (jit_value_attrs)            [jit_body_disallowed]
 
 Everywhere: no attribute starting with ``_``                                             [private_access]
 and no name from FORBIDDEN_NAMES or call to DYNAMIC_CALLS                              [dynamic_access]
@@ -95,6 +96,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 
 from warpforge.evaluator.static_vocab import StaticFinding
@@ -139,6 +141,13 @@ JIT_BUILTINS = {"range", "min", "max", "abs", "len", "int", "float", "bool", "is
                 "None"}
 JIT_MODULES = {"tl", "triton", "math"}
 JIT_BANNED_ATTRS = {"handle", "data"}
+# Attributes a kernel reads on a value (a tl.tensor, dtype, pointer/block type or constexpr) that are set per
+# instance; the class-level ones are read from Triton (jit_value_attrs). A local is never a Triton object
+# with hooks or caches: `tl.constexpr(tl.sum).value.cache` reached a library JITFunction's cache.
+JIT_INSTANCE_ATTRS = {"shape", "type", "dtype", "numel", "value", "name", "element_ty", "primitive_bitwidth",
+                      "int_bitwidth", "int_signedness", "fp_mantissa_width", "exponent_bias", "address_space",
+                      "const", "scalar", "itemsize"}
+JIT_CODEGEN_ATTRS = {"to_ir", "mangle", "codegen_name", "cache_key_part"}  # the compiler's, with a builder
 JIT_BANNED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.Try, ast.With,
                     ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.FunctionDef)
 JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"}
@@ -214,6 +223,16 @@ def _is_module(dotted: str) -> bool:
     except ImportError:
         return True  # a namespace that does not import is no namespace of a kernel
     return isinstance(value, types.ModuleType)
+
+
+@functools.cache
+def jit_value_attrs() -> frozenset[str]:
+    """JIT_INSTANCE_ATTRS and the public class attributes of Triton's value types, minus codegen's."""
+    import triton.language as tl
+
+    classes = (tl.tensor, tl.dtype, tl.constexpr, tl.pointer_type, tl.block_type, tl.tuple)
+    return frozenset(JIT_INSTANCE_ATTRS | {a for c in classes for a in dir(c) if not a.startswith("_")}
+                     - JIT_CODEGEN_ATTRS)
 
 
 def _is_callable(dotted: str) -> bool:
@@ -470,6 +489,10 @@ class Grammar:
                             "in a kernel")
             if isinstance(node, ast.Attribute) and self.canonical(node):
                 self._jit_member(fn, node, parent.get(id(node)))
+            elif isinstance(node, ast.Attribute) and node.attr not in jit_value_attrs():
+                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                            f".{node.attr}: a kernel reads only the attributes of Triton tensors, dtypes and "
+                            "constexprs (shape, dtype, to, ...)")
             if isinstance(node, ast.Attribute) and node.attr in JIT_BANNED_ATTRS:
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
                             f".{node.attr} (the interpreter's raw buffers)")

@@ -148,11 +148,12 @@ JIT_INSTANCE_ATTRS = {"shape", "type", "dtype", "numel", "value", "name", "eleme
                       "int_bitwidth", "int_signedness", "fp_mantissa_width", "exponent_bias", "address_space",
                       "const", "scalar", "itemsize"}
 JIT_CODEGEN_ATTRS = {"to_ir", "mangle", "codegen_name", "cache_key_part"}  # the compiler's, with a builder
+# Comprehensions, walrus and starred: Python-only expressions Triton's compiler refuses and the interpreter
+# runs as Python.
 JIT_BANNED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.Try, ast.With,
-                    ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.FunctionDef)
+                    ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.FunctionDef,
+                    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Starred)
 JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"}
-# Python-only expressions: Triton's compiler refuses them, the interpreter runs them as Python.
-JIT_BANNED_NODES += (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Starred)
 # The modules a jit body may name a member of (``tl.load``, ``tl.math.exp``, ``math.pi``). Every other module
 # reached through an attribute is refused: ``tl.core`` is a module whose ``builtins`` attribute is Python's
 # (``tl.core.builtins.exec`` ran arbitrary Python under the interpreter), ``tl.core.knobs`` flips Triton's
@@ -535,9 +536,10 @@ class Grammar:
         """Module names bound to a list, dict or set display, or to an earlier such name (``X = CALLS``)."""
         mutable: set[str] = set()
         for n in self.tree.body:
-            value = n.value if isinstance(n, (ast.Assign, ast.AnnAssign)) else None
-            if value is not None and any(isinstance(e, (ast.List, ast.Dict, ast.Set)) or isinstance(e, ast.Name)
-                                         and e.id in mutable for e in ast.walk(value)):
+            if not isinstance(n, (ast.Assign, ast.AnnAssign)) or n.value is None:
+                continue
+            if any(isinstance(e, (ast.List, ast.Dict, ast.Set)) or isinstance(e, ast.Name) and e.id in mutable
+                   for e in ast.walk(n.value)):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 mutable |= {t.id for t in targets if isinstance(t, ast.Name)}
         return mutable

@@ -229,6 +229,8 @@ def _jit(body: str) -> str:
     "tl.core.knobs.runtime.interpret = True",
     "a = tl.extra.module",
     "a = [print(i) for i in range(3)]",  # Python-only expressions run under the interpreter only
+    "a = {'x': 1}\nprint(a)",
+    "match n:\n    case 1:\n        pass",
     "a = '{0.dtype}'.format(x_ptr)",
     "k.fn = print",  # stores into a jit function object
     "n[0] = 1",

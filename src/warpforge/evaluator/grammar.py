@@ -148,11 +148,12 @@ JIT_INSTANCE_ATTRS = {"shape", "type", "dtype", "numel", "value", "name", "eleme
                       "int_bitwidth", "int_signedness", "fp_mantissa_width", "exponent_bias", "address_space",
                       "const", "scalar", "itemsize"}
 JIT_CODEGEN_ATTRS = {"to_ir", "mangle", "codegen_name", "cache_key_part"}  # the compiler's, with a builder
-# Comprehensions, walrus and starred: Python-only expressions Triton's compiler refuses and the interpreter
-# runs as Python.
+# Comprehensions, walrus, starred, dict/set displays, match, del: Python-only code Triton's compiler
+# refuses and the interpreter runs as Python.
 JIT_BANNED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.Try, ast.With,
                     ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.FunctionDef,
-                    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Starred)
+                    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Starred,
+                    ast.Dict, ast.Set, ast.Match, ast.Delete)
 JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"}
 # The modules a jit body may name a member of (``tl.load``, ``tl.math.exp``, ``math.pi``). Every other module
 # reached through an attribute is refused: ``tl.core`` is a module whose ``builtins`` attribute is Python's

@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBSET = [
-    "tests/agent/test_plan_agent.py::test_transcripts_show_the_proposed_plans_and_never_read_markup_in_them",
+    "tests/parallel/plan_agent/test_plan_agent.py::test_transcripts_show_the_proposed_plans_and_never_read_markup_in_them",
     "tests/cli/test_compile_facts.py",
 ]
 

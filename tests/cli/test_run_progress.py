@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 
 def test_piped_run_prints_a_line_per_evaluation(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    import warpforge.search.campaign as campaign
-    from warpforge.search.summary import Event
+    import warpforge.search.engine.campaign as campaign
+    from warpforge.search.engine.summary import Event
 
     from warpforge.cli import app
 

@@ -21,7 +21,7 @@ CPU_CAMPAIGN = "cpu-rmsnorm"
 
 @pytest.fixture(scope="module")
 def cpu_url(tmp_path_factory: pytest.TempPathFactory, serve: Any) -> Iterator[str]:
-    from warpforge.search.campaign import CampaignSpec, run_campaign
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     from warpforge.dashboard.app import create_app
 

@@ -164,7 +164,7 @@ def test_transcripts_command(campaign: dict[str, Any]) -> None:
     table = wf("agent", "transcripts", "agent-c", env={"WARPFORGE_DB": f"sqlite:///{campaign['db']}"})
     assert "stopped by calls" in table.stdout
     missing = wf("agent", "transcripts", "nope", env={"WARPFORGE_DB": f"sqlite:///{campaign['db']}"})
-    assert missing.returncode == 1 and "no campaign 'nope'" in missing.stderr
+    assert missing.returncode == 2 and "no campaign 'nope'" in missing.stderr  # an unknown name: usage
 
 
 def test_no_llm_configured_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

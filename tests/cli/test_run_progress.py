@@ -11,9 +11,8 @@ from typer.testing import CliRunner
 
 def test_piped_run_prints_a_line_per_evaluation(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     import warpforge.search.engine.campaign as campaign
-    from warpforge.search.engine.summary import Event
-
     from warpforge.cli import app
+    from warpforge.search.engine.summary import Event
 
     class Result:
         def summary(self) -> str:

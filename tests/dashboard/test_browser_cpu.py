@@ -21,9 +21,8 @@ CPU_CAMPAIGN = "cpu-rmsnorm"
 
 @pytest.fixture(scope="module")
 def cpu_url(tmp_path_factory: pytest.TempPathFactory, serve: Any) -> Iterator[str]:
-    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
-
     from warpforge.dashboard.app import create_app
+    from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     url = f"sqlite:///{tmp_path_factory.mktemp('cpu-only') / 'wf.db'}"
     run_campaign(CampaignSpec(name=CPU_CAMPAIGN, tasks=["rmsnorm"], trials=6, backend="interpret", db_url=url,

@@ -1,9 +1,13 @@
 """KernelBench-style task files (``class Model(nn.Module)``, ``get_inputs()``, ``get_init_inputs()``) as tasks.
 
-The model is built once per dtype with a fixed seed (its weights are part of the problem); inputs come
-from ``get_inputs()`` under ``torch.manual_seed(seed)``, cast to the task dtype. KernelBench fixes one
-shape per problem, so SHAPES and CHECK_SHAPES hold that shape; flops are counted from the reference
-with ``torch.utils.flop_counter`` and bytes are the inputs read once plus the outputs written once.
+Weights reach the variant: a case is ``get_inputs()`` followed by the model's state (its ``state_dict``,
+parameters and persistent buffers, in that order; ``Task.param_names`` names them), all drawn under
+``torch.manual_seed(seed)`` (the model is built first, then the inputs), floating tensors cast to the
+task dtype. The reference runs the model with exactly those tensors (``torch.func.functional_call``), so
+a kernel variant receives ``launch(*inputs, *state)`` and a ``ModelNew`` variant has that state loaded.
+KernelBench fixes one shape per problem, so SHAPES and CHECK_SHAPES hold that shape; flops are counted
+from the reference with ``torch.utils.flop_counter`` and bytes are the inputs read once plus the outputs
+written once.
 
 Example::
 
@@ -13,7 +17,6 @@ Example::
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,24 +38,30 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     except Exception as exc:  # noqa: BLE001 - user file
         raise TaskError(f"{path}: get_inputs()/get_init_inputs() failed: {type(exc).__name__}: {exc}") from exc
     shape = {f"x{i}_d{j}": int(d) for i, t in enumerate(_tensors(sample)) for j, d in enumerate(t.shape)}
-
-    @lru_cache(maxsize=4)
-    def model_for(dtype: torch.dtype) -> torch.nn.Module:
+    try:
         torch.manual_seed(0)
-        model = module.Model(*init).eval()
-        return model.to(dtype) if dtype.is_floating_point else model
+        skeleton = module.Model(*init).eval()
+    except Exception as exc:  # noqa: BLE001 - user file
+        raise TaskError(f"{path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: {exc}") from exc
+    param_names = tuple(skeleton.state_dict())
+    n_params = len(param_names)
+
+    def cast(v: Any, dtype: torch.dtype, device: str) -> Any:
+        if not isinstance(v, torch.Tensor):
+            return v
+        return v.to(dtype=dtype, device=device) if v.is_floating_point() else v.to(device)
 
     def reference(*inputs: Any) -> Any:
-        floats = [t.dtype for t in _tensors(inputs) if t.is_floating_point()]
-        model = model_for(floats[0] if floats else torch.float32)
+        split = len(inputs) - n_params
+        args, state = inputs[:split], dict(zip(param_names, inputs[split:]))
         with torch.no_grad():
-            return model.to(_tensors(inputs)[0].device)(*inputs) if _tensors(inputs) else model(*inputs)
+            return torch.func.functional_call(skeleton, state, tuple(args))
 
     def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[Any, ...]:
         torch.manual_seed(seed)
+        state = list(module.Model(*init).state_dict().values()) if n_params else []
         values = list(module.get_inputs())
-        return tuple(v.to(dtype).to(device) if isinstance(v, torch.Tensor) and v.is_floating_point()
-                     else (v.to(device) if isinstance(v, torch.Tensor) else v) for v in values)
+        return tuple(cast(v, dtype, device) for v in values + state)
 
     def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
         from torch.utils.flop_counter import FlopCounterMode
@@ -71,4 +80,5 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     doc = (module.__doc__ or module.Model.__doc__ or "").strip().splitlines()
     return Task(name=path.stem, description=doc[0] if doc else f"KernelBench problem {path.stem}", path=path,
                 reference=reference, make_inputs=make_inputs, shapes=[shape], check_shapes=[shape],
-                dtypes=[torch.float32], flops=flops, bytes_moved=bytes_moved, builtin=False)
+                dtypes=[torch.float32], flops=flops, bytes_moved=bytes_moved, builtin=False,
+                param_names=param_names, init_inputs=lambda shape: tuple(init))

@@ -3,8 +3,9 @@
 A task module defines ``NAME``, ``DESCRIPTION``, ``reference``, ``make_inputs``, ``SHAPES``,
 ``CHECK_SHAPES``, ``DTYPES``, ``flops`` and ``bytes_moved``; optionally ``TOLERANCES`` (dtype ->
 (atol, rtol)), ``SMALL_SHAPES`` (a reduced benchmark set that the Triton interpreter can afford),
-``adversarial_inputs``, and ``ACCUMULATION`` with ``PRECISION_SHAPES`` and ``precision_inputs`` (the
-accumulation precision the judge enforces: taskdef.Task).
+``adversarial_inputs``, ``ACCUMULATION`` with ``PRECISION_SHAPES`` and ``precision_inputs`` (the
+accumulation precision the judge enforces: taskdef.Task), and for training ``GRAD_INPUTS`` (indices of
+the inputs whose gradients the task defines) with optional ``GRAD_TOLERANCES``.
 
 Example::
 
@@ -83,6 +84,8 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         accumulation=getattr(module, "ACCUMULATION", None),
         precision_shapes=list(getattr(module, "PRECISION_SHAPES", [])),
         precision_inputs=getattr(module, "precision_inputs", None),
+        grad_inputs=tuple(int(i) for i in getattr(module, "GRAD_INPUTS", ())),
+        grad_tolerances=dict(getattr(module, "GRAD_TOLERANCES", {})),
     )
 
 

@@ -66,9 +66,31 @@ class Task:
     accumulation: torch.dtype | None = None
     precision_shapes: list[Shape] = field(default_factory=list)
     precision_inputs: Callable[[Shape, torch.dtype, int, str], tuple[Any, ...]] | None = None
+    # Weights (by-path PyTorch modules, kernels/kernelbench.py): the module's state (state_dict order) rides
+    # as the trailing inputs of every case, named here; ``init_inputs(shape)`` gives the constructor's
+    # arguments, so a ``ModelNew`` variant is built from them and has exactly that state loaded.
+    param_names: tuple[str, ...] = ()
+    init_inputs: Callable[[Shape], tuple[Any, ...]] | None = None
+    # Training (docs/design.md §3.1): positional inputs whose gradients the task defines (the reference,
+    # differentiated by torch autograd in float64, is their ground truth); empty for a forward-only task.
+    grad_inputs: tuple[int, ...] = ()
+    grad_tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))
+
+    def grad_tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
+        """(atol, rtol) for gradients: the task's own, else the forward's."""
+        return self.grad_tolerances.get(dtype, self.tolerance(dtype))
+
+    @property
+    def has_backward(self) -> bool:
+        return bool(self.grad_inputs)
+
+    @property
+    def n_params(self) -> int:
+        """How many trailing inputs of a case are the module's state (0 for a plain task)."""
+        return len(self.param_names)
 
     @property
     def source_hash(self) -> str:

@@ -45,6 +45,8 @@ class Variant:
     space: dict[str, list[Any]]
     has_constraints: bool
     path: Path | None = None
+    # Training variants define launch_forward and launch_backward besides launch (docs/design.md §3.2).
+    has_backward: bool = False
 
     @property
     def source_hash(self) -> str:
@@ -100,6 +102,11 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
         raise VariantError(f"{where}: missing TASK = '<task name>'")
     if "launch" not in functions:
         raise VariantError(f"{where}: missing 'def launch(*inputs, **params)'")
+    training = {"launch_forward", "launch_backward"} & functions
+    if len(training) == 1:
+        missing = ({"launch_forward", "launch_backward"} - training).pop()
+        raise VariantError(f"{where}: defines {training.pop()} but not {missing}: a training variant defines both "
+                           "(docs/design.md §3.2)")
     if space is None:
         space = {}
     if not isinstance(space, dict) or not all(
@@ -113,6 +120,7 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
         space={k: list(v) for k, v in space.items()},
         has_constraints="constraints" in functions,
         path=path,
+        has_backward=bool(training),
     )
 
 

@@ -28,7 +28,7 @@ KT_BEST = {"convolution_milo/A100": ("genetic algorithm", {50: 0.66, 100: 0.84, 
 
 def summarise(records: list[BenchRecord]) -> None:
     console = Console(width=160)
-    console.print(render_table(records))
+    console.print(render_table(records, console.width))
     samplers = list(dict.fromkeys(r.sampler for r in records))
     budgets = sorted({r.budget for r in records})
     for label, keep in (("all files", lambda s: True), ("distinct spaces", lambda s: not s.endswith("_T4"))):

@@ -134,3 +134,24 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], messa
     assert message in res.output
     assert "Traceback" not in res.output and isinstance(res.exception, SystemExit)  # a clean exit, not a crash
     assert res.output.strip().count("\n") == 0
+
+
+def test_the_table_fits_80_columns_with_four_budgets_and_long_names() -> None:
+    """Piped output (no terminal) used to print 160 columns; at 80, Rich squeezed 11 columns to a few characters
+    each. Every line fits the width, and every mean and standard error is printed whole."""
+    from rich.console import Console
+
+    from warpforge.search.bench.harness import BenchRecord, render_table
+
+    records = [BenchRecord(space="convolution_milo/RTX_A4000", sampler=s, budget=b, repeats=10, mean=0.912345,
+                           stderr=0.012345, random=0.5, wall_s=1.5, wasted_infeasible=0.0, wasted_duplicate=1.0,
+                           failed_evals=0.0, n_configs=1000, optimum_ms=1.0, evaluations=float(b), collapse=3,
+                           collapse_fraction=0.987)
+               for s in ("random", "tpe", "wf-default@4") for b in (20, 50, 100, 200)]
+    console = Console(width=80, record=True)
+    console.print(render_table(records, console.width))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.count("0.912") == 12 and text.count("±0.012") == 12 and "wf-default@4" in text
+    first_column = "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│"))
+    assert "convolution_milo/RTX_A4000" in first_column  # folded in its cell, never cut

@@ -69,10 +69,8 @@ def bench_search(
     else:
         from rich.console import Console
 
-        console = Console()
-        if not console.is_terminal:  # piped: Rich would wrap at 80 columns
-            console = Console(width=160)
-        console.print(render_table(records))
+        console = Console()  # the terminal's width; piped, $COLUMNS or 80 (the table folds to fit)
+        console.print(render_table(records, console.width))
         for note in table_notes(records):
             console.print(note, highlight=False)
         from warpforge.search.bench.targets import render_targets

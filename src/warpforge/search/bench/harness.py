@@ -247,38 +247,57 @@ def space_digest(recorded: RecordedSpace) -> str:
     return h.hexdigest()[:16]
 
 
-def render_table(records: list[BenchRecord]) -> Any:
-    """A Rich table: per space, the exact uniform-random row, then one row per sampler (mean ± stderr)."""
+def render_table(records: list[BenchRecord], width: int = 80) -> Any:
+    """A Rich table: per space, the exact uniform-random row, then one row per sampler (mean ± stderr).
+
+    Below ~120 columns each cell stacks two facts (mean over ± stderr; s/run over wasted; evals over same
+    end) and long names fold, so four budgets fit 80 columns instead of Rich squeezing 11 columns to 1-4
+    characters each (term_tables.py); at 120 or more, one fact per column.
+    """
     from rich.table import Table
 
     budgets = sorted({r.budget for r in records})
     repeats = max((r.repeats for r in records), default=0)
+    wide = width >= 120
+    sep = " " if wide else "\n"  # two facts side by side, or stacked in one cell
     table = Table(title=f"fraction of the optimum reached within each budget ({repeats} repeats)")
-    table.add_column("space", no_wrap=True)
-    table.add_column("sampler", no_wrap=True)
+    if wide:
+        table.add_column("space", no_wrap=True)
+        table.add_column("sampler", no_wrap=True)
+    else:  # the space heads its own rows: one name column, folded only past its width
+        table.add_column("space\n sampler", overflow="fold")
     for b in budgets:
         table.add_column(f"{b}", justify="right", no_wrap=True)
-    table.add_column("s/run", justify="right")
-    table.add_column("wasted", justify="right")
-    table.add_column("evals", justify="right")  # distinct evaluations used at the largest budget
-    table.add_column(f"same end ({budgets[-1]})", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("s/run", justify="right")
+        table.add_column("wasted", justify="right")
+        table.add_column("evals", justify="right")  # distinct evaluations used at the largest budget
+        table.add_column(f"same end ({budgets[-1]})", justify="right", no_wrap=True)
+    else:
+        table.add_column("s/run\nwasted", justify="right", no_wrap=True)
+        table.add_column("evals\nsame\nend", justify="right", no_wrap=True)  # at the largest budget
+    tail = 4 if wide else 2
     by_space: dict[str, dict[str, dict[int, BenchRecord]]] = {}
     for r in records:
         by_space.setdefault(r.space, {}).setdefault(r.sampler, {})[r.budget] = r
     for space, samplers in by_space.items():
         first = next(iter(samplers.values()))
-        table.add_row(space, "[dim]random (exact)[/dim]",
-                      *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], "", "", "", "")
+        head = [space, "[dim]random (exact)[/dim]"] if wide else [f"[bold]{space}[/bold]\n [dim]random (exact)[/dim]"]
+        table.add_row(*head,
+                      *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], *[""] * tail)
         for sampler, rows in samplers.items():
             any_rec = next(iter(rows.values()))
-            cells = [f"{rows[b].mean:.3f} ± {rows[b].stderr:.3f}" if b in rows else "" for b in budgets]
+            cells = [f"{rows[b].mean:.3f} ± {rows[b].stderr:.3f}" if wide else f"{rows[b].mean:.3f}\n±{rows[b].stderr:.3f}"
+                     if b in rows else "" for b in budgets]
             wasted = any_rec.wasted_infeasible + any_rec.wasted_duplicate
             last = rows.get(budgets[-1], any_rec)
             same = f"{last.collapse}/{last.repeats}"
             if last.collapse_fraction is not None:
-                same += f" @{last.collapse_fraction:.3f}"
-            table.add_row("", sampler, *cells, f"{any_rec.wall_s:.2f}", f"{wasted:.1f}",
-                          f"{last.evaluations:.1f}", same)
+                same += f"{sep}@{last.collapse_fraction:.3f}"
+            facts = [f"{any_rec.wall_s:.2f}", f"{wasted:.1f}", f"{last.evaluations:.1f}", same]
+            table.add_row(*(["", sampler] if wide else [f" {sampler}"]), *cells,
+                          *(facts if wide else [f"{facts[0]}\n{facts[1]}", f"{facts[2]}\n{same}"]))
+        table.add_section()
     return table
 
 

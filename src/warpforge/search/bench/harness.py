@@ -287,8 +287,8 @@ def render_table(records: list[BenchRecord], width: int = 80) -> Any:
                       *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], *[""] * tail)
         for sampler, rows in samplers.items():
             any_rec = next(iter(rows.values()))
-            cells = [f"{rows[b].mean:.3f} ± {rows[b].stderr:.3f}" if wide else f"{rows[b].mean:.3f}\n±{rows[b].stderr:.3f}"
-                     if b in rows else "" for b in budgets]
+            pm = " ± " if wide else "\n±"
+            cells = [f"{rows[b].mean:.3f}{pm}{rows[b].stderr:.3f}" if b in rows else "" for b in budgets]
             wasted = any_rec.wasted_infeasible + any_rec.wasted_duplicate
             last = rows.get(budgets[-1], any_rec)
             same = f"{last.collapse}/{last.repeats}"

@@ -3,11 +3,12 @@ max and sum in registers and writes once, so x is read from memory exactly once.
 ROWS_PER_PROGRAM consecutive rows in a loop that num_stages software-pipelines (the next row's load
 overlaps the current row's math).
 
-Training: ``launch_forward`` also stores each row's max and log of the sum of exponentials (fp32 [M] each:
-kept apart, since max + log(sum) rounded to fp32 is 6e-5 off at logits near 1000, which the task's
-large_offset inputs are), and ``launch_backward`` recomputes y = exp(x - max - log_sum) in fp32 from x (the same bytes as reading a saved y) and computes dx = y * (dy - sum(dy * y))
-per row. Saving y itself in fp16/bf16 loses the gradient where dy - sum(dy * y) cancels: on near one-hot rows
-(the task's large_magnitude inputs) a bf16 y put dx off by 300x its allowance."""
+Training: ``launch_forward`` also stores each row's max and log of the sum of exponentials (fp32 [M]
+each: kept apart, since max + log(sum) rounded to fp32 is 6e-5 off at logits near 1000, which the task's
+large_offset inputs are), and ``launch_backward`` recomputes y = exp(x - max - log_sum) in fp32 from x (the
+same bytes as reading a saved y) and computes dx = y * (dy - sum(dy * y)) per row. Saving y itself in
+fp16/bf16 loses the gradient where dy - sum(dy * y) cancels: on near one-hot rows (the task's
+large_magnitude inputs) a bf16 y put dx off by 300x its allowance."""
 
 import torch
 import triton

@@ -19,19 +19,16 @@ Example::
 
 from __future__ import annotations
 
+import inspect
+import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
 from warpforge.evaluator.compare import as_tuple, upcast
-
-
-@dataclass(frozen=True)
-class TrainingCase:
-    """What a training check adds to a case: the upstream gradient (the output's shape and dtype)."""
-
-    grad_out: torch.Tensor
+from warpforge.evaluator.verify import CheckPlan
+from warpforge.kernels.task import Task
+from warpforge.kernels.variant import Variant
 
 
 def draw_grad_out(reference: Callable[..., object], inputs: Sequence[object], seed: int) -> torch.Tensor:
@@ -68,7 +65,35 @@ def grad_references(reference: Callable[..., object], inputs: Sequence[object], 
     return tuple(t.cpu() for t in r64), tuple(t.cpu() for t in lowp)
 
 
-def grad_label(task_param_names: Sequence[str], signature: Sequence[str], index: int) -> str:
-    """``input 1 (w)``: the position of a gradient's input and, where known, its name."""
-    names = list(signature) + list(task_param_names)
-    return f"input {index} ({names[index]})" if index < len(names) and names[index] else f"input {index}"
+
+def training_check(task: Task, variant: Variant) -> bool:
+    """Whether an evaluation checks (and times) the backward: the task defines gradients and the variant
+    has launch_forward/launch_backward."""
+    return task.has_backward and variant.has_backward
+
+
+def training_note(task: Task, variant: Variant) -> str | None:
+    """What a result says about the backward when it was not checked (None when it was, or nothing to say)."""
+    if task.has_backward and not variant.has_backward:
+        return (f"backward: not checked: the task defines gradients of inputs {list(task.grad_inputs)} but the "
+                "variant has no launch_forward/launch_backward, so it was judged (and timed) forward-only")
+    if variant.has_backward and not task.has_backward:
+        return ("backward: ignored: the variant defines launch_forward/launch_backward but the task has no "
+                "GRAD_INPUTS (no gradient reference), so only launch was judged")
+    return None
+
+
+def add_grad_outs(plan: CheckPlan, task: Task, rng: random.Random) -> None:
+    """An upstream gradient for every case of ``plan``, from the judge's RNG (the child never sees it)."""
+    for case in plan.cases:
+        plan.grad_outs[case.id] = draw_grad_out(task.reference, case.inputs, rng.getrandbits(31))
+
+
+def input_names(task: Task) -> list[str]:
+    """The names of a task's positional inputs: the reference's parameters, then the module's state."""
+    try:
+        params = inspect.signature(task.reference).parameters.values()
+    except (TypeError, ValueError):
+        params = iter(())
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names + list(task.param_names)

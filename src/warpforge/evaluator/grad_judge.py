@@ -49,6 +49,11 @@ class TrainingJudge(Judge):
         self.labels = [f"grad of input {i} ({names[i]})" if i < len(names) else f"grad of input {i}"
                        for i in job.task.grad_inputs]
 
+    def judge(self) -> EvalResult | None:
+        found = super().judge()
+        self.checked = [f"{label} (forward + backward)" for label in self.checked]
+        return found
+
     def grads(self, case: Case) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         if case.id not in self._grads:
             self._grads[case.id] = grad_references(self.job.task.reference, case.inputs, self.job.task.grad_inputs,

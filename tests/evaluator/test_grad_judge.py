@@ -144,3 +144,33 @@ def test_notes_and_names() -> None:
     ln_variant = load_variant(LAYERNORM)
     note = training_note(matmul, ln_variant)
     assert note is not None and note.startswith("backward: ignored")
+
+
+ADV = Path(__file__).parent / "adversarial"
+
+
+def test_training_bench_times_forward_and_backward_and_rechecks_gradients() -> None:
+    """The timing plumbing on the interpreter (its times are never an objective: only their presence and the
+    rechecks are tested): forward and backward are timed apart, their sum is the objective, the reference is
+    timed as forward + autograd backward, and a timed gradient is rechecked against float64 autograd."""
+    from warpforge.evaluator.sandbox import ChildPool
+    from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage
+    from warpforge.kernels.task import load_task_file
+
+    square = load_task_file(ADV / "task_square.py")
+    params = {"BLOCK": 256, "num_warps": 4}
+    job = Job(square, load_variant(ADV / "control_square_train.py"), dict(params))
+    settings = BenchSettings(warmup=1, reps=4, wall_calls=2)
+    with ChildPool() as pool:
+        failure, shapes, _ = bench_stage(pool, job, "cpu", True, [{"N": 97}], torch.float32, settings)
+        assert failure is None, failure and failure.message
+        (sr,) = shapes
+        assert sr.forward_p50_ms and sr.backward_p50_ms and sr.ref_forward_p50_ms and sr.ref_backward_p50_ms
+        assert sr.samples_ms is not None and sr.p50_ms is not None
+        assert sr.p50_ms >= min(sr.samples_ms) and len(sr.samples_ms) == 4
+        bad = Job(square, load_variant(ADV / "backward_ignores_grad_out.py"), dict(params))
+        failure, _, _ = bench_stage(pool, bad, "cpu", True, [{"N": 97}], torch.float32, settings)
+        assert failure is not None and failure.reason == "timed_output_incorrect"
+        assert "grad of input 0 (x)" in failure.message
+        failure, a, b = ab_stage(pool, job, bad, "cpu", True, [{"N": 97}], torch.float32, rounds=2)
+        assert failure is not None and failure.reason == "timed_output_incorrect"

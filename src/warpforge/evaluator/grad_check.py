@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from warpforge.evaluator.compare import as_tuple, upcast
+from warpforge.evaluator.child.backward import upstream_gradient
+from warpforge.evaluator.compare import as_tuple, compare_outputs, references, upcast
 from warpforge.evaluator.verify import CheckPlan
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import Variant
@@ -38,8 +39,7 @@ def draw_grad_out(reference: Callable[..., object], inputs: Sequence[object], se
     """
     with torch.no_grad():
         out = as_tuple(reference(*(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs)))[0]
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(tuple(out.shape), generator=gen, dtype=torch.float32).to(out.dtype)
+    return upstream_gradient(tuple(out.shape), out.dtype, seed)
 
 
 def _autograd(reference: Callable[..., object], inputs: Sequence[object], grad_inputs: Sequence[int],
@@ -97,3 +97,25 @@ def input_names(task: Task) -> list[str]:
         params = iter(())
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return names + list(task.param_names)
+
+
+def recheck_training(task: Task, inputs: Sequence[object], outs: Sequence[torch.Tensor], dtype: torch.dtype,
+                     grad_seed: int, device: str = "cpu") -> str | None:
+    """A timed training call's saved outputs (out, then the gradients) against the float64 references of
+    exactly that call's inputs and upstream gradient (evaluator/timing.py); None when right."""
+    r64, rlp = references(task.reference, inputs, device)
+    k = len(r64)
+    if len(outs) != k + len(task.grad_inputs):
+        return f"{len(outs)} outputs, expected {k} and {len(task.grad_inputs)} gradients"
+    found = compare_outputs(outs[:k], r64, rlp, *task.tolerance(dtype))
+    if found is not None:
+        return f"launch_forward: {found.message}"
+    grad_out = draw_grad_out(task.reference, inputs, grad_seed)
+    g64, glp = grad_references(task.reference, inputs, task.grad_inputs, grad_out, device)
+    names = input_names(task)
+    for j, index in enumerate(task.grad_inputs):
+        found = compare_outputs([outs[k + j]], [g64[j]], [glp[j]], *task.grad_tolerance(dtype))
+        if found is not None:
+            name = f" ({names[index]})" if index < len(names) else ""
+            return f"grad of input {index}{name}: {found.message.removeprefix('output 0: ')}"
+    return None

@@ -174,3 +174,19 @@ def test_training_bench_times_forward_and_backward_and_rechecks_gradients() -> N
         assert "grad of input 0 (x)" in failure.message
         failure, a, b = ab_stage(pool, job, bad, "cpu", True, [{"N": 97}], torch.float32, rounds=2)
         assert failure is not None and failure.reason == "timed_output_incorrect"
+
+
+def test_compile_facts_count_the_backward_kernels() -> None:
+    """The AOT stage traces launch_forward/launch_backward too: the backward's kernels have compile facts (the
+    static CPU ranking reads them) and are on the list of kernels the check may launch."""
+    from warpforge.evaluator.sandbox import ChildPool
+    from warpforge.evaluator.stages import compile_stage
+    from warpforge.kernels.task import load_task_file
+
+    square = load_task_file(ADV / "task_square.py")
+    job = Job(square, load_variant(ADV / "control_square_train.py"), {"BLOCK": 256, "num_warps": 4})
+    with ChildPool() as pool:
+        failure, resources = compile_stage(pool, job)
+    assert failure is None, failure and failure.message
+    assert {r.kernel for r in resources} == {"_square", "_square_bwd"}
+    assert len(job.compiled_kernels) == 2

@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import random
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 
@@ -48,7 +49,7 @@ def _autograd(reference: Callable[..., object], inputs: Sequence[object], grad_i
               and x.is_floating_point() else x for i, x in enumerate(inputs)]
     with torch.enable_grad():
         out = as_tuple(reference(*leaves))[0]
-        wanted = [leaves[i] for i in grad_inputs]
+        wanted = [cast(torch.Tensor, leaves[i]) for i in grad_inputs]
         grads = torch.autograd.grad(out, wanted, grad_out.to(out.dtype), allow_unused=True)
     return tuple(torch.zeros_like(w) if g is None else g.detach()  # type: ignore[union-attr]
                  for g, w in zip(grads, wanted))
@@ -92,9 +93,9 @@ def add_grad_outs(plan: CheckPlan, task: Task, rng: random.Random) -> None:
 def input_names(task: Task) -> list[str]:
     """The names of a task's positional inputs: the reference's parameters, then the module's state."""
     try:
-        params = inspect.signature(task.reference).parameters.values()
+        params = list(inspect.signature(task.reference).parameters.values())
     except (TypeError, ValueError):
-        params = iter(())
+        params = []
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return names + list(task.param_names)
 

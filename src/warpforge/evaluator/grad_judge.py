@@ -94,10 +94,10 @@ class TrainingJudge(Judge):
         if mismatch.grad is None:  # a forward output: verify.Judge's refinements, on that output alone
             start = 0 if mismatch.part == "launch" else k
             part = outs[start:start + k]
-            found = super()._explain(case, part, r64, rlp, mismatch.inner,
-                                     [(c, o[start:start + k]) for c, o in previous])
-            found.message = f"{mismatch.part}: {found.message}"
-            return found
+            result = super()._explain(case, part, r64, rlp, mismatch.inner,
+                                      [(c, o[start:start + k]) for c, o in previous])
+            result.message = f"{mismatch.part}: {result.message}"
+            return result
         for old, old_outs in previous:
             if len(old_outs) == len(outs) and all(a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
                                                   for a, b in zip(outs, old_outs)):

@@ -138,8 +138,8 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     for case in req["cases"]:
         inputs = _inputs(task, case, case["ref_seed"], device)
         if training:
-            grad_out = _grad_out(task, inputs, case["grad_seed"], device)
-            pairs = [timed_reference(timer, task.reference, inputs, task.grad_inputs, grad_out)
+            ref_grad = _grad_out(task, inputs, case["grad_seed"], device)
+            pairs = [timed_reference(timer, task.reference, inputs, task.grad_inputs, ref_grad)
                      for _ in range(warmup + reps)][warmup:]
             cases.append({"id": case["id"], "ref_ms": [f + b for f, b in pairs],
                           "ref_forward_ms": [f for f, _ in pairs], "ref_backward_ms": [b for _, b in pairs]})

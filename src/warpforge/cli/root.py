@@ -54,30 +54,43 @@ def _emit_json(payload: Any) -> None:
 def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also load these task files"),
           json_out: bool = JsonOpt) -> None:
     """List tasks (built-in and from --task-file) with their shapes and templates."""
+    from warpforge.evaluator.grad_check import input_names
     from warpforge.kernels.task import all_tasks, dtype_name
     from warpforge.kernels.variant import builtin_variants
 
     rows: list[dict[str, Any]] = []
     for task in all_tasks([str(f) for f in task_file]):
+        variants = builtin_variants(task.name)
+        names = input_names(task)
+        # Training (docs/tasks.md): the inputs whose gradients the task defines, and the templates with a backward.
+        grads = [names[i] if i < len(names) else str(i) for i in task.grad_inputs]
         rows.append({"name": task.name, "description": task.description, "builtin": task.builtin,
                      "dtypes": [dtype_name(d) for d in task.dtypes], "shapes": task.shapes,
-                     "check_shapes": task.check_shapes, "templates": [v.name for v in builtin_variants(task.name)]})
+                     "check_shapes": task.check_shapes, "templates": [v.name for v in variants],
+                     "has_backward": task.has_backward, "grad_inputs": grads,
+                     "backward_templates": [v.name for v in variants if v.has_backward and task.has_backward]})
     if json_out:
         return _emit_json(rows)
     # One value per line, never cut: at 80 columns the four narrow columns take ~70 (the longest shape,
-    # M=16384,N=4096,K=4096, is 21 characters); descriptions need 120 and are folded into --json below that.
+    # M=16384,N=4096,K=4096, is 21 characters); descriptions and grads need 120 and are folded into --json
+    # below that (a grads column at 80 cut matmul's shapes once a "- (bring --variant-file)" cell was there).
     wide = out.width >= 120
     table = Table(title="warpforge tasks", show_lines=True,
-                  caption=None if wide else "descriptions and check shapes: warpforge tasks --json")
+                  caption="*: has a backward (launch_forward/launch_backward); grads: the inputs the task "
+                  "differentiates" if wide else "*: has a backward\ndescriptions, check shapes and grads: "
+                  "warpforge tasks --json")
     table.add_column("task", no_wrap=True)
     if wide:
         table.add_column("description", ratio=1)
-    for col in ("dtypes", "benchmark shapes", "templates"):
+    for col in ("dtypes", "benchmark shapes", "templates", *(["grads"] if wide else [])):
         table.add_column(col, overflow="fold")
     for r in rows:
         shapes = "\n".join(",".join(f"{k}={v}" for k, v in s.items()) for s in r["shapes"])
         cells = [r["name"], *([r["description"]] if wide else []), "\n".join(r["dtypes"]), shapes,
-                 "\n".join(r["templates"]) or "- (bring --variant-file)"]
+                 # a template with a backward (launch_forward/launch_backward) is starred
+                 "\n".join(t + ("*" if t in r["backward_templates"] else "") for t in r["templates"])
+                 or "- (bring --variant-file)",
+                 *(["\n".join(r["grad_inputs"]) or "-"] if wide else [])]  # the inputs the task differentiates
         table.add_row(*cells)
     out.print(table)
 

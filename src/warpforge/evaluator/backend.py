@@ -27,6 +27,7 @@ from typing import ClassVar
 import torch
 
 import warpforge
+from warpforge.evaluator.grad_check import training_note
 from warpforge.evaluator.grammar import kernels_use
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
@@ -81,6 +82,9 @@ class Backend(ABC):
         result.backend = self.name
         result.versions = result.versions or software_versions()
         result.wall_s = time.monotonic() - start
+        note = training_note(job.task, job.variant)  # a backward that was not judged says so
+        if note is not None and result.verdict is Verdict.OK:
+            result.unchecked.append(note)
         return result
 
     def precheck(self, job: Job) -> EvalResult:

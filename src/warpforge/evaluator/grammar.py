@@ -24,7 +24,7 @@ Module::
                  | unary/binary arithmetic on literals and earlier constants
                  | a dtype name (torch.float16, tl.float32, ...)
     function    := "@triton.jit" def NAME(args): jit-body                                 [decorator]
-                 | def (launch | constraints | NAME)(args): host-body
+                 | def (launch | launch_forward | launch_backward | constraints | NAME)(args): host-body
                    (defaults are literals; no decorators other than ``@triton.jit``, no annotations that are
                    not a name or a dotted tl/triton/torch name)
     class       := refused for now: KernelBench's ``ModelNew``                           [model_new_unsupported]
@@ -51,7 +51,8 @@ Host code (``launch``, ``constraints``, plain helpers)::
     a module constant holding a list, dict or set is read only as ``v in NAME`` or ``len(NAME)``, and
     defaults hold none: nothing host code can bind outlives a call (``calls += [1]`` on a default
     counted calls)                                                          [host_name] [module_constant]
-    kernel launches and torch allocations appear only in ``launch``: ``constraints`` and helpers compute
+    kernel launches and torch allocations appear only in ``launch`` (and a training variant's
+    ``launch_forward``/``launch_backward``, typed the same way: see LAUNCHERS): ``constraints`` and helpers compute
     on shape values                                                            [kernel_use] [tensor_use]
     tensors (launch's positional parameters, except those SPACE names, which always come by keyword;
     allocations, views and subscripts of them) are used only as
@@ -159,6 +160,11 @@ JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "
 # reached through an attribute is refused: ``tl.core`` is a module whose ``builtins`` attribute is Python's
 # (``tl.core.builtins.exec`` ran arbitrary Python under the interpreter), ``tl.core.knobs`` flips Triton's
 # settings.
+# The host functions the harness calls with the task's inputs (docs/design.md §3.2): ``launch`` (inference),
+# and a training variant's ``launch_forward(*inputs, **params) -> (out, saved)`` and
+# ``launch_backward(grad_out, saved, *inputs, **params) -> grads``. Their positional parameters are tensors
+# (``saved`` is a tuple of them: unpacked or indexed, its items are tensors), and only they allocate and launch.
+LAUNCHERS = frozenset({"launch", "launch_forward", "launch_backward"})
 JIT_NAMESPACES = {"triton.language", "triton.language.math", "triton.language.extra",
                   "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice",
                   "triton.language.extra.libdevice", "math"}
@@ -571,7 +577,7 @@ class HostCheck:
         self.module_names = set(grammar.modules) | grammar.constants | grammar.jit | grammar.host
         # launch's positional inputs are tensors; a helper's or constraints' parameters are shape values
         self.tensors: set[str] = set()
-        if fn.name == "launch":
+        if fn.name in LAUNCHERS:
             # The harness calls launch(*inputs, **params) with params a point of SPACE: a positional parameter
             # is an input unless SPACE names it (then it always comes by keyword; an input landing there
             # is a TypeError). `def launch(x, w=None)` on a two-input task received w untyped.
@@ -656,7 +662,7 @@ class HostCheck:
             self.bind(node.target, node.value)
         elif isinstance(node, ast.Return):
             if node.value is not None:
-                if self.fn.name != "launch":  # a helper's tensor would be untyped in its caller
+                if self.fn.name not in LAUNCHERS:  # a helper's tensor would be untyped in its caller
                     self.untensored(node.value, "returned by a helper (helpers take and return shape values)")
                 self.expr(node.value)
         elif isinstance(node, ast.If):
@@ -823,7 +829,7 @@ class HostCheck:
     def callee(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Subscript):  # kernel[grid](...)
-            if self.fn.name != "launch":
+            if self.fn.name not in LAUNCHERS:
                 raise self.fail("kernel_use", node, "a launch outside launch(): constraints and helpers compute "
                                 "on shape values only")
             if not (isinstance(func.value, ast.Name) and func.value.id in self.g.jit):
@@ -856,7 +862,7 @@ class HostCheck:
             module = canonical.rpartition(".")[0]
             allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
             if func.attr in allowed:
-                if module == "torch" and func.attr in TENSOR_ALLOC and self.fn.name != "launch":
+                if module == "torch" and func.attr in TENSOR_ALLOC and self.fn.name not in LAUNCHERS:
                     raise self.fail("tensor_use", node, f"{dotted}() outside launch(): constraints and helpers "
                                     "compute on shape values only (no allocation)")
                 self.shape_args(node, func.attr if module == "torch" else "")

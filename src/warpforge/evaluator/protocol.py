@@ -44,6 +44,7 @@ class _CheckRequestBase(TypedDict):
 class CheckRequest(_CheckRequestBase, total=False):
     rerun: RerunRequest
     ghost: RerunRequest
+    training: bool  # each case's inputs end with grad_out; launch, launch_forward, launch_backward run (grad_check.py)
     scratch: str  # added by sandbox.ChildPool.run
     nonce: str  # likewise
 
@@ -66,6 +67,10 @@ class LaunchFacts(TypedDict, total=False):
     saved: str  # file name in the scratch directory
     sha256: str  # of that file's bytes, checked before it is judged
     error: dict[str, Any]
+    # A training check (child/backward.py): how many outputs launch, launch_forward and launch_backward
+    # returned (in that order in ``saved``), and the kinds of what launch_forward saved.
+    parts: list[int]
+    saved_kinds: list[str]
 
 
 class CaseFacts(LaunchFacts, total=False):

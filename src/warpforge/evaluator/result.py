@@ -57,6 +57,13 @@ class ShapeResult(BaseModel):
     # acceptance and of bootstrap confidence intervals on the speedup.
     samples_ms: list[float] | None = None
     ref_samples_ms: list[float] | None = None
+    # A training evaluation (a task with GRAD_INPUTS, a variant with launch_forward/launch_backward): each timed
+    # call is forward then backward, p20/p50/p80 above are of their sum (the objective), and these are the
+    # medians of each part; the reference's are torch's forward and autograd's backward, timed the same way.
+    forward_p50_ms: float | None = None
+    backward_p50_ms: float | None = None
+    ref_forward_p50_ms: float | None = None
+    ref_backward_p50_ms: float | None = None
 
 
 class Timing(BaseModel):

@@ -21,6 +21,8 @@ import torch
 
 from warpforge.evaluator import isolation, kernel_cache
 from warpforge.evaluator.compare import lint_task
+from warpforge.evaluator.grad_check import add_grad_outs, training_check
+from warpforge.evaluator.grad_judge import judge_training
 from warpforge.evaluator.job import Job  # also re-exported: older callers import Job from here
 from warpforge.evaluator.protocol import CheckRequest
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
@@ -246,6 +248,7 @@ class CaseFeed:
 
     def __init__(self, plan: CheckPlan) -> None:
         self.by_id = {c.id: c for c in plan.cases}
+        self.grad_outs = plan.grad_outs  # a training check sends each case's upstream gradient after its inputs
         self.allowed = {c.id: 1 for c in plan.cases}
         if plan.pair is not None:
             self.allowed[plan.pair.id] = 3
@@ -264,7 +267,8 @@ class CaseFeed:
             return None
         self.allowed[case_id] -= 1
         buffer = io.BytesIO()
-        torch.save(self.by_id[case_id].inputs, buffer)
+        inputs = self.by_id[case_id].inputs
+        torch.save((*inputs, self.grad_outs[case_id]) if case_id in self.grad_outs else inputs, buffer)
         return buffer.getvalue()
 
 
@@ -281,6 +285,9 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in verify.py
         plan.grid_seed = rng.getrandbits(31)
         plan.shuffled = frozenset(c.id for i, c in enumerate(plan.cases) if i % 2 == 1)
+    training = training_check(job.task, job.variant)
+    if training:  # the backward is judged on every case too (grad_check.py, grad_judge.py)
+        add_grad_outs(plan, job.task, rng)
 
     # Under the interpreter every other case runs its grids in a shuffled order (child/grid.py).
     request: CheckRequest = {
@@ -289,6 +296,8 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         "constraint_shapes": job.shapes, "grid_seed": plan.grid_seed or 0,
         "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": c.id in plan.shuffled} for c in plan.cases],
     }
+    if training:
+        request["training"] = True
     if plan.pair is not None:
         request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
@@ -313,7 +322,7 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         if "invalid_config" in report:
             return job.result(Verdict.INVALID_CONFIG, "constraints_false",
                               f"constraints(params, shape) is False for shape {report['invalid_config']}"), []
-        failure, checked = judge_check(job, plan, outcome, ref_device)
+        failure, checked = (judge_training if training else judge_check)(job, plan, outcome, ref_device)
         if failure is not None:
             failure.unchecked = list(plan.notes)
         return failure, checked
@@ -330,7 +339,8 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
               for s in (job.task.check_shapes or job.task.small_shapes)]
     request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
                                "candidate_sha256": job.variant.source_hash, "params": job.params,
-                               "task_path": task_path(job), "target": job.target, "cases": cases}
+                               "task_path": task_path(job), "target": job.target, "cases": cases,
+                               "training": training_check(job.task, job.variant)}
     prepare, seeded = cached(pool, job, _write_candidate(job), request)
     with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
                       rss_limit_bytes=job.rss_limit_bytes) as outcome:

@@ -29,6 +29,7 @@ import torch
 
 from warpforge.evaluator.compare import compare_outputs, references
 from warpforge.evaluator.gpus import peaks_for
+from warpforge.evaluator.grad_check import recheck_training, training_check
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, read_regular
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
@@ -99,10 +100,12 @@ class TimedCase:
     recheck: list[int]
 
     wall_calls: int = 20
+    grad_seed: int = 0  # a training bench's upstream gradient (grad_check.draw_grad_out)
 
     def request(self) -> dict[str, Any]:
         return {"id": self.id, "shape": self.shape, "dtype": dtype_name(self.dtype), "ref_seed": self.ref_seed,
-                "seeds": self.seeds, "perturb": self.perturb, "recheck": self.recheck, "wall_calls": self.wall_calls}
+                "seeds": self.seeds, "perturb": self.perturb, "recheck": self.recheck, "wall_calls": self.wall_calls,
+                "grad_seed": self.grad_seed}
 
     def inputs_of_call(self, job: Job, call: int) -> tuple[Any, ...]:
         """The exact inputs of timed call ``call``, rebuilt here from the seed and its perturbation."""
@@ -139,7 +142,8 @@ def plan_timed(job: Job, shapes: Sequence[Shape], dtype: torch.dtype, calls: int
         # count), plus random ones from the second half (a cache that turns off again is not safe either).
         later = range(calls // 2, calls - 1)
         chosen = sorted({calls - 1, *rng.sample(later, min(max(recheck - 1, 0), len(later)))}) if recheck else []
-        cases.append(TimedCase(i, dict(shape), dtype, rng.getrandbits(31), seeds, perturb, chosen))
+        cases.append(TimedCase(i, dict(shape), dtype, rng.getrandbits(31), seeds, perturb, chosen,
+                               grad_seed=rng.getrandbits(31)))
     return cases
 
 
@@ -191,13 +195,20 @@ def _facts_finding(job: Job, report: dict[str, Any]) -> EvalResult | None:
     return None
 
 
-def _recheck(job: Job, case: TimedCase, outcome: ChildOutcome, call: int, name: str, ref_device: str) -> str | None:
+def _recheck(job: Job, case: TimedCase, outcome: ChildOutcome, call: int, name: str, ref_device: str,
+             training: bool | None = None) -> str | None:
     try:  # a regular file of the child's, never a link or FIFO, at most OUTPUT_CAP bytes (readback.py)
         data = read_regular(outcome.scratch / name, OUTPUT_CAP)
     except (FileNotFoundError, NotReadable):
         return f"the output of timed call {call} was not a plain tensor"
     outs = torch.load(io.BytesIO(data), weights_only=True)["out"]
-    r64, rlp = references(job.task.reference, case.inputs_of_call(job, call), ref_device)
+    inputs = case.inputs_of_call(job, call)
+    if training is None:
+        training = training_check(job.task, job.variant)
+    if training:  # out, then the gradients for the call's upstream gradient
+        problem = recheck_training(job.task, inputs, outs, case.dtype, case.grad_seed, ref_device)
+        return None if problem is None else f"timed call {call} ({shape_key(case.shape)}): {problem}"
+    r64, rlp = references(job.task.reference, inputs, ref_device)
     atol, rtol = job.task.tolerance(case.dtype)
     mismatch = compare_outputs(outs, r64, rlp, atol, rtol)
     return None if mismatch is None else f"timed call {call} ({shape_key(case.shape)}): {mismatch.message}"
@@ -216,7 +227,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
     request = {"mode": "bench", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
                "params": job.params, "device": device,
                "task_path": task_path(job), "warmup": s.warmup, "reps": s.reps, "wall_calls": s.wall_calls,
-               "flush_bytes": s.flush_bytes if cuda else 0,
+               "flush_bytes": s.flush_bytes if cuda else 0, "training": training_check(job.task, job.variant),
                "cases": [c.request() for c in cases]}
     budgets: dict[str, float] = {"context": CONTEXT_S, "compile": job.timeout_s}
     for c in cases:
@@ -268,6 +279,9 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
             sr = ShapeResult(shape=case.shape, dtype=dtype_name(dtype), p20_ms=p20, p50_ms=p50, p80_ms=p80,
                              ref_p20_ms=r20, ref_p50_ms=r50, ref_p80_ms=r80, speedup=r50 / p50,
                              samples_ms=list(facts["ms"]), ref_samples_ms=list(facts["ref_ms"]))
+            for field_name in ("forward_ms", "backward_ms", "ref_forward_ms", "ref_backward_ms"):
+                if facts.get(field_name):  # a training bench: each part's median beside their sum's quantiles
+                    setattr(sr, field_name.replace("_ms", "_p50_ms"), statistics.median(facts[field_name]))
             if peaks is not None:
                 sol = peaks.sol_ms(job.task.flops(case.shape, dtype), job.task.bytes_moved(case.shape, dtype), dtype)
                 sr.sol_ms, sr.roofline_pct = sol, 100.0 * sol / p50
@@ -306,10 +320,13 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
     s = settings or BenchSettings()
     rng = random.Random(secrets.randbits(64))
     cases = plan_timed(job_a, shapes, dtype, rounds, s.input_sets, 0, rng)
+    # Forward + backward when both can train (a training variant against a forward-only one compares forward)
+    training = training_check(job_a.task, job_a.variant) and job_b.variant.has_backward
     cuda = device.startswith("cuda")
     files = ["candidate_a.py", "candidate_b.py"]
     request = {"mode": "ab", "device": device, "task_path": task_path(job_a), "rounds": rounds,
                "flush_bytes": s.flush_bytes if cuda else 0, "warmup": 2,
+               "training": training,
                "candidates": [{"file": f, "params": j.params, "sha256": j.variant.source_hash}
                               for f, j in zip(files, (job_a, job_b))],
                "cases": [c.request() for c in cases]}
@@ -329,7 +346,7 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
         for which, job in enumerate((job_a, job_b)):
             for case in cases:
                 name = f"timed_ab_{which}_{case.id}.pt"
-                problem = _recheck(job, case, outcome, rounds - 1, name, ref_device)
+                problem = _recheck(job, case, outcome, rounds - 1, name, ref_device, training)
                 if problem:
                     return job.result(Verdict.REJECTED, "timed_output_incorrect", problem), [], []
         per_round = [[math.exp(sum(math.log(max(report["samples"][w][k][r], 1e-9)) for k in range(len(cases)))

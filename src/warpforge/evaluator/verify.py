@@ -21,7 +21,7 @@ import io
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
@@ -71,6 +71,8 @@ class CheckPlan:
     notes: list[str]
     grid_seed: int | None = None  # interpreter only: the seed of the shuffled grid orders (child/grid.py)
     shuffled: frozenset[int] = frozenset()  # the cases whose launches run their programs shuffled
+    # A training check (evaluator/grad_check.py): each case's upstream gradient, sent after its inputs.
+    grad_outs: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
 def _primes(lo: int, hi: int) -> list[int]:
@@ -415,27 +417,29 @@ class Judge:
         same = all(torch.equal(a, b) or (a.is_floating_point() and torch.allclose(a, b, 0, 0, equal_nan=True))
                    for a, b in zip(first["out"], second["out"]))
         if not same:
-            r64, rlp = self.refs(pair)
-            atol, rtol = self.job.task.tolerance(pair.dtype)
-            ok_a = compare_outputs(first["out"], r64, rlp, atol, rtol) is None
-            ok_b = compare_outputs(second["out"], r64, rlp, atol, rtol) is None
+            ok_a = self.matches(pair, first["out"]) is None
+            ok_b = self.matches(pair, second["out"]) is None
             if not (ok_a and ok_b):
                 return _fail(self.job, Verdict.REJECTED, "uninitialized_read", "the output depends on what the "
                              f"output memory held before launch ({pair.label}: prefilled with NaN it is "
                              f"{'right' if ok_a else 'wrong'}, with {s:g} it is {'right' if ok_b else 'wrong'})")
         return None
 
+    def matches(self, case: Case, outs: Sequence[torch.Tensor]) -> Any:
+        """None when ``outs`` are right for ``case``, else the Mismatch (grad_judge.py judges a training check's
+        outputs part by part)."""
+        r64, rlp = self.refs(case)
+        return compare_outputs(outs, r64, rlp, *self.job.task.tolerance(case.dtype))
+
     def _values(self) -> EvalResult | None:
-        job = self.job
         previous: list[tuple[Case, list[torch.Tensor]]] = []
         for case in self.plan.cases:
             saved = self.load(f"out_{case.id}.pt")
             assert saved is not None  # _launches checked every file
             outs = saved["out"]
-            r64, rlp = self.refs(case)
-            atol, rtol = job.task.tolerance(case.dtype)
-            mismatch = compare_outputs(outs, r64, rlp, atol, rtol)
+            mismatch = self.matches(case, outs)
             if mismatch is not None:
+                r64, rlp = self.refs(case)
                 return self._explain(case, outs, r64, rlp, mismatch, previous)
             previous.append((case, outs))
             self.checked.append(case.label)
@@ -506,13 +510,16 @@ class Judge:
         if saved is None:
             return _fail(self.job, Verdict.REJECTED, "missing_artefact", "the ghost replay (every Triton launch "
                          f"disabled) of {pair.label} was requested and did not come back (or came back altered)")
-        r64, rlp = self.refs(pair)
-        atol, rtol = self.job.task.tolerance(pair.dtype)
-        if compare_outputs(saved["out"], r64, rlp, atol, rtol) is None:
-            return _fail(self.job, Verdict.REJECTED, "kernel_bypass", "with every Triton launch disabled, launch "
-                         f"still returned the right answer ({pair.label}): the work is done outside the kernels "
+        bypassed = self.bypassed(pair, saved["out"])
+        if bypassed is not None:
+            return _fail(self.job, Verdict.REJECTED, "kernel_bypass", f"with every Triton launch disabled, {bypassed} "
+                         f"still came out right ({pair.label}): the work is done outside the kernels "
                          "(torch, numpy or the reference)")
         return None
+
+    def bypassed(self, case: Case, outs: Sequence[torch.Tensor]) -> str | None:
+        """What is still right in the ghost replay's ``outs`` (None: nothing, the kernels did the work)."""
+        return "launch's output" if self.matches(case, outs) is None else None
 
 
 def judge_check(job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"

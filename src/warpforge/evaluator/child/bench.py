@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from warpforge.evaluator.child.backward import forward_backward, timed_reference, timed_training, upstream_gradient
 from warpforge.evaluator.child.common import (
     ORIGINAL_ALLOC,
     PERF,
@@ -91,6 +92,13 @@ def _unravel(pos: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(index))
 
 
+def _grad_out(task: Any, inputs: tuple[Any, ...], seed: int, device: str) -> torch.Tensor:
+    """The case's upstream gradient: shaped like the reference's output (its shape read on the meta device)."""
+    meta = tuple(x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs)
+    out = as_tuple(task.reference(*meta))[0]
+    return upstream_gradient(tuple(out.shape), out.dtype, seed).to(device)
+
+
 def _save_outputs(out: Any, path: Path) -> bool:
     outs = as_tuple(out)
     if not all(type(o) is torch.Tensor for o in outs):
@@ -123,9 +131,19 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     device = req["device"]
     timer = Timer(device, int(req.get("flush_bytes", 0)))
     warmup, reps = int(req["warmup"]), int(req["reps"])
+    # A training bench (req "training", grad_check.training_check): every timed call is launch_forward then
+    # launch_backward, each timed alone; the reference is torch's forward then autograd's backward.
+    training = bool(req.get("training"))
     cases: list[dict[str, Any]] = []
     for case in req["cases"]:
         inputs = _inputs(task, case, case["ref_seed"], device)
+        if training:
+            ref_grad = _grad_out(task, inputs, case["grad_seed"], device)
+            pairs = [timed_reference(timer, task.reference, inputs, task.grad_inputs, ref_grad)
+                     for _ in range(warmup + reps)][warmup:]
+            cases.append({"id": case["id"], "ref_ms": [f + b for f, b in pairs],
+                          "ref_forward_ms": [f for f, _ in pairs], "ref_backward_ms": [b for _, b in pairs]})
+            continue
         samples = [timer.time(lambda: task.reference(*inputs))[0] for _ in range(warmup + reps)][warmup:]
         cases.append({"id": case["id"], "ref_ms": samples})
     watch = Watch()
@@ -140,30 +158,46 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         work = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0])
         recheck = {int(r) for r in case["recheck"]}
         ms, pending, saved = [], [], []
+        forward_ms, backward_ms = [], []
+        grad_out = _grad_out(task, work, case["grad_seed"], device) if training else None
         try:
             mark("compile")
             module.launch(*work, **params)  # compile and warm outside the timed region
+            if grad_out is not None:
+                forward_backward(module, work, grad_out, params)
             sync(device)
             mark(f"bench:{case['id']}")
             for r in range(warmup + reps):
                 _refill(work, sets, case["perturb"][r])
-                t, p, out = timer.time(lambda: module.launch(*work, **params))
+                if grad_out is not None:
+                    t_f, t_b, p, out = timed_training(timer, module, work, grad_out, params)
+                    t = t_f + t_b
+                else:
+                    t, p, out = timer.time(lambda: module.launch(*work, **params))
                 tampered.update(watch.tampered())
                 if r >= warmup:
                     ms.append(t)
                     pending.append(p)
+                    if grad_out is not None:
+                        forward_ms.append(t_f)
+                        backward_ms.append(t_b)
                 if r in recheck and _save_outputs(out, scratch / f"timed_{case['id']}_{r}.pt"):
                     saved.append(r)
                 del out
             sync(device)
             mark(f"wall:{case['id']}")
             for _ in range(int(case.get("wall_calls", req.get("wall_calls", 20)))):
-                module.launch(*work, **params)
+                if grad_out is not None:  # the same work as a timed call: forward then backward
+                    forward_backward(module, work, grad_out, params)
+                else:
+                    module.launch(*work, **params)
             sync(device)
             mark(f"wall_end:{case['id']}")
         except BaseException as exc:  # noqa: BLE001
             return {"error": error_info(exc, "bench"), "cases": cases}
         record.update({"ms": ms, "pending_ms": pending, "saved": saved, "threads": watch.new_threads()})
+        if grad_out is not None:
+            record.update({"forward_ms": forward_ms, "backward_ms": backward_ms})
     return {"cases": cases, "tampered": sorted(tampered), "state_changed": watch.state_changed(),
             "device": _device_info(device)}
 
@@ -184,16 +218,21 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             return {"error": error_info(exc, "import"), "which": i}
         launches.append(modules[-1].launch)  # taken before the next import: replacing it is caught below
     prepared = []
+    training = bool(req.get("training"))
+    grads: list[Any] = []  # per case, the upstream gradient of a training A/B (None otherwise)
     for case in req["cases"]:
         sets = [_inputs(task, case, seed, device) for seed in case["seeds"]]
         prepared.append((sets, tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0])))
+        grads.append(_grad_out(task, sets[0], case["grad_seed"], device) if training else None)
     samples: list[list[list[float]]] = [[[] for _ in req["cases"]] for _ in modules]
     rounds = int(req["rounds"])
     try:
         mark("compile")
         for i, module in enumerate(modules):
-            for _, work in prepared:
+            for k, (_, work) in enumerate(prepared):
                 module.launch(*work, **req["candidates"][i]["params"])
+                if grads[k] is not None:
+                    forward_backward(module, work, grads[k], req["candidates"][i]["params"])
         sync(device)
         mark("ab")
         for r in range(-int(req.get("warmup", 2)), rounds):
@@ -202,7 +241,11 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 params = req["candidates"][i]["params"]
                 for k, (case, (sets, work)) in enumerate(zip(req["cases"], prepared)):
                     _refill(work, sets, case["perturb"][max(r, 0)])
-                    t, _, out = timer.time(lambda: modules[i].launch(*work, **params))
+                    if grads[k] is not None:  # objective of a training variant: forward + backward
+                        t_f, t_b, _, out = timed_training(timer, modules[i], work, grads[k], params)
+                        t = t_f + t_b
+                    else:
+                        t, _, out = timer.time(lambda: modules[i].launch(*work, **params))
                     if r >= 0:
                         samples[i][k].append(t)
                     if r == rounds - 1:

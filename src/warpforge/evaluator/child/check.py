@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from warpforge.evaluator.child.backward import training_call
 from warpforge.evaluator.child.common import (
     INTERPRET,
     LOAD,
@@ -78,6 +79,14 @@ class _Runner:
         # On a GPU the first call of a shape compiles (seconds); it runs under the "compile" budget, on a
         # copy of the inputs, so the observed call runs under the parent's hang bound ("launch").
         self.warm = self.device.startswith("cuda")
+        # A training check (request "training"): each case's inputs end with the upstream gradient, and the
+        # observed call is launch + launch_forward + launch_backward (child/backward.py).
+        self.training = bool(req.get("training"))
+
+    def call(self, inputs: tuple[Any, ...], params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        if self.training:
+            return training_call(self.module, inputs, params)
+        return self.module.launch(*inputs, **params), {}
 
     def launch(self, case_id: int, sentinel: float, out_name: str, shuffled: bool = False) -> dict[str, Any]:
         inputs = LOAD(io.BytesIO(need(case=case_id, purpose=out_name)), weights_only=True)
@@ -87,7 +96,7 @@ class _Runner:
             mark("compile")
             try:
                 copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-                self.module.launch(*copies, **params)
+                self.call(copies, params)
                 sync(self.device)
                 del copies
             except BaseException as exc:  # noqa: BLE001 - any failure of the candidate is reported
@@ -103,7 +112,7 @@ class _Runner:
         start = time.perf_counter()
         try:
             with recorder:
-                out = self.module.launch(*inputs, **params)
+                out, extra = self.call(inputs, params)
             sync(self.device)
             mark("launched")  # ends the candidate's "launch" budget: what follows is the harness's (issue 27)
         except BaseException as exc:  # noqa: BLE001
@@ -121,7 +130,7 @@ class _Runner:
             "kernel_calls": self.gate.calls - calls_before, "threads": self.watch.new_threads(),
             "tampered": self.watch.tampered() + self.sentinel.tampered(),
             "state_changed": self.watch.state_changed(), "kernels": sorted(self.gate.kernels),
-            "grid": "shuffled" if shuffled else "in order", "grids": GridOrder.log[logged:],
+            "grid": "shuffled" if shuffled else "in order", "grids": GridOrder.log[logged:], **extra,
         }
         if all(k == "Tensor" for k in kinds):
             buffer = io.BytesIO()

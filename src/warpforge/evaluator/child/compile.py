@@ -1,6 +1,7 @@
 """The child's ``compile`` and ``space`` modes (candidate code runs here: inside the sandbox).
 
-- ``compile``: capture each ``@triton.jit`` launch of ``launch`` on fake tensors (no memory, any shape)
+- ``compile``: capture each ``@triton.jit`` launch of ``launch`` (and of a training variant's
+  ``launch_forward`` and ``launch_backward``, child/backward.py) on fake tensors (no memory, any shape)
   and compile it ahead of time for a target GPU with Triton's real front end, reporting registers,
   spills, shared memory and the source hash of every kernel compiled;
 - ``space``: apply ``constraints`` to every configuration of SPACE (the feasible set for search).
@@ -53,6 +54,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     from triton.compiler import compile as triton_compile
     from triton.runtime.jit import JITFunction, create_function_from_signature
 
+    from warpforge.evaluator.child.backward import trace_training
     from warpforge.evaluator.child.common import error_info, kernel_hash, load_candidate
     from warpforge.kernels.task import load_task_file, parse_dtype
 
@@ -78,6 +80,8 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             with FakeTensorMode():
                 inputs = task.make_inputs(case["shape"], parse_dtype(case["dtype"]), 0, "cpu")
                 module.launch(*inputs, **req["params"])
+                if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
+                    trace_training(module, task.reference, inputs, req["params"])
         except BaseException as exc:  # noqa: BLE001
             return {"error": error_info(exc, "trace"), "kernels": kernels, "compiled_hashes": sorted(hashes)}
         for fn, args, kwargs in captured:

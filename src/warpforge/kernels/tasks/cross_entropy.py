@@ -34,6 +34,16 @@ SMALL_SHAPES: list[dict[str, int]] = [{"M": 16, "V": 32000}]
 
 DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16, torch.float32]
 
+# Training: the gradient of the logits only (targets are integer indices).
+GRAD_INPUTS = (0,)
+# d logits is written in the logits' dtype: one rounding of softmax - onehot, a relative 2**-11 (fp16) or
+# 2**-8 (bf16) at worst; the forward's 1e-4 (set for an fp32 loss) would refuse that rounding itself.
+GRAD_TOLERANCES = {
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (8e-3, 8e-3),
+    torch.float32: (1e-4, 1e-4),
+}
+
 # The output is fp32 computed in fp32 from logits that fp32 represents exactly, so the only error is
 # fp32 rounding in the exp-sum and log (relative ~1e-6 for V = 128k with blocked sums); the half-precision
 # defaults (4e-3 / 3e-2) would accept a kernel that did its math in fp16/bf16 (error ~ 12 * 4e-3 = 5e-2).

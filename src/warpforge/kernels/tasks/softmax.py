@@ -45,6 +45,9 @@ SMALL_SHAPES: list[dict[str, int]] = [{"M": 64, "N": 4096}, {"M": 8, "N": 32768}
 
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
+# Training: the gradient of x (dx = y * (dy - sum(dy * y)) per row), judged with the forward's tolerances.
+GRAD_INPUTS = (0,)
+
 # Logits of a few units: standard normal times 3 gives row maxima around 10 and a long exponential
 # tail, close to attention scores after scaling by 1/sqrt(d).
 LOGIT_SCALE = 3.0

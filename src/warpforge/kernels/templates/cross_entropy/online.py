@@ -1,6 +1,9 @@
 """Cross-entropy, one program per row: a single pass over the vocabulary in BLOCK_V chunks keeps an
 online (running-max rescaled) sum of exponentials, then the target logit is gathered and
 loss = max + log(sum) - logits[target]. Reads each logit exactly once; one exp per logit.
+
+Training: ``launch_forward`` also stores each row's logsumexp (fp32 [M]), so ``launch_backward`` makes one
+more pass per row, d logits = (exp(x - lse) - onehot(target)) * grad_loss[row], with no second reduction.
 """
 
 import torch
@@ -23,9 +26,9 @@ def constraints(params, shape):
 
 @triton.jit
 def _ce_online_kernel(
-    logits_ptr, targets_ptr, loss_ptr,
+    logits_ptr, targets_ptr, loss_ptr, lse_ptr,
     V, stride_row, stride_t,
-    BLOCK_V: tl.constexpr,
+    BLOCK_V: tl.constexpr, STORE_LSE: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * stride_row
@@ -42,7 +45,10 @@ def _ce_online_kernel(
     target = tl.load(targets_ptr + row * stride_t)
     valid = (target >= 0) & (target < V)
     x_t = tl.load(row_ptr + target, mask=valid, other=float("nan")).to(tl.float32)
-    tl.store(loss_ptr + row, m + tl.log(s) - x_t)
+    lse = m + tl.log(s)
+    tl.store(loss_ptr + row, lse - x_t)
+    if STORE_LSE:  # the training forward keeps the statistic the backward needs
+        tl.store(lse_ptr + row, lse)
 
 
 def launch(logits, targets, **params):
@@ -51,9 +57,58 @@ def launch(logits, targets, **params):
         logits = logits.contiguous()
     loss = torch.empty((M,), device=logits.device, dtype=torch.float32)
     _ce_online_kernel[(M,)](
-        logits, targets, loss,
+        logits, targets, loss, loss,
         V, logits.stride(0), targets.stride(0),
-        BLOCK_V=params["BLOCK_V"],
+        BLOCK_V=params["BLOCK_V"], STORE_LSE=False,
         num_warps=params["num_warps"], num_stages=params["num_stages"],
     )
     return loss
+
+
+@triton.jit
+def _ce_bwd_kernel(
+    logits_ptr, targets_ptr, lse_ptr, dloss_ptr, dlogits_ptr,
+    V, stride_row, stride_t, stride_d, stride_dl,
+    BLOCK_V: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_V)
+    lse = tl.load(lse_ptr + row)
+    g = tl.load(dloss_ptr + row * stride_dl).to(tl.float32)
+    target = tl.load(targets_ptr + row * stride_t)
+    for start in range(0, V, BLOCK_V):
+        idx = start + cols
+        mask = idx < V
+        x = tl.load(logits_ptr + row * stride_row + idx, mask=mask, other=0.0).to(tl.float32)
+        p = tl.exp(x - lse) - tl.where(idx == target, 1.0, 0.0)
+        tl.store(dlogits_ptr + row * stride_d + idx, (p * g).to(dlogits_ptr.dtype.element_ty), mask=mask)
+
+
+def launch_forward(logits, targets, **params):
+    M, V = logits.shape
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    loss = torch.empty((M,), device=logits.device, dtype=torch.float32)
+    lse = torch.empty((M,), device=logits.device, dtype=torch.float32)
+    _ce_online_kernel[(M,)](
+        logits, targets, loss, lse,
+        V, logits.stride(0), targets.stride(0),
+        BLOCK_V=params["BLOCK_V"], STORE_LSE=True,
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+    )
+    return loss, (lse,)
+
+
+def launch_backward(grad_out, saved, logits, targets, **params):
+    (lse,) = saved
+    M, V = logits.shape
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    dlogits = torch.empty((M, V), device=logits.device, dtype=logits.dtype)
+    _ce_bwd_kernel[(M,)](
+        logits, targets, lse, grad_out, dlogits,
+        V, logits.stride(0), targets.stride(0), dlogits.stride(0), grad_out.stride(0),
+        BLOCK_V=params["BLOCK_V"],
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+    )
+    return (dlogits,)

@@ -69,32 +69,33 @@ def assert_close(out: torch.Tensor, ref64: torch.Tensor, tol: tuple[float, float
                                msg=lambda m: f"{where}: {m}")
 
 
-def autograd64(task: Task, inputs: Sequence[Any], grad_out: torch.Tensor
+def autograd64(task: Task, inputs: Sequence[Any], grad_out: torch.Tensor, **kwargs: Any
                ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """The ground truth: the reference on float64 inputs, differentiated by torch autograd."""
     leaves = [x.detach().double().requires_grad_(i in task.grad_inputs) if x.is_floating_point() else x
               for i, x in enumerate(inputs)]
-    out = task.reference(*leaves)
+    out = task.reference(*leaves, **kwargs)
     grads = torch.autograd.grad(out, [leaves[i] for i in task.grad_inputs], grad_out.double())
     return out.detach(), tuple(grads)
 
 
 def check_training(task: Task, module: ModuleType, params: dict[str, Any], inputs: Sequence[Any],
-                   dtype: torch.dtype, seed: int, where: str) -> None:
-    """launch, launch_forward and launch_backward against autograd in float64, inputs left unchanged."""
+                   dtype: torch.dtype, seed: int, where: str, **kwargs: Any) -> None:
+    """launch, launch_forward and launch_backward against autograd in float64, inputs left unchanged.
+    ``kwargs`` (attention's ``causal``) go to the reference and to every launcher."""
     before = [t.clone() for t in inputs]
     with nan_allocations():
-        out = module.launch(*inputs, **params)
-        out_f, saved = module.launch_forward(*inputs, **params)
+        out = module.launch(*inputs, **kwargs, **params)
+        out_f, saved = module.launch_forward(*inputs, **kwargs, **params)
     gen = torch.Generator().manual_seed(seed + 1000)
     grad_out = torch.randn(out.shape, generator=gen).to(dtype=out.dtype, device=out.device)
-    ref, grads64 = autograd64(task, inputs, grad_out)
-    assert out.dtype == task.reference(*inputs).dtype, where
+    ref, grads64 = autograd64(task, inputs, grad_out, **kwargs)
+    assert out.dtype == task.reference(*inputs, **kwargs).dtype, where
     assert_close(out, ref, task.tolerance(dtype), f"{where} launch")
     assert_close(out_f, ref, task.tolerance(dtype), f"{where} launch_forward")
     assert isinstance(saved, tuple), where
     with nan_allocations():
-        grads = module.launch_backward(grad_out, saved, *inputs, **params)
+        grads = module.launch_backward(grad_out, saved, *inputs, **kwargs, **params)
     assert isinstance(grads, tuple) and len(grads) == len(task.grad_inputs), where
     for i, g, g64 in zip(task.grad_inputs, grads, grads64):
         assert g.dtype == inputs[i].dtype, f"{where} grad {i} dtype {g.dtype}"

@@ -39,18 +39,37 @@ def test_shapes_and_cost_model() -> None:
                for s in TASK.check_shapes)
 
 
-@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_template_forward_and_backward(name: str, dtype: torch.dtype) -> None:
+def _run(name: str, dtype: torch.dtype, every: bool) -> None:
     module = load(VARIANTS[name])
     for shape in TASK.check_shapes:
         inputs = TASK.make_inputs(shape, dtype, 0, DEVICE)
-        for params in representative(valid_configs(VARIANTS[name], module, shape)):
+        configs = valid_configs(VARIANTS[name], module, shape)
+        for params in representative(configs) if every else [configs[-1]]:
             check_training(TASK, module, params, inputs, dtype, 0, f"{name} {params} {shape} {dtype}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_template_first_middle_last_configs(name: str, dtype: torch.dtype) -> None:
+    _run(name, dtype, every=True)
+
+
+@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_template_forward_and_backward(name: str, dtype: torch.dtype) -> None:
+    """One configuration per check shape (the largest blocks: fewest interpreted programs), every dtype."""
+    _run(name, dtype, every=False)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_template_on_adversarial_inputs(name: str) -> None:
+    dtype = torch.float16
+    module = load(VARIANTS[name])
     adversarial = TASK.adversarial_inputs
     assert adversarial is not None
     shape = TASK.check_shapes[1]
-    params = valid_configs(VARIANTS[name], module, shape)[0]
+    params = valid_configs(VARIANTS[name], module, shape)[-1]
     for label, inputs in adversarial(shape, dtype, 0, DEVICE).items():
         check_training(TASK, module, params, inputs, dtype, 0, f"{name} {label} {dtype}")
 

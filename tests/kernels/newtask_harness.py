@@ -101,3 +101,18 @@ def check_training(task: Task, module: ModuleType, params: dict[str, Any], input
         assert g.dtype == inputs[i].dtype, f"{where} grad {i} dtype {g.dtype}"
         assert_close(g, g64, task.grad_tolerance(dtype), f"{where} grad of input {i}")
     assert all(torch.equal(t, b) for t, b in zip(inputs, before)), f"{where}: an input was modified"
+
+
+def module_from(source: str, name: str) -> ModuleType:
+    """Import a (deliberately altered) template source; Triton reads a kernel's source from its file, so the
+    file stays for the module's lifetime."""
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"wf_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

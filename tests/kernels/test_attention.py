@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from newtask_harness import DEVICE, check_training, load, representative, valid_configs
+from newtask_harness import DEVICE, check_training, load, module_from, representative, valid_configs
 
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants
@@ -93,21 +93,7 @@ def test_wrong_kernels_fail() -> None:
     for old, new, what in [("acc = acc * alpha[:, None] + tl.dot", "acc = acc + tl.dot", "launch"),
                            ("ds_t = p_t * (dp_t - delta[None, :])", "ds_t = p_t * dp_t", "grad of input 1")]:
         assert old in source
-        wrong = _module_from(source.replace(old, new), f"wrong_{len(what)}")
+        wrong = module_from(source.replace(old, new), f"wrong_{len(what)}")
         with pytest.raises(AssertionError, match=what):
             check_training(TASK, wrong, params, inputs, torch.float16, 0, "wrong")
 
-
-def _module_from(source: str, name: str):  # type: ignore[no-untyped-def]
-    import importlib.util
-    import tempfile
-    from pathlib import Path
-
-    # Triton reads a kernel's source from its file: keep the file for the module's lifetime.
-    path = Path(tempfile.mkdtemp()) / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"wf_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from newtask_harness import DEVICE, autograd64, check_training, load, representative, valid_configs
+from newtask_harness import DEVICE, autograd64, check_training, load, module_from, representative, valid_configs
 
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants, parse_variant
@@ -80,17 +80,7 @@ def test_wrong_backward_fails() -> None:
     source = VARIANTS["rows"].source.replace("o1 = x1 * c1 + x2 * s2", "o1 = x1 * c1 + x2 * s1")
     assert source != VARIANTS["rows"].source
     wrong = parse_variant(source, name="wrong_rows")
-    import importlib.util
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "wrong_rows.py"
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location("wf_wrong_rotary", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    module = module_from(source, "wrong_rotary_rows")
     assert wrong.has_backward
     adversarial = TASK.adversarial_inputs
     assert adversarial is not None

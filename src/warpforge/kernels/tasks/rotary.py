@@ -17,6 +17,8 @@ Example::
 
 from __future__ import annotations
 
+import random
+
 import torch
 
 NAME = "rotary"
@@ -69,8 +71,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     b, h, s, d = shape["B"], shape["H"], shape["S"], shape["D"]
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(b, h, s, d, generator=gen)
-    # Positions start at a random offset (a continued sequence): every seed sees other angles.
-    offset = int(torch.randint(0, 4096, (1,), generator=gen))
+    # Positions start at a random offset (a continued sequence): every seed sees other angles. Drawn with
+    # Python's RNG: no tensor is read on the host, so make_inputs also runs on fake tensors (compile stage).
+    offset = random.Random(seed).randrange(4096)
     ang = angles(s + offset, d)[offset:]
     return (x.to(dtype=dtype, device=device), ang.cos().to(dtype=dtype, device=device),
             ang.sin().to(dtype=dtype, device=device))

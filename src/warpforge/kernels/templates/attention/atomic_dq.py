@@ -149,31 +149,31 @@ def _attn_cast(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
     tl.store(dst_ptr + offs, x.to(dst_ptr.dtype.element_ty), mask=offs < n)
 
 
-def launch(q, k, v, causal=True, **params):
+def launch(q, k, v, *, causal=True, **params):
     b, hq, s, d = q.shape
     qc, kc, vc = q.contiguous(), k.contiguous(), v.contiguous()
     out = torch.empty_like(qc)
     lse = torch.empty((b, hq, s), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(s, params["BLOCK_M"]), b * hq)
     _attn_fwd_a[grid](qc, kc, vc, out, lse, s, d, hq, hq // k.shape[1], LOG2E / math.sqrt(d),
-                    CAUSAL=bool(causal), BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
+                    CAUSAL=causal, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
                     BLOCK_D=triton.next_power_of_2(d), num_warps=params["num_warps"], num_stages=params["num_stages"])
     return out
 
 
-def launch_forward(q, k, v, causal=True, **params):
+def launch_forward(q, k, v, *, causal=True, **params):
     b, hq, s, d = q.shape
     qc, kc, vc = q.contiguous(), k.contiguous(), v.contiguous()
     out = torch.empty_like(qc)
     lse = torch.empty((b, hq, s), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(s, params["BLOCK_M"]), b * hq)
     _attn_fwd_a[grid](qc, kc, vc, out, lse, s, d, hq, hq // k.shape[1], LOG2E / math.sqrt(d),
-                    CAUSAL=bool(causal), BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
+                    CAUSAL=causal, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
                     BLOCK_D=triton.next_power_of_2(d), num_warps=params["num_warps"], num_stages=params["num_stages"])
     return out, (out, lse)
 
 
-def launch_backward(grad_out, saved, q, k, v, causal=True, **params):
+def launch_backward(grad_out, saved, q, k, v, *, causal=True, **params):
     out, lse = saved
     b, hq, s, d = q.shape
     hkv = k.shape[1]
@@ -187,7 +187,7 @@ def launch_backward(grad_out, saved, q, k, v, causal=True, **params):
     dv = torch.empty_like(vc)
     _attn_bwd_fused[(triton.cdiv(s, params["BWD_BLOCK_N"]), b * hkv)](
         qc, kc, vc, do, lse, delta, dk, dv, dq32, s, d, hq, hq // hkv, 1.0 / math.sqrt(d),
-        CAUSAL=bool(causal), BLOCK_M=params["BWD_BLOCK_M"], BLOCK_N=params["BWD_BLOCK_N"], BLOCK_D=block_d,
+        CAUSAL=causal, BLOCK_M=params["BWD_BLOCK_M"], BLOCK_N=params["BWD_BLOCK_N"], BLOCK_D=block_d,
         num_warps=params["num_warps"], num_stages=params["num_stages"])
     dq = torch.empty_like(qc)
     n = b * hq * s * d

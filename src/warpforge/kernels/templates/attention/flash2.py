@@ -174,31 +174,31 @@ def _attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, D, 
     tl.store(dq_ptr + q_off, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=q_mask)
 
 
-def launch(q, k, v, causal=True, **params):
+def launch(q, k, v, *, causal=True, **params):
     b, hq, s, d = q.shape
     qc, kc, vc = q.contiguous(), k.contiguous(), v.contiguous()
     out = torch.empty_like(qc)
     lse = torch.empty((b, hq, s), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(s, params["BLOCK_M"]), b * hq)
     _attn_fwd[grid](qc, kc, vc, out, lse, s, d, hq, hq // k.shape[1], LOG2E / math.sqrt(d),
-                    CAUSAL=bool(causal), BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
+                    CAUSAL=causal, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
                     BLOCK_D=triton.next_power_of_2(d), num_warps=params["num_warps"], num_stages=params["num_stages"])
     return out
 
 
-def launch_forward(q, k, v, causal=True, **params):
+def launch_forward(q, k, v, *, causal=True, **params):
     b, hq, s, d = q.shape
     qc, kc, vc = q.contiguous(), k.contiguous(), v.contiguous()
     out = torch.empty_like(qc)
     lse = torch.empty((b, hq, s), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(s, params["BLOCK_M"]), b * hq)
     _attn_fwd[grid](qc, kc, vc, out, lse, s, d, hq, hq // k.shape[1], LOG2E / math.sqrt(d),
-                    CAUSAL=bool(causal), BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
+                    CAUSAL=causal, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
                     BLOCK_D=triton.next_power_of_2(d), num_warps=params["num_warps"], num_stages=params["num_stages"])
     return out, (out, lse)
 
 
-def launch_backward(grad_out, saved, q, k, v, causal=True, **params):
+def launch_backward(grad_out, saved, q, k, v, *, causal=True, **params):
     out, lse = saved
     b, hq, s, d = q.shape
     hkv = k.shape[1]
@@ -214,11 +214,11 @@ def launch_backward(grad_out, saved, q, k, v, causal=True, **params):
     bbm, bbn = params["BWD_BLOCK_M"], params["BWD_BLOCK_N"]
     _attn_bwd_dkdv[(triton.cdiv(s, bbn), b * hkv)](
         qc, kc, vc, do, lse, delta, dk, dv, s, d, hq, hq // hkv, sm_scale,
-        CAUSAL=bool(causal), BLOCK_M=bbm, BLOCK_N=bbn, BLOCK_D=block_d,
+        CAUSAL=causal, BLOCK_M=bbm, BLOCK_N=bbn, BLOCK_D=block_d,
         num_warps=params["num_warps"], num_stages=params["num_stages"])
     # dQ tiles its query rows by BWD_BLOCK_N and its key loop by BWD_BLOCK_M: the transposed roles of dK/dV
     _attn_bwd_dq[(triton.cdiv(s, bbn), b * hq)](
         qc, kc, vc, do, lse, delta, dq, s, d, hq, hq // hkv, sm_scale,
-        CAUSAL=bool(causal), BLOCK_M=bbn, BLOCK_N=bbm, BLOCK_D=block_d,
+        CAUSAL=causal, BLOCK_M=bbn, BLOCK_N=bbm, BLOCK_D=block_d,
         num_warps=params["num_warps"], num_stages=params["num_stages"])
     return dq, dk, dv

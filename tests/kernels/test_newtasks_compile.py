@@ -57,7 +57,7 @@ def test_every_kernel_compiles_for_sm90(task_name: str, variant_name: str) -> No
         assert len(kernels) >= 2, kernels  # the backward's kernels (or specialisations) were compiled too
 
 
-@pytest.mark.parametrize("task_name", ["fp8_gemm", "fp8_quant_block"])
+@pytest.mark.parametrize("task_name", [pytest.param("fp8_gemm", marks=pytest.mark.slow), "fp8_quant_block"])
 def test_interpret_backend_compiles_fp8_and_leaves_correctness_to_a_gpu(task_name: str, pool: ChildPool) -> None:
     task, variant, params = _middle_config(task_name, builtin_variants(task_name)[0].name)
     result = get_backend("interpret", pool=pool).evaluate(Job(task, variant, params))  # type: ignore[arg-type]
@@ -83,6 +83,7 @@ def test_fp8_detection_reads_inputs_and_outputs() -> None:
     assert fp8_dtypes(get_task("rotary")) == [] and fp8_dtypes(get_task("softmax")) == []
 
 
+@pytest.mark.slow  # ~30 s; tests/kernels/test_contract.py compiles every template's launch in the default tier
 def test_compile_stage_records_facts_for_sm90(pool: ChildPool) -> None:
     """The evaluator's own compile stage (launch only) on one forward template of a training task."""
     task, variant, params = _middle_config("attention", "flash2")

@@ -2,8 +2,9 @@
 
 The interpreter emulates a kernel with numpy, which has no float8; its float8 conversions do not round as
 the GPU's do (Triton 3.9: quantising activations to e4m3, values just below a power of two lose an
-exponent, 124.7 became 64 where round-to-nearest gives 128; tests/kernels/test_fp8.py). So a task whose inputs or outputs hold float8
-is compiled for the target GPU on the CPU, and its correctness is an honest ``unsupported`` there, never ``ok``.
+exponent, 124.7 became 64 where round-to-nearest gives 128; tests/kernels/test_fp8.py). So a task whose
+inputs or outputs hold float8 is compiled for the target GPU on the CPU, and its correctness is an honest
+``unsupported`` there, never ``ok``.
 
 Example::
 

@@ -39,7 +39,8 @@ def constraints(params, shape):
 
 def peak_extra_bytes(params, shape):
     """Bytes this template allocates beyond inputs, output and the returned gradients: the saved fp32
-    logsumexp, the forward's partials, dh in fp32 and one fp32 slab of dw (the reference holds [M, V] fp32 logits: task.peak_memory)."""
+    logsumexp, the forward's partials, dh in fp32 and one fp32 slab of dw (the reference holds [M, V] fp32
+    logits: task.peak_memory)."""
     m, h, v = shape["M"], shape["H"], shape["V"]
     return 4 * m + 12 * params["SPLITS"] * m + 4 * m * h + 4 * min(params["VOCAB_SLAB"], v) * h
 

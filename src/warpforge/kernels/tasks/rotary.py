@@ -69,6 +69,8 @@ def angles(s: int, d: int, theta: float = ROPE_THETA) -> torch.Tensor:
 
 def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
     b, h, s, d = shape["B"], shape["H"], shape["S"], shape["D"]
+    if d % 2:
+        raise ValueError(f"D={d}: rotary rotates pairs, the head dim must be even")
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(b, h, s, d, generator=gen)
     # Positions start at a random offset (a continued sequence): every seed sees other angles. Drawn with

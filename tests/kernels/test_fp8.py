@@ -124,6 +124,13 @@ def test_gemm_templates_logic_on_the_interpreter() -> None:
             assert out.dtype == torch.bfloat16
             ref64 = task.reference(*(t.double() for t in inputs))
             assert_close(out, ref64, task.tolerance(torch.float8_e4m3fn), f"{variant.name} {shape}")
+        adversarial = task.adversarial_inputs
+        assert adversarial is not None
+        shape = task.check_shapes[1]
+        for label, inputs in adversarial(shape, torch.float8_e4m3fn, 0, DEVICE).items():
+            out = module.launch(*inputs, **valid_configs(variant, module, shape)[0])
+            ref64 = task.reference(*(t.double() for t in inputs))
+            assert_close(out, ref64, task.tolerance(torch.float8_e4m3fn), f"{variant.name} {label}")
 
 
 def test_wrong_gemm_scale_fails() -> None:

@@ -96,6 +96,21 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return a.to(device), a_scales.to(device), b.to(device), b_scales.to(device)
 
 
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+
+    - ``skewed_groups``: A's scales alternate by 2^+-8 from one K group to the next (a kernel that sums the
+      fp8 products of several groups before scaling, or scales by one group's factor, is far off);
+    - ``large_scales``: every scale x 2^20 (products near 1e10 are fine in fp32 and bf16; a kernel that
+      accumulates unscaled products in fp16 overflows).
+    """
+    a, a_s, b, b_s = make_inputs(shape, dtype, seed, "cpu")
+    skew = torch.tensor([2.0**8, 2.0**-8]).repeat(a_s.shape[1] // 2 + 1)[: a_s.shape[1]]
+    sets = {"skewed_groups": (a, a_s * skew, b, b_s), "large_scales": (a, a_s * 2.0**20, b, b_s * 2.0**20)}
+    return {name: tuple(t.to(device) for t in ts) for name, ts in sets.items()}
+
+
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     return 2.0 * shape["M"] * shape["N"] * shape["K"]
 

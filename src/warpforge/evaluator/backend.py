@@ -29,6 +29,7 @@ import torch
 import warpforge
 from warpforge.evaluator.grad_check import training_note
 from warpforge.evaluator.grammar import kernels_use
+from warpforge.evaluator.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
@@ -128,6 +129,13 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
     if failure is not None:
         failure.resources = resources
         return failure
+    fp8 = fp8_dtypes(job.task)
+    if fp8:  # compiled for the target, never run here: the interpreter's float8 is not the GPU's
+        return job.result(Verdict.UNSUPPORTED, "interpreter_fp8",
+                          f"correctness needs a GPU (fp8): the Triton interpreter does not compute {', '.join(fp8)} "
+                          f"as the GPU does; compiled for {job.target} only (check it with --backend cuda)",
+                          unchecked=unchecked, resources=resources,
+                          compile_s=sum(r.compile_s or 0.0 for r in resources))
     shapes = job.task.check_shapes or job.task.small_shapes
     failure, checked = check_stage(pool, job, "cpu", True, shapes, dtypes)
     if failure is not None:

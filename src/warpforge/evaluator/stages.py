@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import torch
 
-from warpforge.evaluator import isolation, kernel_cache
+from warpforge.evaluator import isolation, kernel_cache, model_spec
 from warpforge.evaluator.compare import lint_task
 from warpforge.evaluator.job import Job  # also re-exported: older callers import Job from here
 from warpforge.evaluator.protocol import CheckRequest
@@ -231,6 +231,8 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.COMPILE_ERROR, "compile_failed", summary)
     if kind == "resources":
         return job.result(Verdict.INVALID_CONFIG, "out_of_resources", summary)
+    if kind == "state_mismatch":  # child/model_new.py: ModelNew's parameters are not the reference's
+        return job.result(Verdict.REJECTED, "state_mismatch", err["message"][:1000])
     simple = {"oom": "out_of_memory", "exit": "exit_called", "illegal_memory_access": "illegal_memory_access",
               "device_assert": "device_assert"}
     if kind in simple:
@@ -289,6 +291,7 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         "constraint_shapes": job.shapes, "grid_seed": plan.grid_seed or 0,
         "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": c.id in plan.shuffled} for c in plan.cases],
     }
+    model_spec.attach(request, job.task, job.variant, [c.shape for c in plan.cases])
     if plan.pair is not None:
         request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
@@ -331,6 +334,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
                                "candidate_sha256": job.variant.source_hash, "params": job.params,
                                "task_path": task_path(job), "target": job.target, "cases": cases}
+    model_spec.attach(request, job.task, job.variant, [c["shape"] for c in cases])
     prepare, seeded = cached(pool, job, _write_candidate(job), request)
     with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
                       rss_limit_bytes=job.rss_limit_bytes) as outcome:

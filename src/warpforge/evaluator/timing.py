@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from warpforge.evaluator import model_spec
 from warpforge.evaluator.compare import compare_outputs, references
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.evaluator.job import Job
@@ -218,6 +219,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
                "task_path": task_path(job), "warmup": s.warmup, "reps": s.reps, "wall_calls": s.wall_calls,
                "flush_bytes": s.flush_bytes if cuda else 0,
                "cases": [c.request() for c in cases]}
+    model_spec.attach(request, job.task, job.variant, [c.shape for c in cases])
     budgets: dict[str, float] = {"context": CONTEXT_S, "compile": job.timeout_s}
     for c in cases:
         ref_ms = (reference_ms or {}).get(f"{shape_key(c.shape)} {dtype_name(dtype)}")

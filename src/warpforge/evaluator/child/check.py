@@ -47,6 +47,7 @@ from warpforge.evaluator.child.common import (
     sync,
 )
 from warpforge.evaluator.child.grid import GridOrder
+from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -78,6 +79,16 @@ class _Runner:
         # On a GPU the first call of a shape compiles (seconds); it runs under the "compile" budget, on a
         # copy of the inputs, so the observed call runs under the parent's hang bound ("launch").
         self.warm = self.device.startswith("cuda")
+        self.entry = entry_for(module, req)  # launch, or a ModelNew built with the reference's state
+        self.by_id = {case["id"]: case for case in req["cases"]}
+
+    def bind(self, inputs: tuple[Any, ...], case_id: int) -> tuple[Any, tuple[Any, ...]]:
+        try:
+            return self.entry.bind(inputs, self.by_id[case_id])
+        except StateMismatch as exc:
+            raise _LaunchError({**error_info(exc, "state"), "kind": STATE_MISMATCH}) from None
+        except BaseException as exc:  # noqa: BLE001 - ModelNew's __init__ is the candidate's
+            raise _LaunchError(error_info(exc, "init")) from None
 
     def launch(self, case_id: int, sentinel: float, out_name: str, shuffled: bool = False) -> dict[str, Any]:
         inputs = LOAD(io.BytesIO(need(case=case_id, purpose=out_name)), weights_only=True)
@@ -85,13 +96,15 @@ class _Runner:
         params = self.req["params"]
         if self.warm:
             mark("compile")
+            copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+            call, args = self.bind(copies, case_id)
             try:
-                copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-                self.module.launch(*copies, **params)
+                call(*args, **params)
                 sync(self.device)
-                del copies
+                del copies, call, args
             except BaseException as exc:  # noqa: BLE001 - any failure of the candidate is reported
                 raise _LaunchError(error_info(exc, "run")) from None
+        call, args = self.bind(inputs, case_id)  # outside the recorder: building is not the answer's compute
         Sentinel.poison(inputs)
         self.sentinel.install(sentinel)
         recorder = OpRecorder(self.gate)
@@ -103,7 +116,7 @@ class _Runner:
         start = time.perf_counter()
         try:
             with recorder:
-                out = self.module.launch(*inputs, **params)
+                out = call(*args, **params)
             sync(self.device)
             mark("launched")  # ends the candidate's "launch" budget: what follows is the harness's (issue 27)
         except BaseException as exc:  # noqa: BLE001

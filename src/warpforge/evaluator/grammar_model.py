@@ -65,7 +65,7 @@ def module_names() -> frozenset[str]:
     """Every attribute nn.Module has: ModelNew never binds one (``self.forward = ...``, ``self.training``)."""
     import torch
 
-    return frozenset(dir(torch.nn.Module))
+    return frozenset(dir(torch.nn.Module)) | frozenset(dir(torch.nn.Module()))  # instance ones: training
 
 
 def _model_new(g: Grammar) -> ast.ClassDef | None:

@@ -277,9 +277,13 @@ class Sentinel:
         self.installed: dict[str, Any] = {}
 
     def install(self, value: float) -> None:
+        from warpforge.evaluator.compare import exact_sentinel
+
         def filled(tensor: torch.Tensor) -> torch.Tensor:
-            if tensor.is_floating_point() and tensor.device.type != "meta":
-                tensor.fill_(value)
+            if tensor.device.type == "meta" or tensor.is_complex():
+                return tensor
+            # integers and booleans too: an unfilled int64 output held a freed copy of the right answer
+            tensor.fill_(value if tensor.is_floating_point() else exact_sentinel(tensor.dtype, value))
             return tensor
 
         def factory(fn: Any) -> Any:

@@ -231,6 +231,9 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.COMPILE_ERROR, "compile_failed", summary)
     if kind == "resources":
         return job.result(Verdict.INVALID_CONFIG, "out_of_resources", summary)
+    if kind == "evaluator_limit":  # child/__main__.py: the cap it was asked to set, not the candidate
+        return job.result(Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: "
+                          f"{err['message'][:600]}")
     if kind == "state_mismatch":  # child/model_new.py: ModelNew's parameters are not the reference's
         return job.result(Verdict.REJECTED, "state_mismatch", err["message"][:1000])
     simple = {"oom": "out_of_memory", "exit": "exit_called", "illegal_memory_access": "illegal_memory_access",

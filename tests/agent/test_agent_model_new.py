@@ -25,7 +25,8 @@ HAND_WRITTEN = (ROOT / "tests" / "kernels" / "kernelbench" / "gemm_add_relu_mode
 # KernelBench's format with what a campaign tunes: SPACE, whose parameters come as forward's keywords
 ANSWER = HAND_WRITTEN.replace("class ModelNew", "SPACE = {'BM': [16, 32], 'num_warps': [4]}\n\n\nclass ModelNew") \
     .replace("def forward(self, x):", "def forward(self, x, BM=16, num_warps=4):") \
-    .replace("triton.cdiv(M, 16)", "triton.cdiv(M, BM)").replace("BM=16, BN=16, BK=16)", "BM=BM, BN=16, BK=16, num_warps=num_warps)")
+    .replace("triton.cdiv(M, 16)", "triton.cdiv(M, BM)") \
+    .replace("BM=16, BN=16, BK=16)", "BM=BM, BN=16, BK=16, num_warps=num_warps)")
 
 
 def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:

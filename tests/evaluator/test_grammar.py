@@ -121,7 +121,8 @@ def test_each_rule_refuses_with_its_name(source: str, rule: str) -> None:
 def test_the_docstring_names_every_rule() -> None:
     doc = grammar.__doc__ or ""
     rules = {"source_encoding", "source_too_large", "syntax_error", "source_too_deep", "forbidden_import",
-             "module_alias", "module_constant", "decorator", "model_new_class", "model_new_init", "rebinding", "host_statement",
+             "module_alias", "module_constant", "decorator", "model_new_class", "model_new_init", "rebinding",
+             "host_statement",
              "kernel_use", "host_name", "jit_body_disallowed", "private_access", "dynamic_access", "host_read",
              "torch_compute_call", "module_statement", "tensor_use"}
     assert all(f"[{rule}]" in doc for rule in rules), [r for r in rules if f"[{r}]" not in doc]

@@ -51,10 +51,10 @@ followed by its state, in this order (the names are the reference's state_dict k
 Answer in either form:
 1. A plain variant: `launch(<inputs>, {args or '...'}, **params)` receives the inputs, then the state tensors.
 2. KernelBench's answer format, `class ModelNew(nn.Module)` (with `import torch.nn as nn`; no TASK needed;
-   SPACE as usual, its parameters arrive as forward's keyword parameters: `def forward(self, x, BLOCK=64)`). The harness builds `ModelNew({init})` and then
-   loads the reference's state into it by name (strict: the same names and shapes, e.g. `self.gemm =
-   nn.Linear(in_features, out_features, bias=False)` gives `gemm.weight`; `self.bias =
-   nn.Parameter(torch.empty(shape))` gives `bias`), so initialise them any way you like.
+   SPACE as usual, its parameters arrive as forward's keyword parameters: `def forward(self, x, BLOCK=64)`).
+   The harness builds `ModelNew({init})` and then loads the reference's state into it by name (strict: the
+   same names and shapes, e.g. `self.gemm = nn.Linear(in_features, out_features, bias=False)` gives
+   `gemm.weight`; `self.bias = nn.Parameter(torch.empty(shape))` gives `bias`), so initialise them any way.
    - `__init__` only calls `super().__init__()`, binds `self.NAME` to `nn.Parameter(torch.empty/zeros/ones/
      randn(...))`, to a parameter-holding module (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.LayerNorm, ...),
      or to plain values of its arguments, and may `self.register_buffer("name", torch.zeros(...))`.

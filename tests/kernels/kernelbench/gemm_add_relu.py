@@ -3,6 +3,7 @@
 import torch
 import torch.nn as nn
 
+
 class Model(nn.Module):
     """
     Simple model that performs a matrix multiplication, adds a bias term, and applies ReLU.

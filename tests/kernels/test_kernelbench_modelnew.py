@@ -128,3 +128,23 @@ def test_the_real_kernelbench_problem_has_the_fixture_s_state(kernelbench: Path)
     model = namespace["Model"](*namespace["get_init_inputs"]())
     assert tuple(model.state_dict()) == load_task_file(HERE / "gemm_add_relu.py").param_names
     assert check_module(ANSWER) is None
+
+
+@pytest.mark.slow
+def test_model_new_is_benchmarked_and_re_measured_with_the_reference_s_state(task) -> None:
+    """The bench child builds ModelNew once per case on buffers refilled per timed call; every rechecked
+    timed output must match the reference of that call's exact inputs (weights included)."""
+    from warpforge.evaluator.sandbox import ChildPool
+    from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage
+
+    job = Job(task, parse_variant(ANSWER, "answer").for_task(task.name), {})
+    zero_bias = Job(task, parse_variant(ANSWER.replace(BIAS_ADD, "acc = tl.maximum(acc, 0.0)"), "b")
+                    .for_task(task.name), {})
+    with ChildPool() as pool:
+        failure, shapes, _ = bench_stage(pool, job, "cpu", True, task.shapes, torch.float32,
+                                         BenchSettings(warmup=1, reps=4, wall_calls=2, recheck=2))
+        assert failure is None and shapes and all(s.p50_ms for s in shapes), failure and failure.message
+        failure, a, b = ab_stage(pool, job, job, "cpu", True, task.shapes, torch.float32, rounds=2)
+        assert failure is None and len(a) == len(b) == 2, failure and failure.message
+        failure, _, _ = ab_stage(pool, job, zero_bias, "cpu", True, task.shapes, torch.float32, rounds=2)
+        assert failure is not None and failure.reason == "timed_output_incorrect"

@@ -108,8 +108,9 @@ def exempt_nodes(g: Grammar) -> set[int]:
     if init is None:
         return out
     body = [s for s in init.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    if body and _is_super_init(body[0]):
-        call = body[0].value
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and _is_super_init(first):
+        call = first.value
         assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
         out |= {id(call.func), id(call.func.value)}
     for stmt in body:
@@ -126,9 +127,9 @@ def exempt_nodes(g: Grammar) -> set[int]:
         canonical = g.canonical(value.func)
         if canonical == "torch.nn.Parameter":
             out.add(id(value.func))
-            ctor = value.args[0] if len(value.args) == 1 else None
-            if isinstance(ctor, ast.Call) and g.canonical(ctor.func).removeprefix("torch.") in TENSOR_CTORS:
-                out.add(id(ctor.func))
+            arg = value.args[0] if len(value.args) == 1 else None
+            if isinstance(arg, ast.Call) and g.canonical(arg.func).removeprefix("torch.") in TENSOR_CTORS:
+                out.add(id(arg.func))
         elif canonical.removeprefix("torch.nn.") in PARAM_MODULES and canonical.startswith("torch.nn."):
             out.add(id(value.func))
     return out
@@ -323,9 +324,9 @@ class InitCheck:
             self.value(node.value)
             self.value(node.slice)
         elif isinstance(node, ast.Slice):
-            for v in (node.lower, node.upper, node.step):
-                if v is not None:
-                    self.value(v)
+            for bound in (node.lower, node.upper, node.step):
+                if bound is not None:
+                    self.value(bound)
         elif isinstance(node, ast.Attribute) and self.g.canonical(node).removeprefix("torch.") in DTYPES \
                 and self.g.canonical(node).startswith("torch."):
             return

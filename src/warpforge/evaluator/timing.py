@@ -217,9 +217,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
     request = {"mode": "bench", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
                "params": job.params, "device": device,
                "task_path": task_path(job), "warmup": s.warmup, "reps": s.reps, "wall_calls": s.wall_calls,
-               "flush_bytes": s.flush_bytes if cuda else 0,
-               "cases": [c.request() for c in cases]}
-    model_spec.attach(request, job.task, job.variant, [c.shape for c in cases])
+               "flush_bytes": s.flush_bytes if cuda else 0}
     budgets: dict[str, float] = {"context": CONTEXT_S, "compile": job.timeout_s}
     for c in cases:
         ref_ms = (reference_ms or {}).get(f"{shape_key(c.shape)} {dtype_name(dtype)}")
@@ -228,6 +226,10 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
             c.wall_calls = max(s.wall_calls, min(5000, math.ceil(WALL_BLOCK_TARGET_MS / max(ref_ms, 1e-4))))
             budgets[f"bench:{c.id}"] = hang_bound_s(calls * ref_ms / 1e3)
             budgets[f"wall:{c.id}"] = hang_bound_s(c.wall_calls * ref_ms / 1e3)
+    # After wall_calls is set: built before, every case asked the child for TimedCase's default of 20 wall
+    # calls while the parent divided the block by s.wall_calls (an honest 57 ms interpreter call "took" 575 ms)
+    request["cases"] = [c.request() for c in cases]
+    model_spec.attach(request, job.task, job.variant, [c.shape for c in cases])
 
     def prepare(scratch: Path) -> None:
         (scratch / CANDIDATE_FILE).write_bytes(job.variant.source.encode("utf-8"))
@@ -312,9 +314,13 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
     files = ["candidate_a.py", "candidate_b.py"]
     request = {"mode": "ab", "device": device, "task_path": task_path(job_a), "rounds": rounds,
                "flush_bytes": s.flush_bytes if cuda else 0, "warmup": 2,
-               "candidates": [{"file": f, "params": j.params, "sha256": j.variant.source_hash}
+               "candidates": [{"file": f, "params": j.params, "sha256": j.variant.source_hash,
+                               "model_new": model_spec.model_new_request(j.task, j.variant)}
                               for f, j in zip(files, (job_a, job_b))],
                "cases": [c.request() for c in cases]}
+    if job_a.variant.model_new or job_b.variant.model_new:  # each case's init inputs (evaluator/model_spec.py)
+        for case, c in zip(request["cases"], cases):
+            case["init"] = model_spec.case_init(job_a.task, c.shape)
 
     def prepare(scratch: Path) -> None:
         for f, j in zip(files, (job_a, job_b)):

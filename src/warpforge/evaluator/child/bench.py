@@ -186,7 +186,8 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             modules.append(load_candidate(scratch / cand["file"], name=f"wf_candidate_{i}", sha256=cand.get("sha256")))
         except BaseException as exc:  # noqa: BLE001
             return {"error": error_info(exc, "import"), "which": i}
-        launches.append(modules[-1].launch)  # taken before the next import: replacing it is caught below
+        # taken before the next import: replacing it is caught below (a ModelNew's class, likewise)
+        launches.append(getattr(modules[-1], "ModelNew" if cand.get("model_new") else "launch"))
     prepared = []
     for case in req["cases"]:
         sets = [_inputs(task, case, seed, device) for seed in case["seeds"]]
@@ -194,10 +195,13 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     samples: list[list[list[float]]] = [[[] for _ in req["cases"]] for _ in modules]
     rounds = int(req["rounds"])
     try:
+        # per candidate and case: launch, or a ModelNew whose state shares the case's refilled work buffers
+        calls = [[entry_for(m, c).bind(work, case) for case, (_, work) in zip(req["cases"], prepared)]
+                 for m, c in zip(modules, req["candidates"])]
         mark("compile")
-        for i, module in enumerate(modules):
-            for _, work in prepared:
-                module.launch(*work, **req["candidates"][i]["params"])
+        for i in range(len(modules)):
+            for call, args in calls[i]:
+                call(*args, **req["candidates"][i]["params"])
         sync(device)
         mark("ab")
         for r in range(-int(req.get("warmup", 2)), rounds):
@@ -206,7 +210,8 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 params = req["candidates"][i]["params"]
                 for k, (case, (sets, work)) in enumerate(zip(req["cases"], prepared)):
                     _refill(work, sets, case["perturb"][max(r, 0)])
-                    t, _, out = timer.time(lambda: modules[i].launch(*work, **params))
+                    call, args = calls[i][k]
+                    t, _, out = timer.time(lambda: call(*args, **params))
                     if r >= 0:
                         samples[i][k].append(t)
                     if r == rounds - 1:
@@ -214,8 +219,9 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                     del out
     except BaseException as exc:  # noqa: BLE001
         return {"error": error_info(exc, "ab")}
-    tampered = watch.tampered() + [f"wf_candidate_{i}.launch" for i, m in enumerate(modules)
-                                   if m.launch is not launches[i]]
+    entries = ["ModelNew" if c.get("model_new") else "launch" for c in req["candidates"]]
+    tampered = watch.tampered() + [f"wf_candidate_{i}.{entries[i]}" for i, m in enumerate(modules)
+                                   if getattr(m, entries[i]) is not launches[i]]
     return {"samples": samples, "tampered": tampered, "threads": watch.new_threads(),
             "state_changed": watch.state_changed()}
 

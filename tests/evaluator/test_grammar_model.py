@@ -91,6 +91,8 @@ def test_launch_and_model_new_together_are_refused() -> None:
     (in_init("self.gemm.weight = nn.Parameter(torch.zeros(1))"), "torch_compute_call"),
     (in_init('self.register_buffer("b", torch.zeros(3), persistent=False)'), "model_new_init"),
     (in_init("self.f = lambda t: t"), "model_new_init"),
+    (in_init("self.calls = [0]"), "model_new_init"),  # state across timed calls
+    (in_init("self.sizes = (in_features, [out_features])"), "model_new_init"),
     (HONEST.replace("        super().__init__()\n", "        self.a = 1\n        super().__init__()\n"),
      "private_access"),
     (HONEST.replace(RETURN, "        super().__init__()\n" + RETURN), "private_access"),

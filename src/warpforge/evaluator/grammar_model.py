@@ -13,7 +13,8 @@ runs); the finding's ``reason`` is the rule in brackets::
                  | self.NAME "=" nn.Parameter(torch.<empty|zeros|ones|randn|rand>(value, ...))
                  | self.NAME "=" nn.<PARAM_MODULES>(value, ..., key=value)
                  | self.register_buffer("NAME", torch.<empty|zeros|ones|randn|rand>(value, ...))
-                 | self.NAME "=" value | NAME "=" value | pass | docstring
+                 | self.NAME "=" value (no list, dict or set: state across timed calls)
+                 | NAME "=" value | pass | docstring
                    (each self.NAME bound once, never a name nn.Module has: ``self.forward = ...``)
     value       := literal | parameter | local | module constant | arithmetic | comparison | tuple/list
                  | subscript | builtin or helper call on values | torch.<dtype>
@@ -278,6 +279,10 @@ class InitCheck:
                 if any(k.arg is None for k in value.keywords):
                     raise self.fail(value, "**kwargs in a module's constructor")
                 return "module"
+        if any(isinstance(n, (ast.List, ast.Dict, ast.Set)) for n in ast.walk(value)):
+            # the model outlives a call in the benchmark: `c = self.calls; c += [1]` in forward would count calls
+            raise self.fail(value, f"self.NAME = {ast.unparse(value)[:40]}: a list, dict or set on the model would "
+                            "carry state from one call to the next; use a tuple")
         self.value(value)
         return "value"
 

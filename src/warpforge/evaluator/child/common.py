@@ -265,7 +265,8 @@ class OpRecorder(TorchDispatchMode):
 
 
 class Sentinel:
-    """Every fresh float allocation is prefilled with a sentinel, so unwritten output shows.
+    """Every fresh allocation is prefilled with a sentinel, so unwritten output shows (integer and boolean
+    ones with ``compare.exact_sentinel``: the dtype's minimum or maximum, True or False).
 
     ``torch.empty``, ``empty_like``, ``empty_strided``, ``Tensor.new_empty`` and ``new_empty_strided``
     are replaced; the caching allocator's free blocks are poisoned too (0xFF bytes are NaN in every

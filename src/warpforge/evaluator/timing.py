@@ -312,15 +312,16 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
     cases = plan_timed(job_a, shapes, dtype, rounds, s.input_sets, 0, rng)
     cuda = device.startswith("cuda")
     files = ["candidate_a.py", "candidate_b.py"]
+    case_requests = [c.request() for c in cases]
+    if job_a.variant.model_new or job_b.variant.model_new:  # each case's init inputs (evaluator/model_spec.py)
+        for sent, c in zip(case_requests, cases):
+            sent["init"] = model_spec.case_init(job_a.task, c.shape)
     request = {"mode": "ab", "device": device, "task_path": task_path(job_a), "rounds": rounds,
                "flush_bytes": s.flush_bytes if cuda else 0, "warmup": 2,
                "candidates": [{"file": f, "params": j.params, "sha256": j.variant.source_hash,
                                "model_new": model_spec.model_new_request(j.task, j.variant)}
                               for f, j in zip(files, (job_a, job_b))],
-               "cases": [c.request() for c in cases]}
-    if job_a.variant.model_new or job_b.variant.model_new:  # each case's init inputs (evaluator/model_spec.py)
-        for case, c in zip(request["cases"], cases):
-            case["init"] = model_spec.case_init(job_a.task, c.shape)
+               "cases": case_requests}
 
     def prepare(scratch: Path) -> None:
         for f, j in zip(files, (job_a, job_b)):

@@ -87,7 +87,12 @@ def check_run(spec: CampaignSpec) -> CampaignSpec:
     tasks = [get_task(name) for name in spec.tasks]
     extra = [load_variant(f) for f in spec.variant_files]
     names = {t.name for t in tasks}
+    if len(names) == 1:  # a ModelNew answer names no TASK: it is for the run's one task
+        extra = [v.for_task(next(iter(names))) for v in extra]
     for v in extra:
+        if not v.task:
+            raise VariantError(f"{v.path} names no TASK and this run searches {len(names)} tasks: add "
+                               "TASK = '<task>' to it, or run its task alone")
         if v.task not in names:
             raise VariantError(f"{v.path} implements task {v.task!r}, which this run does not search "
                                f"({', '.join(sorted(names))}): add that task to the run or drop the file")

@@ -65,7 +65,7 @@ def test_honest_sources_pass() -> None:
     (HEAD + "X = len([1])\n", "module_constant"),
     (HEAD + "print('hi')\n", "module_statement"),
     (HEAD + "if True:\n    X = 1\n", "module_statement"),
-    (HEAD + "class ModelNew:\n    pass\n", "model_new_unsupported"),
+    (HEAD + "class ModelNew:\n    pass\n", "model_new_class"),
     (HEAD + KERNEL + "k = 1\n", "rebinding"),
     (HEAD + "@triton.autotune(configs=[], key=[])\n" + KERNEL.removeprefix("@triton.jit\n"), "forbidden_import"),
     (HEAD + "@print\n" + KERNEL.removeprefix("@triton.jit\n"), "decorator"),
@@ -121,7 +121,8 @@ def test_each_rule_refuses_with_its_name(source: str, rule: str) -> None:
 def test_the_docstring_names_every_rule() -> None:
     doc = grammar.__doc__ or ""
     rules = {"source_encoding", "source_too_large", "syntax_error", "source_too_deep", "forbidden_import",
-             "module_alias", "module_constant", "decorator", "model_new_unsupported", "rebinding", "host_statement",
+             "module_alias", "module_constant", "decorator", "model_new_class", "model_new_init", "rebinding",
+             "host_statement",
              "kernel_use", "host_name", "jit_body_disallowed", "private_access", "dynamic_access", "host_read",
              "torch_compute_call", "module_statement", "tensor_use"}
     assert all(f"[{rule}]" in doc for rule in rules), [r for r in rules if f"[{r}]" not in doc]

@@ -175,13 +175,13 @@ def check_answer(content: str, *, task: str, finish_reason: str, seen: Set[str],
         return ParsedAnswer("no_code", "no ```python block with the variant file was found: answer with the whole "
                             "file in one ```python block", rationale=rationale)
     try:
-        variant = parse_variant(code, name=name)
+        variant = parse_variant(code, name=name).for_task(task)  # a ModelNew answer may name no TASK
     except VariantError as exc:
         return ParsedAnswer("parse_error", str(exc).replace(f"{name}:", "line ", 1) if "syntax" in str(exc)
                             else str(exc), rationale=rationale)
     if variant.task != task:
         return ParsedAnswer("parse_error", f"TASK is {variant.task!r}; this task is {task!r}", rationale=rationale)
-    if not variant.space:
+    if not variant.space:  # a campaign tunes: a ModelNew answer too takes its SPACE as forward's keywords
         return ParsedAnswer("parse_error", "SPACE is empty: give at least one tunable with its candidate values "
                             "(num_warps counts)", rationale=rationale)
     finding = check_source(code)

@@ -129,7 +129,7 @@ class TemplateProposer(Proposer):
     async def propose(self, task: Task, history: History) -> list[Candidate]:
         if history.round > 0:
             return []
-        extra = [load_variant(f) for f in self.config.get("files", [])]
+        extra = [load_variant(f).for_task(task.name) for f in self.config.get("files", [])]  # ModelNew: no TASK
         variants = builtin_variants(task.name) + [v for v in extra if v.task == task.name]
         return [Candidate(v, Origin("template", self.name)) for v in variants]
 
@@ -157,5 +157,5 @@ def get_proposer(name: str, config: Mapping[str, Any] | None = None) -> Proposer
 
 def user_candidates(files: list[str], task: str) -> list[Candidate]:
     """The user's variant files for ``task`` (``--variant-file``), searched beside the proposer's."""
-    variants = [load_variant(f) for f in files]
+    variants = [load_variant(f).for_task(task) for f in files]  # a ModelNew answer without TASK: this one
     return [Candidate(v, Origin("user", "user")) for v in variants if v.task == task]

@@ -260,7 +260,7 @@ def eval_cmd(
     if TEMPLATES_DIR.resolve() not in variant_file.resolve().parents:  # not shipped: the sandbox or the flag
         require_for_untrusted("variant files", unsafe_unsandboxed)
     task = get_task(task_name)
-    variant = load_variant(variant_file)
+    variant = load_variant(variant_file).for_task(task.name)  # a ModelNew answer may name no TASK
     if variant.task != task.name:
         raise UsageError(f"{variant_file} implements task {variant.task!r}, not {task.name!r}")
     try:

@@ -126,7 +126,8 @@ def fixture_job(fixture: Fixture, root: Path, backend_name: str) -> Job:
         variant_path = TEMPLATES_DIR / (fixture.variant.removeprefix("template:") + ".py")
     else:
         variant_path = root / fixture.variant
-    job = Job(_task(fixture, root), load_variant(variant_path), dict(fixture.params))
+    task = _task(fixture, root)
+    job = Job(task, load_variant(variant_path).for_task(task.name), dict(fixture.params))  # ModelNew: no TASK
     if fixture.timeout_s is not None:
         job.timeout_s = float(fixture.timeout_s)
     if fixture.host_memory_gb is not None:

@@ -27,7 +27,9 @@ Module::
                  | def (launch | launch_forward | launch_backward | constraints | NAME)(args): host-body
                    (defaults are literals; no decorators other than ``@triton.jit``, no annotations that are
                    not a name or a dotted tl/triton/torch name)
-    class       := refused for now: KernelBench's ``ModelNew``                           [model_new_unsupported]
+    class       := ONE ``class ModelNew(nn.Module)``: KernelBench's answer format, its productions in
+                   grammar_model.py (``__init__`` builds parameters; ``forward`` is host code like
+                   ``launch``)              [model_new_class] [model_new_init] [torch_compute_call]
     every module-level name is bound once (a jit helper rebound below its definition ran as
     Python in the interpreter while the compiled helper was another)                   [rebinding]
 
@@ -104,7 +106,7 @@ from warpforge.evaluator.static_vocab import StaticFinding
 from warpforge.kernels import source_limits as limits
 from warpforge.kernels.source_limits import MAX_BYTES, MAX_DEPTH, MAX_LINES, MAX_NODES  # noqa: F401 (re-exported)
 
-IMPORTS = {("torch", None), ("triton", None), ("math", None), ("triton.language", "tl")}
+IMPORTS = {("torch", None), ("triton", None), ("math", None), ("triton.language", "tl"), ("torch.nn", "nn")}
 FUTURE = {"annotations"}
 DTYPES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
           "float8e4nv", "float8e5", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"}
@@ -264,9 +266,15 @@ class Grammar:
         self.mutable: set[str] = set()  # constants holding a list, dict or set (shared by every call)
         self.jit: set[str] = set()
         self.host: set[str] = set()
+        # ModelNew (grammar_model.py): nodes its productions allow that the everywhere-rules would refuse
+        # (``super().__init__()``, ``nn.Linear``, ``torch.randn`` inside ``nn.Parameter``)
+        self.exempt: set[int] = set()
 
     def check(self) -> None:
+        from warpforge.evaluator import grammar_model
+
         self._imports()
+        self.exempt = grammar_model.exempt_nodes(self)
         self._everywhere()
         self._collect()
         for fn in self._functions():
@@ -276,6 +284,7 @@ class Grammar:
         for fn in self._functions():
             if fn.name in self.host:
                 HostCheck(self, fn).check()
+        grammar_model.check_methods(self)
 
     def _functions(self) -> Iterator[ast.FunctionDef]:
         return (n for n in self.tree.body if isinstance(n, ast.FunctionDef))
@@ -285,6 +294,10 @@ class Grammar:
         for node in self.tree.body:  # a nested import is refused by its function's production
             if isinstance(node, ast.ImportFrom):
                 if node.module == "__future__" and node.level == 0 and all(a.name in FUTURE for a in node.names):
+                    continue
+                if node.module == "torch" and node.level == 0 and [(a.name, a.asname) for a in node.names] == \
+                        [("nn", None)]:  # `from torch import nn`: the same binding as `import torch.nn as nn`
+                    self.modules["nn"] = "torch.nn"
                     continue
                 raise _fail("forbidden_import", f"line {node.lineno}: from {node.module or '.'} import ...: a "
                             "variant imports only with `import torch`, `import triton`, `import math` and "
@@ -305,6 +318,8 @@ class Grammar:
     # -- rules that hold in every production ----------------------------------------------------
     def _everywhere(self) -> None:
         for node in ast.walk(self.tree):
+            if id(node) in self.exempt:
+                continue
             if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
                 raise _fail("private_access", f"line {node.lineno}: the private attribute .{node.attr}: a variant "
                             "may not reach interpreter, torch or harness internals")
@@ -327,6 +342,10 @@ class Grammar:
                 if module == "torch" and node.attr not in TORCH_VALUES | ALLOC_CALLS:
                     raise _fail("torch_compute_call", f"line {node.lineno}: torch.{node.attr}: host code may use "
                                 "torch only to allocate (" + ", ".join(sorted(ALLOC_CALLS)) + ") and name dtypes")
+                if module == "torch.nn":
+                    raise _fail("torch_compute_call", f"line {node.lineno}: nn.{node.attr}: nn names only ModelNew's "
+                                "base (nn.Module), nn.Parameter and parameter-holding modules built in its __init__ "
+                                "(never called: their computation is torch's)")
                 if module == "triton" and node.attr not in TRITON_CALLS | {"jit", "language"}:
                     raise _fail("forbidden_import", f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
                                 "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant")
@@ -364,11 +383,14 @@ class Grammar:
                                 f"{ast.unparse(node.value)[:60]}: module-level values are literals, arithmetic on "
                                 "earlier constants, or dtypes")
                 names = [targets[0].id]
+            elif isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+                from warpforge.evaluator import grammar_model
+
+                grammar_model.check_class(self, node)
+                names = [node.name]
             elif isinstance(node, ast.ClassDef):
-                raise _fail("model_new_unsupported" if node.name == "ModelNew" else "module_statement",
-                            f"line {node.lineno}: class {node.name}: KernelBench's ModelNew answer format is not "
-                            "accepted yet; write a variant (TASK, SPACE, launch)" if node.name == "ModelNew" else
-                            f"line {node.lineno}: class {node.name}: a variant defines no classes")
+                raise _fail("module_statement", f"line {node.lineno}: class {node.name}: a variant defines no "
+                            "classes but KernelBench's `class ModelNew(nn.Module)`")
             else:
                 raise _fail("module_statement", f"line {node.lineno}: a {type(node).__name__} statement at module "
                             "level: a variant module holds imports, literal constants, SPACE, constraints, "
@@ -577,16 +599,23 @@ class HostCheck:
         self.module_names = set(grammar.modules) | grammar.constants | grammar.jit | grammar.host
         # launch's positional inputs are tensors; a helper's or constraints' parameters are shape values
         self.tensors: set[str] = set()
-        if fn.name in LAUNCHERS:
-            # The harness calls launch(*inputs, **params) with params a point of SPACE: a positional parameter
-            # is an input unless SPACE names it (then it always comes by keyword; an input landing there
-            # is a TypeError). `def launch(x, w=None)` on a two-input task received w untyped.
-            positional = [*args.posonlyargs, *args.args]
-            self.tensors = {a.arg for a in positional[:len(positional) - len(args.defaults)]}
-            self.tensors |= {a.arg for a in positional[len(positional) - len(args.defaults):]
-                             if a.arg not in grammar.space_keys() or a in args.posonlyargs}
-            if args.vararg is not None:
-                self.tensors.add(args.vararg.arg)
+        # The entry points (launch, launch_forward, launch_backward; ModelNew.forward in grammar_model.py)
+        # launch kernels and allocate
+        self.entry = fn.name in LAUNCHERS
+        if self.entry:
+            self.entry_tensors(fn.args)
+
+    def entry_tensors(self, args: ast.arguments, skip: int = 0) -> None:
+        """The harness calls launch(*inputs, **params) with params a point of SPACE: a positional parameter
+        is an input unless SPACE names it (then it always comes by keyword; an input landing there is a
+        TypeError). `def launch(x, w=None)` on a two-input task received w untyped. ``skip``: ``self``."""
+        positional = [*args.posonlyargs, *args.args][skip:]
+        n_plain = len(positional) - len(args.defaults)
+        self.tensors = {a.arg for a in positional[:n_plain]}
+        self.tensors |= {a.arg for a in positional[n_plain:]
+                         if a.arg not in self.g.space_keys() or a in args.posonlyargs}
+        if args.vararg is not None:
+            self.tensors.add(args.vararg.arg)
 
     def fail(self, reason: str, node: ast.AST, what: str) -> GrammarError:
         line = getattr(node, "lineno", self.fn.lineno)
@@ -662,7 +691,7 @@ class HostCheck:
             self.bind(node.target, node.value)
         elif isinstance(node, ast.Return):
             if node.value is not None:
-                if self.fn.name not in LAUNCHERS:  # a helper's tensor would be untyped in its caller
+                if not self.entry:  # a helper's tensor would be untyped in its caller
                     self.untensored(node.value, "returned by a helper (helpers take and return shape values)")
                 self.expr(node.value)
         elif isinstance(node, ast.If):
@@ -829,7 +858,7 @@ class HostCheck:
     def callee(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Subscript):  # kernel[grid](...)
-            if self.fn.name not in LAUNCHERS:
+            if not self.entry:
                 raise self.fail("kernel_use", node, "a launch outside launch(): constraints and helpers compute "
                                 "on shape values only")
             if not (isinstance(func.value, ast.Name) and func.value.id in self.g.jit):
@@ -862,7 +891,7 @@ class HostCheck:
             module = canonical.rpartition(".")[0]
             allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
             if func.attr in allowed:
-                if module == "torch" and func.attr in TENSOR_ALLOC and self.fn.name not in LAUNCHERS:
+                if module == "torch" and func.attr in TENSOR_ALLOC and not self.entry:
                     raise self.fail("tensor_use", node, f"{dotted}() outside launch(): constraints and helpers "
                                     "compute on shape values only (no allocation)")
                 self.shape_args(node, func.attr if module == "torch" else "")

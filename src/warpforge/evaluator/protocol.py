@@ -17,12 +17,17 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 
-class CaseRequest(TypedDict):
-    """One case: its id (inputs are asked for with ``need``), the output sentinel, the grid order."""
-
+class _CaseRequestBase(TypedDict):
     id: int
     sentinel: float
     shuffled: bool
+
+
+class CaseRequest(_CaseRequestBase, total=False):
+    """One case: its id (inputs are asked for with ``need``), the output sentinel, the grid order; for a
+    ModelNew variant, the init inputs of its shape (evaluator/model_spec.py)."""
+
+    init: list[Any]
 
 
 class RerunRequest(TypedDict):
@@ -45,6 +50,7 @@ class CheckRequest(_CheckRequestBase, total=False):
     rerun: RerunRequest
     ghost: RerunRequest
     training: bool  # each case's inputs end with grad_out; launch, launch_forward, launch_backward run (grad_check.py)
+    model_new: dict[str, Any]  # {"param_names": [...]} for a ModelNew variant (child/model_new.py)
     scratch: str  # added by sandbox.ChildPool.run
     nonce: str  # likewise
 

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import torch
 
-from warpforge.evaluator import isolation, kernel_cache
+from warpforge.evaluator import isolation, kernel_cache, model_spec
 from warpforge.evaluator.compare import lint_task
 from warpforge.evaluator.grad_check import add_grad_outs, training_check
 from warpforge.evaluator.grad_judge import judge_training
@@ -233,6 +233,11 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.COMPILE_ERROR, "compile_failed", summary)
     if kind == "resources":
         return job.result(Verdict.INVALID_CONFIG, "out_of_resources", summary)
+    if kind == "evaluator_limit":  # child/__main__.py: the cap it was asked to set, not the candidate
+        return job.result(Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: "
+                          f"{err['message'][:600]}")
+    if kind == "state_mismatch":  # child/model_new.py: ModelNew's parameters are not the reference's
+        return job.result(Verdict.REJECTED, "state_mismatch", err["message"][:1000])
     simple = {"oom": "out_of_memory", "exit": "exit_called", "illegal_memory_access": "illegal_memory_access",
               "device_assert": "device_assert"}
     if kind in simple:
@@ -298,6 +303,7 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     }
     if training:
         request["training"] = True
+    model_spec.attach(request, job.task, job.variant, [c.shape for c in plan.cases])
     if plan.pair is not None:
         request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
@@ -341,6 +347,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
                                "candidate_sha256": job.variant.source_hash, "params": job.params,
                                "task_path": task_path(job), "target": job.target, "cases": cases,
                                "training": training_check(job.task, job.variant)}
+    model_spec.attach(request, job.task, job.variant, [c["shape"] for c in cases])
     prepare, seeded = cached(pool, job, _write_candidate(job), request)
     with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
                       rss_limit_bytes=job.rss_limit_bytes) as outcome:

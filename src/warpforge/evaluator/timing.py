@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from warpforge.evaluator import model_spec
 from warpforge.evaluator.compare import compare_outputs, references
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.evaluator.grad_check import recheck_training, training_check
@@ -227,8 +228,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
     request = {"mode": "bench", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
                "params": job.params, "device": device,
                "task_path": task_path(job), "warmup": s.warmup, "reps": s.reps, "wall_calls": s.wall_calls,
-               "flush_bytes": s.flush_bytes if cuda else 0, "training": training_check(job.task, job.variant),
-               "cases": [c.request() for c in cases]}
+               "flush_bytes": s.flush_bytes if cuda else 0, "training": training_check(job.task, job.variant)}
     budgets: dict[str, float] = {"context": CONTEXT_S, "compile": job.timeout_s}
     for c in cases:
         ref_ms = (reference_ms or {}).get(f"{shape_key(c.shape)} {dtype_name(dtype)}")
@@ -237,6 +237,10 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
             c.wall_calls = max(s.wall_calls, min(5000, math.ceil(WALL_BLOCK_TARGET_MS / max(ref_ms, 1e-4))))
             budgets[f"bench:{c.id}"] = hang_bound_s(calls * ref_ms / 1e3)
             budgets[f"wall:{c.id}"] = hang_bound_s(c.wall_calls * ref_ms / 1e3)
+    # After wall_calls is set: built before, every case asked the child for TimedCase's default of 20 wall
+    # calls while the parent divided the block by s.wall_calls (an honest 57 ms interpreter call "took" 575 ms)
+    request["cases"] = [c.request() for c in cases]
+    model_spec.attach(request, job.task, job.variant, [c.shape for c in cases])
 
     def prepare(scratch: Path) -> None:
         (scratch / CANDIDATE_FILE).write_bytes(job.variant.source.encode("utf-8"))
@@ -324,12 +328,17 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
     training = training_check(job_a.task, job_a.variant) and job_b.variant.has_backward
     cuda = device.startswith("cuda")
     files = ["candidate_a.py", "candidate_b.py"]
+    case_requests = [c.request() for c in cases]
+    if job_a.variant.model_new or job_b.variant.model_new:  # each case's init inputs (evaluator/model_spec.py)
+        for sent, c in zip(case_requests, cases):
+            sent["init"] = model_spec.case_init(job_a.task, c.shape)
     request = {"mode": "ab", "device": device, "task_path": task_path(job_a), "rounds": rounds,
                "flush_bytes": s.flush_bytes if cuda else 0, "warmup": 2,
                "training": training,
-               "candidates": [{"file": f, "params": j.params, "sha256": j.variant.source_hash}
+               "candidates": [{"file": f, "params": j.params, "sha256": j.variant.source_hash,
+                               "model_new": model_spec.model_new_request(j.task, j.variant)}
                               for f, j in zip(files, (job_a, job_b))],
-               "cases": [c.request() for c in cases]}
+               "cases": case_requests}
 
     def prepare(scratch: Path) -> None:
         for f, j in zip(files, (job_a, job_b)):

@@ -26,7 +26,14 @@ from typing import Any, cast
 
 import torch
 
-from warpforge.evaluator.compare import PrecisionProbe, compare_outputs, is_sentinel, references, refine
+from warpforge.evaluator.compare import (
+    PrecisionProbe,
+    compare_outputs,
+    exact_sentinel,
+    is_sentinel,
+    references,
+    refine,
+)
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.protocol import CheckReport, LaunchFacts
 from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, read_regular
@@ -398,6 +405,17 @@ class Judge:
                          f"{pair.label} was requested and did not come back (or came back altered)")
         s = self.plan.rerun_sentinel
         for i, (a, b) in enumerate(zip(first["out"], second["out"])):
+            if a.shape == b.shape and a.numel() and not a.is_floating_point() and not a.is_complex() \
+                    and a.dtype == b.dtype:
+                # integer/boolean: the case's allocation held exact_sentinel(NaN), the rerun's the finite one
+                lo, hi = exact_sentinel(a.dtype, math.nan), exact_sentinel(a.dtype, s)
+                unwritten = (a == lo) & (b == hi)
+                if bool(unwritten.any()):
+                    n = int(unwritten.sum())
+                    return _fail(self.job, Verdict.INCORRECT, "output_unwritten" if n == a.numel() else
+                                 "partial_output", f"output {i}: {n}/{a.numel()} elements were never written "
+                                 f"({pair.label})")
+                continue
             if not (a.is_floating_point() and a.shape == b.shape and a.numel()):
                 continue
             if bool((torch.isnan(a) & ~torch.isnan(b) & ~is_sentinel(b, s)).any()):

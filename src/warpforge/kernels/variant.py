@@ -47,6 +47,16 @@ class Variant:
     path: Path | None = None
     # Training variants define launch_forward and launch_backward besides launch (docs/design.md §3.2).
     has_backward: bool = False
+    # KernelBench's answer format: ``class ModelNew(nn.Module)`` instead of ``launch`` (built from the task's
+    # init inputs, the reference's state loaded, then called on the leading inputs). TASK is optional:
+    # "" means the task it is evaluated against (see for_task).
+    model_new: bool = False
+
+    def for_task(self, task: str) -> Variant:
+        """This variant bound to ``task`` when it names none (a ModelNew answer); unchanged otherwise."""
+        from dataclasses import replace
+
+        return replace(self, task=task) if not self.task else self
 
     @property
     def source_hash(self) -> str:
@@ -79,6 +89,7 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
     task: str | None = None
     space: dict[str, list[Any]] | None = None
     functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    model_new = any(isinstance(node, ast.ClassDef) and node.name == "ModelNew" for node in tree.body)
     for node in tree.body:
         target, value = None, None
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -98,10 +109,15 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
                     f"{where}: SPACE must be a literal dict of lists (no names or calls), e.g. "
                     "{'BLOCK': [64, 128], 'num_warps': [4, 8]}"
                 ) from exc
-    if not isinstance(task, str) or not task:
+    if model_new and task is None:
+        task = ""  # the task it is evaluated against
+    elif not isinstance(task, str) or not task:
         raise VariantError(f"{where}: missing TASK = '<task name>'")
-    if "launch" not in functions:
-        raise VariantError(f"{where}: missing 'def launch(*inputs, **params)'")
+    if model_new and "launch" in functions:
+        raise VariantError(f"{where}: defines both launch and class ModelNew: a variant is one or the other")
+    if "launch" not in functions and not model_new:
+        raise VariantError(f"{where}: missing 'def launch(*inputs, **params)' (or KernelBench's "
+                           "`class ModelNew(nn.Module)`)")
     training = {"launch_forward", "launch_backward"} & functions
     if len(training) == 1:
         missing = ({"launch_forward", "launch_backward"} - training).pop()
@@ -121,6 +137,7 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
         has_constraints="constraints" in functions,
         path=path,
         has_backward=bool(training),
+        model_new=model_new,
     )
 
 
@@ -136,6 +153,8 @@ def _where(variant: Variant) -> str:
 def check_space(variant: Variant) -> None:
     """SPACE is there, non-empty, and its Triton launch options are ones Triton accepts; else VariantError."""
     where = _where(variant)
+    if not variant.space and variant.model_new:
+        return  # a ModelNew answer without SPACE is one configuration
     if not variant.space:
         raise VariantError(f"{where}: no SPACE to pick parameters from: define a literal SPACE with every parameter "
                            "launch() takes, e.g. SPACE = {'BLOCK': [256, 1024], 'num_warps': [4, 8]}")

@@ -32,6 +32,10 @@ AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"  # the same name as sandbox.AS_LIMIT_E
 # saved twice over is the largest legitimate file).
 FILE_LIMIT = 16 << 30
 STRICT_MODES = {"check", "space"}  # modes that never need a subprocess under the interpreter
+# Room the harness itself needs under the cap before any candidate code runs (the request, a case's inputs
+# of the check shapes, the report): a floor, not a measurement of any one case. A cap that leaves less is
+# the evaluator's misconfiguration, reported as ``evaluator_limit``, never as the candidate's crash.
+HARNESS_HEADROOM = 64 << 20
 
 
 def _address_space() -> int:
@@ -40,6 +44,31 @@ def _address_space() -> int:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def _cap_address_space(budget: int) -> str | None:
+    """Cap the address space at what this process maps now plus ``budget``; None when set, else why not.
+
+    The soft limit is tried first, with HARNESS_HEADROOM allocated under it: a cap the harness itself
+    cannot work under (or one above the hard limit this process inherited) is lifted again and reported."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _address_space() + budget
+    gib = 1 << 30
+    if hard != resource.RLIM_INFINITY and cap > hard:
+        return (f"the evaluator cannot cap this child's address space at {cap / gib:.2f} GiB (what torch and Triton "
+                f"map, {(cap - budget) / gib:.2f} GiB, plus the job's {budget / gib:.2f} GiB): the process inherited a "
+                f"hard limit of {hard / gib:.2f} GiB (ulimit -v or the sandbox); raise that limit")
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+        probe = bytearray(HARNESS_HEADROOM)  # touched: the pages exist
+        del probe
+    except (MemoryError, ValueError, OSError) as exc:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        return (f"the job's host memory budget of {budget / gib:.3g} GiB is below the harness's own needs "
+                f"({HARNESS_HEADROOM >> 20} MiB for the request, the case's inputs and the report, before any "
+                f"candidate code runs; {type(exc).__name__}): raise the budget (Job.host_memory_gb)")
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return None
 
 
 def seccomp_profile(mode: str, interpret: bool) -> str:
@@ -54,15 +83,6 @@ def main() -> None:
     import torch
     import triton.runtime.jit  # noqa: F401 - warm while waiting for the request
 
-    limit = os.environ.get(AS_LIMIT_ENV)
-    if limit:
-        # After the imports, so the limit is what the candidate may add whatever this torch build maps
-        # (a CUDA build maps several GB of libraries): a runaway allocation fails with MemoryError here.
-        cap = _address_space() + int(limit)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
-
     from warpforge.evaluator.child import common as child_common
     from warpforge.evaluator.child.bench import run_ab, run_bench, run_reference
     from warpforge.evaluator.child.check import run_check
@@ -71,9 +91,20 @@ def main() -> None:
 
     if child_common.INTERPRET:
         import triton.runtime.interpreter  # noqa: F401
+    limit = os.environ.get(AS_LIMIT_ENV)
+    # After the imports (the harness's included), so the limit is what the candidate may add whatever this
+    # torch build maps (a CUDA build maps several GB of libraries): a runaway allocation fails with
+    # MemoryError here.
+    limit_error = _cap_address_space(int(limit)) if limit else None
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
     child_common.RESULT_FD = int(sys.argv[1])
     line = child_common.read_line()
     req = json.loads(line)
+    if limit_error is not None:
+        child_common.emit({"error": {"stage": "harness", "kind": "evaluator_limit", "type": "EvaluatorLimit",
+                                     "message": limit_error, "traceback": ""}, "nonce": req.get("nonce")})
+        os._exit(0)
     cpu_s = int(req.get("cpu_s") or 0)
     if cpu_s > 0:  # a backstop should the parent die unseen (sandbox.cpu_backstop_s): soft = hard, so the kernel
         # sends SIGKILL (SIGXCPU alone can be ignored, and is, by a disposition inherited from the parent)

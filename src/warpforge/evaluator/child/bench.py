@@ -36,6 +36,7 @@ from warpforge.evaluator.child.common import (
     mark,
     sync,
 )
+from warpforge.evaluator.child.model_new import entry_for
 
 EVENT = torch.cuda.Event  # captured before the candidate exists
 DEVICE_SYNC = torch.cuda.synchronize
@@ -153,6 +154,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         return {"error": error_info(exc, "import")}
     params = req["params"]
     tampered: set[str] = set(watch.tampered())
+    entry = entry_for(module, req)
     for record, case in zip(cases, req["cases"]):
         sets = [_inputs(task, case, seed, device) for seed in case["seeds"]]
         work = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0])
@@ -161,8 +163,10 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         forward_ms, backward_ms = [], []
         grad_out = _grad_out(task, work, case["grad_seed"], device) if training else None
         try:
+            # A ModelNew is built once per case: its state shares the work buffers, refilled per call
+            call, args = entry.bind(work, case)
             mark("compile")
-            module.launch(*work, **params)  # compile and warm outside the timed region
+            call(*args, **params)  # compile and warm outside the timed region
             if grad_out is not None:
                 forward_backward(module, work, grad_out, params)
             sync(device)
@@ -173,7 +177,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                     t_f, t_b, p, out = timed_training(timer, module, work, grad_out, params)
                     t = t_f + t_b
                 else:
-                    t, p, out = timer.time(lambda: module.launch(*work, **params))
+                    t, p, out = timer.time(lambda: call(*args, **params))
                 tampered.update(watch.tampered())
                 if r >= warmup:
                     ms.append(t)
@@ -190,7 +194,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 if grad_out is not None:  # the same work as a timed call: forward then backward
                     forward_backward(module, work, grad_out, params)
                 else:
-                    module.launch(*work, **params)
+                    call(*args, **params)
             sync(device)
             mark(f"wall_end:{case['id']}")
         except BaseException as exc:  # noqa: BLE001
@@ -216,7 +220,8 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             modules.append(load_candidate(scratch / cand["file"], name=f"wf_candidate_{i}", sha256=cand.get("sha256")))
         except BaseException as exc:  # noqa: BLE001
             return {"error": error_info(exc, "import"), "which": i}
-        launches.append(modules[-1].launch)  # taken before the next import: replacing it is caught below
+        # taken before the next import: replacing it is caught below (a ModelNew's class, likewise)
+        launches.append(getattr(modules[-1], "ModelNew" if cand.get("model_new") else "launch"))
     prepared = []
     training = bool(req.get("training"))
     grads: list[Any] = []  # per case, the upstream gradient of a training A/B (None otherwise)
@@ -227,12 +232,15 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     samples: list[list[list[float]]] = [[[] for _ in req["cases"]] for _ in modules]
     rounds = int(req["rounds"])
     try:
+        # per candidate and case: launch, or a ModelNew whose state shares the case's refilled work buffers
+        calls = [[entry_for(m, c).bind(work, case) for case, (_, work) in zip(req["cases"], prepared)]
+                 for m, c in zip(modules, req["candidates"])]
         mark("compile")
         for i, module in enumerate(modules):
-            for k, (_, work) in enumerate(prepared):
-                module.launch(*work, **req["candidates"][i]["params"])
+            for k, (call, args) in enumerate(calls[i]):
+                call(*args, **req["candidates"][i]["params"])
                 if grads[k] is not None:
-                    forward_backward(module, work, grads[k], req["candidates"][i]["params"])
+                    forward_backward(module, prepared[k][1], grads[k], req["candidates"][i]["params"])
         sync(device)
         mark("ab")
         for r in range(-int(req.get("warmup", 2)), rounds):
@@ -245,7 +253,8 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                         t_f, t_b, _, out = timed_training(timer, modules[i], work, grads[k], params)
                         t = t_f + t_b
                     else:
-                        t, _, out = timer.time(lambda: modules[i].launch(*work, **params))
+                        call, args = calls[i][k]
+                        t, _, out = timer.time(lambda: call(*args, **params))
                     if r >= 0:
                         samples[i][k].append(t)
                     if r == rounds - 1:
@@ -253,8 +262,9 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                     del out
     except BaseException as exc:  # noqa: BLE001
         return {"error": error_info(exc, "ab")}
-    tampered = watch.tampered() + [f"wf_candidate_{i}.launch" for i, m in enumerate(modules)
-                                   if m.launch is not launches[i]]
+    entries = ["ModelNew" if c.get("model_new") else "launch" for c in req["candidates"]]
+    tampered = watch.tampered() + [f"wf_candidate_{i}.{entries[i]}" for i, m in enumerate(modules)
+                                   if getattr(m, entries[i]) is not launches[i]]
     return {"samples": samples, "tampered": tampered, "threads": watch.new_threads(),
             "state_changed": watch.state_changed()}
 

@@ -48,6 +48,7 @@ from warpforge.evaluator.child.common import (
     sync,
 )
 from warpforge.evaluator.child.grid import GridOrder
+from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -80,13 +81,24 @@ class _Runner:
         # copy of the inputs, so the observed call runs under the parent's hang bound ("launch").
         self.warm = self.device.startswith("cuda")
         # A training check (request "training"): each case's inputs end with the upstream gradient, and the
-        # observed call is launch + launch_forward + launch_backward (child/backward.py).
+        # observed call is launch + launch_forward + launch_backward (child/backward.py). Never a ModelNew:
+        # a by-path task defines no gradients.
         self.training = bool(req.get("training"))
+        self.entry = entry_for(module, req)  # launch, or a ModelNew built with the reference's state
+        self.by_id = {case["id"]: case for case in req["cases"]}
 
-    def call(self, inputs: tuple[Any, ...], params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def bind(self, inputs: tuple[Any, ...], case_id: int) -> tuple[Any, tuple[Any, ...]]:
+        try:
+            return self.entry.bind(inputs, self.by_id[case_id])
+        except StateMismatch as exc:
+            raise _LaunchError({**error_info(exc, "state"), "kind": STATE_MISMATCH}) from None
+        except BaseException as exc:  # noqa: BLE001 - ModelNew's __init__ is the candidate's
+            raise _LaunchError(error_info(exc, "init")) from None
+
+    def call(self, call: Any, args: tuple[Any, ...], params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         if self.training:
-            return training_call(self.module, inputs, params)
-        return self.module.launch(*inputs, **params), {}
+            return training_call(self.module, args, params)
+        return call(*args, **params), {}
 
     def launch(self, case_id: int, sentinel: float, out_name: str, shuffled: bool = False) -> dict[str, Any]:
         inputs = LOAD(io.BytesIO(need(case=case_id, purpose=out_name)), weights_only=True)
@@ -94,13 +106,15 @@ class _Runner:
         params = self.req["params"]
         if self.warm:
             mark("compile")
+            copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+            call, args = self.bind(copies, case_id)
             try:
-                copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-                self.call(copies, params)
+                self.call(call, args, params)
                 sync(self.device)
-                del copies
+                del copies, call, args
             except BaseException as exc:  # noqa: BLE001 - any failure of the candidate is reported
                 raise _LaunchError(error_info(exc, "run")) from None
+        call, args = self.bind(inputs, case_id)  # outside the recorder: building is not the answer's compute
         Sentinel.poison(inputs)
         self.sentinel.install(sentinel)
         recorder = OpRecorder(self.gate)
@@ -112,7 +126,7 @@ class _Runner:
         start = time.perf_counter()
         try:
             with recorder:
-                out, extra = self.call(inputs, params)
+                out, extra = self.call(call, args, params)
             sync(self.device)
             mark("launched")  # ends the candidate's "launch" budget: what follows is the harness's (issue 27)
         except BaseException as exc:  # noqa: BLE001

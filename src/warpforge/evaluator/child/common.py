@@ -265,7 +265,8 @@ class OpRecorder(TorchDispatchMode):
 
 
 class Sentinel:
-    """Every fresh float allocation is prefilled with a sentinel, so unwritten output shows.
+    """Every fresh allocation is prefilled with a sentinel, so unwritten output shows (integer and boolean
+    ones with ``compare.exact_sentinel``: the dtype's minimum or maximum, True or False).
 
     ``torch.empty``, ``empty_like``, ``empty_strided``, ``Tensor.new_empty`` and ``new_empty_strided``
     are replaced; the caching allocator's free blocks are poisoned too (0xFF bytes are NaN in every
@@ -277,9 +278,13 @@ class Sentinel:
         self.installed: dict[str, Any] = {}
 
     def install(self, value: float) -> None:
+        from warpforge.evaluator.compare import exact_sentinel
+
         def filled(tensor: torch.Tensor) -> torch.Tensor:
-            if tensor.is_floating_point() and tensor.device.type != "meta":
-                tensor.fill_(value)
+            if tensor.device.type == "meta" or tensor.is_complex():
+                return tensor
+            # integers and booleans too: an unfilled int64 output held a freed copy of the right answer
+            tensor.fill_(value if tensor.is_floating_point() else exact_sentinel(tensor.dtype, value))
             return tensor
 
         def factory(fn: Any) -> Any:

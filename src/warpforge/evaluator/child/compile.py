@@ -56,6 +56,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
 
     from warpforge.evaluator.child.backward import trace_training
     from warpforge.evaluator.child.common import error_info, kernel_hash, load_candidate
+    from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
     from warpforge.kernels.task import load_task_file, parse_dtype
 
     captured: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
@@ -69,6 +70,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     except BaseException as exc:  # noqa: BLE001
         return {"error": error_info(exc, "import")}
     task = load_task_file(req["task_path"])
+    entry = entry_for(module, req)
     target = _compile_target(req["target"])
     backend = make_backend(target)
     kernels: list[dict[str, Any]] = []
@@ -79,11 +81,15 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         try:
             with FakeTensorMode():
                 inputs = task.make_inputs(case["shape"], parse_dtype(case["dtype"]), 0, "cpu")
-                module.launch(*inputs, **req["params"])
+                call, args = entry.bind(inputs, case)  # launch, or ModelNew with the reference's state
+                call(*args, **req["params"])
                 if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
                     trace_training(module, task.reference, inputs, req["params"])
         except BaseException as exc:  # noqa: BLE001
-            return {"error": error_info(exc, "trace"), "kernels": kernels, "compiled_hashes": sorted(hashes)}
+            info = error_info(exc, "trace")
+            if isinstance(exc, StateMismatch):
+                info["kind"] = STATE_MISMATCH
+            return {"error": info, "kernels": kernels, "compiled_hashes": sorted(hashes)}
         for fn, args, kwargs in captured:
             if case.get("only_new") and kernel_hash(fn) in hashes:
                 continue

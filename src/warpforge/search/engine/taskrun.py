@@ -179,6 +179,10 @@ class TaskRun:
     def _prepare(self, candidate: Candidate) -> SearchSpace:
         """The candidate's feasible configurations (its code runs in a child); raises CampaignError."""
         variant = candidate.variant
+        if not variant.space and variant.model_new:
+            raise CampaignError(f"variant {variant.name} of {self.task.name} is a ModelNew without SPACE: a campaign "
+                                "tunes at least one parameter (add SPACE = {'BLOCK': [...]} and take BLOCK as a "
+                                "keyword of forward), or evaluate it as it is with `warpforge eval`")
         if not variant.space:
             raise CampaignError(f"variant {variant.name} of {self.task.name} has an empty SPACE: nothing to search")
         failure, configs = space_stage(self.children, Job(self.task, variant, {}))

@@ -17,7 +17,7 @@ HERE = Path(__file__).parent / "kernelbench"
 
 def test_kernelbench_file_follows_the_task_contract() -> None:
     task = load_task_file(HERE / "relu.py")
-    assert task.name == "relu" and task.shapes == [{"x0_d0": 16, "x0_d1": 1031}]
+    assert task.name == "relu" and task.shapes == [{"batch_size": 16, "dim": 1031}]
     (x,) = task.make_inputs(task.shapes[0], torch.float32, 3, "cpu")
     (x2,) = task.make_inputs(task.shapes[0], torch.float32, 3, "cpu")
     assert torch.equal(x, x2) and x.shape == (16, 1031)

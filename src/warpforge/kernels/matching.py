@@ -229,6 +229,7 @@ def _feasible(template: Path, shapes: list[Shape]) -> bool:
 
 def no_match_message(problem: Task, tried: list[str]) -> str:
     """One line: this problem, what was tried, what to do."""
-    return (f"task {problem.name!r} ({problem.path.name}): no built-in task computes the same function (tried {'; '.join(tried)}), so "
+    return (f"task {problem.name!r} ({problem.path.name}): no built-in task computes the same function "
+            f"(tried {'; '.join(tried)}), so "
             "there are no templates to search: pass --variant-file FILE.py (a Triton variant with TASK = "
             f"{problem.name!r}, or a KernelBench ModelNew file), or let an LLM write them with --proposer llm")

@@ -374,8 +374,9 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     bench = problem.public(problem.bench)
     check_shapes, note = problem.derive(reference, lambda s, seed: make_inputs(s, torch.float32, seed, "cpu"))
     if not problem.size_names and problem.bench == {}:
-        bench = {f"x{i}_d{j}": int(d) for i, t in enumerate(_tensors(list(module.get_inputs())))
-                 for j, d in enumerate(t.shape)}
+        with torch.device("meta"):  # names only: a literal 8 GB input is never allocated
+            sample = list(module.get_inputs())
+        bench = {f"x{i}_d{j}": int(d) for i, t in enumerate(_tensors(sample)) for j, d in enumerate(t.shape)}
     matched = getattr(module, MATCH_ATTR, "")
     if matched:
         note = "; ".join(n for n in (f"searched with the templates of the built-in task {matched}, judged by "

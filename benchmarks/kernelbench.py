@@ -210,6 +210,15 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _short(why: str) -> str:
+    """The table's reason: for an unsearched problem, the tasks whose outputs were compared (--json: all)."""
+    if not why.startswith("not searched: "):
+        return why
+    compared = [t.split(":")[0] for t in why.removeprefix("not searched: ").split("; ") if "outputs differ" in t]
+    return "no built-in task computes it" + (f" (outputs differ: {', '.join(compared)})" if compared else
+                                             " (none takes its arguments)")
+
+
 def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -225,10 +234,11 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     table.add_column("tolerance: warpforge / KB 1e-4 / KB 1e-2", overflow="fold", max_width=13)
     word = {"pass": "pass", "fail": "FAIL"}
     for r in rows:
-        why = f"{'yes' if r.correct else 'no'}: {r.why}" + (f"; as {r.matched.split(' ')[0]}" if r.matched != "-"
-                                                              else "")
+        why = f"{'yes' if r.correct else 'no'}: {_short(r.why)}" + (
+            f"; as {r.matched.split(' ')[0]}" if r.matched != "-" else "")
         checked = f"{len(r.checked)} shapes, {len(r.input_kinds)} input kinds" if r.checked else "-"
-        speed = f"{_fmt(r.speedup_eager)} / {_fmt(r.speedup_compile)}"
+        speed = (NEEDS_GPU if r.speedup_eager == r.speedup_compile == NEEDS_GPU
+                 else f"{_fmt(r.speedup_eager)} / {_fmt(r.speedup_compile)}")
         if args.proposer == "llm":
             speed += f" / {_fmt(r.tokens_per_correct)}, {_fmt(r.cost_per_correct)}"
         if r.kernelbench_tolerance.startswith(("pass", "fail")):
@@ -252,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="auto", help="auto | cuda | interpret")
     parser.add_argument("--db", help="database URL (default: a fresh SQLite file)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--save", help="also write the JSON to this file")
     args = parser.parse_args(argv)
     level = Path(args.level_dir)
     if not level.is_dir():
@@ -262,9 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # the tolerance columns run a template here
     db_url = args.db or f"sqlite:///{Path(tempfile.mkdtemp(prefix='wf-kernelbench-')) / 'wf.db'}"
     rows = [run_problem(p, args, db_url) for p in _pick(level, args.problems)]
+    payload = json.dumps({"rows": [asdict(r) for r in rows], "fast_1.0": fast_p(rows, 1.0),
+                          "fast_1.2": fast_p(rows, 1.2), "db": db_url}, indent=2, default=str)
+    if args.save:
+        Path(args.save).write_text(payload + "\n")
     if args.json:
-        print(json.dumps({"rows": [asdict(r) for r in rows], "fast_1.0": fast_p(rows, 1.0),
-                          "fast_1.2": fast_p(rows, 1.2), "db": db_url}, indent=2, default=str))
+        print(payload)
     else:
         print_table(rows, args)
     return 0

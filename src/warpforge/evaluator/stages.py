@@ -122,7 +122,7 @@ def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
     ran = {shape_key(s) for s in shapes}
     missed = [s for s in job.shapes if shape_key(s) not in ran and size(s) > size(big)]
     if not missed:
-        return f"shapes: correctness checked up to {shape_key(big)}, every benchmark shape included"
+        return f"shapes: correctness checked up to {shape_key(big)}, the largest benchmark shape included"
     bench = max(missed, key=size)
     return (f"shapes: correctness checked up to {shape_key(big)} (product of dimensions {size(big)}); "
             f"no full benchmark shape was run, e.g. {shape_key(bench)} (product {size(bench)}): check on a GPU "

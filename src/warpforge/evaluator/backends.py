@@ -59,7 +59,7 @@ def coverage(result: EvalResult) -> str:
             kind = label.split("(adversarial inputs: ", 1)[1].split(")", 1)[0]
             if kind not in kinds:
                 kinds.append(kind)
-    return (f"checked {len(result.checked)} cases: shapes {'; '.join(shapes) or 'none'}; input kinds "
+    return (f"coverage: shapes {'; '.join(shapes) or 'none'}; input kinds "
             f"{', '.join(kinds)}")
 
 

@@ -80,24 +80,40 @@ class ProblemSource:
         tree = ast.parse(path.read_text(), filename=str(path))
         assigned: dict[str, ast.expr] = {}
         for node in tree.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                assigned[node.targets[0].id] = node.value
+            for name, value in _simple_assignments(node):
+                assigned[name] = value
         return cls(path, tree, assigned)
 
     def namespace(self, values: Shape) -> dict[str, Any]:
         """A fresh module namespace with ``values`` assigned in place of the file's own expressions."""
         tree = ast.Module(body=[], type_ignores=[])
         for node in self.tree.body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id in values):
-                node = ast.copy_location(ast.Assign(targets=node.targets,
-                                                    value=ast.copy_location(ast.Constant(int(values[
-                                                        node.targets[0].id])), node.value)), node)
+            pairs = _simple_assignments(node)
+            if pairs and any(name in values for name, _ in pairs):
+                for name, value in pairs:  # `a, b = 1, 2` and `a = b = 3` become one assignment per name
+                    new = ast.Constant(int(values[name])) if name in values else value
+                    tree.body.append(ast.copy_location(ast.Assign(
+                        targets=[ast.copy_location(ast.Name(id=name, ctx=ast.Store()), node)],
+                        value=ast.copy_location(new, node)), node))
+                continue
             tree.body.append(node)
         ast.fix_missing_locations(tree)
         ns: dict[str, Any] = {"__name__": f"warpforge_problem_{self.path.stem}", "__file__": str(self.path)}
         exec(compile(tree, str(self.path), "exec"), ns)  # noqa: S102 - the user's own problem file, as imported
         return ns
+
+
+def _simple_assignments(node: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, expression) for ``a = e``, ``a = b = e`` and ``a, b = e1, e2`` at module level; else []."""
+    if not isinstance(node, ast.Assign):
+        return []
+    if all(isinstance(t, ast.Name) for t in node.targets):
+        return [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+    if (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple)
+            and len(node.targets[0].elts) == len(node.value.elts)
+            and all(isinstance(t, ast.Name) for t in node.targets[0].elts)):
+        return [(t.id, v) for t, v in zip(node.targets[0].elts, node.value.elts) if isinstance(t, ast.Name)]
+    return []
 
 
 def size_globals(module: ModuleType, source: ProblemSource) -> tuple[list[str], list[str]]:
@@ -118,16 +134,20 @@ def size_globals(module: ModuleType, source: ProblemSource) -> tuple[list[str], 
     return ints, [n for n in ints if int(getattr(module, n)) > KEEP_AT_MOST]
 
 
-def _candidates(sizes: list[str], bench: Shape) -> list[Shape]:
-    """Derived shapes before the element budget: small primes, a batch of 1 with sizes just above a power
-    of two (257), and a size just above 1024 (1031, prime) in the last place; never above the benchmark."""
+def _candidates(sizes: list[str], bench: Shape) -> list[tuple[Shape, bool]]:
+    """Derived shapes before the element budget, each with whether to keep sizes odd while shrinking: small
+    primes, a batch of 1 with sizes just above a power of two (257), a size just above 1024 (1031, prime)
+    in the last place, and the benchmark shape with its largest size halved (not kept odd) until it fits, so
+    sizes that must divide each other, such as channels and GroupNorm's groups, mostly still do. Never
+    above the benchmark."""
     def cap(name: str, value: int) -> int:
         return min(int(bench[name]), value)
 
-    out = [{n: cap(n, 13) for n in sizes},
-           {n: cap(n, 1 if i == 0 else 257) for i, n in enumerate(sizes)},
-           {n: cap(n, 1031 if i == len(sizes) - 1 else (3 if i == 0 else 67)) for i, n in enumerate(sizes)}]
-    return [dict(s) for i, s in enumerate(out) if s not in out[:i]]
+    out = [({n: cap(n, 13) for n in sizes}, True),
+           ({n: cap(n, 1 if i == 0 else 257) for i, n in enumerate(sizes)}, True),
+           ({n: cap(n, 1031 if i == len(sizes) - 1 else (3 if i == 0 else 67)) for i, n in enumerate(sizes)}, True),
+           ({n: int(bench[n]) for n in sizes}, False)]
+    return [(dict(s), odd) for i, (s, odd) in enumerate(out) if s not in [o for o, _ in out[:i]]]
 
 
 class KernelBenchProblem:
@@ -212,6 +232,12 @@ class KernelBenchProblem:
         values = self._by_signature.get(self.signature(inputs))
         return self.model(self.public(values) if values is not None else self.public(self.bench))
 
+    def largest_input(self, values: Shape) -> int:
+        """Elements of the largest input at these sizes, counted on meta tensors (nothing allocated)."""
+        ns = self.namespace(self.public(values))
+        with torch.device("meta"):
+            return max((t.numel() for t in _tensors(list(ns["get_inputs"]()))), default=0)
+
     # -- derived check shapes -------------------------------------------------------------------------------
     def derive(self, reference: Callable[..., Any], make: Callable[[Shape, int], tuple[Any, ...]]) -> tuple[
             list[Shape], str]:
@@ -222,30 +248,28 @@ class KernelBenchProblem:
                         f"no size above {KEEP_AT_MOST} from module globals: {fixed}); only its own shape is checked")
         out: list[Shape] = []
         failures: list[str] = []
-        for values in _candidates(self.size_names, self.bench):
-            values = {**self.bench, **values}
-            for _ in range(40):  # halving the largest size: at most log2(benchmark) steps per size
+        for start, odd in _candidates(self.size_names, self.bench):
+            values = {**self.bench, **start}
+            for _ in range(80):  # halving the largest size: at most log2(benchmark) steps per size
                 try:
-                    inputs = make(self.public(values), 0)
-                except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
-                    failures.append(f"{shape_key({n: values[n] for n in self.size_names})} "
-                                    f"({type(exc).__name__}: {str(exc)[:80]})")
-                    break
-                biggest = max((t.numel() for t in _tensors(list(inputs))), default=0)
-                if biggest <= CHECK_ELEMENTS:
-                    try:
+                    biggest = self.largest_input(values)
+                    if biggest <= CHECK_ELEMENTS:
+                        inputs = make(self.public(values), 0)
                         outs = _tensors(reference(*inputs))
-                    except Exception as exc:  # noqa: BLE001
-                        failures.append(f"{shape_key(values)} ({type(exc).__name__}: {str(exc)[:80]})")
+                        if outs and all(torch.isfinite(o).all() for o in outs if o.is_floating_point()):
+                            if self.public(values) not in out:
+                                out.append(self.public(values))
                         break
-                    if outs and all(torch.isfinite(o).all() for o in outs if o.is_floating_point()):
-                        if self.public(values) not in out:
-                            out.append(self.public(values))
+                except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
+                    if odd or not out:
+                        failures.append(f"{shape_key({n: values[n] for n in self.size_names})} "
+                                        f"({type(exc).__name__}: {str(exc)[:80]})")
                     break
                 name = max(self.size_names, key=lambda n: values[n])
                 if values[name] <= 1:
                     break
-                values = {**values, name: max(1, values[name] // 2) | 1}  # odd: never a power of two above 1
+                half = max(1, values[name] // 2)
+                values = {**values, name: half | 1 if odd else half}  # odd: never a power of two above 1
         note = ""
         if failures:
             note = (f"check shapes: {self.path.name} could not run at {'; '.join(failures[:3])}"
@@ -281,9 +305,8 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     except (AttributeError, SyntaxError, OSError) as exc:
         raise TaskError(f"{path}: not a KernelBench problem file ({type(exc).__name__}: {exc})") from exc
     try:
-        torch.manual_seed(0)
-        skeleton = module.Model(*module.get_init_inputs()).eval() if not problem.size_names else None
-        param_names = tuple((skeleton or problem.model(_smallest(problem))).state_dict())
+        with torch.device("meta"):  # names only: the benchmark shape's weights are never allocated
+            param_names = tuple(module.Model(*module.get_init_inputs()).state_dict())
     except Exception as exc:  # noqa: BLE001 - user file
         raise TaskError(f"{path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: {exc}") from exc
     n_params = len(param_names)
@@ -390,11 +413,6 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
                 reference=reference, make_inputs=make_inputs, shapes=[bench], check_shapes=check_shapes or [bench],
                 dtypes=[torch.float32], flops=flops, bytes_moved=bytes_moved, builtin=False,
                 param_names=param_names, init_inputs=problem.init_inputs, adversarial_inputs=adversarial_inputs)
-
-
-def _smallest(problem: KernelBenchProblem) -> Shape:
-    """A shape at which building the model is cheap (names of the state do not depend on sizes)."""
-    return problem.public({**problem.bench, **{n: min(problem.bench[n], 13) for n in problem.size_names}})
 
 
 # -- KernelBench's tolerance next to warpforge's ---------------------------------------------------------------

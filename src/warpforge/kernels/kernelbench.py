@@ -305,7 +305,10 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     except (AttributeError, SyntaxError, OSError) as exc:
         raise TaskError(f"{path}: not a KernelBench problem file ({type(exc).__name__}: {exc})") from exc
     try:
-        with torch.device("meta"):  # names only: the benchmark shape's weights are never allocated
+        try:
+            with torch.device("meta"):  # names only: the benchmark shape's weights are never allocated
+                param_names = tuple(module.Model(*module.get_init_inputs()).state_dict())
+        except Exception:  # noqa: BLE001 - an __init__ that reads values (.item()) cannot run on meta
             param_names = tuple(module.Model(*module.get_init_inputs()).state_dict())
     except Exception as exc:  # noqa: BLE001 - user file
         raise TaskError(f"{path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: {exc}") from exc

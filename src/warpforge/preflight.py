@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warpforge.errors import UsageError
@@ -54,6 +55,38 @@ def no_variants_message(task: Task, proposers: dict[str, Any] | None = None) -> 
             f"{llm}")
 
 
+def matched_root() -> Path:
+    """Where matched problems' copies and their templates are written (kernels/matching.py)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("warpforge")) / "matched"
+
+
+def with_matched_tasks(spec: CampaignSpec) -> CampaignSpec:
+    """Each by-path task the templates do not cover, searched as the built-in task it computes (decided
+    numerically, kernels/matching.py), or a one-line error naming it, what was tried and what to do."""
+    from warpforge.kernels.matching import find_match, matched_files, no_match_message
+
+    given = {load_variant(f).task for f in spec.variant_files}
+    names, files = [], list(spec.variant_files)
+    for name in spec.tasks:
+        task = get_task(name)
+        if task.builtin or builtin_variants(task.name) or task.name in given or task.init_inputs is None:
+            names.append(name)
+            continue
+        match, tried = find_match(task)
+        if match is None:
+            raise VariantError(no_match_message(task, tried))
+        if not match.in_order:
+            raise VariantError(f"{task.path.name} computes the built-in task {match.describe()}, but its templates "
+                               "take their arguments in the task's order: pass --variant-file FILE.py (TASK = "
+                               f"{task.name!r}) or --proposer llm")
+        copy, variants = matched_files(task, match, matched_root())
+        names.append(str(copy))
+        files += [str(v) for v in variants]
+    return replace(spec, tasks=names, variant_files=files)
+
+
 def _stored_spec(spec: CampaignSpec) -> CampaignSpec:
     """A resumed campaign runs its stored spec (campaign.resumed_spec); unknown campaigns are left to run_campaign."""
     from warpforge.db import store
@@ -84,6 +117,8 @@ def check_run(spec: CampaignSpec) -> CampaignSpec:
     registry = _proposers()
     if registry and spec.proposer not in registry:
         raise UsageError(f"unknown proposer {spec.proposer!r}: available: {', '.join(sorted(registry))}")
+    if spec.proposer == "template" and not spec.resume:
+        spec = with_matched_tasks(spec)
     tasks = [get_task(name) for name in spec.tasks]
     extra = [load_variant(f) for f in spec.variant_files]
     names = {t.name for t in tasks}

@@ -17,7 +17,7 @@ HERE = Path(__file__).parent / "kernelbench"
 
 def test_kernelbench_file_follows_the_task_contract() -> None:
     task = load_task_file(HERE / "relu.py")
-    assert task.name == "relu" and task.shapes == [{"x0_d0": 16, "x0_d1": 1031}]
+    assert task.name == "relu" and task.shapes == [{"batch_size": 16, "dim": 1031}]
     (x,) = task.make_inputs(task.shapes[0], torch.float32, 3, "cpu")
     (x2,) = task.make_inputs(task.shapes[0], torch.float32, 3, "cpu")
     assert torch.equal(x, x2) and x.shape == (16, 1031)
@@ -34,3 +34,17 @@ def test_kernelbench_task_evaluates_a_triton_variant() -> None:
     finally:
         backend.close()
     assert result.verdict is Verdict.OK, result.message
+
+
+def test_inputs_drawn_from_threads_at_different_shapes_match_serial_draws() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    task = load_task_file(HERE / "relu.py")
+    shapes = task.check_shapes
+    assert len(shapes) >= 3 and task.shapes == [{"batch_size": 16, "dim": 1031}]
+    jobs = [(shapes[i % len(shapes)], i) for i in range(24)]
+    serial = [task.make_inputs(s, torch.float32, seed, "cpu")[0] for s, seed in jobs]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(lambda job: task.make_inputs(job[0], torch.float32, job[1], "cpu")[0], jobs))
+    for (shape, _), a, b in zip(jobs, serial, threaded):
+        assert a.shape == (shape["batch_size"], shape["dim"]) and torch.equal(a, b)

@@ -157,6 +157,12 @@ def run(
                         workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
                         top_k=top_k, proposer_config=proposer_config)
     spec = check_run(spec)  # a run that cannot work stops here: nothing evaluated, nothing stored
+    from warpforge.kernels.kernelbench import NOTES
+
+    for name in spec.tasks:  # a by-path problem searched with a built-in task's templates: say which and how
+        note = NOTES.get(str(Path(name).resolve()), "")
+        if "searched with the templates" in note and not json_out:
+            err.print(f"{Path(name).name}: {note}", highlight=False, markup=False, soft_wrap=True)
     progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
                         disable=not err.is_terminal and json_out)
@@ -294,7 +300,9 @@ def eval_cmd(
             out.print(result.message, highlight=False)
         coverage = ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked") \
             if result.verdict is Verdict.OK else "stopped at the first failure"
-        out.print(f"checked {len(result.checked)} cases on {result.device or result.backend}; {coverage}",
+        where = result.device or result.backend
+        out.print(f"checked {len(result.checked)} cases" + (f" on {where}" if where else "") + f"; {coverage}"
+                  if result.checked or result.verdict is Verdict.OK else f"no case was checked ({coverage})",
                   highlight=False)
         for r in result.resources:
             out.print(rf"  {r.kernel} \[{r.target}] registers={r.registers} spill={r.spill_bytes}B "

@@ -41,10 +41,59 @@ from warpforge.evaluator.sandbox import ChildPool
 from warpforge.evaluator.stages import check_stage, compile_stage, largest_checked, phase_budgets
 from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.evaluator.verify import scale_shapes
-from warpforge.kernels.task import Shape, dtype_name
+from warpforge.kernels.task import Shape, dtype_name, shape_key
 from warpforge.kernels.variant import Variant
 
 log = logging.getLogger("warpforge.evaluator.backends")
+
+
+def coverage(result: EvalResult) -> str:
+    """What an ``ok`` checked, from its case labels (verify.Case.label: "<shape> <dtype> seed=<n> (tags)")."""
+    shapes: list[str] = []
+    kinds = ["random"]
+    for label in result.checked:
+        shape = label.split(" ", 1)[0]
+        if shape not in shapes:
+            shapes.append(shape)
+        if "(adversarial inputs: " in label:
+            kind = label.split("(adversarial inputs: ", 1)[1].split(")", 1)[0]
+            if kind not in kinds:
+                kinds.append(kind)
+    return (f"coverage: shapes {'; '.join(shapes) or 'none'}; input kinds "
+            f"{', '.join(kinds)}")
+
+
+def by_path_notes(job: Job) -> list[str]:
+    """A by-path problem's own notes (kernels/kernelbench.py): sizes not derived, the built-in task matched."""
+    from warpforge.kernels.kernelbench import NOTES
+
+    note = NOTES.get(str(job.task.path), "") if not job.task.builtin else ""
+    return [note] if note else []
+
+
+# The interpreter runs ~10 ms per program (evaluator/verify.py): inputs above this many bytes at a check shape
+# would take hours; KernelBench's own shapes are 0.3-8.6 GB per input.
+INTERPRET_MAX_BYTES = 64 << 20
+
+
+def too_big_for_interpreter(job: Job) -> EvalResult | None:
+    """A by-path problem whose sizes could not be derived keeps its benchmark shape as its only check shape:
+    the interpreter refuses it up front instead of running for hours."""
+    if job.task.builtin:
+        return None
+    for shape in job.task.check_shapes:
+        try:
+            size = job.task.bytes_moved(shape, job.dtypes[0])
+        except Exception:  # noqa: BLE001 - the user's code; the check itself will report it
+            continue
+        if size > INTERPRET_MAX_BYTES:
+            notes = " ".join(by_path_notes(job))
+            return job.result(Verdict.UNSUPPORTED, "shape_too_large_for_interpreter",
+                              f"{job.task.path.name}: its check shape {shape_key(shape)} moves {size / 1e9:.2g} GB, "
+                              "more than the Triton interpreter can judge on a CPU; " + (notes + "; " if notes else "")
+                              + "run with --backend cuda on a GPU, or give the problem smaller sizes as module "
+                              "globals read by get_inputs()")
+    return None
 
 
 @register
@@ -56,6 +105,9 @@ class InterpretBackend(Backend):
         self._scaled: dict[str, str] = {}  # variant source hash -> what its benchmark-scale cases covered
 
     def _evaluate(self, job: Job) -> EvalResult:
+        refused = too_big_for_interpreter(job)
+        if refused is not None:
+            return refused
         # Benchmark-scale cases once per variant source (verify.scale_shapes), on its first evaluation here.
         first = job.variant.source_hash not in self._scaled
         if first:
@@ -66,9 +118,14 @@ class InterpretBackend(Backend):
         elif not first:
             note = self._scaled[job.variant.source_hash] + " on an earlier evaluation of this source"
         if result.verdict is Verdict.OK:
+            checked_shapes = job.task.check_shapes or job.task.small_shapes
+            if all(s in checked_shapes for s in job.shapes):  # scale_shapes speaks of shapes never skipped here
+                note = "benchmark scale: every benchmark shape was itself a check shape"
+            result.unchecked.append(coverage(result))
             result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
-            result.unchecked.append(largest_checked(job, job.task.check_shapes or job.task.small_shapes))
+            result.unchecked.append(largest_checked(job, checked_shapes))
             result.unchecked.append(note)
+            result.unchecked += by_path_notes(job)
         if not self.pool.isolation.active:
             result.unchecked.append(f"isolation: {self.pool.isolation.summary()}: the candidate ran unsandboxed")
         return result
@@ -133,6 +190,10 @@ class CudaBackend(Backend):
             return failure
         result = measured_result(job, checked, shape_results, device, fingerprint(device))
         result.resources = resources
+        if result.verdict is Verdict.OK:
+            result.unchecked.append(coverage(result) + "; benchmark shapes " + ", ".join(
+                shape_key(s) for s in job.shapes) + " checked by the timed runs against a float64 reference")
+            result.unchecked += by_path_notes(job)
         if not ref:  # recorded with the result: its speedup is missing for this reason, not an oversight
             result.unchecked.append("reference: could not be timed on this GPU, so no speedup")
         return result

@@ -1,0 +1,288 @@
+"""KernelBench problems through warpforge: per problem, correct or not and why, the built-in task matched, the
+shapes checked, speedups where a GPU timed them, LLM tokens and cost per correct kernel, and KernelBench's
+tolerance next to warpforge's on the same outputs.
+
+    python benchmarks/kernelbench.py ../shared/kernelbench/level1 --problems 19_ReLU,23_Softmax
+    python benchmarks/kernelbench.py ../shared/kernelbench/level1 --problems 23 --proposer llm --json
+
+Each problem runs as ``warpforge run PROBLEM.py`` does (a campaign of --trials evaluations): with the
+templates proposer a problem is searched only when a built-in task computes the same function
+(kernels/matching.py); the others say what was tried. Speedup vs eager is the campaign's best (the
+reference is the problem's own ``Model``); vs torch.compile, ``torch.compile(Model)`` timed on the same
+GPU; fast_p (p = 1.0 and 1.2) is the share of problems correct and faster than eager by p. Without a GPU
+every timing column says "needs a GPU": the interpreter's wall time is never a measurement.
+
+The tolerance columns take the best ok configuration of a template (shipped code, so it runs here, in the
+Triton interpreter without a GPU) on the problem's smallest check shape and compare its output with both
+rules (kernels/kernelbench.py ``tolerance_verdicts``); an LLM's kernel runs only in the sandbox, so its
+row says "sandboxed only".
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+NEEDS_GPU = "needs a GPU"
+
+
+@dataclass
+class Row:
+    problem: str
+    correct: bool = False
+    why: str = ""
+    matched: str = "-"
+    checked: list[str] = field(default_factory=list)
+    input_kinds: list[str] = field(default_factory=list)
+    evaluations: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    speedup_eager: float | str | None = NEEDS_GPU
+    speedup_compile: float | str | None = NEEDS_GPU
+    tokens_per_correct: float | str | None = "-"
+    cost_per_correct: float | str | None = "-"
+    warpforge_tolerance: str = "-"
+    kernelbench_tolerance: str = "-"
+    wall_s: float = 0.0
+
+
+def _pick(level_dir: Path, wanted: str | None) -> list[Path]:
+    files = sorted(level_dir.glob("*.py"), key=lambda p: (int(p.stem.split("_")[0]) if p.stem[0].isdigit() else 0,
+                                                          p.stem))
+    if not wanted:
+        return files
+    out = []
+    for w in wanted.split(","):
+        hits = [p for p in files if p.stem == w or p.stem.split("_")[0] == w or p.stem.startswith(w)]
+        if not hits:
+            raise SystemExit(f"error: no problem {w!r} in {level_dir} (e.g. {files[0].stem if files else 'none'})")
+        out.append(hits[0])
+    return out
+
+
+def _kinds(checked: list[str]) -> list[str]:
+    kinds = ["random"]
+    for label in checked:
+        if "(adversarial inputs: " in label:
+            kind = label.split("(adversarial inputs: ", 1)[1].split(")", 1)[0]
+            if kind not in kinds:
+                kinds.append(kind)
+    return kinds
+
+
+def _tolerances(task: Any, variant_path: Path, params: dict[str, Any]) -> tuple[str, str]:
+    """Both rules on one output of a shipped template (run here, never an LLM's code)."""
+    from warpforge.evaluator.compare import references
+    from warpforge.kernels.kernelbench import tolerance_verdicts
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    spec = importlib.util.spec_from_file_location(f"wf_kb_{variant_path.stem}", variant_path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shape = max(task.check_shapes, key=lambda s: sum(s.values()))
+    inputs = task.make_inputs(shape, torch.float32, 1234, device)
+    out = module.launch(*inputs, **params)
+    ref64, ref = references(task.reference, [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs], "cpu")
+    v = tolerance_verdicts(out.cpu(), ref64[0], ref[0], task)
+    word = {True: "pass", False: "fail"}
+    return (f"{word[v.warpforge]} ({v.warpforge_rule})",
+            f"{word[v.kernelbench]} at 1e-4, {word[v.kernelbench_v0]} at 1e-2 (max err {v.max_abs_err:.2g})")
+
+
+def _compile_speedup(task: Any, best_ms: float | None) -> float | str | None:
+    """torch.compile(Model)'s time over the best kernel's, on the benchmark shape (GPU only)."""
+    if not torch.cuda.is_available() or best_ms is None:
+        return NEEDS_GPU if not torch.cuda.is_available() else None
+    inputs = task.make_inputs(task.shapes[0], torch.float32, 0, "cuda")
+
+    def eager(*args: Any) -> Any:
+        return task.reference(*args)
+
+    compiled = torch.compile(eager)
+    for _ in range(3):
+        compiled(*inputs)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(20):
+        start.record()
+        compiled(*inputs)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2] / best_ms
+
+
+def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
+    from warpforge.errors import UsageError
+    from warpforge.kernels.kernelbench import NOTES
+    from warpforge.kernels.task import get_task
+    from warpforge.preflight import check_run
+    from warpforge.search.engine.campaign import CampaignSpec, Event, run_campaign
+
+    row = Row(path.stem)
+    started = time.monotonic()
+    proposer = "template" if args.proposer == "templates" else "llm"
+    spec = CampaignSpec(name=f"kb-{path.stem}-{int(time.time() * 1000)}", tasks=[str(path)], trials=args.trials,
+                        proposer=proposer, backend=args.backend, db_url=db_url, top_k=0, seed=0,
+                        proposer_config={"max_calls": args.max_calls, "seed": 0} if proposer == "llm" else {})
+    try:
+        spec = check_run(spec)
+    except UsageError as exc:
+        row.why = "not searched: " + (str(exc).split("(tried ")[1].split(")")[0] if "(tried " in str(exc) else str(exc))
+        row.wall_s = time.monotonic() - started
+        return row
+    task = get_task(spec.tasks[0])
+    note = NOTES.get(str(task.path), "")
+    if "built-in task " in note:
+        row.matched = note.split("built-in task ", 1)[1].split(", judged", 1)[0]
+    results: list[Event] = []
+    try:
+        summary = run_campaign(spec, on_event=results.append)
+    except Exception as exc:  # noqa: BLE001 - one problem's failure is its row, not the benchmark's end
+        row.why = f"campaign failed: {type(exc).__name__}: {exc}"
+        row.wall_s = time.monotonic() - started
+        return row
+    t = summary.tasks[0]
+    row.evaluations = t.evaluations
+    row.verdicts = dict(Counter(e.result.verdict.value for e in results))
+    oks = [e for e in results if e.result.verdict.value == "ok"]
+    row.correct = bool(oks)
+    if oks:
+        checked = oks[0].result.checked
+        row.checked = list(dict.fromkeys(label.split(" ", 1)[0] for label in checked))
+        row.input_kinds = _kinds(checked)
+        row.why = f"{len(oks)}/{len(results)} ok"
+    else:
+        reasons = Counter(f"{e.result.verdict.value}: {e.result.reason}" for e in results)
+        row.why = "; ".join(f"{r} x{n}" for r, n in reasons.most_common(2)) or "nothing evaluated"
+    if torch.cuda.is_available():
+        row.speedup_eager = t.best_speedup
+        row.speedup_compile = _compile_speedup(task, t.best_ms) if oks else None
+    if proposer == "llm":
+        from sqlalchemy import create_engine, text
+
+        engine = create_engine(db_url)
+        with engine.connect() as conn:
+            cid = conn.execute(text("select id from wf_campaigns where name = :n"), {"n": spec.name}).scalar()
+            usage = conn.execute(text("select coalesce(sum(prompt_tokens + completion_tokens), 0), "
+                                      "coalesce(sum(cost_usd), 0) from wf_agent_calls where campaign_id = :c"),
+                                 {"c": cid}).one()
+        engine.dispose()
+        n_ok = len({e.result.variant_hash for e in oks})
+        row.tokens_per_correct = usage[0] / n_ok if n_ok else f"{usage[0]} (none correct)"
+        row.cost_per_correct = usage[1] / n_ok if n_ok else f"{usage[1]:.4f} (none correct)"
+        row.warpforge_tolerance = row.kernelbench_tolerance = "sandboxed only"
+    elif oks:
+        best = oks[0]
+        paths = {Path(f).stem: Path(f) for f in spec.variant_files}
+        if best.variant in paths:
+            try:
+                row.warpforge_tolerance, row.kernelbench_tolerance = _tolerances(task, paths[best.variant],
+                                                                                 best.result.params)
+            except Exception as exc:  # noqa: BLE001 - reported, the row stays
+                row.warpforge_tolerance = f"could not run here: {type(exc).__name__}"
+    row.wall_s = time.monotonic() - started
+    return row
+
+
+def fast_p(rows: list[Row], p: float) -> float | str:
+    if not torch.cuda.is_available():
+        return NEEDS_GPU
+    good = [r for r in rows if r.correct and isinstance(r.speedup_eager, float) and r.speedup_eager > p]
+    return len(good) / len(rows) if rows else 0.0
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}x"
+    return "-" if v is None else str(v)
+
+
+def _short(why: str) -> str:
+    """The table's reason: for an unsearched problem, the tasks whose outputs were compared (--json: all)."""
+    if not why.startswith("not searched: "):
+        return why
+    compared = [t.split(":")[0] for t in why.removeprefix("not searched: ").split("; ") if "outputs differ" in t]
+    return "no built-in task computes it" + (f" (outputs differ: {', '.join(compared)})" if compared else
+                                             " (none takes its arguments)")
+
+
+def print_table(rows: list[Row], args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=80)
+    table = Table(title=f"KernelBench {Path(args.level_dir).name} ({args.proposer}, {args.backend})",
+                  show_lines=True, caption="details, every shape and the reasons: --json")
+    table.add_column("problem", overflow="fold", max_width=16)
+    table.add_column("correct: why", overflow="fold", max_width=18)
+    table.add_column("checked", overflow="fold", max_width=10)
+    table.add_column("vs eager / compile" + (" / tok, $ per ok" if args.proposer == "llm" else ""),
+                     overflow="fold", max_width=13)
+    table.add_column("tolerance: warpforge / KB 1e-4 / KB 1e-2", overflow="fold", max_width=13)
+    word = {"pass": "pass", "fail": "FAIL"}
+    for r in rows:
+        why = f"{'yes' if r.correct else 'no'}: {_short(r.why)}" + (
+            f"; as {r.matched.split(' ')[0]}" if r.matched != "-" else "")
+        checked = f"{len(r.checked)} shapes, {len(r.input_kinds)} input kinds" if r.checked else "-"
+        speed = (NEEDS_GPU if r.speedup_eager == r.speedup_compile == NEEDS_GPU
+                 else f"{_fmt(r.speedup_eager)} / {_fmt(r.speedup_compile)}")
+        if args.proposer == "llm":
+            speed += f" / {_fmt(r.tokens_per_correct)}, {_fmt(r.cost_per_correct)}"
+        if r.kernelbench_tolerance.startswith(("pass", "fail")):
+            kb = r.kernelbench_tolerance.split(" ")
+            tol = f"{word[r.warpforge_tolerance.split(' ')[0]]} / {word[kb[0]]} / {word[kb[3]]}"
+        else:
+            tol = r.warpforge_tolerance
+        table.add_row(r.problem, why, checked, speed, tol)
+    console.print(table)
+    console.print(f"correct {sum(r.correct for r in rows)}/{len(rows)}; fast_1.0 {_fmt(fast_p(rows, 1.0))}, "
+                  f"fast_1.2 {_fmt(fast_p(rows, 1.2))}; {sum(r.wall_s for r in rows):.0f} s", highlight=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("level_dir", help="a folder of KernelBench problems, e.g. ../shared/kernelbench/level1")
+    parser.add_argument("--problems", help="comma-separated problem names or numbers (default: all)")
+    parser.add_argument("--proposer", choices=("templates", "llm"), default="templates")
+    parser.add_argument("--trials", type=int, default=3, help="evaluations per problem")
+    parser.add_argument("--max-calls", type=int, default=4, help="LLM calls per problem (--proposer llm)")
+    parser.add_argument("--backend", default="auto", help="auto | cuda | interpret")
+    parser.add_argument("--db", help="database URL (default: a fresh SQLite file)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--save", help="also write the JSON to this file")
+    args = parser.parse_args(argv)
+    level = Path(args.level_dir)
+    if not level.is_dir():
+        print(f"error: {level} is not a folder of KernelBench problems (see ../shared/kernelbench/README.md)",
+              file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # the tolerance columns run a template here
+    db_url = args.db or f"sqlite:///{Path(tempfile.mkdtemp(prefix='wf-kernelbench-')) / 'wf.db'}"
+    rows = [run_problem(p, args, db_url) for p in _pick(level, args.problems)]
+    payload = json.dumps({"rows": [asdict(r) for r in rows], "fast_1.0": fast_p(rows, 1.0),
+                          "fast_1.2": fast_p(rows, 1.2), "db": db_url}, indent=2, default=str)
+    if args.save:
+        Path(args.save).write_text(payload + "\n")
+    if args.json:
+        print(payload)
+    else:
+        print_table(rows, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Which built-in task a by-path problem computes, decided numerically: then its templates can search it.
+
+For each built-in task (kernels/tasks/*.py) and each order of the problem's arguments (its
+``get_inputs()`` followed by its state) with the same number of tensors, ranks and kinds as the task's
+inputs, both references run on the problem's own inputs at small sizes (every size a distinct prime, so
+each of the task's shape keys is found as exactly one of the problem's globals), on
+:data:`SEEDS` seeds and on the problem's adversarial inputs (negated, both signs, 1e4 and 1e-4 times,
+ties, constant rows). A match needs every output to agree within the fp32 tolerance of
+evaluator/compare.py. Names never count: a file called softmax that sums is no match, a file called
+``my_op.py`` that computes a row softmax is one.
+
+A match is searched as the problem itself (kernels/kernelbench.py): a copy of the problem file that ends
+with ``WARPFORGE_SHAPE_KEYS`` (the task's shape keys -> the problem's globals) so the templates' shape
+functions read their usual keys, and the task's templates with ``TASK`` naming the problem. The judge is
+the problem's own reference, inputs and adversarial inputs. Only the identity argument order is searched
+this way (a template's ``launch`` takes its task's order); any other order is reported, not searched.
+
+Example::
+
+    >>> from warpforge.kernels.task import load_task_file
+    >>> from warpforge.kernels.matching import find_match
+    >>> match, tried = find_match(load_task_file("level1/23_Softmax.py"))  # doctest: +SKIP
+    >>> match.describe()                                                    # doctest: +SKIP
+    "softmax (arguments in order; shape keys M=batch_size, N=dim)"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
+from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Shape, Task
+
+SEEDS = (0, 1, 2)
+# Distinct primes above kernelbench.KEEP_AT_MOST (8): a size of the problem equal to one of the task's
+# keys is then that key, never a coincidence with a kept small size or another key.
+PRIMES = (11, 13, 17, 19, 23, 29, 31)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A built-in task whose reference agrees with the problem's on the problem's inputs."""
+
+    task: str
+    order: tuple[int, ...]  # the task's argument i is the problem's argument order[i]
+    keys: dict[str, str]  # the task's shape key -> the problem's global
+
+    @property
+    def in_order(self) -> bool:
+        return self.order == tuple(range(len(self.order)))
+
+    def aliased(self, shape: Shape) -> Shape:
+        """A problem's shape under the task's keys (kernelbench.KernelBenchProblem.public does the same)."""
+        named = set(self.keys.values())
+        return {**{k: int(v) for k, v in shape.items() if k not in named},
+                **{k: int(shape[n]) for k, n in self.keys.items()}}
+
+    def describe(self) -> str:
+        order = "arguments in order" if self.in_order else f"arguments reordered {self.order}"
+        keys = ", ".join(f"{k}={v}" for k, v in self.keys.items())
+        return f"{self.task} ({order}; shape keys {keys})"
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+def _key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[torch.Tensor]] | None:
+    """Where each of the task's shape keys sits among its inputs' dimensions."""
+    keys = list(task.check_shapes[0]) if task.check_shapes else list(task.shapes[0])
+    if len(keys) > len(PRIMES):
+        return None
+    probe = dict(zip(keys, PRIMES))
+    inputs = _tensors(task.make_inputs(probe, torch.float32, 0, "cpu"))
+    where = {k: [(i, j) for i, t in enumerate(inputs) for j, d in enumerate(t.shape) if d == v]
+             for k, v in probe.items()}
+    return where, inputs
+
+
+def _problem_probe(problem: Task) -> Shape | None:
+    """The problem's shape with every derived size a distinct prime (None when it has no sizes)."""
+    base = dict(problem.shapes[0])
+    sizes = [k for k in base if problem.check_shapes and any(s.get(k) != base[k] for s in problem.check_shapes)]
+    if not sizes or len(sizes) > len(PRIMES):
+        return None
+    return {**base, **dict(zip(sizes, PRIMES))}
+
+
+def _agree(a: Any, b: Any) -> bool:
+    from warpforge.evaluator.compare import compare_outputs
+
+    outs, refs = _tensors(a), _tensors(b)
+    if len(outs) != len(refs) or not outs:
+        return False
+    if any(o.shape != r.shape or o.is_floating_point() != r.is_floating_point() for o, r in zip(outs, refs)):
+        return False
+    atol, rtol = DEFAULT_TOLERANCES[torch.float32]
+    refs64 = [r.double() if r.is_floating_point() else r for r in refs]
+    outs64 = [o.double() if o.is_floating_point() else o for o in outs]
+    return compare_outputs(outs64, refs64, refs64, atol, rtol) is None
+
+
+def _double(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs)
+
+
+def _try(problem: Task, task: Task, probe: Shape) -> tuple[Match | None, str]:
+    located = _key_positions(task)
+    if located is None:
+        return None, f"{task.name}: too many shape keys"
+    where, task_inputs = located
+    inputs = problem.make_inputs(probe, torch.float32, SEEDS[0], "cpu")
+    if len(inputs) != len(task_inputs) or len(_tensors(list(inputs))) != len(inputs):
+        return None, f"{task.name}: takes {len(task_inputs)} tensors, the problem {len(inputs)}"
+    reason = f"{task.name}: no argument order with the same ranks and kinds"
+    for order in itertools.permutations(range(len(inputs))):
+        mapped = [inputs[j] for j in order]
+        if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
+               for m, t in zip(mapped, task_inputs)):
+            continue
+        keys: dict[str, str] = {}
+        for key, spots in where.items():
+            sizes = {mapped[i].shape[j] for i, j in spots}
+            names = [n for n, v in probe.items() if len(sizes) == 1 and v == next(iter(sizes))]
+            if len(names) != 1:
+                break
+            keys[key] = names[0]
+        else:
+            if _agrees_everywhere(problem, task, probe, order):
+                return Match(task.name, tuple(order), keys), ""
+            reason = f"{task.name}: outputs differ"
+            continue
+        reason = f"{task.name}: its shape keys are not sizes of the problem"
+    return None, reason
+
+
+def _agrees_everywhere(problem: Task, task: Task, probe: Shape, order: tuple[int, ...]) -> bool:
+    cases: list[tuple[Any, ...]] = [problem.make_inputs(probe, torch.float32, s, "cpu") for s in SEEDS]
+    if problem.adversarial_inputs is not None:
+        cases += list(problem.adversarial_inputs(probe, torch.float32, SEEDS[0], "cpu").values())
+    for inputs in cases:
+        args = _double(inputs)
+        try:
+            mine = problem.reference(*args)
+            theirs = task.reference(*[args[j] for j in order])
+        except Exception:  # noqa: BLE001 - the task's reference refuses these inputs: no match
+            return False
+        if not _agree(mine, theirs):
+            return False
+    return True
+
+
+def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | None, list[str]]:
+    """The first built-in task computing the problem's function, and what was tried (one entry per task)."""
+    from warpforge.kernels.task import builtin_task_names, get_task
+
+    probe = _problem_probe(problem)
+    if probe is None:
+        return None, ["no sizes to vary: the problem's get_inputs() reads no size from its module globals"]
+    tried: list[str] = []
+    for task in tasks if tasks is not None else [get_task(n) for n in builtin_task_names()]:
+        try:
+            match, why = _try(problem, task, probe)
+        except Exception as exc:  # noqa: BLE001 - the problem's code at the probe sizes
+            match, why = None, f"{task.name}: {type(exc).__name__}"
+        if match is not None:
+            return match, tried
+        tried.append(why)
+    return None, tried
+
+
+def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[Path]]:
+    """Write the problem as the matched task's templates see it, and those templates naming the problem.
+
+    Returns (the problem file's copy, the templates): the copy is the problem's bytes followed by the
+    shape-key aliases (kernels/kernelbench.py ALIAS_ATTR); each template differs from the shipped one in
+    its ``TASK`` line only. Files go under ``root/<hash of both>/`` so a changed problem gets new files.
+    """
+    from warpforge.kernels.variant import TEMPLATES_DIR
+
+    source = problem.path.read_text()
+    tail = (f"\n\n# Added by warpforge (kernels/matching.py): computes the built-in task {match.task!r}\n"
+            f"{ALIAS_ATTR} = {match.keys!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
+    templates = sorted(p for p in (TEMPLATES_DIR / match.task).glob("*.py") if not p.stem.startswith("_"))
+    digest = hashlib.sha256((source + tail + "".join(p.read_text() for p in templates)).encode()).hexdigest()[:16]
+    folder = root / digest
+    (folder / "variants").mkdir(parents=True, exist_ok=True)
+    copy = folder / problem.path.name
+    copy.write_text(source + tail)
+    out: list[Path] = []
+    shapes = [match.aliased(s) for s in problem.shapes]
+    for p in [t for t in templates if _feasible(t, shapes)]:
+        text = p.read_text()
+        line = f"TASK = {match.task!r}"
+        alt = f'TASK = "{match.task}"'
+        if line not in text and alt not in text:
+            continue
+        target = folder / "variants" / p.name
+        target.write_text(text.replace(line, f"TASK = {problem.name!r}", 1).replace(alt, f"TASK = {problem.name!r}", 1))
+        out.append(target)
+    return copy, out
+
+
+def _feasible(template: Path, shapes: list[Shape]) -> bool:
+    """Whether some configuration of a shipped template satisfies its constraints on every benchmark shape
+    (a whole-row softmax cannot take KernelBench's 393216-wide rows). Shipped code, run in this process."""
+    import importlib.util
+
+    from warpforge.kernels.variant import load_variant
+
+    variant = load_variant(template)
+    if not variant.has_constraints:
+        return True
+    spec = importlib.util.spec_from_file_location(f"warpforge_template_{template.parent.name}_{template.stem}",
+                                                  template)
+    if spec is None or spec.loader is None:
+        return False
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return any(all(module.constraints(params, dict(shape)) for shape in shapes) for params in variant.configs())
+
+
+def no_match_message(problem: Task, tried: list[str]) -> str:
+    """One line: this problem, what was tried, what to do."""
+    return (f"task {problem.name!r} ({problem.path.name}): no built-in task computes the same function "
+            f"(tried {'; '.join(tried)}), so "
+            "there are no templates to search: pass --variant-file FILE.py (a Triton variant with TASK = "
+            f"{problem.name!r}, or a KernelBench ModelNew file), or let an LLM write them with --proposer llm")

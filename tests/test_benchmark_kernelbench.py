@@ -1,0 +1,47 @@
+"""benchmarks/kernelbench.py on a tiny subset of ../shared/kernelbench (skipped where it is absent)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
+pytestmark = pytest.mark.skipif(not LEVEL1.is_dir(), reason=f"KernelBench problems not found at {LEVEL1}")
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(LEVEL1), *args],
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_a_problem_no_template_computes_is_a_row_saying_what_was_tried() -> None:
+    proc = bench("--problems", "19_ReLU", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["rows"]
+    assert row["problem"] == "19_ReLU" and not row["correct"] and row["evaluations"] == 0
+    assert "softmax: outputs differ" in row["why"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the timing columns hold numbers")
+def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
+    proc = bench("--problems", "19_ReLU")
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    assert "fast_1.0 needs a GPU" in proc.stdout
+
+
+@pytest.mark.slow
+def test_softmax_is_searched_with_its_templates_and_both_tolerances_are_stated() -> None:
+    proc = bench("--problems", "23_Softmax", "--trials", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["rows"]
+    assert row["correct"] and row["matched"].startswith("softmax")
+    assert "M=1,N=257" in row["checked"] and "negated" in row["input_kinds"]
+    assert row["warpforge_tolerance"].startswith("pass") and row["kernelbench_tolerance"].startswith("pass")
+    assert row["speedup_eager"] == ("needs a GPU" if not torch.cuda.is_available() else row["speedup_eager"])

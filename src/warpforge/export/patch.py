@@ -21,7 +21,8 @@ from typing import Any
 KINDS = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm", "swiglu": "SwiGLU MLP"}
 
 
-def render_patch(env: Any, ns: str, ops: list[str]) -> tuple[dict[str, bytes], list[str]]:
+def render_patch(env: Any, ns: str, ops: list[str],
+                 trained: list[str] | None = None) -> tuple[dict[str, bytes], list[str]]:
     present = [op for op in ops if op in KINDS]
     kinds = [KINDS[op] for op in present]
     ctx = {"ns": ns, "ops": present, "kinds": kinds}

@@ -25,6 +25,8 @@ def render_patch(env: Any, ns: str, ops: list[str],
                  trained: list[str] | None = None) -> tuple[dict[str, bytes], list[str]]:
     present = [op for op in ops if op in KINDS]
     kinds = [KINDS[op] for op in present]
-    ctx = {"ns": ns, "ops": present, "kinds": kinds}
+    trained_present = [op for op in present if op in (trained or [])]
+    ctx = {"ns": ns, "ops": present, "kinds": kinds, "trained": trained_present,
+           "untrained": [op for op in present if op not in trained_present]}
     return ({"patch.py": env.get_template("patch.py.j2").render(**ctx).encode(),
              "tests/test_patch.py": env.get_template("test_patch.py.j2").render(**ctx).encode()}, kinds)

@@ -105,3 +105,36 @@ def test_fixture_generated_tests_pass(tmp_path: Path, interpret: str) -> None:
     assert "failed" not in run.stdout
     if interpret == "0":
         assert "skipped" not in run.stdout.split("\n")[-2], run.stdout[-2000:]
+
+
+CONSTANT_KEY_TASK = '''
+import torch
+NAME = "masked_scale"
+DESCRIPTION = "x * 2 (masked when CAUSAL; every shape has CAUSAL = 1, the judge never passes causal)"
+SHAPES = [{"M": 64, "N": 32, "CAUSAL": 1}]
+CHECK_SHAPES = [{"M": 3, "N": 5, "CAUSAL": 1}, {"M": 7, "N": 2, "CAUSAL": 1}]
+DTYPES = [torch.float32]
+def reference(x, causal=True):
+    return x * 2 if causal else x
+def make_inputs(shape, dtype, seed, device):
+    return (torch.randn(shape["M"], shape["N"], generator=torch.Generator().manual_seed(seed)).to(dtype),)
+def flops(shape, dtype):
+    return 1.0
+def bytes_moved(shape, dtype):
+    return 1.0
+'''
+
+
+def test_a_defaulted_keyword_and_a_constant_shape_key_export(tmp_path: Path) -> None:
+    """attention's contract: ``reference(q, k, v, causal=True)`` and a CAUSAL key that no tensor carries. The op
+    takes the judged inputs only, and its config lookup reads CAUSAL as the constant every shape has."""
+    from warpforge.export.runtime._config import shape_of
+    from warpforge.export.source import op_signature, shape_map
+
+    path = tmp_path / "masked_scale.py"
+    path.write_text(CONSTANT_KEY_TASK)
+    task = get_task(str(path))
+    assert op_signature(task).names == ("x",)
+    dims = shape_map(task)
+    assert dims == {"CAUSAL": (-1, 1, -1), "M": (0, 0, 2), "N": (0, 1, 2)}
+    assert shape_of((torch.zeros(4, 9),), dims) == {"CAUSAL": 1, "M": 4, "N": 9}

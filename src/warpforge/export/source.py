@@ -135,6 +135,10 @@ def op_signature(task: Task) -> OpSignature:
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     shape = (task.check_shapes or task.shapes)[0]
     inputs = task.make_inputs(shape, task.dtypes[0], 0, "cpu")
+    if len(params) > len(inputs) and all(p.default is not p.empty for p in params[len(inputs):]):
+        # Trailing parameters with defaults that the judge never passes (attention's ``causal=True``): the op
+        # is what was checked, the reference with its defaults.
+        params = params[: len(inputs)]
     if len(params) != len(inputs):
         raise SourceError(f"task {task.name}: reference takes {len(params)} positional arguments but make_inputs "
                           f"returns {len(inputs)}: name every input in reference's signature")
@@ -144,7 +148,8 @@ def op_signature(task: Task) -> OpSignature:
 
 
 def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
-    """For each shape name, ``(input index, dim index, rank)`` of a tensor dimension that always equals it.
+    """For each shape name, ``(input index, dim index, rank)`` of a tensor dimension that always equals it
+    (``(-1, value, -1)`` for a key that is the same constant in every task shape and no tensor dimension).
 
     Checked over every correctness and small shape (the boundary sizes are primes and 1, so a dimension
     that equals ``M`` only by chance is ruled out); benchmark shapes too where they are small. Inputs are
@@ -167,6 +172,12 @@ def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
     if candidates is None:
         raise SourceError(f"task {task.name}: no correctness shape small enough to read the input layout from; "
                           "add CHECK_SHAPES")
+    # A key with one value over every task shape that no tensor carries (attention's CAUSAL = 1) is a constant
+    # of the op: (-1, value, -1).
+    for n in names:
+        values = {s.get(n) for s in task.shapes + task.check_shapes + task.small_shapes}
+        if not candidates[n] and len(values) == 1 and None not in values:
+            candidates[n] = {(-1, int(values.pop()), -1)}
     missing = [n for n in names if not candidates[n]]
     if missing:
         raise SourceError(f"task {task.name}: shape dimension(s) {', '.join(missing)} are not a dimension of any "

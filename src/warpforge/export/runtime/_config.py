@@ -54,6 +54,9 @@ def shape_of(inputs: Sequence[Any], dims: Mapping[str, Sequence[int]]) -> dict[s
     """
     shape = {}
     for name, (index, dim, rank) in dims.items():
+        if index < 0:  # a constant of the op (the same in every task shape), stored as its value
+            shape[name] = int(dim)
+            continue
         t = inputs[index]
         extra = t.dim() - rank
         if dim == 0 and extra > 0:

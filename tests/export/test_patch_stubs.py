@@ -106,7 +106,8 @@ def test_rotary_attention_and_loss_reach_the_ops_and_train_alike(stub_package) -
         got = _steps(patched.train())
     finally:  # the rotary swap is process-wide for modeling_llama: undo it for the other tests
         mod = sys.modules["transformers.models.llama.modeling_llama"]
-        mod.apply_rotary_pos_emb = getattr(mod.apply_rotary_pos_emb, f"{NS}_original", mod.apply_rotary_pos_emb)
+        swapped = getattr(mod, "apply_rotary_pos_emb")  # noqa: B009
+        setattr(mod, "apply_rotary_pos_emb", getattr(swapped, f"{NS}_original", swapped))  # noqa: B010
     torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), atol=1e-5, rtol=1e-5)
     calls = {op: importlib.import_module(f"{NS}.{op}").CALLS for op in STUBS}
     # 3 steps x 2 layers: q and k rotated per layer; attention per layer; one loss per step

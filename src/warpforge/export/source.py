@@ -176,8 +176,9 @@ def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
     # of the op: (-1, value, -1).
     for n in names:
         values = {s.get(n) for s in task.shapes + task.check_shapes + task.small_shapes}
-        if not candidates[n] and len(values) == 1 and None not in values:
-            candidates[n] = {(-1, int(values.pop()), -1)}
+        value = values.pop() if len(values) == 1 else None
+        if not candidates[n] and value is not None:
+            candidates[n] = {(-1, int(value), -1)}
     missing = [n for n in names if not candidates[n]]
     if missing:
         raise SourceError(f"task {task.name}: shape dimension(s) {', '.join(missing)} are not a dimension of any "

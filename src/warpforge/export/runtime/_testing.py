@@ -69,5 +69,6 @@ def assert_grads_match_reference(grads: Sequence[torch.Tensor], reference: Calla
         finite = torch.isfinite(t)
         scale = float(t[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 1.0
         own = float((tl.double() - t)[finite].abs().max()) if bool(finite.any()) else 0.0
+        where = f"gradient of input {i} differs"
         torch.testing.assert_close(g.detach().cpu().double(), t, atol=atol * max(scale, 1e-12) + own, rtol=rtol,
-                                   equal_nan=True, msg=lambda m, i=i: f"gradient of input {i} differs: {m}")
+                                   equal_nan=True, msg=lambda m: f"{where}: {m}")

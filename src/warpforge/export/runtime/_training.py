@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 _lock = threading.Lock()
+_state = threading.local()
 
 
 class _NoLaunch:
@@ -47,17 +48,28 @@ class _NoLaunch:
         return lambda *args, **kwargs: None
 
 
+def _switch(real: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def wrap_triton(kernel: Any) -> Any:
+        return _NoLaunch(kernel) if getattr(_state, "no_launch", False) else real(kernel)
+
+    wrap_triton.no_launch_switch = True  # type: ignore[attr-defined]
+    return wrap_triton
+
+
 @contextlib.contextmanager
 def _no_launch(kernel_module: ModuleType) -> Iterator[None]:
     # The launcher calls its kernels through the module's global wrap_triton (export rewrites every
-    # ``kernel[grid](...)`` so); swapping it under a lock keeps a concurrent real call from seeing it.
+    # ``kernel[grid](...)`` so). That global becomes, once, a switch on a thread-local flag: launches are no-ops
+    # only in the thread reading shapes, never in a concurrent real call.
     with _lock:
-        real = kernel_module.wrap_triton
-        kernel_module.wrap_triton = _NoLaunch
-        try:
-            yield
-        finally:
-            kernel_module.wrap_triton = real
+        real = getattr(kernel_module, "wrap_triton")  # noqa: B009 - set by export's rewrite, unknown to mypy
+        if not getattr(real, "no_launch_switch", False):
+            setattr(kernel_module, "wrap_triton", _switch(real))  # noqa: B010
+    _state.no_launch = True
+    try:
+        yield
+    finally:
+        _state.no_launch = False
 
 
 def _meta(value: Any) -> Any:
@@ -86,7 +98,7 @@ def reference_grads(reference: Callable[..., Any], grad_inputs: Sequence[int], g
         out = reference(*args)
         return out[0] if isinstance(out, (tuple, list)) else out
 
-    out, vjp = torch.func.vjp(trained, *(inputs[i] for i in grad_inputs))
+    out, vjp = torch.func.vjp(trained, *(inputs[i] for i in grad_inputs))  # type: ignore[misc]
     grads = vjp(grad_out.to(out.dtype))
     return tuple(g.detach().to(inputs[i].dtype).contiguous() for i, g in zip(grad_inputs, grads))
 

@@ -138,3 +138,15 @@ def test_a_defaulted_keyword_and_a_constant_shape_key_export(tmp_path: Path) -> 
     dims = shape_map(task)
     assert dims == {"CAUSAL": (-1, 1, -1), "M": (0, 0, 2), "N": (0, 1, 2)}
     assert shape_of((torch.zeros(4, 9),), dims) == {"CAUSAL": 1, "M": 4, "N": 9}
+
+
+def test_saved_tensors_never_alias_the_output_or_inputs() -> None:
+    """attention's launch_forward returns ``out, (out, lse)``: a custom op's outputs may alias nothing, so the
+    package copies a saved tensor that is the output, an input or an earlier saved one, and keeps the rest."""
+    from warpforge.export.runtime._training import unaliased
+
+    out, x, lse = torch.ones(3), torch.zeros(3), torch.full((1,), 2.0)
+    saved = unaliased(out, (out, x, lse, lse), (x,))
+    assert saved[0] is not out and torch.equal(saved[0], out)
+    assert saved[1] is not x and torch.equal(saved[1], x)
+    assert saved[2] is lse and saved[3] is not lse

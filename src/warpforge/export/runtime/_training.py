@@ -119,3 +119,15 @@ def reference_grads_eager(reference: Callable[..., Any], grad_inputs: Sequence[i
     """As :func:`reference_grads`, for a kernel implementation (runs torch autograd in a fresh thread)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(_autograd, reference, grad_inputs, grad_out, inputs).result()
+
+
+def unaliased(out: torch.Tensor, saved: Sequence[torch.Tensor], inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+    """``saved`` with a copy of each tensor that is the output, an input or an earlier saved tensor: a custom op's
+    outputs may alias nothing (attention's ``launch_forward`` saves its own output). Identity, not data
+    pointers, so the check also holds while torch.compile traces the op with fake tensors."""
+    seen: list[Any] = [out, *inputs]
+    fixed = []
+    for s in saved:
+        fixed.append(s.clone() if any(s is t for t in seen) else s)
+        seen.append(s)
+    return tuple(fixed)

@@ -48,6 +48,15 @@ def test_layout_python_and_no_warpforge_import(tmp_path: Path) -> None:
             imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
             assert not any(m.split(".")[0] == "warpforge" for m in imported), path
     assert 'triton_op("mykernels::rmsnorm", mutates_args=())' in files["mykernels/rmsnorm.py"].decode()
+    # rmsnorm and swiglu train: forward and backward ops tied by registered autograd, gradient tests generated
+    for op in ("rmsnorm", "swiglu"):
+        source = files[f"mykernels/{op}.py"].decode()
+        assert f'triton_op("mykernels::{op}_fwd", mutates_args=())' in source
+        assert f'triton_op("mykernels::{op}_bwd", mutates_args=())' in source
+        assert f"{op}_fwd.register_autograd(_backward, setup_context=_setup_context)" in source
+        assert "def test_gradients_match_reference" in files[f"tests/test_{op}.py"].decode()
+    assert "mykernels/_training.py" in files
+    assert "def test_patched_llama_trains_like_the_original" in files["tests/test_patch.py"].decode()
     assert '"triton==3.9.0"' in files["pyproject.toml"].decode()
     info = json.loads(files["mykernels/kernel_info.json"])
     assert info["rmsnorm"]["timing_source"] == "recorded" and info["rmsnorm"]["untimed"] is False

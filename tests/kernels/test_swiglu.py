@@ -181,6 +181,91 @@ def test_template_on_gpu(name: str, dtype: torch.dtype) -> None:
             _assert_matches(out.cpu(), _expected(a.cpu(), b.cpu()), dtype)
 
 
+
+# -- backward --------------------------------------------------------------------------------------
+
+
+def _autograd(a: torch.Tensor, b: torch.Tensor, dout: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    la, lb = a.detach().clone().requires_grad_(True), b.detach().clone().requires_grad_(True)
+    TASK.reference(la, lb).backward(dout.to(la.dtype))
+    return la.grad, lb.grad  # type: ignore[return-value]
+
+
+def _assert_grads(grads: tuple[torch.Tensor, ...], a: torch.Tensor, b: torch.Tensor, dout: torch.Tensor,
+                  where: str) -> None:
+    """Against torch autograd of the reference in float64, with the judge's rule: atol scaled by the truth's
+    RMS plus the error torch's own autograd makes in the inputs' dtype."""
+    dtype = a.dtype
+    truth = _autograd(a.double(), b.double(), dout)
+    own = _autograd(a, b, dout)
+    atol, rtol = TASK.grad_tolerance(dtype)
+    assert len(grads) == 2, where
+    for i, (g, t, o) in enumerate(zip(grads, truth, own)):
+        assert g.shape == t.shape and g.dtype == dtype, f"{where}: grad {i} {tuple(g.shape)} {g.dtype}"
+        scale = t.pow(2).mean().sqrt().item()
+        slack = float((o.double() - t).abs().max())
+        torch.testing.assert_close(g.double(), t, atol=atol * scale + slack, rtol=rtol,
+                                   msg=lambda m, i=i: f"{where}: grad of input {i}: {m}")
+
+
+def _dout(shape: dict, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(shape["M"], shape["N"], generator=torch.Generator().manual_seed(7)).to(dtype)
+
+
+def test_task_trains_a_and_b() -> None:
+    assert TASK.grad_inputs == (0, 1) and TASK.has_backward
+    assert all(v.has_backward for v in VARIANTS.values())
+
+
+@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_template_backward_matches_autograd(name: str, dtype: torch.dtype) -> None:
+    module = MODULES[name]
+    configs = _representative(name)
+    for k, shape in enumerate(TASK.check_shapes):
+        config = configs[k % len(configs)]
+        a, b = TASK.make_inputs(shape, dtype, seed=0, device="cpu")
+        dout = _dout(shape, dtype)
+        out, saved = module.launch_forward(a, b, **config)
+        _assert_matches(out, _expected(a, b), dtype)
+        grads = module.launch_backward(dout, saved, a, b, **config)
+        _assert_grads(tuple(grads), a, b, dout, f"{name} {config} {shape} {dtype}")
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_template_backward_extreme_gate_values(name: str) -> None:
+    """Saturated sigmoid in the backward: finite gradients equal to the float64 formula's."""
+    a = torch.tensor([[-1000.0, -100.0, -20.0, -1e-3, 0.0, 1e-3, 20.0, 100.0, 1000.0]])
+    b = torch.full_like(a, 3.0)
+    dout = torch.full_like(a, 0.5)
+    module = MODULES[name]
+    config = _representative(name)[0]
+    out, saved = module.launch_forward(a, b, **config)
+    da, db = module.launch_backward(dout, saved, a, b, **config)
+    assert torch.isfinite(da).all() and torch.isfinite(db).all()
+    a64 = a.double()
+    s = torch.sigmoid(a64)
+    torch.testing.assert_close(da.double(), 0.5 * 3.0 * s * (1 + a64 * (1 - s)), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(db.double(), 0.5 * a64 * s, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+def test_wrong_backward_fails(dtype: torch.dtype) -> None:
+    """Plausible bugs fail the comparison: da without the sigmoid's derivative (dout * b * s), da and db
+    swapped, and grad_out ignored (as if it were ones)."""
+    for shape in TASK.check_shapes[1:]:
+        a, b = TASK.make_inputs(shape, dtype, seed=0, device="cpu")
+        dout = _dout(shape, dtype)
+        da, db = (g.to(dtype) for g in _autograd(a.double(), b.double(), dout))
+        s = torch.sigmoid(a.double())
+        ones = _autograd(a.double(), b.double(), torch.ones_like(dout))
+        for grads in [((dout.double() * b.double() * s).to(dtype), db), (db, da),
+                      tuple(g.to(dtype) for g in ones)]:
+            with pytest.raises(AssertionError):
+                _assert_grads(grads, a, b, dout, str(shape))
+
+
 def test_templates_directory_matches_variant_loader() -> None:
     files = sorted(p.stem for p in (Path(TEMPLATES_DIR) / "swiglu").glob("*.py") if not p.stem.startswith("_"))
     assert files == sorted(VARIANTS)

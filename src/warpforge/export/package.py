@@ -29,7 +29,16 @@ from typing import Any
 
 from warpforge.errors import UsageError
 from warpforge.export.plan import OpPlan
-from warpforge.export.source import effective_tolerances, op_signature, shape_map, wrap_launches
+from warpforge.export.source import (
+    OpSignature,
+    TrainingFacts,
+    effective_grad_tolerances,
+    effective_tolerances,
+    op_signature,
+    shape_map,
+    training_facts,
+    wrap_launches,
+)
 from warpforge.kernels.task import dtype_name
 
 RUNTIME = Path(__file__).parent / "runtime"
@@ -124,6 +133,7 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
     info_all: dict[str, Any] = {}
     shapes_for_bench: dict[str, list[Any]] = {}
     rows = []
+    trained: list[str] = []
     for plan in sorted(plans, key=lambda p: p.task.name):
         op = plan.task.name
         sig = op_signature(plan.task)
@@ -134,16 +144,20 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
         for table in plan.tables:
             pkg[f"configs/{op}/{gpu_slug(table.gpu)}.json"] = _json({"op": op, **table.to_json()})
         first_tensor = next(n for n, k in sig.inputs if k == "tensor")
-        common = {"ns": ns, "op": op, "info": info, "untimed": plan.untimed,
+        train = training_facts(plan.task, plan.variant_source)
+        if train is not None:
+            trained.append(op)
+        common = {"ns": ns, "op": op, "info": info, "untimed": plan.untimed, **_training_context(sig, train),
                   "description": plan.task.description.replace('"""', "'''")}
         pkg[f"{op}.py"] = env.get_template("op.py.j2").render(
             **common, signature=sig.annotated(), returns=sig.returns(), names=", ".join(sig.names),
-            example_args=", ".join(sig.names), first_tensor=first_tensor,
+            example_args=", ".join(sig.names), first_tensor=first_tensor, first_index=sig.names.index(first_tensor),
             dims=repr({k: list(v) for k, v in sorted(shape_map(plan.task).items())})).encode()
         cases = _cases(plan)
         root[f"tests/test_{op}.py"] = env.get_template("test_op.py.j2").render(
             **common, cases=_py_list(cases), interp_limit=INTERPRETER_LIMIT,
             tolerances=repr(dict(sorted(effective_tolerances(plan.task).items()))),
+            grad_tolerances=repr(dict(sorted(effective_grad_tolerances(plan.task).items()))),
             bf16_dot=bool(re.search(r"\btl\.dot\b", plan.variant_source))).encode()
         measured = [c for c in cases if any(c[0] == dict(e.shape) for t in plan.tables for e in t.entries)]
         shapes_for_bench[op] = measured or [(dict(s), dtype_name(plan.task.dtypes[0])) for s in plan.task.shapes]
@@ -153,6 +167,8 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
     pkg["kernel_info.json"] = _json(info_all)
     pkg["_config.py"] = (RUNTIME / "_config.py").read_bytes()
     pkg["_testing.py"] = (RUNTIME / "_testing.py").read_bytes()
+    if trained:
+        pkg["_training.py"] = (RUNTIME / "_training.py").read_bytes()
     pkg["_kernels/__init__.py"] = b'"""The winning Triton kernels and launchers, one module per op."""\n'
     pkg["_reference/__init__.py"] = b'"""The tasks\' PyTorch references (ground truth, CPU path), one per op."""\n'
     pkg["py.typed"] = b""
@@ -161,12 +177,12 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
     if patch:
         from warpforge.export.patch import render_patch
 
-        patch_files, patch_kinds = render_patch(env, ns, ops)
+        patch_files, patch_kinds = render_patch(env, ns, ops, trained)
         for path, data in patch_files.items():
             (root if path.startswith("tests/") else pkg)[path] = data
     root["README.md"] = env.get_template("README.md.j2").render(
         ns=ns, plans=rows, triton_version=triton_version, any_untimed=bool(untimed_ops), untimed_ops=untimed_ops,
-        patch=patch, patch_kinds=patch_kinds).encode()
+        patch=patch, patch_kinds=patch_kinds, trained=trained).encode()
     root["bench.py"] = env.get_template("bench.py.j2").render(
         ns=ns, ops=ops, shapes=json.dumps(shapes_for_bench, indent=4, sort_keys=True)).encode()
     if fmt == "package":
@@ -186,6 +202,23 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
             "import sys\nfrom pathlib import Path\n\n"
             f'sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "{HF_VARIANT}"))\n').encode()
     return dict(sorted(files.items()))
+
+
+def _training_context(sig: OpSignature, train: TrainingFacts | None) -> dict[str, Any]:
+    """Template values of a training op (``training`` false for a forward-only one)."""
+    if train is None:
+        return {"training": False, "n_saved": 0, "grad_inputs": [], "grad_names": "", "grad_tensors": ""}
+    saved = [f"saved_{i}" for i in range(train.n_saved)]
+    n_out, n_grads = 1 + train.n_saved, len(train.grad_inputs)
+    return {
+        "training": True, "n_saved": train.n_saved, "grad_inputs": list(train.grad_inputs),
+        "grad_names": ", ".join(sig.names[i] for i in train.grad_inputs),
+        "grad_tensors": ", ".join(sig.names[i] for i in train.grad_inputs),
+        "saved_signature": "".join(f"{s}: torch.Tensor, " for s in saved),
+        "saved_tuple": ", ".join(saved) + ("," if len(saved) == 1 else ""),
+        "fwd_returns": "torch.Tensor" if n_out == 1 else "tuple[" + ", ".join(["torch.Tensor"] * n_out) + "]",
+        "bwd_returns": "torch.Tensor" if n_grads == 1 else "tuple[" + ", ".join(["torch.Tensor"] * n_grads) + "]",
+    }
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,10 @@ def op_signature(task: Task) -> OpSignature:
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     shape = (task.check_shapes or task.shapes)[0]
     inputs = task.make_inputs(shape, task.dtypes[0], 0, "cpu")
+    if len(params) > len(inputs) and all(p.default is not p.empty for p in params[len(inputs):]):
+        # Trailing parameters with defaults that the judge never passes (attention's ``causal=True``): the op
+        # is what was checked, the reference with its defaults.
+        params = params[: len(inputs)]
     if len(params) != len(inputs):
         raise SourceError(f"task {task.name}: reference takes {len(params)} positional arguments but make_inputs "
                           f"returns {len(inputs)}: name every input in reference's signature")
@@ -144,7 +148,8 @@ def op_signature(task: Task) -> OpSignature:
 
 
 def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
-    """For each shape name, ``(input index, dim index, rank)`` of a tensor dimension that always equals it.
+    """For each shape name, ``(input index, dim index, rank)`` of a tensor dimension that always equals it
+    (``(-1, value, -1)`` for a key that is the same constant in every task shape and no tensor dimension).
 
     Checked over every correctness and small shape (the boundary sizes are primes and 1, so a dimension
     that equals ``M`` only by chance is ruled out); benchmark shapes too where they are small. Inputs are
@@ -167,6 +172,13 @@ def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
     if candidates is None:
         raise SourceError(f"task {task.name}: no correctness shape small enough to read the input layout from; "
                           "add CHECK_SHAPES")
+    # A key with one value over every task shape that no tensor carries (attention's CAUSAL = 1) is a constant
+    # of the op: (-1, value, -1).
+    for n in names:
+        values = {s.get(n) for s in task.shapes + task.check_shapes + task.small_shapes}
+        value = values.pop() if len(values) == 1 else None
+        if not candidates[n] and value is not None:
+            candidates[n] = {(-1, int(value), -1)}
     missing = [n for n in names if not candidates[n]]
     if missing:
         raise SourceError(f"task {task.name}: shape dimension(s) {', '.join(missing)} are not a dimension of any "
@@ -184,3 +196,51 @@ def _elements(shape: dict[str, int]) -> int:
 def effective_tolerances(task: Task) -> dict[str, tuple[float, float]]:
     """(atol, rtol) per dtype name as warpforge checked it, so the package's tests judge alike."""
     return {dtype_name(d): task.tolerance(d) for d in task.dtypes}
+
+
+@dataclass(frozen=True)
+class TrainingFacts:
+    """How an op trains: the inputs it differentiates and how many tensors ``launch_forward`` saves."""
+
+    grad_inputs: tuple[int, ...]
+    n_saved: int
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def _saved_count(fn: ast.FunctionDef) -> int:
+    """How many tensors ``launch_forward`` saves, read from its ``return out, (a, b)`` statements."""
+    counts = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return):
+            value = node.value
+            if not (isinstance(value, ast.Tuple) and len(value.elts) == 2 and isinstance(value.elts[1], ast.Tuple)
+                    and not any(isinstance(e, ast.Starred) for e in value.elts[1].elts)):
+                raise SourceError(f"line {node.lineno}: launch_forward must return (out, (saved, ...)) with the saved "
+                                  "tensors written as a tuple, e.g. `return y, (rstd,)` or `return y, ()`: export "
+                                  "reads from it how many tensors the forward op returns")
+            counts.add(len(value.elts[1].elts))
+    if len(counts) != 1:
+        raise SourceError("launch_forward must return the same number of saved tensors on every path "
+                          f"(found {sorted(counts) or 'no return'})")
+    return counts.pop()
+
+
+def training_facts(task: Task, variant_source: str) -> TrainingFacts | None:
+    """The op's training facts when the task defines gradients and the variant a backward, else ``None``."""
+    fns = _functions(ast.parse(variant_source))
+    if not task.has_backward or "launch_forward" not in fns or "launch_backward" not in fns:
+        return None
+    kinds = dict(op_signature(task).inputs)
+    names = op_signature(task).names
+    for i in task.grad_inputs:
+        if i >= len(names) or kinds[names[i]] != "tensor":
+            raise SourceError(f"task {task.name}: GRAD_INPUTS entry {i} is not a tensor input of reference()")
+    return TrainingFacts(tuple(task.grad_inputs), _saved_count(fns["launch_forward"]))
+
+
+def effective_grad_tolerances(task: Task) -> dict[str, tuple[float, float]]:
+    """(atol, rtol) per dtype name for gradients as the task states them (its own, else the forward's)."""
+    return {dtype_name(d): task.grad_tolerance(d) for d in task.dtypes} if task.has_backward else {}

@@ -54,6 +54,9 @@ def shape_of(inputs: Sequence[Any], dims: Mapping[str, Sequence[int]]) -> dict[s
     """
     shape = {}
     for name, (index, dim, rank) in dims.items():
+        if index < 0:  # a constant of the op (the same in every task shape), stored as its value
+            shape[name] = int(dim)
+            continue
         t = inputs[index]
         extra = t.dim() - rank
         if dim == 0 and extra > 0:
@@ -144,3 +147,8 @@ def fresh(out: Any, inputs: Sequence[Any]) -> Any:
     ptrs = {t.data_ptr() for t in inputs if hasattr(t, "data_ptr")}
     fixed = tuple(o.clone() if o.data_ptr() in ptrs else o for o in outs)
     return fixed if isinstance(out, tuple) else fixed[0]
+
+
+def cloned(out: Any) -> Any:
+    """The reference's result copied, for the op bodies torch.compile traces (where aliasing cannot be checked)."""
+    return tuple(o.clone() for o in out) if isinstance(out, tuple) else out.clone()

@@ -43,6 +43,9 @@ SMALL_SHAPES: list[dict[str, int]] = [{"M": 64, "N": 4096}, {"M": 16, "N": 8192}
 
 DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16, torch.float32]
 
+# Training: gradients of x and w (the reference differentiated by torch autograd in float64 is their truth).
+GRAD_INPUTS = (0, 1)
+
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     # fp16/bf16/fp32 compute in fp32; float64 (the evaluator's ground-truth pass) stays float64.

@@ -29,6 +29,9 @@ SMALL_SHAPES: list[dict[str, int]] = [{"M": 128, "N": 3584}]
 
 DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16, torch.float32]
 
+# Training: gradients of a and b (the reference differentiated by torch autograd in float64 is their truth).
+GRAD_INPUTS = (0, 1)
+
 
 def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     ct = torch.promote_types(a.dtype, torch.float32)

@@ -142,3 +142,19 @@ def test_explicit_first_and_last_stage_layers() -> None:
         predict(m, c, base.model_copy(update={"pp_first_layers": 6, "pp_last_layers": 6}))
     args = export_plan(m, base.model_copy(update={"pp_first_layers": 8, "pp_last_layers": 6}), "megatron").args
     assert "--decoder-first-pipeline-num-layers 8" in args and "--decoder-last-pipeline-num-layers 6" in args
+
+
+def test_grouped_gemm_rate_halves_at_grouped_half_tokens() -> None:
+    """A grouped GEMM with ``grouped_half_tokens`` = K runs at m / (m + K) of the rate it has with K = 0:
+    at m = K tokens per expert it takes twice as long (compute-bound shapes; the launch latency apart)."""
+    from warpforge.parallel.calibration import calibration_for
+    from warpforge.parallel.compute import Hw
+
+    cluster = load_cluster("dgx-h100")
+    base = calibration_for(cluster).with_params(grouped_half_tokens=0.0, kernel_us=0.0)
+    m = 1024.0
+    t0 = Hw.of(cluster, base).gemm(m, 4096, 4096, 8, grouped=True)
+    t1 = Hw.of(cluster, base.with_params(grouped_half_tokens=m)).gemm(m, 4096, 4096, 8, grouped=True)
+    plain = Hw.of(cluster, base.with_params(grouped_half_tokens=m)).gemm(m, 4096, 4096, 8)
+    assert t1 == pytest.approx(2.0 * t0)
+    assert plain < t1  # one (batched) dense GEMM of the same shape does not pay it

@@ -38,6 +38,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "fp8_gemm_eff": (0.3, 0.9),
     "grouped_gemm_eff": (0.5, 1.0),  # grouped GEMMs reach at least half of one GEMM's rate
     "ep_overlap": (0.0, 0.9),
+    "grouped_half_tokens": (0.0, 4096.0),
 }
 
 
@@ -51,6 +52,10 @@ class Calibration(BaseModel):
     fp8_gemm_eff: float = Field(default=0.60, gt=0, le=1)  # large FP8 GEMMs, fraction of the FP8 peak
     grouped_gemm_eff: float = Field(default=0.85, gt=0, le=1)  # MoE grouped GEMM vs one GEMM of that size
     ep_overlap: float = Field(default=0.0, ge=0, lt=1)  # share of EP all-to-all hidden behind compute
+    # Tokens per local expert at which a grouped GEMM's rate halves (beyond ``gemm_half_dim``'s shape
+    # factor): many small per-expert GEMMs in one launch pay per-expert tile padding, scheduling and
+    # wave tails that one large GEMM does not. 0 = off (no data below ~1K tokens per expert on A100).
+    grouped_half_tokens: float = Field(default=0.0, ge=0)
     attn_eff: float = Field(default=0.50, gt=0, le=1)  # fused (flash) attention, fwd+bwd average
     mem_eff: float = Field(default=0.75, gt=0, le=1)  # elementwise kernels reach ~75% of HBM bandwidth
     kernel_us: float = Field(default=4.0, ge=0)  # per-kernel GPU launch latency + tail

@@ -76,7 +76,9 @@ class Hw:
             return 0.0
         peak, base, in_b = ((self.fp8_flops, self.calib.fp8_gemm_eff, 1.0) if fp8 and self.fp8_flops
                             else (self.flops, self.calib.gemm_eff, BF16))
-        eff = base * self.g(m) * self.g(n) * self.g(k) * (self.calib.grouped_gemm_eff if grouped else 1.0)
+        eff = base * self.g(m) * self.g(n) * self.g(k)
+        if grouped:
+            eff *= self.calib.grouped_gemm_eff * m / (m + self.calib.grouped_half_tokens)
         compute = 2.0 * m * n * k * batch / (peak * eff)
         traffic = (in_b * (m * k + k * n) + BF16 * m * n) * batch / self.hbm
         return max(compute, traffic) + self.calib.kernel_us * 1e-6

@@ -37,6 +37,16 @@ What differs from ``memory.py`` (Megatron-LM's accounting):
   their fp32 copy and the fp32 log-softmax live together: 12 B per token and vocabulary entry (measured:
   4 B saved + 8 B temporary, ``memcheck`` at vocab 2048 and 8192); the final norm and the head's input keep
   10h per token. Vocabulary split by TP (loss parallel).
+* **Loss parallel** (TP > 1): DTensor's vocabulary-parallel cross-entropy
+  (``torch.distributed.tensor.parallel.loss``) is a Python decomposition, not the fused kernel: its
+  backward ``(grad_input + exp(x)) * grad_output`` keeps the saved fp32 log-softmax, the zeroed fp32
+  ``grad_input``, ``exp(x)`` and their sum alive together: 16 B per token and local vocabulary entry at
+  the start of backward, above the 12 B at the loss (TP = 1 takes the fused kernels: 12 B both ways).
+* **Pipeline outputs**: torch's pipeline schedules keep every micro-batch's output of the last stage
+  (``_PipelineStageBase.output_chunks``) until the step ends, and ``_merge_outputs`` concatenates them
+  (``merge_chunks``: a copy) before ``step`` returns. In torchtitan that output is the logits, upcast to
+  fp32 by the model (``self.output(h).float()``): 4 B per token and local vocabulary entry for every
+  micro-batch, twice at the merge. Only the rank holding the last stage pays this.
 * **Allocator**: frameworks report ``torch.cuda.max_memory_reserved``; the caching allocator holds more than
   the live tensors. ``RESERVED_RATIO`` (reserved / live peak) is fitted on the torchtitan runs marked
   ``train`` in ``data/torchtitan_h100.csv`` (see ``benchmarks/planner_validation.py``), never on held-out ones.
@@ -64,6 +74,9 @@ from warpforge.parallel.specs import ModelSpec, PlanConfig
 PARAM_B, MOMENTS_B, GRAD_B = 4.0, 8.0, 4.0  # fp32 sharded parameters, AdamW's two fp32 moments, fp32 grads
 ADAM_TEMP_B = 4.0  # torch's _multi_tensor_adamw: exp_avg_sq.sqrt() as a new fp32 list per step
 LOGITS_B = 12.0  # bf16 logits + fp32 copy + fp32 log-softmax at the loss (memcheck: 4 saved + 8 temporary)
+# Loss parallel's backward (TP > 1): saved log-softmax, grad_input, exp(x), their sum, all fp32 (docstring).
+LOSS_PARALLEL_BWD_B = 16.0
+PRED_B = 4.0  # the fp32 logits of one micro-batch kept by the pipeline schedule (output_chunks)
 HEAD_ACT_H = 10.0  # final RMSNorm (3 x 2h) and the head's saved input, per token (memcheck: 10h)
 RESERVED_RATIO = 1.1544  # reserved / live peak of the caching allocator, fitted on 3 train rows (docstring)
 RUNTIME_GIB = 0.0  # torchtitan reports reserved memory of the allocator only: no context / NCCL counted
@@ -99,21 +112,23 @@ class FsdpPhases:
 
 def fsdp_stage_memory(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: bool, head: bool,
                       in_flight_microbatches: float, moe_layers: int = 0, compiled: bool = False,
-                      reserved_ratio: float = RESERVED_RATIO) -> StageMemory:
+                      microbatches: int = 1, reserved_ratio: float = RESERVED_RATIO) -> StageMemory:
     """Reserved bytes on one GPU of a stage under torchtitan; ``activations``, ``logits`` and the
     unsharded parameters are those of the peak moment; ``overhead`` is the allocator's reserve."""
     live, parts = fsdp_live(model, plan, dense_layers=dense_layers, moe_layers=moe_layers, embed=embed,
-                            head=head, in_flight_microbatches=in_flight_microbatches, compiled=compiled)
+                            head=head, in_flight_microbatches=in_flight_microbatches, compiled=compiled,
+                            microbatches=microbatches)
     weights, grads, optimizer, activations, logits = parts
     return StageMemory(weights, grads, optimizer, activations, logits,
                        RUNTIME_GIB * GIB + (reserved_ratio - 1.0) * live)
 
 
 def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: bool, head: bool,
-              in_flight_microbatches: float, moe_layers: int = 0, compiled: bool = False
-              ) -> tuple[float, tuple[float, float, float, float, float]]:
+              in_flight_microbatches: float, moe_layers: int = 0, compiled: bool = False,
+              microbatches: int = 1) -> tuple[float, tuple[float, float, float, float, float]]:
     """Live-tensor peak (what torch's memory tracker counts) and its parts at that moment:
-    (weights, grads, optimizer, activations, logits)."""
+    (weights, grads, optimizer, activations, logits). ``microbatches`` per step matters only on the
+    last pipeline stage (its outputs are kept until the step ends)."""
     dense_p, expert_p = stage_params(model, plan, dense_layers, moe_layers, embed, head)
     params = dense_p + expert_p
     n_layers = max(1, dense_layers + moe_layers)
@@ -144,22 +159,40 @@ def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: b
     no_rc = plan.recompute == "none"
     acts = in_flight_microbatches * n_layers * (kept + (gathered * plan.tp if no_rc else 0.0)) * tokens / plan.tp
     head_acts = HEAD_ACT_H * model.hidden * tokens / plan.tp if head else 0.0
-    logits = LOGITS_B * tokens * model.vocab / plan.tp if head else 0.0
+    at_loss_b, kept_b, merge_b = loss_bytes_per_logit(plan, microbatches)
+    local_logits = tokens * model.vocab / plan.tp if head else 0.0
+    logits, kept_preds, merged = at_loss_b * local_logits, kept_b * local_logits, merge_b * local_logits
     states = sharded + moments
     # Early backward: only the head's and embedding's gradients are reduced yet (the blocks' follow).
     early_g = max(resident_g, GRAD_B * _embed_head_params(model, plan, embed, head) / shard)
     rebuilt_b = (rebuilt / plan.tp + (0.0 if no_rc else gathered)) * tokens
-    at_loss = states + resident_g + at_loss_w + acts + head_acts + logits
-    in_bwd = states + early_g + bwd_w + acts + head_acts + rebuilt_b
+    at_loss = states + resident_g + at_loss_w + acts + head_acts + logits + kept_preds
+    in_bwd = states + early_g + bwd_w + acts + head_acts + rebuilt_b + kept_preds
+    at_merge = states + grads_sharded + merged
     # Optimizer step: every gradient, plus foreach AdamW's one temporary the size of the shard (sqrt(v)).
     at_step = states + max(resident_g, grads_sharded) + resident_w + ADAM_TEMP_B * params / shard
-    peak = max(at_loss, in_bwd, at_step)
+    peak = max(at_loss, in_bwd, at_merge, at_step)
     if peak == at_loss:
-        return at_loss, (sharded + at_loss_w, resident_g, moments, acts + head_acts, logits)
+        return at_loss, (sharded + at_loss_w, resident_g, moments, acts + head_acts, logits + kept_preds)
     if peak == in_bwd:
-        return in_bwd, (sharded + bwd_w, early_g, moments, acts + head_acts + rebuilt_b, 0.0)
+        return in_bwd, (sharded + bwd_w, early_g, moments, acts + head_acts + rebuilt_b, kept_preds)
+    if peak == at_merge:
+        return at_merge, (sharded, grads_sharded, moments, 0.0, merged)
     return at_step, (sharded + resident_w, max(resident_g, grads_sharded), moments + ADAM_TEMP_B * params / shard,
                      0.0, 0.0)
+
+
+def loss_bytes_per_logit(plan: PlanConfig, microbatches: int = 1) -> tuple[float, float, float]:
+    """Bytes per local logit (token x vocabulary entry / TP) of one micro-batch on the rank holding the
+    head: (the loss's own peak, the pipeline schedule's kept outputs alongside it, the kept outputs and
+    their merged copy at the end of the step). The loss peak is 12 B (fused cross-entropy, TP = 1) or 16 B
+    (loss parallel's backward, TP > 1); with PP every micro-batch's fp32 output is kept (4 B each, the
+    running one's included: the schedule holds it, so torchtitan's ``del pred`` frees nothing) and the
+    merge doubles them. ``losscheck`` measures all three by running torch's code."""
+    at_loss = LOSS_PARALLEL_BWD_B if plan.tp > 1 else LOGITS_B
+    if plan.pp == 1:
+        return at_loss, 0.0, 0.0
+    return at_loss, PRED_B * microbatches, 2.0 * PRED_B * microbatches
 
 
 def _embed_head_params(model: ModelSpec, plan: PlanConfig, embed: bool, head: bool) -> float:

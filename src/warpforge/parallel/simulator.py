@@ -152,7 +152,8 @@ def memory_by_rank(
         embed, head = i == 0, i == pp - 1
         if plan.framework == "torchtitan":
             out[i] = fsdp_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
-                                       in_flight_microbatches=chunks / v, compiled=plan.compiled)
+                                       in_flight_microbatches=chunks / v, compiled=plan.compiled,
+                                       microbatches=m)
         elif plan.framework == "deepspeed":
             out[i] = deepspeed_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
                                             in_flight_layers=chunks * (nd + nm) / v)

@@ -51,9 +51,10 @@ def as_tuple(value: object) -> tuple[torch.Tensor, ...]:
 
 def compare_outputs(
     outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], ref_lowp: Sequence[torch.Tensor],
-    atol: float, rtol: float,
+    atol: float, rtol: float, scale_floor: float = 0.0,
 ) -> Mismatch | None:
-    """None when every output matches; else the first mismatch with a readable message."""
+    """None when every output matches; else the first mismatch with a readable message. ``scale_floor``: the
+    least magnitude atol is scaled by (a task's ``grad_scales``), else the reference's RMS."""
     if len(outs) != len(ref64):
         return Mismatch("wrong_output_count", f"returned {len(outs)} outputs, the reference returns {len(ref64)}")
     for i, (out, r64, rlp) in enumerate(zip(outs, ref64, ref_lowp)):
@@ -78,7 +79,7 @@ def compare_outputs(
         rf, of = r[finite_ref], o[finite_ref]
         if rf.numel() == 0:
             continue
-        scale = max(float(rf.pow(2).mean().sqrt()), 1e-12)
+        scale = max(float(rf.pow(2).mean().sqrt()), scale_floor, 1e-12)
         allowed = atol * scale + rtol * rf.abs() + (rlp.double()[finite_ref] - rf).abs()
         err = (of - rf).abs()
         excess = err > allowed

@@ -67,6 +67,15 @@ def grad_references(reference: Callable[..., object], inputs: Sequence[object], 
 
 
 
+def grad_floors(task: Task, inputs: Sequence[object], grad_out: torch.Tensor) -> tuple[float, ...]:
+    """Per gradient, the least magnitude its atol is scaled by: the task's ``grad_scales`` (taskdef.Task) on
+    the float64 inputs and upstream gradient, else 0 (the gradient's own RMS decides)."""
+    if task.grad_scales is None:
+        return (0.0,) * len(task.grad_inputs)
+    wide = upcast(tuple(x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs))
+    return tuple(float(v) for v in task.grad_scales(*wide, grad_out.detach().cpu().double()))
+
+
 def training_check(task: Task, variant: Variant) -> bool:
     """Whether an evaluation checks (and times) the backward: the task defines gradients and the variant
     has launch_forward/launch_backward."""
@@ -114,8 +123,9 @@ def recheck_training(task: Task, inputs: Sequence[object], outs: Sequence[torch.
     grad_out = draw_grad_out(task.reference, inputs, grad_seed)
     g64, glp = grad_references(task.reference, inputs, task.grad_inputs, grad_out, device)
     names = input_names(task)
+    floors = grad_floors(task, inputs, grad_out)
     for j, index in enumerate(task.grad_inputs):
-        found = compare_outputs([outs[k + j]], [g64[j]], [glp[j]], *task.grad_tolerance(dtype))
+        found = compare_outputs([outs[k + j]], [g64[j]], [glp[j]], *task.grad_tolerance(dtype), floors[j])
         if found is not None:
             name = f" ({names[index]})" if index < len(names) else ""
             return f"grad of input {index}{name}: {found.message.removeprefix('output 0: ')}"

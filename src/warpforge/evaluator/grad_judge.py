@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from warpforge.evaluator.compare import Mismatch, compare_outputs, refine
-from warpforge.evaluator.grad_check import grad_references, input_names
+from warpforge.evaluator.grad_check import grad_floors, grad_references, input_names
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
@@ -60,6 +60,9 @@ class TrainingJudge(Judge):
                                                    self.plan.grad_outs[case.id], self.ref_device)
         return self._grads[case.id]
 
+    def floors(self, case: Case) -> tuple[float, ...]:
+        return grad_floors(self.job.task, case.inputs, self.plan.grad_outs[case.id])
+
     def _layout(self, case: Case) -> tuple[int, int]:
         """(outputs per forward function, gradients): what the contract says the saved outputs hold."""
         return len(self.refs(case)[0]), len(self.job.task.grad_inputs)
@@ -77,8 +80,9 @@ class TrainingJudge(Judge):
                 return PartMismatch(found.reason, f"{name}: {found.message}", part=name, inner=found)
         g64, glp = self.grads(case)
         atol, rtol = self.job.task.grad_tolerance(case.dtype)
+        floors = self.floors(case)
         for j, label in enumerate(self.labels):
-            found = compare_outputs([outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol)
+            found = compare_outputs([outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol, floors[j])
             if found is not None:
                 message = found.message.removeprefix("output 0: ").removeprefix("output 0 ")
                 return PartMismatch(found.reason, f"{label}: {message}", part=label, inner=found, grad=j)
@@ -160,8 +164,9 @@ class TrainingJudge(Judge):
                 return name
         g64, glp = self.grads(case)
         atol, rtol = self.job.task.grad_tolerance(case.dtype)
+        floors = self.floors(case)
         for j, label in enumerate(self.labels):
-            if compare_outputs([outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol) is None:
+            if compare_outputs([outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol, floors[j]) is None:
                 return f"launch_backward's {label}"
         return None
 

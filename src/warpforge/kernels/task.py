@@ -86,6 +86,7 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         precision_inputs=getattr(module, "precision_inputs", None),
         grad_inputs=tuple(int(i) for i in getattr(module, "GRAD_INPUTS", ())),
         grad_tolerances=dict(getattr(module, "GRAD_TOLERANCES", {})),
+        grad_scales=getattr(module, "grad_scales", None),
     )
 
 

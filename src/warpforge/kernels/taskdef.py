@@ -75,6 +75,11 @@ class Task:
     # differentiated by torch autograd in float64, is their ground truth); empty for a forward-only task.
     grad_inputs: tuple[int, ...] = ()
     grad_tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
+    # Optional ``grad_scales(inputs, grad_out) -> one float per GRAD_INPUTS entry``: the magnitude of the terms
+    # each gradient is computed from, which atol multiplies where it exceeds the gradient's own RMS. For a
+    # gradient that cancels inside one Jacobian entry (RMSNorm's dx at N = 1 is w*g*eps*rstd^3, ~1e-6 from
+    # O(1) terms) no fp32 computation is within atol of the gradient's own size.
+    grad_scales: Callable[..., tuple[float, ...]] | None = None
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))

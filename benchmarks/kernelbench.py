@@ -21,6 +21,7 @@ row says "sandboxed only".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,6 +199,54 @@ def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
     return row
 
 
+class _Answers:
+    """The scripted server's script: the answer file whose problem the prompt names (longest name first)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.files = {p.stem: p.read_text() for p in sorted(folder.glob("*.py"))}
+        self.answered: set[str] = set()
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        from warpforge.agent.scripted import Reply, code_reply
+
+        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        for stem in sorted(self.files, key=len, reverse=True):
+            if f"`{stem}`" in prompt or f'"{stem}"' in prompt:
+                self.answered.add(stem)
+                return code_reply(self.files[stem])
+        return Reply(content="I have no kernel for this problem.")
+
+
+@contextlib.contextmanager
+def _scripted_llm(folder: str | None) -> Iterator[_Answers | None]:
+    """With --scripted: the scripted server on 127.0.0.1 as the proposer's only model, for the whole run."""
+    if folder is None:
+        yield None
+        return
+    import yaml
+
+    from warpforge.agent.scripted import ScriptedServer
+
+    answers = _Answers(Path(folder))
+    if not answers.files:
+        raise SystemExit(f"error: --scripted {folder}: no answer files (<problem>.py) there")
+    server = ScriptedServer(answers).start()
+    config = Path(tempfile.mkdtemp(prefix="wf-scripted-")) / "models.yaml"
+    config.write_text(yaml.safe_dump({"models": [{"name": "scripted", "model": "scripted", "base_url": server.url,
+                                                  "api_key_env": "WF_SCRIPTED_KEY", "max_retries": 0}]}))
+    saved = {k: os.environ.get(k) for k in ("WARPFORGE_LLM_CONFIG", "WF_SCRIPTED_KEY")}
+    os.environ.update({"WARPFORGE_LLM_CONFIG": str(config), "WF_SCRIPTED_KEY": "sk-scripted"})
+    try:
+        yield answers
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def fast_p(rows: list[Row], p: float) -> float | str:
     if not torch.cuda.is_available():
         return NEEDS_GPU
@@ -239,8 +289,10 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
         checked = f"{len(r.checked)} shapes, {len(r.input_kinds)} input kinds" if r.checked else "-"
         speed = (NEEDS_GPU if r.speedup_eager == r.speedup_compile == NEEDS_GPU
                  else f"{_fmt(r.speedup_eager)} / {_fmt(r.speedup_compile)}")
-        if args.proposer == "llm":
-            speed += f" / {_fmt(r.tokens_per_correct)}, {_fmt(r.cost_per_correct)}"
+        if args.proposer == "llm":  # tokens and dollars per correct kernel, not speedups
+            tok, usd = r.tokens_per_correct, r.cost_per_correct
+            speed += (f" / {tok:.0f} tok, ${usd:.4f}" if isinstance(tok, float) and isinstance(usd, float)
+                      else f" / {tok} tok, ${usd}" if tok is not None else " / -")
         if r.kernelbench_tolerance.startswith(("pass", "fail")):
             kb = r.kernelbench_tolerance.split(" ")
             tol = f"{word[r.warpforge_tolerance.split(' ')[0]]} / {word[kb[0]]} / {word[kb[3]]}"
@@ -263,16 +315,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", help="database URL (default: a fresh SQLite file)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--save", help="also write the JSON to this file")
+    parser.add_argument("--scripted", metavar="DIR",
+                        help="with --proposer llm: answer from DIR/<problem>.py through the scripted OpenAI-compatible "
+                             "server on 127.0.0.1 (no model, no network; e.g. benchmarks/kernelbench_answers)")
     args = parser.parse_args(argv)
+    if args.scripted and args.proposer != "llm":
+        print("error: --scripted answers the LLM proposer: add --proposer llm", file=sys.stderr)
+        return 2
     level = Path(args.level_dir)
     if not level.is_dir():
         print(f"error: {level} is not a folder of KernelBench problems (see ../shared/kernelbench/README.md)",
               file=sys.stderr)
         return 2
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one INFO line per study drowned the table
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")  # the tolerance columns run a template here
     db_url = args.db or f"sqlite:///{Path(tempfile.mkdtemp(prefix='wf-kernelbench-')) / 'wf.db'}"
-    rows = [run_problem(p, args, db_url) for p in _pick(level, args.problems)]
+    problems = _pick(level, args.problems)
+    with _scripted_llm(args.scripted) as server:
+        rows = [run_problem(p, args, db_url) for p in problems]
+    if server is not None:
+        for row in rows:  # the server's token counts are characters / 4, not a model's
+            row.why += "" if row.problem in server.answered else " (no scripted answer)"
     payload = json.dumps({"rows": [asdict(r) for r in rows], "fast_1.0": fast_p(rows, 1.0),
                           "fast_1.2": fast_p(rows, 1.2), "db": db_url}, indent=2, default=str)
     if args.save:

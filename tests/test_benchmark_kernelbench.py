@@ -45,3 +45,22 @@ def test_softmax_is_searched_with_its_templates_and_both_tolerances_are_stated()
     assert "M=1,N=257" in row["checked"] and "negated" in row["input_kinds"]
     assert row["warpforge_tolerance"].startswith("pass") and row["kernelbench_tolerance"].startswith("pass")
     assert row["speedup_eager"] == ("needs a GPU" if not torch.cuda.is_available() else row["speedup_eager"])
+
+
+@pytest.mark.slow
+def test_the_scripted_llm_solves_relu_and_its_copy_as_leaky_relu_is_refused() -> None:
+    """--proposer llm --scripted: the real campaign, prompt, parser, sandboxed judge and store, with the model
+    replaced by benchmarks/kernelbench_answers (a ReLU kernel, and a 'LeakyReLU' that copies its input)."""
+    proc = bench("--problems", "19_ReLU,20_LeakyReLU", "--proposer", "llm", "--scripted",
+                 str(ROOT / "benchmarks" / "kernelbench_answers"), "--trials", "1", "--max-calls", "1",
+                 "--backend", "interpret", "--json")
+    assert proc.returncode == 0, proc.stderr
+    relu, leaky = json.loads(proc.stdout)["rows"]
+    assert relu["correct"] and "negated" in relu["input_kinds"], relu["why"]
+    assert isinstance(relu["tokens_per_correct"], float) and relu["tokens_per_correct"] > 0
+    assert not leaky["correct"] and "incorrect" in leaky["why"], leaky["why"]
+
+
+def test_scripted_answers_need_the_llm_proposer() -> None:
+    proc = bench("--problems", "19_ReLU", "--scripted", str(ROOT / "benchmarks" / "kernelbench_answers"))
+    assert proc.returncode == 2 and "--proposer llm" in proc.stderr

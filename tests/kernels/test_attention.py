@@ -97,3 +97,34 @@ def test_wrong_kernels_fail() -> None:
         with pytest.raises(AssertionError, match=what):
             check_training(TASK, wrong, params, inputs, torch.float16, 0, "wrong")
 
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_grad_scales_still_refuse_wrong_gradients_on_peaked_inputs(dtype: torch.dtype) -> None:
+    """The judge scales a gradient's atol by the task's grad_scales (the size of the terms it sums) where that
+    exceeds its own RMS. On the 'peaked' inputs, where it matters, a gradient 3x rtol off and a backward that
+    forgets delta (dS = P * dP) are still refused, for dq, dk and dv."""
+    from warpforge.evaluator.compare import compare_outputs
+    from warpforge.evaluator.grad_check import draw_grad_out, grad_floors, grad_references
+    from warpforge.kernels.task import get_task
+
+    task = get_task("attention")
+    shape = {"B": 1, "HQ": 2, "HKV": 1, "S": 67, "D": 64, "CAUSAL": 1}
+    inputs = task.adversarial_inputs(shape, dtype, 0, "cpu")["peaked"]
+    g = draw_grad_out(task.reference, inputs, 0)
+    r64, rlp = grad_references(task.reference, inputs, task.grad_inputs, g)
+    floors = grad_floors(task, inputs, g)
+    atol, rtol = task.grad_tolerance(dtype)
+    assert all(f > 0 for f in floors)
+    for j in range(3):
+        assert compare_outputs([r64[j].to(dtype)], [r64[j]], [rlp[j]], atol, rtol, floors[j]) is None, j
+        off = (r64[j] * (1 + 3 * rtol)).to(dtype)
+        assert compare_outputs([off], [r64[j]], [rlp[j]], atol, rtol, floors[j]) is not None, j
+    q, k, v = (t.double() for t in inputs)
+    group = q.shape[1] // k.shape[1]
+    kf, vf = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    scores = (q @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~torch.ones(67, 67, dtype=torch.bool).tril(), float("-inf"))
+    p = torch.softmax(scores, -1)
+    no_delta = (p * (g.double() @ vf.transpose(-1, -2))) @ kf / math.sqrt(q.shape[-1])
+    assert compare_outputs([no_delta.to(dtype)], [r64[0]], [rlp[0]], atol, rtol, floors[0]) is not None

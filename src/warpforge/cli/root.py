@@ -85,14 +85,30 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
     for col in ("dtypes", "benchmark shapes", "templates", *(["grads"] if wide else [])):
         table.add_column(col, overflow="fold")
     for r in rows:
-        shapes = "\n".join(",".join(f"{k}={v}" for k, v in s.items()) for s in r["shapes"])
-        cells = [r["name"], *([r["description"]] if wide else []), "\n".join(r["dtypes"]), shapes,
+        shapes = "\n".join(_lines(",".join(f"{k}={v}" for k, v in s.items()), ",", 24) for s in r["shapes"])
+        cells = [_lines(r["name"], "_", 15), *([r["description"]] if wide else []), "\n".join(r["dtypes"]), shapes,
                  # a template with a backward (launch_forward/launch_backward) is starred
                  "\n".join(t + ("*" if t in r["backward_templates"] else "") for t in r["templates"])
-                 or "- (bring --variant-file)",
+                 or "none: use\n--variant-file",
                  *(["\n".join(r["grad_inputs"]) or "-"] if wide else [])]  # the inputs the task differentiates
         table.add_row(*cells)
     out.print(table)
+
+
+def _lines(text: str, sep: str, width: int) -> str:
+    """``text`` broken after ``sep`` into lines of at most ``width`` characters where it can be: at 80 columns
+    fused_linear_cross_entropy (26) and attention's shapes (37) would squeeze every other column to a fold;
+    broken here they read whole (a matmul shape, 21 characters, stays one line)."""
+    if len(text) <= width:
+        return text
+    parts = [piece + sep for piece in text.split(sep)]
+    parts[-1] = parts[-1][: -len(sep)]
+    lines = [""]
+    for piece in parts:
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(lines)
 
 
 @app.command()

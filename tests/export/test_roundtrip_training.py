@@ -13,9 +13,10 @@ interpreter on the CPU):
   h [13, 32], w [97, 32] with one ignored (-100) row;
 - takes a few SGD steps through the exported op and checks the loss went down.
 
-rmsnorm and swiglu are covered by test_roundtrip.py::test_fresh_venv_trains_through_the_ops. Marked slow: the
-campaigns take about 75 s on 2 busy cores, a cold venv installs ~400 MB (reused through
-WARPFORGE_TEST_EXPORT_VENV during development), the interpreted training script about a minute.
+rmsnorm and swiglu are covered by test_roundtrip.py::test_fresh_venv_trains_through_the_ops. Marked slow: on 2
+busy cores the module took 103 s with the venv reused (campaigns ~75 s, the interpreted training script ~12 s);
+a cold venv installs ~400 MB (2.5 min from this machine's local wheels; reuse one during development with
+WARPFORGE_TEST_EXPORT_VENV).
 """
 
 from __future__ import annotations

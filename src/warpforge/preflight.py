@@ -56,7 +56,7 @@ def no_variants_message(task: Task, proposers: dict[str, Any] | None = None) -> 
 
 
 def matched_root() -> Path:
-    """Where matched problems' copies and their templates are written (kernels/matching.py)."""
+    """Where matched problems' copies and their templates are written (evaluator/matching.py)."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("warpforge")) / "matched"
@@ -64,8 +64,8 @@ def matched_root() -> Path:
 
 def with_matched_tasks(spec: CampaignSpec) -> CampaignSpec:
     """Each by-path task the templates do not cover, searched as the built-in task it computes (decided
-    numerically, kernels/matching.py), or a one-line error naming it, what was tried and what to do."""
-    from warpforge.kernels.matching import find_match, matched_files, no_match_message
+    numerically, evaluator/matching.py), or a one-line error naming it, what was tried and what to do."""
+    from warpforge.evaluator.matching import find_match, matched_files, no_match_message
 
     given = {load_variant(f).task for f in spec.variant_files}
     names, files = [], list(spec.variant_files)

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from warpforge.evaluator.backends import get_backend
+from warpforge.evaluator.kb_tolerance import tolerance_verdicts
+from warpforge.evaluator.matching import find_match
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.stages import Job
-from warpforge.kernels.kernelbench import CHECK_ELEMENTS, tolerance_verdicts
-from warpforge.kernels.matching import find_match
+from warpforge.kernels.kernelbench import CHECK_ELEMENTS
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.variant import parse_variant
 

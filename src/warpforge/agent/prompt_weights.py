@@ -2,7 +2,7 @@
 
 It tells the model the state's names, shapes and order, the two answer forms (a ``launch`` that takes the
 state as trailing inputs; KernelBench's ``class ModelNew(nn.Module)``), and the kernels-only rule as it
-applies to them (evaluator/grammar_model.py). Shapes come from building the module on the meta device:
+applies to them (evaluator/grammar.py, its ModelNew section). Shapes come from building the module on the meta device:
 no memory, however large the problem.
 
 Example::
@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from warpforge.agent.prompting import Section
 from warpforge.kernels.taskdef import Task, dtype_name
 
 
@@ -38,7 +37,7 @@ def _init_signature(task: Task) -> str:
     return ", ".join(repr(v) for v in values)
 
 
-def weights_section(task: Task) -> Section | None:
+def weights_section(task: Task) -> tuple[str, str, int] | None:
     """The section for a task whose module holds state (or takes init inputs); None for a plain task."""
     if not task.n_params and task.init_inputs is None:
         return None
@@ -63,4 +62,4 @@ Answer in either form:
    - Torch never computes the answer: never call a submodule (`self.gemm(x)`), `torch.nn.functional`, `@`,
      or a method of the model; ModelNew defines only `__init__` and `forward` (no other method, class
      attribute, decorator or hook) [model_new_class] [model_new_init] [torch_compute_call]."""
-    return Section("Weights and answer forms", body, 95)
+    return "Weights and answer forms", body, 95  # (title, body, priority): prompting.Section

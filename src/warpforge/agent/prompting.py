@@ -28,6 +28,7 @@ from typing import Any
 
 import jinja2
 
+from warpforge.agent.prompt_weights import weights_section
 from warpforge.kernels.task import Task, dtype_name
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -221,11 +222,9 @@ def build_prompt(task: Task, history: Any, parent: Any, *, budget_tokens: int = 
     system = render("system.j2", task_name=task.name, example=example_variant(), structured=structured,
                     rules=strict_rules())
     sections: list[Section] = [task_section(task), gpu_section(getattr(history, "gpu", None), target)]
-    from warpforge.agent.prompt_weights import weights_section  # it builds on Section, defined here
-
     weights = weights_section(task)
     if weights is not None:
-        sections.append(weights)
+        sections.append(Section(*weights))
     if parent is not None:
         sections += parent_sections(parent, task, getattr(history, "gpu", None))
     for extra in (standing_section(history, parent.variant.source_hash if parent is not None else None),

@@ -77,7 +77,8 @@ def bench_search(
 
         targets = render_targets(records)
         if targets is not None:
-            console.print(targets)
+            # The targets table has no narrow layout yet: piped, it keeps the 160 columns it always had
+            (console if console.is_terminal else Console(width=max(console.width, 160))).print(targets)
             console.print("difference: the default minus the best Kernel Tuner strategy, ± one standard error of "
                           "the difference; 'met' = at or above within one standard error. Spaces with the same "
                           "records (A100_T4 is A100) count once.", highlight=False)

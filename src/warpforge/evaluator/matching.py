@@ -18,7 +18,7 @@ this way (a template's ``launch`` takes its task's order); any other order is re
 Example::
 
     >>> from warpforge.kernels.task import load_task_file
-    >>> from warpforge.kernels.matching import find_match
+    >>> from warpforge.evaluator.matching import find_match
     >>> match, tried = find_match(load_task_file("level1/23_Softmax.py"))  # doctest: +SKIP
     >>> match.describe()                                                    # doctest: +SKIP
     "softmax (arguments in order; shape keys M=batch_size, N=dim)"
@@ -186,7 +186,7 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
     from warpforge.kernels.variant import TEMPLATES_DIR
 
     source = problem.path.read_text()
-    tail = (f"\n\n# Added by warpforge (kernels/matching.py): computes the built-in task {match.task!r}\n"
+    tail = (f"\n\n# Added by warpforge (evaluator/matching.py): computes the built-in task {match.task!r}\n"
             f"{ALIAS_ATTR} = {match.keys!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
     templates = sorted(p for p in (TEMPLATES_DIR / match.task).glob("*.py") if not p.stem.startswith("_"))
     digest = hashlib.sha256((source + tail + "".join(p.read_text() for p in templates)).encode()).hexdigest()[:16]

@@ -175,7 +175,9 @@ def _run_template(name: str, dtype: torch.dtype, shapes: list[dict[str, int]], d
                 _assert_matches(out, ref64, dtype)
 
 
-@pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
+# The first dtype in the default tier; the others (~2/3 of this test's interpreter time) in the slow tier.
+@pytest.mark.parametrize("dtype", [pytest.param(d, id=str(d), marks=[pytest.mark.slow] if i else [])
+                                   for i, d in enumerate(TASK.dtypes)])
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_template_correct_on_check_shapes(name: str, dtype: torch.dtype) -> None:
     _run_template(name, dtype, TASK.check_shapes, DEVICE)

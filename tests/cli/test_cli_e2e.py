@@ -69,6 +69,7 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str, tm
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
 def test_campaign_stores_every_evaluation_and_reports_honestly(tmp_path: Path) -> None:
     db = tmp_path / "wf.db"
     proc = wf("run", TASK, "--variant-file", GOOD, "--trials", "4", "--campaign", "c", "--json", db=db)
@@ -87,6 +88,7 @@ def test_campaign_stores_every_evaluation_and_reports_honestly(tmp_path: Path) -
     assert again.returncode == 1 and "--resume" in again.stderr
 
 
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
 def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     db = tmp_path / "wf.db"
     env = {**os.environ, "WARPFORGE_DB": f"sqlite:///{db}"}

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, Proposer, get_proposer, register_proposer
@@ -81,6 +82,7 @@ def _task() -> Task:
     return get_task(TASK)
 
 
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
 def test_a_proposer_sees_first_results_and_its_child_is_evaluated_with_lineage(tmp_path: Path) -> None:
     db = tmp_path / "wf.db"
     ChildProposer.seen.clear()

@@ -95,8 +95,8 @@ def _compile_ms(task, shape, dtype, mode: str) -> float | None:  # type: ignore[
 
 
 def adversarial(report: Report, backend: str = "cuda", names: list[str] | None = None) -> None:
-    from warpforge.evaluator.adversarial import run_manifest
-    from warpforge.evaluator.isolation import probe
+    from warpforge.evaluator.judge.adversarial import run_manifest
+    from warpforge.evaluator.sandbox.isolation import probe
 
     report.add("", f"## Adversarial fixtures on the {backend} backend", "", f"isolation: {probe().summary()}", "")
     outcomes = run_manifest(backend, names=names, on_outcome=lambda o: report.add(

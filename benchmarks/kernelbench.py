@@ -7,7 +7,7 @@ tolerance next to warpforge's on the same outputs.
 
 Each problem runs as ``warpforge run PROBLEM.py`` does (a campaign of --trials evaluations): with the
 templates proposer a problem is searched only when a built-in task computes the same function
-(evaluator/matching.py); the others say what was tried. Speedup vs eager is the campaign's best (the
+(evaluator/judge/matching.py); the others say what was tried. Speedup vs eager is the campaign's best (the
 reference is the problem's own ``Model``); vs torch.compile, ``torch.compile(Model)`` timed on the same
 GPU; fast_p (p = 1.0 and 1.2) is the share of problems correct and faster than eager by p. Without a GPU
 every timing column says "needs a GPU": the interpreter's wall time is never a measurement.
@@ -84,8 +84,8 @@ def _kinds(checked: list[str]) -> list[str]:
 
 def _tolerances(task: Any, variant_path: Path, params: dict[str, Any]) -> tuple[str, str]:
     """Both rules on one output of a shipped template (run here, never an LLM's code)."""
-    from warpforge.evaluator.compare import references
-    from warpforge.evaluator.kb_tolerance import tolerance_verdicts
+    from warpforge.evaluator.judge.compare import references
+    from warpforge.evaluator.judge.tolerances import tolerance_verdicts
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     spec = importlib.util.spec_from_file_location(f"wf_kb_{variant_path.stem}", variant_path)

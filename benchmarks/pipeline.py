@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from warpforge.evaluator.backends import Backend, register
-from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
+from warpforge.evaluator.run.backends import Backend, register
+from warpforge.evaluator.run.job import Job
 
 RESOURCE = "standin_gpu"  # the custom Ray resource that stands in for a GPU
 
@@ -206,7 +206,7 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
     """
     from sqlalchemy import create_engine, text
 
-    from warpforge.evaluator.pool import PoolConfig
+    from warpforge.evaluator.run.pool import PoolConfig
     from warpforge.search.engine import campaign as engine
     from warpforge.search.engine import mirror, taskrun
 

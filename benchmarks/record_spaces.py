@@ -1,7 +1,7 @@
 """Record every template's whole SPACE on the benchmark shapes of a CUDA GPU, in Kernel Tuner's cache format.
 
 One file per (GPU, task, variant, shape, dtype) under ``src/warpforge/recordings/`` (see
-evaluator/replay.py for the layout). Each configuration is evaluated by the ``cuda`` backend: checked
+evaluator/run/replay.py for the layout). Each configuration is evaluated by the ``cuda`` backend: checked
 for correctness on the GPU, then timed with ``triton.testing.do_bench`` (L2 flushed). A correct
 configuration is recorded with ``times = [p20, p50, p80]`` of its do_bench samples; a compile failure
 as ``CompilationFailedConfig``; anything else that is not ``ok`` as ``RuntimeFailedConfig``.
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import torch
 
-from warpforge.evaluator.backends import get_backend
-from warpforge.evaluator.kt_cache import write_cache
-from warpforge.evaluator.replay import PACKAGE_RECORDINGS, recording_path
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.stages import Job, space_stage
+from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.recorded_spaces import write_cache
+from warpforge.evaluator.run.replay import PACKAGE_RECORDINGS, recording_path
+from warpforge.evaluator.run.stages import Job, space_stage
 from warpforge.kernels.task import builtin_task_names, dtype_name, get_task
 from warpforge.kernels.variant import builtin_variants
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from warpforge.evaluator.kt_cache import read_space
+from warpforge.evaluator.run.recorded_spaces import read_space
 from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 from warpforge.search.samplers.space import SearchSpace
 from warpforge.search.samplers.strategy import Strategy, make_study

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from warpforge.evaluator.kt_cache import read_space
+from warpforge.evaluator.run.recorded_spaces import read_space
 from warpforge.search.samplers.policy import Context, UniformArm
 from warpforge.search.samplers.registry import make_policy
 from warpforge.search.samplers.space import SearchSpace

@@ -29,7 +29,7 @@ from warpforge.db import store  # noqa: E402
 from warpforge.db.models import Campaign, VariantRecord  # noqa: E402
 from warpforge.db.session import Database  # noqa: E402
 from warpforge.db.writer import ResultWriter  # noqa: E402
-from warpforge.evaluator.job import Job  # noqa: E402
+from warpforge.evaluator.run.job import Job  # noqa: E402
 from warpforge.kernels.task import get_task  # noqa: E402
 from warpforge.kernels.variant import load_variant  # noqa: E402
 

@@ -119,7 +119,7 @@ environment() {
 "triton", triton.__version__, "cuda", torch.cuda.is_available(),
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else "(no GPU)")'
   nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none here"
-  "$PY" -c 'from warpforge.evaluator.isolation import probe; print("sandbox:", probe().summary())'
+  "$PY" -c 'from warpforge.evaluator.sandbox.isolation import probe; print("sandbox:", probe().summary())'
 }
 
 export PATH=/tmp/bwrap/usr/bin:$PATH DRY PY

@@ -3,7 +3,7 @@
 A command that cannot work should say so in one line, at once, with what to do instead, rather than spend
 its budget on ``unsupported`` rows or reserve a campaign name. Everything here only parses
 files and asks the machine what it has; the one exception, :func:`pick_params`, runs the variant's
-``constraints`` the way the campaign does, in a sandboxed child (evaluator/stages.py ``space_stage``),
+``constraints`` the way the campaign does, in a sandboxed child (evaluator/run/stages.py ``space_stage``),
 because constraints are candidate code.
 
 Example::
@@ -32,7 +32,7 @@ from warpforge.kernels.variant import (
 
 if TYPE_CHECKING:
     from warpforge.evaluator.result import EvalResult
-    from warpforge.evaluator.sandbox import ChildPool
+    from warpforge.evaluator.sandbox.supervisor import ChildPool
     from warpforge.search.engine.campaign import CampaignSpec
 
 
@@ -56,7 +56,7 @@ def no_variants_message(task: Task, proposers: dict[str, Any] | None = None) -> 
 
 
 def matched_root() -> Path:
-    """Where matched problems' copies and their templates are written (evaluator/matching.py)."""
+    """Where matched problems' copies and their templates are written (evaluator/judge/matching.py)."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("warpforge")) / "matched"
@@ -64,8 +64,8 @@ def matched_root() -> Path:
 
 def with_matched_tasks(spec: CampaignSpec) -> CampaignSpec:
     """Each by-path task the templates do not cover, searched as the built-in task it computes (decided
-    numerically, evaluator/matching.py), or a one-line error naming it, what was tried and what to do."""
-    from warpforge.evaluator.matching import find_match, matched_files, no_match_message
+    numerically, evaluator/judge/matching.py), or a one-line error naming it, what was tried and what to do."""
+    from warpforge.evaluator.judge.matching import find_match, matched_files, no_match_message
 
     given = {load_variant(f).task for f in spec.variant_files}
     names, files = [], list(spec.variant_files)
@@ -106,10 +106,10 @@ def check_run(spec: CampaignSpec) -> CampaignSpec:
 
     Checks, in order: the proposer exists; every task loads; every ``--variant-file`` parses and belongs to a
     task of the run; the template proposer has variants for every task, each with a valid SPACE; the
-    backend can evaluate here (evaluator/backends.py ``usable_backend``). ``auto`` becomes the concrete
+    backend can evaluate here (evaluator/run/backends.py ``usable_backend``). ``auto`` becomes the concrete
     backend when all tasks resolve alike, so the campaign stores (and a resume keeps) what really ran.
     """
-    from warpforge.evaluator.backends import BackendUnavailable, usable_backend
+    from warpforge.evaluator.run.backends import BackendUnavailable, usable_backend
 
     given_backend = spec.backend
     if spec.resume:
@@ -162,7 +162,7 @@ def pick_params(pool: ChildPool, task: Task, variant: Variant, given: dict[str, 
     When ``given`` names every parameter it is used as it is: the evaluation then checks the constraints and
     answers ``invalid_config`` if they are false.
     """
-    from warpforge.evaluator.stages import Job, space_stage
+    from warpforge.evaluator.run.stages import Job, space_stage
 
     if set(given) >= set(variant.space):
         return dict(given), None, "as given"

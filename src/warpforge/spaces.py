@@ -1,7 +1,7 @@
 """Recorded GPU tuning spaces: the few that ship with warpforge, and any folder of them.
 
 ``warpforge bench-search`` measures search strategies on brute-forced spaces (every configuration of a kernel
-timed on a real GPU, Kernel Tuner cache files: evaluator/kt_cache.py). A fresh clone has no ``../shared``
+timed on a real GPU, Kernel Tuner cache files: evaluator/run/recorded_spaces.py). A fresh clone has no ``../shared``
 folder, so three small spaces ship in ``warpforge/data/spaces/`` (about 180 KB; licence and provenance in the
 README there), trimmed by :func:`trim` to what a search reads: each configuration's parameters and its mean
 time. ``warpforge spaces`` lists them, those of ``--dir`` folders and, when present, ``../shared/spaces``,
@@ -59,7 +59,7 @@ def list_spaces(dirs: list[Path], include_shared: bool = True) -> list[SpaceInfo
 
     A folder passed explicitly that does not exist is a usage error; ``../shared/spaces`` is only looked at.
     """
-    from warpforge.evaluator.kt_cache import read_space
+    from warpforge.evaluator.run.recorded_spaces import read_space
 
     for d in dirs:
         if not d.is_dir():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from agent_history import template_history
 
 from warpforge.agent.prompting import build_prompt, example_variant, reask_message
-from warpforge.evaluator.static import check_source
+from warpforge.evaluator.static.checks import check_source
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import parse_variant
 

@@ -18,10 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from warpforge.cli import app
+from warpforge.compile_facts import occupancy, static_rank
 from warpforge.db.models import Campaign, Evaluation, VariantRecord
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
-from warpforge.evaluator.resources import occupancy, static_rank
 from warpforge.export.plan import plan_task
 from warpforge.kernels.task import get_task
 

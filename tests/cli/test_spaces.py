@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator.kt_cache import read_space
+from warpforge.evaluator.run.recorded_spaces import read_space
 from warpforge.spaces import SHIPPED, list_spaces, shipped_paths, trim, unique_paths
 
 UPSTREAM = Path(__file__).resolve().parents[3] / "shared" / "spaces"  # the team's layout; absent from a clone

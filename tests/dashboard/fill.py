@@ -52,8 +52,8 @@ def _factor(variant: str, params: dict[str, object], dtype: str) -> float:
 def record_synthetic(root: Path, variants: list[object]) -> None:
     """Synthetic recordings (clearly labelled) for every configuration of ``variants`` on softmax."""
     from warpforge.evaluator.gpus import peaks_for
-    from warpforge.evaluator.kt_cache import write_cache
-    from warpforge.evaluator.replay import recording_path
+    from warpforge.evaluator.run.recorded_spaces import write_cache
+    from warpforge.evaluator.run.replay import recording_path
     from warpforge.kernels.task import dtype_name, get_task
 
     task = get_task("softmax")

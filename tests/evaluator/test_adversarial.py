@@ -19,15 +19,15 @@ import pytest
 import torch
 
 from warpforge.evaluator import gpus
-from warpforge.evaluator.adversarial import MANIFEST, fixture_job, load_manifest, run_fixture, run_manifest
-from warpforge.evaluator.backends import get_backend
-from warpforge.evaluator.compare import lint_task
-from warpforge.evaluator.job import Job
+from warpforge.evaluator.judge.adversarial import MANIFEST, fixture_job, load_manifest, run_fixture, run_manifest
+from warpforge.evaluator.judge.compare import lint_task
+from warpforge.evaluator.judge.judge import hidden_shapes, perturb_dim
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.sandbox import ChildPool, child_env
-from warpforge.evaluator.stages import check_stage
-from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, side_stream_finding, wall_clock_finding
-from warpforge.evaluator.verify import hidden_shapes, perturb_dim
+from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import check_stage
+from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, side_stream_finding, wall_clock_finding
+from warpforge.evaluator.sandbox.supervisor import ChildPool, child_env
 from warpforge.kernels.task import all_tasks, load_task_file, shape_key
 from warpforge.kernels.variant import load_variant
 
@@ -172,8 +172,8 @@ def test_speed_of_light_prefers_measured_ceilings(monkeypatch: pytest.MonkeyPatc
 
 
 def test_speed_of_light_rejects_replayed_times(tmp_path: Path, double) -> None:
-    from warpforge.evaluator.kt_cache import write_cache
-    from warpforge.evaluator.replay import recording_path
+    from warpforge.evaluator.run.recorded_spaces import write_cache
+    from warpforge.evaluator.run.replay import recording_path
 
     variant = load_variant(ROOT / "control_double.py")
     shape = double.shapes[0]
@@ -206,7 +206,7 @@ def test_every_fixture_on_the_gpu() -> None:
 
 @pytest.mark.gpu
 def test_remeasure_interleaves_two_candidates(double) -> None:
-    from warpforge.evaluator.stats import is_faster, speedup_ci
+    from warpforge.evaluator.run.stats import is_faster, speedup_ci
 
     fixture = next(f for f in FIXTURES if f.control)
     job = fixture_job(fixture, ROOT, "cuda")

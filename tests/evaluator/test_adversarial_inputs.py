@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from warpforge.evaluator.compare import compare_outputs, references
+from warpforge.evaluator.judge.compare import compare_outputs, references
 from warpforge.kernels.task import all_tasks, get_task
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from warpforge.evaluator.backend import Backend
-from warpforge.evaluator.backends import BACKENDS
-from warpforge.evaluator.pool import LocalPool
+from warpforge.evaluator.run.backend import Backend
+from warpforge.evaluator.run.backends import BACKENDS
+from warpforge.evaluator.run.pool import LocalPool
 
 FLAGS = ("measures", "uses_gpu", "live_timing", "can_remeasure", "has_precheck")
 

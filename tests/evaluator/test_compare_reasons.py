@@ -1,4 +1,4 @@
-"""Every reason evaluator/compare.py gives, each from inputs built so the right reason is known by construction.
+"""Every reason evaluator/judge/compare.py gives, each from inputs built so the right reason is known by construction.
 
 Issue 19 item 4: an fp32 answer 1% off everywhere was diagnosed ``precision_downgrade`` (it meets bf16's
 tolerance, 3e-2), which sends the user looking for a dtype bug. Now ``precision_downgrade`` needs the error
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from warpforge.evaluator.compare import (
+from warpforge.evaluator.judge.compare import (
     Mismatch,
     PrecisionProbe,
     compare_outputs,

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from warpforge.evaluator.backends import get_backend
-from warpforge.evaluator.child.common import ORIGINAL_ALLOC, ORIGINAL_NEW, Sentinel
-from warpforge.evaluator.compare import exact_sentinel
+from warpforge.evaluator.judge.compare import exact_sentinel
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.stages import Job
+from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.stages import Job
+from warpforge.evaluator.sandbox.child.common import ORIGINAL_ALLOC, ORIGINAL_NEW, Sentinel
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import parse_variant
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import torch
 
-from warpforge.evaluator.child.backward import training_call
-from warpforge.evaluator.grad_check import add_grad_outs, input_names, training_check, training_note
-from warpforge.evaluator.grad_judge import judge_training
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.sandbox import ChildOutcome
-from warpforge.evaluator.verify import CheckPlan, plan_cases
+from warpforge.evaluator.judge.gradients import add_grad_outs, input_names, training_check, training_note
+from warpforge.evaluator.judge.judge import CheckPlan, plan_cases
+from warpforge.evaluator.judge.training import judge_training
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.child.backward import training_call
+from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, load_variant
 
@@ -118,7 +118,7 @@ def test_a_backward_that_writes_grad_out_is_rejected(tmp_path: Path) -> None:
 
 def test_ghost_replay_catches_a_backward_outside_the_kernels(tmp_path: Path) -> None:
     """Forward kernels disabled (NaN), gradients still right: the backward did not come from the kernels."""
-    from warpforge.evaluator.grad_judge import TrainingJudge
+    from warpforge.evaluator.judge.training import TrainingJudge
 
     failure, _, plan = _judge(tmp_path, _module(LAYERNORM))
     assert failure is None
@@ -153,8 +153,8 @@ def test_training_bench_times_forward_and_backward_and_rechecks_gradients() -> N
     """The timing plumbing on the interpreter (its times are never an objective: only their presence and the
     rechecks are tested): forward and backward are timed apart, their sum is the objective, the reference is
     timed as forward + autograd backward, and a timed gradient is rechecked against float64 autograd."""
-    from warpforge.evaluator.sandbox import ChildPool
-    from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage
+    from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage
+    from warpforge.evaluator.sandbox.supervisor import ChildPool
     from warpforge.kernels.task import load_task_file
 
     square = load_task_file(ADV / "task_square.py")
@@ -179,8 +179,8 @@ def test_training_bench_times_forward_and_backward_and_rechecks_gradients() -> N
 def test_compile_facts_count_the_backward_kernels() -> None:
     """The AOT stage traces launch_forward/launch_backward too: the backward's kernels have compile facts (the
     static CPU ranking reads them) and are on the list of kernels the check may launch."""
-    from warpforge.evaluator.sandbox import ChildPool
-    from warpforge.evaluator.stages import compile_stage
+    from warpforge.evaluator.run.stages import compile_stage
+    from warpforge.evaluator.sandbox.supervisor import ChildPool
     from warpforge.kernels.task import load_task_file
 
     square = load_task_file(ADV / "task_square.py")

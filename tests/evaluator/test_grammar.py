@@ -1,4 +1,4 @@
-"""The variant grammar (evaluator/grammar.py): honest code passes, each production refuses what it does not
+"""The variant grammar (evaluator/static/grammar.py): honest code passes, each production refuses what it does not
 name with its own rule, parse failures are findings, and nothing of the candidate runs before the check."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator import grammar
-from warpforge.evaluator.grammar import check_module
-from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.static import grammar
+from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, load_variant, parse_variant
 
@@ -148,7 +148,7 @@ def test_a_non_utf8_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_constraints_never_run_before_the_grammar(tmp_path: Path) -> None:
-    from warpforge.evaluator.stages import space_stage
+    from warpforge.evaluator.run.stages import space_stage
 
     class NoChildren:
         def running(self, *a: object, **k: object) -> None:
@@ -165,7 +165,7 @@ def test_constraints_never_run_before_the_grammar(tmp_path: Path) -> None:
 def test_the_child_imports_only_the_checked_bytes(tmp_path: Path) -> None:
     import linecache
 
-    from warpforge.evaluator.child.common import UnverifiedCandidate, load_candidate
+    from warpforge.evaluator.sandbox.child.common import UnverifiedCandidate, load_candidate
 
     source = "X = 1\ndef f():\n    return X\n"
     path = tmp_path / "candidate.py"
@@ -183,7 +183,7 @@ def test_the_child_imports_only_the_checked_bytes(tmp_path: Path) -> None:
 
 
 def test_tl_dot_is_decided_on_the_ast() -> None:
-    from warpforge.evaluator.grammar import kernels_use
+    from warpforge.evaluator.static.grammar import kernels_use
 
     assert not kernels_use((ROOT / "comment_dot_bf16.py").read_text(), "dot")
     assert kernels_use((TEMPLATES_DIR / "matmul" / "split_k.py").read_text(), "dot")
@@ -191,7 +191,7 @@ def test_tl_dot_is_decided_on_the_ast() -> None:
 
 
 def test_kernel_hash_covers_helpers_as_bound_at_launch(tmp_path: Path) -> None:
-    from warpforge.evaluator.child.common import kernel_hash, load_candidate
+    from warpforge.evaluator.sandbox.child.common import kernel_hash, load_candidate
 
     source = (HEAD + "@triton.jit\ndef _f(x):\n    return x * 2 + 1\n\n@triton.jit\ndef _g(x):\n    return x * 2\n\n"
               "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"

@@ -1,4 +1,4 @@
-"""KernelBench's ``class ModelNew(nn.Module)`` under the variant grammar (evaluator/grammar.py, its ModelNew section).
+"""KernelBench's ``class ModelNew(nn.Module)`` under the variant grammar (evaluator/static/grammar.py, ModelNew).
 
 An honest answer passes; every way for torch (or the candidate's own override of nn.Module's machinery)
 to compute the answer or dodge the loaded state is refused, each with its named rule.
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator.grammar import check_module
+from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.variant import VariantError, check_space, parse_variant
 
 HONEST = (Path(__file__).parents[1] / "kernels" / "kernelbench" / "gemm_add_relu_modelnew.py").read_text()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from warpforge.evaluator.grammar import check_module
+from warpforge.evaluator.static.grammar import check_module
 
 HEAD = '''import torch
 import triton

@@ -8,10 +8,10 @@ import random
 
 import torch
 
-from warpforge.evaluator.compare import compare_outputs, references
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.stages import largest_checked
-from warpforge.evaluator.verify import SCALE_BUDGET, plan_cases, scale_shapes
+from warpforge.evaluator.judge.compare import compare_outputs, references
+from warpforge.evaluator.judge.judge import SCALE_BUDGET, plan_cases, scale_shapes
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import largest_checked
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, load_variant
 

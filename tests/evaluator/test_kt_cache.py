@@ -1,4 +1,4 @@
-"""Kernel Tuner cache / T4 reader and writer (warpforge.evaluator.kt_cache)."""
+"""Kernel Tuner cache / T4 reader and writer (warpforge.evaluator.run.recorded_spaces)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator.kt_cache import (
+from warpforge.evaluator.run.recorded_spaces import (
     CacheFormatError,
     RecordedSpace,
     RecordedTime,

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.pool import (
+from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.pool import (
     Completion,
     EvalPool,
     JobSpec,
@@ -27,8 +28,7 @@ from warpforge.evaluator.pool import (
     PoolError,
     make_pool,
 )
-from warpforge.evaluator.ray_pool import RayPool
-from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.run.ray_pool import RayPool
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import load_variant
 

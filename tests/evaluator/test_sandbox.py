@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from warpforge.evaluator import isolation
-from warpforge.evaluator.child.seccomp import program
-from warpforge.evaluator.job import Job
+from warpforge.evaluator.judge.judge import Judge, plan_cases
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, child_env
-from warpforge.evaluator.stages import CaseFeed
-from warpforge.evaluator.static import check_source
-from warpforge.evaluator.verify import Judge, plan_cases
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import CaseFeed
+from warpforge.evaluator.sandbox import isolation
+from warpforge.evaluator.sandbox.child.seccomp import program
+from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool, child_env
+from warpforge.evaluator.static.checks import check_source
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import TEMPLATES_DIR, load_variant
 
@@ -67,7 +67,7 @@ def test_running_releases_the_scratch_directory_however_the_block_ends(tmp_path:
 def test_strict_seccomp_allows_threads_and_refuses_processes_and_network() -> None:
     out = _run_python("""
         import os, socket, subprocess, threading
-        from warpforge.evaluator.child.seccomp import install
+        from warpforge.evaluator.sandbox.child.seccomp import install
         install("strict")
         t = threading.Thread(target=lambda: print("thread ok")); t.start(); t.join()
         socket.socket(socket.AF_UNIX).close(); print("unix ok")
@@ -86,7 +86,7 @@ def test_strict_seccomp_allows_threads_and_refuses_processes_and_network() -> No
 def test_spawn_seccomp_allows_subprocesses_but_not_ptrace() -> None:
     out = _run_python("""
         import ctypes, subprocess
-        from warpforge.evaluator.child.seccomp import install
+        from warpforge.evaluator.sandbox.child.seccomp import install
         install("spawn")
         print(subprocess.run(["echo", "child"], capture_output=True, text=True).stdout.strip())
         libc = ctypes.CDLL(None, use_errno=True)
@@ -167,7 +167,7 @@ def test_core_rules_see_process_calls_at_module_level() -> None:
 
 
 def test_runtime_only_fixtures_are_also_refused_by_the_strict_rules() -> None:
-    from warpforge.evaluator.adversarial import load_manifest
+    from warpforge.evaluator.judge.adversarial import load_manifest
 
     runtime = [f for f in load_manifest(ROOT / "manifest.json") if f.runtime_only]
     assert len(runtime) >= 10
@@ -237,7 +237,7 @@ def test_an_output_changed_after_its_hash_was_reported_is_rejected(double_job: J
 
 
 def test_budgets_grow_with_measured_load(monkeypatch: pytest.MonkeyPatch, double_job: Job) -> None:
-    from warpforge.evaluator import stages
+    from warpforge.evaluator.run import stages
 
     monkeypatch.setattr(stages.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(stages.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
@@ -249,7 +249,7 @@ def test_budgets_grow_with_measured_load(monkeypatch: pytest.MonkeyPatch, double
 
 
 def test_a_timeout_names_its_budget_and_how_to_raise_it(double_job: Job, tmp_path: Path) -> None:
-    from warpforge.evaluator.stages import child_failure
+    from warpforge.evaluator.run.stages import child_failure
 
     outcome = ChildOutcome("timeout", None, None, "", 240.0, tmp_path, limit_s=240.0)
     found = child_failure(double_job, outcome, "correctness check")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from warpforge.evaluator.stats import is_faster, quantiles, speedup_ci
+from warpforge.evaluator.run.stats import is_faster, quantiles, speedup_ci
 
 
 def noisy(median: float, n: int, seed: int, spread: float = 0.03) -> list[float]:

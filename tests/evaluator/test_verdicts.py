@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator.backends import get_backend
-from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import space_stage
+from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import space_stage
+from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import VariantError, load_variant
 
@@ -110,6 +110,6 @@ _DSA_HINT = ("\nCUDA kernel errors might be asynchronously reported at some othe
     ("CUDA error: misaligned address", "runtime"),
 ])
 def test_cuda_errors_are_classified_by_what_happened_not_by_torchs_hint(first_line: str, kind: str) -> None:
-    from warpforge.evaluator.child.common import error_info
+    from warpforge.evaluator.sandbox.child.common import error_info
 
     assert error_info(RuntimeError(first_line + _DSA_HINT), "run")["kind"] == kind

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator.readback import NotReadable, read_regular, tail_bytes, tail_text
+from warpforge.evaluator.sandbox.readback import NotReadable, read_regular, tail_bytes, tail_text
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "evaluator" / "adversarial"
@@ -82,7 +82,7 @@ def test_orchestrator_peak_memory_stays_bounded_under_floods() -> None:
 
 # --- no orphans ----------------------------------------------------------------------------------------------
 
-BOOT_MARK = "from warpforge.evaluator.child.__main__ import main"
+BOOT_MARK = "from warpforge.evaluator.sandbox.child.__main__ import main"
 
 
 def _candidates(root: str) -> dict[int, float]:
@@ -145,9 +145,9 @@ def test_sigkill_of_the_orchestrator_leaves_no_candidate_running(tmp_path: Path)
 def test_the_cpu_time_backstop_reaches_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
     """RLIMIT_CPU from the request (sandbox.cpu_backstop_s): at 1 s, spin_forever (which spins at import) is
     killed by the kernel long before its 120 s deadline; at the default, the honest control finishes."""
-    from warpforge.evaluator import sandbox
-    from warpforge.evaluator.job import Job
-    from warpforge.evaluator.stages import space_stage
+    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.run.stages import space_stage
+    from warpforge.evaluator.sandbox import supervisor as sandbox
     from warpforge.kernels.task import load_task_file
     from warpforge.kernels.variant import load_variant
 
@@ -168,8 +168,8 @@ def test_the_cpu_time_backstop_reaches_the_child(monkeypatch: pytest.MonkeyPatch
 _EVAL_ENV_READ = """
 import json, sys
 from pathlib import Path
-from warpforge.evaluator.adversarial import fixture_job, load_manifest
-from warpforge.evaluator.backends import get_backend
+from warpforge.evaluator.judge.adversarial import fixture_job, load_manifest
+from warpforge.evaluator.run.backends import get_backend
 root = Path(sys.argv[1])
 fixture = next(f for f in load_manifest(root / "manifest.json") if f.name == "env_read")
 backend = get_backend("interpret")
@@ -199,7 +199,7 @@ def test_a_candidate_reading_every_environment_finds_no_key(sandbox: str) -> Non
 
 
 def test_the_child_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
-    from warpforge.evaluator.sandbox import child_env
+    from warpforge.evaluator.sandbox.supervisor import child_env
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-children")
     monkeypatch.setenv("SOME_RANDOM_SETTING", "x")
@@ -231,7 +231,7 @@ def no_bwrap(monkeypatch: pytest.MonkeyPatch):
     """This process as on a machine without bubblewrap (CI installs it; a fresh laptop may not have it)."""
     import shutil as real_shutil
 
-    from warpforge.evaluator import isolation
+    from warpforge.evaluator.sandbox import isolation
 
     real_which = real_shutil.which
     monkeypatch.setattr(isolation.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
@@ -262,7 +262,7 @@ def test_untrusted_code_without_bwrap_is_one_line_exit_2(no_bwrap, args: list[st
 
 
 def test_the_explicit_flag_runs_unisolated_with_a_warning(no_bwrap, caplog: pytest.LogCaptureFixture) -> None:
-    from warpforge.evaluator import isolation
+    from warpforge.evaluator.sandbox import isolation
 
     isolation.require_for_untrusted("variant files", unsafe=True)
     assert not isolation.probe().active and isolation.policy() == "auto"
@@ -270,14 +270,14 @@ def test_the_explicit_flag_runs_unisolated_with_a_warning(no_bwrap, caplog: pyte
 
 
 def test_shipped_templates_still_run_without_bwrap(no_bwrap) -> None:
-    from warpforge.evaluator import isolation
+    from warpforge.evaluator.sandbox import isolation
 
     assert isolation.probe().kind == "none"  # auto: a warning, no refusal
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (CI installs it)")
 def test_untrusted_code_with_bwrap_sets_require(monkeypatch: pytest.MonkeyPatch) -> None:
-    from warpforge.evaluator import isolation
+    from warpforge.evaluator.sandbox import isolation
 
     monkeypatch.delenv(isolation.SANDBOX_ENV, raising=False)
     isolation.require_for_untrusted("LLM-written candidates", unsafe=False)

@@ -1,6 +1,6 @@
 """Compile every Triton kernel a training template launches (launch_forward and launch_backward, not only
 launch, which is all the evaluator's compile stage captures today) for sm_90 without a GPU, the way
-evaluator/child/compile.py does: capture the launches on fake tensors, then Triton's real front end.
+evaluator/sandbox/child/compile.py does: capture the launches on fake tensors, then Triton's real front end.
 
 Run as a script in a process without TRITON_INTERPRET (the interpreter replaces @triton.jit):
 ``python newtask_compile_probe.py TASK TEMPLATE_PATH PARAMS_JSON`` prints one JSON line per kernel."""

@@ -104,8 +104,8 @@ def test_grad_scales_still_refuse_wrong_gradients_on_peaked_inputs(dtype: torch.
     """The judge scales a gradient's atol by the task's grad_scales (the size of the terms it sums) where that
     exceeds its own RMS. On the 'peaked' inputs, where it matters, a gradient 3x rtol off and a backward that
     forgets delta (dS = P * dP) are still refused, for dq, dk and dv."""
-    from warpforge.evaluator.compare import compare_outputs
-    from warpforge.evaluator.grad_check import draw_grad_out, grad_floors, grad_references
+    from warpforge.evaluator.judge.compare import compare_outputs
+    from warpforge.evaluator.judge.gradients import draw_grad_out, grad_floors, grad_references
     from warpforge.kernels.task import get_task
 
     task = get_task("attention")

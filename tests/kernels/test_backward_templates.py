@@ -1,6 +1,6 @@
 """Training templates (launch_forward + launch_backward) of softmax, layernorm and cross_entropy under the
 interpreter: every CHECK_SHAPE and dtype, and the task's adversarial inputs, against torch autograd in float64
-with the task's gradient tolerance and the evaluator's comparator (evaluator/compare.py)."""
+with the task's gradient tolerance and the evaluator's comparator (evaluator/judge/compare.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from warpforge.evaluator.compare import compare_outputs, references
-from warpforge.evaluator.grad_check import draw_grad_out, grad_references
+from warpforge.evaluator.judge.compare import compare_outputs, references
+from warpforge.evaluator.judge.gradients import draw_grad_out, grad_references
 from warpforge.kernels.task import Task, get_task
 from warpforge.kernels.variant import Variant, builtin_variants
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from warpforge.evaluator.backends import BACKENDS, get_backend
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, compile_stage, space_stage
+from warpforge.evaluator.run.backends import BACKENDS, get_backend
+from warpforge.evaluator.run.stages import Job, compile_stage, space_stage
+from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import builtin_task_names, get_task, load_task_file
 from warpforge.kernels.variant import builtin_variants, load_variant
 

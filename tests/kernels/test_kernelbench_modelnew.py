@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from warpforge.evaluator.backends import get_backend
-from warpforge.evaluator.child.model_new import StateMismatch, load_reference_state
-from warpforge.evaluator.grammar import check_module
-from warpforge.evaluator.model_spec import case_init
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.stages import Job
+from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.stages import Job
+from warpforge.evaluator.sandbox.child.model_new import StateMismatch, load_reference_state
+from warpforge.evaluator.sandbox.model_spec import case_init
+from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import load_variant, parse_variant
 
@@ -134,8 +134,8 @@ def test_the_real_kernelbench_problem_has_the_fixture_s_state(kernelbench: Path)
 def test_model_new_is_benchmarked_and_re_measured_with_the_reference_s_state(task) -> None:
     """The bench child builds ModelNew once per case on buffers refilled per timed call; every rechecked
     timed output must match the reference of that call's exact inputs (weights included)."""
-    from warpforge.evaluator.sandbox import ChildPool
-    from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage
+    from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage
+    from warpforge.evaluator.sandbox.supervisor import ChildPool
 
     job = Job(task, parse_variant(ANSWER, "answer").for_task(task.name), {})
     zero_bias = Job(task, parse_variant(ANSWER.replace(BIAS_ADD, "acc = tl.maximum(acc, 0.0)"), "b")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from warpforge.evaluator.backends import get_backend
-from warpforge.evaluator.kb_tolerance import tolerance_verdicts
-from warpforge.evaluator.matching import find_match
+from warpforge.evaluator.judge.matching import find_match
+from warpforge.evaluator.judge.tolerances import tolerance_verdicts
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.stages import Job
+from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.stages import Job
 from warpforge.kernels.kernelbench import CHECK_ELEMENTS
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.variant import parse_variant

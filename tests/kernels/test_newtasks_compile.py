@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from newtask_harness import load, valid_configs
 
-from warpforge.evaluator.backends import get_backend
-from warpforge.evaluator.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import Job, compile_stage
+from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
+from warpforge.evaluator.run.stages import Job, compile_stage
+from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants
 

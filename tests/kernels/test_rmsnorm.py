@@ -206,7 +206,7 @@ def _grad_truth(inputs: tuple[torch.Tensor, ...], dy: torch.Tensor) -> tuple[tor
 
 def _assert_grads(grads: tuple[torch.Tensor, ...], truth: tuple[torch.Tensor, ...], dtype: torch.dtype,
                   where: str, own: tuple[torch.Tensor, ...] | None = None) -> None:
-    """The judge's rule (evaluator/compare.py, also the exported package's _testing.py): atol scaled by the
+    """The judge's rule (evaluator/judge/compare.py, also the exported package's _testing.py): atol scaled by the
     truth's RMS, plus the error torch's own autograd of the reference makes in ``dtype`` (``own``): a row of
     one element (N = 1) has dx ~ eps * r^3, a cancellation no fp32 computation escapes."""
     atol, rtol = TASK.grad_tolerance(dtype)
@@ -291,8 +291,8 @@ def test_judge_rule_holds_at_one_element_and_still_refuses_wrong_backwards(dtype
     fp32 kernel failed the judge's comparator on 13 of 30 seeds. With the task's grad_scales it passes every
     seed, and dx without its correction term (O(1) off) still fails there; so does an error of 3x rtol (3% in
     bf16, 0.03% in fp32) on a 13x67 case."""
-    from warpforge.evaluator.compare import compare_outputs
-    from warpforge.evaluator.grad_check import draw_grad_out, grad_floors, grad_references
+    from warpforge.evaluator.judge.compare import compare_outputs
+    from warpforge.evaluator.judge.gradients import draw_grad_out, grad_floors, grad_references
 
     module = _load(VARIANTS["single_pass"])
     params = _valid_configs(VARIANTS["single_pass"], module, {"M": 1, "N": 1})[0]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from warpforge.cli import handle_errors
 from warpforge.cli.bench import bench_search
-from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, read_space, write_cache
+from warpforge.evaluator.run.recorded_spaces import RecordedSpace, RecordedTime, read_space, write_cache
 from warpforge.search.bench.harness import bench, random_expectation
 from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from warpforge.evaluator.pool import PoolConfig
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
+from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.search.engine.acceptance import Entry, Incumbent, beyond_noise, speedup_interval
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
@@ -36,7 +36,7 @@ spec = importlib.util.spec_from_file_location("wf_bench_pipeline", {str(ROOT / "
 bench = importlib.util.module_from_spec(spec)
 sys.modules["wf_bench_pipeline"] = bench
 spec.loader.exec_module(bench)
-from warpforge.evaluator.backends import register
+from warpforge.evaluator.run.backends import register
 
 @register
 class StandInCpu(bench.StandInGpuBackend):
@@ -113,7 +113,7 @@ def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monke
 
 KILLED = STANDIN + """
 import json
-from warpforge.evaluator.pool import PoolConfig
+from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 db, resume = sys.argv[1], sys.argv[2] == "resume"
 spec = CampaignSpec(name="k", tasks=[{task!r}], variant_files=[{good!r}], trials=5, backend="standin-cpu",
@@ -196,8 +196,8 @@ def test_decisions_and_intervals_fall_back_honestly_without_raw_samples() -> Non
     assert low < mid < high and method == "p20-p80 range (no raw samples)"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("warpforge.evaluator.stats") is None,
-                    reason="warpforge.evaluator.stats not there yet")
+@pytest.mark.skipif(importlib.util.find_spec("warpforge.evaluator.run.stats") is None,
+                    reason="warpforge.evaluator.run.stats not there yet")
 def test_samples_go_through_the_statistics_module() -> None:
     faster, how = beyond_noise(_result(1.0, 0.0), _result(1.0, 0.0), 0.05,
                                ab=([0.5 + 0.001 * i for i in range(20)], [1.0 + 0.001 * i for i in range(20)]))

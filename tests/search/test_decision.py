@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from warpforge.db.queries import Reader
-from warpforge.evaluator.backends import register
-from warpforge.evaluator.pool import PoolConfig
 from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.run.backends import register
+from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
 ROOT = Path(__file__).parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, read_space, write_cache
+from warpforge.evaluator.run.recorded_spaces import RecordedSpace, RecordedTime, read_space, write_cache
 from warpforge.search.bench.harness import bench, collapse
 from warpforge.search.bench.kt_baseline import expand_baselines, run_kt
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator.backends import register
-from warpforge.evaluator.pool import PoolConfig
+from warpforge.evaluator.run.backends import register
+from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.logs import configure
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 

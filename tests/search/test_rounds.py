@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, Proposer, get_proposer, register_proposer
-from warpforge.evaluator.backends import register
-from warpforge.evaluator.pool import PoolConfig
+from warpforge.evaluator.run.backends import register
+from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import parse_variant
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime
+from warpforge.evaluator.run.recorded_spaces import RecordedSpace, RecordedTime
 from warpforge.search.samplers.space import SearchSpace
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from warpforge.cli import handle_errors
 from warpforge.cli.bench import bench_search
-from warpforge.evaluator.kt_cache import RecordedSpace, RecordedTime, write_cache
+from warpforge.evaluator.run.recorded_spaces import RecordedSpace, RecordedTime, write_cache
 from warpforge.search.bench.harness import BenchRecord, space_digest
 from warpforge.search.bench.kt_baseline import kt_available
 from warpforge.search.bench.targets import absolute_targets, compare_to_kt, distinct

@@ -4,7 +4,7 @@ Code is taken from the final content only (``client.split_reasoning`` already re
 from the last fenced python block that defines ``launch`` (else the last python block; an unfenced
 answer is accepted only when the whole of it parses as a variant). The variant contract is checked by
 ``warpforge.kernels.variant.parse_variant`` and the evaluator's static rules by
-``warpforge.evaluator.static.check_source`` (both called, never copied). Duplicates are found by the hash
+``warpforge.evaluator.static.checks.check_source`` (both called, never copied). Duplicates are found by the hash
 of the normalized AST (comments, docstrings and formatting do not make a new variant).
 
 The closed set of proposal outcomes (before evaluation; an accepted variant's outcome is then the
@@ -29,7 +29,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 
 from warpforge.errors import WarpforgeError
-from warpforge.evaluator.static import check_source
+from warpforge.evaluator.static.checks import check_source
 from warpforge.kernels.variant import Variant, VariantError, parse_variant
 
 OUTCOMES = ("accepted", "no_code", "parse_error", "truncated", "duplicate", "patch_failed", "rejected",

@@ -74,10 +74,10 @@ def example_variant() -> str:
 @lru_cache(maxsize=1)
 def strict_rules() -> dict[str, str]:
     """The evaluator's strict static rules, worded for the system prompt from the evaluator's own allowlists
-    (evaluator/static.py, static_strict.py: read, never copied), so a candidate is never rejected for a rule it
+    (evaluator/static/checks.py, static_strict.py: read, never copied), so a candidate is never rejected for a rule it
     was not told."""
-    from warpforge.evaluator import static_strict as st
-    from warpforge.evaluator.static import ALLOWED_TORCH
+    from warpforge.evaluator.static import strict as st
+    from warpforge.evaluator.static.checks import ALLOWED_TORCH
 
     def names(items: Any, fmt: str = "`{}`") -> str:
         return ", ".join(fmt.format(x) for x in sorted(items))

@@ -109,8 +109,7 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
                                           "file in the user data)"),
             json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout")) -> None:
     """List stored evaluations, newest first, with their compile facts (the final re-benchmark marked)."""
-    from warpforge.compile_facts import load_facts
-    from warpforge.evaluator.resources import worst_facts
+    from warpforge.compile_facts import load_facts, worst_facts
 
     reader = _reader(db)
     _check_task(reader, task)
@@ -262,8 +261,7 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
 
 
 def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> None:
-    from warpforge.compile_facts import facts_cells
-    from warpforge.evaluator.resources import worst_facts
+    from warpforge.compile_facts import facts_cells, worst_facts
 
     wide = out.width >= WIDE
     table = Table(title=f"best {task}" + (f" ({shape})" if shape else ""))

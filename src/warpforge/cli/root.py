@@ -54,7 +54,7 @@ def _emit_json(payload: Any) -> None:
 def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also load these task files"),
           json_out: bool = JsonOpt) -> None:
     """List tasks (built-in and from --task-file) with their shapes and templates."""
-    from warpforge.evaluator.grad_check import input_names
+    from warpforge.evaluator.judge.gradients import input_names
     from warpforge.kernels.task import all_tasks, dtype_name
     from warpforge.kernels.variant import builtin_variants
 
@@ -152,7 +152,7 @@ def run(
     from warpforge.cli.agent import proposer_config_for_run
 
     if proposer == "llm" or variant_file:  # code warpforge did not ship: the sandbox or the explicit flag
-        from warpforge.evaluator.isolation import require_for_untrusted
+        from warpforge.evaluator.sandbox.isolation import require_for_untrusted
         require_for_untrusted("LLM-written candidates" if proposer == "llm" else "variant files", unsafe_unsandboxed)
     # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
     proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
@@ -271,10 +271,10 @@ def eval_cmd(
     Without --params (or with some of them) the rest come from the first configuration in SPACE order that
     satisfies the variant's constraints() on the task's benchmark shapes.
     """
-    from warpforge.evaluator.backends import get_backend, usable_backend
-    from warpforge.evaluator.isolation import require_for_untrusted
     from warpforge.evaluator.result import Verdict
-    from warpforge.evaluator.stages import Job
+    from warpforge.evaluator.run.backends import get_backend, usable_backend
+    from warpforge.evaluator.run.stages import Job
+    from warpforge.evaluator.sandbox.isolation import require_for_untrusted
     from warpforge.kernels.task import get_task
     from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, check_params, check_space, load_variant
     from warpforge.preflight import pick_params

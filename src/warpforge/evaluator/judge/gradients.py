@@ -26,9 +26,9 @@ from typing import cast
 
 import torch
 
-from warpforge.evaluator.child.backward import upstream_gradient
-from warpforge.evaluator.compare import as_tuple, compare_outputs, references, upcast
-from warpforge.evaluator.verify import CheckPlan
+from warpforge.evaluator.judge.compare import as_tuple, compare_outputs, references, upcast
+from warpforge.evaluator.judge.judge import CheckPlan
+from warpforge.evaluator.sandbox.child.backward import upstream_gradient
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import Variant
 
@@ -112,7 +112,7 @@ def input_names(task: Task) -> list[str]:
 def recheck_training(task: Task, inputs: Sequence[object], outs: Sequence[torch.Tensor], dtype: torch.dtype,
                      grad_seed: int, device: str = "cpu") -> str | None:
     """A timed training call's saved outputs (out, then the gradients) against the float64 references of
-    exactly that call's inputs and upstream gradient (evaluator/timing.py); None when right."""
+    exactly that call's inputs and upstream gradient (evaluator/run/timing.py); None when right."""
     r64, rlp = references(task.reference, inputs, device)
     k = len(r64)
     if len(outs) != k + len(task.grad_inputs):

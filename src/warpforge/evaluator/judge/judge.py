@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import torch
 
-from warpforge.evaluator.compare import (
+from warpforge.evaluator.judge.compare import (
     PrecisionProbe,
     compare_outputs,
     exact_sentinel,
@@ -34,12 +34,12 @@ from warpforge.evaluator.compare import (
     references,
     refine,
 )
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.protocol import CheckReport, LaunchFacts
-from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, read_regular
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.sandbox import ChildOutcome
-from warpforge.evaluator.static import disallowed_ops
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.protocol import CheckReport, LaunchFacts
+from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, read_regular
+from warpforge.evaluator.sandbox.supervisor import ChildOutcome
+from warpforge.evaluator.static.checks import disallowed_ops
 from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
 
 # Hidden shapes stay within 1.2x of a check shape (+2): the interpreter's cost grows with size.
@@ -78,7 +78,7 @@ class CheckPlan:
     notes: list[str]
     grid_seed: int | None = None  # interpreter only: the seed of the shuffled grid orders (child/grid.py)
     shuffled: frozenset[int] = frozenset()  # the cases whose launches run their programs shuffled
-    # A training check (evaluator/grad_check.py): each case's upstream gradient, sent after its inputs.
+    # A training check (evaluator/judge/gradients.py): each case's upstream gradient, sent after its inputs.
     grad_outs: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
@@ -299,7 +299,7 @@ class Judge:
         """
         if self.plan.grid_seed is None:
             return None
-        from warpforge.evaluator.child.grid import expected_order, order_digest
+        from warpforge.evaluator.sandbox.child.grid import expected_order, order_digest
 
         rng = random.Random(self.plan.grid_seed)
         facts: list[LaunchFacts] = [*self.report.get("cases", [])]

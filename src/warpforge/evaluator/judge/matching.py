@@ -6,7 +6,7 @@ inputs, both references run on the problem's own inputs at small sizes (every si
 each of the task's shape keys is found as exactly one of the problem's globals), on
 :data:`SEEDS` seeds and on the problem's adversarial inputs (negated, both signs, 1e4 and 1e-4 times,
 ties, constant rows). A match needs every output to agree within the fp32 tolerance of
-evaluator/compare.py. Names never count: a file called softmax that sums is no match, a file called
+evaluator/judge/compare.py. Names never count: a file called softmax that sums is no match, a file called
 ``my_op.py`` that computes a row softmax is one.
 
 A match is searched as the problem itself (kernels/kernelbench.py): a copy of the problem file that ends
@@ -18,7 +18,7 @@ this way (a template's ``launch`` takes its task's order); any other order is re
 Example::
 
     >>> from warpforge.kernels.task import load_task_file
-    >>> from warpforge.evaluator.matching import find_match
+    >>> from warpforge.evaluator.judge.matching import find_match
     >>> match, tried = find_match(load_task_file("level1/23_Softmax.py"))  # doctest: +SKIP
     >>> match.describe()                                                    # doctest: +SKIP
     "softmax (arguments in order; shape keys M=batch_size, N=dim)"
@@ -94,7 +94,7 @@ def _problem_probe(problem: Task) -> Shape | None:
 
 
 def _agree(a: Any, b: Any) -> bool:
-    from warpforge.evaluator.compare import compare_outputs
+    from warpforge.evaluator.judge.compare import compare_outputs
 
     outs, refs = _tensors(a), _tensors(b)
     if len(outs) != len(refs) or not outs:
@@ -186,7 +186,7 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
     from warpforge.kernels.variant import TEMPLATES_DIR
 
     source = problem.path.read_text()
-    tail = (f"\n\n# Added by warpforge (evaluator/matching.py): computes the built-in task {match.task!r}\n"
+    tail = (f"\n\n# Added by warpforge (evaluator/judge/matching.py): computes the built-in task {match.task!r}\n"
             f"{ALIAS_ATTR} = {match.keys!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
     templates = sorted(p for p in (TEMPLATES_DIR / match.task).glob("*.py") if not p.stem.startswith("_"))
     digest = hashlib.sha256((source + tail + "".join(p.read_text() for p in templates)).encode()).hexdigest()[:16]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from warpforge.evaluator.compare import compare_outputs
+from warpforge.evaluator.judge.compare import compare_outputs
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Task
 
 # -- KernelBench's tolerance next to warpforge's ---------------------------------------------------------------
@@ -23,7 +23,7 @@ KERNELBENCH_TOLERANCES = {"kernelbench": (1e-4, 1e-4), "kernelbench v0/v0.1": (1
 
 @dataclass(frozen=True)
 class ToleranceVerdicts:
-    """Both rules on the same outputs: warpforge's (evaluator/compare.py) and KernelBench's allclose."""
+    """Both rules on the same outputs: warpforge's (evaluator/judge/compare.py) and KernelBench's allclose."""
 
     warpforge: bool
     warpforge_rule: str

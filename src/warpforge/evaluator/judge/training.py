@@ -23,12 +23,12 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.compare import Mismatch, compare_outputs, refine
-from warpforge.evaluator.grad_check import grad_floors, grad_references, input_names
-from warpforge.evaluator.job import Job
+from warpforge.evaluator.judge.compare import Mismatch, compare_outputs, refine
+from warpforge.evaluator.judge.gradients import grad_floors, grad_references, input_names
+from warpforge.evaluator.judge.judge import Case, CheckPlan, Judge
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.sandbox import ChildOutcome
-from warpforge.evaluator.verify import Case, CheckPlan, Judge
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The backend contract: :class:`Backend` with its declared capabilities, and the registry it fills.
 
-A backend evaluates a :class:`~warpforge.evaluator.stages.Job` to exactly one verdict and declares, as
+A backend evaluates a :class:`~warpforge.evaluator.run.stages.Job` to exactly one verdict and declares, as
 class attributes, what else it offers (see :class:`Backend`). Implementations import this module only;
-``evaluator/backends.py`` imports the built-in ones, so the registry sits above them (no import circle).
+``evaluator/run/backends.py`` imports the built-in ones, so the registry sits above them (no import circle).
 
 Example::
 
-    >>> from warpforge.evaluator.backend import BACKENDS, Backend, register
+    >>> from warpforge.evaluator.run.backend import BACKENDS, Backend, register
     >>> @register
     ... class Echo(Backend):                      # doctest: +SKIP
     ...     name = "echo"
@@ -27,13 +27,13 @@ from typing import ClassVar
 import torch
 
 import warpforge
-from warpforge.evaluator.grad_check import training_note
-from warpforge.evaluator.grammar import kernels_use
-from warpforge.evaluator.interpreter_dtypes import fp8_dtypes
-from warpforge.evaluator.job import Job
+from warpforge.evaluator.judge.gradients import training_note
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import check_stage, compile_stage, static_stage
+from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import check_stage, compile_stage, static_stage
+from warpforge.evaluator.sandbox.supervisor import ChildPool
+from warpforge.evaluator.static.grammar import kernels_use
 
 
 def fingerprint(details: dict[str, object]) -> str:
@@ -101,7 +101,7 @@ class Backend(ABC):
             self.pool.close()
 
 
-BACKENDS: dict[str, type[Backend]] = {}  # filled by register(); evaluator/backends.py imports every built-in one
+BACKENDS: dict[str, type[Backend]] = {}  # filled by register(); evaluator/run/backends.py imports every built-in one
 
 
 def register(cls: type[Backend]) -> type[Backend]:

@@ -1,6 +1,6 @@
 """Evaluation backends (one registry, above its implementations): ``interpret``, ``cuda``, ``replay``.
 
-The contract and the registry dict live in ``evaluator/backend.py``; this module imports every built-in
+The contract and the registry dict live in ``evaluator/run/backend.py``; this module imports every built-in
 implementation (``replay`` from its own module), so ``BACKENDS`` is complete once it is imported.
 
 - ``interpret``: correctness in Triton's interpreter on the CPU plus ahead-of-time compilation for the
@@ -12,7 +12,7 @@ implementation (``replay`` from its own module), so ``BACKENDS`` is complete onc
 
 Example::
 
-    >>> from warpforge.evaluator.backends import get_backend
+    >>> from warpforge.evaluator.run.backends import get_backend
     >>> backend = get_backend("interpret")  # doctest: +SKIP
     >>> result = backend.evaluate(job)      # doctest: +SKIP
 """
@@ -26,8 +26,10 @@ from collections.abc import Sequence
 import torch
 
 from warpforge.errors import UsageError
-from warpforge.evaluator import replay
-from warpforge.evaluator.backend import (  # noqa: F401 - the contract's public names, re-exported
+from warpforge.evaluator.judge.judge import scale_shapes
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.run import replay
+from warpforge.evaluator.run.backend import (  # noqa: F401 - the contract's public names, re-exported
     BACKENDS,
     Backend,
     fingerprint,
@@ -35,16 +37,14 @@ from warpforge.evaluator.backend import (  # noqa: F401 - the contract's public 
     register,
     software_versions,
 )
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import check_stage, compile_stage, largest_checked, phase_budgets
-from warpforge.evaluator.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
-from warpforge.evaluator.verify import scale_shapes
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked, phase_budgets
+from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
+from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import Shape, dtype_name, shape_key
 from warpforge.kernels.variant import Variant
 
-log = logging.getLogger("warpforge.evaluator.backends")
+log = logging.getLogger("warpforge.evaluator.run.backends")
 
 
 def coverage(result: EvalResult) -> str:
@@ -71,7 +71,7 @@ def by_path_notes(job: Job) -> list[str]:
     return [note] if note else []
 
 
-# The interpreter runs ~10 ms per program (evaluator/verify.py): inputs above this many bytes at a check shape
+# The interpreter runs ~10 ms per program (evaluator/judge/judge.py): inputs above this many bytes at a check shape
 # would take hours; KernelBench's own shapes are 0.3-8.6 GB per input.
 INTERPRET_MAX_BYTES = 64 << 20
 
@@ -202,7 +202,7 @@ class CudaBackend(Backend):
         """Interleaved A/B timing of two checked candidates on fresh inputs per round (GPU only).
 
         Returns per-round samples (ms, geometric mean over the benchmark shapes) for A and B, for
-        :func:`warpforge.evaluator.stats.is_faster` (``paired=True``). Raises RuntimeError when the
+        :func:`warpforge.evaluator.run.stats.is_faster` (``paired=True``). Raises RuntimeError when the
         re-measurement itself fails (a candidate that misbehaves only here).
         """
         if not torch.cuda.is_available():

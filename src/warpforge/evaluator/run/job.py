@@ -5,7 +5,7 @@ its child reported (verify.py), so that neither imports the other for the type.
 
 Example::
 
-    >>> from warpforge.evaluator.job import Job
+    >>> from warpforge.evaluator.run.job import Job
     >>> job = Job(get_task("softmax"), load_variant(path), {"BLOCK": 128})      # doctest: +SKIP
     >>> job.result(Verdict.OK).params                                           # doctest: +SKIP
     {'BLOCK': 128}
@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.kernel_cache import CacheUse
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.sandbox import child_env
+from warpforge.evaluator.sandbox.kernel_cache import CacheUse
+from warpforge.evaluator.sandbox.supervisor import child_env
 from warpforge.kernels.task import Shape, Task
 from warpforge.kernels.variant import Variant
 

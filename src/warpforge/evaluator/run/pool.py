@@ -1,6 +1,6 @@
 """Evaluation worker pools: in-process threads, or Ray actors (one per GPU, plus CPU compile actors).
 
-Every worker owns a :class:`~warpforge.evaluator.backends.Backend` and with it a ChildPool, so each
+Every worker owns a :class:`~warpforge.evaluator.run.backends.Backend` and with it a ChildPool, so each
 candidate still runs in a fresh single-use child (pipes, SIGKILL on timeout, EOF = crash). Workers
 never open the database: results come back to the orchestrator (the single writer) as EvalResult JSON.
 
@@ -27,8 +27,8 @@ import queue
 import threading
 from typing import Any
 
-from warpforge.evaluator.backend import BACKENDS, Backend
-from warpforge.evaluator.workers import (  # noqa: F401 - the pool's public names, re-exported
+from warpforge.evaluator.run.backend import BACKENDS, Backend
+from warpforge.evaluator.run.workers import (  # noqa: F401 - the pool's public names, re-exported
     Completion,
     EvalPool,
     JobSpec,
@@ -102,7 +102,7 @@ def make_pool(backend: str | type[Backend], config: PoolConfig) -> EvalPool:
     """The pool for one backend: :class:`LocalPool` when Ray isn't wanted, else a ``RayPool`` (ray_pool.py)."""
     cls = BACKENDS[backend] if isinstance(backend, str) else backend
     if config.wants_ray:
-        from warpforge.evaluator.ray_pool import RayPool  # importing ray costs ~1 s: only when wanted
+        from warpforge.evaluator.run.ray_pool import RayPool  # importing ray costs ~1 s: only when wanted
 
         return RayPool(cls, config)
     workers = config.workers or (os.cpu_count() or 1)

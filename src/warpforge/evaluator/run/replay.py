@@ -10,7 +10,7 @@ template never borrows the times of its previous version.
 
 Example::
 
-    >>> from warpforge.evaluator.replay import has_recordings
+    >>> from warpforge.evaluator.run.replay import has_recordings
     >>> has_recordings("softmax")  # doctest: +SKIP
     True
 """
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from warpforge.evaluator.backend import Backend, fingerprint, register
 from warpforge.evaluator.gpus import peaks_for
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.kt_cache import RecordedSpace, read_space
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
+from warpforge.evaluator.run.backend import Backend, fingerprint, register
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.recorded_spaces import RecordedSpace, read_space
 from warpforge.kernels.task import dtype_name, parse_dtype, shape_key
 
-log = logging.getLogger("warpforge.evaluator.replay")
+log = logging.getLogger("warpforge.evaluator.run.replay")
 PACKAGE_RECORDINGS = Path(__file__).resolve().parent.parent / "recordings"
 
 

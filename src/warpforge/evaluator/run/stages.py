@@ -3,7 +3,7 @@
 Each stage returns either data or a failing :class:`EvalResult`; backends (backends.py) chain them.
 Correctness (``check_stage``) plans its cases here (verify.plan_cases: seeds and hidden shapes from
 this process's unpredictable RNG), runs them in a child, and judges the child's raw facts in
-verify.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.job.Job` in job.py.
+verify.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.run.job.Job` in job.py.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from typing import Any, cast
 
 import torch
 
-from warpforge.evaluator import isolation, kernel_cache, model_spec
-from warpforge.evaluator.compare import lint_task
-from warpforge.evaluator.grad_check import add_grad_outs, training_check
-from warpforge.evaluator.grad_judge import judge_training
-from warpforge.evaluator.job import Job  # also re-exported: older callers import Job from here
-from warpforge.evaluator.protocol import CheckRequest
+from warpforge.evaluator.judge.compare import lint_task
+from warpforge.evaluator.judge.gradients import add_grad_outs, training_check
+from warpforge.evaluator.judge.judge import CheckPlan, judge_check, plan_cases
+from warpforge.evaluator.judge.training import judge_training
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
-from warpforge.evaluator.sandbox import ChildOutcome, ChildPool
-from warpforge.evaluator.static import check_source
-from warpforge.evaluator.verify import CheckPlan, judge_check, plan_cases
+from warpforge.evaluator.run.job import Job  # also re-exported: older callers import Job from here
+from warpforge.evaluator.sandbox import isolation, kernel_cache, model_spec
+from warpforge.evaluator.sandbox.protocol import CheckRequest
+from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool
+from warpforge.evaluator.static.checks import check_source
 from warpforge.kernels.task import Shape, dtype_name, shape_key
 
 CANDIDATE_FILE = "candidate.py"

@@ -9,7 +9,7 @@
 
 Example::
 
-    >>> from warpforge.evaluator.stats import is_faster, speedup_ci
+    >>> from warpforge.evaluator.run.stats import is_faster, speedup_ci
     >>> is_faster([1.0, 1.01, 0.99] * 10, [1.2, 1.21, 1.19] * 10)
     True
     >>> point, lo, hi = speedup_ci([1.0] * 20, [2.0] * 20)

@@ -27,15 +27,12 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator import model_spec
-from warpforge.evaluator.compare import compare_outputs, references
 from warpforge.evaluator.gpus import peaks_for
-from warpforge.evaluator.grad_check import recheck_training, training_check
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, read_regular
+from warpforge.evaluator.judge.compare import compare_outputs, references
+from warpforge.evaluator.judge.gradients import recheck_training, training_check
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
-from warpforge.evaluator.sandbox import ChildOutcome, ChildPool, Mark
-from warpforge.evaluator.stages import (
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import (
     CANDIDATE_FILE,
     CONTEXT_S,
     budget_s,
@@ -47,7 +44,10 @@ from warpforge.evaluator.stages import (
     load_factor,
     task_path,
 )
-from warpforge.evaluator.stats import quantiles
+from warpforge.evaluator.run.stats import quantiles
+from warpforge.evaluator.sandbox import model_spec
+from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, read_regular
+from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool, Mark
 from warpforge.kernels.task import Shape, dtype_name, shape_key
 
 # A device-wide synchronize right after the end event costs ~5-10 us when nothing is pending.
@@ -329,7 +329,7 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
     cuda = device.startswith("cuda")
     files = ["candidate_a.py", "candidate_b.py"]
     case_requests = [c.request() for c in cases]
-    if job_a.variant.model_new or job_b.variant.model_new:  # each case's init inputs (evaluator/model_spec.py)
+    if job_a.variant.model_new or job_b.variant.model_new:  # each case's init inputs (evaluator/sandbox/model_spec.py)
         for sent, c in zip(case_requests, cases):
             sent["init"] = model_spec.case_init(job_a.task, c.shape)
     request = {"mode": "ab", "device": device, "task_path": task_path(job_a), "rounds": rounds,

@@ -1,9 +1,9 @@
 """What every worker pool shares: the portable job, the worker, completions, the pool interface and its config.
 
-``evaluator/pool.py`` (the in-process pool and ``make_pool``) and ``evaluator/ray_pool.py`` both build on
+``evaluator/run/pool.py`` (the in-process pool and ``make_pool``) and ``evaluator/run/ray_pool.py`` both build on
 this module and neither imports the other at module level (``make_pool`` imports Ray's pool only when
 asked for): no import circle. A :class:`Worker` reads its backend's declared capabilities
-(``has_precheck``, ``can_remeasure``; evaluator/backend.py), never probes for methods.
+(``has_precheck``, ``can_remeasure``; evaluator/run/backend.py), never probes for methods.
 
 Example::
 
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.errors import WarpforgeError
-from warpforge.evaluator.backend import Backend, interpret_checks, software_versions
-from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.stages import compile_stage, static_stage
+from warpforge.evaluator.run.backend import Backend, interpret_checks, software_versions
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import compile_stage, static_stage
 from warpforge.kernels.task import Task, dtype_name, get_task, parse_dtype
 from warpforge.kernels.variant import Variant
 

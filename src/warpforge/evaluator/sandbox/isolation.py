@@ -25,7 +25,7 @@ dies with its parent (``--die-with-parent`` here, a parent-death signal in sandb
 
 Example::
 
-    >>> from warpforge.evaluator.isolation import probe
+    >>> from warpforge.evaluator.sandbox.isolation import probe
     >>> probe().summary()                       # doctest: +SKIP
     'bwrap: user 65534, mount/pid/net/ipc namespaces, read-only system, seccomp in the child'
 """

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from warpforge.evaluator.readback import NotReadable, read_regular
+from warpforge.evaluator.sandbox.readback import NotReadable, read_regular
 
 CACHE_NAME = "triton-cache"  # inside the scratch directory; the request names it, the child sets TRITON_CACHE_DIR
 # One compiled kernel's files (cubin, ptx, ttir, ttgir, llir, json) are well under 1 MiB for the templates; 16 MiB

@@ -1,4 +1,4 @@
-"""What the trusted side tells a child about a ``ModelNew`` variant (evaluator/child/model_new.py).
+"""What the trusted side tells a child about a ``ModelNew`` variant (evaluator/sandbox/child/model_new.py).
 
 The request carries ``model_new = {"param_names": [...]}`` (the reference's state names, the trailing
 inputs of every case) and each case its ``init``: the task's init inputs for that case's shape, as JSON

@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> from warpforge.evaluator.procs import alive
+    >>> from warpforge.evaluator.sandbox.procs import alive
     >>> import os
     >>> alive(os.getpid())
     True

@@ -25,7 +25,7 @@ class _CaseRequestBase(TypedDict):
 
 class CaseRequest(_CaseRequestBase, total=False):
     """One case: its id (inputs are asked for with ``need``), the output sentinel, the grid order; for a
-    ModelNew variant, the init inputs of its shape (evaluator/model_spec.py)."""
+    ModelNew variant, the init inputs of its shape (evaluator/sandbox/model_spec.py)."""
 
     init: list[Any]
 

@@ -1,6 +1,6 @@
 """Spawned child processes that run untrusted candidate code, supervised from the trusted side.
 
-Each candidate gets a fresh child (``python -I -m warpforge.evaluator.child``) in its own scratch
+Each candidate gets a fresh child (``python -I -m warpforge.evaluator.sandbox.child``) in its own scratch
 directory, inside the OS sandbox of isolation.py (bubblewrap: own mount/PID/network/IPC namespaces,
 uid 65534, read-only system, only the scratch directory writable; the child adds a seccomp filter).
 Importing torch costs about 1-2 s, so the pool keeps one child per environment pre-spawned and warm:
@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import warpforge
 from warpforge import keys
-from warpforge.evaluator import isolation
-from warpforge.evaluator.procs import (
+from warpforge.evaluator.sandbox import isolation
+from warpforge.evaluator.sandbox.procs import (
     RssWatch,
     alive,
     close_quietly,
@@ -50,7 +51,7 @@ from warpforge.evaluator.procs import (
     send_signal,
     write_all,
 )
-from warpforge.evaluator.readback import tail_text
+from warpforge.evaluator.sandbox.readback import tail_text
 
 # The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
@@ -59,7 +60,7 @@ HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[
                            r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)")
 # How the child is started: from the same warpforge tree as this process (an editable install may point
 # elsewhere), in isolated mode (-I: neither the working directory nor PYTHONPATH can plant modules).
-_BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.child.__main__ import main; main()"
+_BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.sandbox.child.__main__ import main; main()"
 # After the report, the child's namespace must be gone within this many seconds of SIGKILL.
 REAP_S = 10.0
 # What a child can make this process hold (issue 26: 2 GiB of progress marks grew the orchestrator to 3.5 GB and
@@ -225,7 +226,7 @@ class ChildPool:
             env = {**env, "HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": "/tmp/triton-cache"}
         stderr = open(scratch / "stderr.txt", "wb")
         stdout = open(scratch / "stdout.txt", "wb")
-        root = str(Path(__file__).resolve().parents[2])
+        root = str(Path(warpforge.__file__).resolve().parents[1])  # the src/ (or site-packages) directory
         command = [sys.executable, "-I", "-c", _BOOT.format(root=root), str(result_w)]
         if iso.active:
             command = isolation.wrap(command, scratch, iso)

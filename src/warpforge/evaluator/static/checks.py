@@ -11,7 +11,7 @@ matmul inside ``launch`` is cuBLAS, not a found kernel) nor reach the reference.
 
 Dynamic tricks that slip past (they should not under ``strict``) are caught at run time: the child
 records every aten operator a launch dispatches (``disallowed_ops``), and the ghost replay disables
-every Triton launch and requires the output to change (evaluator/verify.py). ``core`` exists so the
+every Triton launch and requires the output to change (evaluator/judge/judge.py). ``core`` exists so the
 adversarial manifest can test those run-time layers on their own (``runtime_only`` fixtures).
 
 Example::
@@ -25,9 +25,9 @@ from __future__ import annotations
 import ast
 import re
 
-from warpforge.evaluator.grammar import ALLOC_CALLS, TORCH_VALUES, GrammarError, check_module, parse_limited
-from warpforge.evaluator.static_vocab import ALLOWED_TORCH as CORE_TORCH
-from warpforge.evaluator.static_vocab import StaticFinding, is_jit
+from warpforge.evaluator.static.grammar import ALLOC_CALLS, TORCH_VALUES, GrammarError, check_module, parse_limited
+from warpforge.evaluator.static.vocab import ALLOWED_TORCH as CORE_TORCH
+from warpforge.evaluator.static.vocab import StaticFinding, is_jit
 
 # What the grammar lets a variant name in torch (the agent's prompt states it from here); the ``core``
 # blocklist keeps its wider CORE_TORCH (streams, torch.library) for the run-time fixtures behind the grammar.

@@ -102,7 +102,7 @@ import ast
 import functools
 from collections.abc import Iterator
 
-from warpforge.evaluator.static_vocab import StaticFinding
+from warpforge.evaluator.static.vocab import StaticFinding
 from warpforge.kernels import source_limits as limits
 from warpforge.kernels.source_limits import MAX_BYTES, MAX_DEPTH, MAX_LINES, MAX_NODES  # noqa: F401 (re-exported)
 
@@ -978,13 +978,13 @@ def kernels_use(source: str, name: str) -> bool:
 #                    hyperparameter) are shape values; a submodule is never called or named as a value:
 #                    ``self.gemm(x)`` is torch computing the answer                        [torch_compute_call]
 #
-# Whatever ModelNew's ``__init__`` initialises, the harness (evaluator/child/model_new.py) replaces its
+# Whatever ModelNew's ``__init__`` initialises, the harness (evaluator/sandbox/child/model_new.py) replaces its
 # whole state with the reference's before ``forward`` runs; a name the reference does not have is an error
 # that names the reference's names.
 #
 # Example::
 #
-#     >>> from warpforge.evaluator.grammar import check_module
+#     >>> from warpforge.evaluator.static.grammar import check_module
 #     >>> src = "import torch.nn as nn\\nclass ModelNew(nn.Module):\\n    def forward(self, x):\\n        return x\\n"
 #     >>> check_module(src) is None
 #     True

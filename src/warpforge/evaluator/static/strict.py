@@ -1,5 +1,5 @@
 """The ``strict`` rule set's vocabulary, as the agent's system prompt states it (agent/prompting.py reads
-these names): every set here is the variant grammar's own (evaluator/grammar.py, where the rules live).
+these names): every set here is the variant grammar's own (evaluator/static/grammar.py, where the rules live).
 
 The blocklist rules that used to be here were replaced by the grammar (issue 26): an allowlist of what a
 variant module may contain, checked on the exact bytes that run.
@@ -12,7 +12,7 @@ Example::
 
 from __future__ import annotations
 
-from warpforge.evaluator.grammar import (
+from warpforge.evaluator.static.grammar import (
     DYNAMIC_CALLS,
     FORBIDDEN_NAMES,
     HOST_READS,

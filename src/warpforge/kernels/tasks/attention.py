@@ -114,7 +114,7 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``peaked``: q x 12 (scores with a spread of ~+-40 after scaling: exp overflows fp32 past 88 without
       the running max, and each row's softmax is nearly one-hot, so a stale max after a rescale shows);

@@ -73,7 +73,7 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_offset``: every logit + 1000 (exp(1000) overflows every float format: a log-sum-exp without
       max subtraction gives inf and a NaN loss);

@@ -98,7 +98,7 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``skewed_groups``: A's scales alternate by 2^+-8 from one K group to the next (a kernel that sums the
       fp8 products of several groups before scaling, or scales by one group's factor, is far off);

@@ -89,7 +89,7 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_logits``: h x 40 (logits spread ~+-250: exp overflows without the running max);
     - ``all_ignored``: every target -100 (loss and gradients exactly zero; a kernel that averages or

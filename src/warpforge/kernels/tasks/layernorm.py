@@ -81,7 +81,7 @@ def _elem_size(dtype: torch.dtype) -> int:
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_offset``: activations + 1000 (E[x^2] - E[x]^2 in float32 loses the variance of about 1 to
       cancellation: a one-pass variance is percent-wrong);

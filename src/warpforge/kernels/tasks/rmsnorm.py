@@ -86,7 +86,7 @@ def make_inputs(
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_magnitude``: activations x 300 (squares near 1e5 each: a sum of squares kept in fp16
       overflows at 65504);

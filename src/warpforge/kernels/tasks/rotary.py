@@ -83,7 +83,7 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_magnitude``: x scaled to ~1e4 (fp16 holds it; a kernel that sums x*cos + x*sin in fp16 before
       rounding loses the low bits);

@@ -49,7 +49,7 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Inputs that break fragile kernels, checked besides random ones (evaluator/verify.py).
+    """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_magnitude``: gate x 30 (|a| up to about 120: a sigmoid written exp(a) / (1 + exp(a)) gives
       inf / inf = NaN above 88.7 in float32).

@@ -31,7 +31,7 @@ import numpy as np
 import optuna
 
 from warpforge.errors import UsageError
-from warpforge.evaluator.kt_cache import RecordedSpace, read_space
+from warpforge.evaluator.run.recorded_spaces import RecordedSpace, read_space
 from warpforge.search.samplers.registry import SAMPLERS
 from warpforge.search.samplers.space import SearchSpace
 from warpforge.search.samplers.strategy import Strategy, make_study
@@ -83,7 +83,7 @@ def random_expectation(recorded: RecordedSpace, k: int) -> float:
     sum is accumulated without big binomials.
 
     Example:
-        >>> from warpforge.evaluator.kt_cache import RecordedTime
+        >>> from warpforge.evaluator.run.recorded_spaces import RecordedTime
         >>> s = RecordedSpace("", "", None, {"x": [1, 2]}, {(1,): RecordedTime("ok", 1.0),
         ...                   (2,): RecordedTime("ok", 2.0)})
         >>> random_expectation(s, 1)
@@ -158,7 +158,7 @@ def collapse(recorded: RecordedSpace, keys: list[tuple[Any, ...] | None]) -> tup
     """The largest number of repeats that ended on one configuration, and its fraction of the optimum.
 
     Example:
-        >>> from warpforge.evaluator.kt_cache import RecordedTime
+        >>> from warpforge.evaluator.run.recorded_spaces import RecordedTime
         >>> s = RecordedSpace("", "", None, {"x": [1, 2]}, {(1,): RecordedTime("ok", 1.0),
         ...                   (2,): RecordedTime("ok", 2.0)})
         >>> collapse(s, [(2,), (1,), (2,), None])

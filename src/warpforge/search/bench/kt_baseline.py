@@ -2,7 +2,7 @@
 
 Kernel Tuner 1.5 (optional extra: ``pip install 'warpforge[kt]'``) runs in its own simulation mode
 (``tune_kernel(..., simulation_mode=True)``) on a Kernel Tuner cache file written from the same
-:class:`~warpforge.evaluator.kt_cache.RecordedSpace` our samplers replay, with each strategy's
+:class:`~warpforge.evaluator.run.recorded_spaces.RecordedSpace` our samplers replay, with each strategy's
 default options and ``strategy_options={"max_fevals": budget}``, once per budget. The budget is
 accounted as for our samplers: distinct configurations evaluated; a configuration absent from the
 file is outside the restrictions and costs nothing; a recorded failure costs one. That holds because
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from warpforge.errors import UsageError
-from warpforge.evaluator.kt_cache import RecordedSpace, RecordTime, write_cache
+from warpforge.evaluator.run.recorded_spaces import RecordedSpace, RecordTime, write_cache
 
 log = logging.getLogger("warpforge.search")
 

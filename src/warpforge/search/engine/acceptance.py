@@ -4,7 +4,7 @@ A measured candidate whose median beats the incumbent's is a *challenger*. It be
 best only if it is faster beyond noise, judged on the best evidence there is:
 
 1. an interleaved A/B re-measurement of challenger and incumbent (``Backend.remeasure``), when the
-   backend offers one, tested with :func:`warpforge.evaluator.stats.is_faster` (paired: same rounds);
+   backend offers one, tested with :func:`warpforge.evaluator.run.stats.is_faster` (paired: same rounds);
 2. else the per-shape timing samples both evaluations carry (``ShapeResult.samples_ms`` when the result
    model has it), tested the same way;
 3. else quantile separation: the challenger's p80 below the incumbent's p20 (geometric means over
@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from warpforge.evaluator.pool import JobSpec, Samples
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict, geomean
+from warpforge.evaluator.run.pool import JobSpec, Samples
 from warpforge.search.engine.summary import FinalEntry
 
 
@@ -50,7 +50,7 @@ class Entry:
 
 
 def _stats() -> Any:
-    from warpforge.evaluator import stats  # scipy behind it costs ~0.3 s to import: only once a decision is due
+    from warpforge.evaluator.run import stats  # scipy behind it costs ~0.3 s to import: only once a decision is due
 
     return stats
 

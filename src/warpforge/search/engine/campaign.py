@@ -30,7 +30,7 @@ import optuna
 import warpforge.agent.evolution  # noqa: F401 - registers the llm proposer
 from warpforge.db import store
 from warpforge.db.session import Database
-from warpforge.evaluator.pool import EvalPool, PoolConfig
+from warpforge.evaluator.run.pool import EvalPool, PoolConfig
 from warpforge.kernels.task import get_task
 from warpforge.search.engine.arms import study_name
 from warpforge.search.engine.mirror import optuna_storage

@@ -19,9 +19,9 @@ from dataclasses import replace
 from warpforge.db import store
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
-from warpforge.evaluator.backends import BACKENDS
-from warpforge.evaluator.pool import EvalPool
 from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.run.backends import BACKENDS
+from warpforge.evaluator.run.pool import EvalPool
 from warpforge.kernels.task import Task
 from warpforge.search.engine.acceptance import Entry, Incumbent, settle, top_k
 from warpforge.search.engine.arms import Arm

@@ -22,12 +22,12 @@ from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, get
 from warpforge.db import store
 from warpforge.db.session import Database
 from warpforge.db.writer import ResultWriter
-from warpforge.evaluator.backends import BACKENDS, Backend, resolve_backend_name, software_versions
-from warpforge.evaluator.job import Job
-from warpforge.evaluator.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import space_stage
+from warpforge.evaluator.run.backends import BACKENDS, Backend, resolve_backend_name, software_versions
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
+from warpforge.evaluator.run.stages import space_stage
+from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import VariantError, parse_variant
 from warpforge.search.engine.acceptance import Entry, Incumbent

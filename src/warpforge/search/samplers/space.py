@@ -25,7 +25,7 @@ import numpy as np
 from warpforge.errors import UsageError
 
 if TYPE_CHECKING:
-    from warpforge.evaluator.kt_cache import RecordedSpace
+    from warpforge.evaluator.run.recorded_spaces import RecordedSpace
 
 # Refuse to enumerate products beyond this: 2M tuples of ~10 values take ~1 GiB of Python objects.
 MAX_ENUMERATE = 2_000_000

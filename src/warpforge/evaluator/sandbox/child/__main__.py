@@ -1,6 +1,6 @@
 """The untrusted side's entry point: runs one candidate and reports raw facts, never verdicts.
 
-Started by evaluator/sandbox.py inside the OS sandbox (isolation.py) as ``python -I -c <boot> RESULT_FD``.
+Started by evaluator/sandbox/supervisor.py inside the OS sandbox (isolation.py) as ``python -I -c <boot> RESULT_FD``.
 It imports torch and Triton, caps its address space at what it holds then plus the parent's budget
 (when asked), reads one JSON request line, installs its seccomp filter (child/seccomp.py: ``strict``
 where nothing needs new processes, else ``spawn``), and only then imports the candidate. Modes:
@@ -83,11 +83,11 @@ def main() -> None:
     import torch
     import triton.runtime.jit  # noqa: F401 - warm while waiting for the request
 
-    from warpforge.evaluator.child import common as child_common
-    from warpforge.evaluator.child.bench import run_ab, run_bench, run_reference
-    from warpforge.evaluator.child.check import run_check
-    from warpforge.evaluator.child.compile import run_compile, run_space
-    from warpforge.evaluator.child.seccomp import SeccompError, install
+    from warpforge.evaluator.sandbox.child import common as child_common
+    from warpforge.evaluator.sandbox.child.bench import run_ab, run_bench, run_reference
+    from warpforge.evaluator.sandbox.child.check import run_check
+    from warpforge.evaluator.sandbox.child.compile import run_compile, run_space
+    from warpforge.evaluator.sandbox.child.seccomp import SeccompError, install
 
     if child_common.INTERPRET:
         import triton.runtime.interpreter  # noqa: F401
@@ -112,7 +112,7 @@ def main() -> None:
     scratch = Path(req["scratch"])
     handlers: dict[str, Any] = {"check": run_check, "compile": run_compile, "bench": run_bench,
                                 "space": run_space, "reference": run_reference, "ab": run_ab}
-    if req.get("triton_cache"):  # the warm kernel cache the parent seeded (evaluator/kernel_cache.py); Triton
+    if req.get("triton_cache"):  # the warm kernel cache the parent seeded (evaluator/sandbox/kernel_cache.py); Triton
         # reads TRITON_CACHE_DIR at each compile, so setting it now, before the candidate, is in time
         os.environ["TRITON_CACHE_DIR"] = str(scratch / req["triton_cache"])
     profile = seccomp_profile(req["mode"], child_common.INTERPRET)

@@ -1,7 +1,7 @@
 """The child's training call: one case of a training check runs ``launch``, ``launch_forward`` and
 ``launch_backward`` as one observed call (runs in the untrusted child).
 
-The parent sends a training case's inputs with the upstream gradient appended (evaluator/grad_check.py
+The parent sends a training case's inputs with the upstream gradient appended (evaluator/judge/gradients.py
 draws it from a seed this process never sees). Everything check.py wraps around ``launch`` (the operator
 recorder, fresh NaN/sentinel allocations, the Triton launch gate, the ghost replay, the shuffled grid
 order) wraps all three calls at once, so the backward is held to the forward's rules. The outputs saved
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.child.common import as_tuple
+from warpforge.evaluator.sandbox.child.common import as_tuple
 
 
 class TrainingContractError(TypeError):

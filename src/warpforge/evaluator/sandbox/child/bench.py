@@ -24,8 +24,13 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.child.backward import forward_backward, timed_reference, timed_training, upstream_gradient
-from warpforge.evaluator.child.common import (
+from warpforge.evaluator.sandbox.child.backward import (
+    forward_backward,
+    timed_reference,
+    timed_training,
+    upstream_gradient,
+)
+from warpforge.evaluator.sandbox.child.common import (
     ORIGINAL_ALLOC,
     PERF,
     SAVE,
@@ -36,7 +41,7 @@ from warpforge.evaluator.child.common import (
     mark,
     sync,
 )
-from warpforge.evaluator.child.model_new import entry_for
+from warpforge.evaluator.sandbox.child.model_new import entry_for
 
 EVENT = torch.cuda.Event  # captured before the candidate exists
 DEVICE_SYNC = torch.cuda.synchronize

@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.child.backward import training_call
-from warpforge.evaluator.child.common import (
+from warpforge.evaluator.sandbox.child.backward import training_call
+from warpforge.evaluator.sandbox.child.common import (
     INTERPRET,
     LOAD,
     SAVE,
@@ -47,8 +47,8 @@ from warpforge.evaluator.child.common import (
     need,
     sync,
 )
-from warpforge.evaluator.child.grid import GridOrder
-from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
+from warpforge.evaluator.sandbox.child.grid import GridOrder
+from warpforge.evaluator.sandbox.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

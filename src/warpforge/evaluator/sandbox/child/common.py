@@ -2,7 +2,7 @@
 
 Everything here runs in the untrusted child. The probes only *record facts* (which torch operators a
 launch called, which threads it left running, which harness functions or global flags changed, how
-many kernel launches it made); the trusted side (evaluator/verify.py) turns facts into verdicts.
+many kernel launches it made); the trusted side (evaluator/judge/judge.py) turns facts into verdicts.
 Anything captured here is captured before the candidate is imported, so a candidate that later
 replaces ``torch.save`` or ``time.perf_counter`` does not change what the harness calls.
 """
@@ -278,7 +278,7 @@ class Sentinel:
         self.installed: dict[str, Any] = {}
 
     def install(self, value: float) -> None:
-        from warpforge.evaluator.compare import exact_sentinel
+        from warpforge.evaluator.judge.compare import exact_sentinel
 
         def filled(tensor: torch.Tensor) -> torch.Tensor:
             if tensor.device.type == "meta" or tensor.is_complex():

@@ -54,9 +54,9 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     from triton.compiler import compile as triton_compile
     from triton.runtime.jit import JITFunction, create_function_from_signature
 
-    from warpforge.evaluator.child.backward import trace_training
-    from warpforge.evaluator.child.common import error_info, kernel_hash, load_candidate
-    from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
+    from warpforge.evaluator.sandbox.child.backward import trace_training
+    from warpforge.evaluator.sandbox.child.common import error_info, kernel_hash, load_candidate
+    from warpforge.evaluator.sandbox.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
     from warpforge.kernels.task import load_task_file, parse_dtype
 
     captured: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
@@ -126,7 +126,7 @@ def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     """Apply the variant's constraints to every configuration of its SPACE, for every benchmark shape."""
     import itertools
 
-    from warpforge.evaluator.child.common import error_info, load_candidate
+    from warpforge.evaluator.sandbox.child.common import error_info, load_candidate
 
     try:
         module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))

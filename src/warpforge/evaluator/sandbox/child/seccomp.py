@@ -19,7 +19,7 @@ Both deny: ``ptrace``, ``process_vm_readv``/``writev``, sockets other than ``AF_
 
 Example::
 
-    >>> from warpforge.evaluator.child.seccomp import install
+    >>> from warpforge.evaluator.sandbox.child.seccomp import install
     >>> install("strict")      # doctest: +SKIP  (irreversible for this process)
 """
 

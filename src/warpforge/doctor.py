@@ -41,7 +41,7 @@ def _versions() -> Check:
 
 def recorded_tasks() -> list[str]:
     """Tasks with recorded GPU times for ``--backend replay`` (none ship with warpforge itself)."""
-    from warpforge.evaluator.run.replay import has_recordings
+    from warpforge.evaluator.run.recordings import has_recordings
     from warpforge.kernels.task import builtin_task_names
 
     return [t for t in builtin_task_names() if has_recordings(t)]
@@ -61,7 +61,7 @@ def _gpu(recorded: list[str]) -> Check:
 
 
 def _recordings(recorded: list[str]) -> Check:
-    from warpforge.evaluator.run.replay import recordings_root
+    from warpforge.evaluator.run.recordings import recordings_root
 
     if recorded:
         return Check("replay recordings", True, f"{', '.join(recorded)} under {recordings_root()}", required=False)

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from warpforge.kernels.variant import (
     first_config,
     load_variant,
 )
+from warpforge.registry import Registry
 
 if TYPE_CHECKING:
     from warpforge.evaluator.result import EvalResult
@@ -36,13 +38,13 @@ if TYPE_CHECKING:
     from warpforge.search.engine.campaign import CampaignSpec
 
 
-def _proposers() -> dict[str, Any]:
-    from warpforge.agent import proposers
+def _proposers() -> Registry[Any]:
+    from warpforge.agent.proposers import PROPOSERS
 
-    return dict(getattr(proposers, "PROPOSERS", {}))
+    return PROPOSERS
 
 
-def no_variants_message(task: Task, proposers: dict[str, Any] | None = None) -> str:
+def no_variants_message(task: Task, proposers: Container[str] | None = None) -> str:
     """Why a task has nothing to search and the two ways to give it something (one line)."""
     registry = _proposers() if proposers is None else proposers
     covered = sorted(p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and any(p.glob("[!_]*.py")))
@@ -106,17 +108,17 @@ def check_run(spec: CampaignSpec) -> CampaignSpec:
 
     Checks, in order: the proposer exists; every task loads; every ``--variant-file`` parses and belongs to a
     task of the run; the template proposer has variants for every task, each with a valid SPACE; the
-    backend can evaluate here (evaluator/run/backends.py ``usable_backend``). ``auto`` becomes the concrete
+    backend can evaluate here (evaluator/run/backend.py ``usable_backend``). ``auto`` becomes the concrete
     backend when all tasks resolve alike, so the campaign stores (and a resume keeps) what really ran.
     """
-    from warpforge.evaluator.run.backends import BackendUnavailable, usable_backend
+    from warpforge.evaluator.run.backend import BackendUnavailable, usable_backend
 
     given_backend = spec.backend
     if spec.resume:
         spec = _stored_spec(spec)
     registry = _proposers()
-    if registry and spec.proposer not in registry:
-        raise UsageError(f"unknown proposer {spec.proposer!r}: available: {', '.join(sorted(registry))}")
+    if spec.proposer not in registry:
+        raise UsageError(f"unknown proposer {spec.proposer!r}: available: {', '.join(registry.names())}")
     if spec.proposer == "template" and not spec.resume:
         spec = with_matched_tasks(spec)
     tasks = [get_task(name) for name in spec.tasks]

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 
 from warpforge.db.session import Database, DatabaseError, DatabaseURLError
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import BackendUnavailable, resolve_backend_name, usable_backend
+from warpforge.evaluator.run.backend import BackendUnavailable, resolve_backend_name, usable_backend
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import (

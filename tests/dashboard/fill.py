@@ -53,7 +53,7 @@ def record_synthetic(root: Path, variants: list[object]) -> None:
     """Synthetic recordings (clearly labelled) for every configuration of ``variants`` on softmax."""
     from warpforge.evaluator.gpus import peaks_for
     from warpforge.evaluator.run.recorded_spaces import write_cache
-    from warpforge.evaluator.run.replay import recording_path
+    from warpforge.evaluator.run.recordings import recording_path
     from warpforge.kernels.task import dtype_name, get_task
 
     task = get_task("softmax")

@@ -23,7 +23,7 @@ from warpforge.evaluator.judge.adversarial import MANIFEST, fixture_job, load_ma
 from warpforge.evaluator.judge.compare import lint_task
 from warpforge.evaluator.judge.judge import hidden_shapes, perturb_dim
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import check_stage
 from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, side_stream_finding, wall_clock_finding
@@ -173,7 +173,7 @@ def test_speed_of_light_prefers_measured_ceilings(monkeypatch: pytest.MonkeyPatc
 
 def test_speed_of_light_rejects_replayed_times(tmp_path: Path, double) -> None:
     from warpforge.evaluator.run.recorded_spaces import write_cache
-    from warpforge.evaluator.run.replay import recording_path
+    from warpforge.evaluator.run.recordings import recording_path
 
     variant = load_variant(ROOT / "control_double.py")
     shape = double.shapes[0]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from warpforge.evaluator.run.backend import Backend
-from warpforge.evaluator.run.backends import BACKENDS
+from warpforge.evaluator.run.backend import BACKENDS, Backend
 from warpforge.evaluator.run.pool import LocalPool
 
 FLAGS = ("measures", "uses_gpu", "live_timing", "can_remeasure", "has_precheck")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import space_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool

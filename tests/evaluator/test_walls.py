@@ -169,7 +169,7 @@ _EVAL_ENV_READ = """
 import json, sys
 from pathlib import Path
 from warpforge.evaluator.judge.adversarial import fixture_job, load_manifest
-from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.backend import get_backend
 root = Path(sys.argv[1])
 fixture = next(f for f in load_manifest(root / "manifest.json") if f.name == "env_read")
 backend = get_backend("interpret")

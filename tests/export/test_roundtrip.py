@@ -38,7 +38,7 @@ import pytest
 
 from warpforge.db.queries import Reader
 from warpforge.evaluator.run.recorded_spaces import write_cache
-from warpforge.evaluator.run.replay import recording_path
+from warpforge.evaluator.run.recordings import recording_path
 from warpforge.export.package import render_package, write_tree
 from warpforge.export.plan import OpPlan, plan_task
 from warpforge.kernels.task import get_task

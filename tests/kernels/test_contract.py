@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import BACKENDS, get_backend
+from warpforge.evaluator.run.backend import BACKENDS, get_backend
 from warpforge.evaluator.run.stages import Job, compile_stage, space_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import builtin_task_names, get_task, load_task_file

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.run.stages import Job
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import load_variant

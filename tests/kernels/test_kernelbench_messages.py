@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.run.stages import Job, largest_checked
 from warpforge.kernels.kernelbench import NOTES
 from warpforge.kernels.task import get_task, load_task_file

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.run.stages import Job
 from warpforge.evaluator.sandbox.child.model_new import StateMismatch, load_reference_state
 from warpforge.evaluator.sandbox.model_spec import case_init

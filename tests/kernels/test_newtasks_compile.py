@@ -13,7 +13,7 @@ import pytest
 from newtask_harness import load, valid_configs
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import get_backend
+from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.run.stages import Job, compile_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool

@@ -36,7 +36,7 @@ spec = importlib.util.spec_from_file_location("wf_bench_pipeline", {str(ROOT / "
 bench = importlib.util.module_from_spec(spec)
 sys.modules["wf_bench_pipeline"] = bench
 spec.loader.exec_module(bench)
-from warpforge.evaluator.run.backends import register
+from warpforge.evaluator.run.backend import register
 
 @register
 class StandInCpu(bench.StandInGpuBackend):

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, text
 
 from warpforge.db.queries import Reader
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.backends import register
+from warpforge.evaluator.run.backend import register
 from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.evaluator.run.backends import register
+from warpforge.evaluator.run.backend import register
 from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.logs import configure
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, Proposer, get_proposer, register_proposer
-from warpforge.evaluator.run.backends import register
+from warpforge.evaluator.run.backend import register
 from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import parse_variant

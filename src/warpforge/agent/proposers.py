@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from warpforge.errors import UsageError
 from warpforge.kernels.task import Task
 from warpforge.kernels.variant import Variant, builtin_variants, load_variant
+from warpforge.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -134,24 +134,15 @@ class TemplateProposer(Proposer):
         return [Candidate(v, Origin("template", self.name)) for v in variants]
 
 
-PROPOSERS: dict[str, type[Proposer]] = {}
-
-
-def register_proposer(cls: type[Proposer]) -> type[Proposer]:
-    """Class decorator: make ``cls`` available under ``cls.name`` (``--proposer NAME``)."""
-    if not cls.name:
-        raise ValueError(f"{cls.__qualname__} has no name: set the class attribute `name`")
-    PROPOSERS[cls.name] = cls
-    return cls
-
-
-register_proposer(TemplateProposer)
+PROPOSERS: Registry[type[Proposer]] = Registry("proposer", {
+    "template": "warpforge.agent.proposers:TemplateProposer",
+    "llm": "warpforge.agent.evolution:LLMProposer",
+})
+register_proposer = PROPOSERS.register  # class decorator: make a Proposer available as ``--proposer NAME``
 
 
 def get_proposer(name: str, config: Mapping[str, Any] | None = None) -> Proposer:
     """The registered proposer ``name``, built with its own configuration."""
-    if name not in PROPOSERS:
-        raise UsageError(f"unknown proposer {name!r}: available: {', '.join(sorted(PROPOSERS))}")
     return PROPOSERS[name](config)
 
 

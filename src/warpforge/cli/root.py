@@ -272,7 +272,7 @@ def eval_cmd(
     satisfies the variant's constraints() on the task's benchmark shapes.
     """
     from warpforge.evaluator.result import Verdict
-    from warpforge.evaluator.run.backends import get_backend, usable_backend
+    from warpforge.evaluator.run.backend import get_backend, usable_backend
     from warpforge.evaluator.run.stages import Job
     from warpforge.evaluator.sandbox.isolation import require_for_untrusted
     from warpforge.kernels.task import get_task

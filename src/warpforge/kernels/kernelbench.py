@@ -50,7 +50,7 @@ MATCH_ATTR = "WARPFORGE_MATCHED_TASK"  # with it, a line saying which task match
 # torch's global RNG is process-wide: a seeded draw holds this lock so that concurrent threads
 # (workers in one process) never interleave their draws.
 _SEED_LOCK = threading.RLock()
-# Why sizes could not be derived, per problem path: the ok says so (evaluator/run/backends.py).
+# Why sizes could not be derived, per problem path: the ok says so (evaluator/run/interpret.py).
 NOTES: dict[str, str] = {}
 
 

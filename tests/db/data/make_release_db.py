@@ -29,7 +29,7 @@ def main(out: Path) -> None:
     bench = importlib.util.module_from_spec(spec)
     sys.modules["wf_bench_pipeline"] = bench
     spec.loader.exec_module(bench)
-    from warpforge.evaluator.run.backends import register
+    from warpforge.evaluator.run.backend import register
     from warpforge.evaluator.run.pool import PoolConfig
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 

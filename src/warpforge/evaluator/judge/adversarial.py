@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.backends import Backend, get_backend
+from warpforge.evaluator.run.backend import Backend, get_backend
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import Task, TaskError, get_task, load_task_file

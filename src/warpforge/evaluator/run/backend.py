@@ -1,39 +1,40 @@
-"""The backend contract: :class:`Backend` with its declared capabilities, and the registry it fills.
+"""The backend contract: :class:`Backend` with its declared capabilities, its registry, and backend selection.
 
-A backend evaluates a :class:`~warpforge.evaluator.run.stages.Job` to exactly one verdict and declares, as
-class attributes, what else it offers (see :class:`Backend`). Implementations import this module only;
-``evaluator/run/backends.py`` imports the built-in ones, so the registry sits above them (no import circle).
+A backend evaluates a :class:`~warpforge.evaluator.run.job.Job` to exactly one verdict and declares, as
+class attributes, what else it offers (see :class:`Backend`). :data:`BACKENDS` names the built-in ones by
+import path (``interpret``, ``cuda``, ``replay``, each in its own module), so any process finds every
+built-in whatever it imported first, and this module never imports its implementations: they import it.
+:func:`usable_backend` picks the backend that can evaluate a task here, before the first evaluation.
 
 Example::
 
-    >>> from warpforge.evaluator.run.backend import BACKENDS, Backend, register
-    >>> @register
-    ... class Echo(Backend):                      # doctest: +SKIP
-    ...     name = "echo"
-    ...     def _evaluate(self, job): return job.result(Verdict.UNSUPPORTED, "echo", "nothing evaluated")
-    >>> BACKENDS["echo"].uses_gpu                 # doctest: +SKIP
-    False
+    >>> sorted(BACKENDS)
+    ['cuda', 'interpret', 'replay']
+    >>> BACKENDS["interpret"].measures, BACKENDS["cuda"].uses_gpu
+    (False, True)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import platform
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 
 import warpforge
+from warpforge.errors import UsageError
 from warpforge.evaluator.judge.gradients import training_note
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
+from warpforge.evaluator.run import recordings
 from warpforge.evaluator.run.job import Job
-from warpforge.evaluator.run.stages import check_stage, compile_stage, static_stage
+from warpforge.evaluator.run.stages import static_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool
-from warpforge.evaluator.static.grammar import kernels_use
+from warpforge.kernels.variant import Variant
+from warpforge.registry import Registry
 
 
 def fingerprint(details: dict[str, object]) -> str:
@@ -101,49 +102,73 @@ class Backend(ABC):
             self.pool.close()
 
 
-BACKENDS: dict[str, type[Backend]] = {}  # filled by register(); evaluator/run/backends.py imports every built-in one
+BACKENDS: Registry[type[Backend]] = Registry("backend", {
+    "interpret": "warpforge.evaluator.run.interpret:InterpretBackend",
+    "cuda": "warpforge.evaluator.run.cuda:CudaBackend",
+    "replay": "warpforge.evaluator.run.replay:ReplayBackend",
+})
+register = BACKENDS.register  # class decorator: make a Backend subclass available as ``--backend NAME``
 
 
-def register(cls: type[Backend]) -> type[Backend]:
-    """Class decorator: make ``cls`` available as ``--backend NAME``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__qualname__} has no name: set the class attribute `name`")
-    BACKENDS[cls.name] = cls
-    return cls
+def resolve_backend_name(name: str, task_name: str | None = None) -> str:
+    """``auto``: a live GPU when there is one, else recorded GPU times when they exist, else interpret."""
+    if name != "auto":
+        if name not in BACKENDS:
+            raise UsageError(f"unknown backend {name!r}: choose from auto, {', '.join(sorted(BACKENDS))}")
+        return name
+    if torch.cuda.is_available():
+        return "cuda"
+    if task_name is not None and recordings.has_recordings(task_name):
+        return "replay"
+    return "interpret"
 
 
-def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
-    """Correctness under the interpreter on CHECK_SHAPES, then AOT compilation; no times."""
-    dtypes = list(job.dtypes)
-    unchecked: list[str] = []
-    if torch.bfloat16 in dtypes and kernels_use(job.variant.source, "dot"):  # the AST, never the text
-        # docs/design.md §8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
-        dtypes.remove(torch.bfloat16)
-        unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")
-    if not dtypes:
-        return job.result(Verdict.UNSUPPORTED, "interpreter_bf16_dot",
-                          "bf16 tl.dot cannot be checked in the Triton interpreter; use --backend cuda")
-    # Compile first: Triton's real front-end names compile errors that the interpreter would only meet as
-    # Python exceptions, and a compile (0.5-1.5 s) is cheaper than the interpreter checks.
-    failure, resources = compile_stage(pool, job)
-    if failure is not None:
-        failure.resources = resources
-        return failure
-    fp8 = fp8_dtypes(job.task)
-    if fp8:  # compiled for the target, never run here: the interpreter's float8 is not the GPU's
-        return job.result(Verdict.UNSUPPORTED, "interpreter_fp8",
-                          f"correctness needs a GPU (fp8): the Triton interpreter does not compute {', '.join(fp8)} "
-                          f"as the GPU does; compiled for {job.target} only (check it with --backend cuda)",
-                          unchecked=unchecked, resources=resources,
-                          compile_s=sum(r.compile_s or 0.0 for r in resources))
-    shapes = job.task.check_shapes or job.task.small_shapes
-    failure, checked = check_stage(pool, job, "cpu", True, shapes, dtypes)
-    if failure is not None:
-        failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
-        return failure
-    return job.result(Verdict.OK, checked=checked, unchecked=unchecked, resources=resources,
-                      device="cpu (triton interpreter)",
-                      compile_s=sum(r.compile_s or 0.0 for r in resources),
-                      fingerprint=fingerprint({"host": platform.machine(), "kind": "interpreter"}))
+def get_backend(name: str = "auto", task_name: str | None = None, pool: ChildPool | None = None,
+                **kwargs: object) -> Backend:
+    return BACKENDS[resolve_backend_name(name, task_name)](pool=pool, **kwargs)
 
+
+class BackendUnavailable(UsageError):
+    """The backend asked for cannot evaluate here; the message says what to use instead (a usage error)."""
+
+
+def usable_backend(name: str, task_name: str, variants: Sequence[Variant] | None = None) -> str:
+    """The backend that will evaluate ``task_name`` here, checked before the first evaluation.
+
+    ``auto``: cuda with a GPU, else replay when recorded times exist for one of ``variants`` (their exact
+    sources; any of the task's when None), else interpret, so it never picks a backend that can only answer
+    ``unsupported``. An explicit cuda without a GPU, or replay without such recordings, raises
+    :class:`BackendUnavailable` naming what to run instead.
+
+    Example::
+
+        >>> usable_backend("auto", "softmax", builtin_variants("softmax"))  # doctest: +SKIP
+        'interpret'
+    """
+    has_recordings, recordings_root = recordings.has_recordings, recordings.recordings_root
+
+    def recorded() -> bool:
+        if variants is None:
+            return has_recordings(task_name)
+        root = recordings_root()  # recordings.py's layout: <gpu>/<task>/<variant>-<hash[:12]>/*.json.gz (not read here)
+        return any(any(root.glob(f"*/{task_name}/{v.name}-{v.source_hash[:12]}/*.json.gz")) for v in variants)
+
+    resolved = resolve_backend_name(name, task_name)  # unknown names: ValueError naming the choices
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "replay" if "replay" in BACKENDS and recorded() else "interpret"
+    if resolved == "cuda" and not torch.cuda.is_available():
+        alt = "--backend replay (recorded GPU times) or " if recorded() else ""
+        raise BackendUnavailable(
+            f"--backend cuda needs a CUDA GPU and torch sees none here: use {alt}--backend interpret (correctness "
+            "in the Triton interpreter plus compile facts, no times), or run on a GPU machine")
+    if resolved == "replay" and not recorded():
+        names = ", ".join(v.name for v in variants or [])
+        which = f" (variant{'s' if len(variants or []) > 1 else ''} {names})" if names else ""
+        raise BackendUnavailable(
+            f"--backend replay has no recorded GPU times for {task_name!r}{which} under {recordings_root()}: use "
+            "--backend interpret here, record on a GPU with benchmarks/record_spaces.py, or point "
+            "WARPFORGE_RECORDINGS at a folder of recordings")
+    return resolved
 

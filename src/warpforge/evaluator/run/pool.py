@@ -1,6 +1,6 @@
 """Evaluation worker pools: in-process threads, or Ray actors (one per GPU, plus CPU compile actors).
 
-Every worker owns a :class:`~warpforge.evaluator.run.backends.Backend` and with it a ChildPool, so each
+Every worker owns a :class:`~warpforge.evaluator.run.backend.Backend` and with it a ChildPool, so each
 candidate still runs in a fresh single-use child (pipes, SIGKILL on timeout, EOF = crash). Workers
 never open the database: results come back to the orchestrator (the single writer) as EvalResult JSON.
 

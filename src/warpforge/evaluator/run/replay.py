@@ -1,16 +1,13 @@
 """The ``replay`` backend: times looked up in recorded real-GPU measurements, labelled with that GPU.
 
-Recordings are Kernel Tuner cache files written by ``benchmarks/record_spaces.py`` on a GPU, one per
-(GPU, task, variant, shape, dtype), at
-``recordings/<gpu>/<task>/<variant>-<source hash[:12]>/<dtype>__<shape>.json.gz`` inside the package.
-Only configurations that passed the GPU correctness check were recorded with a time; failures are
-recorded as ``CompilationFailedConfig``/``RuntimeFailedConfig``; a configuration absent from a file
-was outside the variant's constraints. The variant's source hash is part of the path, so an edited
-template never borrows the times of its previous version.
+Recordings (their layout: evaluator/run/recordings.py) are Kernel Tuner cache files written by
+``benchmarks/record_spaces.py`` on a GPU. Only configurations that passed the GPU correctness check were
+recorded with a time; failures are recorded as ``CompilationFailedConfig``/``RuntimeFailedConfig``; a
+configuration absent from a file was outside the variant's constraints.
 
 Example::
 
-    >>> from warpforge.evaluator.run.replay import has_recordings
+    >>> from warpforge.evaluator.run.recordings import has_recordings
     >>> has_recordings("softmax")  # doctest: +SKIP
     True
 """
@@ -18,8 +15,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
-import re
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,35 +25,15 @@ from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict,
 from warpforge.evaluator.run.backend import Backend, fingerprint, register
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.recorded_spaces import RecordedSpace, read_space
+from warpforge.evaluator.run.recordings import recordings_root
 from warpforge.kernels.task import dtype_name, parse_dtype, shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.replay")
-PACKAGE_RECORDINGS = Path(__file__).resolve().parent.parent / "recordings"
-
-
-def recordings_root() -> Path:
-    return Path(os.environ.get("WARPFORGE_RECORDINGS", PACKAGE_RECORDINGS))
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", text).strip("_")
-
-
-def recording_path(root: Path, gpu: str, task: str, variant: str, source_hash: str, dtype: str,
-                   shape: dict[str, int]) -> Path:
-    return root / slug(gpu) / task / f"{variant}-{source_hash[:12]}" / f"{dtype}__{slug(shape_key(shape))}.json.gz"
-
-
 @dataclass(frozen=True)
 class Recording:
     gpu: str
     path: Path
     space: RecordedSpace
-
-
-def has_recordings(task: str, root: Path | None = None) -> bool:
-    root = root or recordings_root()
-    return root.is_dir() and any(root.glob(f"*/{task}/*/*.json.gz"))
 
 
 @lru_cache(maxsize=256)

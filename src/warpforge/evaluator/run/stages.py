@@ -1,6 +1,6 @@
 """The evaluation stages, run from the trusted side: static check, correctness, AOT compile, timing.
 
-Each stage returns either data or a failing :class:`EvalResult`; backends (backends.py) chain them.
+Each stage returns either data or a failing :class:`EvalResult`; backends (interpret.py, cuda.py, replay.py) chain them.
 Correctness (``check_stage``) plans its cases here (verify.plan_cases: seeds and hidden shapes from
 this process's unpredictable RNG), runs them in a child, and judges the child's raw facts in
 verify.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.run.job.Job` in job.py.

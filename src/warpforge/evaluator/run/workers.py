@@ -25,7 +25,8 @@ from typing import Any
 
 from warpforge.errors import WarpforgeError
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.backend import Backend, interpret_checks, software_versions
+from warpforge.evaluator.run.backend import Backend, software_versions
+from warpforge.evaluator.run.interpret import interpret_checks
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import compile_stage, static_stage
 from warpforge.kernels.task import Task, dtype_name, get_task, parse_dtype

@@ -27,7 +27,6 @@ from dataclasses import asdict, replace
 
 import optuna
 
-import warpforge.agent.evolution  # noqa: F401 - registers the llm proposer
 from warpforge.db import store
 from warpforge.db.session import Database
 from warpforge.evaluator.run.pool import EvalPool, PoolConfig

@@ -20,7 +20,7 @@ from warpforge.db import store
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.backends import BACKENDS
+from warpforge.evaluator.run.backend import BACKENDS
 from warpforge.evaluator.run.pool import EvalPool
 from warpforge.kernels.task import Task
 from warpforge.search.engine.acceptance import Entry, Incumbent, settle, top_k

@@ -23,7 +23,7 @@ from warpforge.db import store
 from warpforge.db.session import Database
 from warpforge.db.writer import ResultWriter
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.backends import BACKENDS, Backend, resolve_backend_name, software_versions
+from warpforge.evaluator.run.backend import BACKENDS, Backend, resolve_backend_name, software_versions
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
 from warpforge.evaluator.run.stages import space_stage

@@ -1,0 +1,150 @@
+"""The ``interpret`` backend: correctness in Triton's interpreter on the CPU plus ahead-of-time compilation.
+
+Never a timing objective: its results carry no times. :func:`interpret_checks` (compile for the target, then
+check on CHECK_SHAPES in the interpreter) is also the CPU stage ahead of a GPU (the pool's precheck) and
+the correctness half of ``replay``.
+
+Example::
+
+    >>> from warpforge.evaluator.run.backend import get_backend
+    >>> get_backend("interpret").evaluate(job).verdict   # doctest: +SKIP
+    <Verdict.OK: 'ok'>
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+
+import torch
+
+from warpforge.evaluator.judge.judge import scale_shapes
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.run.backend import Backend, fingerprint, register
+from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
+from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked
+from warpforge.evaluator.sandbox.supervisor import ChildPool
+from warpforge.evaluator.static.grammar import kernels_use
+from warpforge.kernels.task import shape_key
+
+log = logging.getLogger("warpforge.evaluator.run.interpret")
+
+
+def coverage(result: EvalResult) -> str:
+    """What an ``ok`` checked, from its case labels (verify.Case.label: "<shape> <dtype> seed=<n> (tags)")."""
+    shapes: list[str] = []
+    kinds = ["random"]
+    for label in result.checked:
+        shape = label.split(" ", 1)[0]
+        if shape not in shapes:
+            shapes.append(shape)
+        if "(adversarial inputs: " in label:
+            kind = label.split("(adversarial inputs: ", 1)[1].split(")", 1)[0]
+            if kind not in kinds:
+                kinds.append(kind)
+    return (f"coverage: shapes {'; '.join(shapes) or 'none'}; input kinds "
+            f"{', '.join(kinds)}")
+
+
+def by_path_notes(job: Job) -> list[str]:
+    """A by-path problem's own notes (kernels/kernelbench.py): sizes not derived, the built-in task matched."""
+    from warpforge.kernels.kernelbench import NOTES
+
+    note = NOTES.get(str(job.task.path), "") if not job.task.builtin else ""
+    return [note] if note else []
+
+
+# The interpreter runs ~10 ms per program (evaluator/judge/judge.py): inputs above this many bytes at a check shape
+# would take hours; KernelBench's own shapes are 0.3-8.6 GB per input.
+INTERPRET_MAX_BYTES = 64 << 20
+
+
+def too_big_for_interpreter(job: Job) -> EvalResult | None:
+    """A by-path problem whose sizes could not be derived keeps its benchmark shape as its only check shape:
+    the interpreter refuses it up front instead of running for hours."""
+    if job.task.builtin:
+        return None
+    for shape in job.task.check_shapes:
+        try:
+            size = job.task.bytes_moved(shape, job.dtypes[0])
+        except Exception:  # noqa: BLE001 - the user's code; the check itself will report it
+            continue
+        if size > INTERPRET_MAX_BYTES:
+            notes = " ".join(by_path_notes(job))
+            return job.result(Verdict.UNSUPPORTED, "shape_too_large_for_interpreter",
+                              f"{job.task.path.name}: its check shape {shape_key(shape)} moves {size / 1e9:.2g} GB, "
+                              "more than the Triton interpreter can judge on a CPU; " + (notes + "; " if notes else "")
+                              + "run with --backend cuda on a GPU, or give the problem smaller sizes as module "
+                              "globals read by get_inputs()")
+    return None
+
+
+def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
+    """Correctness under the interpreter on CHECK_SHAPES, then AOT compilation; no times."""
+    dtypes = list(job.dtypes)
+    unchecked: list[str] = []
+    if torch.bfloat16 in dtypes and kernels_use(job.variant.source, "dot"):  # the AST, never the text
+        # docs/design.md §8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
+        dtypes.remove(torch.bfloat16)
+        unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")
+    if not dtypes:
+        return job.result(Verdict.UNSUPPORTED, "interpreter_bf16_dot",
+                          "bf16 tl.dot cannot be checked in the Triton interpreter; use --backend cuda")
+    # Compile first: Triton's real front-end names compile errors that the interpreter would only meet as
+    # Python exceptions, and a compile (0.5-1.5 s) is cheaper than the interpreter checks.
+    failure, resources = compile_stage(pool, job)
+    if failure is not None:
+        failure.resources = resources
+        return failure
+    fp8 = fp8_dtypes(job.task)
+    if fp8:  # compiled for the target, never run here: the interpreter's float8 is not the GPU's
+        return job.result(Verdict.UNSUPPORTED, "interpreter_fp8",
+                          f"correctness needs a GPU (fp8): the Triton interpreter does not compute {', '.join(fp8)} "
+                          f"as the GPU does; compiled for {job.target} only (check it with --backend cuda)",
+                          unchecked=unchecked, resources=resources,
+                          compile_s=sum(r.compile_s or 0.0 for r in resources))
+    shapes = job.task.check_shapes or job.task.small_shapes
+    failure, checked = check_stage(pool, job, "cpu", True, shapes, dtypes)
+    if failure is not None:
+        failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
+        return failure
+    return job.result(Verdict.OK, checked=checked, unchecked=unchecked, resources=resources,
+                      device="cpu (triton interpreter)",
+                      compile_s=sum(r.compile_s or 0.0 for r in resources),
+                      fingerprint=fingerprint({"host": platform.machine(), "kind": "interpreter"}))
+
+
+@register
+class InterpretBackend(Backend):
+    name = "interpret"
+
+    def __init__(self, pool: ChildPool | None = None) -> None:
+        super().__init__(pool)
+        self._scaled: dict[str, str] = {}  # variant source hash -> what its benchmark-scale cases covered
+
+    def _evaluate(self, job: Job) -> EvalResult:
+        refused = too_big_for_interpreter(job)
+        if refused is not None:
+            return refused
+        # Benchmark-scale cases once per variant source (verify.scale_shapes), on its first evaluation here.
+        first = job.variant.source_hash not in self._scaled
+        if first:
+            job.scale_shapes, note = scale_shapes(job.task)
+        result = interpret_checks(self.pool, job)
+        if first and result.verdict is Verdict.OK:
+            self._scaled[job.variant.source_hash] = note
+        elif not first:
+            note = self._scaled[job.variant.source_hash] + " on an earlier evaluation of this source"
+        if result.verdict is Verdict.OK:
+            checked_shapes = job.task.check_shapes or job.task.small_shapes
+            if all(s in checked_shapes for s in job.shapes):  # scale_shapes speaks of shapes never skipped here
+                note = "benchmark scale: every benchmark shape was itself a check shape"
+            result.unchecked.append(coverage(result))
+            result.unchecked.append("timing: no GPU measurement (the interpreter's wall time is never a timing)")
+            result.unchecked.append(largest_checked(job, checked_shapes))
+            result.unchecked.append(note)
+            result.unchecked += by_path_notes(job)
+        if not self.pool.isolation.active:
+            result.unchecked.append(f"isolation: {self.pool.isolation.summary()}: the candidate ran unsandboxed")
+        return result

@@ -109,7 +109,8 @@ def campaigns(report: Report, tasks: list[str], budget_s: float, trials: int, db
               compile_mode: str = "max-autotune") -> None:
     from warpforge.db import store
     from warpforge.db.session import Database
-    from warpforge.kernels.task import get_task, parse_dtype, shape_key
+    from warpforge.kernels.task import get_task
+    from warpforge.kernels.taskdef import parse_dtype, shape_key
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
     from warpforge.search.engine.summary import Event
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from warpforge.cli import handle_errors
 from warpforge.errors import UsageError, WarpforgeError
-from warpforge.kernels.task import TaskError
+from warpforge.kernels.taskdef import TaskError
 from warpforge.kernels.variant import VariantError
 
 ERRORS: dict[str, Exception] = {

@@ -14,7 +14,7 @@ def _modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(SRC).with_suffix("").parts
-        if "templates" in parts or "recordings" in parts:
+        if "templates" in parts[:-1] or "recordings" in parts[:-1]:
             continue  # candidate code (variant files), not the package's own modules
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path

@@ -42,7 +42,7 @@ def test_registry_complete_in_a_fresh_interpreter(module: str, attr: str, expect
 
 
 def test_backend_and_proposer_lookups_in_fresh_interpreters() -> None:
-    pool = ("from warpforge.evaluator.run.pool import make_pool; from warpforge.evaluator.run.workers import "
+    pool = ("from warpforge.evaluator.run import make_pool; from warpforge.evaluator.run.pool import "
             "PoolConfig; pool = make_pool('interpret', PoolConfig(workers=1, use_ray=False)); "
             "print(type(pool).__name__, pool.backend_name); pool.close()")
     assert fresh(pool)[-1] == "LocalPool interpret"

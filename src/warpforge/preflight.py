@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warpforge.errors import UsageError
-from warpforge.kernels.task import Task, get_task
+from warpforge.kernels.task import get_task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import (
     TEMPLATES_DIR,
     Variant,
@@ -164,7 +165,8 @@ def pick_params(pool: ChildPool, task: Task, variant: Variant, given: dict[str, 
     When ``given`` names every parameter it is used as it is: the evaluation then checks the constraints and
     answers ``invalid_config`` if they are false.
     """
-    from warpforge.evaluator.run.stages import Job, space_stage
+    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.run.stages import space_stage
 
     if set(given) >= set(variant.space):
         return dict(given), None, "as given"

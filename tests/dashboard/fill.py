@@ -54,7 +54,8 @@ def record_synthetic(root: Path, variants: list[object]) -> None:
     from warpforge.evaluator.gpus import peaks_for
     from warpforge.evaluator.run.recorded_spaces import write_cache
     from warpforge.evaluator.run.recordings import recording_path
-    from warpforge.kernels.task import dtype_name, get_task
+    from warpforge.kernels.task import get_task
+    from warpforge.kernels.taskdef import dtype_name
 
     task = get_task("softmax")
     peaks = peaks_for(GPU)

@@ -28,7 +28,8 @@ from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import check_stage
 from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, side_stream_finding, wall_clock_finding
 from warpforge.evaluator.sandbox.supervisor import ChildPool, child_env
-from warpforge.kernels.task import all_tasks, load_task_file, shape_key
+from warpforge.kernels.task import all_tasks, load_task_file
+from warpforge.kernels.taskdef import shape_key
 from warpforge.kernels.variant import load_variant
 
 ROOT = Path(__file__).parent / "adversarial"

@@ -38,7 +38,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def reason(outs: list[torch.Tensor], reference: Callable[..., object], inputs: tuple[torch.Tensor, ...],
            sentinel: float = float("nan")) -> str:
-    """The reason the evaluator gives: compare, then refine with the fp32 probe, as verify.py does."""
+    """The reason the evaluator gives: compare, then refine with the fp32 probe, as judge/judge.py does."""
     r64, rlp = references(reference, inputs)
     mismatch = compare_outputs(outs, r64, rlp, *FP32)
     assert mismatch is not None, "the case was built to mismatch"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.run import make_pool
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.pool import (
     Completion,
@@ -26,7 +27,6 @@ from warpforge.evaluator.run.pool import (
     LocalPool,
     PoolConfig,
     PoolError,
-    make_pool,
 )
 from warpforge.evaluator.run.ray_pool import RayPool
 from warpforge.kernels.task import load_task_file

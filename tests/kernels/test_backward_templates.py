@@ -16,7 +16,8 @@ import torch
 
 from warpforge.evaluator.judge.compare import compare_outputs, references
 from warpforge.evaluator.judge.gradients import draw_grad_out, grad_references
-from warpforge.kernels.task import Task, get_task
+from warpforge.kernels.task import get_task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import Variant, builtin_variants
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -15,7 +15,7 @@ import torch
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.stages import Job
+from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.sandbox.child.model_new import StateMismatch, load_reference_state
 from warpforge.evaluator.sandbox.model_spec import case_init
 from warpforge.evaluator.static.grammar import check_module

@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, text
 from warpforge.agent.proposers import PROPOSERS, Candidate, History, Origin, Proposer, get_proposer, register_proposer
 from warpforge.evaluator.run.backend import register
 from warpforge.evaluator.run.pool import PoolConfig
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import parse_variant
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 from warpforge.search.engine.summary import Event

@@ -38,7 +38,7 @@ from warpforge.agent.parse import REASKABLE, ParsedAnswer, check_answer, normali
 from warpforge.agent.prompting import build_prompt, reask_message
 from warpforge.agent.proposers import Candidate, History, Origin, Proposer, VariantHistory, register_proposer
 from warpforge.errors import UsageError
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import builtin_variants
 
 log = logging.getLogger("warpforge.agent")

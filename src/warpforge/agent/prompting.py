@@ -29,7 +29,7 @@ from typing import Any
 import jinja2
 
 from warpforge.agent.prompt_weights import weights_section
-from warpforge.kernels.task import Task, dtype_name
+from warpforge.kernels.taskdef import Task, dtype_name
 
 PROMPTS = Path(__file__).parent / "prompts"
 CHARS_PER_TOKEN = 4
@@ -74,9 +74,9 @@ def example_variant() -> str:
 @lru_cache(maxsize=1)
 def strict_rules() -> dict[str, str]:
     """The evaluator's strict static rules, worded for the system prompt from the evaluator's own allowlists
-    (evaluator/static/checks.py, static_strict.py: read, never copied), so a candidate is never rejected for a rule it
+    (evaluator/static/grammar.py and vocab.py: read, never copied), so a candidate is never rejected for a rule it
     was not told."""
-    from warpforge.evaluator.static import strict as st
+    from warpforge.evaluator.static import grammar as st
     from warpforge.evaluator.static.checks import ALLOWED_TORCH
 
     def names(items: Any, fmt: str = "`{}`") -> str:
@@ -85,8 +85,8 @@ def strict_rules() -> dict[str, str]:
     nodes = {"Import": "import", "ImportFrom": "from-import", "Global": "global", "Nonlocal": "nonlocal",
              "Lambda": "lambda", "Try": "try", "With": "with", "ClassDef": "class", "AsyncFunctionDef": "async def",
              "Await": "await", "Yield": "yield", "YieldFrom": "yield from"}
-    return {"imports": names(m for m in st.ALLOWED_IMPORTS if m != "__future__") + " (and `__future__`)",
-            "triton": names(st.ALLOWED_TRITON), "torch": names(ALLOWED_TORCH),
+    return {"imports": names(name for name, _ in st.IMPORTS) + " (and `__future__`)",
+            "triton": names(st.TRITON_CALLS | {"jit", "language"}), "torch": names(ALLOWED_TORCH),
             "names": names(st.FORBIDDEN_NAMES), "calls": names(st.DYNAMIC_CALLS, "`{}()`"),
             "host_reads": names((h for h in st.HOST_READS if not h.startswith("_")), "`.{}()`"),
             "jit_builtins": names(b for b in st.JIT_BUILTINS if b not in ("True", "False", "None")),

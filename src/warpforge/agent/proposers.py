@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import Variant, builtin_variants, load_variant
 from warpforge.registry import Registry
 

@@ -55,7 +55,8 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
           json_out: bool = JsonOpt) -> None:
     """List tasks (built-in and from --task-file) with their shapes and templates."""
     from warpforge.evaluator.judge.gradients import input_names
-    from warpforge.kernels.task import all_tasks, dtype_name
+    from warpforge.kernels.task import all_tasks
+    from warpforge.kernels.taskdef import dtype_name
     from warpforge.kernels.variant import builtin_variants
 
     rows: list[dict[str, Any]] = []
@@ -273,7 +274,7 @@ def eval_cmd(
     """
     from warpforge.evaluator.result import Verdict
     from warpforge.evaluator.run.backend import get_backend, usable_backend
-    from warpforge.evaluator.run.stages import Job
+    from warpforge.evaluator.run.job import Job
     from warpforge.evaluator.sandbox.isolation import require_for_untrusted
     from warpforge.kernels.task import get_task
     from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, check_params, check_space, load_variant

@@ -194,7 +194,8 @@ def _work(task: str, shape: dict[str, int], dtype: str) -> tuple[float, float] |
 def _work_cached(task: str, shape_items: tuple[tuple[str, int], ...], dtype: str) -> tuple[float, float] | None:
     shape = dict(shape_items)
     try:
-        from warpforge.kernels.task import get_task, parse_dtype  # imports torch (~2 s once per process)
+        from warpforge.kernels.task import get_task
+        from warpforge.kernels.taskdef import parse_dtype
 
         t = get_task(task)
         d = parse_dtype(dtype)

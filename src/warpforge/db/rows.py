@@ -53,7 +53,7 @@ class ShapeRow:
     """One benchmark shape's times (ms) of an evaluation or a decision's winner."""
 
     shape: Mapping[str, int]
-    shape_key: str  # "M=4096,N=4096" (kernels.task.shape_key)
+    shape_key: str  # "M=4096,N=4096" (kernels.taskdef.shape_key)
     dtype: str
     p20_ms: float | None
     p50_ms: float | None

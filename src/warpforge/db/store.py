@@ -29,7 +29,7 @@ from warpforge.db.models import (
 )
 from warpforge.db.rows import params_key
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.kernels.task import Task, shape_key
+from warpforge.kernels.taskdef import Task, shape_key
 from warpforge.kernels.variant import Variant
 
 

@@ -41,7 +41,7 @@ from warpforge.db import store
 from warpforge.db.models import Evaluation, Hardware, Measurement, TaskRecord
 from warpforge.db.session import Database
 from warpforge.evaluator.result import EvalResult
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 
 log = logging.getLogger("warpforge.db")
 

@@ -39,7 +39,7 @@ from warpforge.export.source import (
     training_facts,
     wrap_launches,
 )
-from warpforge.kernels.task import dtype_name
+from warpforge.kernels.taskdef import dtype_name
 
 RUNTIME = Path(__file__).parent / "runtime"
 TEMPLATES = Path(__file__).parent / "templates"

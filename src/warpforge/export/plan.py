@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from warpforge.compile_facts import static_rank
 from warpforge.db.rows import params_key
 from warpforge.errors import WarpforgeError
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 
 
 class ExportRefused(WarpforgeError, RuntimeError):

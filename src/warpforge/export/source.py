@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from warpforge.errors import UsageError
-from warpforge.kernels.task import Task, dtype_name
+from warpforge.kernels.taskdef import Task, dtype_name
 
 
 class SourceError(UsageError):

@@ -24,14 +24,9 @@ from pathlib import Path
 from types import ModuleType
 
 from warpforge.kernels.kernelbench import kernelbench_task
-from warpforge.kernels.taskdef import (  # noqa: F401 - the public names of the task contract, re-exported
-    DEFAULT_TOLERANCES,
-    Shape,
+from warpforge.kernels.taskdef import (
     Task,
     TaskError,
-    dtype_name,
-    parse_dtype,
-    shape_key,
 )
 
 TASKS_DIR = Path(__file__).parent / "tasks"

@@ -1,6 +1,6 @@
 """Adversarial fixtures: one reward hack per entry of a manifest, each with the verdict it must end in.
 
-The manifest (``tests/evaluator/judge/adversarial/manifest.json`` in a source checkout) lists, per fixture,
+The manifest (``tests/evaluator/adversarial/manifest.json`` in a source checkout) lists, per fixture,
 the task, the variant file, its parameters, the expected verdict and reason, and whether it needs a GPU.
 Honest controls are included and must pass. ``run_manifest`` evaluates every fixture that applies to a
 backend and says which ended as expected; ``benchmarks/gpu_check.py`` runs it on a GPU, the test suite
@@ -29,7 +29,8 @@ from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend, get_backend
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
-from warpforge.kernels.task import Task, TaskError, get_task, load_task_file
+from warpforge.kernels.task import get_task, load_task_file
+from warpforge.kernels.taskdef import Task, TaskError
 from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, load_variant
 
 MANIFEST = Path(__file__).resolve().parents[4] / "tests" / "evaluator" / "adversarial" / "manifest.json"
@@ -97,7 +98,7 @@ def load_manifest(path: str | Path | None = None) -> list[Fixture]:
     manifest = Path(path) if path else MANIFEST
     if not manifest.is_file():
         raise FileNotFoundError(f"adversarial manifest {manifest} not found: pass its path (it lives in a source "
-                                "checkout under tests/evaluator/judge/adversarial/)")
+                                "checkout under tests/evaluator/adversarial/)")
     fixtures = []
     for entry in json.loads(manifest.read_text())["fixtures"]:
         reasons = entry.get("expected_reason", "")

@@ -219,7 +219,7 @@ def refine(mismatch: Mismatch, outs: Sequence[torch.Tensor], ref64: Sequence[tor
     """
     floats = [o for o in outs if o.is_floating_point() and o.numel()]
     for i, out in enumerate(outs):
-        # A NaN sentinel cannot be told from a computed NaN; the rerun pair (verify.py) decides those.
+        # A NaN sentinel cannot be told from a computed NaN; the rerun pair (judge/judge.py) decides those.
         if math.isnan(sentinel):
             break
         if out.is_floating_point() and out.numel() and bool(is_sentinel(out, sentinel).all()):

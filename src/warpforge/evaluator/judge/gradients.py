@@ -29,7 +29,7 @@ import torch
 from warpforge.evaluator.judge.compare import as_tuple, compare_outputs, references, upcast
 from warpforge.evaluator.judge.judge import CheckPlan
 from warpforge.evaluator.sandbox.child.backward import upstream_gradient
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import Variant
 
 

@@ -40,7 +40,7 @@ from warpforge.evaluator.sandbox.protocol import CheckReport, LaunchFacts
 from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, read_regular
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 from warpforge.evaluator.static.checks import disallowed_ops
-from warpforge.kernels.task import Shape, Task, dtype_name, shape_key
+from warpforge.kernels.taskdef import Shape, Task, dtype_name, shape_key
 
 # Hidden shapes stay within 1.2x of a check shape (+2): the interpreter's cost grows with size.
 HIDDEN_GROWTH = 1.2
@@ -152,7 +152,7 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
                 break
     _add_adversarial(task, cases, dtypes, rng, notes)
     _add_precision(task, cases, dtypes, rng)
-    for shape in scale:  # benchmark scale: one seed, the first dtype (verify.scale_shapes)
+    for shape in scale:  # benchmark scale: one seed, the first dtype (judge.scale_shapes)
         seed = rng.getrandbits(31)
         try:
             inputs = tuple(task.make_inputs(dict(shape), dtypes[0], seed, "cpu"))
@@ -444,7 +444,7 @@ class Judge:
         return None
 
     def matches(self, case: Case, outs: Sequence[torch.Tensor]) -> Any:
-        """None when ``outs`` are right for ``case``, else the Mismatch (grad_judge.py judges a training check's
+        """None when ``outs`` are right for ``case``, else the Mismatch (judge/training.py judges a training check's
         outputs part by part)."""
         r64, rlp = self.refs(case)
         return compare_outputs(outs, r64, rlp, *self.job.task.tolerance(case.dtype))

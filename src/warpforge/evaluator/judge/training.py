@@ -1,12 +1,12 @@
-"""Trusted-side judgement of a training check: verify.Judge, with each case's outputs judged part by part.
+"""Trusted-side judgement of a training check: judge.Judge, with each case's outputs judged part by part.
 
 A training case's saved outputs are ``launch``'s output, ``launch_forward``'s output, then one gradient per
-``GRAD_INPUTS`` entry (child/backward.py). Every rule of verify.Judge applies unchanged to that whole call
+``GRAD_INPUTS`` entry (child/backward.py). Every rule of judge.Judge applies unchanged to that whole call
 (operator recorder, Triton launches, inputs unchanged, outputs fresh, rerun under a second sentinel, grid
 order, compiled kernels only); what this class adds:
 
 - ``matches``: both forward outputs against the reference with the task's tolerance, each gradient against
-  torch autograd of the reference in float64 (grad_check.grad_references) with ``task.grad_tolerance``,
+  torch autograd of the reference in float64 (gradients.grad_references) with ``task.grad_tolerance``,
   the same comparator (compare.compare_outputs); a failure names the part (``grad of input 1 (w)``);
 - the upstream gradient is an input too: modifying it is ``input_mutated``;
 - ``saved`` holds plain tensors only (``saved_not_tensor``), and each function returns what the contract
@@ -95,7 +95,7 @@ class TrainingJudge(Judge):
         k, _ = self._layout(case)
         if mismatch.inner is None:  # the count is wrong: nothing to refine
             return self.job.result(Verdict.INCORRECT, mismatch.reason, f"{case.label}: {mismatch.message}")
-        if mismatch.grad is None:  # a forward output: verify.Judge's refinements, on that output alone
+        if mismatch.grad is None:  # a forward output: judge.Judge's refinements, on that output alone
             start = 0 if mismatch.part == "launch" else k
             part = outs[start:start + k]
             result = super()._explain(case, part, r64, rlp, mismatch.inner,
@@ -145,7 +145,7 @@ class TrainingJudge(Judge):
                 return self.job.result(Verdict.REJECTED, "saved_not_tensor", f"launch_forward saved {kinds[:6]}; "
                                        "saved is a tuple of plain torch.Tensors (statistics the backward reads)")
             saved = self.load(f"out_{case.id}.pt")
-            assert saved is not None  # verify.Judge._launches checked every file
+            assert saved is not None  # judge.Judge._launches checked every file
             after = saved["inputs_after"]
             grad_out = self.plan.grad_outs[case.id]
             if len(after) != len(case.inputs) + 1 or not torch.equal(after[-1], grad_out):
@@ -173,6 +173,6 @@ class TrainingJudge(Judge):
 
 def judge_training(job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
                    ) -> tuple[EvalResult | None, list[str]]:
-    """verify.judge_check for a training check (grad_check.training_check)."""
+    """judge.judge_check for a training check (gradients.training_check)."""
     judge = TrainingJudge(job, plan, outcome, ref_device)
     return judge.judge(), judge.checked

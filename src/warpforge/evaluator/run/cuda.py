@@ -25,7 +25,7 @@ from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import check_stage, compile_stage, phase_budgets
 from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool
-from warpforge.kernels.task import Shape, dtype_name, shape_key
+from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.cuda")
 

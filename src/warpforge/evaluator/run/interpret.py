@@ -26,13 +26,13 @@ from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.evaluator.static.grammar import kernels_use
-from warpforge.kernels.task import shape_key
+from warpforge.kernels.taskdef import shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.interpret")
 
 
 def coverage(result: EvalResult) -> str:
-    """What an ``ok`` checked, from its case labels (verify.Case.label: "<shape> <dtype> seed=<n> (tags)")."""
+    """What an ``ok`` checked, from its case labels (judge.Case.label: "<shape> <dtype> seed=<n> (tags)")."""
     shapes: list[str] = []
     kinds = ["random"]
     for label in result.checked:
@@ -127,7 +127,7 @@ class InterpretBackend(Backend):
         refused = too_big_for_interpreter(job)
         if refused is not None:
             return refused
-        # Benchmark-scale cases once per variant source (verify.scale_shapes), on its first evaluation here.
+        # Benchmark-scale cases once per variant source (judge.scale_shapes), on its first evaluation here.
         first = job.variant.source_hash not in self._scaled
         if first:
             job.scale_shapes, note = scale_shapes(job.task)

@@ -1,7 +1,7 @@
 """The typed job the trusted side evaluates: one candidate (task, variant source, parameters) and how to check it.
 
 Its own module, below both the stages that run a job (stages.py, timing.py) and the judge that reads what
-its child reported (verify.py), so that neither imports the other for the type.
+its child reported (judge/judge.py), so that neither imports the other for the type.
 
 Example::
 
@@ -22,7 +22,7 @@ import torch
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox.kernel_cache import CacheUse
 from warpforge.evaluator.sandbox.supervisor import child_env
-from warpforge.kernels.task import Shape, Task
+from warpforge.kernels.taskdef import Shape, Task
 from warpforge.kernels.variant import Variant
 
 # Host memory a candidate may add to its child: the interpreter on check shapes peaks under 1 GiB of
@@ -53,13 +53,13 @@ class Job:
     hidden_shapes: int = 1  # fresh random boundary shapes per evaluation (0 turns them off)
     host_memory_gb: float = DEFAULT_HOST_MEMORY_GB
     # Source hashes of the kernels the AOT stage compiled (compile_stage fills it); a check that launches
-    # any other kernel is rejected (verify.Judge._compiled). Empty: not compiled here, not enforced.
+    # any other kernel is rejected (judge.Judge._compiled). Empty: not compiled here, not enforced.
     compiled_kernels: list[str] = field(default_factory=list)
     kernel_cache: list[CacheUse] = field(default_factory=list)  # per stage: warm entries seeded, entries added
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
     static_rules: str = "strict"
-    # Benchmark-scale correctness cases (verify.scale_shapes), run once per variant source: the interpret
+    # Benchmark-scale correctness cases (judge.scale_shapes), run once per variant source: the interpret
     # backend sets them on the first evaluation of a source and leaves them empty on its later trials.
     scale_shapes: list[Shape] = field(default_factory=list)
 

@@ -1,6 +1,6 @@
 """The Ray worker pool: long-lived actors, one per GPU, plus CPU actors compiling ahead of them.
 
-Each actor is a :class:`~warpforge.evaluator.run.workers.Worker`: it builds its Backend, whose ChildPool gives
+Each actor is a :class:`~warpforge.evaluator.run.pool.Worker`: it builds its Backend, whose ChildPool gives
 every candidate a fresh child process. For a GPU backend each evaluation actor holds one GPU
 (``num_gpus=1``: Ray sets ``CUDA_VISIBLE_DEVICES``, which the child inherits) and ``compile_workers``
 CPU actors run the static check and the ahead-of-time compile (optionally the interpreter check) first:
@@ -28,7 +28,7 @@ import torch
 
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend
-from warpforge.evaluator.run.workers import Completion, EvalPool, JobSpec, PoolConfig, PoolError, Worker, worker_error
+from warpforge.evaluator.run.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, Worker, worker_error
 
 # A precheck that ends in one of these lets the candidate go on to the GPU: the interpreter cannot judge
 # bf16 tl.dot (docs/design.md §8), which the GPU can.

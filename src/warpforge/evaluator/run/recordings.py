@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 import warpforge
-from warpforge.kernels.task import shape_key
+from warpforge.kernels.taskdef import shape_key
 
 PACKAGE_RECORDINGS = Path(warpforge.__file__).resolve().parent / "recordings"
 

@@ -26,7 +26,7 @@ from warpforge.evaluator.run.backend import Backend, fingerprint, register
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.recorded_spaces import RecordedSpace, read_space
 from warpforge.evaluator.run.recordings import recordings_root
-from warpforge.kernels.task import dtype_name, parse_dtype, shape_key
+from warpforge.kernels.taskdef import dtype_name, parse_dtype, shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.replay")
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The evaluation stages, run from the trusted side: static check, correctness, AOT compile, timing.
 
 Each stage returns either data or a failing :class:`EvalResult`; backends (interpret.py, cuda.py, replay.py) chain them.
-Correctness (``check_stage``) plans its cases here (verify.plan_cases: seeds and hidden shapes from
+Correctness (``check_stage``) plans its cases here (judge.plan_cases: seeds and hidden shapes from
 this process's unpredictable RNG), runs them in a child, and judges the child's raw facts in
-verify.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.run.job.Job` in job.py.
+judge/judge.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.run.job.Job` in job.py.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from warpforge.evaluator.judge.gradients import add_grad_outs, training_check
 from warpforge.evaluator.judge.judge import CheckPlan, judge_check, plan_cases
 from warpforge.evaluator.judge.training import judge_training
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
-from warpforge.evaluator.run.job import Job  # also re-exported: older callers import Job from here
+from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.sandbox import isolation, kernel_cache, model_spec
 from warpforge.evaluator.sandbox.protocol import CheckRequest
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool
 from warpforge.evaluator.static.checks import check_source
-from warpforge.kernels.task import Shape, dtype_name, shape_key
+from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
 CANDIDATE_FILE = "candidate.py"
 TASK_DIR = "task"
@@ -292,11 +292,11 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         return job.result(Verdict.UNSUPPORTED, "degenerate_task", problem), []
     rng = random.Random(secrets.randbits(64))  # the child never sees this state
     plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng, scale=job.scale_shapes)
-    if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in verify.py
+    if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in judge/judge.py
         plan.grid_seed = rng.getrandbits(31)
         plan.shuffled = frozenset(c.id for i, c in enumerate(plan.cases) if i % 2 == 1)
     training = training_check(job.task, job.variant)
-    if training:  # the backward is judged on every case too (grad_check.py, grad_judge.py)
+    if training:  # the backward is judged on every case too (judge/gradients.py, judge/training.py)
         add_grad_outs(plan, job.task, rng)
 
     # Under the interpreter every other case runs its grids in a shuffled order (child/grid.py).

@@ -10,7 +10,7 @@ The child reports samples and facts; quantiles, speedups and every verdict come 
   calls sized from the reference's time (~250 ms), saw at least 0.1 ms per call and more than twice the
   reported median (timers tampered with; blocks under 200 ms are not judged);
 - ``below_speed_of_light``: a median below max(flops / peak, bytes / bandwidth) for the detected GPU;
-- ``harness_tampered``, ``global_state_modified``, ``background_thread``: as in verify.py.
+- ``harness_tampered``, ``global_state_modified``, ``background_thread``: as in judge/judge.py.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from warpforge.evaluator.run.stats import quantiles
 from warpforge.evaluator.sandbox import model_spec
 from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, read_regular
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool, Mark
-from warpforge.kernels.task import Shape, dtype_name, shape_key
+from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
 # A device-wide synchronize right after the end event costs ~5-10 us when nothing is pending.
 PENDING_FLOOR_MS = 0.02
@@ -101,7 +101,7 @@ class TimedCase:
     recheck: list[int]
 
     wall_calls: int = 20
-    grad_seed: int = 0  # a training bench's upstream gradient (grad_check.draw_grad_out)
+    grad_seed: int = 0  # a training bench's upstream gradient (gradients.draw_grad_out)
 
     def request(self) -> dict[str, Any]:
         return {"id": self.id, "shape": self.shape, "dtype": dtype_name(self.dtype), "ref_seed": self.ref_seed,

@@ -21,7 +21,7 @@ nothing needs them (interpreter checks, constraint enumeration), no fork or exec
 run unisolated and say so loudly), ``require`` (refuse to run candidates unisolated), ``off``.
 Code warpforge did not ship (an LLM's, a user's variant file) always runs under ``require`` unless the
 user passes ``--unsafe-run-unsandboxed`` (:func:`require_for_untrusted`, called by the CLI); every child
-dies with its parent (``--die-with-parent`` here, a parent-death signal in sandbox.py).
+dies with its parent (``--die-with-parent`` here, a parent-death signal in sandbox/supervisor.py).
 
 Example::
 

@@ -1,4 +1,4 @@
-"""Process plumbing for sandbox.py: resident memory of a sandbox, its PID 1, signals, pipes.
+"""Process plumbing for sandbox/supervisor.py: resident memory of a sandbox, its PID 1, signals, pipes.
 
 Example::
 

@@ -1,8 +1,8 @@
 """The typed formats that cross the trust boundary: a ``check`` request and the child's report.
 
-Both sides speak newline-delimited JSON (sandbox.py); these TypedDicts are that JSON's shape, so the
-trusted side (stages.py writes requests, verify.py reads reports) and the child (child/check.py) agree on
-keys that mypy can check. A report is *claims*, never trusted as such: verify.py re-derives what it
+Both sides speak newline-delimited JSON (sandbox/supervisor.py); these TypedDicts are that JSON's shape, so the
+trusted side (stages.py writes requests, judge/judge.py reads reports) and the child (child/check.py) agree on
+keys that mypy can check. A report is *claims*, never trusted as such: judge/judge.py re-derives what it
 can (values from its own reference, files from their hashes).
 
 Example::
@@ -49,7 +49,7 @@ class _CheckRequestBase(TypedDict):
 class CheckRequest(_CheckRequestBase, total=False):
     rerun: RerunRequest
     ghost: RerunRequest
-    training: bool  # each case's inputs end with grad_out; launch, launch_forward, launch_backward run (grad_check.py)
+    training: bool  # each case's inputs end with grad_out; launch, launch_forward, launch_backward run
     model_new: dict[str, Any]  # {"param_names": [...]} for a ModelNew variant (child/model_new.py)
     scratch: str  # added by sandbox.ChildPool.run
     nonce: str  # likewise

@@ -104,7 +104,6 @@ from collections.abc import Iterator
 
 from warpforge.evaluator.static.vocab import StaticFinding
 from warpforge.kernels import source_limits as limits
-from warpforge.kernels.source_limits import MAX_BYTES, MAX_DEPTH, MAX_LINES, MAX_NODES  # noqa: F401 (re-exported)
 
 IMPORTS = {("torch", None), ("triton", None), ("math", None), ("triton.language", "tl"), ("torch.nn", "nn")}
 FUTURE = {"annotations"}

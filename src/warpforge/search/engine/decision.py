@@ -22,7 +22,7 @@ from warpforge.search.engine.summary import FinalEntry, TaskSummary
 
 
 def _shape_key(shape: dict[str, int]) -> str:
-    # kernels.task.shape_key's format ("M=4096,N=4096"), without importing torch for it.
+    # kernels.taskdef.shape_key's format ("M=4096,N=4096"), without importing torch for it.
     return ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
 
 

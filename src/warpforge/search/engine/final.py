@@ -22,7 +22,7 @@ from warpforge.db.session import Database
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import BACKENDS
 from warpforge.evaluator.run.pool import EvalPool
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 from warpforge.search.engine.acceptance import Entry, Incumbent, settle, top_k
 from warpforge.search.engine.arms import Arm
 from warpforge.search.engine.decision import decision_fields

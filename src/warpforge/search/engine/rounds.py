@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from warpforge.agent.proposers import Candidate, FailureNote, History, Origin, Proposer, VariantHistory
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import Variant
 
 log = logging.getLogger("warpforge.search.engine.rounds")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from warpforge.errors import WarpforgeError
-from warpforge.evaluator.run.workers import PoolConfig
+from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 
 

@@ -23,12 +23,13 @@ from warpforge.db import store
 from warpforge.db.session import Database
 from warpforge.db.writer import ResultWriter
 from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.run import make_pool
 from warpforge.evaluator.run.backend import BACKENDS, Backend, resolve_backend_name, software_versions
 from warpforge.evaluator.run.job import Job
-from warpforge.evaluator.run.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError, make_pool
+from warpforge.evaluator.run.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError
 from warpforge.evaluator.run.stages import space_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool
-from warpforge.kernels.task import Task
+from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import VariantError, parse_variant
 from warpforge.search.engine.acceptance import Entry, Incumbent
 from warpforge.search.engine.allocators import get_allocator

@@ -56,7 +56,7 @@ def trace_training(module: Any, reference: Any, inputs: tuple[Any, ...], params:
 
 def upstream_gradient(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
     """The upstream gradient of a seed: standard normal in fp32, then the output's dtype (on the CPU). The
-    trusted side draws the same from the same seed (grad_check.draw_grad_out) to recheck timed calls."""
+    trusted side draws the same from the same seed (gradients.draw_grad_out) to recheck timed calls."""
     gen = torch.Generator().manual_seed(int(seed))
     return torch.randn(tuple(shape), generator=gen, dtype=torch.float32).to(dtype)
 

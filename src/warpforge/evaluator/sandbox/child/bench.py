@@ -74,7 +74,7 @@ class Timer:
 
 
 def _inputs(task: Any, case: dict[str, Any], seed: int, device: str) -> tuple[Any, ...]:
-    from warpforge.kernels.task import parse_dtype
+    from warpforge.kernels.taskdef import parse_dtype
 
     return tuple(task.make_inputs(case["shape"], parse_dtype(case["dtype"]), int(seed), device))
 
@@ -137,7 +137,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     device = req["device"]
     timer = Timer(device, int(req.get("flush_bytes", 0)))
     warmup, reps = int(req["warmup"]), int(req["reps"])
-    # A training bench (req "training", grad_check.training_check): every timed call is launch_forward then
+    # A training bench (req "training", gradients.training_check): every timed call is launch_forward then
     # launch_backward, each timed alone; the reference is torch's forward then autograd's backward.
     training = bool(req.get("training"))
     cases: list[dict[str, Any]] = []

@@ -79,7 +79,7 @@ def emit(payload: dict[str, Any]) -> None:
 
 
 def mark(name: str, **data: Any) -> None:
-    """A progress mark: the parent timestamps it and may start a phase deadline (sandbox.py)."""
+    """A progress mark: the parent timestamps it and may start a phase deadline (sandbox/supervisor.py)."""
     emit({"mark": name, **data})
 
 

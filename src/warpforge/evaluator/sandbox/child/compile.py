@@ -57,7 +57,8 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     from warpforge.evaluator.sandbox.child.backward import trace_training
     from warpforge.evaluator.sandbox.child.common import error_info, kernel_hash, load_candidate
     from warpforge.evaluator.sandbox.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
-    from warpforge.kernels.task import load_task_file, parse_dtype
+    from warpforge.kernels.task import load_task_file
+    from warpforge.kernels.taskdef import parse_dtype
 
     captured: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
 

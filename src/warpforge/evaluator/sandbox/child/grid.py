@@ -8,7 +8,7 @@ order and shuffled (never the identity), and both must be right.
 
 The switch is the judge's (the parent draws the seed and picks the shuffled cases); what runs here is a
 claim: every launch logs its grid and a digest of the order it ran, and the judge replays the orders from
-its seed (verify.Judge._grid_orders), so a candidate that turned the shuffle off, or replaced the
+its seed (judge.Judge._grid_orders), so a candidate that turned the shuffle off, or replaced the
 executor, is refused as ``grid_order_tampered``.
 """
 
@@ -42,7 +42,7 @@ class GridOrder:
     shuffled = False
     rng = random.Random(0)
     # One entry per launch: [gx, gy, gz, shuffled, sha16 of the order run]. A claim: the judge replays
-    # the order from its own seed (verify.Judge._grid_orders) and refuses a run whose claims disagree.
+    # the order from its own seed (judge.Judge._grid_orders) and refuses a run whose claims disagree.
     log: list[list[Any]] = []
 
     @classmethod

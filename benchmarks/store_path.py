@@ -23,15 +23,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import pipeline  # noqa: E402 - the stand-in task, variant and backend
+import pipeline
 
-from warpforge.db import store  # noqa: E402
-from warpforge.db.models import Campaign, VariantRecord  # noqa: E402
-from warpforge.db.session import Database  # noqa: E402
-from warpforge.db.writer import ResultWriter  # noqa: E402
-from warpforge.evaluator.run.job import Job  # noqa: E402
-from warpforge.kernels.task import get_task  # noqa: E402
-from warpforge.kernels.variant import load_variant  # noqa: E402
+from warpforge.db import store
+from warpforge.db.models import Campaign, VariantRecord
+from warpforge.db.session import Database
+from warpforge.db.writer import ResultWriter
+from warpforge.evaluator.run.job import Job
+from warpforge.kernels.task import get_task
+from warpforge.kernels.variant import load_variant
 
 
 def measure(n: int, batch: int | None, folder: Path) -> tuple[float, float]:

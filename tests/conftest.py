@@ -33,7 +33,7 @@ def _cuda_available() -> bool:
         import torch
 
         return torch.cuda.is_available()
-    except Exception:
+    except (ImportError, RuntimeError):  # no torch, or a CUDA build without its driver
         return False
 
 

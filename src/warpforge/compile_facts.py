@@ -210,7 +210,7 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None) -> dict[
                                   tuple(facts.get(row.id) or ()))
                            for i, (_, _, row) in enumerate(entries)]
     # Nothing verified ok: no target at all (an empty "unknown target" made best print an empty table, exit
-    # 0 with --static, and offer to export "the first", issue 31).
+    # 0 with --static, and offer to export "the first").
     return {target: rows for target, rows in ranking.items() if rows}
 
 

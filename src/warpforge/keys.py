@@ -1,7 +1,7 @@
-"""Provider keys held in this process's memory, never in its environment (issue 26).
+"""Provider keys held in this process's memory, never in its environment.
 
 A process that runs candidate code must not carry API keys in its environment: an unsandboxed candidate reads
-``/proc/<ppid>/environ``, and a symlinked stderr once put the orchestrator's own environment into a stored
+``/proc/<ppid>/environ``, and a symlinked stderr can carry the orchestrator's own environment into a stored
 verdict. :func:`hold` moves every key-like variable (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ...) out of
 ``os.environ`` into a private dict and overwrites it in the environment block the kernel shows as
 ``/proc/self/environ`` (``unsetenv`` alone leaves that block untouched); :func:`get` and :func:`environ` are how

@@ -1,4 +1,4 @@
-"""``warpforge run``'s progress where stderr is not a terminal (``make run | tee``, CI logs; issue 31).
+"""``warpforge run``'s progress where stderr is not a terminal (``make run | tee``, CI logs).
 
 Rich's progress bar draws only on a terminal: piped, it printed nothing until the campaign ended, minutes
 later. Off a terminal each finished evaluation is one plain line instead.

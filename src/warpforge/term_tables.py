@@ -1,4 +1,4 @@
-"""Tables that fit an 80-column terminal by choosing what to show (issue 31).
+"""Tables that fit an 80-column terminal by choosing what to show.
 
 Rich shrinks every column of a table that is too wide until each is one to four characters wide, which is what
 ``agent transcripts`` printed at 80 columns (11 columns of ~7 characters each). Instead, these tables stack two
@@ -64,8 +64,8 @@ def proposals_view(proposals: Iterable[Any], title: str) -> RenderableType:
     """Plans an LLM proposed (``plan_store.AgentPlanRecord``): a table of the numbers, then each proposal's
     rationale (or why it was not used) as a numbered paragraph.
 
-    The rationale used to be the table's last column, squeezed to one word per line at 80 columns beside the
-    plan's label. The model's text is escaped: Rich would read ``[bold]`` or ``[/]`` in it as markup.
+    A rationale column would be squeezed to one word per line at 80 columns beside the plan's label, hence
+    the paragraphs. The model's text is escaped: Rich would read ``[bold]`` or ``[/]`` in it as markup.
     """
     t = Table(title=escape(title))
     t.add_column("#", justify="right", no_wrap=True)

@@ -53,7 +53,7 @@ def evaluate(backend, task, source: str, name: str = "answer"):
 
 def _answer_class():
     namespace: dict = {}
-    exec(compile(ANSWER, "gemm_add_relu_modelnew.py", "exec"), namespace)  # noqa: S102 - our own fixture
+    exec(compile(ANSWER, "gemm_add_relu_modelnew.py", "exec"), namespace)
     return namespace["ModelNew"]
 
 
@@ -124,7 +124,7 @@ def test_the_real_kernelbench_problem_has_the_fixture_s_state(kernelbench: Path)
     small = source.replace("in_features = 8192", "in_features = 40").replace("out_features = 8192",
                                                                               "out_features = 24")
     namespace: dict = {}
-    exec(compile(small, "76_Gemm_Add_ReLU.py", "exec"), namespace)  # noqa: S102 - KernelBench's own file
+    exec(compile(small, "76_Gemm_Add_ReLU.py", "exec"), namespace)
     model = namespace["Model"](*namespace["get_init_inputs"]())
     assert tuple(model.state_dict()) == load_task_file(HERE / "gemm_add_relu.py").param_names
     assert check_module(ANSWER) is None

@@ -113,7 +113,7 @@ def load_llm_config(path: str | Path | None = None, env: Mapping[str, str] | Non
 
     Raises LLMConfigError (one line saying what to set) when nothing is configured.
     """
-    if env is None:  # the process's own: keys move out of os.environ into warpforge.keys (issue 26)
+    if env is None:  # the process's own: keys move out of os.environ into warpforge.keys
         config = load_llm_config(path, keys.environ())
         keys.hold([m.api_key_env for m in config.models])
         return config

@@ -116,7 +116,7 @@ class Proposer(ABC):
         """Called whenever new results arrived and no proposal is in flight; default: one round only."""
         return history.round == 0
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional: most proposers hold nothing to release
         """Release clients or connections; the campaign calls it once at the end of each task."""
 
 

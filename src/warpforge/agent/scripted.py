@@ -87,10 +87,10 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
                     pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.auth_headers.append(self.headers.get("Authorization", ""))

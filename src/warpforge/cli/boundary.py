@@ -70,7 +70,7 @@ def handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             err.print("interrupted: completed evaluations are stored; continue with --resume", soft_wrap=True)
             raise typer.Exit(130) from None
-        except Exception as exc:  # noqa: BLE001 - the boundary: a bug is said in one line, the traceback at -vv
+        except Exception as exc:
             log.debug("unexpected error", exc_info=True)
             raise fail(f"internal error ({type(exc).__name__}: {first_line(exc)}): this is a bug in warpforge, not "
                        "in what you typed; run again with -vv for the traceback and report it", 1) from None

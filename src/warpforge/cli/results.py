@@ -294,7 +294,7 @@ def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> 
 
 def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
     """What the static ranking covers, for the line above it: every campaign's ok configurations, not only
-    the latest campaign's that the line names (issue 31: the header named one campaign, the table ranked all)."""
+    the latest campaign's that the line names (the header named one campaign, the table ranked all)."""
     campaigns = sorted({r.campaign or "(none)" for rows in ranking.values() for r in rows})
     if len(campaigns) == 1:
         return f"the configurations campaign {campaigns[0]} verified ok"

@@ -46,7 +46,7 @@ class CampaignCharts:
     evaluations_total: int
     evaluations_read: int
     figures: tuple[Figure, ...] = field(default_factory=tuple)  # only those with something to draw
-    not_drawn: tuple[str, ...] = ()  # "title: why it is empty", for each chart left out (issue 31)
+    not_drawn: tuple[str, ...] = ()  # "title: why it is empty", for each chart left out
 
 
 def layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
@@ -124,7 +124,7 @@ def param_figures(rows: list[Any]) -> list[Figure]:
 
 def verdict_mix(rows: list[Any], bins: int = 20) -> Figure:
     """Verdict counts; over time (``bins`` groups in order) only when each group holds at least 2 evaluations:
-    with fewer, every bar was one evaluation tall and showed nothing a count does not (issue 31)."""
+    with fewer, every bar was one evaluation tall and showed nothing a count does not."""
     if not rows:
         return Figure("verdicts", "Verdict mix", {"data": [], "layout": layout("Verdicts", "", "")},
                       "no evaluations")

@@ -62,7 +62,7 @@ def read_only(app: Any) -> Any:
     """Wrap optuna-dashboard's WSGI app so that every write answers 403 with a one-line ``reason``.
 
     optuna-dashboard 0.21 has no read-only mode: its Create/Delete/Note controls are always drawn, and on our
-    read-only storage each answered a 500 (issue 31). Its front end shows an error response's ``reason`` field,
+    read-only storage each answered a 500. Its front end shows an error response's ``reason`` field,
     so the user now reads why instead of "Internal Server Error". An allowlist of read methods, not a list of
     write routes: a route added upstream is refused too.
     """

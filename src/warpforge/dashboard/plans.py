@@ -56,7 +56,7 @@ def export_for(p: Any) -> PlanExport:
 def plans_view(reader: Any, *, model: str | None = None, cluster: str | None = None, campaign: str | None = None,
                offset: int = 0, limit: int = 20) -> PlansView:
     """Plans fastest first. ``model`` None (not chosen) shows the newest plan's model when several are stored:
-    step times of different models on one speed-sorted list compare nothing (issue 31); ``""`` shows all."""
+    step times of different models on one speed-sorted list compare nothing; ``""`` shows all."""
     from warpforge.db.dashboard_reads import plan_models
 
     models = tuple(plan_models(reader))

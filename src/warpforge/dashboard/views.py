@@ -106,7 +106,7 @@ def leaderboard(reader: Any, *, shape: str | None = None, task: str | None = Non
 
 def _with_static(reader: Any, cell: Cell) -> Cell:
     """A cell without an accepted time carries the task's static ranking's first (what ``best --static``
-    prints): on a CPU-only database it is the only ranking there is (issue 31)."""
+    prints): on a CPU-only database it is the only ranking there is."""
     if cell.accepted:
         return cell
     from dataclasses import replace
@@ -219,7 +219,7 @@ def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int =
     static = None
     if fastest and fastest[0].objective_ms is not None:
         pick_id: int | None = fastest[0].id
-    else:  # nothing timed: best --static's first among this variant's configurations (issue 31)
+    else:  # nothing timed: best --static's first among this variant's configurations
         from warpforge.db.dashboard_reads import static_first
 
         static = static_first(reader, v.task, variant_hash=v.source_hash)

@@ -103,7 +103,7 @@ def llm_usage(s: Session, *, campaign: str | None = None) -> tuple[LLMUsage, ...
     """Calls, tokens, cost and outcome mix per campaign x model (one grouped query; the calls of one campaign
     are a few hundred at most, so grouping them in SQL is bounded), ordered by campaign then model."""
     # A replayed call was answered from a stored transcript: it counts as a call, but its tokens and cost were
-    # spent (and counted) by the campaign it replays, not again here (issue 31).
+    # spent (and counted) by the campaign it replays, not again here.
     def spent(column: Any) -> Any:
         return func.sum(case((AgentCall.replayed.is_(True), 0), else_=column))
 

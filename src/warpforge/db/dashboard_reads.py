@@ -1,4 +1,4 @@
-"""Reads the dashboard needs beyond ``queries.Reader``: compile facts and the static ranking (issue 31).
+"""Reads the dashboard needs beyond ``queries.Reader``: compile facts and the static ranking.
 
 A CPU-only database holds no times; what it holds per evaluation is the compiler's facts (registers, spills,
 shared memory, the occupancy they allow). These functions give the dashboard what ``best --static`` and

@@ -98,7 +98,7 @@ class ProblemSource:
             tree.body.append(node)
         ast.fix_missing_locations(tree)
         ns: dict[str, Any] = {"__name__": f"warpforge_problem_{self.path.stem}", "__file__": str(self.path)}
-        exec(compile(tree, str(self.path), "exec"), ns)  # noqa: S102 - the user's own problem file, as imported
+        exec(compile(tree, str(self.path), "exec"), ns)
         return ns
 
 
@@ -309,7 +309,7 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
                 param_names = tuple(module.Model(*module.get_init_inputs()).state_dict())
         except Exception:  # noqa: BLE001 - an __init__ that reads values (.item()) cannot run on meta
             param_names = tuple(module.Model(*module.get_init_inputs()).state_dict())
-    except Exception as exc:  # noqa: BLE001 - user file
+    except Exception as exc:
         raise TaskError(f"{path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: {exc}") from exc
     n_params = len(param_names)
     n_inputs: dict[str, int] = {}
@@ -325,7 +325,7 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
             values, state = problem.draw(shape, seed)
         except TaskError:
             raise
-        except Exception as exc:  # noqa: BLE001 - user file
+        except Exception as exc:
             raise TaskError(f"{path.name}: get_inputs() at {shape_key(shape)} failed: {type(exc).__name__}: "
                             f"{exc}") from exc
         n_inputs[shape_key(shape)] = len(values)

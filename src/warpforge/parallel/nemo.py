@@ -11,7 +11,7 @@ chosen before looking at errors:
   TP > 1, FlashAttention (cuDNN fused attention), selective recompute (the
   Megatron-Bridge recipes' default); FSDP > 0 (Megatron-FSDP) is ZeRO-3. AutoModel rows (PyTorch FSDP2):
   ZeRO-3; recompute and (for MoE) EP are not always stated: no recompute when the plan fits in 80 GiB by
-  the simulator's FSDP2 accounting (``memory_fsdp.py``; Megatron's until issue 28), else full recompute
+  the simulator's FSDP2 accounting (``memory_fsdp.py``), else full recompute
   (the run fitted); an empty EP cell on a MoE row is
   EP = gcd(experts, FSDP degree), since with EP 1 GPT-OSS-120B's bf16 experts alone (234 GB) could not be
   gathered on an 80 GB GPU. (These two AutoModel rules were written after seeing those rows' errors under
@@ -23,7 +23,7 @@ chosen before looking at errors:
 * Excluded: rows without tokens/s (the 24.03.01 long-sequence page gives TFLOP/s only, no micro-batch),
   hybrid Mamba models (Nemotron-3 Nano/Super/Ultra: the simulator has no Mamba layer), and inconsistent
   source rows (``inconsistent_rows``: the same model, GPU count and layout published by two releases with
-  throughputs 1.5x apart, while every other repeated layout agrees within 1.06x; issue 28).
+  throughputs 1.5x apart, while every other repeated layout agrees within 1.06x).
 * MoE dispatch: DeepEP (one copy per remote node) for AutoModel rows, whose notes name DeepEP; Megatron's
   all-to-all (one copy per routed expert) elsewhere, as no other row names its dispatcher.
 * MoE rows were measured with balanced routing, so the plan keeps the default load factor of 1.

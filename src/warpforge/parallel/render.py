@@ -130,7 +130,7 @@ def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: 
 
 def indistinguishable(res: SearchResult) -> str | None:
     """A line saying which top plans the simulator cannot tell apart: their predicted step times differ by less
-    than its validated error (issue 31: plans 0.8% apart were ranked under a ±21% band without a word)."""
+    than its validated error (plans 0.8% apart were ranked under a ±21% band without a word)."""
     band = res.plans[0].prediction.error_band if res.plans else None
     if band is None or not band.validated or not band.mape or len(res.plans) < 2:
         return None

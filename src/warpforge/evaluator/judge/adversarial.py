@@ -34,7 +34,7 @@ from warpforge.kernels.taskdef import Task, TaskError
 from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, load_variant
 
 MANIFEST = Path(__file__).resolve().parents[4] / "tests" / "evaluator" / "adversarial" / "manifest.json"
-# A control after a device-poisoning fixture must keep its time within 5% (issue 3).
+# A control after a device-poisoning fixture must keep its time within 5%.
 CONTROL_SLOWDOWN = 1.05
 
 

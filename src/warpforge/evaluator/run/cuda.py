@@ -61,7 +61,7 @@ class CudaBackend(Backend):
         shapes = list(job.task.check_shapes) + list(job.shapes)
         ref = self.reference_ms(job, shapes)
         # Compile ahead of time for this very GPU first: its kernels land in the candidate's warm cache, so the
-        # check and the benchmark look them up instead of compiling them inside their phases (issue 27).
+        # check and the benchmark look them up instead of compiling them inside their phases.
         major, minor = torch.cuda.get_device_capability()
         job.target = f"sm_{major}{minor}"
         failure, resources = compile_stage(self.pool, job)

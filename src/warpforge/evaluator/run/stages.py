@@ -48,7 +48,7 @@ def hang_bound_s(reference_s: float) -> float:
 
 
 def phase_budgets(job: Job, reference_s: float | None) -> dict[str, float]:
-    """The budget of each phase of a GPU check child (issue 27), each started by the child's mark and ended by
+    """The budget of each phase of a GPU check child, each started by the child's mark and ended by
     its next one (sandbox.PhaseClock):
 
     - ``context``: ours (CUDA context creation): :data:`CONTEXT_S`;

@@ -3,7 +3,7 @@
 Each child runs in a sandbox with a private, empty Triton cache (a shared one could be poisoned by another
 candidate). On a GPU that meant the first call of every kernel in the check and in the benchmark compiled
 from scratch (Triton front end, ptxas, module load: seconds), inside phases budgeted for the candidate's
-launch (issue 27). Now the trusted side keeps one warm directory per candidate (its source, parameters,
+launch. Now the trusted side keeps one warm directory per candidate (its source, parameters,
 task and target), outside any sandbox:
 
 - :func:`seed` copies its entries into the child's scratch directory (``triton-cache``, made the sandbox

@@ -29,7 +29,7 @@ _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 def die_with_parent() -> Callable[[], None]:
     """A ``preexec_fn`` that ties the new process to this one: SIGKILL when this thread's process dies.
 
-    Issue 26: a CLI killed with SIGKILL left its candidates running (one for 40 minutes). bubblewrap's
+    Without it a CLI killed with SIGKILL leaves its candidates running (one ran on for 40 minutes). bubblewrap's
     ``--die-with-parent`` does the same for sandboxed children; this covers the unsandboxed path and bwrap
     itself. Set between fork and exec, it survives the exec (no set-user-ID binary is involved); a parent that
     died before it was set is caught by comparing the parent pid. The signal follows the *thread* that

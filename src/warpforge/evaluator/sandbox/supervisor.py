@@ -63,7 +63,7 @@ HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[
 _BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.sandbox.child.__main__ import main; main()"
 # After the report, the child's namespace must be gone within this many seconds of SIGKILL.
 REAP_S = 10.0
-# What a child can make this process hold (issue 26: 2 GiB of progress marks grew the orchestrator to 3.5 GB and
+# What a child can make this process hold (2 GiB of progress marks grew the orchestrator to 3.5 GB and
 # still ended ok). Honest children send up to 4 marks per case (imported, need, compile, launch) and 3 per timed
 # shape, each under 200 bytes, and one report of tens of KB (a bench report carries 3 lists of 110 floats per
 # shape, ~7 KB a shape). Past any cap the child is killed and judged `flooded` (rejected: output_flood).
@@ -89,7 +89,7 @@ class PhaseClock:
 
     Every mark from the child ends the phase it was in; a mark named in ``budgets`` starts a phase bounded by
     that many seconds from its arrival, any other mark a phase bounded only by the overall deadline. So a
-    budget covers exactly the work between its mark and the next one (issue 27: the candidate's "launch" budget
+    budget covers exactly the work between its mark and the next one (the candidate's "launch" budget
     used to run on through the harness's own saving and the next case's input transfer, up to the next
     budgeted mark). A child cannot buy time with marks: the overall deadline stays where it was.
 
@@ -205,7 +205,7 @@ class ChildPool:
         self.scratch_root = Path(scratch_root or tempfile.mkdtemp(prefix="warpforge-"))
         self.keep_scratch = keep_scratch
         self.isolation = isolation.probe()  # raises SandboxUnavailable under WARPFORGE_SANDBOX=require
-        # No provider key stays in this process's environment once it runs candidates (issue 26): an
+        # No provider key stays in this process's environment once it runs candidates: an
         # unsandboxed candidate can read /proc/<ppid>/environ. The LLM client finds them in warpforge.keys.
         keys.hold()
         self._spares: dict[str, _Child] = {}

@@ -738,7 +738,7 @@ class HostCheck:
             self.untensored(node, "used as a message (str() reads its values)", "host_read")
             self.expr(node)
 
-    def expr(self, node: ast.expr) -> None:  # noqa: C901 - one branch per production
+    def expr(self, node: ast.expr) -> None:
         if isinstance(node, ast.Constant):
             return
         if isinstance(node, ast.Name):
@@ -1239,7 +1239,7 @@ class InitCheck:
             if k.arg != "dtype" or self.g.canonical(k.value).removeprefix("torch.") not in DTYPES:
                 raise self.fail(node, f"{ast.unparse(node)[:60]}: a constructor takes shapes and dtype=torch.<dtype>")
 
-    def value(self, node: ast.expr) -> None:  # noqa: C901 - one branch per production
+    def value(self, node: ast.expr) -> None:
         if isinstance(node, ast.Constant):
             return
         if isinstance(node, ast.Name):

@@ -18,6 +18,11 @@ from typing import Any
 import torch
 
 
+def _prefixed(prefix: str) -> Callable[[str], str]:
+    """assert_close's ``msg``, bound to this output's name now (a lambda in the loop would see the last one)."""
+    return lambda message: f"{prefix}: {message}"
+
+
 def _upcast(inputs: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
 
@@ -43,7 +48,7 @@ def assert_matches_reference(out: Any, reference: Callable[..., Any], inputs: Se
         scale = float(r[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 1.0
         own = float((rl.double().to(o.device) - r)[finite].abs().max()) if bool(finite.any()) else 0.0
         torch.testing.assert_close(o.double(), r, atol=atol * max(scale, 1e-12) + own, rtol=rtol, equal_nan=True,
-                                   msg=lambda m: f"output {i} differs from the reference: {m}")
+                                   msg=_prefixed(f"output {i} differs from the reference"))
 
 
 def _reference_grads(reference: Callable[..., Any], inputs: Sequence[Any], grad_inputs: Sequence[int],
@@ -71,4 +76,4 @@ def assert_grads_match_reference(grads: Sequence[torch.Tensor], reference: Calla
         own = float((tl.double() - t)[finite].abs().max()) if bool(finite.any()) else 0.0
         where = f"gradient of input {i} differs"
         torch.testing.assert_close(g.detach().cpu().double(), t, atol=atol * max(scale, 1e-12) + own, rtol=rtol,
-                                   equal_nan=True, msg=lambda m: f"{where}: {m}")
+                                   equal_nan=True, msg=_prefixed(where))

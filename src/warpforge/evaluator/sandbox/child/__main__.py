@@ -81,7 +81,7 @@ def main() -> None:
     # harness did not write is the candidate's: rejected, wrote_files).
     sys.dont_write_bytecode = True
     import torch
-    import triton.runtime.jit  # noqa: F401 - warm while waiting for the request
+    import triton.runtime.jit
 
     from warpforge.evaluator.sandbox.child import common as child_common
     from warpforge.evaluator.sandbox.child.bench import run_ab, run_bench, run_reference
@@ -90,7 +90,7 @@ def main() -> None:
     from warpforge.evaluator.sandbox.child.seccomp import SeccompError, install
 
     if child_common.INTERPRET:
-        import triton.runtime.interpreter  # noqa: F401
+        import triton.runtime.interpreter
     limit = os.environ.get(AS_LIMIT_ENV)
     # After the imports (the harness's included), so the limit is what the candidate may add whatever this
     # torch build maps (a CUDA build maps several GB of libraries): a runaway allocation fails with

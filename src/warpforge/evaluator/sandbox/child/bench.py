@@ -124,7 +124,7 @@ def run_reference(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         inputs = _inputs(task, case, case["seed"], req["device"])
         task.reference(*inputs)
         sync(req["device"])
-        cases.append({"id": case["id"], "ms": [timer.time(lambda: task.reference(*inputs))[0]
+        cases.append({"id": case["id"], "ms": [timer.time(lambda inputs=inputs: task.reference(*inputs))[0]
                                                for _ in range(int(req.get("reps", 5)))]})
     return {"cases": cases}
 
@@ -150,7 +150,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             cases.append({"id": case["id"], "ref_ms": [f + b for f, b in pairs],
                           "ref_forward_ms": [f for f, _ in pairs], "ref_backward_ms": [b for _, b in pairs]})
             continue
-        samples = [timer.time(lambda: task.reference(*inputs))[0] for _ in range(warmup + reps)][warmup:]
+        samples = [timer.time(lambda inputs=inputs: task.reference(*inputs))[0] for _ in range(warmup + reps)][warmup:]
         cases.append({"id": case["id"], "ref_ms": samples})
     watch = Watch()
     try:
@@ -182,7 +182,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                     t_f, t_b, p, out = timed_training(timer, module, work, grad_out, params)
                     t = t_f + t_b
                 else:
-                    t, p, out = timer.time(lambda: call(*args, **params))
+                    t, p, out = timer.time(lambda call=call, args=args: call(*args, **params))
                 tampered.update(watch.tampered())
                 if r >= warmup:
                     ms.append(t)
@@ -259,7 +259,7 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                         t = t_f + t_b
                     else:
                         call, args = calls[i][k]
-                        t, _, out = timer.time(lambda: call(*args, **params))
+                        t, _, out = timer.time(lambda call=call, args=args, params=params: call(*args, **params))
                     if r >= 0:
                         samples[i][k].append(t)
                     if r == rounds - 1:

@@ -128,7 +128,7 @@ class _Runner:
             with recorder:
                 out, extra = self.call(call, args, params)
             sync(self.device)
-            mark("launched")  # ends the candidate's "launch" budget: what follows is the harness's (issue 27)
+            mark("launched")  # ends the candidate's "launch" budget: what follows is the harness's
         except BaseException as exc:  # noqa: BLE001
             raise _LaunchError(error_info(exc, "run")) from None
         finally:

@@ -12,13 +12,17 @@ run: venv
 
 # The default tier: no GPU, no network. PostgreSQL tests start a throwaway server when its binaries are
 # installed (.ci/run installs them); GPU tests are skipped without CUDA.
+# Two pytest-xdist workers by default (CI has 2 cores); PYTEST_WORKERS=0 runs in one process. GPU tests are
+# never split across workers on one GPU: `-m gpu` runs them alone.
+PYTEST_WORKERS ?= 2
+
 test: venv
-	.venv/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The slow tier (.ci/run runs it after `make test`): export's fresh-venv round trip (~10 min), the dashboard
 # in headless chromium against real campaigns (~5 min), the planner's full validation and held-out folds.
 test-slow: venv
-	.venv/bin/python -m pytest -q -m slow $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -m slow -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-all: test test-slow
 

@@ -302,9 +302,13 @@ def _layer_cost(
     # --- TP: 2 all-reduces per layer forward and 2 backward (with SP: all-gather + reduce-scatter
     # pairs of the same volume, twice the latency).
     act_bytes = BF16 * tokens * h
+    # torchtitan under Float8 uses torchao's Float8ColwiseParallel / Float8RowwiseParallel: inputs (and in
+    # backward the incoming gradients) are cast to FP8 before the all-gather, so gathers move 1 B per
+    # element; reduce-scatters stay bf16.
+    ag_bytes = act_bytes / 2 if fp8 and plan.framework == "torchtitan" else act_bytes
     if plan.tp > 1:
         if plan.sp:
-            tp_one = net.all_gather(act_bytes, grp["tp"]) + net.reduce_scatter(act_bytes, grp["tp"])
+            tp_one = net.all_gather(ag_bytes, grp["tp"]) + net.reduce_scatter(act_bytes, grp["tp"])
         else:
             tp_one = net.all_reduce(act_bytes, grp["tp"])
     else:
@@ -326,9 +330,23 @@ def _layer_cost(
 
     fwd_compute = gemm + attn_fwd
     tp_bwd = tp_fwd
-    if plan.overlap_tp_comm and plan.tp > 1:
-        # TP communication overlap (Transformer Engine userbuffers / async TP): the all-gathers and
-        # reduce-scatters run in chunks under the linear GEMMs; the first and last chunk stay exposed.
+    if plan.overlap_tp_comm and plan.tp > 1 and plan.framework == "torchtitan" and plan.sp:
+        # PyTorch's async TP (Inductor's micro-pipeline TP pass on the forward and backward graphs:
+        # symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter): the all-gather's local shard
+        # is multiplied first and each remote shard's copy hides under the previous shard's matmul; the
+        # reduce-scatter sends each chunk as it is produced, so its last chunk (1/tp) shows, and every rank
+        # then sums the tp chunks it received (read tp chunks, write one: memory-bound). Two fused
+        # reduce-scatters per layer forward and two backward.
+        rs_one = net.reduce_scatter(act_bytes, grp["tp"])
+        floor = 2 * rs_one / plan.tp
+        tp_fwd = max(tp_fwd - gemm, floor)
+        tp_bwd = max(tp_bwd - 2 * gemm, floor)
+        reduce = hw.mem(2 * act_bytes * (1 + 1 / plan.tp), 2)
+        fwd_mem += reduce
+        bwd_mem += reduce
+    elif plan.overlap_tp_comm and plan.tp > 1:
+        # TP communication overlap (Transformer Engine userbuffers): the all-gathers and reduce-scatters
+        # run in chunks under the linear GEMMs; the first and last chunk stay exposed.
         tp_fwd = max(tp_fwd - gemm, TP_OVERLAP_EXPOSED * tp_fwd)
         tp_bwd = max(tp_bwd - 2 * gemm, TP_OVERLAP_EXPOSED * tp_bwd)
     fwd_comm = tp_fwd + cp_fwd + ep_fwd

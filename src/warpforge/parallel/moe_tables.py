@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from warpforge.parallel.nemo import NemoCase, nemo_model
-from warpforge.parallel.specs import PlanConfig, load_cluster
+from warpforge.parallel.nemo import Excluded, NemoCase, nemo_cases, nemo_model
+from warpforge.parallel.specs import PlanConfig, Recompute, load_cluster
 
 RELEASE = "modelzoo"
 
@@ -37,7 +37,7 @@ def _raw() -> dict[str, Any]:
     return data
 
 
-def _recompute(cell: str) -> str:
+def _recompute(cell: str) -> Recompute:
     cell = cell.strip().lower()
     if not cell:
         return "none"
@@ -76,3 +76,9 @@ def modelzoo_cases(root: Path, models: dict[str, dict[str, str]] | None = None) 
         out.append(NemoCase(label, RELEASE, raw["model_key"], "Megatron-Core (model zoo)", "bf16", "moe", model,
                             load_cluster("dgx-h100", nodes=max(1, gpus // 8)), plan, float(r["step_s"])))
     return out
+
+
+def h100_cases(root: Path) -> tuple[list[NemoCase], list[Excluded]]:
+    """Every published DGX-H100 case the report scores: NVIDIA's NeMo tables, then the model zoo's rows."""
+    cases, excluded = nemo_cases(root)
+    return cases + modelzoo_cases(root), excluded

@@ -220,8 +220,4 @@ def nemo_cases(root: Path) -> tuple[list[NemoCase], list[Excluded]]:
         measured = nemo_step_time(plan.batch(model), seq, float(r["tokens_per_s_per_gpu"]), gpus)
         cases.append(NemoCase(label, r["release"], r["model_key"], r["framework"], precision, category,
                               model, cluster, plan, measured))
-    # More layouts of the same models, from NVIDIA's Megatron-Core MoE model zoo (moe_tables.py).
-    from warpforge.parallel.moe_tables import modelzoo_cases
-
-    cases += modelzoo_cases(root, models)
     return cases, excluded

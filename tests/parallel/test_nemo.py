@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from warpforge.parallel.calibration import Calibration, calibration_for, prior_for
+from warpforge.parallel.moe_tables import h100_cases
 from warpforge.parallel.nemo import NemoCase, nemo_cases, nemo_step_time
 from warpforge.parallel.nemo_fit import H100_FIT_PARAMS, SCORED, category_scores, held_out
 from warpforge.parallel.specs import load_cluster
@@ -33,6 +34,11 @@ def test_rows_become_cases(nemo: Path) -> None:
     with (nemo / "nemo_h100_pretrain.csv").open() as fh:
         n_rows = sum(1 for _ in csv.DictReader(fh))
     assert len(cases) + len(excluded) == n_rows == 78
+    # The model zoo's Qwen3-235B rows join them in the report: 4 published H100 layouts, one (96 virtual
+    # stages) not expressible.
+    zoo = [c for c in h100_cases(nemo)[0] if c.release == "modelzoo"]
+    assert len(zoo) == 3 and {c.model_key for c in zoo} == {"Qwen3-235B-A22B"}
+    assert sorted(c.measured_s for c in zoo) == [17.6, 19.7, 29.0]
     # 9 long-sequence rows have no tokens/s; 7 rows are hybrid Mamba models.
     assert sum("tokens/s" in e.reason for e in excluded) == 9
     assert sum("Mamba" in e.reason for e in excluded) == 7

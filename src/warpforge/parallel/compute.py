@@ -24,6 +24,7 @@ from typing import Any
 
 from warpforge.parallel.calibration import Calibration
 from warpforge.parallel.comm import Group, Network
+from warpforge.parallel.ring import ring_cost
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 
 BF16 = 2  # bytes per activation/weight element
@@ -33,6 +34,23 @@ MOE_OPS = 20  # extra kernels per MoE layer forward (routing, permutation, all-t
 
 EAGER_KERNELS = 29  # torchtitan block forward, eager: 2 RMSNorms x 7, RoPE 2 x 4, repeat_kv 2, copy 1, SwiGLU 2,
 #                     residual adds 2 (counted from torchtitan's Llama code)
+
+
+# PyTorch's SDPA flash backend is FlashAttention-2; Transformer Engine, whose rate the H100 fit measured,
+# runs cuDNN's fused attention on Hopper. FlashAttention-3 paper (Shah et al., arXiv 2407.08608), "Attention
+# forward speed, head dim 128 (H100 80GB SXM5)": FlashAttention-2 370, cuDNN 600 TFLOP/s at 8K tokens.
+SDPA_FLASH_VS_TE = 370.0 / 600.0
+TE_CUDNN_FAMILIES = frozenset({"h100", "h200", "b200", "gb200"})  # where TE's attention is cuDNN's
+
+
+def compiled_layout_bytes(model: ModelSpec) -> float:
+    """HBM bytes per token that torch.compile cannot fuse away in torchtitan's block, forward: the copies
+    between extern kernels (SDPA and the matmuls are not Inductor code). RoPE fused with its write
+    (read and write q and k, 4 B per element); ``repeat_kv`` materialises K and V at the query width for
+    SDPA (read 2kv, write 2q, each); the attention output is made contiguous for ``wo`` (read + write,
+    4q). Transformer Engine needs none of the copies (grouped heads and its layout are native)."""
+    q, kv = model.q_width, model.n_kv_heads * model.head_dim
+    return 4.0 * (q + kv) + 2 * (2.0 * kv + 2.0 * q) + 4.0 * q
 
 
 def eager_pointwise_bytes(model: ModelSpec) -> float:
@@ -55,15 +73,22 @@ class Hw:
     hbm: float  # achieved bytes/s for memory-bound kernels
     calib: Calibration
     fp8_flops: float = 0.0  # peak FP8 FLOP/s (0: none)
+    attn_flops: float = 0.0  # peak the attention kernels' efficiency applies to (0: ``flops``)
 
     @staticmethod
     def of(cluster: ClusterSpec, calib: Calibration, framework: str = "megatron") -> Hw:
         scale = cluster.compute_scale()  # power-capped or clock-limited GPUs (ClusterSpec.compute_scale)
+        attn = cluster.peak_tflops * 1e12 * scale
         if framework == "torchtitan":
-            # PyTorch's cuBLAS/torchao kernels vs Transformer Engine's, which the H100 fit saw.
+            # PyTorch's cuBLAS/torchao GEMMs vs Transformer Engine's, which the H100 fit saw; its attention
+            # is SDPA's FlashAttention-2, slower than TE's cuDNN kernel on Hopper by a measured ratio.
             scale *= calib.torchtitan_gemm_scale
+            if cluster.gpu_family in TE_CUDNN_FAMILIES:
+                attn *= SDPA_FLASH_VS_TE
+            else:
+                attn *= calib.torchtitan_gemm_scale
         return Hw(cluster.peak_tflops * 1e12 * scale, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib,
-                  (cluster.fp8_tflops or 0.0) * 1e12 * scale)
+                  (cluster.fp8_tflops or 0.0) * 1e12 * scale, attn)
 
     def g(self, d: float) -> float:
         return d / (d + self.calib.gemm_half_dim)
@@ -228,7 +253,7 @@ def _layer_cost(
     if plan.flash_attention:
         # FlashAttention skips the masked half of a causal product; backward recomputes S: 2.5x fwd.
         eff = calib.attn_eff * hw.g(s_loc)
-        attn_fwd = 0.5 * attn_flops / (hw.flops * eff) + calib.kernel_us * 1e-6
+        attn_fwd = 0.5 * attn_flops / ((hw.attn_flops or hw.flops) * eff) + calib.kernel_us * 1e-6
         attn_bwd = 2.5 * (attn_fwd - calib.kernel_us * 1e-6) + calib.kernel_us * 1e-6
         softmax_fwd = softmax_bwd = 0.0
     else:
@@ -255,6 +280,11 @@ def _layer_cost(
         # Eager torchtitan runs every pointwise op as its own kernel, in fp32 where the code upcasts.
         elem_bytes = tokens * eager_pointwise_bytes(model) / t
         kernels = EAGER_KERNELS
+    elif plan.framework == "torchtitan":
+        # Compiled: Inductor fuses the norms, residual adds and SwiGLU into the passes counted above, but
+        # not the layout copies between SDPA and the matmuls (extern kernels) nor RoPE's pass.
+        elem_bytes += tokens * compiled_layout_bytes(model) / t
+        kernels += 4
     cast_fwd = cast_bwd = 0.0
     if fp8:
         # Casts to FP8: TE fuses the quantisation of GEMM inputs into the preceding norm / activation, but
@@ -272,31 +302,51 @@ def _layer_cost(
     # --- TP: 2 all-reduces per layer forward and 2 backward (with SP: all-gather + reduce-scatter
     # pairs of the same volume, twice the latency).
     act_bytes = BF16 * tokens * h
+    # torchtitan under Float8 uses torchao's Float8ColwiseParallel / Float8RowwiseParallel: inputs (and in
+    # backward the incoming gradients) are cast to FP8 before the all-gather, so gathers move 1 B per
+    # element; reduce-scatters stay bf16.
+    ag_bytes = act_bytes / 2 if fp8 and plan.framework == "torchtitan" else act_bytes
     if plan.tp > 1:
         if plan.sp:
-            tp_one = net.all_gather(act_bytes, grp["tp"]) + net.reduce_scatter(act_bytes, grp["tp"])
+            tp_one = net.all_gather(ag_bytes, grp["tp"]) + net.reduce_scatter(act_bytes, grp["tp"])
         else:
             tp_one = net.all_reduce(act_bytes, grp["tp"])
     else:
         tp_one = 0.0
     tp_fwd = 2 * tp_one
 
-    # --- CP: ring attention passes K/V chunks around the CP group, overlapped with attention compute.
-    cp_fwd = cp_bwd = 0.0
-    if plan.cp > 1:
-        kv_bytes = 2 * BF16 * b * s_loc * kv / t
-        step = net.p2p(kv_bytes, grp["cp"].nodes > 1)
-        cp_fwd = max((plan.cp - 1) * step - attn_fwd, (plan.cp - 1) * 2e-6)
-        cp_bwd = max(2 * (plan.cp - 1) * step - attn_bwd, (plan.cp - 1) * 2e-6)  # K/V and dK/dV
+    # --- CP: ring attention as each framework runs it (ring.py): the exchange and what hides it, the
+    # per-step merges; torchtitan exchanges K/V at the query width (repeat_kv runs before SDPA).
+    ring = ring_cost(framework=plan.framework, cp=plan.cp, q_elems=b * s_loc * q / t,
+                     kv_elems=b * s_loc * (q if plan.framework == "torchtitan" else kv) / t,
+                     attn_fwd=attn_fwd, attn_bwd=attn_bwd, net=net, group=grp["cp"], hbm=hw.hbm,
+                     kernel_s=calib.kernel_us * 1e-6)
+    cp_fwd, cp_bwd = ring.fwd_comm, ring.bwd_comm
+    fwd_mem += ring.fwd_mem
+    bwd_mem += ring.bwd_mem
 
     # --- EP: all-to-all dispatch + combine (and the expert-TP gather/scatter), forward and backward.
     ep_fwd = a2a_fwd + etp_fwd
 
     fwd_compute = gemm + attn_fwd
     tp_bwd = tp_fwd
-    if plan.overlap_tp_comm and plan.tp > 1:
-        # TP communication overlap (Transformer Engine userbuffers / async TP): the all-gathers and
-        # reduce-scatters run in chunks under the linear GEMMs; the first and last chunk stay exposed.
+    if plan.overlap_tp_comm and plan.tp > 1 and plan.framework == "torchtitan" and plan.sp:
+        # PyTorch's async TP (Inductor's micro-pipeline TP pass on the forward and backward graphs:
+        # symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter): the all-gather's local shard
+        # is multiplied first and each remote shard's copy hides under the previous shard's matmul; the
+        # reduce-scatter sends each chunk as it is produced, so its last chunk (1/tp) shows, and every rank
+        # then sums the tp chunks it received (read tp chunks, write one: memory-bound). Two fused
+        # reduce-scatters per layer forward and two backward.
+        rs_one = net.reduce_scatter(act_bytes, grp["tp"])
+        floor = 2 * rs_one / plan.tp
+        tp_fwd = max(tp_fwd - gemm, floor)
+        tp_bwd = max(tp_bwd - 2 * gemm, floor)
+        reduce = hw.mem(2 * act_bytes * (1 + 1 / plan.tp), 2)
+        fwd_mem += reduce
+        bwd_mem += reduce
+    elif plan.overlap_tp_comm and plan.tp > 1:
+        # TP communication overlap (Transformer Engine userbuffers): the all-gathers and reduce-scatters
+        # run in chunks under the linear GEMMs; the first and last chunk stay exposed.
         tp_fwd = max(tp_fwd - gemm, TP_OVERLAP_EXPOSED * tp_fwd)
         tp_bwd = max(tp_bwd - 2 * gemm, TP_OVERLAP_EXPOSED * tp_bwd)
     fwd_comm = tp_fwd + cp_fwd + ep_fwd

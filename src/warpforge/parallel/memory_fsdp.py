@@ -69,6 +69,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warpforge.parallel.memory import GIB, StageMemory, stage_params
+from warpforge.parallel.ring import exchanged_bytes
 from warpforge.parallel.specs import ModelSpec, PlanConfig
 
 PARAM_B, MOMENTS_B, GRAD_B = 4.0, 8.0, 4.0  # fp32 sharded parameters, AdamW's two fp32 moments, fp32 grads
@@ -166,6 +167,10 @@ def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: b
     # Early backward: only the head's and embedding's gradients are reduced yet (the blocks' follow).
     early_g = max(resident_g, GRAD_B * _embed_head_params(model, plan, embed, head) / shard)
     rebuilt_b = (rebuilt / plan.tp + (0.0 if no_rc else gathered)) * tokens
+    # Ring attention's gathered K/V (repeated to the query width) and fp32 accumulators of the layer whose
+    # backward runs (ring.exchanged_bytes); zero without CP.
+    q_elems = tokens * model.q_width / plan.tp
+    rebuilt_b += exchanged_bytes(framework="torchtitan", cp=plan.cp, q_elems=q_elems, kv_elems=q_elems)
     at_loss = states + resident_g + at_loss_w + acts + head_acts + logits + kept_preds
     in_bwd = states + early_g + bwd_w + acts + head_acts + rebuilt_b + kept_preds
     at_merge = states + grads_sharded + merged

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warpforge.parallel.calibration import FIT_BOUNDS, Calibration, prior_for
-from warpforge.parallel.nemo import nemo_cases
+from warpforge.parallel.moe_tables import h100_cases
 from warpforge.parallel.nemo_fit import (
     H100_FIT_PARAMS,
     SCORED,
@@ -71,7 +71,7 @@ def _verdict(s: Score) -> str:
 
 
 def nemo_report(root: Path, table: Table) -> NemoReport:
-    cases, excluded = nemo_cases(root)
+    cases, excluded = h100_cases(root)
     scored = [c for c in cases if c.category in SCORED]
     unstated = [c for c in cases if c.category not in SCORED]
     prior = prior_for(scored[0].cluster)

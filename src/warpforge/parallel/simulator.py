@@ -100,6 +100,16 @@ def _dp_exposed(plan: PlanConfig, net: Network, grp: dict[str, Group], dense_p: 
                 fwd_window: float, bwd_window: float, m: int, n_layers: int) -> float:
     """Seconds of data-parallel communication left on the critical path for one stage."""
     pairs = ((dense_p, grp["dp"]), (expert_p, grp["edp"]))
+    if plan.zero >= 3 and plan.pp > 1 and plan.framework == "torchtitan":
+        # torchtitan with PP keeps the stage unsharded across micro-batches (reshard_after_forward off)
+        # and syncs gradients only in the last micro-batch's backward (the pipeline stage turns
+        # requires_gradient_sync off before): one bf16 all-gather, prefetched under the first forward
+        # but for its first layer, and one fp32 reduce-scatter under the last backward, per step.
+        ag = sum(net.all_gather(2.0 * p, g) for p, g in pairs)
+        rs = sum(net.reduce_scatter(4.0 * p, g) for p, g in pairs)
+        hidden_ag = fwd_window if plan.overlap_grad_reduce else 0.0
+        hidden_rs = bwd_window if plan.overlap_grad_reduce else 0.0
+        return max(ag - hidden_ag, ag / n_layers) + max(rs - hidden_rs, rs / n_layers)
     if plan.zero >= 3:
         # FSDP: all-gather weights for forward and again for backward, reduce-scatter gradients, every
         # micro-batch, overlapped with that micro-batch's compute except for the first layer's gather.

@@ -198,7 +198,7 @@ class ClusterSpec(BaseModel):
         if self.family:
             return self.family
         g = self.gpu.lower()
-        for fam in ("h200", "h100", "a100"):
+        for fam in ("gb200", "b200", "h200", "h100", "a100"):
             if fam in g:
                 return fam
         return "default"

@@ -102,3 +102,32 @@ def test_only_the_cli_package_holds_typer_code() -> None:
                 bad.append(rel)
                 break
     assert not bad, f"Typer code outside warpforge/cli/: {bad}"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add(node.module or "")
+    return out
+
+
+def test_orm_rows_are_built_only_in_the_database_package() -> None:
+    bad = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                 if "templates" not in p.parts and p.relative_to(SRC).parts[0] != "db"
+                 and "warpforge.db.models" in _imported_modules(p))
+    assert not bad, "ORM rows built outside db/ (pass a typed record to a db/ store function): " + ", ".join(bad)
+
+
+# Domain packages compute and return data; terminals and pages (cli/, dashboard/, the shared table helpers)
+# print it.
+DOMAIN = ("parallel", "kernels", "evaluator", "agent", "export", "db")
+
+
+def test_domain_packages_print_no_rich_output() -> None:
+    bad = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                 if "templates" not in p.parts and p.relative_to(SRC).parts[0] in DOMAIN
+                 and any(m.split(".")[0] == "rich" for m in _imported_modules(p)))
+    assert not bad, "Rich output from a domain package (return data, let cli/ render it): " + ", ".join(bad)

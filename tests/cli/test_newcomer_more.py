@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from warpforge.parallel.render import gpus_label, legend
+from warpforge.cli.plan_render import gpus_label, legend
 
 PREDICT = ["plan", "predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "8", "--pp", "4", "--dp", "2"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from warpforge.cli.plan_render import indistinguishable
 from warpforge.parallel.bands import ErrorBand
-from warpforge.parallel.render import indistinguishable
 
 
 def result(times: list[float], band: ErrorBand) -> Any:

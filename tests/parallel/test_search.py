@@ -73,7 +73,7 @@ def test_no_plan_fits_is_a_clear_failure() -> None:
 
 def test_enqueued_plan_is_labelled_in_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     # "[enqueued]" was once swallowed as Rich markup, so proposed plans looked like the search's own.
-    from warpforge.parallel.render import print_search
+    from warpforge.cli.plan_render import print_search
 
     res = search_plans(L70, H100x8, enqueue=[PlanConfig(tp=8, pp=4, dp=2)], top=3)
     print_search(res, None, None, 0)

@@ -133,7 +133,7 @@ def predict(
     json_out: bool = JSON_OUT,
 ) -> None:
     """Predict step time, MFU and peak memory of one plan."""
-    from warpforge.parallel.render import print_prediction
+    from warpforge.cli.plan_render import print_prediction
     from warpforge.parallel.simulator import predict as simulate
 
     if db:  # a URL that names no database (bad scheme, unparseable) stops before anything runs: exit 2
@@ -207,7 +207,7 @@ def search(
     json_out: bool = JSON_OUT,
 ) -> None:
     """Search the fastest plans that fit in memory, and say why they win."""
-    from warpforge.parallel.render import print_search
+    from warpforge.cli.plan_render import print_search
     from warpforge.parallel.search import search_plans
 
     m, c = _load(model, cluster, nodes, seq)

@@ -120,7 +120,7 @@ def agent_json(r: PlanAgentResult) -> dict[str, Any]:
 def print_agent(r: PlanAgentResult, where: str) -> None:
     from rich.console import Console
 
-    from warpforge.parallel.render import print_search
+    from warpforge.cli.plan_render import print_search
 
     print_search(r.search, None, where, r.stored_plans)
     console = Console()

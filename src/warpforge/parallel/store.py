@@ -16,23 +16,26 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from warpforge import __version__
 from warpforge.parallel.prediction import Prediction
 from warpforge.parallel.search import SearchResult
 from warpforge.parallel.specs import ClusterSpec, ModelSpec
 
+if TYPE_CHECKING:
+    from warpforge.db.plan_store import PlanRecord
+
 Row = tuple[Prediction, str, list[str]]  # prediction, source (search | enqueued | predict), why
 
 
-def _row(model: ModelSpec, cluster: ClusterSpec, pred: Prediction, source: str, why: list[str],
-         campaign_id: int | None) -> Any:
-    from warpforge.db.models import Plan
+def _record(model: ModelSpec, cluster: ClusterSpec, pred: Prediction, source: str, why: list[str],
+            campaign_id: int | None) -> PlanRecord:
+    from warpforge.db.plan_store import PlanRecord  # SQLAlchemy behind it: only when a plan is stored
 
     doc = pred.model_dump(mode="json")
     doc["why"] = why
-    return Plan(
+    return PlanRecord(
         campaign_id=campaign_id, model_name=model.name, cluster_name=cluster.name, nodes=cluster.nodes,
         model_spec=model.model_dump(mode="json"), cluster_spec=cluster.model_dump(mode="json"),
         plan=pred.plan.model_dump(mode="json"), plan_key=pred.plan.key()[:400], source=source,
@@ -44,13 +47,9 @@ def _row(model: ModelSpec, cluster: ClusterSpec, pred: Prediction, source: str, 
 def store_predictions(url: str | None, model: ModelSpec, cluster: ClusterSpec, rows: Sequence[Row],
                       campaign_id: int | None = None) -> int:
     """Insert plans (migrating the database first); returns the number of rows written."""
-    from warpforge.db.session import Database
+    from warpforge.db.plan_store import write_plans
 
-    db = Database(url)
-    db.upgrade()
-    with db.session() as s:
-        s.add_all([_row(model, cluster, p, src, why, campaign_id) for p, src, why in rows])
-    return len(rows)
+    return write_plans(url, [_record(model, cluster, p, src, why, campaign_id) for p, src, why in rows])
 
 
 def store_search(url: str | None, model: ModelSpec, cluster: ClusterSpec, result: SearchResult,

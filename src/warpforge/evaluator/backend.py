@@ -33,7 +33,8 @@ from warpforge.evaluator.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.stages import check_stage, compile_stage, static_stage
+from warpforge.evaluator.child.faithful import NOT_EMULATED
+from warpforge.evaluator.stages import check_stage, compile_stage, spec_stage, static_stage
 
 
 def fingerprint(details: dict[str, object]) -> str:
@@ -141,6 +142,12 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
     if failure is not None:
         failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
         return failure
+    failure, late, note = spec_stage(pool, job)  # the specializations judged are ones that compile
+    resources += late
+    if failure is not None:
+        failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
+        return failure
+    unchecked += [note, NOT_EMULATED]
     return job.result(Verdict.OK, checked=checked, unchecked=unchecked, resources=resources,
                       device="cpu (triton interpreter)",
                       compile_s=sum(r.compile_s or 0.0 for r in resources),

@@ -32,6 +32,7 @@ from warpforge.evaluator.verify import CheckPlan, judge_check, plan_cases
 from warpforge.kernels.task import Shape, dtype_name, shape_key
 
 CANDIDATE_FILE = "candidate.py"
+ARGUMENT_RULES = frozenset({"constexpr_tensor", "kernel_argument_type"})
 TASK_DIR = "task"
 # Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
 # sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
@@ -241,6 +242,13 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
     if kind == "evaluator_limit":  # child/__main__.py: the cap it was asked to set, not the candidate
         return job.result(Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: "
                           f"{err['message'][:600]}")
+    if kind == "argument":  # child/launcher.py: typed as the compiler types kernel arguments
+        rule = err.get("rule") if err.get("rule") in ARGUMENT_RULES else "kernel_argument_type"
+        return job.result(Verdict.REJECTED, rule, f"{err['message'][:600]}")
+    if kind == "interpreter_layout":  # child/faithful.py, child/grid.py: fail closed
+        return job.result(Verdict.UNSUPPORTED, "interpreter_internals",
+                          f"the installed Triton's interpreter is not laid out as warpforge's faithful layer "
+                          f"expects ({err['message'][:400]}): no CPU verdict; check on a GPU (--backend cuda)")
     if kind == "state_mismatch":  # child/model_new.py: ModelNew's parameters are not the reference's
         return job.result(Verdict.REJECTED, "state_mismatch", err["message"][:1000])
     simple = {"oom": "out_of_memory", "exit": "exit_called", "illegal_memory_access": "illegal_memory_access",
@@ -330,6 +338,12 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         if failure is not None:
             return failure, []
         report = outcome.report or {}
+        from warpforge.evaluator.child.launcher import spec_key
+
+        for facts in [*report.get("cases", []), report.get("rerun") or {}]:
+            for spec in facts.get("specs", []) if isinstance(facts, dict) else []:
+                if isinstance(spec, dict) and {"hash", "args", "options"} <= set(spec):
+                    job.interpreted_specs[spec_key(spec)] = spec
         if "invalid_config" in report:
             return job.result(Verdict.INVALID_CONFIG, "constraints_false",
                               f"constraints(params, shape) is False for shape {report['invalid_config']}"), []
@@ -366,6 +380,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
             for k in report.get("kernels", [])
         ]
         job.compiled_kernels = sorted(set(report.get("compiled_hashes", [])))
+        job.compiled_specs = dict(report.get("compiled_specs") or {})
         if failure is not None:
             return failure, resources
         if not resources:
@@ -379,6 +394,65 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
                                   f"{r.kernel} needs {r.shared_bytes} bytes of shared memory; {job.target} "
                                   f"allows {limit}", resources=resources), resources
         return None, resources
+
+
+# At most this many interpreted specializations are compiled after the check: each costs 0.5-1.5 s (DESIGN.md
+# section 8) and an honest variant meets a few (one per constexpr block size its hidden shapes pick).
+MAX_LATE_SPECS = 24
+
+
+def spec_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resources], str]:
+    """The kernel judged is the kernel that would run: every specialization the interpreter ran is compiled for
+    the target too (those the AOT stage did not meet, in one more compile child); one the compiler rejects is a
+    compile error, one that cannot be compiled from this source is refused. Returns the failure, the resources of
+    the late compiles and a sentence for the ``ok``."""
+    missing = {k: v for k, v in job.interpreted_specs.items() if k not in job.compiled_specs}
+    if len(missing) > MAX_LATE_SPECS:
+        return job.result(Verdict.REJECTED, "too_many_specializations",
+                          f"the interpreter ran {len(missing)} kernel specializations the ahead-of-time compile had "
+                          f"not met (at most {MAX_LATE_SPECS} are compiled afterwards): constexprs that take a new "
+                          "value on every shape recompile on every call on a GPU too"), [], ""
+    resources: list[Resources] = []
+    if missing:
+        first = job.dtypes[0]
+        request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
+                                   "candidate_sha256": job.variant.source_hash, "params": job.params,
+                                   "task_path": task_path(job), "target": job.target, "cases": [],
+                                   "specs": list(missing.values()), "training": False,
+                                   "dtype": dtype_name(first)}
+        model_spec.attach(request, job.task, job.variant, [])
+        prepare, seeded = cached(pool, job, _write_candidate(job), request)
+        with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
+                          rss_limit_bytes=job.rss_limit_bytes) as outcome:
+            harvest(pool, job, outcome, seeded, "compile")
+            report = outcome.report or {}
+            failure = child_failure(job, outcome, "ahead-of-time compile of the interpreted specializations")
+            if failure is not None:
+                if failure.verdict is Verdict.COMPILE_ERROR:
+                    failure.reason = "specialization_compile_failed"
+                    failure.message = (f"a specialization the interpreter ran does not compile for {job.target} "
+                                       f"({report.get('failed_spec', '?')[:300]}): {failure.message}")
+                return failure, resources, ""
+            job.compiled_specs.update(report.get("compiled_specs") or {})
+            resources = [Resources(kernel=k["kernel"], target=job.target, registers=k["registers"],
+                                   spill_bytes=k["spill_bytes"], shared_bytes=k["shared_bytes"],
+                                   compile_s=k["compile_s"], num_warps=k.get("num_warps"))
+                         for k in report.get("kernels", [])]
+    never = sorted(k for k in job.interpreted_specs if k not in job.compiled_specs)
+    if never:
+        spec = job.interpreted_specs[never[0]]
+        return job.result(Verdict.REJECTED, "specialization_not_compiled",
+                          f"the interpreter ran {spec.get('kernel')} as {never[0][:300]}, which the ahead-of-time "
+                          f"compile for {job.target} could not build from this source (not a module-level "
+                          "@triton.jit function): the kernel judged must be a kernel that would run"), resources, ""
+    shipped = sorted(k for k, kind in job.compiled_specs.items() if kind == "benchmark")
+    unjudged = [k for k in shipped if k not in job.interpreted_specs]
+    note = (f"specializations: all {len(job.interpreted_specs)} interpreted were compiled for {job.target}"
+            f" ({len(missing)} after the check)")
+    if unjudged:
+        note += (f"; {len(unjudged)} of the {len(shipped)} benchmark-shape specializations never ran in the "
+                 f"interpreter (e.g. {unjudged[0][:200]}): check them on a GPU")
+    return None, resources, note
 
 
 def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict[str, Any]]]:

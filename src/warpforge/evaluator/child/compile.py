@@ -59,9 +59,13 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
     from warpforge.kernels.task import load_task_file, parse_dtype
 
+    from warpforge.evaluator.child.launcher import rebuild_arguments, spec_key
+    from warpforge.evaluator.child.launcher import specialization as launch_spec
+
     captured: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
 
     def capture(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
+        launch_spec(self, args, kwargs, kernel_hash(self))  # typed as in the check (ArgumentRefused)
         captured.append((self, args, kwargs))
 
     JITFunction.run = capture  # type: ignore[method-assign]
@@ -76,23 +80,38 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     kernels: list[dict[str, Any]] = []
     seen: set[str] = set()
     hashes: set[str] = set()  # source hashes of every kernel compiled (the check may launch only these)
-    for case in req["cases"]:
+    specs: dict[str, str] = {}  # specialization key (child/launcher.py) -> "benchmark" | "check" | "interpreted"
+    by_hash = {kernel_hash(v): v for v in vars(module).values() if isinstance(v, JITFunction)}
+    requested = req.get("specs") or []  # specializations the interpreter ran that no case here compiled
+    cases = [*req["cases"], *({"spec": spec} for spec in requested)]
+    for case in cases:
         captured.clear()
-        try:
+        if "spec" in case:
+            fn = by_hash.get(case["spec"]["hash"])
+            if fn is None:  # not a module-level kernel of this source: reported as not compiled
+                continue
             with FakeTensorMode():
-                inputs = task.make_inputs(case["shape"], parse_dtype(case["dtype"]), 0, "cpu")
-                call, args = entry.bind(inputs, case)  # launch, or ModelNew with the reference's state
-                call(*args, **req["params"])
-                if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
-                    trace_training(module, task.reference, inputs, req["params"])
+                args, options = rebuild_arguments(case["spec"])
+            captured.append((fn, tuple(args), options))
+            case = {**case, "shape": None, "dtype": None}
+        try:
+            if "spec" not in case:
+                with FakeTensorMode():
+                    inputs = task.make_inputs(case["shape"], parse_dtype(case["dtype"]), 0, "cpu")
+                    call, args = entry.bind(inputs, case)  # launch, or ModelNew with the reference's state
+                    call(*args, **req["params"])
+                    if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
+                        trace_training(module, task.reference, inputs, req["params"])
         except BaseException as exc:  # noqa: BLE001
             info = error_info(exc, "trace")
             if isinstance(exc, StateMismatch):
                 info["kind"] = STATE_MISMATCH
-            return {"error": info, "kernels": kernels, "compiled_hashes": sorted(hashes)}
+            return {"error": info, "kernels": kernels, "compiled_hashes": sorted(hashes), "compiled_specs": specs}
         for fn, args, kwargs in captured:
-            if case.get("only_new") and kernel_hash(fn) in hashes:
+            spec_id = spec_key(launch_spec(fn, args, kwargs, kernel_hash(fn)))
+            if spec_id in specs:  # this specialization is compiled already
                 continue
+            specs[spec_id] = "interpreted" if "spec" in case else "check" if case.get("only_new") else "benchmark"
             hashes.add(kernel_hash(fn))
             kwargs = {"debug": False, **kwargs}
             try:
@@ -109,7 +128,8 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                                           options=options.__dict__)
                 seconds = time.perf_counter() - start
             except BaseException as exc:  # noqa: BLE001
-                return {"error": error_info(exc, "compile"), "kernels": kernels, "compiled_hashes": sorted(hashes)}
+                return {"error": error_info(exc, "compile"), "kernels": kernels, "compiled_hashes": sorted(hashes),
+                        "compiled_specs": specs, "failed_spec": spec_id}
             usage = _resource_usage(compiled.asm["cubin"], scratch)
             regs = max((u.get("REG", 0) for u in usage.values()), default=None)
             stack = max((u.get("STACK", 0) for u in usage.values()), default=None)
@@ -119,7 +139,8 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 "spill_bytes": stack, "shared_bytes": int(compiled.metadata.shared),
                 "num_warps": int(compiled.metadata.num_warps), "compile_s": seconds,
             })
-    return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes)}
+    return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes), "compiled_specs": specs}
+
 
 
 def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:

@@ -59,6 +59,8 @@ class Job:
     # ("benchmark", "check", "interpreted"); and those the interpreter ran (check_stage fills it, key -> spec).
     compiled_specs: dict[str, str] = field(default_factory=dict)
     interpreted_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per benchmark specialization, the smallest shape that has it (child/compile._smallest_shapes)
+    spec_shapes: list[dict[str, Any]] = field(default_factory=list)
     kernel_cache: list[CacheUse] = field(default_factory=list)  # per stage: warm entries seeded, entries added
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.

@@ -290,6 +290,28 @@ class CaseFeed:
         return buffer.getvalue()
 
 
+def add_spec_cases(plan: CheckPlan, job: Job, dtypes: Sequence[torch.dtype], rng: random.Random) -> None:
+    """One case at the smallest shape that has each benchmark shape's specialization (the AOT child found it:
+    child/compile._smallest_shapes), so the interpreter runs the path the compiled benchmark kernel takes."""
+    from warpforge.evaluator.verify import Case
+    from warpforge.kernels.task import parse_dtype
+
+    have = {(shape_key(c.shape), c.dtype) for c in plan.cases}
+    for entry in job.spec_shapes:
+        shape, dtype = entry.get("shape"), parse_dtype(str(entry.get("dtype")))
+        if not shape or dtype not in dtypes or (shape_key(shape), dtype) in have:
+            continue
+        have.add((shape_key(shape), dtype))
+        seed = rng.getrandbits(31)
+        try:
+            inputs = tuple(job.task.make_inputs(dict(shape), dtype, seed, "cpu"))
+        except Exception as exc:  # noqa: BLE001 - the task's code: the specialization stays unjudged (spec_stage)
+            plan.notes.append(f"specializations: make_inputs rejected {shape_key(shape)} ({type(exc).__name__})")
+            continue
+        sentinel = math.nan if len(plan.cases) % 2 == 0 else float(rng.randint(1000, 9000))
+        plan.cases.append(Case(len(plan.cases), dict(shape), dtype, seed, sentinel, inputs, scale=True))
+
+
 def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
                 shapes: Sequence[Shape], dtypes: Sequence[torch.dtype],
                 budgets: dict[str, float] | None = None, ref_device: str = "cpu",
@@ -300,6 +322,8 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         return job.result(Verdict.UNSUPPORTED, "degenerate_task", problem), []
     rng = random.Random(secrets.randbits(64))  # the child never sees this state
     plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng, scale=job.scale_shapes)
+    if interpret:
+        add_spec_cases(plan, job, dtypes, rng)
     if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in verify.py
         plan.grid_seed = rng.getrandbits(31)
         plan.shuffled = frozenset(c.id for i, c in enumerate(plan.cases) if i % 2 == 1)
@@ -365,7 +389,9 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
                                "candidate_sha256": job.variant.source_hash, "params": job.params,
                                "task_path": task_path(job), "target": job.target, "cases": cases,
-                               "training": training_check(job.task, job.variant)}
+                               "training": training_check(job.task, job.variant),
+                               # the smallest shape of each benchmark specialization (child/compile.py)
+                               "spec_budget": SPEC_BUDGET, "spec_floor": _floor(job)}
     model_spec.attach(request, job.task, job.variant, [c["shape"] for c in cases])
     prepare, seeded = cached(pool, job, _write_candidate(job), request)
     with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
@@ -381,6 +407,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
         ]
         job.compiled_kernels = sorted(set(report.get("compiled_hashes", [])))
         job.compiled_specs = dict(report.get("compiled_specs") or {})
+        job.spec_shapes = [e for e in report.get("spec_shapes") or [] if isinstance(e, dict)]
         if failure is not None:
             return failure, resources
         if not resources:
@@ -394,6 +421,18 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
                                   f"{r.kernel} needs {r.shared_bytes} bytes of shared memory; {job.target} "
                                   f"allows {limit}", resources=resources), resources
         return None, resources
+
+
+# A benchmark specialization is interpreted at a shape of at most this many elements (product of dimensions):
+# 4x the benchmark-scale budget (verify.SCALE_BUDGET, ~2.5 s), so ~10 s for an elementwise kernel here.
+SPEC_BUDGET = 1 << 18
+
+
+def _floor(job: Job) -> dict[str, int]:
+    """Each dimension's smallest check value: where the shrinking search for a specialization's shape starts."""
+    small = job.task.check_shapes or job.task.small_shapes
+    dims = set().union(*(s.keys() for s in small)) if small else set()
+    return {d: min(int(s[d]) for s in small if d in s) for d in dims}
 
 
 # At most this many interpreted specializations are compiled after the check: each costs 0.5-1.5 s (DESIGN.md
@@ -447,11 +486,18 @@ def spec_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resou
                           "@triton.jit function): the kernel judged must be a kernel that would run"), resources, ""
     shipped = sorted(k for k, kind in job.compiled_specs.items() if kind == "benchmark")
     unjudged = [k for k in shipped if k not in job.interpreted_specs]
-    note = (f"specializations: all {len(job.interpreted_specs)} interpreted were compiled for {job.target}"
-            f" ({len(missing)} after the check)")
     if unjudged:
-        note += (f"; {len(unjudged)} of the {len(shipped)} benchmark-shape specializations never ran in the "
-                 f"interpreter (e.g. {unjudged[0][:200]}): check them on a GPU")
+        found = {e.get("key"): e for e in job.spec_shapes}
+        entry = found.get(unjudged[0], {})
+        where = (f"its smallest shape found is {shape_key(entry['smallest'])}, over the interpreter's budget of "
+                 f"{SPEC_BUDGET} elements" if entry.get("smallest") and not entry.get("shape") else
+                 "no smaller shape has it")
+        return job.result(Verdict.UNSUPPORTED, "specialization_not_interpreted",
+                          f"{len(unjudged)} of the {len(shipped)} kernel specializations compiled for the benchmark "
+                          f"shapes never ran in the interpreter (e.g. {unjudged[0][:240]}; {where}): a CPU ok would "
+                          "judge other code than the GPU runs; check it with --backend cuda"), resources, ""
+    note = (f"specializations: all {len(job.interpreted_specs)} interpreted were compiled for {job.target} "
+            f"({len(missing)} after the check), and all {len(shipped)} benchmark ones were interpreted")
     return None, resources, note
 
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -81,6 +82,23 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     seen: set[str] = set()
     hashes: set[str] = set()  # source hashes of every kernel compiled (the check may launch only these)
     specs: dict[str, str] = {}  # specialization key (child/launcher.py) -> "benchmark" | "check" | "interpreted"
+    shapes_of: dict[str, dict[str, Any]] = {}  # benchmark specialization -> the case that met it
+
+    def trace(shape: dict[str, Any], dtype: str) -> set[str]:
+        """The specializations ``launch`` picks at ``shape`` (fake tensors, nothing compiled); empty on error."""
+        captured.clear()
+        try:
+            with FakeTensorMode():
+                inputs = task.make_inputs(shape, parse_dtype(dtype), 0, "cpu")
+                call, args = entry.bind(inputs, {"shape": shape, "dtype": dtype})
+                call(*args, **req["params"])
+        except BaseException:  # noqa: BLE001 - a shape this variant refuses is no smaller shape
+            captured.clear()
+            return set()
+        found = {spec_key(launch_spec(f, a, k, kernel_hash(f))) for f, a, k in captured}
+        captured.clear()
+        return found
+
     by_hash = {kernel_hash(v): v for v in vars(module).values() if isinstance(v, JITFunction)}
     requested = req.get("specs") or []  # specializations the interpreter ran that no case here compiled
     cases = [*req["cases"], *({"spec": spec} for spec in requested)]
@@ -112,6 +130,8 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             if spec_id in specs:  # this specialization is compiled already
                 continue
             specs[spec_id] = "interpreted" if "spec" in case else "check" if case.get("only_new") else "benchmark"
+            if specs[spec_id] == "benchmark":
+                shapes_of[spec_id] = {"shape": case["shape"], "dtype": case["dtype"]}
             hashes.add(kernel_hash(fn))
             kwargs = {"debug": False, **kwargs}
             try:
@@ -139,7 +159,44 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 "spill_bytes": stack, "shared_bytes": int(compiled.metadata.shared),
                 "num_warps": int(compiled.metadata.num_warps), "compile_s": seconds,
             })
-    return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes), "compiled_specs": specs}
+    spec_shapes = _smallest_shapes(req, specs, shapes_of, trace) if req.get("spec_budget") else []
+    return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes), "compiled_specs": specs,
+            "spec_shapes": spec_shapes}
+
+
+def _smallest_shapes(req: dict[str, Any], specs: dict[str, str], shapes_of: dict[str, dict[str, Any]],
+                     trace: Any) -> list[dict[str, Any]]:
+    """For each benchmark-shape specialization, the smallest shape (halving one dimension at a time, on fake
+    tensors: milliseconds a try) whose launch has that same specialization, when its product of dimensions is
+    within ``spec_budget``: the check interprets it there, so the compiled path of a benchmark shape is the
+    judged path. One not found within the budget is reported with ``shape`` None."""
+    budget = int(req["spec_budget"])
+    floor = {k: int(v) for k, v in (req.get("spec_floor") or {}).items()}
+    out = []
+    for key, kind in specs.items():
+        if kind != "benchmark" or key not in shapes_of:
+            continue
+        shape, dtype = dict(shapes_of[key]["shape"]), shapes_of[key]["dtype"]
+        for _ in range(256):
+            if math.prod(int(v) for v in shape.values()) <= budget:
+                break
+            moved = False
+            for d in sorted(shape, key=lambda d: -int(shape[d])):
+                for value in (floor.get(d, 1), int(shape[d]) // 2):
+                    if value < 1 or value >= int(shape[d]):
+                        continue
+                    trial = {**shape, d: value}
+                    if key in trace(trial, dtype):
+                        shape, moved = trial, True
+                        break
+                if moved:
+                    break
+            if not moved:
+                break
+        fits = math.prod(int(v) for v in shape.values()) <= budget
+        out.append({"key": key, "shape": shape if fits else None, "dtype": dtype,
+                    "smallest": shape, "benchmark": shapes_of[key]["shape"]})
+    return out
 
 
 

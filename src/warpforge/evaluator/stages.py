@@ -437,7 +437,7 @@ def _floor(job: Job) -> dict[str, int]:
 
 # At most this many interpreted specializations are compiled after the check: each costs 0.5-1.5 s (DESIGN.md
 # section 8) and an honest variant meets a few (one per constexpr block size its hidden shapes pick).
-MAX_LATE_SPECS = 24
+MAX_LATE_SPECS = 64
 
 
 def spec_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resources], str]:

@@ -53,7 +53,8 @@ def _is_constexpr_annotation(annotation: Any) -> bool:
 
     if annotation is tl.constexpr:
         return True
-    return isinstance(annotation, str) and annotation.replace(" ", "").split(".")[-1] == "constexpr"
+    # a string annotation under `from __future__ import annotations` may carry its own quotes: "'tl.constexpr'"
+    return isinstance(annotation, str) and annotation.replace(" ", "").strip("'\"").split(".")[-1] == "constexpr"
 
 
 def python_function(kernel: Any) -> Any:

@@ -27,13 +27,13 @@ from typing import ClassVar
 import torch
 
 import warpforge
+from warpforge.evaluator.child.faithful import NOT_EMULATED
 from warpforge.evaluator.grad_check import training_note
 from warpforge.evaluator.grammar import kernels_use
 from warpforge.evaluator.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildPool
-from warpforge.evaluator.child.faithful import NOT_EMULATED
 from warpforge.evaluator.stages import check_stage, compile_stage, spec_stage, static_stage
 
 

@@ -13,6 +13,7 @@ import math
 import os
 import random
 import secrets
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -452,6 +453,7 @@ def spec_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resou
                           f"not met (at most {MAX_LATE_SPECS} are compiled afterwards): constexprs that take a new "
                           "value on every shape recompile on every call on a GPU too"), [], ""
     resources: list[Resources] = []
+    started = time.monotonic()
     if missing:
         first = job.dtypes[0]
         request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
@@ -497,7 +499,8 @@ def spec_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resou
                           f"shapes never ran in the interpreter (e.g. {unjudged[0][:240]}; {where}): a CPU ok would "
                           "judge other code than the GPU runs; check it with --backend cuda"), resources, ""
     note = (f"specializations: all {len(job.interpreted_specs)} interpreted were compiled for {job.target} "
-            f"({len(missing)} after the check), and all {len(shipped)} benchmark ones were interpreted")
+            f"({len(missing)} after the check, {time.monotonic() - started:.1f} s), and all {len(shipped)} benchmark "
+            "ones were interpreted")
     return None, resources, note
 
 

@@ -377,7 +377,8 @@ class Judge:
             if info.get("threads"):
                 return _fail(job, Verdict.REJECTED, "background_thread", f"{info['threads']} thread(s) still ran "
                              f"after launch returned ({case.label}); work must finish inside launch")
-            refused = info.get("refused_arguments") or []
+            raw = info.get("refused_arguments")
+            refused: list[dict[str, Any]] = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
             if refused:  # the launcher refused an argument and launch carried on without that launch
                 rule = refused[0].get("rule")
                 return _fail(job, Verdict.REJECTED, rule if rule in ("constexpr_tensor", "kernel_argument_type")

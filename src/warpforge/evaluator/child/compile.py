@@ -57,11 +57,10 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
 
     from warpforge.evaluator.child.backward import trace_training
     from warpforge.evaluator.child.common import error_info, kernel_hash, load_candidate
-    from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
-    from warpforge.kernels.task import load_task_file, parse_dtype
-
     from warpforge.evaluator.child.launcher import rebuild_arguments, spec_key
     from warpforge.evaluator.child.launcher import specialization as launch_spec
+    from warpforge.evaluator.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
+    from warpforge.kernels.task import load_task_file, parse_dtype
 
     captured: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
 
@@ -109,15 +108,15 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             if fn is None:  # not a module-level kernel of this source: reported as not compiled
                 continue
             with FakeTensorMode():
-                args, options = rebuild_arguments(case["spec"])
-            captured.append((fn, tuple(args), options))
+                rebuilt, options = rebuild_arguments(case["spec"])
+            captured.append((fn, tuple(rebuilt), options))
             case = {**case, "shape": None, "dtype": None}
         try:
             if "spec" not in case:
                 with FakeTensorMode():
                     inputs = task.make_inputs(case["shape"], parse_dtype(case["dtype"]), 0, "cpu")
-                    call, args = entry.bind(inputs, case)  # launch, or ModelNew with the reference's state
-                    call(*args, **req["params"])
+                    call, call_args = entry.bind(inputs, case)  # launch, or ModelNew with the reference's state
+                    call(*call_args, **req["params"])
                     if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
                         trace_training(module, task.reference, inputs, req["params"])
         except BaseException as exc:  # noqa: BLE001

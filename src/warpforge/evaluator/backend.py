@@ -142,7 +142,7 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
     if failure is not None:
         failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
         return failure
-    failure, late, note = spec_stage(pool, job)  # the specializations judged are ones that compile
+    failure, late, note = spec_stage(pool, job, dtypes)  # the specializations judged are ones that compile
     resources += late
     if failure is not None:
         failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources

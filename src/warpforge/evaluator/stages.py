@@ -441,7 +441,8 @@ def _floor(job: Job) -> dict[str, int]:
 MAX_LATE_SPECS = 64
 
 
-def spec_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resources], str]:
+def spec_stage(pool: ChildPool, job: Job, dtypes: Sequence[torch.dtype] | None = None
+               ) -> tuple[EvalResult | None, list[Resources], str]:
     """The kernel judged is the kernel that would run: every specialization the interpreter ran is compiled for
     the target too (those the AOT stage did not meet, in one more compile child); one the compiler rejects is a
     compile error, one that cannot be compiled from this source is refused. Returns the failure, the resources of
@@ -487,9 +488,12 @@ def spec_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Resou
                           f"compile for {job.target} could not build from this source (not a module-level "
                           "@triton.jit function): the kernel judged must be a kernel that would run"), resources, ""
     shipped = sorted(k for k, kind in job.compiled_specs.items() if kind == "benchmark")
-    unjudged = [k for k in shipped if k not in job.interpreted_specs]
+    found = {e.get("key"): e for e in job.spec_shapes}
+    checked = {dtype_name(d) for d in (job.dtypes if dtypes is None else dtypes)}
+    # a dtype the interpreter does not check at all (bf16 with tl.dot) is named in the ok already
+    unjudged = [k for k in shipped if k not in job.interpreted_specs
+                and str(found.get(k, {}).get("dtype", next(iter(checked), ""))) in checked]
     if unjudged:
-        found = {e.get("key"): e for e in job.spec_shapes}
         entry = found.get(unjudged[0], {})
         where = (f"its smallest shape found is {shape_key(entry['smallest'])}, over the interpreter's budget of "
                  f"{SPEC_BUDGET} elements" if entry.get("smallest") and not entry.get("shape") else

@@ -124,7 +124,7 @@ def test_the_docstring_names_every_rule() -> None:
              "module_alias", "module_constant", "decorator", "model_new_class", "model_new_init", "rebinding",
              "host_statement",
              "kernel_use", "host_name", "jit_body_disallowed", "private_access", "dynamic_access", "host_read",
-             "torch_compute_call", "module_statement", "tensor_use"}
+             "torch_compute_call", "module_statement", "tensor_use", "constexpr_tensor", "kernel_argument"}
     assert all(f"[{rule}]" in doc for rule in rules), [r for r in rules if f"[{r}]" not in doc]
     source = inspect.getsource(grammar)
     used = {line.split('"')[1] for line in source.splitlines() if '_fail("' in line or 'fail("' in line}
@@ -344,3 +344,40 @@ def test_kernels_name_no_mutable_constant(constants: str) -> None:
     # under the interpreter a kernel body is Python: CALLS.append(1) would count calls across launches
     finding = check_module(_jit("CALLS.append(1)").replace("SPACE =", constants + "SPACE ="))
     assert finding is not None and finding.reason == "jit_body_disallowed", finding
+
+
+TYPED_LAUNCH = """import torch
+import triton
+import triton.language as tl
+
+TASK = "double"
+SPACE = {"BLOCK": [128]}
+
+
+@triton.jit
+def _k(x_ptr, y_ptr, n, S, BLOCK: tl.constexpr, T: "tl.constexpr"):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs), mask=offs < n)
+
+
+def launch(x, BLOCK=128):
+    y = torch.empty_like(x)
+    n = x.numel()
+    _k[(1,)](ARGS)
+    return y
+"""
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    ("x, y, n, 1.0, BLOCK=BLOCK, T=n * 2", None),  # shape arithmetic and a SPACE parameter: constexprs
+    ("x, y, n, 1.0, BLOCK, triton.next_power_of_2(n)", None),
+    ("x, y, n, 1.0, BLOCK=BLOCK, T=x", "constexpr_tensor"),  # a tensor on a (string-annotated) constexpr
+    ("x, y, n, 1.0, x, T=1", "constexpr_tensor"),  # by position
+    ("x, y, n, 1.0, BLOCK=BLOCK, T=x.view(-1)", "constexpr_tensor"),  # a tensor method gives a tensor
+    ("x, y, n, 1.0, BLOCK=BLOCK, T=(x, 1)", "constexpr_tensor"),  # inside a tuple
+    ("x, y, n, [x], BLOCK=BLOCK, T=1", "kernel_argument"),  # no kernel parameter receives a list
+    ("*(x, y), n, 1.0, BLOCK=BLOCK, T=1", "kernel_argument"),
+])
+def test_a_tensor_reaches_only_a_pointer_parameter(args: str, reason: str | None) -> None:
+    finding = check_module(TYPED_LAUNCH.replace("ARGS", args))
+    assert (finding.reason if finding else None) == reason, finding

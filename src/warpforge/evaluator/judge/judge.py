@@ -377,6 +377,17 @@ class Judge:
             if info.get("threads"):
                 return _fail(job, Verdict.REJECTED, "background_thread", f"{info['threads']} thread(s) still ran "
                              f"after launch returned ({case.label}); work must finish inside launch")
+            raw = info.get("refused_arguments")
+            refused: list[dict[str, Any]] = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
+            if refused:  # the launcher refused an argument and launch carried on without that launch
+                rule = refused[0].get("rule")
+                return _fail(job, Verdict.REJECTED, rule if rule in ("constexpr_tensor", "kernel_argument_type")
+                             else "kernel_argument_type", str(refused[0].get("message", ""))[:600])
+            inside = sorted(op.removeprefix("in_kernel:") for op in info.get("ops", []) if op.startswith("in_kernel:"))
+            if inside:
+                return _fail(job, Verdict.REJECTED, "torch_compute_call", f"torch operators {inside[:6]} ran inside "
+                             "a kernel launch (beyond the interpreter's own argument moves): torch computed what the "
+                             "kernel should; pass tensors only to pointer parameters")
             bad = disallowed_ops(info.get("ops", []))
             if bad:
                 return _fail(job, Verdict.REJECTED, "torch_compute_call", f"launch called torch operators {bad[:6]} "

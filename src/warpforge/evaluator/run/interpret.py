@@ -23,12 +23,21 @@ from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend, fingerprint, register
 from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.run.job import Job
-from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked
+from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked, spec_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.evaluator.static.grammar import kernels_use
 from warpforge.kernels.taskdef import shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.interpret")
+
+# What the child's interpreter layer (sandbox/child/faithful.py) does not make behave as the compiled kernel
+# does; every interpreter ``ok`` names it (docs/evaluator.md, "Interpreter and compiled kernel").
+NOT_EMULATED = (
+    "interpreter: not emulated (within tolerance or GPU-only): the order of tl.dot and reduction accumulation, "
+    "approximate transcendentals (tl.exp is ex2.approx.f32, fp32 / is div.full.f32, ~2 ulp), fp8 (refused as "
+    "interpreter_fp8), integer division by zero (div.s32: undefined), out-of-bounds unmasked accesses "
+    "(host memory here, an illegal address or garbage on the GPU)"
+)
 
 
 def coverage(result: EvalResult) -> str:
@@ -109,6 +118,12 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
     if failure is not None:
         failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
         return failure
+    failure, late, note = spec_stage(pool, job, dtypes)  # the specializations judged are ones that compile
+    resources += late
+    if failure is not None:
+        failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
+        return failure
+    unchecked += [note, NOT_EMULATED]
     return job.result(Verdict.OK, checked=checked, unchecked=unchecked, resources=resources,
                       device="cpu (triton interpreter)",
                       compile_s=sum(r.compile_s or 0.0 for r in resources),

@@ -55,6 +55,12 @@ class Job:
     # Source hashes of the kernels the AOT stage compiled (compile_stage fills it); a check that launches
     # any other kernel is rejected (judge.Judge._compiled). Empty: not compiled here, not enforced.
     compiled_kernels: list[str] = field(default_factory=list)
+    # Specializations (child/launcher.spec_key) the AOT stage compiled, each with the case kind that met it
+    # ("benchmark", "check", "interpreted"); and those the interpreter ran (check_stage fills it, key -> spec).
+    compiled_specs: dict[str, str] = field(default_factory=dict)
+    interpreted_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per benchmark specialization, the smallest shape that has it (child/compile._smallest_shapes)
+    spec_shapes: list[dict[str, Any]] = field(default_factory=list)
     kernel_cache: list[CacheUse] = field(default_factory=list)  # per stage: warm entries seeded, entries added
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.

@@ -13,6 +13,7 @@ import math
 import os
 import random
 import secrets
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -32,6 +33,7 @@ from warpforge.evaluator.static.checks import check_source
 from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
 CANDIDATE_FILE = "candidate.py"
+ARGUMENT_RULES = frozenset({"constexpr_tensor", "kernel_argument_type"})
 TASK_DIR = "task"
 # Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
 # sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
@@ -241,6 +243,13 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
     if kind == "evaluator_limit":  # child/__main__.py: the cap it was asked to set, not the candidate
         return job.result(Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: "
                           f"{err['message'][:600]}")
+    if kind == "argument":  # child/launcher.py: typed as the compiler types kernel arguments
+        rule = err.get("rule") if err.get("rule") in ARGUMENT_RULES else "kernel_argument_type"
+        return job.result(Verdict.REJECTED, rule, f"{err['message'][:600]}")
+    if kind == "interpreter_layout":  # child/faithful.py, child/grid.py: fail closed
+        return job.result(Verdict.UNSUPPORTED, "interpreter_internals",
+                          f"the installed Triton's interpreter is not laid out as warpforge's faithful layer "
+                          f"expects ({err['message'][:400]}): no CPU verdict; check on a GPU (--backend cuda)")
     if kind == "state_mismatch":  # child/model_new.py: ModelNew's parameters are not the reference's
         return job.result(Verdict.REJECTED, "state_mismatch", err["message"][:1000])
     simple = {"oom": "out_of_memory", "exit": "exit_called", "illegal_memory_access": "illegal_memory_access",
@@ -282,6 +291,28 @@ class CaseFeed:
         return buffer.getvalue()
 
 
+def add_spec_cases(plan: CheckPlan, job: Job, dtypes: Sequence[torch.dtype], rng: random.Random) -> None:
+    """One case at the smallest shape that has each benchmark shape's specialization (the AOT child found it:
+    child/compile._smallest_shapes), so the interpreter runs the path the compiled benchmark kernel takes."""
+    from warpforge.evaluator.judge.judge import Case
+    from warpforge.kernels.taskdef import parse_dtype
+
+    have = {(shape_key(c.shape), c.dtype) for c in plan.cases}
+    for entry in job.spec_shapes:
+        shape, dtype = entry.get("shape"), parse_dtype(str(entry.get("dtype")))
+        if not shape or dtype not in dtypes or (shape_key(shape), dtype) in have:
+            continue
+        have.add((shape_key(shape), dtype))
+        seed = rng.getrandbits(31)
+        try:
+            inputs = tuple(job.task.make_inputs(dict(shape), dtype, seed, "cpu"))
+        except Exception as exc:  # noqa: BLE001 - the task's code: the specialization stays unjudged (spec_stage)
+            plan.notes.append(f"specializations: make_inputs rejected {shape_key(shape)} ({type(exc).__name__})")
+            continue
+        sentinel = math.nan if len(plan.cases) % 2 == 0 else float(rng.randint(1000, 9000))
+        plan.cases.append(Case(len(plan.cases), dict(shape), dtype, seed, sentinel, inputs, scale=True))
+
+
 def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
                 shapes: Sequence[Shape], dtypes: Sequence[torch.dtype],
                 budgets: dict[str, float] | None = None, ref_device: str = "cpu",
@@ -292,6 +323,8 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         return job.result(Verdict.UNSUPPORTED, "degenerate_task", problem), []
     rng = random.Random(secrets.randbits(64))  # the child never sees this state
     plan = plan_cases(job.task, shapes, dtypes, job.seeds, job.hidden_shapes, rng, scale=job.scale_shapes)
+    if interpret:
+        add_spec_cases(plan, job, dtypes, rng)
     if interpret:  # the judge's switch: seed and shuffled cases chosen here, the orders verified in judge/judge.py
         plan.grid_seed = rng.getrandbits(31)
         plan.shuffled = frozenset(c.id for i, c in enumerate(plan.cases) if i % 2 == 1)
@@ -330,6 +363,12 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
         if failure is not None:
             return failure, []
         report = outcome.report or {}
+        from warpforge.evaluator.sandbox.child.launcher import spec_key
+
+        for facts in [*report.get("cases", []), report.get("rerun") or {}]:
+            for spec in facts.get("specs", []) if isinstance(facts, dict) else []:
+                if isinstance(spec, dict) and {"hash", "args", "options"} <= set(spec):
+                    job.interpreted_specs[spec_key(spec)] = spec
         if "invalid_config" in report:
             return job.result(Verdict.INVALID_CONFIG, "constraints_false",
                               f"constraints(params, shape) is False for shape {report['invalid_config']}"), []
@@ -351,7 +390,9 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
                                "candidate_sha256": job.variant.source_hash, "params": job.params,
                                "task_path": task_path(job), "target": job.target, "cases": cases,
-                               "training": training_check(job.task, job.variant)}
+                               "training": training_check(job.task, job.variant),
+                               # the smallest shape of each benchmark specialization (child/compile.py)
+                               "spec_budget": SPEC_BUDGET, "spec_floor": _floor(job)}
     model_spec.attach(request, job.task, job.variant, [c["shape"] for c in cases])
     prepare, seeded = cached(pool, job, _write_candidate(job), request)
     with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
@@ -366,6 +407,8 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
             for k in report.get("kernels", [])
         ]
         job.compiled_kernels = sorted(set(report.get("compiled_hashes", [])))
+        job.compiled_specs = dict(report.get("compiled_specs") or {})
+        job.spec_shapes = [e for e in report.get("spec_shapes") or [] if isinstance(e, dict)]
         if failure is not None:
             return failure, resources
         if not resources:
@@ -379,6 +422,90 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
                                   f"{r.kernel} needs {r.shared_bytes} bytes of shared memory; {job.target} "
                                   f"allows {limit}", resources=resources), resources
         return None, resources
+
+
+# A benchmark specialization is interpreted at a shape of at most this many elements (product of dimensions):
+# 4x the benchmark-scale budget (verify.SCALE_BUDGET, ~2.5 s), so ~10 s for an elementwise kernel here.
+SPEC_BUDGET = 1 << 18
+
+
+def _floor(job: Job) -> dict[str, int]:
+    """Each dimension's smallest check value: where the shrinking search for a specialization's shape starts."""
+    small = job.task.check_shapes or job.task.small_shapes
+    dims = set().union(*(s.keys() for s in small)) if small else set()
+    return {d: min(int(s[d]) for s in small if d in s) for d in dims}
+
+
+# At most this many interpreted specializations are compiled after the check: each costs 0.5-1.5 s (DESIGN.md
+# section 8) and an honest variant meets a few (one per constexpr block size its hidden shapes pick).
+MAX_LATE_SPECS = 64
+
+
+def spec_stage(pool: ChildPool, job: Job, dtypes: Sequence[torch.dtype] | None = None
+               ) -> tuple[EvalResult | None, list[Resources], str]:
+    """The kernel judged is the kernel that would run: every specialization the interpreter ran is compiled for
+    the target too (those the AOT stage did not meet, in one more compile child); one the compiler rejects is a
+    compile error, one that cannot be compiled from this source is refused. Returns the failure, the resources of
+    the late compiles and a sentence for the ``ok``."""
+    missing = {k: v for k, v in job.interpreted_specs.items() if k not in job.compiled_specs}
+    if len(missing) > MAX_LATE_SPECS:
+        return job.result(Verdict.REJECTED, "too_many_specializations",
+                          f"the interpreter ran {len(missing)} kernel specializations the ahead-of-time compile had "
+                          f"not met (at most {MAX_LATE_SPECS} are compiled afterwards): constexprs that take a new "
+                          "value on every shape recompile on every call on a GPU too"), [], ""
+    resources: list[Resources] = []
+    started = time.monotonic()
+    if missing:
+        first = job.dtypes[0]
+        request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
+                                   "candidate_sha256": job.variant.source_hash, "params": job.params,
+                                   "task_path": task_path(job), "target": job.target, "cases": [],
+                                   "specs": list(missing.values()), "training": False,
+                                   "dtype": dtype_name(first)}
+        model_spec.attach(request, job.task, job.variant, [])
+        prepare, seeded = cached(pool, job, _write_candidate(job), request)
+        with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
+                          rss_limit_bytes=job.rss_limit_bytes) as outcome:
+            harvest(pool, job, outcome, seeded, "compile")
+            report = outcome.report or {}
+            failure = child_failure(job, outcome, "ahead-of-time compile of the interpreted specializations")
+            if failure is not None:
+                if failure.verdict is Verdict.COMPILE_ERROR:
+                    failure.reason = "specialization_compile_failed"
+                    failure.message = (f"a specialization the interpreter ran does not compile for {job.target} "
+                                       f"({report.get('failed_spec', '?')[:300]}): {failure.message}")
+                return failure, resources, ""
+            job.compiled_specs.update(report.get("compiled_specs") or {})
+            resources = [Resources(kernel=k["kernel"], target=job.target, registers=k["registers"],
+                                   spill_bytes=k["spill_bytes"], shared_bytes=k["shared_bytes"],
+                                   compile_s=k["compile_s"], num_warps=k.get("num_warps"))
+                         for k in report.get("kernels", [])]
+    never = sorted(k for k in job.interpreted_specs if k not in job.compiled_specs)
+    if never:
+        spec = job.interpreted_specs[never[0]]
+        return job.result(Verdict.REJECTED, "specialization_not_compiled",
+                          f"the interpreter ran {spec.get('kernel')} as {never[0][:300]}, which the ahead-of-time "
+                          f"compile for {job.target} could not build from this source (not a module-level "
+                          "@triton.jit function): the kernel judged must be a kernel that would run"), resources, ""
+    shipped = sorted(k for k, kind in job.compiled_specs.items() if kind == "benchmark")
+    found = {e.get("key"): e for e in job.spec_shapes}
+    checked = {dtype_name(d) for d in (job.dtypes if dtypes is None else dtypes)}
+    # a dtype the interpreter does not check at all (bf16 with tl.dot) is named in the ok already
+    unjudged = [k for k in shipped if k not in job.interpreted_specs
+                and str(found.get(k, {}).get("dtype", next(iter(checked), ""))) in checked]
+    if unjudged:
+        entry = found.get(unjudged[0], {})
+        where = (f"its smallest shape found is {shape_key(entry['smallest'])}, over the interpreter's budget of "
+                 f"{SPEC_BUDGET} elements" if entry.get("smallest") and not entry.get("shape") else
+                 "no smaller shape has it")
+        return job.result(Verdict.UNSUPPORTED, "specialization_not_interpreted",
+                          f"{len(unjudged)} of the {len(shipped)} kernel specializations compiled for the benchmark "
+                          f"shapes never ran in the interpreter (e.g. {unjudged[0][:240]}; {where}): a CPU ok would "
+                          "judge other code than the GPU runs; check it with --backend cuda"), resources, ""
+    note = (f"specializations: all {len(job.interpreted_specs)} interpreted were compiled for {job.target} "
+            f"({len(missing)} after the check, {time.monotonic() - started:.1f} s), and all {len(shipped)} benchmark "
+            "ones were interpreted")
+    return None, resources, note
 
 
 def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict[str, Any]]]:

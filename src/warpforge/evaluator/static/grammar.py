@@ -39,6 +39,8 @@ Host code (``launch``, ``constraints``, plain helpers)::
                  | assert expr (, message)? | raise BuiltinError(message) | kernel-launch | pass/break/continue
                  | string-expression                                                      [host_statement]
     kernel-launch := JIT_NAME "[" grid "]" "(" value-args ")"                              [kernel_use]
+    value-args  := a tensor only for a pointer parameter (no tl.constexpr)                [constexpr_tensor]
+                   each argument by position or name, none a list, dict or set             [kernel_argument]
     grid        := a tuple of arithmetic expressions, or a local bound to one (values are never callables:
                    see below)
     expr        := literal | NAME (a parameter or a local) | module constant | arithmetic | comparison
@@ -265,6 +267,8 @@ class Grammar:
         self.mutable: set[str] = set()  # constants holding a list, dict or set (shared by every call)
         self.jit: set[str] = set()
         self.host: set[str] = set()
+        # each kernel's parameters in order, and which of them are tl.constexpr ([kernel_argument])
+        self.jit_params: dict[str, tuple[list[str], set[str]]] = {}
         # ModelNew (the ModelNew section below): nodes its productions allow that the everywhere-rules would refuse
         # (``super().__init__()``, ``nn.Linear``, ``torch.randn`` inside ``nn.Parameter``)
         self.exempt: set[int] = set()
@@ -353,6 +357,16 @@ class Grammar:
         for node in self.tree.body:
             if isinstance(node, ast.FunctionDef):
                 (self.jit if node.decorator_list else self.host).add(node.name)
+                if node.decorator_list:
+                    a = node.args
+                    params = [p for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+                    self.jit_params[node.name] = ([p.arg for p in params], {
+                        p.arg for p in params if p.annotation is not None and self._is_constexpr(p.annotation)})
+
+    def _is_constexpr(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value.replace(" ", "").split(".")[-1] == "constexpr"
+        return self.canonical(node) == "triton.language.constexpr"
 
     def _module(self) -> None:
         bound: dict[str, int] = {name: 0 for name in self.modules}
@@ -862,6 +876,7 @@ class HostCheck:
                 raise self.fail("kernel_use", node, f"{ast.unparse(func)[:60]}(...): only a @triton.jit function "
                                 "of this module is launched with [grid]")
             self.grid(func.slice)
+            self.launch_args(func.value.id, node)
             return
         if isinstance(func, ast.Name):
             if func.id in HOST_BUILTINS or func.id in self.g.host:
@@ -904,6 +919,32 @@ class HostCheck:
             raise self.fail("torch_compute_call", node, f".{func.attr}() on a value: host code may call only "
                             f"{', '.join(sorted(TENSOR_METHODS))}; compute belongs in a @triton.jit kernel")
         self.shape_args(node, func.attr)
+
+    def launch_args(self, kernel: str, node: ast.Call) -> None:
+        """[kernel_argument] a tensor reaches only a pointer parameter (one without tl.constexpr: under the
+        interpreter a constexpr receives the object itself, and a torch tensor there is torch computing inside
+        the kernel); a constexpr gets a literal, a SPACE parameter, a shape integer or arithmetic on them; no
+        argument is a list, dict or set (no kernel parameter receives one)."""
+        names, constexprs = self.g.jit_params.get(kernel, ([], set()))
+        given: list[tuple[str | None, ast.expr]] = []
+        for i, a in enumerate(node.args):
+            if isinstance(a, ast.Starred):
+                raise self.fail("kernel_argument", a, f"*{ast.unparse(a.value)[:40]} in a launch of {kernel}: "
+                                "pass each kernel argument by position or name")
+            given.append((names[i] if i < len(names) else None, a))
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.fail("kernel_argument", kw.value, f"**{ast.unparse(kw.value)[:40]} in a launch of "
+                                f"{kernel}: pass each kernel argument by name")
+            given.append((kw.arg, kw.value))
+        for name, value in given:
+            if isinstance(value, (ast.List, ast.Dict, ast.Set)):
+                raise self.fail("kernel_argument", value, f"{ast.unparse(value)[:40]} passed to {kernel}: a kernel "
+                                "argument is a tensor, a scalar or a tuple, never a list, dict or set")
+            if name in constexprs and self.is_tensor(value):
+                raise self.fail("constexpr_tensor", value, f"the tensor {ast.unparse(value)[:40]} passed to {kernel}'s "
+                                f"tl.constexpr parameter {name}: a tensor goes only to a pointer parameter (a "
+                                "constexpr gets a literal, a SPACE parameter or arithmetic on shapes)")
 
     def shape_args(self, node: ast.Call, name: str) -> None:
         """[tensor_use] an allowlisted call takes shape values; only the template of ``*_like``/``view_as``

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from warpforge.evaluator.sandbox.child import faithful
 from warpforge.evaluator.sandbox.child.backward import training_call
 from warpforge.evaluator.sandbox.child.common import (
     INTERPRET,
@@ -120,6 +121,8 @@ class _Runner:
         recorder = OpRecorder(self.gate)
         calls_before = self.gate.calls
         self.gate.kernels.clear()
+        self.gate.specs.clear()
+        self.gate.refused.clear()
         GridOrder.shuffled = shuffled
         logged = len(GridOrder.log)
         mark("launch")
@@ -145,6 +148,7 @@ class _Runner:
             "tampered": self.watch.tampered() + self.sentinel.tampered(),
             "state_changed": self.watch.state_changed(), "kernels": sorted(self.gate.kernels),
             "grid": "shuffled" if shuffled else "in order", "grids": GridOrder.log[logged:], **extra,
+            "specs": list(self.gate.specs.values()), "refused_arguments": list(self.gate.refused),
         }
         if all(k == "Tensor" for k in kinds):
             buffer = io.BytesIO()
@@ -161,7 +165,11 @@ class _Runner:
 def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     gate = KernelGate().install()
     if INTERPRET:
-        GridOrder.install(int(req.get("grid_seed", 0)))
+        try:  # fail closed: an interpreter this layer does not know is never judged
+            GridOrder.install(int(req.get("grid_seed", 0)))
+            faithful.install()
+        except faithful.InterpreterLayout as exc:
+            return {"error": error_info(exc, "interpreter")}
     if req["device"].startswith("cuda"):
         torch.cuda.init()  # before the snapshot: initialising CUDA is the harness's doing, not the candidate's
     watch = Watch()

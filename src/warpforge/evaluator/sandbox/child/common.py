@@ -89,7 +89,12 @@ def error_info(exc: BaseException, stage: str) -> dict[str, Any]:
     module = type(exc).__module__ or ""
     text = str(exc).strip()
     low = text.lower()
-    if isinstance(exc, (ModuleNotFoundError, ImportError)) and stage == "import":
+    rule = getattr(exc, "rule", None) if name == "ArgumentRefused" else None
+    if rule is not None:  # child/launcher.py: an argument the compiled kernel could not receive
+        kind = "argument"
+    elif name == "InterpreterLayout":  # child/faithful.py: this Triton's interpreter is not the one expected
+        kind = "interpreter_layout"
+    elif isinstance(exc, (ModuleNotFoundError, ImportError)) and stage == "import":
         kind = "import"
     elif isinstance(exc, SystemExit):
         kind = "exit"
@@ -112,7 +117,10 @@ def error_info(exc: BaseException, stage: str) -> dict[str, Any]:
     else:
         kind = "runtime"
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return {"stage": stage, "kind": kind, "type": name, "message": text[:4000], "traceback": "".join(tb)[-4000:]}
+    info = {"stage": stage, "kind": kind, "type": name, "message": text[:4000], "traceback": "".join(tb)[-4000:]}
+    if rule is not None:
+        info["rule"] = str(rule)
+    return info
 
 
 class UnverifiedCandidate(ImportError):
@@ -210,6 +218,9 @@ class KernelGate:
         self.depth = 0
         self.ghost = False
         self.kernels: set[str] = set()  # source hashes of the kernels launched (compare with the AOT stage)
+        # each launch's specialization (child/launcher.py), by key: the judge has each one compiled for the target
+        self.specs: dict[str, dict[str, Any]] = {}
+        self.refused: list[dict[str, str]] = []  # arguments the compiled kernel could not receive (rule, message)
 
     def install(self) -> KernelGate:
         from triton.runtime.jit import JITFunction
@@ -227,8 +238,17 @@ class KernelGate:
         gate = self
 
         def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+            from warpforge.evaluator.sandbox.child.launcher import ArgumentRefused, spec_key, specialization
+
             gate.calls += 1
-            gate.kernels.add(kernel_hash(kernel))
+            source_hash = kernel_hash(kernel)
+            gate.kernels.add(source_hash)
+            try:
+                spec = specialization(kernel, args, kwargs, source_hash)
+            except ArgumentRefused as exc:
+                gate.refused.append({"rule": exc.rule, "message": str(exc)[:400]})
+                raise
+            gate.specs[spec_key(spec)] = spec
             if gate.ghost:
                 return None
             gate.depth += 1
@@ -255,7 +275,15 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if self.gate.depth == 0:
+        if self.gate.depth > 0 and INTERPRET:
+            # Inside an interpreted launch only the interpreter's own argument moves are allowed
+            # (grid.PLUMBING_OPS, and only while it moves arguments); the recorder never pauses.
+            from warpforge.evaluator.sandbox.child.grid import PLUMBING_OPS, Phase
+
+            name = str(func.overloadpacket.__name__)
+            if Phase.now != "plumbing" or name not in PLUMBING_OPS:
+                self.ops.add(f"in_kernel:{name}")
+        elif self.gate.depth == 0:
             name = str(func.overloadpacket.__name__)
             if name == "_to_copy" and args and isinstance(args[0], torch.Tensor) \
                     and kwargs.get("dtype") not in (None, args[0].dtype):

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -56,6 +57,8 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
 
     from warpforge.evaluator.sandbox.child.backward import trace_training
     from warpforge.evaluator.sandbox.child.common import error_info, kernel_hash, load_candidate
+    from warpforge.evaluator.sandbox.child.launcher import rebuild_arguments, spec_key
+    from warpforge.evaluator.sandbox.child.launcher import specialization as launch_spec
     from warpforge.evaluator.sandbox.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
     from warpforge.kernels.task import load_task_file
     from warpforge.kernels.taskdef import parse_dtype
@@ -63,6 +66,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     captured: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
 
     def capture(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
+        launch_spec(self, args, kwargs, kernel_hash(self))  # typed as in the check (ArgumentRefused)
         captured.append((self, args, kwargs))
 
     JITFunction.run = capture  # type: ignore[method-assign]
@@ -77,23 +81,57 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     kernels: list[dict[str, Any]] = []
     seen: set[str] = set()
     hashes: set[str] = set()  # source hashes of every kernel compiled (the check may launch only these)
-    for case in req["cases"]:
+    specs: dict[str, str] = {}  # specialization key (child/launcher.py) -> "benchmark" | "check" | "interpreted"
+    shapes_of: dict[str, dict[str, Any]] = {}  # benchmark specialization -> the case that met it
+
+    def trace(shape: dict[str, Any], dtype: str) -> set[str]:
+        """The specializations ``launch`` picks at ``shape`` (fake tensors, nothing compiled); empty on error."""
         captured.clear()
         try:
             with FakeTensorMode():
-                inputs = task.make_inputs(case["shape"], parse_dtype(case["dtype"]), 0, "cpu")
-                call, args = entry.bind(inputs, case)  # launch, or ModelNew with the reference's state
+                inputs = task.make_inputs(shape, parse_dtype(dtype), 0, "cpu")
+                call, args = entry.bind(inputs, {"shape": shape, "dtype": dtype})
                 call(*args, **req["params"])
-                if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
-                    trace_training(module, task.reference, inputs, req["params"])
+        except BaseException:  # noqa: BLE001 - a shape this variant refuses is no smaller shape
+            captured.clear()
+            return set()
+        found = {spec_key(launch_spec(f, a, k, kernel_hash(f))) for f, a, k in captured}
+        captured.clear()
+        return found
+
+    by_hash = {kernel_hash(v): v for v in vars(module).values() if isinstance(v, JITFunction)}
+    requested = req.get("specs") or []  # specializations the interpreter ran that no case here compiled
+    cases = [*req["cases"], *({"spec": spec} for spec in requested)]
+    for case in cases:
+        captured.clear()
+        if "spec" in case:
+            fn = by_hash.get(case["spec"]["hash"])
+            if fn is None:  # not a module-level kernel of this source: reported as not compiled
+                continue
+            with FakeTensorMode():
+                rebuilt, options = rebuild_arguments(case["spec"])
+            captured.append((fn, tuple(rebuilt), options))
+            case = {**case, "shape": None, "dtype": None}
+        try:
+            if "spec" not in case:
+                with FakeTensorMode():
+                    inputs = task.make_inputs(case["shape"], parse_dtype(case["dtype"]), 0, "cpu")
+                    call, call_args = entry.bind(inputs, case)  # launch, or ModelNew with the reference's state
+                    call(*call_args, **req["params"])
+                    if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
+                        trace_training(module, task.reference, inputs, req["params"])
         except BaseException as exc:  # noqa: BLE001
             info = error_info(exc, "trace")
             if isinstance(exc, StateMismatch):
                 info["kind"] = STATE_MISMATCH
-            return {"error": info, "kernels": kernels, "compiled_hashes": sorted(hashes)}
+            return {"error": info, "kernels": kernels, "compiled_hashes": sorted(hashes), "compiled_specs": specs}
         for fn, args, kwargs in captured:
-            if case.get("only_new") and kernel_hash(fn) in hashes:
+            spec_id = spec_key(launch_spec(fn, args, kwargs, kernel_hash(fn)))
+            if spec_id in specs:  # this specialization is compiled already
                 continue
+            specs[spec_id] = "interpreted" if "spec" in case else "check" if case.get("only_new") else "benchmark"
+            if specs[spec_id] == "benchmark":
+                shapes_of[spec_id] = {"shape": case["shape"], "dtype": case["dtype"]}
             hashes.add(kernel_hash(fn))
             kwargs = {"debug": False, **kwargs}
             try:
@@ -110,7 +148,8 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                                           options=options.__dict__)
                 seconds = time.perf_counter() - start
             except BaseException as exc:  # noqa: BLE001
-                return {"error": error_info(exc, "compile"), "kernels": kernels, "compiled_hashes": sorted(hashes)}
+                return {"error": error_info(exc, "compile"), "kernels": kernels, "compiled_hashes": sorted(hashes),
+                        "compiled_specs": specs, "failed_spec": spec_id}
             usage = _resource_usage(compiled.asm["cubin"], scratch)
             regs = max((u.get("REG", 0) for u in usage.values()), default=None)
             stack = max((u.get("STACK", 0) for u in usage.values()), default=None)
@@ -120,7 +159,45 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 "spill_bytes": stack, "shared_bytes": int(compiled.metadata.shared),
                 "num_warps": int(compiled.metadata.num_warps), "compile_s": seconds,
             })
-    return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes)}
+    spec_shapes = _smallest_shapes(req, specs, shapes_of, trace) if req.get("spec_budget") else []
+    return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes), "compiled_specs": specs,
+            "spec_shapes": spec_shapes}
+
+
+def _smallest_shapes(req: dict[str, Any], specs: dict[str, str], shapes_of: dict[str, dict[str, Any]],
+                     trace: Any) -> list[dict[str, Any]]:
+    """For each benchmark-shape specialization, the smallest shape (halving one dimension at a time, on fake
+    tensors: milliseconds a try) whose launch has that same specialization, when its product of dimensions is
+    within ``spec_budget``: the check interprets it there, so the compiled path of a benchmark shape is the
+    judged path. One not found within the budget is reported with ``shape`` None."""
+    budget = int(req["spec_budget"])
+    floor = {k: int(v) for k, v in (req.get("spec_floor") or {}).items()}
+    out = []
+    for key, kind in specs.items():
+        if kind != "benchmark" or key not in shapes_of:
+            continue
+        shape, dtype = dict(shapes_of[key]["shape"]), shapes_of[key]["dtype"]
+        for _ in range(256):
+            if math.prod(int(v) for v in shape.values()) <= budget:
+                break
+            moved = False
+            for d in sorted(shape, key=lambda d: -int(shape[d])):
+                for value in (floor.get(d, 1), int(shape[d]) // 2):
+                    if value < 1 or value >= int(shape[d]):
+                        continue
+                    trial = {**shape, d: value}
+                    if key in trace(trial, dtype):
+                        shape, moved = trial, True
+                        break
+                if moved:
+                    break
+            if not moved:
+                break
+        fits = math.prod(int(v) for v in shape.values()) <= budget
+        out.append({"key": key, "shape": shape if fits else None, "dtype": dtype,
+                    "smallest": shape, "benchmark": shapes_of[key]["shape"]})
+    return out
+
 
 
 def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:

@@ -36,6 +36,47 @@ def expected_order(grid: tuple[int, int, int], shuffled: bool, rng: random.Rando
     return order
 
 
+# The interpreter's own torch calls while it moves a launch's arguments (``_init_args_hst`` and
+# ``_restore_args_dev`` in triton/runtime/interpreter.py, Triton 3.4-3.9, as recorded on 3.9): a host view of
+# each argument's storage (new_empty + set_), then the copy back (empty + set_ + copy_); fill_ is the harness's
+# sentinel on new_empty. Any other torch operator during a launch, and any at all while the kernel's programs
+# run, is compute the kernel did not do (``torch_compute_call``).
+PLUMBING_OPS = frozenset({"new_empty", "set_", "empty", "copy_", "fill_"})
+
+
+class Phase:
+    """Where an interpreted launch is: ``plumbing`` (moving arguments), ``programs`` (running the kernel) or
+    ``outside``; the op recorder (common.OpRecorder) reads it."""
+
+    now = "outside"
+
+
+def _fp32(value: float) -> Any:
+    """A Python float argument as the compiled kernel receives it: a ``.param .f32`` (not a Python fp64)."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    return tl.tensor(interp.TensorHandle(np.array([value], dtype=np.float32), tl.float32), tl.float32)
+
+
+def check_layout() -> None:
+    """Fail closed: the interpreter internals the replacement below relies on (Triton 3.4-3.9)."""
+    from triton.runtime import interpreter as interp
+
+    from warpforge.evaluator.sandbox.child.faithful import InterpreterLayout
+
+    missing = [name for name in ("GridExecutor", "_patch_lang", "_implicit_cvt", "interpreter_builder",
+                                 "InterpreterError", "TensorHandle") if not hasattr(interp, name)]
+    missing += [f"GridExecutor.{m}" for m in ("_init_args_hst", "_restore_args_dev")
+                if not hasattr(getattr(interp, "GridExecutor", None), m)]
+    missing += [f"interpreter_builder.{m}" for m in ("set_grid_dim", "set_grid_idx")
+                if not hasattr(getattr(interp, "interpreter_builder", None), m)]
+    if missing:
+        raise InterpreterLayout(f"triton.runtime.interpreter lacks {missing}: the evaluator cannot run kernels "
+                                "faithfully on this Triton")
+
+
 class GridOrder:
     """Replaces ``GridExecutor.__call__`` with the same steps over a (possibly shuffled) program order."""
 
@@ -52,18 +93,28 @@ class GridOrder:
         import triton
         from triton.runtime import interpreter as interp
 
+        check_layout()
         cls.rng = random.Random(seed)
 
         def call(self: Any, *args_dev: Any, **kwargs: Any) -> None:
+            try:
+                run(self, *args_dev, **kwargs)
+            finally:
+                Phase.now = "outside"
+
+        def run(self: Any, *args_dev: Any, **kwargs: Any) -> None:
             argspec = inspect.getfullargspec(self.fn)
             kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
+            Phase.now = "plumbing"
             args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
+            Phase.now = "programs"
             for hook in self.pre_run_hooks:
                 hook(*args_hst, **kwargs_hst)
             patch_scope = interp._patch_lang(self.fn)
             try:
                 args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
-                args = {name: arg if name in self.constexprs else interp._implicit_cvt(arg)
+                args = {name: arg if name in self.constexprs else
+                        _fp32(arg) if isinstance(arg, float) else interp._implicit_cvt(arg)
                         for name, arg in args.items()}
                 grid = self.grid(args) if callable(self.grid) else self.grid
                 assert len(grid) <= 3, "grid must have at most 3 dimensions"
@@ -81,6 +132,7 @@ class GridOrder:
                     raise interp.InterpreterError(repr(e)) from e
             finally:
                 patch_scope.restore()
+                Phase.now = "plumbing"
             self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
         interp.GridExecutor.__call__ = call  # type: ignore[method-assign]

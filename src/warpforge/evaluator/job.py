@@ -56,6 +56,7 @@ class Job:
     # any other kernel is rejected (verify.Judge._compiled). Empty: not compiled here, not enforced.
     compiled_kernels: list[str] = field(default_factory=list)
     kernel_cache: list[CacheUse] = field(default_factory=list)  # per stage: warm entries seeded, entries added
+    walls: dict[str, str] = field(default_factory=dict)  # per child stage: the walls it ran behind (sandbox.Walls)
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
     static_rules: str = "strict"

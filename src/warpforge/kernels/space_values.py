@@ -56,21 +56,23 @@ def _value(name: str, node: ast.AST) -> Any:
     if not isinstance(inner, ast.Constant):
         raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} ({type(node).__name__}): SPACE values are "
                            f"{ALLOWED}: SPACE must be a literal dict of lists (no names, calls or containers)")
-    value = inner.value
+    value: Any = inner.value
     kind = type(value)
     if kind not in (int, float, bool, str, type(None)):
         raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} ({kind.__name__}): SPACE values are {ALLOWED}")
-    if kind is int:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
         value = sign * value
         if not -INT_LIMIT <= value < INT_LIMIT:
             raise SpaceRefused(f"SPACE[{name!r}] has an integer of {value.bit_length()} bits: a kernel receives at "
                                "most 64-bit integers")
-    elif kind is float:
+    elif isinstance(value, float):
         value = sign * value
         if not math.isfinite(value):
             raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} (not finite): SPACE floats are finite (JSON and "
                                "the stores have no inf or nan)")
-    elif kind is str:
+    else:
         bad = next((ch for ch in value if unicodedata.category(ch) in ("Cc", "Cs")), None)
         if bad is not None:
             raise SpaceRefused(f"SPACE[{name!r}] has a string with {ascii(bad)}: SPACE strings hold no control "

@@ -3,7 +3,8 @@
 Started by evaluator/sandbox.py inside the OS sandbox (isolation.py) as ``python -I -c <boot> RESULT_FD``.
 It imports torch and Triton, caps its address space at what it holds then plus the parent's budget
 (when asked), reads one JSON request line, installs its seccomp filter (child/seccomp.py: ``strict``
-where nothing needs new processes, else ``spawn``), and only then imports the candidate. Modes:
+where nothing needs new processes, else ``spawn``), and only then imports the candidate; a filter that does
+not install ends the child before any candidate code, with the error kind ``wall_not_installed``. Modes:
 
 - ``check`` (child/check.py): run ``launch`` on each case's inputs, asked for one case at a time
   after the import (``need`` marks), with fresh allocations prefilled with a sentinel; send back
@@ -119,8 +120,13 @@ def main() -> None:
     try:
         install(profile)
         seccomp = profile
-    except (SeccompError, OSError) as exc:
-        seccomp = f"none ({exc})"
+    except (SeccompError, OSError, AttributeError) as exc:  # AttributeError: a libc without syscall()
+        # Fail closed: no candidate code runs without its filter. The trusted side also refuses any report whose
+        # ``seccomp`` is not the profile it expects (sandbox.ChildPool.run), so this is the evaluator's error.
+        child_common.emit({"error": {"stage": "harness", "kind": "wall_not_installed", "type": type(exc).__name__,
+                                     "message": f"the {profile} seccomp filter did not install: {exc}",
+                                     "traceback": ""}, "seccomp": f"none ({exc})", "nonce": req.get("nonce")})
+        os._exit(0)
     if str(req.get("device", "")).startswith("cuda"):
         # Creating the CUDA context is ours, not the candidate's: its own phase ("context", a generous budget
         # in stages.phase_budgets), ended by the mode's first mark.

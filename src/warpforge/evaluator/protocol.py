@@ -244,6 +244,11 @@ def check_report(request: dict[str, Any], report: dict[str, Any]) -> str:
     if report.get("error") or "invalid_config" in report:
         return ""
     mode = request.get("mode")
+    if mode == "check":
+        for case in report.get("cases", []):
+            missing = [k for k in ("id", "kinds", "aliases") if k not in case]
+            if missing:
+                return f"cases: a case without {', '.join(missing)}"
     if mode == "space":
         if report.get("names") != list(request.get("space", {})):
             return "names: not the parameters of SPACE in SPACE's order"

@@ -249,6 +249,9 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.COMPILE_ERROR, "compile_failed", summary)
     if kind == "resources":
         return job.result(Verdict.INVALID_CONFIG, "out_of_resources", summary)
+    if kind == "wall_not_installed":  # child/__main__.py: its filter did not install; no candidate code ran
+        return job.result(Verdict.CRASHED, "wall_not_installed", f"evaluator error, not the candidate's: "
+                          f"{err['message'][:600]}")
     if kind == "evaluator_limit":  # child/__main__.py: the cap it was asked to set, not the candidate
         return job.result(Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: "
                           f"{err['message'][:600]}")

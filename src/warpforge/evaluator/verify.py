@@ -17,7 +17,6 @@ that never imported the candidate. In order (the first finding wins; cheating ou
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import random
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from warpforge.evaluator.compare import (
 )
 from warpforge.evaluator.job import Job
 from warpforge.evaluator.protocol import CheckReport, LaunchFacts
-from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, read_regular
+from warpforge.evaluator.readback import OUTPUT_CAP, NotReadable, load_saved, read_regular
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.sandbox import ChildOutcome
 from warpforge.evaluator.static import disallowed_ops
@@ -279,7 +278,7 @@ class Judge:
         if hashlib.sha256(data).hexdigest() != self._hashes().get(name):
             self.tampered_files.append(name)
             return None
-        return torch.load(io.BytesIO(data), weights_only=True)  # type: ignore[no-any-return]
+        return load_saved(data)  # None unless it is a saved case as the harness writes one
 
     def judge(self) -> EvalResult | None:
         found = (self._environment() or self._grid_orders() or self._launches() or self._pair() or self._values()

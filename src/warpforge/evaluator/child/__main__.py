@@ -77,6 +77,14 @@ def seccomp_profile(mode: str, interpret: bool) -> str:
     return "strict" if interpret and mode in STRICT_MODES else "spawn"
 
 
+def wall_refusal(profile: str, exc: BaseException, nonce: Any) -> dict[str, Any]:
+    """The report of a child whose seccomp filter did not install: the evaluator's error, sent before any
+    candidate code is imported (the trusted side maps ``wall_not_installed`` to ``crashed``)."""
+    return {"error": {"stage": "harness", "kind": "wall_not_installed", "type": type(exc).__name__,
+                      "message": f"the {profile} seccomp filter did not install: {exc}", "traceback": ""},
+            "seccomp": f"none ({exc})", "nonce": nonce}
+
+
 def main() -> None:
     # -I ignores PYTHONDONTWRITEBYTECODE: no __pycache__ next to the candidate (any file there that the
     # harness did not write is the candidate's: rejected, wrote_files).
@@ -123,9 +131,7 @@ def main() -> None:
     except (SeccompError, OSError, AttributeError) as exc:  # AttributeError: a libc without syscall()
         # Fail closed: no candidate code runs without its filter. The trusted side also refuses any report whose
         # ``seccomp`` is not the profile it expects (sandbox.ChildPool.run), so this is the evaluator's error.
-        child_common.emit({"error": {"stage": "harness", "kind": "wall_not_installed", "type": type(exc).__name__,
-                                     "message": f"the {profile} seccomp filter did not install: {exc}",
-                                     "traceback": ""}, "seccomp": f"none ({exc})", "nonce": req.get("nonce")})
+        child_common.emit(wall_refusal(profile, exc, req.get("nonce")))
         os._exit(0)
     if str(req.get("device", "")).startswith("cuda"):
         # Creating the CUDA context is ours, not the candidate's: its own phase ("context", a generous budget

@@ -118,7 +118,8 @@ def mutate_ast(source: str, rng: random.Random) -> str | None:
             elif move == "non_str_key" and space.keys:
                 space.keys[rng.randrange(len(space.keys))] = _parse(rng.choice(["1", "b'k'", "None", "(1, 2)"]))
             elif move == "non_list" and space.values:
-                space.values[rng.randrange(len(space.values))] = _parse(rng.choice(["4", "'abc'", "{1: 2}", "range(3)"]))
+                bad = _parse(rng.choice(["4", "'abc'", "{1: 2}", "range(3)"]))
+                space.values[rng.randrange(len(space.values))] = bad
             elif move == "empty" and space.values:
                 space.values[rng.randrange(len(space.values))] = ast.List(elts=[], ctx=ast.Load())
             elif move == "new_key":

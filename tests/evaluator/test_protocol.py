@@ -198,3 +198,8 @@ def test_a_saved_case_of_other_shape_is_not_read(obj: object) -> None:
     good = io.BytesIO()
     torch.save({"out": [torch.ones(2)], "inputs_after": [torch.zeros(2), 3]}, good)
     assert load_saved(good.getvalue()) is not None
+
+
+def test_a_lone_surrogate_from_the_child_becomes_a_replacement_character() -> None:
+    msg = _parse(b'{"error": {"message": "x\\ud800y"}, "ok": ["\\ud83d\\ude00"]}')
+    assert msg == {"error": {"message": "x\ufffdy"}, "ok": ["\U0001f600"]}

@@ -460,11 +460,31 @@ class ChildPool:
         self.close()
 
 
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def _parse(line: bytes) -> Any:
     try:
-        return json.loads(line.decode())
+        msg = json.loads(line.decode())
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[" * 10**5 is one line
         return None
+    # JSON may escape a lone surrogate ("\ud800"): such a string in a verdict's message could not be printed to a
+    # UTF-8 terminal nor read back from the stored result, so each one becomes U+FFFD here.
+    try:
+        return _no_surrogates(msg) if b"\\ud" in line.lower() else msg
+    except RecursionError:  # as deep as json.loads allows, deeper than this walk: no message
+        return None
+
+
+def _no_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return SURROGATES.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_no_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
+    return value
+
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -327,6 +327,7 @@ def trusted_pipeline(src: Source, data: bytes, rng: random.Random) -> str:
 def run_one(seed: int, index: int) -> Outcome:
     with warnings.catch_warnings():  # "invalid decimal literal" and the like: the parser's, about mutants
         warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)  # "invalid escape sequence" in a mutant
         src, data = make_mutant(seed, index)
         rng = random.Random(f"{seed}:{index}:params")
         try:

@@ -203,3 +203,12 @@ def test_a_saved_case_of_other_shape_is_not_read(obj: object) -> None:
 def test_a_lone_surrogate_from_the_child_becomes_a_replacement_character() -> None:
     msg = _parse(b'{"error": {"message": "x\\ud800y"}, "ok": ["\\ud83d\\ude00"]}')
     assert msg == {"error": {"message": "x\ufffdy"}, "ok": ["\U0001f600"]}
+
+
+def test_doctor_says_a_profile_that_does_not_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warpforge.evaluator.isolation as isolation
+    from warpforge.doctor import _seccomp
+
+    monkeypatch.setattr(isolation, "probe_seccomp", lambda: {"strict": "installs", "spawn": "does not install: x"})
+    check = _seccomp()
+    assert not check.ok and check.required and "wall_not_installed" in check.detail

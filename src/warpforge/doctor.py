@@ -168,10 +168,23 @@ def _sandbox() -> Check:
                  required=policy() == "require")
 
 
+def _seccomp() -> Check:
+    """Whether the child's seccomp filters install here, found by installing each (isolation.probe_seccomp):
+    without one every evaluation ends ``crashed: wall_not_installed``, so it is required."""
+    from warpforge.evaluator.sandbox.isolation import probe_seccomp
+
+    found = probe_seccomp()
+    ok = all(v == "installs" for v in found.values())
+    detail = "; ".join(f"{profile}: {state}" for profile, state in found.items())
+    return Check("seccomp", ok, detail + ("" if ok else " (every evaluation ends crashed: wall_not_installed until "
+                                                       "it installs: a Linux kernel with seccomp filters, x86_64 or "
+                                                       "aarch64)"))
+
+
 def run_checks(db_url: str | None = None) -> list[Check]:
     import torch
 
     recorded = recorded_tasks()
     has_gpu = bool(torch.cuda.is_available())
-    return [_versions(), _gpu(recorded), _recordings(recorded), _interpreter(), _aot(), _sandbox(),
+    return [_versions(), _gpu(recorded), _recordings(recorded), _interpreter(), _aot(), _sandbox(), _seccomp(),
             _database(db_url), _cpu_plan(has_gpu)]

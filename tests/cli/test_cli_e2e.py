@@ -137,3 +137,5 @@ def test_doctor_and_db_upgrade(tmp_path: Path) -> None:
     checks = json.loads(wf("doctor", "--json", db=tmp_path / "wf.db").stdout)
     by_name = {c["name"]: c for c in checks}
     assert by_name["triton interpreter"]["ok"] and by_name["database"]["ok"]
+    # found by installing each profile, not assumed (isolation.probe_seccomp): Linux x86_64 here
+    assert by_name["seccomp"]["ok"] and by_name["seccomp"]["detail"] == "strict: installs; spawn: installs"

@@ -38,8 +38,11 @@ FACTS_LEGEND = ("compiled for {target}: regs registers per thread, spill and sme
 
 
 def params_text(params: Mapping[str, Any] | None) -> str:
-    """``name=value, ...``: breaks between pairs at 80 columns, where JSON would break inside one."""
-    return ", ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) if params else "-"
+    """``name=value, ...``: breaks between pairs at 80 columns, where JSON would break inside one. Escaped for
+    Rich (every caller prints it through Rich): a SPACE string "[/red]" is the candidate's text, not markup."""
+    from rich.markup import escape
+
+    return escape(", ".join(f"{k}={json.dumps(v)}" for k, v in params.items())) if params else "-"
 
 
 def _emit_json(payload: Any) -> None:

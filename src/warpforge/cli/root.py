@@ -313,14 +313,14 @@ def eval_cmd(
         out.print(f"[{color}]{result.verdict.value}[/{color}]" + (f": {result.reason}" if result.reason else ""))
         if chosen is not None:
             out.print(f"params {_params_text(chosen)} ({how})", highlight=False)
-        if result.message:
-            out.print(result.message, highlight=False)
+        if result.message:  # quotes the candidate's own text (an exception's message): never Rich markup
+            out.print(result.message, highlight=False, markup=False)
         coverage = ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked") \
             if result.verdict is Verdict.OK else "stopped at the first failure"
         where = result.device or result.backend
         out.print(f"checked {len(result.checked)} cases" + (f" on {where}" if where else "") + f"; {coverage}"
                   if result.checked or result.verdict is Verdict.OK else f"no case was checked ({coverage})",
-                  highlight=False)
+                  highlight=False, markup=False)
         for r in result.resources:
             out.print(rf"  {r.kernel} \[{r.target}] registers={r.registers} spill={r.spill_bytes}B "
                       f"shared={r.shared_bytes}B", highlight=False)

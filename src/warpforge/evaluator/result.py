@@ -96,6 +96,9 @@ class EvalResult(BaseModel):
     compile_s: float | None = None
     resources: list[Resources] = Field(default_factory=list)
     wall_s: float | None = None
+    # Which walls each child stage ran behind ("correctness check": "bwrap: ...; seccomp strict"), recorded from
+    # the run, not assumed: a wall that did not install ends the evaluation as ``crashed: wall_not_installed``.
+    walls: dict[str, str] = Field(default_factory=dict)
 
     @property
     def measured(self) -> bool:

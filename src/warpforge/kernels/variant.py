@@ -22,6 +22,7 @@ from typing import Any
 
 from warpforge.errors import UsageError
 from warpforge.kernels.source_limits import SourceRefused, parse_limited
+from warpforge.kernels.space_values import REASON, SpaceRefused, space_from_node
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -97,18 +98,17 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             target, value = node.target.id, node.value
         if target == "TASK":
-            try:
-                task = ast.literal_eval(value)  # type: ignore[arg-type]
-            except ValueError as exc:
-                raise VariantError(f"{where}: TASK must be a string literal") from exc
-        elif target == "SPACE":
-            try:
-                space = ast.literal_eval(value)  # type: ignore[arg-type]
-            except ValueError as exc:
-                raise VariantError(
-                    f"{where}: SPACE must be a literal dict of lists (no names or calls), e.g. "
-                    "{'BLOCK': [64, 128], 'num_warps': [4, 8]}"
-                ) from exc
+            # a str literal only: literal_eval of `{[1]: 2}` raises TypeError, not the ValueError it documents
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                raise VariantError(f"{where}: TASK must be a string literal")
+            task = value.value
+        elif target == "SPACE" and value is not None:
+            if space is not None:
+                raise VariantError(f"{where}: {REASON}: SPACE is assigned twice: define it once", REASON)
+            try:  # typed from the tree, never evaluated (kernels/space_values.py)
+                space = space_from_node(value)
+            except SpaceRefused as exc:
+                raise VariantError(f"{where}: {REASON}: {exc}", REASON) from None
     if model_new and task is None:
         task = ""  # the task it is evaluated against
     elif not isinstance(task, str) or not task:
@@ -125,10 +125,6 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
                            "(docs/design.md §3.2)")
     if space is None:
         space = {}
-    if not isinstance(space, dict) or not all(
-        isinstance(k, str) and isinstance(v, (list, tuple)) and len(v) > 0 for k, v in space.items()
-    ):
-        raise VariantError(f"{where}: SPACE must map parameter names to non-empty lists of values")
     return Variant(
         name=name,
         task=task,

@@ -17,7 +17,6 @@ that never imported the candidate. In order (the first finding wins; cheating ou
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import random
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ from warpforge.evaluator.judge.compare import (
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.sandbox.protocol import CheckReport, LaunchFacts
-from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, read_regular
+from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, load_saved, read_regular
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 from warpforge.evaluator.static.checks import disallowed_ops
 from warpforge.kernels.taskdef import Shape, Task, dtype_name, shape_key
@@ -279,7 +278,7 @@ class Judge:
         if hashlib.sha256(data).hexdigest() != self._hashes().get(name):
             self.tampered_files.append(name)
             return None
-        return torch.load(io.BytesIO(data), weights_only=True)  # type: ignore[no-any-return]
+        return load_saved(data)  # None unless it is a saved case as the harness writes one
 
     def judge(self) -> EvalResult | None:
         found = (self._environment() or self._grid_orders() or self._launches() or self._pair() or self._values()

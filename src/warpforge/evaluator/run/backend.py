@@ -84,6 +84,7 @@ class Backend(ABC):
         result.backend = self.name
         result.versions = result.versions or software_versions()
         result.wall_s = time.monotonic() - start
+        result.walls = {**job.walls, **result.walls}
         note = training_note(job.task, job.variant)  # a backward that was not judged says so
         if note is not None and result.verdict is Verdict.OK:
             result.unchecked.append(note)

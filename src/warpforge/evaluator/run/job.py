@@ -62,6 +62,7 @@ class Job:
     # per benchmark specialization, the smallest shape that has it (child/compile._smallest_shapes)
     spec_shapes: list[dict[str, Any]] = field(default_factory=list)
     kernel_cache: list[CacheUse] = field(default_factory=list)  # per stage: warm entries seeded, entries added
+    walls: dict[str, str] = field(default_factory=dict)  # per child stage: the walls it ran behind (sandbox.Walls)
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
     static_rules: str = "strict"

@@ -138,6 +138,7 @@ class Worker:
             result.resources = resources
         result.backend, result.versions = self.backend.name, result.versions or software_versions()
         result.wall_s = time.monotonic() - start
+        result.walls = {**job.walls, **result.walls}
         return result
 
     def remeasure(self, a: JobSpec, b: JobSpec) -> Samples | None:

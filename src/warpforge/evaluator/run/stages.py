@@ -187,6 +187,13 @@ def budget_s(job: Job, multiple: float = 1.0) -> float:
 
 def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | None:
     """Map a child that produced no usable report, or reported an error, to a verdict."""
+    if outcome.walls is not None:  # stored with the result (EvalResult.walls): which walls this stage ran behind
+        job.walls[what] = outcome.walls.summary()
+    if outcome.status == "walls_down":
+        problem = outcome.walls.problem if outcome.walls is not None else "a wall did not install"
+        return job.result(Verdict.CRASHED, "wall_not_installed",
+                          f"evaluator error, not the candidate's: {problem} (the {what}); nothing it reported was "
+                          "judged. `warpforge doctor` shows which walls install on this machine")
     if outcome.status == "timeout":
         if outcome.phase:
             budget = (f"the '{outcome.phase}' phase's budget of {outcome.limit_s:.3g} s (set from the reference's "
@@ -211,6 +218,10 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.REJECTED, "process_escaped",
                           f"{outcome.survivors} process(es) of the candidate were still alive after its sandbox "
                           "was killed; nothing it wrote was read")
+    if outcome.status == "malformed":
+        return job.result(Verdict.REJECTED, "malformed_report",
+                          f"the {what}'s report does not fit the protocol ({outcome.malformed}): the harness writes "
+                          "typed reports, so something else in the candidate's process wrote it")
     if outcome.status == "forged":
         return job.result(Verdict.REJECTED, "forged_report",
                           "the child's report did not carry this evaluation's nonce: something other than the "
@@ -240,6 +251,9 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         return job.result(Verdict.COMPILE_ERROR, "compile_failed", summary)
     if kind == "resources":
         return job.result(Verdict.INVALID_CONFIG, "out_of_resources", summary)
+    if kind == "wall_not_installed":  # child/__main__.py: its filter did not install; no candidate code ran
+        return job.result(Verdict.CRASHED, "wall_not_installed", f"evaluator error, not the candidate's: "
+                          f"{err['message'][:600]}")
     if kind == "evaluator_limit":  # child/__main__.py: the cap it was asked to set, not the candidate
         return job.result(Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: "
                           f"{err['message'][:600]}")
@@ -523,5 +537,24 @@ def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict
         if failure is not None:
             return failure, []
         report = outcome.report or {}
-        names = report["names"]
-        return None, [dict(zip(names, values)) for values in report["feasible"]]
+        # Each reported value is mapped back to SPACE's own (the child is the candidate's process: a row is a
+        # claim). One that is not in SPACE is a malformed report, never a parameter.
+        names = list(job.variant.space)
+        configs = []
+        for row in report.get("feasible", []):
+            ours = [next((v for v in job.variant.space[n] if _same_value(v, got)), _MISSING)
+                    for n, got in zip(names, row)]
+            if any(v is _MISSING for v in ours):
+                return job.result(Verdict.REJECTED, "malformed_report",
+                                  f"the constraint enumeration reported {str(row)[:80]}, not a configuration of SPACE: "
+                                  "the harness reports SPACE's own values"), []
+            configs.append(dict(zip(names, ours)))
+        return None, configs
+
+
+_MISSING = object()
+
+
+def _same_value(ours: Any, got: Any) -> bool:
+    """SPACE's value and the child's JSON copy of it: equal and of the same type (JSON true is not 1)."""
+    return type(ours) is type(got) and ours == got

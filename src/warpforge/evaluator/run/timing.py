@@ -15,7 +15,6 @@ The child reports samples and facts; quantiles, speedups and every verdict come 
 
 from __future__ import annotations
 
-import io
 import math
 import random
 import secrets
@@ -46,7 +45,7 @@ from warpforge.evaluator.run.stages import (
 )
 from warpforge.evaluator.run.stats import quantiles
 from warpforge.evaluator.sandbox import model_spec
-from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, read_regular
+from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, load_saved, read_regular
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool, Mark
 from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
@@ -202,7 +201,10 @@ def _recheck(job: Job, case: TimedCase, outcome: ChildOutcome, call: int, name: 
         data = read_regular(outcome.scratch / name, OUTPUT_CAP)
     except (FileNotFoundError, NotReadable):
         return f"the output of timed call {call} was not a plain tensor"
-    outs = torch.load(io.BytesIO(data), weights_only=True)["out"]
+    saved = load_saved(data)
+    if saved is None:
+        return f"the output of timed call {call} is not a saved case of plain tensors"
+    outs = saved["out"]
     inputs = case.inputs_of_call(job, call)
     if training is None:
         training = training_check(job.task, job.variant)

@@ -27,7 +27,7 @@ Example::
 
     >>> from warpforge.evaluator.sandbox.isolation import probe
     >>> probe().summary()                       # doctest: +SKIP
-    'bwrap: user 65534, mount/pid/net/ipc namespaces, read-only system, seccomp in the child'
+    'bwrap: user 65534, mount/pid/net/ipc namespaces, read-only system'
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Isolation:
         uid = f"user {SANDBOX_UID}" if self.as_root else f"user {os.getuid()} (unprivileged caller)"
         gpu = f", GPU nodes {list(self.gpu_devices)}" if self.gpu_devices else ", no device nodes"
         return (f"bwrap: {uid}, mount/pid/net/ipc namespaces, read-only system and environment, "
-                f"scratch-only writes{gpu}, seccomp in the child")
+                f"scratch-only writes{gpu}")
 
 
 def policy() -> str:
@@ -196,6 +196,43 @@ def _try(iso: Isolation) -> str:
         if done.returncode != 0:
             return f"bubblewrap refused: {done.stderr.strip()[:300] or f'exit code {done.returncode}'}"
     return ""
+
+
+# Installs each profile in a throwaway interpreter (the filter is irreversible) and tries what it must refuse.
+_SECCOMP_PROBE = """
+import ctypes, errno, os, platform, runpy, sys
+table = runpy.run_path(sys.argv[1])
+table["install"](sys.argv[2])
+if sys.argv[2] == "strict":
+    try:
+        os.fork()
+    except PermissionError:
+        print("refused")
+else:  # ptrace(PTRACE_TRACEME): denied with EPERM by both profiles
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = table["SYSCALLS"]["ptrace"][0 if platform.machine() == "x86_64" else 1]
+    if libc.syscall(nr, 0, 0, 0, 0) == -1 and ctypes.get_errno() == errno.EPERM:
+        print("refused")
+"""
+
+
+def probe_seccomp() -> dict[str, str]:
+    """Each seccomp profile (child/seccomp.py) as it installs on this machine, found by installing it in a
+    fresh interpreter and trying a call it denies (fork for ``strict``, ptrace for ``spawn``): ``"installs"`` or
+    why not. The child installs the same filter before any candidate code, and fails closed without it."""
+    from warpforge.evaluator.sandbox.child import seccomp
+
+    found = {}
+    for profile in seccomp.PROFILES:
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", _SECCOMP_PROBE, seccomp.__file__, profile],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            found[profile] = f"the probe did not run ({exc})"
+            continue
+        tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        found[profile] = "installs" if done.stdout.strip() == "refused" else f"does not install: {tail[:200]}"
+    return found
 
 
 UNSAFE_FLAG = "--unsafe-run-unsandboxed"

@@ -25,6 +25,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 # O_NOFOLLOW: a symlink fails with ELOOP; O_NONBLOCK: a FIFO opens at once (and is then refused by fstat).
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -101,3 +102,33 @@ def tail_text(path: Path, cap: int = 2000) -> str:
         return ""
     except NotReadable as exc:
         return f"[{exc}: refused, not read]"
+
+
+def load_saved(data: bytes) -> dict[str, Any] | None:
+    """A saved case as the harness writes it (child/check.py, child/bench.py): a dict whose ``out`` is a list of
+    plain tensors and whose ``inputs_after``, when there, is a list of tensors and scalars; None for anything
+    else. The bytes are the candidate's process's: torch.load's own failures (not a zip, a refused pickle
+    global, a truncated record) are None too, never an exception in the judge.
+
+    Example::
+
+        >>> load_saved(b"not a torch file") is None
+        True
+    """
+    import io
+
+    import torch  # lazy: readback's other readers (stderr tails) need no torch
+
+    try:
+        obj = torch.load(io.BytesIO(data), weights_only=True)
+    except Exception:  # noqa: BLE001 - pickle, zip and torch errors alike: the bytes are not a saved case
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("out"), list):
+        return None
+    if not all(type(o) is torch.Tensor for o in obj["out"]):
+        return None
+    after = obj.get("inputs_after", [])
+    if not isinstance(after, list) or not all(type(x) is torch.Tensor or type(x) in (int, float, bool, type(None))
+                                              for x in after):
+        return None
+    return obj

@@ -51,6 +51,7 @@ from warpforge.evaluator.sandbox.procs import (
     send_signal,
     write_all,
 )
+from warpforge.evaluator.sandbox.protocol import check_report, validate_report
 from warpforge.evaluator.sandbox.readback import tail_text
 
 # The environment variable through which the child learns how much address space it may add after its imports.
@@ -138,11 +139,23 @@ class Mark:
     data: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Walls:
+    """The walls one child ran behind, as recorded with results (EvalResult.walls)."""
+
+    isolation: str  # isolation.Isolation.summary()
+    seccomp: str  # the profile the child installed, or why none
+    problem: str = ""  # a wall that should be up and is not: the evaluator's error, never the candidate's verdict
+
+    def summary(self) -> str:
+        return f"{self.isolation}; seccomp {self.seccomp}"
+
+
 @dataclass
 class ChildOutcome:
     """What came back from one child: a report, or why there is none."""
 
-    status: str  # "done" | "timeout" | "crashed" | "oom" | "forged" | "flooded"
+    status: str  # "done" | "timeout" | "crashed" | "oom" | "forged" | "flooded" | "malformed" | "walls_down"
     report: dict[str, Any] | None
     returncode: int | None
     stderr_tail: str
@@ -155,6 +168,8 @@ class ChildOutcome:
     isolation: str = ""  # isolation.Isolation.summary() of the child
     survivors: int = 0  # processes of the candidate's still alive after the kill (should be 0)
     flood: str = ""  # which cap on the result pipe a flooded child passed
+    malformed: str = ""  # why a report (status "malformed") did not fit its mode's typed shape (protocol.py)
+    walls: Walls | None = None
 
     def unexpected_files(self) -> list[str]:
         """Names in the scratch directory that neither the harness nor the trusted side wrote."""
@@ -272,6 +287,7 @@ class ChildPool:
         clock = PhaseClock(start, timeout_s, budgets or {})
         status_phase, limit = "", timeout_s
         status, report = "crashed", None
+        malformed = ""
         assert child.proc.stdin is not None
         stdin_fd = child.proc.stdin.fileno()
         os.set_blocking(stdin_fd, False)
@@ -347,6 +363,16 @@ class ChildPool:
             if isinstance(parsed, dict):
                 report = parsed
                 status = "done" if parsed.get("nonce") == nonce else "forged"
+            if status == "done" and report is not None:  # typed before any stage reads it (protocol.py)
+                typed, malformed = validate_report(str(request.get("mode")), report)
+                malformed = malformed or check_report(dict(request), typed or {})
+                if malformed:
+                    status, report = "malformed", None
+                else:
+                    report = typed
+        walls = self._walls(request, env, report)
+        if status == "done" and walls.problem:  # fail closed: a wall that did not install is never a verdict
+            status, report = "walls_down", None
         wall = time.monotonic() - start
         stderr_tail = tail_text(child.scratch / "stderr.txt", TAIL_BYTES)
         outcome = ChildOutcome(status, report, child.proc.returncode, stderr_tail, wall, child.scratch, marks,
@@ -354,7 +380,23 @@ class ChildPool:
                                flood=flood)
         if status == "timeout":
             outcome.phase, outcome.limit_s = status_phase, limit
+        outcome.malformed = malformed
+        outcome.walls = walls
         return outcome
+
+    def _walls(self, request: Mapping[str, Any], env: dict[str, str], report: dict[str, Any] | None) -> Walls:
+        """Which walls the child ran behind: the OS sandbox (decided here) and the seccomp filter (the child's
+        report, held to the profile this side expects for the mode: a weaker or missing one is a problem)."""
+        from warpforge.evaluator.sandbox.child.__main__ import seccomp_profile  # stdlib only at import: safe here
+
+        expected = seccomp_profile(str(request.get("mode")), env.get("TRITON_INTERPRET") == "1")
+        ran = str((report or {}).get("seccomp", "")) if report is not None else ""
+        problem = ""
+        harness_only = ((report or {}).get("error") or {}).get("kind") == "evaluator_limit"  # before any install
+        if report is not None and ran != expected and not harness_only:
+            problem = (f"the child reports seccomp {ran or 'absent'!r} where the {expected!r} filter must be installed "
+                       "before any candidate code")
+        return Walls(self.isolation.summary(), ran or "unknown (no report)", problem)
 
     def _end(self, child: _Child, grace_s: float) -> int:
         """Let the child exit (up to ``grace_s``), then kill everything it started; returns survivors.
@@ -419,11 +461,31 @@ class ChildPool:
         self.close()
 
 
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def _parse(line: bytes) -> Any:
     try:
-        return json.loads(line.decode())
-    except (ValueError, UnicodeDecodeError):
+        msg = json.loads(line.decode())
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[" * 10**5 is one line
         return None
+    # JSON may escape a lone surrogate ("\ud800"): such a string in a verdict's message could not be printed to a
+    # UTF-8 terminal nor read back from the stored result, so each one becomes U+FFFD here.
+    try:
+        return _no_surrogates(msg) if b"\\ud" in line.lower() else msg
+    except RecursionError:  # as deep as json.loads allows, deeper than this walk: no message
+        return None
+
+
+def _no_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return SURROGATES.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_no_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
+    return value
+
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

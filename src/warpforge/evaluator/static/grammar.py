@@ -23,6 +23,9 @@ Module::
     literal     := number | string | bool | None | tuple/list/set/dict of literals
                  | unary/binary arithmetic on literals and earlier constants
                  | a dtype name (torch.float16, tl.float32, ...)
+    space       := "SPACE" "=" { STR: [value, ...], ... }: distinct ASCII identifier keys, non-empty
+                   lists of int | float | bool | str | None literals (finite, 64-bit, no control
+                   characters), typed from the tree (kernels/space_values.py)           [space_value]
     function    := "@triton.jit" def NAME(args): jit-body                                 [decorator]
                  | def (launch | launch_forward | launch_backward | constraints | NAME)(args): host-body
                    (defaults are literals; no decorators other than ``@triton.jit``, no annotations that are
@@ -106,6 +109,8 @@ from collections.abc import Iterator
 
 from warpforge.evaluator.static.vocab import StaticFinding
 from warpforge.kernels import source_limits as limits
+from warpforge.kernels.space_values import REASON as SPACE_REASON
+from warpforge.kernels.space_values import SpaceRefused, space_from_node
 
 IMPORTS = {("torch", None), ("triton", None), ("math", None), ("triton.language", "tl"), ("torch.nn", "nn")}
 FUTURE = {"annotations"}
@@ -390,6 +395,11 @@ class Grammar:
                 if len(targets) != 1 or not isinstance(targets[0], ast.Name) or node.value is None:
                     raise _fail("module_constant", f"line {node.lineno}: a module-level assignment binds one name "
                                 "to a literal")
+                if targets[0].id == "SPACE":  # typed from the tree: it becomes JSON, Optuna choices, stored rows
+                    try:
+                        space_from_node(node.value)
+                    except SpaceRefused as exc:
+                        raise _fail(SPACE_REASON, f"line {node.lineno}: {exc}") from None
                 if not self._literal(node.value):
                     raise _fail("module_constant", f"line {node.lineno}: {targets[0].id} = "
                                 f"{ast.unparse(node.value)[:60]}: module-level values are literals, arithmetic on "

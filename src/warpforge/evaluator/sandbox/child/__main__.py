@@ -3,7 +3,8 @@
 Started by evaluator/sandbox/supervisor.py inside the OS sandbox (isolation.py) as ``python -I -c <boot> RESULT_FD``.
 It imports torch and Triton, caps its address space at what it holds then plus the parent's budget
 (when asked), reads one JSON request line, installs its seccomp filter (child/seccomp.py: ``strict``
-where nothing needs new processes, else ``spawn``), and only then imports the candidate. Modes:
+where nothing needs new processes, else ``spawn``), and only then imports the candidate; a filter that does
+not install ends the child before any candidate code, with the error kind ``wall_not_installed``. Modes:
 
 - ``check`` (child/check.py): run ``launch`` on each case's inputs, asked for one case at a time
   after the import (``need`` marks), with fresh allocations prefilled with a sentinel; send back
@@ -76,6 +77,14 @@ def seccomp_profile(mode: str, interpret: bool) -> str:
     return "strict" if interpret and mode in STRICT_MODES else "spawn"
 
 
+def wall_refusal(profile: str, exc: BaseException, nonce: Any) -> dict[str, Any]:
+    """The report of a child whose seccomp filter did not install: the evaluator's error, sent before any
+    candidate code is imported (the trusted side maps ``wall_not_installed`` to ``crashed``)."""
+    return {"error": {"stage": "harness", "kind": "wall_not_installed", "type": type(exc).__name__,
+                      "message": f"the {profile} seccomp filter did not install: {exc}", "traceback": ""},
+            "seccomp": f"none ({exc})", "nonce": nonce}
+
+
 def main() -> None:
     # -I ignores PYTHONDONTWRITEBYTECODE: no __pycache__ next to the candidate (any file there that the
     # harness did not write is the candidate's: rejected, wrote_files).
@@ -119,8 +128,11 @@ def main() -> None:
     try:
         install(profile)
         seccomp = profile
-    except (SeccompError, OSError) as exc:
-        seccomp = f"none ({exc})"
+    except (SeccompError, OSError, AttributeError) as exc:  # AttributeError: a libc without syscall()
+        # Fail closed: no candidate code runs without its filter. The trusted side also refuses any report whose
+        # ``seccomp`` is not the profile it expects (supervisor.ChildPool.run), so this is the evaluator's error.
+        child_common.emit(wall_refusal(profile, exc, req.get("nonce")))
+        os._exit(0)
     if str(req.get("device", "")).startswith("cuda"):
         # Creating the CUDA context is ours, not the candidate's: its own phase ("context", a generous budget
         # in stages.phase_budgets), ended by the mode's first mark.

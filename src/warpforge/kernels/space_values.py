@@ -1,0 +1,104 @@
+"""What a variant's ``SPACE`` may hold, decided from its syntax tree before anything else reads it.
+
+``SPACE`` is candidate text that the trusted side turns into data: it is written into child requests
+(JSON), handed to Optuna as categorical choices, stored with every result and printed. So it is typed here,
+on the exact tree the grammar checks, never evaluated: a dict display whose keys are distinct ASCII
+identifier strings and whose values are non-empty list (or tuple) displays of ``int``, ``float``, ``bool``,
+``str`` or ``None`` literals (a leading ``-``/``+`` on a number is allowed). Anything else (bytes, complex,
+sets, nested containers, names, calls, a non-finite float, an int past 64 bits, a string with control
+characters or lone surrogates) is refused with the rule ``space_value`` and one line naming the parameter.
+
+Example::
+
+    >>> import ast
+    >>> space_from_node(ast.parse("{'BLOCK': [64, 128], 'num_warps': [4]}", mode="eval").body)
+    {'BLOCK': [64, 128], 'num_warps': [4]}
+    >>> try:
+    ...     space_from_node(ast.parse("{'X': [b'ab']}", mode="eval").body)
+    ... except SpaceRefused as err:
+    ...     print(err)
+    SPACE['X'] has b'ab' (bytes): SPACE values are int, float, bool, str or None
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import unicodedata
+from typing import Any
+
+REASON = "space_value"
+# Triton passes an int launch argument as i32 or i64 and a larger one fails at the launch; the stores and
+# Optuna keep them as JSON numbers. 64 bits is the widest value a kernel can receive.
+INT_LIMIT = 1 << 63
+ALLOWED = "int, float, bool, str or None"
+
+
+class SpaceRefused(ValueError):
+    """SPACE is not a literal dict of typed lists; the message names the parameter and what to write."""
+
+    reason = REASON
+
+
+def _shown(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _value(name: str, node: ast.AST) -> Any:
+    sign = 1
+    inner = node
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = node.operand
+        sign = -1 if isinstance(node.op, ast.USub) else 1
+        if not (isinstance(inner, ast.Constant) and type(inner.value) in (int, float)):
+            raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)}: a sign goes only before a number literal")
+    if not isinstance(inner, ast.Constant):
+        raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} ({type(node).__name__}): SPACE values are "
+                           f"{ALLOWED}: SPACE must be a literal dict of lists (no names, calls or containers)")
+    value: Any = inner.value
+    kind = type(value)
+    if kind not in (int, float, bool, str, type(None)):
+        raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} ({kind.__name__}): SPACE values are {ALLOWED}")
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        value = sign * value
+        if not -INT_LIMIT <= value < INT_LIMIT:
+            raise SpaceRefused(f"SPACE[{name!r}] has an integer of {value.bit_length()} bits: a kernel receives at "
+                               "most 64-bit integers")
+    elif isinstance(value, float):
+        value = sign * value
+        if not math.isfinite(value):
+            raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} (not finite): SPACE floats are finite (JSON and "
+                               "the stores have no inf or nan)")
+    else:
+        bad = next((ch for ch in value if unicodedata.category(ch) in ("Cc", "Cs")), None)
+        if bad is not None:
+            raise SpaceRefused(f"SPACE[{name!r}] has a string with {ascii(bad)}: SPACE strings hold no control "
+                               "characters or lone surrogates")
+    return value
+
+
+def space_from_node(node: ast.AST) -> dict[str, list[Any]]:
+    """The SPACE dict from its syntax node (never evaluated); SpaceRefused when it is not one."""
+    if not isinstance(node, ast.Dict):
+        raise SpaceRefused(f"SPACE = {_shown(node)}: SPACE must be a literal dict of lists (no names or calls), e.g. "
+                           "{'BLOCK': [64, 128], 'num_warps': [4, 8]}")
+    space: dict[str, list[Any]] = {}
+    for key, values in zip(node.keys, node.values):
+        if key is None:
+            raise SpaceRefused(f"SPACE has **{_shown(values)}: SPACE is a literal dict, no unpacking")
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            raise SpaceRefused(f"SPACE key {_shown(key)}: parameter names are strings, e.g. 'BLOCK'")
+        name = key.value
+        if not (name.isascii() and name.isidentifier()):
+            raise SpaceRefused(f"SPACE key {name!r}: a parameter name is an ASCII identifier (launch takes it as a "
+                               "keyword)")
+        if name in space:
+            raise SpaceRefused(f"SPACE names {name!r} twice: each parameter once")
+        if not isinstance(values, (ast.List, ast.Tuple)) or not values.elts:
+            raise SpaceRefused(f"SPACE[{name!r}] = {_shown(values)}: each parameter maps to a non-empty list of "
+                               f"{ALLOWED} literals")
+        space[name] = [_value(name, element) for element in values.elts]
+    return space

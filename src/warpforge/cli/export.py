@@ -42,10 +42,14 @@ def export(
 ) -> None:
     """Export each task's accepted winner as a torch.library.triton_op package (tests, benchmark, configs)."""
     from warpforge.db.queries import Reader
-    from warpforge.export.package import render_package, write_tree
+    from warpforge.export.package import FORMATS, ExportUsageError, check_namespace, render_package, write_tree
     from warpforge.export.plan import plan_task
     from warpforge.kernels.task import get_task
 
+    # The usage errors first: a bad --format or --namespace is exit 2 before any task or result is looked at.
+    check_namespace(namespace)
+    if fmt not in FORMATS:
+        raise ExportUsageError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     tasks = [get_task(t) for t in task_names]
     reader = Reader(db)
     plans = [plan_task(reader, t, gpu=gpu, allow_untimed=allow_untimed) for t in tasks]  # ExportRefused: exit 1

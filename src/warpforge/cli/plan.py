@@ -105,10 +105,10 @@ def _plan_from_opts(model: ModelSpec, cluster: ClusterSpec, nodes: int | None, o
 @app.command()
 def predict(
     model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES,
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size."),
-    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel size."),
+    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
+    pp: int = typer.Option(1, "--pp", min=1, help="Pipeline-parallel size."),
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: fill the cluster)."),
-    cp: int = typer.Option(1, "--cp", help="Context-parallel size."),
+    cp: int = typer.Option(1, "--cp", min=1, help="Context-parallel size."),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE; carved out of DP x CP)."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Micro-batch size in sequences."),
     global_batch: int | None = GB, seq: int | None = SEQ,
@@ -262,8 +262,8 @@ def search(
 def export_cmd(
     model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES,
     fmt: ExportFmt = typer.Option(..., "--format", "-f", help="megatron, torchtitan or deepspeed."),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-    dp: int | None = typer.Option(None, "--dp"), cp: int = typer.Option(1, "--cp"),
+    tp: int = typer.Option(1, "--tp", min=1), pp: int = typer.Option(1, "--pp", min=1),
+    dp: int | None = typer.Option(None, "--dp"), cp: int = typer.Option(1, "--cp", min=1),
     ep: int = typer.Option(1, "--ep"), micro_batch: int = typer.Option(1, "--micro-batch"),
     global_batch: int | None = GB, seq: int | None = SEQ,
     recompute: RecomputeOpt = typer.Option(RecomputeOpt.selective, "--recompute"),

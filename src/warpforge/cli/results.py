@@ -62,6 +62,21 @@ def _check_task(reader: Any, task: str | None) -> None:
         raise UsageError(message)
 
 
+def _shape_option(reader: Any, task: str, text: str) -> str:
+    """``--shape`` checked against the task's dimensions (a built-in task's shapes, else the stored ones) and
+    given as the stored key, so ``M=abc`` or ``X=1`` is a usage error rather than "no measured result"."""
+    from warpforge.kernels.task import builtin_task_names, get_task
+    from warpforge.kernels.taskdef import parse_shape_key
+
+    if task in builtin_task_names():
+        t = get_task(task)
+        keysets = {tuple(sorted(s)) for s in t.shapes + t.check_shapes}
+    else:
+        keysets = {tuple(sorted(r.shape)) for d in reader.decisions(task=task) for r in d.shapes if r.shape}
+    dims = sorted({k for ks in keysets for k in ks})
+    return parse_shape_key(text, dims, task, complete=len(keysets) == 1)
+
+
 def _check_campaign(reader: Any, campaign: str | None) -> None:
     if campaign is None or reader.campaign(campaign) is not None:
         return
@@ -111,7 +126,11 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
     """List stored evaluations, newest first, with their compile facts (the final re-benchmark marked)."""
     from warpforge.compile_facts import load_facts
     from warpforge.evaluator.resources import worst_facts
+    from warpforge.evaluator.result import Verdict
 
+    verdicts = [v.value for v in Verdict]
+    if verdict is not None and verdict not in verdicts:
+        raise UsageError(f"unknown verdict {verdict!r}: use one of {', '.join(verdicts)}")
     reader = _reader(db)
     _check_task(reader, task)
     _check_campaign(reader, campaign)
@@ -217,6 +236,8 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
 
     reader = _reader(db)
     _check_task(reader, task)
+    if shape is not None:
+        shape = _shape_option(reader, task, shape)
     if static:
         if gpu or shape:  # the facts belong to a compile target and cover every shape compiled
             raise UsageError("--static ranks by compile facts (every compiled shape, per target); --gpu and --shape "

@@ -111,6 +111,27 @@ def _lines(text: str, sep: str, width: int) -> str:
     return "\n".join(lines)
 
 
+# NVIDIA compute capabilities Triton's bundled ptxas compiles for (Triton 3.9): any other number reached the
+# child and ended every configuration as crashed/runtime_error instead of being refused here.
+KNOWN_TARGETS = (70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
+
+
+def check_target(target: str) -> str:
+    """``--target`` as written (``sm_90``, ``sm_90a``) when Triton compiles for it, else a usage error."""
+    import re
+
+    match = re.fullmatch(r"sm_?(\d+)a?", target.strip())
+    if match is None or int(match.group(1)) not in KNOWN_TARGETS:
+        raise UsageError(f"unknown --target {target!r}: use one of "
+                         f"{', '.join(f'sm_{c}' for c in KNOWN_TARGETS)} (e.g. sm_90 for H100)")
+    return target.strip()
+
+
+def check_seconds(option: str, value: float | None) -> None:
+    if value is not None and not value > 0:  # also NaN
+        raise UsageError(f"{option} must be a positive number of seconds, got {value:g}")
+
+
 @app.command()
 def run(
     task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
@@ -150,6 +171,9 @@ def run(
     from datetime import datetime
 
     from warpforge.cli.agent import proposer_config_for_run
+
+    check_seconds("--time-budget", time_budget)
+    target = check_target(target)
 
     if proposer == "llm" or variant_file:  # code warpforge did not ship: the sandbox or the explicit flag
         from warpforge.evaluator.isolation import require_for_untrusted
@@ -271,6 +295,8 @@ def eval_cmd(
     Without --params (or with some of them) the rest come from the first configuration in SPACE order that
     satisfies the variant's constraints() on the task's benchmark shapes.
     """
+    check_seconds("--timeout", timeout)  # before the evaluator's imports (seconds): a typo is answered at once
+    target = check_target(target)
     from warpforge.evaluator.backends import get_backend, usable_backend
     from warpforge.evaluator.isolation import require_for_untrusted
     from warpforge.evaluator.result import Verdict

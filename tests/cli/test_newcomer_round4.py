@@ -1,0 +1,93 @@
+"""A newcomer, round four: bad option values are usage errors (exit 2, one line on stderr, with ``--json`` too),
+an LLM run whose every call failed says why and exits 1, by-path tasks are named by what works.
+
+Old behaviour each test guards against (named in each): ``best matmul --shape M=abc`` (or ``4096``, ``X=1``)
+exited 1 as "no measured result" and with ``--json`` printed ``[]`` with nothing on stderr; ``results --verdict
+okk`` listed nothing and exited 0; ``plan predict --tp 0`` was an internal ZeroDivisionError; ``run --target
+sm_999`` ran and crashed every configuration; ``--time-budget -5`` ran; ``export --format foo`` first looked up
+the winner and exited 1 when there was none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from warpforge.cli import app, main
+from warpforge.kernels.taskdef import TaskError, parse_shape_key
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "src" / "warpforge" / "kernels" / "templates" / "softmax"
+
+
+def usage_error(*args: str) -> str:
+    """Through the entry point (``main``), as a shell runs it: Click's own range errors are drawn there."""
+    import contextlib
+    import io
+    import sys
+    from unittest import mock
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with mock.patch.object(sys, "argv", ["warpforge", *args]), contextlib.redirect_stdout(stdout), \
+            contextlib.redirect_stderr(stderr), pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 2, (stop.value.code, stdout.getvalue(), stderr.getvalue())
+    lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr.getvalue()
+    assert stdout.getvalue() == "", "nothing on stdout for a refused command (a --json reader would parse it)"
+    return lines[0]
+
+
+# --- --shape ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("shape", "needle"), [
+    ("M=abc", "M must be a positive integer, got 'abc'"),
+    ("4096", "each part is NAME=SIZE, got '4096'"),
+    ("X=1", "matmul has no dimension 'X'; its shapes name K, M, N"),  # matmul.py's SHAPES name M, N, K
+    ("M=4096", "also name K, N"),  # a stored key names every dimension: a partial one never matches
+    ("M=0,N=1,K=1", "M must be a positive integer, got '0'"),
+    ("M=1,M=2,N=1", "M is given twice"),
+])
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_a_bad_shape_is_a_usage_error(stored_db: Path, shape: str, needle: str, json_flag: tuple[str, ...]) -> None:
+    # Old: exit 1 "no measured correct result ... for shape M=abc"; with --json "[]" and an empty stderr.
+    line = usage_error("best", "matmul", "--shape", shape, "--db", f"sqlite:///{stored_db}", *json_flag)
+    assert needle in line and "e.g. --shape K=4096,M=4096,N=4096" in line
+
+
+def test_a_good_shape_in_any_order_is_the_stored_key() -> None:
+    assert parse_shape_key("N=4096, K=8,M=2", ("K", "M", "N")) == "K=8,M=2,N=4096"
+    assert parse_shape_key("Q=3") == "Q=3"  # no known dimensions (nothing stored): the syntax alone
+    with pytest.raises(TaskError, match="positive integer"):
+        parse_shape_key("Q=-3")
+
+
+def test_a_good_shape_without_a_result_is_still_exit_1(stored_db: Path) -> None:
+    res = CliRunner().invoke(app, ["best", "matmul", "--shape", "N=4096,K=4096,M=4096", "--db",
+                                   f"sqlite:///{stored_db}"])
+    assert res.exit_code == 1 and "for shape K=4096,M=4096,N=4096" in res.stderr
+
+
+# --- every other parsed option ---------------------------------------------------------------------------------
+PREDICT = ["plan", "predict", "--model", "llama3-70b", "--cluster", "dgx-h100"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["results", "--verdict", "okk"], "unknown verdict 'okk': use one of ok, incorrect,"),
+    ([*PREDICT, "--tp", "0"], "'--tp'"),  # old: internal error (ZeroDivisionError), exit 1
+    ([*PREDICT, "--pp", "0", "--json"], "'--pp'"),
+    ([*PREDICT, "--cp", "0"], "'--cp'"),
+    (["plan", "export", "--model", "llama3-70b", "--cluster", "dgx-h100", "--format", "megatron", "--tp", "0"],
+     "'--tp'"),
+    (["run", "softmax", "--target", "sm_999", "--trials", "1"], "unknown --target 'sm_999'"),
+    (["run", "softmax", "--time-budget", "-5", "--json"], "--time-budget must be a positive number"),
+    (["eval", "softmax", str(TEMPLATE / "online.py"), "--target", "foo"], "unknown --target 'foo'"),
+    (["eval", "softmax", str(TEMPLATE / "online.py"), "--timeout", "0"], "--timeout must be a positive number"),
+    (["export", "rmsnorm", "--dest", "DEST", "--format", "foo"], "unknown --format 'foo'"),  # old: exit 1
+])
+def test_every_parsed_option_is_checked_before_anything_runs(stored_db: Path, tmp_path: Path, args: list[str],
+                                                             needle: str) -> None:
+    args = [str(tmp_path / "out") if a == "DEST" else a for a in args]
+    db = ["--db", f"sqlite:///{stored_db}"] if args[0] in ("results", "export", "run") else []
+    assert needle in usage_error(*args, *db)
+    assert not (tmp_path / "out").exists()

@@ -91,3 +91,32 @@ def test_every_parsed_option_is_checked_before_anything_runs(stored_db: Path, tm
     db = ["--db", f"sqlite:///{stored_db}"] if args[0] in ("results", "export", "run") else []
     assert needle in usage_error(*args, *db)
     assert not (tmp_path / "out").exists()
+
+
+# --- an LLM run whose every call failed --------------------------------------------------------------------------
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_a_run_whose_proposer_failed_exits_1_with_the_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                              json_flag: tuple[str, ...]) -> None:
+    # Old: "llm agent: 2 calls (call_failed 2)" among the notes and exit 0. The campaign itself is stood in for
+    # (a real one evaluates templates for a minute); the proposer's side is tests/agent/test_evolution.py's.
+    from warpforge.search.engine import campaign
+    from warpforge.search.engine.summary import CampaignSummary, TaskSummary, VariantSummary
+
+    reason = "every LLM call failed (2 of 2): connection: m: cannot reach http://127.0.0.1:9/v1: is it running?"
+
+    def fake(spec: object, **_: object) -> CampaignSummary:
+        task = TaskSummary("softmax", "interpret", 1, 0, "0 of 1 measured", [VariantSummary("online", "h", 1)],
+                           notes=["llm agent: 2 calls (call_failed 2)"], failure=reason)
+        return CampaignSummary("c1", "sqlite://", False, 0, [task], 1.0)
+
+    monkeypatch.setattr(campaign, "run_campaign", fake)
+    res = CliRunner().invoke(app, ["run", "softmax", "--trials", "1", "--campaign", "c1", "--db",
+                                   f"sqlite:///{tmp_path / 'wf.db'}", *json_flag])
+    assert res.exit_code == 1, (res.stdout, res.stderr)
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: softmax: {reason}; the campaign searched the templates alone (warpforge agent "
+                      "transcripts c1 shows each call)"]
+    if json_flag:
+        import json
+
+        assert json.loads(res.stdout)["tasks"][0]["failure"] == reason

@@ -225,8 +225,16 @@ def run(
     with progress:
         summary = run_campaign(spec, on_event=on_event, on_start=on_start)
     if json_out:
-        return _emit_json(summary.to_dict() | {"reused": reused})
-    _print_campaign(summary, reused)
+        _emit_json(summary.to_dict() | {"reused": reused})
+    else:
+        _print_campaign(summary, reused)
+    failed = [t for t in summary.tasks if t.failure]
+    for t in failed:  # what was asked did not happen: said once, on stderr, and the exit code says it too
+        err.print(f"[red]error:[/red] {rich_escape(t.task)}: {rich_escape(str(t.failure))}; the campaign searched "
+                  "the templates alone (warpforge agent transcripts "
+                  f"{rich_escape(summary.campaign)} shows each call)", highlight=False, soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)
 
 
 def _print_campaign(summary: Any, reused: dict[str, int]) -> None:

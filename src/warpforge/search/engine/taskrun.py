@@ -166,6 +166,7 @@ class TaskRun:
         note = getattr(self.rounds.proposer, "note", "")  # e.g. the agent's calls, cost, and what stopped it
         if note:
             summary.notes.append(str(note))
+        summary.failure = getattr(self.rounds.proposer, "failure", None)
         return summary, requeued
 
     # --- proposal rounds ---------------------------------------------------------------------------

@@ -120,3 +120,84 @@ def test_a_run_whose_proposer_failed_exits_1_with_the_reason(monkeypatch: pytest
         import json
 
         assert json.loads(res.stdout)["tasks"][0]["failure"] == reason
+
+
+# --- by-path tasks -----------------------------------------------------------------------------------------------
+# A KernelBench problem (its format: Model, get_inputs, get_init_inputs) written here, so no ../shared is needed.
+PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+batch_size = 16
+dim = 64
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.fixture
+def by_path_db(tmp_path: Path) -> tuple[str, Path]:
+    """A database holding one CPU campaign of a by-path problem (``run kb/23_Softmax.py``), stored as the
+    campaign stores it: the task named by the file's stem, the spec naming the file."""
+    import json
+    from datetime import datetime, timezone
+
+    from warpforge.db.models import Campaign, Evaluation, VariantRecord
+    from warpforge.db.session import Database
+
+    problem = tmp_path / "kb" / "23_Softmax.py"
+    problem.parent.mkdir()
+    problem.write_text(PROBLEM)
+    url = f"sqlite:///{tmp_path / 'wf.db'}"
+    db = Database(url)
+    db.upgrade()
+    with db.session() as s:
+        t0 = datetime(2026, 12, 2, 6, 0, tzinfo=timezone.utc)
+        c = Campaign(name="kb-cpu", status="finished", spec={"tasks": [str(problem)], "backend": "interpret"},
+                     created_at=t0, updated_at=t0)
+        v = VariantRecord(source_hash="m" * 64, task="23_Softmax", name="multi_row", source="#", space={})
+        params = {"TILE": 1024, "num_warps": 4, "num_stages": 1}
+        facts = [{"kernel": "_softmax_2d_kernel", "target": "sm_90", "registers": 40, "spill_bytes": 0,
+                  "shared_bytes": 128, "compile_s": 0.5, "shape": {"M": 16, "N": 64}, "dtype": "float32",
+                  "num_warps": 4}]
+        s.add_all([c, v, Evaluation(campaign=c, task="23_Softmax", variant=v, variant_hash=v.source_hash,
+                                    params=params, params_key=json.dumps(params, sort_keys=True),
+                                    result={"resources": facts}, created_at=t0, backend="interpret", verdict="ok",
+                                    device="cpu (triton interpreter)")])
+    return url, problem
+
+
+def test_a_static_ranking_of_a_by_path_task_hints_at_its_file(by_path_db: tuple[str, Path]) -> None:
+    # Old: "warpforge run 23_Softmax --backend cuda" and "warpforge export 23_Softmax ...": both "unknown task".
+    url, problem = by_path_db
+    for spelled in ("23_Softmax", str(problem)):  # by the stored name or by the path
+        res = CliRunner().invoke(app, ["best", spelled, "--static", "--db", url])
+        assert res.exit_code == 0, res.stderr
+        text = " ".join(res.stdout.split())
+        assert f"warpforge run {problem} --backend cuda" in text
+        assert f"warpforge export {problem} --allow-untimed --dest DIR" in text
+    res = CliRunner().invoke(app, ["results", "--task", str(problem), "--db", url, "--json"])
+    assert res.exit_code == 0 and [r["task"] for r in __import__("json").loads(res.stdout)] == ["23_Softmax"]
+
+
+def test_a_mistyped_task_names_the_close_one_and_the_stored_files(by_path_db: tuple[str, Path]) -> None:
+    # Old: "(warpforge tasks lists them)", which lists no by-path task, and no suggestion for the typo.
+    url, problem = by_path_db
+    line = usage_error("results", "--task", "sotfmax", "--db", url)
+    assert "unknown task 'sotfmax' (did you mean 'softmax'?)" in line
+    assert f"this database also holds 23_Softmax ({problem})" in line
+    assert "did you mean '23_Softmax'?" in usage_error("best", "23_Sofmax", "--db", url)

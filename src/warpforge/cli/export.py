@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,11 @@ def export(
     check_namespace(namespace)
     if fmt not in FORMATS:
         raise ExportUsageError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
-    tasks = [get_task(t) for t in task_names]
+    from warpforge.cli.taskref import runnable
+
     reader = Reader(db)
+    # A by-path task may be named as the store names it (23_Softmax): its campaign's file is the task.
+    tasks = [get_task(shlex.split(runnable(reader, t))[0]) for t in task_names]
     plans = [plan_task(reader, t, gpu=gpu, allow_untimed=allow_untimed) for t in tasks]  # ExportRefused: exit 1
     files = render_package(plans, namespace, fmt, patch)
     report = write_tree(dest, files)

@@ -55,7 +55,7 @@ def _reader(db: str | None) -> Any:
 
 
 def _check_task(reader: Any, task: str | None) -> None:
-    from warpforge.compile_facts import unknown_task_message
+    from warpforge.cli.taskref import unknown_task_message
 
     message = unknown_task_message(reader, task) if task is not None else None
     if message is not None:
@@ -131,6 +131,9 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
     verdicts = [v.value for v in Verdict]
     if verdict is not None and verdict not in verdicts:
         raise UsageError(f"unknown verdict {verdict!r}: use one of {', '.join(verdicts)}")
+    from warpforge.cli.taskref import stored_name
+
+    task = stored_name(task) if task is not None else None  # a task file: the name its results are stored by
     reader = _reader(db)
     _check_task(reader, task)
     _check_campaign(reader, campaign)
@@ -234,15 +237,19 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
     """
     from warpforge.compile_facts import load_facts
 
+    from warpforge.cli.taskref import runnable, stored_name
+
+    given, task = task, stored_name(task)  # a task file: the name its results are stored by
     reader = _reader(db)
     _check_task(reader, task)
+    how = runnable(reader, given)  # how a hint names it: a by-path task by its file
     if shape is not None:
         shape = _shape_option(reader, task, shape)
     if static:
         if gpu or shape:  # the facts belong to a compile target and cover every shape compiled
             raise UsageError("--static ranks by compile facts (every compiled shape, per target); --gpu and --shape "
                              "select timed results: drop them, or drop --static")
-        return _static(reader, task, limit, json_out)
+        return _static(reader, task, how, limit, json_out)
     winners = reader.winners(task=task, gpu=gpu, shape=shape)[:limit]
     facts = load_facts(reader, [w.decision.evaluation_id for w in winners if w.decision.evaluation_id is not None])
     rows: list[dict[str, Any]] = []
@@ -273,16 +280,16 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
                    f"{latest[0].evaluations} evaluations)" if latest else "")
             err.print(f"no measured correct result for {task!r}{where}{why}: below, {static_scope(ranking)}, "
                       "ranked by compile facts instead", highlight=False, soft_wrap=True)
-            _static_tables(task, ranking, limit)
+            _static_tables(task, how, ranking, limit)
         else:
             why = f"; the latest campaign ({latest[0].campaign}) says: {latest[0].note}" if latest else ""
             err.print(f"no measured correct result for {task!r}{where} in the stored campaign decisions{why}; "
-                      "run a campaign on a GPU (warpforge run --backend cuda)", highlight=False, soft_wrap=True)
+                      f"run a campaign on a GPU (warpforge run {how} --backend cuda)", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
-    _winners_table(task, shape, rows)
+    _winners_table(task, how, shape, rows)
 
 
-def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> None:
+def _winners_table(task: str, how: str, shape: str | None, rows: list[dict[str, Any]]) -> None:
     from warpforge.compile_facts import facts_cells
     from warpforge.evaluator.resources import worst_facts
 
@@ -312,7 +319,7 @@ def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> 
             _print_wrapped(f"{r['gpu']}: campaign {r['campaign']}; compiled for {target}: registers {regs}, "
                            f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "
                            "and shape)")
-    _print_wrapped(f"next: warpforge export {task} --dest DIR writes it as a PyTorch op")
+    _print_wrapped(f"next: warpforge export {how} --dest DIR writes it as a PyTorch op")
 
 
 def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
@@ -324,22 +331,22 @@ def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
     return f"the configurations verified ok in all {len(campaigns)} stored campaigns ({', '.join(campaigns)})"
 
 
-def _static(reader: Any, task: str, limit: int, json_out: bool) -> None:
+def _static(reader: Any, task: str, how: str, limit: int, json_out: bool) -> None:
     from warpforge.compile_facts import static_ranking
 
     ranking = static_ranking(reader, task)
     if json_out:
         _emit_json([r.to_json() for entries in ranking.values() for r in entries[:limit]])
     elif ranking:
-        _static_tables(task, ranking, limit)
+        _static_tables(task, how, ranking, limit)
     else:
-        err.print(f"no configuration of {task!r} was verified ok: run warpforge run {task} (without a GPU it checks "
+        err.print(f"no configuration of {task!r} was verified ok: run warpforge run {how} (without a GPU it checks "
                   "and compiles them)", highlight=False, soft_wrap=True)
     if not ranking:
         raise typer.Exit(1)
 
 
-def _static_tables(task: str, ranking: Mapping[str, Sequence[Any]], limit: int) -> None:
+def _static_tables(task: str, how: str, ranking: Mapping[str, Sequence[Any]], limit: int) -> None:
     from warpforge.compile_facts import facts_cells
 
     for target, entries in ranking.items():
@@ -356,5 +363,5 @@ def _static_tables(task: str, ranking: Mapping[str, Sequence[Any]], limit: int) 
                        "(spill), then highest occupancy (occ), fewest registers per thread (regs), least shared "
                        "memory bytes (smem): the worst kernel and shape of each; every kernel and shape: --static "
                        "--json")
-    _print_wrapped(f"next: times need a GPU (warpforge run {task} --backend cuda); without one, warpforge export "
-                   f"{task} --allow-untimed --dest DIR exports the first, flagged as never timed")
+    _print_wrapped(f"next: times need a GPU (warpforge run {how} --backend cuda); without one, warpforge export "
+                   f"{how} --allow-untimed --dest DIR exports the first, flagged as never timed")

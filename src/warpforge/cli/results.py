@@ -235,9 +235,8 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
     Answers from stored decisions only (never by re-ranking raw times); GPUs are never compared. Without a
     timed winner (a CPU campaign) it shows the static ranking by compile facts instead, and exits 1.
     """
-    from warpforge.compile_facts import load_facts
-
     from warpforge.cli.taskref import runnable, stored_name
+    from warpforge.compile_facts import load_facts
 
     given, task = task, stored_name(task)  # a task file: the name its results are stored by
     reader = _reader(db)

@@ -152,7 +152,8 @@ def get_init_inputs():
 @pytest.fixture
 def by_path_db(tmp_path: Path) -> tuple[str, Path]:
     """A database holding one CPU campaign of a by-path problem (``run kb/23_Softmax.py``), stored as the
-    campaign stores it: the task named by the file's stem, the spec naming the file."""
+    campaign stores it: the task named by the file's stem, the spec naming the cached copy it ran (a problem
+    matched to the softmax templates) and the user's file."""
     import json
     from datetime import datetime, timezone
 
@@ -167,8 +168,11 @@ def by_path_db(tmp_path: Path) -> tuple[str, Path]:
     db.upgrade()
     with db.session() as s:
         t0 = datetime(2026, 12, 2, 6, 0, tzinfo=timezone.utc)
-        c = Campaign(name="kb-cpu", status="finished", spec={"tasks": [str(problem)], "backend": "interpret"},
-                     created_at=t0, updated_at=t0)
+        copy = tmp_path / "cache" / "matched" / "23_Softmax.py"  # what a matched problem runs from
+        copy.parent.mkdir(parents=True)
+        copy.write_text(PROBLEM)
+        spec = {"tasks": [str(copy)], "task_files": [str(problem)], "backend": "interpret"}
+        c = Campaign(name="kb-cpu", status="finished", spec=spec, created_at=t0, updated_at=t0)
         v = VariantRecord(source_hash="m" * 64, task="23_Softmax", name="multi_row", source="#", space={})
         params = {"TILE": 1024, "num_warps": 4, "num_stages": 1}
         facts = [{"kernel": "_softmax_2d_kernel", "target": "sm_90", "registers": 40, "spill_bytes": 0,
@@ -188,8 +192,9 @@ def test_a_static_ranking_of_a_by_path_task_hints_at_its_file(by_path_db: tuple[
         res = CliRunner().invoke(app, ["best", spelled, "--static", "--db", url])
         assert res.exit_code == 0, res.stderr
         text = " ".join(res.stdout.split())
-        assert f"warpforge run {problem} --backend cuda" in text
-        assert f"warpforge export {problem} --allow-untimed --dest DIR" in text
+        assert f"warpforge run {problem} --backend cuda" in text  # the user's file, not the cached copy
+        # export packages task modules: a PyTorch-module problem is not offered (it would be refused)
+        assert "warpforge export" not in text and "is not exported as a package" in text
     res = CliRunner().invoke(app, ["results", "--task", str(problem), "--db", url, "--json"])
     assert res.exit_code == 0 and [r["task"] for r in __import__("json").loads(res.stdout)] == ["23_Softmax"]
 
@@ -201,3 +206,23 @@ def test_a_mistyped_task_names_the_close_one_and_the_stored_files(by_path_db: tu
     assert "unknown task 'sotfmax' (did you mean 'softmax'?)" in line
     assert f"this database also holds 23_Softmax ({problem})" in line
     assert "did you mean '23_Softmax'?" in usage_error("best", "23_Sofmax", "--db", url)
+
+
+def test_a_by_path_problem_is_refused_by_export_in_one_line(by_path_db: tuple[str, Path], tmp_path: Path) -> None:
+    # Old: "reference takes 0 positional arguments but make_inputs returns 1: name every input in reference's
+    # signature", about code the user never wrote; by its stored name, "unknown task".
+    url, problem = by_path_db
+    for spelled in ("23_Softmax", str(problem)):
+        line = usage_error("export", spelled, "--allow-untimed", "--dest", str(tmp_path / "out"), "--db", url)
+        assert "23_Softmax.py is a PyTorch-module problem (KernelBench format)" in line and "docs/tasks.md" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_task_module_by_path_is_offered_for_export(tmp_path: Path) -> None:
+    from warpforge.cli.taskref import exportable
+
+    module = tmp_path / "mine.py"
+    module.write_text("def make_inputs(shape, dtype, seed, device):\n    return ()\n")
+    problem = tmp_path / "kb.py"
+    problem.write_text(PROBLEM)
+    assert exportable(str(module)) and not exportable(str(problem)) and exportable("softmax")

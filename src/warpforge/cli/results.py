@@ -318,7 +318,10 @@ def _winners_table(task: str, how: str, shape: str | None, rows: list[dict[str, 
             _print_wrapped(f"{r['gpu']}: campaign {r['campaign']}; compiled for {target}: registers {regs}, "
                            f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "
                            "and shape)")
-    _print_wrapped(f"next: warpforge export {how} --dest DIR writes it as a PyTorch op")
+    from warpforge.cli.taskref import exportable
+
+    if exportable(how):
+        _print_wrapped(f"next: warpforge export {how} --dest DIR writes it as a PyTorch op")
 
 
 def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
@@ -362,5 +365,9 @@ def _static_tables(task: str, how: str, ranking: Mapping[str, Sequence[Any]], li
                        "(spill), then highest occupancy (occ), fewest registers per thread (regs), least shared "
                        "memory bytes (smem): the worst kernel and shape of each; every kernel and shape: --static "
                        "--json")
-    _print_wrapped(f"next: times need a GPU (warpforge run {how} --backend cuda); without one, warpforge export "
-                   f"{how} --allow-untimed --dest DIR exports the first, flagged as never timed")
+    from warpforge.cli.taskref import exportable
+
+    later = (f"without one, warpforge export {how} --allow-untimed --dest DIR exports the first, flagged as never "
+             "timed" if exportable(how) else "a PyTorch-module problem file is not exported as a package (export "
+             "takes task modules: docs/tasks.md)")
+    _print_wrapped(f"next: times need a GPU (warpforge run {how} --backend cuda); {later}")

@@ -191,7 +191,11 @@ def run(
     if resume and campaign is None:
         raise UsageError("--resume needs --campaign NAME (the campaign to continue)")
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
-    spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
+    # A task file is stored by its absolute path, so a later hint (best, export) names a file that exists
+    # from any directory.
+    tasks = [str(Path(t).resolve()) if t.endswith(".py") or "/" in t else t for t in task_names]
+    spec = CampaignSpec(name=name, tasks=tasks, task_files=[t for t in tasks if t.endswith(".py") or "/" in t],
+                        trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
                         seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
                         workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,

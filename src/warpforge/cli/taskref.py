@@ -42,6 +42,22 @@ def runnable(reader: Any, task: str) -> str:
     return shlex.quote(task)
 
 
+def exportable(how: str) -> bool:
+    """Whether ``warpforge export`` can package the task ``how`` names: a built-in task, or a task file that
+    follows the task contract (a top-level ``make_inputs``). A PyTorch-module problem (KernelBench format) has
+    no standalone ``reference``/``make_inputs`` for the package's CPU path and tests."""
+    import ast
+
+    path = Path(shlex.split(how)[0]) if how else Path()
+    if not is_path(str(path)):
+        return True
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return True  # export itself says what is wrong with the file
+    return any(isinstance(n, ast.FunctionDef) and n.name == "make_inputs" for n in tree.body)
+
+
 def unknown_task_message(reader: Any, task: str) -> str | None:
     """None when ``task`` is built in or the database holds results for it; else the one-line error, with the
     closest known name and every by-path task the database holds (``warpforge tasks`` lists only the built-in

@@ -357,7 +357,7 @@ class Reader:
         found: list[str] = []
         with self._session() as s:
             for spec in s.scalars(select(Campaign.spec).order_by(Campaign.id.desc())):
-                for entry in (spec or {}).get("tasks") or ():
+                for entry in [*((spec or {}).get("task_files") or ()), *((spec or {}).get("tasks") or ())]:
                     text = str(entry)
                     if (text.endswith(".py") or "/" in text) and PurePath(text).stem == name and text not in found:
                         found.append(text)

@@ -111,6 +111,12 @@ def _date(value: Any) -> str | None:
 
 def plan_task(reader: ReaderLike, task: Task, gpu: str | None = None, allow_untimed: bool = False) -> OpPlan:
     """Choose what to export for ``task`` (see the module docstring), or raise :class:`ExportRefused`."""
+    if task.init_inputs is not None:  # a PyTorch module by path: no standalone reference/make_inputs to ship
+        from warpforge.export.source import SourceError
+
+        raise SourceError(f"{task.name}: {task.path.name} is a PyTorch-module problem (KernelBench format); export "
+                          "packages task modules only (reference, make_inputs, SHAPES: docs/tasks.md), so write one "
+                          "for it and export that")
     decisions = list(reader.decisions(task=task.name))
     timed = [d for d in decisions if d.accepted and d.timing_source in ("live", "recorded")]
     if not timed:

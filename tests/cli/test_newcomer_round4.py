@@ -10,6 +10,7 @@ the winner and exited 1 when there was none.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,31 @@ def test_a_task_module_by_path_is_offered_for_export(tmp_path: Path) -> None:
     problem = tmp_path / "kb.py"
     problem.write_text(PROBLEM)
     assert exportable(str(module)) and not exportable(str(problem)) and exportable("softmax")
+
+
+# --- 80 columns: help ----------------------------------------------------------------------------------------------
+def _help(*command: str) -> str:
+    res = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert res.exit_code == 0, res.stderr
+    return res.stdout
+
+
+@pytest.mark.parametrize("command", [(), ("run",), ("eval",), ("best",), ("plan", "predict"), ("plan", "search"),
+                                     ("export",), ("dashboard",)])
+def test_a_switch_shows_no_value_in_help(command: tuple[str, ...]) -> None:
+    # Old (Typer 0.29's own help): "--compile <bool>", "--json <bool>", even "--help <bool>" and "-v <int>".
+    text = _help(*command)
+    assert "<bool>" not in text
+    assert re.search(r"--help\s+Show this message", text), text
+    if not command:
+        assert re.search(r"--verbose\s+-v\s+log what happens", text), text
+
+
+@pytest.mark.parametrize("command", [("plan", "predict"), ("plan", "search")])
+def test_plan_help_choices_are_whole_words_at_80_columns(command: tuple[str, ...]) -> None:
+    # Old: "Also export: megatron|torchtitan|de…" and "<any|megatron|torchti" / "tan|deepspeed>".
+    text = _help(*command)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text and "torchti\n" not in text
+    assert "megatron|" not in text  # the choices are said in words, which wrap between them
+    assert "torchtitan" in text and "deepspeed" in text

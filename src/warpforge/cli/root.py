@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 
+from warpforge.cli import helpfix
 from warpforge.cli.boundary import guard_all, usage_error_line
 from warpforge.cli.results import params_text as _params_text
 from warpforge.errors import UsageError
 
+helpfix.install()
 app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
                   no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)

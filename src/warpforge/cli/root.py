@@ -428,16 +428,15 @@ _mount_subsystems()
 
 
 def _notes_to_stderr() -> None:
-    """warpforge's own warnings (e.g. "created directory ... for the database") as one ``note:`` line each."""
+    """warpforge's own warnings (e.g. "created directory ... for the database") as one ``note:`` line each,
+    until the root callback installs the handler its flags ask for: the same one at the default level,
+    replacing this one (both were installed once, so each warning was said twice)."""
     import logging
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("note: %(message)s"))
-    logger = logging.getLogger("warpforge")
-    if not logger.handlers:
-        logger.addHandler(handler)
-        logger.setLevel(logging.WARNING)
-        logger.propagate = False
+    from warpforge.logs import configure
+
+    if not logging.getLogger("warpforge").handlers:
+        configure(0)
 
 
 def main() -> None:

@@ -269,3 +269,27 @@ def test_a_created_directory_is_said_once(tmp_path: Path) -> None:
                           text=True, env={**os.environ, "COLUMNS": "80"}, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("created directory") == 1 and proc.stderr.startswith("note: created directory ")
+
+
+# --- docs that agreed with the tool ------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_docs_say_what_the_tool_does() -> None:
+    # Old: --check "0 usable, 1 not" (a missing database exits 2); the untimed ranking without occupancy
+    # (best --static and export rank by it); the agent demo wrote server.txt and demo-llm.yaml into the checkout;
+    # the README's database path was the machine's it was written on.
+    dashboard = " ".join((ROOT / "docs" / "dashboard.md").read_text().split())
+    assert "2 when the URL names no database" in dashboard
+    export = " ".join((ROOT / "docs" / "export.md").read_text().split())
+    assert "fewest spilled bytes, then highest occupancy" in export
+    agent = (ROOT / "docs" / "agent.md").read_text()
+    assert re.search(r">\s*server\.txt|cat > demo-llm\.yaml", agent) is None
+    assert "/tmp/nc" not in (ROOT / "README.md").read_text()
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert "/server.txt" in ignored and "/demo-llm.yaml" in ignored
+
+
+def test_dashboard_check_exits_2_without_a_database(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["dashboard", "--check", "--db", f"sqlite:///{tmp_path / 'none.db'}"])
+    assert res.exit_code == 2, res.stderr

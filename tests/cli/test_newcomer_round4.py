@@ -293,3 +293,17 @@ def test_docs_say_what_the_tool_does() -> None:
 def test_dashboard_check_exits_2_without_a_database(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["dashboard", "--check", "--db", f"sqlite:///{tmp_path / 'none.db'}"])
     assert res.exit_code == 2, res.stderr
+
+
+def test_doctor_folds_a_long_path_instead_of_cutting_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Old: "none under /tmp/.../a-rather-long-directory-name-for-re…": the path a user must fix was cut. The
+    # checks are stood in for (the real ones probe Triton for 15-20 s); the table is the command's own.
+    from warpforge import doctor
+
+    long = tmp_path / ("a-rather-long-directory-name-for-recordings" * 2) / "recordings"
+    monkeypatch.setattr(doctor, "run_checks", lambda db: [doctor.Check(
+        "replay recordings", False, f"none under {long}: --backend replay has nothing to replay", required=False)])
+    res = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0 and "…" not in res.stdout
+    cells = "".join(line.split("│")[3].strip() for line in res.stdout.splitlines() if line.count("│") == 4)
+    assert str(long) in cells

@@ -393,7 +393,7 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
     else:
         table = Table(title="warpforge doctor")
         for col in ("check", "status", "detail"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")  # a long path folds; "…" cut it (the recordings dir)
         for c in checks:
             status = ("" if c.advice else "[green]ok[/green]" if c.ok else "[red]fail[/red]" if c.required
                       else "[yellow]no[/yellow]")

@@ -307,3 +307,15 @@ def test_doctor_folds_a_long_path_instead_of_cutting_it(tmp_path: Path, monkeypa
     assert res.exit_code == 0 and "…" not in res.stdout
     cells = "".join(line.split("│")[3].strip() for line in res.stdout.splitlines() if line.count("│") == 4)
     assert str(long) in cells
+
+
+def test_eval_names_each_kernel_line_by_its_shape_and_dtype() -> None:
+    # Old: "  _matmul_kernel [sm_90] registers=... spill=0B shared=...B" twelve times, nothing to tell them apart.
+    from warpforge.cli.root import _resource_lines
+    from warpforge.evaluator.result import Resources
+
+    lines = _resource_lines([Resources(kernel="_mm", target="sm_90", registers=128, spill_bytes=0, shared_bytes=65536,
+                                       shape={"N": 512, "M": 256, "K": 64}, dtype="float16", num_warps=4),
+                             Resources(kernel="_mm", target="sm_90", registers=96)])
+    assert lines == ["  _mm [sm_90] K=64,M=256,N=512 float16 warps=4: registers=128 spill=0B shared=65536B",
+                     "  _mm [sm_90]: registers=96 spill=? shared=?"]

@@ -360,13 +360,27 @@ def eval_cmd(
         out.print(f"checked {len(result.checked)} cases" + (f" on {where}" if where else "") + f"; {coverage}"
                   if result.checked or result.verdict is Verdict.OK else f"no case was checked ({coverage})",
                   highlight=False)
-        for r in result.resources:
-            out.print(rf"  {r.kernel} \[{r.target}] registers={r.registers} spill={r.spill_bytes}B "
-                      f"shared={r.shared_bytes}B", highlight=False)
+        for line in _resource_lines(result.resources):
+            out.print(line, highlight=False, markup=False)
         if result.measured:
             out.print(f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})")
     if result.verdict is not Verdict.OK:
         raise typer.Exit(1)
+
+
+def _resource_lines(resources: Any) -> list[str]:
+    """One line per compiled kernel, named by its compile case: a multi-kernel template compiles each kernel
+    per shape and dtype (12 lines for matmul's), which read alike without them."""
+    from warpforge.kernels.taskdef import shape_key
+
+    return [f"  {r.kernel} [{r.target}]" + (f" {shape_key(r.shape)}" if r.shape else "")
+            + (f" {r.dtype}" if r.dtype else "") + (f" warps={r.num_warps}" if r.num_warps else "")
+            + f": registers={_known(r.registers)} spill={_known(r.spill_bytes, 'B')} "
+            f"shared={_known(r.shared_bytes, 'B')}" for r in resources]
+
+
+def _known(value: int | None, unit: str = "") -> str:
+    return "?" if value is None else f"{value}{unit}"
 
 
 @db_app.command("upgrade")

@@ -257,18 +257,7 @@ def test_plan_help_choices_are_whole_words_at_80_columns(command: tuple[str, ...
     assert "torchtitan" in text and "deepspeed" in text
 
 
-# --- said once ---------------------------------------------------------------------------------------------------
-def test_a_created_directory_is_said_once(tmp_path: Path) -> None:
-    # Old: "note: created directory ..." and again "WARNING  created directory ..." (two handlers installed).
-    import os
-    import subprocess
-    import sys
-
-    url = f"sqlite:///{tmp_path / 'new' / 'sub' / 'wf.db'}"
-    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "db", "upgrade", "--db", url], capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "80"}, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count("created directory") == 1 and proc.stderr.startswith("note: created directory ")
+# --- said once: tests/cli/test_newcomer.py::test_a_writer_says_when_it_creates_a_directory counts it ---------
 
 
 # --- docs that agreed with the tool ------------------------------------------------------------------------------

@@ -146,22 +146,6 @@ def stored_tasks(reader: Any) -> list[str]:
     return list(reader.stored_task_names())
 
 
-def unknown_task_message(reader: Any, task: str) -> str | None:
-    """None when ``task`` is built in or the database holds results for it; else the one-line error."""
-    held = stored_tasks(reader)
-    if task in held:
-        return None
-    from warpforge.kernels.task import builtin_task_names
-
-    builtin = builtin_task_names()
-    if task in builtin:
-        return None
-    stored = [t for t in held if t not in builtin]
-    return (f"unknown task {task!r}: built-in tasks are {', '.join(builtin)}"
-            + (f"; this database also holds {', '.join(stored)}" if stored else "")
-            + " (warpforge tasks lists them)")
-
-
 @dataclass(frozen=True)
 class Ranked:
     """One configuration verified ``ok``, placed by its compile facts for one target (never timed here)."""

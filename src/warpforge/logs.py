@@ -48,6 +48,9 @@ def configure(verbose: int = 0, json_lines: bool = False, stream: IO[str] | None
     if json_lines:
         handler = logging.StreamHandler(stream or sys.stderr)
         handler.setFormatter(JsonLines())
+    elif verbose <= 0:  # warnings only: one "note:" line each, folded by the terminal alone (80 columns)
+        handler = logging.StreamHandler(stream or sys.stderr)
+        handler.setFormatter(logging.Formatter("note: %(message)s"))
     else:
         from rich.console import Console
         from rich.logging import RichHandler

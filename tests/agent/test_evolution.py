@@ -138,3 +138,30 @@ def test_same_answers_same_decisions(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         bodies.append(sorted(r["messages"][1]["content"] for r in server.requests))
     assert bodies[0] == bodies[1]  # same seed, same history: the same parents, the same prompts
     assert len(bodies[0]) == 3
+
+
+def test_an_unreachable_server_is_a_failure_with_its_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Old: every call failed (call_failed 2), the campaign went on with the templates alone and `run` exited 0;
+    # the reason was only in `agent transcripts --json`.
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on: bound, then closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    configure(monkeypatch, tmp_path, type("Gone", (), {"url": f"http://127.0.0.1:{port}/v1"})())  # type: ignore[arg-type]
+    proposer: Any = get_proposer("llm", {"in_flight": 1})
+    assert proposer.failure is None  # nothing asked yet: nothing failed
+    assert run_round(proposer, template_history("softmax")) == []
+    assert proposer.meter.calls >= 1 and proposer.meter.outcomes == {"call_failed": proposer.meter.calls}
+    line = proposer.failure
+    assert line.startswith(f"every LLM call failed ({proposer.meter.calls} of {proposer.meter.calls}): ")
+    assert f"127.0.0.1:{port}" in line and "\n" not in line
+
+
+def test_one_answer_is_not_a_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                     scripted: Callable[..., ScriptedServer]) -> None:
+    server = scripted([code_reply(GOOD)])
+    configure(monkeypatch, tmp_path, server)
+    proposer: Any = get_proposer("llm", {"in_flight": 1, "max_calls": 1})
+    run_round(proposer, template_history("softmax"))
+    assert proposer.meter.calls == 1 and proposer.failure is None

@@ -88,6 +88,7 @@ def test_a_writer_says_when_it_creates_a_directory(tmp_path: Path) -> None:
     proc = wf("db", "upgrade", "--db", f"sqlite:///{path}")
     assert proc.returncode == 0, proc.stderr
     assert f"note: created directory {path.parent} for the database" in proc.stderr
+    assert proc.stderr.count("created directory") == 1  # not again as a Rich "WARNING" line beside the note
     again = wf("db", "upgrade", "--db", f"sqlite:///{path}")
     assert "created directory" not in again.stderr  # said once, when it happens
 

@@ -381,3 +381,19 @@ def launch(x, BLOCK=128):
 def test_a_tensor_reaches_only_a_pointer_parameter(args: str, reason: str | None) -> None:
     finding = check_module(TYPED_LAUNCH.replace("ARGS", args))
     assert (finding.reason if finding else None) == reason, finding
+
+
+@pytest.mark.parametrize(("decorator", "rewrite"), [
+    ("@triton.autotune(configs=[triton.Config({'BLOCK': 256})], key=['n'])\n@triton.jit\n",
+     "list the configs' values in SPACE"),
+    ("@triton.heuristics({'EVEN': lambda a: a['n'] % a['BLOCK'] == 0})\n@triton.jit\n",
+     "compute the value in launch()"),
+    ("@triton.heuristics\n", "as a tl.constexpr argument"),
+])
+def test_refused_triton_idioms_name_the_rewrite(decorator: str, rewrite: str) -> None:
+    # Old: "triton.autotune: only triton.jit, triton.cdiv, ... are part of a variant" and nothing on what to write
+    # instead; the rule stays the one it was.
+    source = HEAD + decorator + KERNEL.removeprefix("@triton.jit\n") + "def launch(x, BLOCK=256):\n    return x\n"
+    finding = check_module(source)
+    assert finding is not None and finding.reason == "forbidden_import", finding
+    assert rewrite in finding.message and "@triton.jit" in finding.message

@@ -47,6 +47,11 @@ def test_layout_python_and_no_warpforge_import(tmp_path: Path) -> None:
             imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
             imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
             assert not any(m.split(".")[0] == "warpforge" for m in imported), path
+        # docstrings too: the reference copies' examples ran `from warpforge.kernels.tasks import rmsnorm`, so
+        # `pytest --doctest-modules` failed in the user's project (the AST check above sees no docstring)
+        assert "warpforge" not in "\n".join(line for line in data.decode(errors="replace").splitlines()
+                                            if ">>>" in line), path
+    assert ">>> from mykernels._reference import rmsnorm" in files["mykernels/_reference/rmsnorm.py"].decode()
     assert 'triton_op("mykernels::rmsnorm", mutates_args=())' in files["mykernels/rmsnorm.py"].decode()
     # rmsnorm and swiglu train: forward and backward ops tied by registered autograd, gradient tests generated
     for op in ("rmsnorm", "swiglu"):

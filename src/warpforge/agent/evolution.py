@@ -93,6 +93,7 @@ class LLMProposer(Proposer):
         self.seen: set[str] = set()
         self.task_name: str | None = None
         self._db: Any = None
+        self.last_error = ""  # the newest failed call's "kind: message", for failure
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _db_handle(self) -> Any:
@@ -120,6 +121,15 @@ class LLMProposer(Proposer):
         m = self.meter
         return (f"llm agent: {m.calls} calls ({m.outcome_text()}), {m.tokens} tokens, ${m.cost_usd:.4f}; stopped by "
                 f"{m.stop_reason or 'the campaign (trial or time budget)'}")
+
+    @property
+    def failure(self) -> str | None:
+        """One line when the agent asked and no call came back (an unreachable server, a wrong key): the run
+        then searched the templates alone, which is not what was asked, so the command exits 1."""
+        m = self.meter
+        if m.calls == 0 or m.outcomes.get("call_failed", 0) < m.calls:
+            return None
+        return f"every LLM call failed ({m.calls} of {m.calls}): {self.last_error or 'no answer'}"
 
     def _replay_all(self, task: Task, sources: dict[str, str]) -> list[Candidate]:
         """``--llm-replay CAMPAIGN``: every stored call of ``task`` in the replayed campaign, re-checked and
@@ -275,6 +285,7 @@ class LLMProposer(Proposer):
         def settle(a: Attempt[ParsedAnswer]) -> None:  # at once: the next slot's duplicate check sees it
             parsed = a.checked
             if parsed is None:
+                self.last_error = a.error
                 self.recorder.record(task.name, a.key, a.messages, a.response, "call_failed", a.error,
                                      parents=parents, prompt_cut=prompt.cut)
                 return

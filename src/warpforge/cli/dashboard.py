@@ -26,7 +26,8 @@ def dashboard(
                                   "in the user data)"),
     optuna_port: int | None = typer.Option(None, "--optuna-port", min=1, max=65535,
                                            help="also serve optuna-dashboard on this port (it cannot share ours)"),
-    check: bool = typer.Option(False, "--check", help="only check the database and exit (0 usable, 1 not)"),
+    check: bool = typer.Option(False, "--check", help="only check the database and exit (0 usable, 1 not now, 2 "
+                               "no database at that URL)"),
     json_out: bool = typer.Option(False, "--json", help="print the start-up status as JSON"),
 ) -> None:
     """Serve the web dashboard: campaigns, leaderboard, variants, charts, plans (read-only)."""

@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,12 +43,19 @@ def export(
 ) -> None:
     """Export each task's accepted winner as a torch.library.triton_op package (tests, benchmark, configs)."""
     from warpforge.db.queries import Reader
-    from warpforge.export.package import render_package, write_tree
+    from warpforge.export.package import FORMATS, ExportUsageError, check_namespace, render_package, write_tree
     from warpforge.export.plan import plan_task
     from warpforge.kernels.task import get_task
 
-    tasks = [get_task(t) for t in task_names]
+    # The usage errors first: a bad --format or --namespace is exit 2 before any task or result is looked at.
+    check_namespace(namespace)
+    if fmt not in FORMATS:
+        raise ExportUsageError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
+    from warpforge.cli.taskref import runnable
+
     reader = Reader(db)
+    # A by-path task may be named as the store names it (23_Softmax): its campaign's file is the task.
+    tasks = [get_task(shlex.split(runnable(reader, t))[0]) for t in task_names]
     plans = [plan_task(reader, t, gpu=gpu, allow_untimed=allow_untimed) for t in tasks]  # ExportRefused: exit 1
     files = render_package(plans, namespace, fmt, patch)
     report = write_tree(dest, files)

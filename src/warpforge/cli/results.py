@@ -58,11 +58,26 @@ def _reader(db: str | None) -> Any:
 
 
 def _check_task(reader: Any, task: str | None) -> None:
-    from warpforge.compile_facts import unknown_task_message
+    from warpforge.cli.taskref import unknown_task_message
 
     message = unknown_task_message(reader, task) if task is not None else None
     if message is not None:
         raise UsageError(message)
+
+
+def _shape_option(reader: Any, task: str, text: str) -> str:
+    """``--shape`` checked against the task's dimensions (a built-in task's shapes, else the stored ones) and
+    given as the stored key, so ``M=abc`` or ``X=1`` is a usage error rather than "no measured result"."""
+    from warpforge.kernels.task import builtin_task_names, get_task
+    from warpforge.kernels.taskdef import parse_shape_key
+
+    if task in builtin_task_names():
+        t = get_task(task)
+        keysets = {tuple(sorted(s)) for s in t.shapes + t.check_shapes}
+    else:
+        keysets = {tuple(sorted(r.shape)) for d in reader.decisions(task=task) for r in d.shapes if r.shape}
+    dims = sorted({k for ks in keysets for k in ks})
+    return parse_shape_key(text, dims, task, complete=len(keysets) == 1)
 
 
 def _check_campaign(reader: Any, campaign: str | None) -> None:
@@ -113,7 +128,14 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
             json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout")) -> None:
     """List stored evaluations, newest first, with their compile facts (the final re-benchmark marked)."""
     from warpforge.compile_facts import load_facts, worst_facts
+    from warpforge.evaluator.result import Verdict
 
+    verdicts = [v.value for v in Verdict]
+    if verdict is not None and verdict not in verdicts:
+        raise UsageError(f"unknown verdict {verdict!r}: use one of {', '.join(verdicts)}")
+    from warpforge.cli.taskref import stored_name
+
+    task = stored_name(task) if task is not None else None  # a task file: the name its results are stored by
     reader = _reader(db)
     _check_task(reader, task)
     _check_campaign(reader, campaign)
@@ -215,15 +237,20 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
     Answers from stored decisions only (never by re-ranking raw times); GPUs are never compared. Without a
     timed winner (a CPU campaign) it shows the static ranking by compile facts instead, and exits 1.
     """
+    from warpforge.cli.taskref import runnable, stored_name
     from warpforge.compile_facts import load_facts
 
+    given, task = task, stored_name(task)  # a task file: the name its results are stored by
     reader = _reader(db)
     _check_task(reader, task)
+    how = runnable(reader, given)  # how a hint names it: a by-path task by its file
+    if shape is not None:
+        shape = _shape_option(reader, task, shape)
     if static:
         if gpu or shape:  # the facts belong to a compile target and cover every shape compiled
             raise UsageError("--static ranks by compile facts (every compiled shape, per target); --gpu and --shape "
                              "select timed results: drop them, or drop --static")
-        return _static(reader, task, limit, json_out)
+        return _static(reader, task, how, limit, json_out)
     winners = reader.winners(task=task, gpu=gpu, shape=shape)[:limit]
     facts = load_facts(reader, [w.decision.evaluation_id for w in winners if w.decision.evaluation_id is not None])
     rows: list[dict[str, Any]] = []
@@ -254,16 +281,16 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
                    f"{latest[0].evaluations} evaluations)" if latest else "")
             err.print(f"no measured correct result for {task!r}{where}{why}: below, {static_scope(ranking)}, "
                       "ranked by compile facts instead", highlight=False, soft_wrap=True)
-            _static_tables(task, ranking, limit)
+            _static_tables(task, how, ranking, limit)
         else:
             why = f"; the latest campaign ({latest[0].campaign}) says: {latest[0].note}" if latest else ""
             err.print(f"no measured correct result for {task!r}{where} in the stored campaign decisions{why}; "
-                      "run a campaign on a GPU (warpforge run --backend cuda)", highlight=False, soft_wrap=True)
+                      f"run a campaign on a GPU (warpforge run {how} --backend cuda)", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
-    _winners_table(task, shape, rows)
+    _winners_table(task, how, shape, rows)
 
 
-def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> None:
+def _winners_table(task: str, how: str, shape: str | None, rows: list[dict[str, Any]]) -> None:
     from warpforge.compile_facts import facts_cells, worst_facts
 
     wide = out.width >= WIDE
@@ -292,7 +319,10 @@ def _winners_table(task: str, shape: str | None, rows: list[dict[str, Any]]) -> 
             _print_wrapped(f"{r['gpu']}: campaign {r['campaign']}; compiled for {target}: registers {regs}, "
                            f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "
                            "and shape)")
-    _print_wrapped(f"next: warpforge export {task} --dest DIR writes it as a PyTorch op")
+    from warpforge.cli.taskref import exportable
+
+    if exportable(how):
+        _print_wrapped(f"next: warpforge export {how} --dest DIR writes it as a PyTorch op")
 
 
 def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
@@ -304,22 +334,22 @@ def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
     return f"the configurations verified ok in all {len(campaigns)} stored campaigns ({', '.join(campaigns)})"
 
 
-def _static(reader: Any, task: str, limit: int, json_out: bool) -> None:
+def _static(reader: Any, task: str, how: str, limit: int, json_out: bool) -> None:
     from warpforge.compile_facts import static_ranking
 
     ranking = static_ranking(reader, task)
     if json_out:
         _emit_json([r.to_json() for entries in ranking.values() for r in entries[:limit]])
     elif ranking:
-        _static_tables(task, ranking, limit)
+        _static_tables(task, how, ranking, limit)
     else:
-        err.print(f"no configuration of {task!r} was verified ok: run warpforge run {task} (without a GPU it checks "
+        err.print(f"no configuration of {task!r} was verified ok: run warpforge run {how} (without a GPU it checks "
                   "and compiles them)", highlight=False, soft_wrap=True)
     if not ranking:
         raise typer.Exit(1)
 
 
-def _static_tables(task: str, ranking: Mapping[str, Sequence[Any]], limit: int) -> None:
+def _static_tables(task: str, how: str, ranking: Mapping[str, Sequence[Any]], limit: int) -> None:
     from warpforge.compile_facts import facts_cells
 
     for target, entries in ranking.items():
@@ -336,5 +366,9 @@ def _static_tables(task: str, ranking: Mapping[str, Sequence[Any]], limit: int) 
                        "(spill), then highest occupancy (occ), fewest registers per thread (regs), least shared "
                        "memory bytes (smem): the worst kernel and shape of each; every kernel and shape: --static "
                        "--json")
-    _print_wrapped(f"next: times need a GPU (warpforge run {task} --backend cuda); without one, warpforge export "
-                   f"{task} --allow-untimed --dest DIR exports the first, flagged as never timed")
+    from warpforge.cli.taskref import exportable
+
+    later = (f"without one, warpforge export {how} --allow-untimed --dest DIR exports the first, flagged as never "
+             "timed" if exportable(how) else "a PyTorch-module problem file is not exported as a package (export "
+             "takes task modules: docs/tasks.md)")
+    _print_wrapped(f"next: times need a GPU (warpforge run {how} --backend cuda); {later}")

@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 
+from warpforge.cli import helpfix
 from warpforge.cli.boundary import guard_all, usage_error_line
 from warpforge.cli.results import params_text as _params_text
 from warpforge.errors import UsageError
 
+helpfix.install()
 app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
                   no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
@@ -112,6 +114,27 @@ def _lines(text: str, sep: str, width: int) -> str:
     return "\n".join(lines)
 
 
+# NVIDIA compute capabilities Triton's bundled ptxas compiles for (Triton 3.9): any other number reached the
+# child and ended every configuration as crashed/runtime_error instead of being refused here.
+KNOWN_TARGETS = (70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
+
+
+def check_target(target: str) -> str:
+    """``--target`` as written (``sm_90``, ``sm_90a``) when Triton compiles for it, else a usage error."""
+    import re
+
+    match = re.fullmatch(r"sm_?(\d+)a?", target.strip())
+    if match is None or int(match.group(1)) not in KNOWN_TARGETS:
+        raise UsageError(f"unknown --target {target!r}: use one of "
+                         f"{', '.join(f'sm_{c}' for c in KNOWN_TARGETS)} (e.g. sm_90 for H100)")
+    return target.strip()
+
+
+def check_seconds(option: str, value: float | None) -> None:
+    if value is not None and not value > 0:  # also NaN
+        raise UsageError(f"{option} must be a positive number of seconds, got {value:g}")
+
+
 @app.command()
 def run(
     task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
@@ -152,6 +175,9 @@ def run(
 
     from warpforge.cli.agent import proposer_config_for_run
 
+    check_seconds("--time-budget", time_budget)
+    target = check_target(target)
+
     if proposer == "llm" or variant_file:  # code warpforge did not ship: the sandbox or the explicit flag
         from warpforge.evaluator.sandbox.isolation import require_for_untrusted
         require_for_untrusted("LLM-written candidates" if proposer == "llm" else "variant files", unsafe_unsandboxed)
@@ -168,7 +194,11 @@ def run(
     if resume and campaign is None:
         raise UsageError("--resume needs --campaign NAME (the campaign to continue)")
     name = campaign or f"{'-'.join(Path(t).stem for t in task_names)}-{datetime.now():%Y%m%d-%H%M%S}"
-    spec = CampaignSpec(name=name, tasks=list(task_names), trials=trials, time_budget_s=time_budget,
+    # A task file is stored by its absolute path, so a later hint (best, export) names a file that exists
+    # from any directory.
+    tasks = [str(Path(t).resolve()) if t.endswith(".py") or "/" in t else t for t in task_names]
+    spec = CampaignSpec(name=name, tasks=tasks, task_files=[t for t in tasks if t.endswith(".py") or "/" in t],
+                        trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
                         seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
                         workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
@@ -202,8 +232,16 @@ def run(
     with progress:
         summary = run_campaign(spec, on_event=on_event, on_start=on_start)
     if json_out:
-        return _emit_json(summary.to_dict() | {"reused": reused})
-    _print_campaign(summary, reused)
+        _emit_json(summary.to_dict() | {"reused": reused})
+    else:
+        _print_campaign(summary, reused)
+    failed = [t for t in summary.tasks if t.failure]
+    for t in failed:  # what was asked did not happen: said once, on stderr, and the exit code says it too
+        err.print(f"[red]error:[/red] {rich_escape(t.task)}: {rich_escape(str(t.failure))}; the campaign searched "
+                  "the templates alone (warpforge agent transcripts "
+                  f"{rich_escape(summary.campaign)} shows each call)", highlight=False, soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)
 
 
 def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
@@ -272,6 +310,8 @@ def eval_cmd(
     Without --params (or with some of them) the rest come from the first configuration in SPACE order that
     satisfies the variant's constraints() on the task's benchmark shapes.
     """
+    check_seconds("--timeout", timeout)  # before the evaluator's imports (seconds): a typo is answered at once
+    target = check_target(target)
     from warpforge.evaluator.result import Verdict
     from warpforge.evaluator.run.backend import get_backend, usable_backend
     from warpforge.evaluator.run.job import Job
@@ -321,13 +361,27 @@ def eval_cmd(
         out.print(f"checked {len(result.checked)} cases" + (f" on {where}" if where else "") + f"; {coverage}"
                   if result.checked or result.verdict is Verdict.OK else f"no case was checked ({coverage})",
                   highlight=False, markup=False)
-        for r in result.resources:
-            out.print(rf"  {r.kernel} \[{r.target}] registers={r.registers} spill={r.spill_bytes}B "
-                      f"shared={r.shared_bytes}B", highlight=False)
+        for line in _resource_lines(result.resources):
+            out.print(line, highlight=False, markup=False)
         if result.measured:
             out.print(f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})")
     if result.verdict is not Verdict.OK:
         raise typer.Exit(1)
+
+
+def _resource_lines(resources: Any) -> list[str]:
+    """One line per compiled kernel, named by its compile case: a multi-kernel template compiles each kernel
+    per shape and dtype (12 lines for matmul's), which read alike without them."""
+    from warpforge.kernels.taskdef import shape_key
+
+    return [f"  {r.kernel} [{r.target}]" + (f" {shape_key(r.shape)}" if r.shape else "")
+            + (f" {r.dtype}" if r.dtype else "") + (f" warps={r.num_warps}" if r.num_warps else "")
+            + f": registers={_known(r.registers)} spill={_known(r.spill_bytes, 'B')} "
+            f"shared={_known(r.shared_bytes, 'B')}" for r in resources]
+
+
+def _known(value: int | None, unit: str = "") -> str:
+    return "?" if value is None else f"{value}{unit}"
 
 
 @db_app.command("upgrade")
@@ -354,7 +408,7 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
     else:
         table = Table(title="warpforge doctor")
         for col in ("check", "status", "detail"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")  # a long path folds; "…" cut it (the recordings dir)
         for c in checks:
             status = ("" if c.advice else "[green]ok[/green]" if c.ok else "[red]fail[/red]" if c.required
                       else "[yellow]no[/yellow]")
@@ -389,16 +443,15 @@ _mount_subsystems()
 
 
 def _notes_to_stderr() -> None:
-    """warpforge's own warnings (e.g. "created directory ... for the database") as one ``note:`` line each."""
+    """warpforge's own warnings (e.g. "created directory ... for the database") as one ``note:`` line each,
+    until the root callback installs the handler its flags ask for: the same one at the default level,
+    replacing this one (both were installed once, so each warning was said twice)."""
     import logging
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("note: %(message)s"))
-    logger = logging.getLogger("warpforge")
-    if not logger.handlers:
-        logger.addHandler(handler)
-        logger.setLevel(logging.WARNING)
-        logger.propagate = False
+    from warpforge.logs import configure
+
+    if not logging.getLogger("warpforge").handlers:
+        configure(0)
 
 
 def main() -> None:

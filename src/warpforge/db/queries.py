@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import PurePath
 from typing import Any
 
 from sqlalchemy import Select, func, select, union
@@ -349,6 +350,18 @@ class Reader:
         with self._session() as s:
             return {int(i): dict(r or {}) for i, r in s.execute(select(Evaluation.id, Evaluation.result)
                                                                .where(Evaluation.id.in_(list(ids))))}
+
+    def task_files(self, name: str) -> tuple[str, ...]:
+        """The task files (by-path tasks) that campaigns named ``name`` by, as their specs hold them, newest
+        campaign first: the store keys a by-path task by its file's stem (``23_Softmax``), a hint needs the path."""
+        found: list[str] = []
+        with self._session() as s:
+            for spec in s.scalars(select(Campaign.spec).order_by(Campaign.id.desc())):
+                for entry in [*((spec or {}).get("task_files") or ()), *((spec or {}).get("tasks") or ())]:
+                    text = str(entry)
+                    if (text.endswith(".py") or "/" in text) and PurePath(text).stem == name and text not in found:
+                        found.append(text)
+        return tuple(found)
 
     def stored_task_names(self) -> tuple[str, ...]:
         """Names of the tasks the database holds anything for (evaluations or decisions), sorted."""

@@ -120,6 +120,16 @@ def _triton_pin(plans: list[OpPlan]) -> tuple[str, str]:
     return tritons.pop(), ", ".join(torches)
 
 
+def reference_copy(source: str, ns: str) -> str:
+    """A task file as the package ships it: its docstring's examples import the task from the package, not
+    from warpforge (``pytest --doctest-modules`` in the user's project would fail on ``import warpforge``).
+
+    >>> reference_copy(">>> from warpforge.kernels.tasks import softmax as sm\\n", "wf")
+    '>>> from wf._reference import softmax as sm\\n'
+    """
+    return re.sub(r"(>>>\s+)from warpforge\.kernels\.tasks import ", rf"\1from {ns}._reference import ", source)
+
+
 def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bool = False) -> dict[str, bytes]:
     """Every file of the exported package, by relative path (see the module docstring)."""
     check_namespace(ns)
@@ -140,7 +150,7 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
         info = dict(plan.info)
         info_all[op] = info
         pkg[f"_kernels/{op}.py"] = wrap_launches(plan.variant_source).encode()
-        pkg[f"_reference/{op}.py"] = plan.task.path.read_bytes()
+        pkg[f"_reference/{op}.py"] = reference_copy(plan.task.path.read_text(), ns).encode()
         for table in plan.tables:
             pkg[f"configs/{op}/{gpu_slug(table.gpu)}.json"] = _json({"op": op, **table.to_json()})
         first_tensor = next(n for n, k in sig.inputs if k == "tensor")

@@ -9,7 +9,7 @@ Rules:
   verified ``ok`` on that GPU, adopted only when its p80 is below the general configuration's p20 on that
   shape (non-overlapping quantile ranges: a per-shape entry is never noise);
 - ``allow_untimed``: without a timed accepted decision, the configuration verified ``ok`` that static
-  compile facts rank best (``evaluator.resources.static_rank``, the ranking ``warpforge best`` shows: fewest
+  compile facts rank best (``compile_facts.static_rank``, the ranking ``warpforge best`` shows: fewest
   spilled bytes, then highest occupancy, fewest registers, least shared memory; then the earliest
   evaluation), flagged as never timed.
 Refusals raise :class:`ExportRefused`, one line that says what to do.
@@ -111,6 +111,12 @@ def _date(value: Any) -> str | None:
 
 def plan_task(reader: ReaderLike, task: Task, gpu: str | None = None, allow_untimed: bool = False) -> OpPlan:
     """Choose what to export for ``task`` (see the module docstring), or raise :class:`ExportRefused`."""
+    if task.init_inputs is not None:  # a PyTorch module by path: no standalone reference/make_inputs to ship
+        from warpforge.export.source import SourceError
+
+        raise SourceError(f"{task.name}: {task.path.name} is a PyTorch-module problem (KernelBench format); export "
+                          "packages task modules only (reference, make_inputs, SHAPES: docs/tasks.md), so write one "
+                          "for it and export that")
     decisions = list(reader.decisions(task=task.name))
     timed = [d for d in decisions if d.accepted and d.timing_source in ("live", "recorded")]
     if not timed:

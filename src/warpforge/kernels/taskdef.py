@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,3 +116,36 @@ def parse_dtype(name: str) -> torch.dtype:
 def shape_key(shape: Shape) -> str:
     """A stable, readable key for a shape: ``M=4096,N=4096``."""
     return ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
+
+
+def parse_shape_key(text: str, dims: Sequence[str] = (), task: str = "the task", complete: bool = True) -> str:
+    """``--shape`` text as the stored key (:func:`shape_key`), or a one-line TaskError (a usage error).
+
+    Every part must be ``NAME=INTEGER`` with a positive integer, each name once, and (when ``dims`` is given)
+    a dimension the task's shapes name, all of them when ``complete`` (a stored key names every dimension, so a
+    partial shape would never match); order does not matter (``N=8,M=4`` is ``M=4,N=8``).
+
+    >>> parse_shape_key("N=8,M=4", ("M", "N"))
+    'M=4,N=8'
+    """
+    example = ",".join(f"{d}=4096" for d in dims) if dims else "M=4096,N=4096"
+    shape: Shape = {}
+    for part in (p.strip() for p in text.split(",")):
+        name, eq, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not name:
+            raise TaskError(f"--shape {text!r}: each part is NAME=SIZE, got {part!r}; e.g. --shape {example}")
+        if not value.isdigit() or int(value) < 1:
+            raise TaskError(f"--shape {text!r}: {name} must be a positive integer, got {value!r}; "
+                            f"e.g. --shape {example}")
+        if dims and name not in dims:
+            raise TaskError(f"--shape {text!r}: {task} has no dimension {name!r}; its shapes name "
+                            f"{', '.join(dims)} (e.g. --shape {example})")
+        if name in shape:
+            raise TaskError(f"--shape {text!r}: {name} is given twice; e.g. --shape {example}")
+        shape[name] = int(value)
+    if dims and complete and set(shape) != set(dims):
+        missing = [d for d in dims if d not in shape]
+        raise TaskError(f"--shape {text!r}: {task}'s shapes also name {', '.join(missing)}; give every "
+                        f"dimension (e.g. --shape {example})")
+    return shape_key(shape)

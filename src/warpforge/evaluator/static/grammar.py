@@ -216,6 +216,15 @@ def parse_limited(source: str, cookie: bool = True) -> ast.Module:
         raise _fail(err.reason, str(err)) from None
 
 
+# The allowed rewrite of the Triton idioms users and LLMs write most, said with the refusal.
+_REWRITES = {
+    "autotune": "; rewrite: list the configs' values in SPACE (num_warps and num_stages are ordinary parameters, "
+                "warpforge searches them) and decorate the kernel with @triton.jit alone",
+    "heuristics": "; rewrite: compute the value in launch() (e.g. EVEN_N = N % BLOCK_N == 0), pass it to the "
+                  "kernel as a tl.constexpr argument and keep @triton.jit alone",
+}
+
+
 def _dotted(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
@@ -355,7 +364,8 @@ class Grammar:
                                 "(never called: their computation is torch's)")
                 if module == "triton" and node.attr not in TRITON_CALLS | {"jit", "language"}:
                     raise _fail("forbidden_import", f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
-                                "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant")
+                                "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant"
+                                + _REWRITES.get(node.attr, ""))
 
     # -- module statements -------------------------------------------------------------------------
     def _collect(self) -> None:
@@ -431,8 +441,10 @@ class Grammar:
             call = dec if isinstance(dec, ast.Call) else None
             target = call.func if call else dec
             if _dotted(target) != "triton.jit" or len(fn.decorator_list) != 1:
+                name = (_dotted(target) or "").rpartition(".")[2]
                 raise _fail("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: the only "
-                            "decorator is @triton.jit (autotune and heuristics take callables and hooks)")
+                            "decorator is @triton.jit (autotune and heuristics take callables and hooks)"
+                            + _REWRITES.get(name, ""))
             if call and (call.args or any(k.arg not in JIT_OPTIONS or not self._literal(k.value)
                                           for k in call.keywords)):
                 raise _fail("decorator", f"line {fn.lineno}: @triton.jit(...) takes only literal "

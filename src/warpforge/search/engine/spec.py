@@ -47,6 +47,9 @@ class CampaignSpec:
     alpha: float = 0.05  # significance for adopting a new best
     timeout_s: float = 120.0  # per child process
     interpret_check: bool = False  # GPU backends: interpreter correctness on CPU workers before the GPU
+    # The task files as the user gave them (absolute): a matched problem runs from a cached copy (``tasks``),
+    # and a hint (best, export) should name the user's file.
+    task_files: list[str] = field(default_factory=list)
 
     def pool_config(self) -> PoolConfig:
         return PoolConfig(workers=self.workers, compile_workers=self.compile_workers, use_ray=self.ray,

@@ -77,6 +77,7 @@ class TaskSummary:
     final: list[FinalEntry] = field(default_factory=list)  # the top-k re-benchmark
     reused: int = 0  # stored results reused instead of evaluated again (same source, params, software)
     notes: list[str] = field(default_factory=list)  # fallbacks that change what a number means (nothing silent)
+    failure: str | None = None  # the proposer could not do what was asked (every LLM call failed): exit 1
 
 
 @dataclass

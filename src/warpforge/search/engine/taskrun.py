@@ -156,9 +156,7 @@ class TaskRun:
             self._complete(completions)
         final = self.ending.final(self.measured, self.by_hash)
         summary = self.ending.summarize(final, self.arms)
-        summary.reused = self.reused
-        if self.reused:
-            summary.notes.append(f"{self.reused} stored result(s) reused, not evaluated again")
+        summary.reused = self.reused  # said once, by the reader of the summary (run prints it beside the table)
         if self.rounds.failed:
             summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
         if self.skipped:
@@ -167,6 +165,7 @@ class TaskRun:
         note = getattr(self.rounds.proposer, "note", "")  # e.g. the agent's calls, cost, and what stopped it
         if note:
             summary.notes.append(str(note))
+        summary.failure = getattr(self.rounds.proposer, "failure", None)
         return summary, requeued
 
     # --- proposal rounds ---------------------------------------------------------------------------

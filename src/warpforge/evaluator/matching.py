@@ -50,6 +50,11 @@ class Match:
     task: str
     order: tuple[int, ...]  # the task's argument i is the problem's argument order[i]
     keys: dict[str, str]  # the task's shape key -> the problem's global
+    # The family member that agrees (kernels/taskdef.Member) and the template constants selecting it.
+    member: str = ""
+    constants: tuple[tuple[str, Any], ...] = ()
+    # Shape keys that are no size of any input (a flag such as CAUSAL): the task's own value.
+    fixed: tuple[tuple[str, int], ...] = ()
 
     @property
     def in_order(self) -> bool:
@@ -59,12 +64,17 @@ class Match:
         """A problem's shape under the task's keys (kernelbench.KernelBenchProblem.public does the same)."""
         named = set(self.keys.values())
         return {**{k: int(v) for k, v in shape.items() if k not in named},
-                **{k: int(shape[n]) for k, n in self.keys.items()}}
+                **{k: int(shape[n]) for k, n in self.keys.items()}, **dict(self.fixed)}
+
+    @property
+    def label(self) -> str:
+        """The task, and its member for a family: ``elementwise[leaky_relu(0.01)]``."""
+        return f"{self.task}[{self.member}]" if self.member else self.task
 
     def describe(self) -> str:
         order = "arguments in order" if self.in_order else f"arguments reordered {self.order}"
         keys = ", ".join(f"{k}={v}" for k, v in self.keys.items())
-        return f"{self.task} ({order}; shape keys {keys})"
+        return f"{self.label} ({order}; shape keys {keys})"
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -72,25 +82,50 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
+def _distinct(shape: Shape, keys: list[str]) -> bool:
+    values = [shape[k] for k in keys]
+    return len(set(values)) == len(values)
+
+
 def _key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[torch.Tensor]] | None:
-    """Where each of the task's shape keys sits among its inputs' dimensions."""
+    """Where each of the task's shape keys sits among its inputs' dimensions (a key that is no dimension,
+    such as attention's CAUSAL flag, sits nowhere). The probe is every key a distinct prime; where the task's
+    generator refuses that (heads that must divide, an even head dim) its ``MATCH_PROBES`` or the first of
+    its own shapes with distinct sizes, which it accepts by construction."""
     keys = list(task.check_shapes[0]) if task.check_shapes else list(task.shapes[0])
     if len(keys) > len(PRIMES):
         return None
-    probe = dict(zip(keys, PRIMES))
-    inputs = _tensors(task.make_inputs(probe, torch.float32, 0, "cpu"))
-    where = {k: [(i, j) for i, t in enumerate(inputs) for j, d in enumerate(t.shape) if d == v]
-             for k, v in probe.items()}
-    return where, inputs
+    own = [s for s in task.match_probes + task.check_shapes + task.small_shapes + task.shapes
+           if set(s) == set(keys) and _distinct(s, keys)]
+    for probe in [dict(zip(keys, PRIMES)), *own]:
+        try:
+            inputs = _tensors(task.make_inputs(probe, torch.float32, 0, "cpu"))
+        except Exception:  # noqa: BLE001 - the generator refuses these sizes: the next probe
+            continue
+        where = {k: [(i, j) for i, t in enumerate(inputs) for j, d in enumerate(t.shape) if d == v]
+                 for k, v in probe.items()}
+        return where, inputs
+    return None
 
 
-def _problem_probe(problem: Task) -> Shape | None:
-    """The problem's shape with every derived size a distinct prime (None when it has no sizes)."""
+def _problem_probes(problem: Task) -> list[Shape]:
+    """The problem's shape with every derived size a distinct prime, then its derived check shapes whose
+    sizes are distinct (they ran, so a group count still divides its channels): empty when it has no sizes."""
     base = dict(problem.shapes[0])
     sizes = [k for k in base if problem.check_shapes and any(s.get(k) != base[k] for s in problem.check_shapes)]
     if not sizes or len(sizes) > len(PRIMES):
-        return None
-    return {**base, **dict(zip(sizes, PRIMES))}
+        return []
+    derived = [s for s in problem.check_shapes if _distinct(s, sizes) and all(s[k] > 1 for k in sizes)]
+    return [{**base, **dict(zip(sizes, PRIMES))}, *derived]
+
+
+def _runs(problem: Task, probe: Shape) -> bool:
+    try:
+        inputs = problem.make_inputs(probe, torch.float32, SEEDS[0], "cpu")
+        problem.reference(*_double(inputs))
+    except Exception:  # noqa: BLE001 - the problem's own code refuses these sizes
+        return False
+    return True
 
 
 def _agree(a: Any, b: Any) -> bool:
@@ -114,12 +149,15 @@ def _double(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 def _try(problem: Task, task: Task, probe: Shape) -> tuple[Match | None, str]:
     located = _key_positions(task)
     if located is None:
-        return None, f"{task.name}: too many shape keys"
+        return None, f"{task.name}: its generator accepts no probe with distinct sizes"
     where, task_inputs = located
     inputs = problem.make_inputs(probe, torch.float32, SEEDS[0], "cpu")
     if len(inputs) != len(task_inputs) or len(_tensors(list(inputs))) != len(inputs):
         return None, f"{task.name}: takes {len(task_inputs)} tensors, the problem {len(inputs)}"
     reason = f"{task.name}: no argument order with the same ranks and kinds"
+    own = (task.check_shapes or task.shapes)[0]
+    fixed = tuple((k, int(own[k])) for k, spots in where.items() if not spots)
+    members = [task.as_member(m.name) for m in task.members] or [task]
     for order in itertools.permutations(range(len(inputs))):
         mapped = [inputs[j] for j in order]
         if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
@@ -127,15 +165,19 @@ def _try(problem: Task, task: Task, probe: Shape) -> tuple[Match | None, str]:
             continue
         keys: dict[str, str] = {}
         for key, spots in where.items():
+            if not spots:
+                continue
             sizes = {mapped[i].shape[j] for i, j in spots}
             names = [n for n, v in probe.items() if len(sizes) == 1 and v == next(iter(sizes))]
             if len(names) != 1:
                 break
             keys[key] = names[0]
         else:
-            if _agrees_everywhere(problem, task, probe, order):
-                return Match(task.name, tuple(order), keys), ""
-            reason = f"{task.name}: outputs differ"
+            for member in members:
+                if _agrees_everywhere(problem, member, probe, order):
+                    constants = next((tuple(m.constants.items()) for m in task.members if m.name == member.member), ())
+                    return Match(task.name, tuple(order), keys, member.member, constants, fixed), ""
+            reason = f"{task.name}: outputs differ" + (f" ({len(members)} members)" if task.members else "")
             continue
         reason = f"{task.name}: its shape keys are not sizes of the problem"
     return None, reason
@@ -161,9 +203,10 @@ def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | 
     """The first built-in task computing the problem's function, and what was tried (one entry per task)."""
     from warpforge.kernels.task import builtin_task_names, get_task
 
-    probe = _problem_probe(problem)
-    if probe is None:
-        return None, ["no sizes to vary: the problem's get_inputs() reads no size from its module globals"]
+    probes = [p for p in _problem_probes(problem) if _runs(problem, p)]
+    if not probes:
+        return None, [_no_probe_reason(problem)]
+    probe = probes[0]
     tried: list[str] = []
     for task in tasks if tasks is not None else [get_task(n) for n in builtin_task_names()]:
         try:
@@ -176,6 +219,18 @@ def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | 
     return None, tried
 
 
+def _no_probe_reason(problem: Task) -> str:
+    """Why no probe exists: the derivation's own note (kernels/kernelbench.py NOTES) where it left one."""
+    from warpforge.kernels.kernelbench import NOTES
+
+    note = NOTES.get(str(problem.path), "")
+    if note:
+        return f"no derived sizes to vary ({note})"
+    if len(problem.check_shapes) > 1 or problem.check_shapes != problem.shapes:
+        return "no derived shape on which the problem's own code runs with distinct sizes"
+    return "no sizes to vary: the problem's get_inputs() reads no size from its module globals"
+
+
 def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[Path]]:
     """Write the problem as the matched task's templates see it, and those templates naming the problem.
 
@@ -186,8 +241,9 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
     from warpforge.kernels.variant import TEMPLATES_DIR
 
     source = problem.path.read_text()
-    tail = (f"\n\n# Added by warpforge (evaluator/matching.py): computes the built-in task {match.task!r}\n"
-            f"{ALIAS_ATTR} = {match.keys!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
+    aliases: dict[str, str | int] = {**match.keys, **dict(match.fixed)}
+    tail = (f"\n\n# Added by warpforge (evaluator/matching.py): computes the built-in task {match.label!r}\n"
+            f"{ALIAS_ATTR} = {aliases!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
     templates = sorted(p for p in (TEMPLATES_DIR / match.task).glob("*.py") if not p.stem.startswith("_"))
     digest = hashlib.sha256((source + tail + "".join(p.read_text() for p in templates)).encode()).hexdigest()[:16]
     folder = root / digest
@@ -202,10 +258,25 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
         alt = f'TASK = "{match.task}"'
         if line not in text and alt not in text:
             continue
+        text = _with_constants(text, match.constants)
+        if text is None:
+            continue
         target = folder / "variants" / p.name
         target.write_text(text.replace(line, f"TASK = {problem.name!r}", 1).replace(alt, f"TASK = {problem.name!r}", 1))
         out.append(target)
     return copy, out
+
+
+def _with_constants(text: str, constants: tuple[tuple[str, Any], ...]) -> str | None:
+    """The template with each module constant ``NAME = ...`` (one line) set to the member's value; None when a
+    template lacks one (it cannot compute that member)."""
+    lines = text.splitlines(keepends=True)
+    for name, value in constants:
+        spots = [i for i, ln in enumerate(lines) if ln.startswith(f"{name} = ")]
+        if len(spots) != 1:
+            return None
+        lines[spots[0]] = f"{name} = {value!r}\n"
+    return "".join(lines)
 
 
 def _feasible(template: Path, shapes: list[Shape]) -> bool:

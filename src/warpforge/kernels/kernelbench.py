@@ -155,7 +155,7 @@ class KernelBenchProblem:
     def __init__(self, module: ModuleType, path: Path) -> None:
         self.module, self.path = module, path
         self.source = ProblemSource.parse(path)
-        self.aliases: dict[str, str] = dict(getattr(module, ALIAS_ATTR, {}) or {})
+        self.aliases: dict[str, Any] = dict(getattr(module, ALIAS_ATTR, {}) or {})
         self.int_names, self.size_names = size_globals(module, self.source)
         self.bench: Shape = {n: int(getattr(module, n)) for n in self.int_names}
         self._ns: dict[str, dict[str, Any]] = {}
@@ -168,7 +168,8 @@ class KernelBenchProblem:
         inverse: dict[str, list[str]] = {}
         for key, name in self.aliases.items():
             inverse.setdefault(name, []).append(key)
-        out: Shape = {}
+        # An integer alias is a key of the matched task that sizes no input (a flag): its value, always.
+        out: Shape = {k: v for k, v in self.aliases.items() if isinstance(v, int)}
         for name, v in values.items():
             for key in inverse.get(name, [name]):
                 out[key] = int(v)

@@ -109,14 +109,33 @@ def _key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[t
 
 
 def _problem_probes(problem: Task) -> list[Shape]:
-    """The problem's shape with every derived size a distinct prime, then its derived check shapes whose
-    sizes are distinct (they ran, so a group count still divides its channels): empty when it has no sizes."""
+    """The problem's shape with every derived size a distinct prime, then its derived check shapes (they ran,
+    so a group count still divides its channels) with colliding sizes moved apart where its code still runs
+    there: empty when it has no sizes."""
     base = dict(problem.shapes[0])
     sizes = [k for k in base if problem.check_shapes and any(s.get(k) != base[k] for s in problem.check_shapes)]
     if not sizes or len(sizes) > len(PRIMES):
         return []
-    derived = [s for s in problem.check_shapes if _distinct(s, sizes) and all(s[k] > 1 for k in sizes)]
+    derived = [d for s in problem.check_shapes if all(s[k] > 1 for k in sizes)
+               for d in [_spread(problem, dict(s), sizes)] if d is not None]
     return [{**base, **dict(zip(sizes, PRIMES))}, *derived]
+
+
+def _spread(problem: Task, shape: Shape, sizes: list[str]) -> Shape | None:
+    """``shape`` with each size equal to an earlier one moved to the nearest value that is free and on which the
+    problem still runs (16, 16 becomes 16, 17 when 17 is allowed, 16, 32 when only multiples are); None if none."""
+    for i, key in enumerate(sizes):
+        taken = {shape[k] for k in sizes[:i]}
+        if shape[key] not in taken:
+            continue
+        v = shape[key]
+        for cand in [v + d for d in range(1, 4)] + [v * f for f in (2, 3, 4)]:
+            if cand not in taken and cand not in {shape[k] for k in sizes[i + 1:]} and _runs(problem, {**shape, key: cand}):
+                shape = {**shape, key: cand}
+                break
+        else:
+            return None
+    return shape if _distinct(shape, sizes) else None
 
 
 def _runs(problem: Task, probe: Shape) -> bool:
@@ -224,11 +243,11 @@ def _no_probe_reason(problem: Task) -> str:
     from warpforge.kernels.kernelbench import NOTES
 
     note = NOTES.get(str(problem.path), "")
-    if note:
-        return f"no derived sizes to vary ({note})"
-    if len(problem.check_shapes) > 1 or problem.check_shapes != problem.shapes:
-        return "no derived shape on which the problem's own code runs with distinct sizes"
-    return "no sizes to vary: the problem's get_inputs() reads no size from its module globals"
+    if problem.check_shapes == problem.shapes:
+        return f"no derived sizes to vary ({note})" if note else (
+            "no sizes to vary: the problem's get_inputs() reads no size from its module globals")
+    return ("its code runs at no probe with distinct sizes (distinct primes, or a derived check shape with "
+            "colliding sizes moved apart)" + (f"; {note}" if note else ""))
 
 
 def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[Path]]:

@@ -38,6 +38,9 @@ from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Shape, Task
 
 SEEDS = (0, 1, 2)
+# The shape key a matched problem's shapes carry with its floating inputs' element size (see _elem_bytes);
+# templates read it as ``shape.get("ELEM_BYTES", 2)``.
+ELEM_BYTES = "ELEM_BYTES"
 # Distinct primes above kernelbench.KEEP_AT_MOST (8): a size of the problem equal to one of the task's
 # keys is then that key, never a coincidence with a kept small size or another key.
 PRIMES = (11, 13, 17, 19, 23, 29, 31)
@@ -260,7 +263,7 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
     from warpforge.kernels.variant import TEMPLATES_DIR
 
     source = problem.path.read_text()
-    aliases: dict[str, str | int] = {**match.keys, **dict(match.fixed)}
+    aliases: dict[str, str | int] = {**match.keys, **dict(match.fixed), ELEM_BYTES: _elem_bytes(problem)}
     tail = (f"\n\n# Added by warpforge (evaluator/matching.py): computes the built-in task {match.label!r}\n"
             f"{ALIAS_ATTR} = {aliases!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
     templates = sorted(p for p in (TEMPLATES_DIR / match.task).glob("*.py") if not p.stem.startswith("_"))
@@ -284,6 +287,13 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
         target.write_text(text.replace(line, f"TASK = {problem.name!r}", 1).replace(alt, f"TASK = {problem.name!r}", 1))
         out.append(target)
     return copy, out
+
+
+def _elem_bytes(problem: Task) -> int:
+    """The element size of the problem's floating inputs (KernelBench problems run in float32), for templates
+    whose constraints bound shared memory: a tile of fp32 takes twice the bytes of the fp16 one a built-in
+    task's constraints assume, and a configuration that fits in fp16 ends out_of_resources in fp32."""
+    return max(torch.empty((), dtype=d).element_size() for d in problem.dtypes)
 
 
 def _with_constants(text: str, constants: tuple[tuple[str, Any], ...]) -> str | None:

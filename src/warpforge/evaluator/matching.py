@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from warpforge.evaluator.match_adapters import Adapter, adapted_template, cuts, output_rule
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Shape, Task
 
@@ -52,12 +53,16 @@ class Match:
 
     task: str
     order: tuple[int, ...]  # the task's argument i is the problem's argument order[i]
-    keys: dict[str, str]  # the task's shape key -> the problem's global
+    # The task's shape key -> the problem's global, or with an adapter a product of globals and literal sizes
+    # (a list; empty: 1) such as N = features * dim1 * dim2.
+    keys: dict[str, str | list[str | int]]
     # The family member that agrees (kernels/taskdef.Member) and the template constants selecting it.
     member: str = ""
     constants: tuple[tuple[str, Any], ...] = ()
     # Shape keys that are no size of any input (a flag such as CAUSAL): the task's own value.
     fixed: tuple[tuple[str, int], ...] = ()
+    # The reshapes between the problem's inputs and output and the task's (evaluator/match_adapters.py).
+    adapter: Adapter | None = None
 
     @property
     def in_order(self) -> bool:
@@ -65,9 +70,18 @@ class Match:
 
     def aliased(self, shape: Shape) -> Shape:
         """A problem's shape under the task's keys (kernelbench.KernelBenchProblem.public does the same)."""
-        named = set(self.keys.values())
+        named = {v for v in self.keys.values() if isinstance(v, str)}
+
+        def value(v: str | list[str | int]) -> int:
+            if isinstance(v, str):
+                return int(shape[v])
+            out = 1
+            for part in v:
+                out *= int(shape[part]) if isinstance(part, str) else int(part)
+            return out
+
         return {**{k: int(v) for k, v in shape.items() if k not in named},
-                **{k: int(shape[n]) for k, n in self.keys.items()}, **dict(self.fixed)}
+                **{k: value(v) for k, v in self.keys.items()}, **dict(self.fixed)}
 
     @property
     def label(self) -> str:
@@ -76,7 +90,9 @@ class Match:
 
     def describe(self) -> str:
         order = "arguments in order" if self.in_order else f"arguments reordered {self.order}"
-        keys = ", ".join(f"{k}={v}" for k, v in self.keys.items())
+        if self.adapter is not None:
+            order += ", " + self.adapter.describe()
+        keys = ", ".join(f"{k}={v if isinstance(v, str) else '*'.join(map(str, v)) or 1}" for k, v in self.keys.items())
         return f"{self.label} ({order}; shape keys {keys})"
 
 
@@ -168,52 +184,122 @@ def _double(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs)
 
 
-def _try(problem: Task, task: Task, probe: Shape) -> tuple[Match | None, str]:
+def _try(problem: Task, task: Task, probe: Shape,
+         cases: list[tuple[tuple[Any, ...], Any]]) -> tuple[Match | None, str]:
     located = _key_positions(task)
     if located is None:
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
     where, task_inputs = located
-    inputs = problem.make_inputs(probe, torch.float32, SEEDS[0], "cpu")
+    inputs = cases[0][0]
     if len(inputs) != len(task_inputs) or len(_tensors(list(inputs))) != len(inputs):
         return None, f"{task.name}: takes {len(task_inputs)} tensors, the problem {len(inputs)}"
     reason = f"{task.name}: no argument order with the same ranks and kinds"
     own = (task.check_shapes or task.shapes)[0]
     fixed = tuple((k, int(own[k])) for k, spots in where.items() if not spots)
     members = [task.as_member(m.name) for m in task.members] or [task]
-    for order in itertools.permutations(range(len(inputs))):
+    outs = _tensors(cases[0][1])
+    out_shape = tuple(outs[0].shape) if len(outs) == 1 else None
+    for order, adapter in _layouts(inputs, task_inputs, out_shape):
         mapped = [inputs[j] for j in order]
+        if adapter is not None:
+            mapped = adapter.inputs(mapped)
         if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
                for m, t in zip(mapped, task_inputs)):
             continue
-        keys: dict[str, str] = {}
-        for key, spots in where.items():
-            if not spots:
-                continue
-            sizes = {mapped[i].shape[j] for i, j in spots}
-            names = [n for n, v in probe.items() if len(sizes) == 1 and v == next(iter(sizes))]
-            if len(names) != 1:
-                break
-            keys[key] = names[0]
-        else:
-            for member in members:
-                if _agrees_everywhere(problem, member, probe, order):
-                    constants = next((tuple(m.constants.items()) for m in task.members if m.name == member.member), ())
-                    return Match(task.name, tuple(order), keys, member.member, constants, fixed), ""
-            reason = f"{task.name}: outputs differ" + (f" ({len(members)} members)" if task.members else "")
+        keys = _keys(where, [inputs[j] for j in order], adapter, probe)
+        if keys is None:
+            reason = f"{task.name}: its shape keys are not sizes of the problem"
             continue
-        reason = f"{task.name}: its shape keys are not sizes of the problem"
+        for member in members:
+            if _agrees_everywhere(cases, member, order, adapter):
+                constants = next((tuple(m.constants.items()) for m in task.members if m.name == member.member), ())
+                return Match(task.name, tuple(order), keys, member.member, constants, fixed, adapter), ""
+        reason = f"{task.name}: outputs differ" + (f" ({len(members)} members)" if task.members else "")
     return None, reason
 
 
-def _agrees_everywhere(problem: Task, task: Task, probe: Shape, order: tuple[int, ...]) -> bool:
+# Reshaped layouts are tried for at most this many inputs, and where an argument order has at most
+# MAX_LAYOUTS of them: every input's cuts multiply (a 3-D input cut into 4 dims has 35 ways; three of them
+# against attention's inputs made 84,000 layouts and a 90 s match).
+MAX_ADAPTED_INPUTS = 3
+MAX_LAYOUTS = 64
+
+
+def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
+             out_shape: tuple[int, ...] | None) -> list[tuple[tuple[int, ...], Adapter | None]]:
+    """Argument orders as they are, then (one output, few inputs) the same orders with each input's dims cut
+    into the task input's rank."""
+    orders = list(itertools.permutations(range(len(inputs))))
+    out: list[tuple[tuple[int, ...], Adapter | None]] = [(o, None) for o in orders]
+    if out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS:
+        return out
+    for order in orders:
+        mapped = [inputs[j] for j in order]
+        rule = output_rule(out_shape, mapped)
+        if rule is None:
+            continue
+        # An input of the task's rank is taken as it is: only a rank that differs is cut.
+        choices = [list(cuts(m.dim(), t.dim())) if m.dim() != t.dim() else [tuple((d, d + 1) for d in range(m.dim()))]
+                   for m, t in zip(mapped, task_inputs)]
+        count = 1
+        for c in choices:
+            count *= len(c)
+        if count > MAX_LAYOUTS:
+            continue
+        for groups in itertools.product(*choices):
+            if all(len(g) == m.dim() and all(b - a == 1 for a, b in g) for g, m in zip(groups, mapped)):
+                continue  # the identity: already tried without an adapter
+            out.append((order, Adapter(tuple(groups), rule)))
+    return out
+
+
+def _keys(where: dict[str, list[tuple[int, int]]], mapped: list[torch.Tensor], adapter: Adapter | None,
+          probe: Shape) -> dict[str, str | list[str | int]] | None:
+    """Each task key as the problem's global (or, through an adapter, the product of globals and literal sizes of
+    the dims it groups); None when a key names two different things."""
+    by_value = {v: n for n, v in probe.items()}
+    keys: dict[str, str | list[str | int]] = {}
+    for key, spots in where.items():
+        if not spots:
+            continue
+        found: set[tuple[str | int, ...]] = set()
+        for i, j in spots:
+            a, b = adapter.groups[i][j] if adapter is not None else (j, j + 1)
+            sizes = [int(mapped[i].shape[d]) for d in range(a, b)]
+            found.add(tuple(sorted((by_value.get(s, s) for s in sizes), key=str)))
+        if len(found) != 1:
+            return None
+        parts = list(found.pop())
+        if len(parts) == 1 and isinstance(parts[0], str):
+            keys[key] = parts[0]
+        elif adapter is None:
+            return None
+        else:
+            keys[key] = parts
+    return keys
+
+
+def _cases(problem: Task, probe: Shape) -> list[tuple[tuple[Any, ...], Any]]:
+    """The problem's inputs at the probe (seeds, then its adversarial inputs) in float64, each with the problem's
+    own output: computed once per problem, compared against every task, layout and member."""
     cases: list[tuple[Any, ...]] = [problem.make_inputs(probe, torch.float32, s, "cpu") for s in SEEDS]
     if problem.adversarial_inputs is not None:
         cases += list(problem.adversarial_inputs(probe, torch.float32, SEEDS[0], "cpu").values())
-    for inputs in cases:
-        args = _double(inputs)
+    return [(args, problem.reference(*args)) for args in map(_double, cases)]
+
+
+def _agrees_everywhere(cases: list[tuple[tuple[Any, ...], Any]], task: Task, order: tuple[int, ...],
+                       adapter: Adapter | None = None) -> bool:
+    for args, mine in cases:
         try:
-            mine = problem.reference(*args)
-            theirs = task.reference(*[args[j] for j in order])
+            ordered = [args[j] for j in order]
+            if adapter is None:
+                theirs = task.reference(*ordered)
+            else:
+                out = _tensors(task.reference(*adapter.inputs(ordered)))
+                if len(out) != 1:
+                    return False
+                theirs = adapter.output(out[0], ordered)
         except Exception:  # noqa: BLE001 - the task's reference refuses these inputs: no match
             return False
         if not _agree(mine, theirs):
@@ -229,10 +315,11 @@ def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | 
     if not probes:
         return None, [_no_probe_reason(problem)]
     probe = probes[0]
+    cases = _cases(problem, probe)
     tried: list[str] = []
     for task in tasks if tasks is not None else [get_task(n) for n in builtin_task_names()]:
         try:
-            match, why = _try(problem, task, probe)
+            match, why = _try(problem, task, probe, cases)
         except Exception as exc:  # noqa: BLE001 - the problem's code at the probe sizes
             match, why = None, f"{task.name}: {type(exc).__name__}"
         if match is not None:
@@ -281,6 +368,8 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
         if line not in text and alt not in text:
             continue
         text = _with_constants(text, match.constants)
+        if text is not None and match.adapter is not None:
+            text = adapted_template(text, match.adapter, len(match.order))
         if text is None:
             continue
         target = folder / "variants" / p.name

@@ -170,19 +170,28 @@ class KernelBenchProblem:
     def public(self, values: Shape) -> Shape:
         inverse: dict[str, list[str]] = {}
         for key, name in self.aliases.items():
-            inverse.setdefault(name, []).append(key)
+            if isinstance(name, str):
+                inverse.setdefault(name, []).append(key)
         # An integer alias is a key of the matched task that sizes no input (a flag): its value, always.
         out: Shape = {k: v for k, v in self.aliases.items() if isinstance(v, int)}
         for name, v in values.items():
             for key in inverse.get(name, [name]):
                 out[key] = int(v)
+        # A list alias is a product of globals and literal sizes (a reshaped match, evaluator/match_adapters.py):
+        # derived from the globals, which keep their own names so that globals_of recovers them.
+        for key, parts in self.aliases.items():
+            if isinstance(parts, list):
+                size = 1
+                for part in parts:
+                    size *= int(values[part]) if isinstance(part, str) else int(part)
+                out[key] = size
         return out
 
     def globals_of(self, shape: Shape) -> Shape:
         values: Shape = {}
         for key, v in shape.items():
             name = self.aliases.get(key, key)
-            if name not in self.bench:
+            if not isinstance(name, str) or name not in self.bench:
                 continue  # descriptive keys only
             if name in values and values[name] != int(v):
                 keys = sorted(k for k, n in self.aliases.items() if n == name)

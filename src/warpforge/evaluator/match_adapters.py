@@ -10,24 +10,28 @@ generated ``launch`` (:func:`launch_source`, appended to a template whose own en
 exactly the same views, so a match is the function the template computes: reshapes and views of contiguous
 tensors only, no compute in host code.
 
-Example::
+Example (a template's ``launch(x, **params)`` adapted to a 4-D input normalized over dim 1)::
 
     >>> adapter = Adapter(groups=(((0, 1), (1, 2), (2, 4)),), out=((0, 0), (0, 1), (0, 2), (0, 3)))
-    >>> print(launch_source(adapter, 1))  # doctest: +SKIP
-    def launch(x0, **params):
-        y = _task_launch(x0.reshape(x0.shape[0], x0.shape[1], x0.shape[2] * x0.shape[3]), **params)
-        return y.view(x0.shape[0], x0.shape[1], x0.shape[2], x0.shape[3])
+    >>> print(adapted_template(template_source, adapter, 1))  # doctest: +SKIP
+    def launch(x, **params):
+        wf_shape0 = x.shape
+        x = x.reshape(wf_shape0[0], wf_shape0[1], wf_shape0[2] * wf_shape0[3])
+        ...
+        return (y).view(wf_shape0[0], wf_shape0[1], wf_shape0[2], wf_shape0[3])
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 
-TASK_LAUNCH = "_task_launch"
+# The names the adapted launch keeps each problem input's shape under.
+SHAPE_PREFIX = "wf_shape"
 
 
 @dataclass(frozen=True)
@@ -77,26 +81,38 @@ def output_rule(out_shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> tu
     return tuple(rule)
 
 
-def launch_source(adapter: Adapter, n_inputs: int) -> str:
-    """The ``launch`` that views the problem's inputs as the task's, calls the template's own entry point
-    (renamed to TASK_LAUNCH) and views its output as the problem's."""
-    names = [f"x{i}" for i in range(n_inputs)]
-
-    def dims(name: str, a: int, b: int) -> str:
-        return " * ".join(f"{name}.shape[{d}]" for d in range(a, b)) or "1"
-
-    args = [f"{n}.reshape({', '.join(dims(n, a, b) for a, b in g)})" for n, g in zip(names, adapter.groups)]
-    out = ", ".join(f"{names[i]}.shape[{d}]" if i >= 0 else str(d) for i, d in adapter.out) or "()"
-    return (f"def launch({', '.join(names)}, **params):\n"
-            f"    y = {TASK_LAUNCH}({', '.join(args)}, **params)\n"
-            f"    return y.view({out})\n")
-
-
 def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
-    """The template with its ``def launch(`` renamed and the adapter's launch appended; None without one."""
-    marker = "\ndef launch("
-    if text.count(marker) != 1 or f"def {TASK_LAUNCH}(" in text:
+    """The template with its ``launch`` viewing the problem's inputs as the task's on entry and its result as the
+    problem's output on every return (the grammar allows allocation and launches in ``launch`` only, so the
+    views go into it, not around it); None when its launch does not name its inputs one by one."""
+    tree = ast.parse(text)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "launch"), None)
+    if fn is None or fn.args.vararg is not None or len(fn.args.args) != n_inputs or not fn.body:
         return None
-    return (text.replace(marker, f"\ndef {TASK_LAUNCH}(", 1).rstrip("\n")
-            + "\n\n\n# Added by warpforge (evaluator/match_adapters.py): the problem's inputs as the task's.\n"
-            + launch_source(adapter, n_inputs))
+    names = [a.arg for a in fn.args.args]
+    lines = text.splitlines(keepends=True)
+    first = fn.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(fn.body) > 1:
+        first = fn.body[1]  # after a docstring
+    indent = " " * first.col_offset
+    shapes = [f"{SHAPE_PREFIX}{i}" for i in range(n_inputs)]
+
+    def dims(i: int, a: int, b: int) -> str:
+        return " * ".join(f"{shapes[i]}[{d}]" for d in range(a, b)) or "1"
+
+    prologue = [f"{indent}# Added by warpforge (evaluator/match_adapters.py): the problem's inputs as the task's.\n"]
+    prologue += [f"{indent}{shapes[i]} = {n}.shape\n" for i, n in enumerate(names)]
+    prologue += [f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
+                 for i, (n, g) in enumerate(zip(names, adapter.groups))]
+    out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else str(d) for i, d in adapter.out) or "()"
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if any(isinstance(n, (ast.FunctionDef, ast.Lambda)) for n in ast.walk(fn) if n is not fn):
+        return None
+    for ret in sorted(returns, key=lambda r: r.lineno, reverse=True):
+        value = ast.get_source_segment(text, ret.value) if ret.value is not None else None
+        if value is None or ret.end_lineno is None:
+            return None
+        pad = " " * ret.col_offset
+        lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
+    lines[first.lineno - 1:first.lineno - 1] = prologue
+    return "".join(lines)

@@ -1,6 +1,7 @@
-"""Log-softmax (x - max - log(sum(exp(x - max))) per row), several rows per program as one 2D block [ROWS, BLOCK_N], BLOCK_N = next_power_of_2(N) and
-ROWS = TILE // BLOCK_N: short rows would leave most lanes of a one-row program idle; a 2D tile keeps
-every warp busy and issues one wide load per program. Reductions run along axis 1, one result per row."""
+"""Log-softmax (x - max - log(sum(exp(x - max))) per row), several rows per program as one 2D block
+[ROWS, BLOCK_N], BLOCK_N = next_power_of_2(N) and ROWS = TILE // BLOCK_N: short rows would leave most lanes
+of a one-row program idle; a 2D tile keeps every warp busy and issues one wide load per program. Reductions
+run along axis 1, one result per row."""
 
 import torch
 import triton

@@ -1,8 +1,8 @@
 """Log-softmax, online (looped) over BLOCK_N chunks: pass 1 streams the row once keeping a running max m
 and a running sum d rescaled by exp(m_old - m_new) whenever the max grows; pass 2 streams the row again
 and writes x - m - log(d) (never log of a rounded probability: exp(x - m) / d underflows to 0 past a
-spread of 88 where the log-probability is still finite). Register use is bounded by BLOCK_N, so any row length works; the second read
-of a row mostly hits L2 (a 32k fp32 row is 128 KiB, H100/H200 L2 is 50 MiB)."""
+spread of 88 where the log-probability is still finite). Register use is bounded by BLOCK_N, so any row
+length works; the second read of a row mostly hits L2 (a 32k fp32 row is 128 KiB, H100/H200 L2 is 50 MiB)."""
 
 import torch
 import triton

@@ -42,6 +42,9 @@ KEEP_AT_MOST = 8
 # Largest input a derived check shape may have: the interpreter runs an elementwise kernel at ~10 ms per
 # 256-element program on this machine's 2 cores (evaluator/judge/judge.py), so 100k elements is ~4 s per case.
 CHECK_ELEMENTS = 100_000
+# When every derived size is 1 and the largest input is still over CHECK_ELEMENTS (literal image sizes:
+# 3x224x224 = 150528 per item), those smallest sizes are still checked up to this many elements.
+FLOOR_ELEMENTS = 1_000_000
 # A generated copy of a problem file may end with this dict (evaluator/judge/matching.py): shape keys of the
 # matched built-in task -> the problem's globals, so that task's templates read their usual keys.
 ALIAS_ATTR = "WARPFORGE_SHAPE_KEYS"
@@ -155,7 +158,7 @@ class KernelBenchProblem:
     def __init__(self, module: ModuleType, path: Path) -> None:
         self.module, self.path = module, path
         self.source = ProblemSource.parse(path)
-        self.aliases: dict[str, str] = dict(getattr(module, ALIAS_ATTR, {}) or {})
+        self.aliases: dict[str, Any] = dict(getattr(module, ALIAS_ATTR, {}) or {})
         self.int_names, self.size_names = size_globals(module, self.source)
         self.bench: Shape = {n: int(getattr(module, n)) for n in self.int_names}
         self._ns: dict[str, dict[str, Any]] = {}
@@ -167,18 +170,28 @@ class KernelBenchProblem:
     def public(self, values: Shape) -> Shape:
         inverse: dict[str, list[str]] = {}
         for key, name in self.aliases.items():
-            inverse.setdefault(name, []).append(key)
-        out: Shape = {}
+            if isinstance(name, str):
+                inverse.setdefault(name, []).append(key)
+        # An integer alias is a key of the matched task that sizes no input (a flag): its value, always.
+        out: Shape = {k: v for k, v in self.aliases.items() if isinstance(v, int)}
         for name, v in values.items():
             for key in inverse.get(name, [name]):
                 out[key] = int(v)
+        # A list alias is a product of globals and literal sizes (a reshaped match, evaluator/judge/match_adapters.py):
+        # derived from the globals, which keep their own names so that globals_of recovers them.
+        for key, parts in self.aliases.items():
+            if isinstance(parts, list):
+                size = 1
+                for part in parts:
+                    size *= int(values[part]) if isinstance(part, str) else int(part)
+                out[key] = size
         return out
 
     def globals_of(self, shape: Shape) -> Shape:
         values: Shape = {}
         for key, v in shape.items():
             name = self.aliases.get(key, key)
-            if name not in self.bench:
+            if not isinstance(name, str) or name not in self.bench:
                 continue  # descriptive keys only
             if name in values and values[name] != int(v):
                 keys = sorted(k for k, n in self.aliases.items() if n == name)
@@ -247,6 +260,7 @@ class KernelBenchProblem:
                         f"no size above {KEEP_AT_MOST} from module globals: {fixed}); only its own shape is checked")
         out: list[Shape] = []
         failures: list[str] = []
+        floor: tuple[Shape, int] | None = None  # the smallest sizes tried and their largest input
         for start, odd in _candidates(self.size_names, self.bench):
             values = {**self.bench, **start}
             for _ in range(80):  # halving the largest size: at most log2(benchmark) steps per size
@@ -266,10 +280,36 @@ class KernelBenchProblem:
                     break
                 name = max(self.size_names, key=lambda n: values[n])
                 if values[name] <= 1:
+                    if floor is None or biggest < floor[1]:
+                        floor = (dict(values), biggest)
                     break
                 half = max(1, values[name] // 2)
                 values = {**values, name: half | 1 if odd else half}  # odd: never a power of two above 1
         note = ""
+        if not out and floor is not None:
+            # Every size at 1 and the input still over the budget: the file's literal dimensions (a 3x224x224
+            # image) set it. Those smallest sizes are checked anyway (the interpreter's minutes, not hours), and
+            # the note says why they are larger than the budget.
+            values, biggest = floor
+            sizes = shape_key({n: values[n] for n in self.size_names})
+            try:
+                outs = _tensors(reference(*make(self.public(values), 0)))
+                runs = bool(outs) and all(torch.isfinite(o).all() for o in outs if o.is_floating_point())
+            except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
+                runs, why = False, f"{type(exc).__name__}: {str(exc)[:80]}"
+            else:
+                why = "its output is not finite"
+            if runs and biggest <= FLOOR_ELEMENTS:
+                out.append(self.public(values))
+                note = (f"check shapes: at the smallest sizes ({sizes}) the largest input of {self.path.name} still "
+                        f"has {biggest} elements, over the {CHECK_ELEMENTS} budget (dimensions written as literals "
+                        "in get_inputs set it): checked there")
+            else:
+                note = (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
+                        f"largest input has {biggest} elements (budget {CHECK_ELEMENTS}, literal dimensions in "
+                        f"get_inputs set it)" + ("" if runs else f" and the code fails there ({why})")
+                        + "; only its own shape is checked")
+            return out, note
         if failures:
             note = (f"check shapes: {self.path.name} could not run at {'; '.join(failures[:3])}"
                     + (f" (derived sizes kept: {', '.join(shape_key(s) for s in out)})" if out else

@@ -4,8 +4,10 @@ A task module defines ``NAME``, ``DESCRIPTION``, ``reference``, ``make_inputs``,
 ``CHECK_SHAPES``, ``DTYPES``, ``flops`` and ``bytes_moved``; optionally ``TOLERANCES`` (dtype ->
 (atol, rtol)), ``SMALL_SHAPES`` (a reduced benchmark set that the Triton interpreter can afford),
 ``adversarial_inputs``, ``ACCUMULATION`` with ``PRECISION_SHAPES`` and ``precision_inputs`` (the
-accumulation precision the judge enforces: taskdef.Task), and for training ``GRAD_INPUTS`` (indices of
-the inputs whose gradients the task defines) with optional ``GRAD_TOLERANCES``.
+accumulation precision the judge enforces: taskdef.Task), for training ``GRAD_INPUTS`` (indices of
+the inputs whose gradients the task defines) with optional ``GRAD_TOLERANCES``; ``MATCH_PROBES`` (shapes
+the matcher may probe with); and for a family ``MEMBERS`` (``(name, reference, template constants)`` rows,
+taskdef.Member) with ``DEFAULT_MEMBER``, the one ``reference`` computes.
 
 Example::
 
@@ -25,6 +27,7 @@ from types import ModuleType
 
 from warpforge.kernels.kernelbench import kernelbench_task
 from warpforge.kernels.taskdef import (
+    Member,
     Task,
     TaskError,
 )
@@ -58,6 +61,10 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
     if missing:
         raise TaskError(f"task file {path} lacks {', '.join(missing)}: see docs/design.md §3.1 for the task contract")
     shapes = list(module.SHAPES)
+    members = tuple(Member(str(name), fn, dict(constants)) for name, fn, constants in getattr(module, "MEMBERS", ()))
+    default = str(getattr(module, "DEFAULT_MEMBER", members[0].name if members else ""))
+    if members and default not in {m.name for m in members}:
+        raise TaskError(f"task file {path}: DEFAULT_MEMBER {default!r} is not one of its MEMBERS")
     check_shapes = list(module.CHECK_SHAPES)
     if not shapes or not module.DTYPES:
         raise TaskError(f"task file {path} needs at least one entry in SHAPES and DTYPES")
@@ -82,6 +89,9 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         grad_inputs=tuple(int(i) for i in getattr(module, "GRAD_INPUTS", ())),
         grad_tolerances=dict(getattr(module, "GRAD_TOLERANCES", {})),
         grad_scales=getattr(module, "grad_scales", None),
+        members=members,
+        member=default,
+        match_probes=list(getattr(module, "MATCH_PROBES", [])),
     )
 
 

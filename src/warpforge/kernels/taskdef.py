@@ -40,6 +40,20 @@ Shape = dict[str, int]
 
 
 @dataclass(frozen=True)
+class Member:
+    """One operation of a task family (a task module's ``MEMBERS``): its reference, and the module constants
+    of the family's templates that select it (``{"OP": "leaky_relu", "OP_A": 0.01}``).
+
+    A family is one task whose templates branch on those constants, so one table row, not one file, adds an
+    operation; the matcher (evaluator/judge/matching.py) tries every member and writes the constants of the one
+    that agrees into the templates it searches."""
+
+    name: str
+    reference: Callable[..., Any]
+    constants: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Task:
     """A loaded task: ground truth, inputs, shapes and cost model of one kernel problem."""
 
@@ -80,6 +94,23 @@ class Task:
     # gradient that cancels inside one Jacobian entry (RMSNorm's dx at N = 1 is w*g*eps*rstd^3, ~1e-6 from
     # O(1) terms) no fp32 computation is within atol of the gradient's own size.
     grad_scales: Callable[..., tuple[float, ...]] | None = None
+    # A family's members (see Member); ``reference`` is the member named ``member`` (the templates' default).
+    members: tuple[Member, ...] = ()
+    member: str = ""
+    # Optional ``MATCH_PROBES``: shapes with pairwise distinct sizes that ``make_inputs`` accepts, for the
+    # matcher to find the keys among the inputs' dimensions when distinct primes are refused (heads that
+    # must divide, an even head dim).
+    match_probes: list[Shape] = field(default_factory=list)
+
+    def as_member(self, name: str) -> Task:
+        """This task computing its member ``name`` (its reference swapped); TaskError naming the members."""
+        from dataclasses import replace
+
+        for m in self.members:
+            if m.name == name:
+                return replace(self, reference=m.reference, member=m.name)
+        known = ", ".join(m.name for m in self.members) or "none (not a family)"
+        raise TaskError(f"task {self.name!r} has no member {name!r}: its members are {known}")
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-3)))

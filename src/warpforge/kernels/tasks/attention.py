@@ -49,6 +49,10 @@ CHECK_SHAPES: list[dict[str, int]] = [
     {"B": 2, "HQ": 3, "HKV": 1, "S": 13, "D": 128, "CAUSAL": 1},
 ]
 
+# For the matcher (evaluator/judge/matching.py): distinct sizes with HQ a multiple of HKV (distinct primes never
+# are).
+MATCH_PROBES: list[dict[str, int]] = [{"B": 2, "HQ": 6, "HKV": 3, "S": 11, "D": 16, "CAUSAL": 1}]
+
 SMALL_SHAPES: list[dict[str, int]] = [{"B": 1, "HQ": 4, "HKV": 2, "S": 256, "D": 128, "CAUSAL": 1}]
 
 # fp32 is left out: tl.dot on fp32 runs as TF32 on the GPU (10-bit mantissa), which an fp32 tolerance refuses.

@@ -29,8 +29,9 @@ _REDUCE_BLOCK = 1024
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
-    # pipelined A/B tiles, or the fp32 partial tile staged through shared memory on store
-    if max(stages * (bm * bk + bk * bn) * 2, bm * bn * 4) > _SMEM_BYTES:
+    # pipelined A/B tiles (4-byte elements for fp32 inputs, see ELEM_BYTES), or the fp32 partial tile staged
+    # through shared memory on store
+    if max(stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2), bm * bn * 4) > _SMEM_BYTES:
         return False
     if bm * bn > 4096 * warps:  # fp32 accumulator over 128 registers per thread spills
         return False

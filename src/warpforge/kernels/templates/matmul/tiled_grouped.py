@@ -27,7 +27,7 @@ _SMEM_BYTES = 232448
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
-    if stages * (bm * bk + bk * bn) * 2 > _SMEM_BYTES:
+    if stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2) > _SMEM_BYTES:  # 4 for fp32 (ELEM_BYTES)
         return False
     # fp32 accumulator per thread: more than 128 registers spills (e.g. 128x256 needs 8 warps)
     if bm * bn > 4096 * warps:

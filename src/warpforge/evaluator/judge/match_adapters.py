@@ -1,0 +1,118 @@
+"""Reshape adapters of the matcher (evaluator/judge/matching.py): a problem whose inputs are a task's inputs with
+dimensions merged or split off as 1 (a 4-D tensor normalized over dim 1 is the task's [M, R, N] with
+N = dim1 * dim2; a 2-D row reduction is [M, R, 1]; a LayerNorm over three trailing dims is [M, N] with
+N = features * dim1 * dim2).
+
+An :class:`Adapter` cuts each problem input's dimensions into contiguous groups, one per dimension of the
+task's input (an empty group is a size of 1), and says how the task's output is viewed as the problem's:
+each output dimension is a dimension of some input, or a literal size. Both the matcher's comparison and the
+generated ``launch`` (:func:`launch_source`, appended to a template whose own entry point is renamed) apply
+exactly the same views, so a match is the function the template computes: reshapes and views of contiguous
+tensors only, no compute in host code.
+
+Example (a template's ``launch(x, **params)`` adapted to a 4-D input normalized over dim 1)::
+
+    >>> adapter = Adapter(groups=(((0, 1), (1, 2), (2, 4)),), out=((0, 0), (0, 1), (0, 2), (0, 3)))
+    >>> print(adapted_template(template_source, adapter, 1))  # doctest: +SKIP
+    def launch(x, **params):
+        wf_shape0 = x.shape
+        x = x.reshape(wf_shape0[0], wf_shape0[1], wf_shape0[2] * wf_shape0[3])
+        ...
+        return (y).view(wf_shape0[0], wf_shape0[1], wf_shape0[2], wf_shape0[3])
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+# The names the adapted launch keeps each problem input's shape under.
+SHAPE_PREFIX = "wf_shape"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """Per problem input (in the task's argument order): its dimension groups as (start, end) ranges; and the
+    problem's output dimensions, each (input, dim) of the task-ordered inputs or (-1, literal size)."""
+
+    groups: tuple[tuple[tuple[int, int], ...], ...]
+    out: tuple[tuple[int, int], ...]
+
+    def inputs(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return [t.reshape(*[_prod(t.shape[a:b]) for a, b in g]) for t, g in zip(tensors, self.groups)]
+
+    def output(self, y: torch.Tensor, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+        return y.reshape(*[tensors[i].shape[d] if i >= 0 else d for i, d in self.out])
+
+    def describe(self) -> str:
+        def one(g: tuple[tuple[int, int], ...]) -> str:
+            return "[" + ", ".join("*".join(f"d{d}" for d in range(a, b)) or "1" for a, b in g) + "]"
+
+        return "reshaped " + ", ".join(one(g) for g in self.groups)
+
+
+def _prod(sizes: Sequence[int]) -> int:
+    out = 1
+    for s in sizes:
+        out *= int(s)
+    return out
+
+
+def cuts(rank: int, parts: int) -> Iterator[tuple[tuple[int, int], ...]]:
+    """Every way to cut dims 0..rank into ``parts`` contiguous groups, possibly empty, identity-like first."""
+    for bounds in itertools.combinations_with_replacement(range(rank + 1), parts - 1):
+        edges = (0, *bounds, rank)
+        yield tuple((edges[i], edges[i + 1]) for i in range(parts))
+
+
+def output_rule(out_shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...] | None:
+    """Each output size as a dimension of an input (found by its value, sizes being distinct primes), a 1 as
+    a literal; None when a size is neither."""
+    rule: list[tuple[int, int]] = []
+    for size in out_shape:
+        spot = next(((i, d) for i, t in enumerate(tensors) for d, s in enumerate(t.shape) if s == size), None)
+        if spot is None and size != 1:
+            return None
+        rule.append(spot if spot is not None and size != 1 else (-1, 1))
+    return tuple(rule)
+
+
+def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
+    """The template with its ``launch`` viewing the problem's inputs as the task's on entry and its result as the
+    problem's output on every return (the grammar allows allocation and launches in ``launch`` only, so the
+    views go into it, not around it); None when its launch does not name its inputs one by one."""
+    tree = ast.parse(text)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "launch"), None)
+    if fn is None or fn.args.vararg is not None or len(fn.args.args) != n_inputs or not fn.body:
+        return None
+    names = [a.arg for a in fn.args.args]
+    lines = text.splitlines(keepends=True)
+    first = fn.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(fn.body) > 1:
+        first = fn.body[1]  # after a docstring
+    indent = " " * first.col_offset
+    shapes = [f"{SHAPE_PREFIX}{i}" for i in range(n_inputs)]
+
+    def dims(i: int, a: int, b: int) -> str:
+        return " * ".join(f"{shapes[i]}[{d}]" for d in range(a, b)) or "1"
+
+    prologue = [f"{indent}# Added by warpforge (evaluator/judge/match_adapters.py): inputs as the task takes them.\n"]
+    prologue += [f"{indent}{shapes[i]} = {n}.shape\n" for i, n in enumerate(names)]
+    prologue += [f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
+                 for i, (n, g) in enumerate(zip(names, adapter.groups))]
+    out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else str(d) for i, d in adapter.out) or "()"
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if any(isinstance(n, (ast.FunctionDef, ast.Lambda)) for n in ast.walk(fn) if n is not fn):
+        return None
+    for ret in sorted(returns, key=lambda r: r.lineno, reverse=True):
+        value = ast.get_source_segment(text, ret.value) if ret.value is not None else None
+        if value is None or ret.end_lineno is None:
+            return None
+        pad = " " * ret.col_offset
+        lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
+    lines[first.lineno - 1:first.lineno - 1] = prologue
+    return "".join(lines)

@@ -1,0 +1,119 @@
+"""Unary elementwise op over 2D tiles [BLOCK_M, BLOCK_N] addressed by the input's strides: a transposed or
+sliced input is read in place (the flat template copies it first), and a tile of several short rows keeps
+every lane busy where rows are narrower than a block. ``_op`` is the family's operation, selected by the
+constants OP, OP_A and OP_B at compile time."""
+
+import torch
+import triton
+import triton.language as tl
+
+TASK = "elementwise"
+# The family member (kernels/tasks/elementwise.py MEMBERS): the matcher rewrites these three lines.
+OP = "gelu"
+OP_A = 0.0
+OP_B = 0.0
+
+SPACE = {
+    "BLOCK_M": [1, 2, 4, 8, 16],
+    "BLOCK_N": [64, 128, 256, 512, 1024],
+    "num_warps": [1, 2, 4, 8],
+    "num_stages": [1],
+}
+
+# As in the flat template: more than 16 fp32 values per thread buys no wider access and costs registers;
+# fewer than one per thread leaves lanes idle.
+MAX_ELEMS_PER_THREAD = 16
+
+
+def constraints(params, shape):
+    per_thread = params["BLOCK_M"] * params["BLOCK_N"] // (32 * params["num_warps"])
+    return 1 <= per_thread <= MAX_ELEMS_PER_THREAD
+
+
+@triton.jit
+def _tanh(x):
+    # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
+    # next term 17x^7/315 is below 6e-8 relative.
+    ax = tl.abs(x)
+    t = tl.exp(-2.0 * ax)
+    big = (1.0 - t) / (1.0 + t)
+    x2 = x * x
+    small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0)))
+    return tl.where(ax < 0.1, small, tl.where(x < 0, -big, big))
+
+
+@triton.jit
+def _expm1(x):
+    # exp(x) - 1 cancels for small |x|; the series to x^5 is within 2e-8 relative below 0.1.
+    small = x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0)))))
+    return tl.where(tl.abs(x) < 0.1, small, tl.exp(x) - 1.0)
+
+
+@triton.jit
+def _softplus(x):
+    # log(1 + exp(x)) overflows for x > 88; max(x, 0) + log1p(exp(-|x|)) does not, with log1p by its series
+    # where 1 + u rounds u away (u < 1e-3: u - u^2/2 + u^3/3, next term below 3e-13).
+    u = tl.exp(-tl.abs(x))
+    log1p = tl.where(u < 1e-3, u * (1.0 - u * (0.5 - u * (1.0 / 3.0))), tl.log(1.0 + u))
+    return tl.maximum(x, 0.0) + log1p
+
+
+@triton.jit
+def _op(x, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr):
+    if OP == "relu":
+        y = tl.maximum(x, 0.0)
+    elif OP == "leaky_relu":
+        y = tl.where(x >= 0, x, x * OP_A)
+    elif OP == "sigmoid":
+        y = 1.0 / (1.0 + tl.exp(-x))
+    elif OP == "tanh":
+        y = _tanh(x)
+    elif OP == "gelu":
+        y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    elif OP == "gelu_tanh":
+        y = 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    elif OP == "selu":
+        y = 1.0507009873554805 * tl.where(x > 0, x, 1.6732632423543772 * _expm1(tl.minimum(x, 0.0)))
+    elif OP == "elu":
+        y = tl.where(x > 0, x, OP_A * _expm1(tl.minimum(x, 0.0)))
+    elif OP == "hardsigmoid":
+        y = tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)
+    elif OP == "hardswish":
+        y = x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+    elif OP == "hardtanh":
+        y = tl.minimum(tl.maximum(x, OP_A), OP_B)
+    elif OP == "softplus":
+        y = _softplus(x)
+    elif OP == "softsign":
+        y = x / (1.0 + tl.abs(x))
+    elif OP == "silu":
+        y = x / (1.0 + tl.exp(-x))
+    elif OP == "mish":
+        y = x * _tanh(_softplus(x))
+    elif OP == "abs":
+        y = tl.abs(x)
+    else:
+        tl.static_assert(False, "unknown elementwise OP")
+    return y
+
+
+@triton.jit
+def _tile_kernel(x_ptr, y_ptr, M, N, sxm, sxn, sym, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    x = tl.load(x_ptr + rows[:, None] * sxm + cols[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
+    y = _op(x, OP, OP_A, OP_B)
+    tl.store(y_ptr + rows[:, None] * sym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def launch(x, **params):
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    m, n = x2.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    grid = (triton.cdiv(m, params["BLOCK_M"]), triton.cdiv(n, params["BLOCK_N"]))
+    _tile_kernel[grid](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0), OP=OP, OP_A=OP_A, OP_B=OP_B,
+                       BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
+                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+    return y.view(x.shape)

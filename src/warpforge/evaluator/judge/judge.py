@@ -395,8 +395,13 @@ class Judge:
             if saved is None:
                 return _fail(job, Verdict.REJECTED, "missing_artefact", f"no saved output for case {case.label} "
                              "(or it changed after its hash was reported)")
-            for before, after in zip(case.inputs, saved["inputs_after"]):
-                if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+            inputs_after = saved["inputs_after"]
+            if len(inputs_after) < len(case.inputs):  # the harness saves every input: fewer is a forged record
+                return _fail(job, Verdict.REJECTED, "missing_artefact", f"the saved record of case {case.label} "
+                             f"holds {len(inputs_after)} inputs of {len(case.inputs)}")
+            for before, after in zip(case.inputs, inputs_after):
+                if isinstance(before, torch.Tensor) and not (isinstance(after, torch.Tensor)
+                                                             and torch.equal(before, after)):
                     return _fail(job, Verdict.REJECTED, "input_mutated",
                                  f"launch modified an input ({case.label}); inputs are read-only")
         if self.report.get("threads_end"):

@@ -35,6 +35,7 @@ import socket
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,7 @@ def worker_error(key: str, spec: JobSpec, exc: BaseException) -> Completion:
     return Completion(key, result=result)
 
 
-class EvalPool:
+class EvalPool(ABC):
     """What the campaign drives: ``submit`` jobs (and A/B re-measurements), ``poll`` for completions."""
 
     backend_name: str = ""
@@ -168,19 +169,19 @@ class EvalPool:
     can_remeasure: bool = False
     describe: str = ""
 
-    def submit(self, spec: JobSpec) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def submit(self, spec: JobSpec) -> None: ...
 
-    def submit_remeasure(self, key: str, a: JobSpec, b: JobSpec) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def submit_remeasure(self, key: str, a: JobSpec, b: JobSpec) -> None: ...
 
-    def poll(self, timeout: float) -> list[Completion]:
-        raise NotImplementedError
+    @abstractmethod
+    def poll(self, timeout: float) -> list[Completion]: ...
 
-    def pump(self) -> None:
+    def pump(self) -> None:  # noqa: B027 - optional: pools whose workers pull jobs need no pump
         """Let finished workers start their next job now (a no-op where workers pull jobs themselves)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: a pool holding nothing has nothing to close
         pass
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +49,7 @@ class Pick:
     repair: str | None = None
 
 
-class Policy:
+class Policy(ABC):
     """Chooses the next feasible, unseen row; ``None`` lets the caller fall back to uniform sampling.
 
     ``only`` (a bool mask over the feasible rows) restricts the choice, e.g. to the incumbent's
@@ -57,8 +58,8 @@ class Policy:
 
     name = "policy"
 
-    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
-        raise NotImplementedError
+    @abstractmethod
+    def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None: ...
 
     def optuna_samplers(self) -> list[BaseSampler]:
         return []
@@ -115,9 +116,9 @@ class ScoringArm(Policy):
         self.max_candidates, self.n_startup, self.top_k = max_candidates, n_startup, top_k
         self.broken = False
 
+    @abstractmethod
     def acquisition(self, ctx: Context, rows: np.ndarray) -> np.ndarray:
         """Higher is better, one score per row of ``rows``."""
-        raise NotImplementedError
 
     def when_broken(self, ctx: Context, only: np.ndarray | None) -> Pick | None:
         return None

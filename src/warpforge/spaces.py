@@ -98,12 +98,13 @@ def trim(src: Path, dest: Path) -> None:
 
 def spaces_tables(spaces: list[SpaceInfo]) -> list[Any]:
     """One table per folder (its title says which), five columns, ~71 wide for the longest upstream name."""
+    from rich.markup import escape
     from rich.table import Table
 
     tables = []
     for origin in dict.fromkeys(s.origin for s in spaces):
         where = f"shipped ({SHIPPED})" if origin == "shipped" else origin
-        t = Table(title=f"recorded GPU tuning spaces: {where}", title_justify="left")
+        t = Table(title=escape(f"recorded GPU tuning spaces: {where}"), title_justify="left")  # a folder: text
         t.add_column("space", overflow="fold")
         t.add_column("GPU", overflow="fold")
         t.add_column("configs", justify="right", no_wrap=True)
@@ -111,7 +112,8 @@ def spaces_tables(spaces: list[SpaceInfo]) -> list[Any]:
         t.add_column("KB", justify="right", no_wrap=True)
         for s in spaces:
             if s.origin == origin:
-                t.add_row(s.name, s.gpu.removeprefix("NVIDIA ").removeprefix("GeForce ") or "-", str(s.configs),
+                t.add_row(escape(s.name), escape(s.gpu.removeprefix("NVIDIA ").removeprefix("GeForce ") or "-"),
+                          str(s.configs),
                           str(s.failed), f"{s.size_bytes / 1e3:.0f}")
         tables.append(t)
     return tables

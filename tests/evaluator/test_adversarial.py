@@ -66,7 +66,7 @@ def test_manifest_is_complete() -> None:
 
 
 # The default tier keeps the honest controls and every fixture the grammar refuses before anything runs (fast);
-# the 45 that run candidate code in a sandboxed child (~6 min on 2 cores) are in the slow tier, which .ci/run
+# the 57 that run candidate code in a sandboxed child (~6 min on 2 cores) are in the slow tier, which .ci/run
 # runs too (`make test-slow`).
 def _tier(f: Any) -> Any:
     runtime = f.expected_verdict != "ok" and (f.runtime_only or f.expected_verdict != "rejected")

@@ -124,7 +124,8 @@ def test_the_docstring_names_every_rule() -> None:
              "module_alias", "module_constant", "decorator", "model_new_class", "model_new_init", "rebinding",
              "host_statement",
              "kernel_use", "host_name", "jit_body_disallowed", "private_access", "dynamic_access", "host_read",
-             "torch_compute_call", "module_statement", "tensor_use", "constexpr_tensor", "kernel_argument"}
+             "torch_compute_call", "module_statement", "tensor_use", "constexpr_tensor", "kernel_argument",
+             "space_value", "space_too_large"}
     assert all(f"[{rule}]" in doc for rule in rules), [r for r in rules if f"[{r}]" not in doc]
     source = inspect.getsource(grammar)
     used = {line.split('"')[1] for line in source.splitlines() if '_fail("' in line or 'fail("' in line}

@@ -67,3 +67,31 @@ def test_warpforge_eval_says_space_value_in_one_line(entry: str, tmp_path: Path)
                                    "--unsafe-run-unsandboxed"])
     assert res.exit_code == 2, res.output
     assert "space_value" in res.stderr and "SPACE['X']" in res.stderr and "internal error" not in res.stderr
+
+
+def _wide_space(params: int, values: int) -> str:
+    return "".join(f'"P{i}": {list(range(values))},' for i in range(params))
+
+
+def test_a_space_past_the_bound_is_refused_before_anything_runs() -> None:
+    # 7 parameters of 10 values beside the template's 4 x 6 x 4: 960,000,000 configurations, 9,600 times the
+    # bound, refused from the list lengths alone (building them would take minutes and gigabytes).
+    source = with_entry(_wide_space(7, 10))
+    with pytest.raises(VariantError) as err:
+        parse_variant(source, "mutant")
+    assert err.value.reason == "space_too_large" and "\n" not in str(err.value)
+    assert "9.6e+08 configurations" in str(err.value), err.value
+    finding = check_source(source)
+    assert finding is not None and finding.reason == "space_too_large", finding
+
+
+def test_a_space_at_the_bound_is_accepted() -> None:
+    # 10**5 = 100,000 exactly (the template's own ROWS_PER_PROGRAM, num_warps and num_stages lists multiply it:
+    # they are replaced here so the product is known without reading the template)
+    head, _, tail = TEMPLATE.partition("SPACE = {")
+    body = tail[tail.index("}") + 1:]
+    source = head + "SPACE = {" + '"ROWS_PER_PROGRAM": [1], "num_warps": [4], "num_stages": [1], ' \
+        + _wide_space(5, 10) + "}" + body
+    variant = parse_variant(source, "honest")
+    assert variant.space_size == 100_000
+    assert check_source(source) is None

@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from warpforge.errors import UsageError
 
@@ -53,7 +54,7 @@ def transcripts(
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
     if not calls:
-        out.print(f"campaign {campaign!r} made no LLM calls (proposer: template, or the agent never ran)")
+        out.print(f"campaign {campaign!r} made no LLM calls (proposer: template, or the agent never ran)", markup=False)
         return
     from warpforge.term_tables import calls_table
 
@@ -64,12 +65,12 @@ def transcripts(
 
         out.print(proposals_table(plans, f"plans proposed in {campaign}"))
     for run in runs:
-        out.print(_run_line(run), highlight=False)
+        out.print(_run_line(run), highlight=False, markup=False)
     if full:
         for c in calls:
-            out.rule(f"{c.task} {c.call_key} ({c.outcome})")
+            out.rule(escape(f"{c.task} {c.call_key} ({c.outcome})"))  # stored text: never Rich markup
             for m in c.messages:
-                out.print(f"[bold]{m['role']}[/bold]", highlight=False)
+                out.print(f"[bold]{escape(str(m['role']))}[/bold]", highlight=False)
                 out.print(m["content"], markup=False, highlight=False)
             if c.response.reasoning:
                 out.print("[bold]reasoning[/bold]", highlight=False)
@@ -77,7 +78,7 @@ def transcripts(
             out.print("[bold]answer[/bold]", highlight=False)
             out.print(c.response.content, markup=False, highlight=False)
             if c.message:
-                out.print(f"[bold]why not used:[/bold] {c.message}", highlight=False)
+                out.print(f"[bold]why not used:[/bold] {escape(c.message)}", highlight=False)
 
 
 def _run_line(r: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True)
 out = Console()
@@ -71,7 +72,7 @@ def export(
     for p in plans:
         where = ", ".join(t.gpu for t in p.tables)
         note = " [yellow](NEVER TIMED: --allow-untimed)[/yellow]" if p.untimed else ""
-        out.print(f"torch.ops.{namespace}.{p.task.name}: {p.variant_name} ({p.variant_hash[:12]}) tuned on {where}"
-                  f"{note}", highlight=False)
+        op = escape(f"torch.ops.{namespace}.{p.task.name}: {p.variant_name} ({p.variant_hash[:12]}) tuned on {where}")
+        out.print(f"{op}{note}", highlight=False)  # stored names escaped; only the note is markup
     out.print(f"{dest}: {len(report.written)} file(s) written, {len(report.unchanged)} unchanged, "
-              f"{len(report.removed)} removed", highlight=False)
+              f"{len(report.removed)} removed", highlight=False, markup=False)

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from warpforge.parallel.explain import LABELS, time_split
@@ -71,7 +72,7 @@ def _export(console: Console, ex: Export | None) -> None:
     console.print(f"\n[bold]{ex.format} export[/bold]")
     console.print(ex.text, markup=False, highlight=False)
     for note in ex.notes:
-        console.print(f"[dim]note: {note}[/dim]")
+        console.print(f"[dim]note: {escape(note)}[/dim]")
 
 
 def _band(pred: Prediction) -> str:
@@ -91,7 +92,9 @@ def _fits(pred: Prediction) -> str:
 
 def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: int | None = None) -> None:
     console = _console()
-    head = Table(title=f"{pred.model} on {gpus_label(pred.gpus, pred.cluster, gpus_per_node)}: {pred.plan.short()}")
+    # Model and cluster names come from the user's --model/--cluster (a file's name field): text, not markup.
+    head = Table(title=escape(f"{pred.model} on {gpus_label(pred.gpus, pred.cluster, gpus_per_node)}: "
+                              f"{pred.plan.short()}"))
     head.add_column("metric")
     head.add_column("value", justify="right")
     rows = [
@@ -124,7 +127,7 @@ def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: 
     console.print(tb)
     console.print(mb)
     for note in pred.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     _export(console, ex)
 
 
@@ -149,7 +152,7 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
     per_node = res.gpus // res.nodes if res.nodes else None
     title = (f"best plans for {res.model} on {gpus_label(res.gpus, res.cluster, per_node)}, global batch "
              f"{res.global_batch}")
-    t = Table(title=title)
+    t = Table(title=escape(title))
     for col, just in (("#", "right"), ("plan", "left"), ("step s", "right"), ("tokens/s", "right"),
                       ("MFU", "right"), ("±err", "right"), ("GiB", "right"), ("where the time goes", "left")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -175,7 +178,7 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
     console.print("[bold]why[/bold]")
     for r in res.plans:
         for line in r.why[2:]:
-            console.print(f"  #{r.rank} {line}")
+            console.print(f"  #{r.rank} {line}", markup=False)
     band = res.plans[0].prediction.error_band if res.plans else None
     if band is not None:
         console.print(f"validated error of these predictions: {band.label()}")
@@ -183,11 +186,11 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
     if tie:
         console.print(tie, highlight=False)
     for note in res.plans[0].prediction.notes if res.plans else []:
-        console.print(f"[yellow]note (#1):[/yellow] {note}")
+        console.print(f"[yellow]note (#1):[/yellow] {escape(note)}")
     console.print(f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "
                   f"of {res.space_size}, {res.feasible} fit, {res.elapsed_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     for e in res.enqueued:
         console.print(f"enqueued {e.plan.short()}: {e.status} {e.message}", markup=False)  # may hold "[..]"
     if db_url:
-        console.print(f"stored {stored} plans in {db_url}")
+        console.print(f"stored {stored} plans in {db_url}", markup=False)
     _export(console, ex)

@@ -24,6 +24,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from warpforge.errors import UsageError
@@ -40,8 +41,6 @@ FACTS_LEGEND = ("compiled for {target}: regs registers per thread, spill and sme
 def params_text(params: Mapping[str, Any] | None) -> str:
     """``name=value, ...``: breaks between pairs at 80 columns, where JSON would break inside one. Escaped for
     Rich (every caller prints it through Rich): a SPACE string "[/red]" is the candidate's text, not markup."""
-    from rich.markup import escape
-
     return escape(", ".join(f"{k}={json.dumps(v)}" for k, v in params.items())) if params else "-"
 
 
@@ -215,10 +214,12 @@ def _rows_table(rows: list[dict[str, Any]], facts: list[list[dict[str, Any]]], s
             table.add_column(col, overflow="fold")
     _facts_columns(table)
     for r in rows:
-        cells = {"id": str(r["id"]), "variant": r["variant"], "params": params_text(r["params"]),
+        # Stored names (variant files, tasks, campaigns, GPUs) are escaped: a variant file "[/red].py" is text
+        # the candidate's author chose, and Rich parsed it as a closing tag (MarkupError, "internal error").
+        cells = {"id": str(r["id"]), "variant": escape(r["variant"] or ""), "params": params_text(r["params"]),
                  "ms": f"{r['time_ms']:.4g}" if r["time_ms"] else "-",
                  "speedup": f"{r['speedup']:.3g}" if r["speedup"] else "-",
-                 **{k: f(r) for k, f in _VALUES.items()}}
+                 **{k: escape(f(r)) for k, f in _VALUES.items()}}
         table.add_row(*[cells[c] for c in cols], *(facts_cells(r["compile"]) if r["compile"] else ("-",) * 4))
     out.print(_fitted(table))
 
@@ -280,12 +281,13 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
             why = (f" (the latest campaign, {latest[0].campaign}, measured {latest[0].measured} of "
                    f"{latest[0].evaluations} evaluations)" if latest else "")
             err.print(f"no measured correct result for {task!r}{where}{why}: below, {static_scope(ranking)}, "
-                      "ranked by compile facts instead", highlight=False, soft_wrap=True)
+                      "ranked by compile facts instead", highlight=False, markup=False, soft_wrap=True)
             _static_tables(task, how, ranking, limit)
         else:
             why = f"; the latest campaign ({latest[0].campaign}) says: {latest[0].note}" if latest else ""
             err.print(f"no measured correct result for {task!r}{where} in the stored campaign decisions{why}; "
-                      f"run a campaign on a GPU (warpforge run {how} --backend cuda)", highlight=False, soft_wrap=True)
+                      f"run a campaign on a GPU (warpforge run {how} --backend cuda)", highlight=False, markup=False,
+                      soft_wrap=True)
         raise typer.Exit(1)
     _winners_table(task, how, shape, rows)
 
@@ -294,7 +296,7 @@ def _winners_table(task: str, how: str, shape: str | None, rows: list[dict[str, 
     from warpforge.compile_facts import facts_cells, worst_facts
 
     wide = out.width >= WIDE
-    table = Table(title=f"best {task}" + (f" ({shape})" if shape else ""))
+    table = Table(title=escape(f"best {task}" + (f" ({shape})" if shape else "")))
     cols = ("gpu", "variant", "params", "ms", "speedup") + (("campaign",) if wide else ())
     for col in cols:
         if col == "params":
@@ -306,10 +308,11 @@ def _winners_table(task: str, how: str, shape: str | None, rows: list[dict[str, 
     for r in rows:
         interval = (f" [{r['speedup_low']:.3g}-{r['speedup_high']:.3g}]"
                     if r["speedup_low"] is not None and r["speedup_high"] is not None else "")
-        cells = [f"{r['gpu']} ({r['timing_source']})", r["variant"] or "-", params_text(r["params"]),
+        cells = [escape(f"{r['gpu']} ({r['timing_source']})"), escape(r["variant"] or "-"), params_text(r["params"]),
                  f"{r['time_ms']:.4g}", (f"{r['speedup']:.3g}x" if r["speedup"] else "-") + interval]
         if wide:
-            cells += [r["campaign"], *(facts_cells(worst_facts(r["resources"])) if r["resources"] else ("-",) * 4)]
+            cells += [escape(r["campaign"] or ""),
+                      *(facts_cells(worst_facts(r["resources"])) if r["resources"] else ("-",) * 4)]
         table.add_row(*cells)
     out.print(_fitted(table))
     if not wide:
@@ -344,7 +347,7 @@ def _static(reader: Any, task: str, how: str, limit: int, json_out: bool) -> Non
         _static_tables(task, how, ranking, limit)
     else:
         err.print(f"no configuration of {task!r} was verified ok: run warpforge run {how} (without a GPU it checks "
-                  "and compiles them)", highlight=False, soft_wrap=True)
+                  "and compiles them)", highlight=False, markup=False, soft_wrap=True)
     if not ranking:
         raise typer.Exit(1)
 
@@ -353,13 +356,13 @@ def _static_tables(task: str, how: str, ranking: Mapping[str, Sequence[Any]], li
     from warpforge.compile_facts import facts_cells
 
     for target, entries in ranking.items():
-        table = Table(title=f"{task}: static ranking for {target} by compile facts (not a time)")
+        table = Table(title=escape(f"{task}: static ranking for {target} by compile facts (not a time)"))
         table.add_column("#", overflow="fold")
         table.add_column("variant", overflow="fold")
         _params_column(table, [r.params for r in entries[:limit]])
         _facts_columns(table)
         for r in entries[:limit]:
-            table.add_row(str(r.rank), r.variant, params_text(r.params), *facts_cells(r.worst))
+            table.add_row(str(r.rank), escape(r.variant), params_text(r.params), *facts_cells(r.worst))
         out.print(_fitted(table))
         more = f" (top {limit}; --limit N for more)" if len(entries) > limit else ""
         _print_wrapped(f"{len(entries)} configurations verified ok{more}, ordered by fewest spilled bytes "

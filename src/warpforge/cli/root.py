@@ -94,7 +94,7 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
                  "\n".join(t + ("*" if t in r["backward_templates"] else "") for t in r["templates"])
                  or "none: use\n--variant-file",
                  *(["\n".join(r["grad_inputs"]) or "-"] if wide else [])]  # the inputs the task differentiates
-        table.add_row(*cells)
+        table.add_row(*[rich_escape(c) for c in cells])  # a --task-file's NAME/DESCRIPTION is its author's text
     out.print(table)
 
 
@@ -217,12 +217,13 @@ def run(
     reused: dict[str, int] = {}
 
     def on_start(task: str, total: int) -> None:
-        bars[task] = progress.add_task("", total=total, name=task, status="starting")
+        # The bar's columns are Rich markup templates: a task or variant name is escaped before it goes in.
+        bars[task] = progress.add_task("", total=total, name=rich_escape(task), status="starting")
 
     def on_event(e: Event) -> None:
         reused[e.task] = reused.get(e.task, 0) + int(e.cached)
         best = f"best {e.best_ms:.4g} ms ({e.best_label})" if e.best_ms is not None else "best: not measured"
-        progress.update(bars[e.task], completed=e.done, status=f"{e.result.summary()} | {best}")
+        progress.update(bars[e.task], completed=e.done, status=rich_escape(f"{e.result.summary()} | {best}"))
         if not err.is_terminal and not json_out:  # the bar draws only on a terminal: one line per evaluation
             from warpforge.run_progress import progress_line
 
@@ -248,24 +249,25 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
     """What ``run`` prints at the end, readable at 80 columns (prose wraps between words)."""
     if summary.resumed:
         out.print(f"resumed campaign {summary.campaign}: {summary.requeued} interrupted configuration"
-                  f"{'s' if summary.requeued != 1 else ''} re-queued", highlight=False)
+                  f"{'s' if summary.requeued != 1 else ''} re-queued", highlight=False, markup=False)
     for t in summary.tasks:
-        table = Table(title=f"campaign {summary.campaign}: {t.task} ({t.backend})")
+        # Campaign, task and variant names are the user's or a candidate's text: escaped, never Rich markup.
+        table = Table(title=rich_escape(f"campaign {summary.campaign}: {t.task} ({t.backend})"))
         # Unmeasured runs (no GPU, no recordings) have no best time or parameters: those columns are dropped.
         cols = ("variant", "feasible", "evaluated", "verdicts") + (("best ms", "best params") if t.measured else ())
         for col in cols:
             table.add_column(col, overflow="fold")
         for v in t.variants:
-            row = [v.variant, str(v.feasible), str(v.evaluated),
+            row = [rich_escape(v.variant), str(v.feasible), str(v.evaluated),
                    ", ".join(f"{k}:{n}" for k, n in sorted(v.verdicts.items())) or "-"]
             if t.measured:
                 row += [f"{v.best_ms:.4g}" if v.best_ms else "-", _params_text(v.best_params)]
             table.add_row(*row)
         out.print(table)
-        out.print(t.timing, highlight=False)
+        out.print(t.timing, highlight=False, markup=False)
         if reused.get(t.task):
             out.print(f"reused {reused[t.task]} stored result{'s' if reused[t.task] != 1 else ''} (same source, "
-                      "parameters, backend and software): not evaluated again", highlight=False)
+                      "parameters, backend and software): not evaluated again", highlight=False, markup=False)
         if t.final:
             final = Table(title=f"top {len(t.final)} re-benchmarked" if any(f.remeasured for f in t.final)
                           else f"top {len(t.final)} (recorded times, not re-measured)")
@@ -274,24 +276,25 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
             for f in t.final:
                 interval = (f"{f.speedup_low:.3g}-{f.speedup_high:.3g}x ({f.interval})"
                             if f.speedup_low is not None and f.speedup_high is not None else f.interval)
-                final.add_row("best" if f.chosen else "", f.variant, _params_text(f.params),
-                              f"{f.ms:.4g}" if f.ms else "-", f"{f.speedup:.3g}x" if f.speedup else "-", interval)
+                final.add_row("best" if f.chosen else "", rich_escape(f.variant), _params_text(f.params),
+                              f"{f.ms:.4g}" if f.ms else "-", f"{f.speedup:.3g}x" if f.speedup else "-",
+                              rich_escape(interval))
             out.print(final)
         if t.measured:
-            out.print(t.acceptance, highlight=False)
-        out.print(f"evaluated {t.workers}", highlight=False)
+            out.print(t.acceptance, highlight=False, markup=False)
+        out.print(f"evaluated {t.workers}", highlight=False, markup=False)
         for note in t.notes:  # e.g. the LLM agent's calls, cost and the budget that stopped it
-            out.print(note, highlight=False, soft_wrap=True)
-    out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)", highlight=False)
+            out.print(note, highlight=False, markup=False, soft_wrap=True)
+    out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)", highlight=False, markup=False)
     if any(t.measured for t in summary.tasks):
         out.print(f"next: warpforge best {summary.tasks[0].task}; every evaluation: warpforge results --campaign "
-                  f"{summary.campaign}", highlight=False)
+                  f"{summary.campaign}", highlight=False, markup=False)
     else:
         ok = [t.task for t in summary.tasks if any(v.verdicts.get("ok") for v in t.variants)]
         static = (f"warpforge best {ok[0]} --static ranks the ok configurations by compile facts (static, not a "
                   "time); ") if ok else ""
         out.print(f"next: {static}warpforge results --campaign {summary.campaign} lists the verdicts; for times, "
-                  "run the same command with --backend cuda on a CUDA machine", highlight=False)
+                  "run the same command with --backend cuda on a CUDA machine", highlight=False, markup=False)
 
 
 @app.command("eval")
@@ -350,7 +353,8 @@ def eval_cmd(
         _emit_json(result.model_dump(mode="json"))
     else:
         color = "green" if result.verdict is Verdict.OK else "red"
-        out.print(f"[{color}]{result.verdict.value}[/{color}]" + (f": {result.reason}" if result.reason else ""))
+        out.print(f"[{color}]{result.verdict.value}[/{color}]" + (f": {rich_escape(result.reason)}" if result.reason
+                                                                   else ""))
         if chosen is not None:
             out.print(f"params {_params_text(chosen)} ({how})", highlight=False)
         if result.message:  # quotes the candidate's own text (an exception's message): never Rich markup
@@ -364,7 +368,8 @@ def eval_cmd(
         for line in _resource_lines(result.resources):
             out.print(line, highlight=False, markup=False)
         if result.measured:
-            out.print(f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})")
+            out.print(f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})",
+                      markup=False)
     if result.verdict is not Verdict.OK:
         raise typer.Exit(1)
 
@@ -394,7 +399,7 @@ def db_upgrade(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
     payload = {"db": database.safe_url, "revision": database.current_revision()}
     if json_out:
         return _emit_json(payload)
-    out.print(f"{payload['db']} is at revision {payload['revision']}")
+    out.print(f"{payload['db']} is at revision {payload['revision']}", markup=False)
 
 
 @app.command()

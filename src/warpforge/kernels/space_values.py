@@ -32,12 +32,27 @@ REASON = "space_value"
 # Optuna keep them as JSON numbers. 64 bits is the widest value a kernel can receive.
 INT_LIMIT = 1 << 63
 ALLOWED = "int, float, bool, str or None"
+TOO_LARGE = "space_too_large"
+# The most configurations a SPACE may name (the product of its list lengths). The built-in templates' largest
+# is 648 (matmul/tiled_grouped); 100,000 is 150 times that. Past it the trusted side itself would suffer:
+# Variant.configs() builds every configuration as a dict in the orchestrator (~0.5 KB each: 50 MB here), the
+# space stage's child reports each feasible one as a JSON row (~25 B for a matmul row: 2.5 MB of the 16 MiB
+# report cap), and the child calls constraints() once per configuration and shape inside the job's 120 s.
+# A SPACE of 20 parameters with 10 values each (1e20) was only a timeout of the child before, after the
+# parent had started listing it.
+MAX_CONFIGS = 100_000
 
 
 class SpaceRefused(ValueError):
     """SPACE is not a literal dict of typed lists; the message names the parameter and what to write."""
 
     reason = REASON
+
+
+class SpaceTooLarge(SpaceRefused):
+    """SPACE's cartesian product names more than MAX_CONFIGS configurations."""
+
+    reason = TOO_LARGE
 
 
 def _shown(node: ast.AST) -> str:
@@ -101,4 +116,9 @@ def space_from_node(node: ast.AST) -> dict[str, list[Any]]:
             raise SpaceRefused(f"SPACE[{name!r}] = {_shown(values)}: each parameter maps to a non-empty list of "
                                f"{ALLOWED} literals")
         space[name] = [_value(name, element) for element in values.elts]
+    size = math.prod(len(v) for v in space.values())  # lengths only: the product itself is never built
+    if size > MAX_CONFIGS:
+        sizes = " x ".join(str(len(v)) for v in space.values())
+        raise SpaceTooLarge(f"SPACE names {size:.3g} configurations ({sizes}), over the {MAX_CONFIGS:,} a variant "
+                            "may name: split it into variants or prune values (constraints() runs on every one)")
     return space

@@ -108,7 +108,7 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
             try:  # typed from the tree, never evaluated (kernels/space_values.py)
                 space = space_from_node(value)
             except SpaceRefused as exc:
-                raise VariantError(f"{where}: {REASON}: {exc}", REASON) from None
+                raise VariantError(f"{where}: {exc.reason}: {exc}", exc.reason) from None
     if model_new and task is None:
         task = ""  # the task it is evaluated against
     elif not isinstance(task, str) or not task:

@@ -395,7 +395,7 @@ class Judge:
             if saved is None:
                 return _fail(job, Verdict.REJECTED, "missing_artefact", f"no saved output for case {case.label} "
                              "(or it changed after its hash was reported)")
-            inputs_after = saved["inputs_after"]
+            inputs_after = saved.get("inputs_after", [])  # load_saved admits a record without the key
             if len(inputs_after) < len(case.inputs):  # the harness saves every input: fewer is a forged record
                 return _fail(job, Verdict.REJECTED, "missing_artefact", f"the saved record of case {case.label} "
                              f"holds {len(inputs_after)} inputs of {len(case.inputs)}")

@@ -146,9 +146,10 @@ class TrainingJudge(Judge):
                                        "saved is a tuple of plain torch.Tensors (statistics the backward reads)")
             saved = self.load(f"out_{case.id}.pt")
             assert saved is not None  # judge.Judge._launches checked every file
-            after = saved["inputs_after"]
+            after = saved.get("inputs_after", [])
             grad_out = self.plan.grad_outs[case.id]
-            if len(after) != len(case.inputs) + 1 or not torch.equal(after[-1], grad_out):
+            if len(after) != len(case.inputs) + 1 or not (isinstance(after[-1], torch.Tensor)
+                                                          and torch.equal(after[-1], grad_out)):
                 return self.job.result(Verdict.REJECTED, "input_mutated", f"launch_backward modified grad_out "
                                        f"({case.label}); the upstream gradient is read-only")
         return None

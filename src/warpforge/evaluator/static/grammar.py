@@ -26,6 +26,7 @@ Module::
     space       := "SPACE" "=" { STR: [value, ...], ... }: distinct ASCII identifier keys, non-empty
                    lists of int | float | bool | str | None literals (finite, 64-bit, no control
                    characters), typed from the tree (kernels/space_values.py)           [space_value]
+                   at most 100,000 configurations (the product of the list lengths)      [space_too_large]
     function    := "@triton.jit" def NAME(args): jit-body                                 [decorator]
                  | def (launch | launch_forward | launch_backward | constraints | NAME)(args): host-body
                    (defaults are literals; no decorators other than ``@triton.jit``, no annotations that are
@@ -109,7 +110,6 @@ from collections.abc import Iterator
 
 from warpforge.evaluator.static.vocab import StaticFinding
 from warpforge.kernels import source_limits as limits
-from warpforge.kernels.space_values import REASON as SPACE_REASON
 from warpforge.kernels.space_values import SpaceRefused, space_from_node
 
 IMPORTS = {("torch", None), ("triton", None), ("math", None), ("triton.language", "tl"), ("torch.nn", "nn")}
@@ -409,7 +409,7 @@ class Grammar:
                     try:
                         space_from_node(node.value)
                     except SpaceRefused as exc:
-                        raise _fail(SPACE_REASON, f"line {node.lineno}: {exc}") from None
+                        raise _fail(exc.reason, f"line {node.lineno}: {exc}") from None
                 if not self._literal(node.value):
                     raise _fail("module_constant", f"line {node.lineno}: {targets[0].id} = "
                                 f"{ast.unparse(node.value)[:60]}: module-level values are literals, arithmetic on "

@@ -254,6 +254,7 @@ def render_table(records: list[BenchRecord], width: int = 80) -> Any:
     end) and long names fold, so four budgets fit 80 columns instead of Rich squeezing 11 columns to 1-4
     characters each (term_tables.py); at 120 or more, one fact per column.
     """
+    from rich.markup import escape
     from rich.table import Table
 
     budgets = sorted({r.budget for r in records})
@@ -282,7 +283,8 @@ def render_table(records: list[BenchRecord], width: int = 80) -> Any:
         by_space.setdefault(r.space, {}).setdefault(r.sampler, {})[r.budget] = r
     for space, samplers in by_space.items():
         first = next(iter(samplers.values()))
-        head = [space, "[dim]random (exact)[/dim]"] if wide else [f"[bold]{space}[/bold]\n [dim]random (exact)[/dim]"]
+        name = escape(space)  # a space is named by its file: the user's text, never Rich markup
+        head = [name, "[dim]random (exact)[/dim]"] if wide else [f"[bold]{name}[/bold]\n [dim]random (exact)[/dim]"]
         table.add_row(*head,
                       *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], *[""] * tail)
         for sampler, rows in samplers.items():
@@ -295,7 +297,7 @@ def render_table(records: list[BenchRecord], width: int = 80) -> Any:
             if last.collapse_fraction is not None:
                 same += f"{sep}@{last.collapse_fraction:.3f}"
             facts = [f"{any_rec.wall_s:.2f}", f"{wasted:.1f}", f"{last.evaluations:.1f}", same]
-            table.add_row(*(["", sampler] if wide else [f" {sampler}"]), *cells,
+            table.add_row(*(["", escape(sampler)] if wide else [f" {escape(sampler)}"]), *cells,
                           *(facts if wide else [f"{facts[0]}\n{facts[1]}", f"{facts[2]}\n{same}"]))
         table.add_section()
     return table

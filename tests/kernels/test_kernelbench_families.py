@@ -233,3 +233,26 @@ def test_split_k_configurations_that_pass_constraints_compile_in_fp32(tmp_path: 
         failure, resources = compile_stage(pool, Job(task, variant, biggest))
     assert failure is None, failure.message
     assert all(r.shared_bytes is not None and r.shared_bytes <= 232448 for r in resources)
+
+
+def test_hidden_shapes_keep_the_reduced_dimension_and_the_matched_element_width(tmp_path: Path) -> None:
+    # `dim` reaches the constructor and sizes no input: perturbed like a size (to 2, 3 or 4) it made the
+    # argmin another function, or an IndexError ("got 4") that crashed the worker. ELEM_BYTES is the matched
+    # copy's alias: its value is the element width of float32, 4.
+    import random
+
+    from warpforge.evaluator.judge.judge import hidden_shapes
+    from warpforge.kernels.kernelbench import ALIAS_ATTR
+
+    path = write(tmp_path, "argmin_dim", "torch.argmin(x, dim=self.dim)", "batch, dim1, dim2",
+                 "batch = 64\ndim1 = 256\ndim2 = 255\ndim = 1", init=", dim", body="        self.dim = dim",
+                 init_inputs="dim")
+    aliases = {"M": "batch", "R": "dim1", "N": "dim2", "ELEM_BYTES": 4}
+    path.write_text(path.read_text() + f"\n{ALIAS_ATTR} = {aliases!r}\n")
+    task = load_task_file(path)
+    assert task.fixed_keys == {"dim", "ELEM_BYTES"}
+    shapes = [s for seed in range(40) for s in hidden_shapes(task, random.Random(seed))]
+    assert shapes and all(s["dim"] == 1 and s["ELEM_BYTES"] == 4 for s in shapes)
+    assert {s["M"] for s in shapes} - {c["M"] for c in task.check_shapes}  # the sizes still move
+    x, = task.make_inputs(shapes[0], torch.float32, 0, "cpu")
+    assert torch.equal(task.reference(x), torch.argmin(x, dim=1))

@@ -32,3 +32,18 @@ def test_member_references_match_formulas() -> None:
 def test_every_member_on_every_template(name: str, dtype: torch.dtype) -> None:
     failures = run_members(TASK, VARIANTS[name], [{"M": 2, "R": 37, "N": 5}, {"M": 3, "R": 13, "N": 1}], dtype)
     assert not failures, "\n".join(failures[:5])
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_wide_rows_never_take_narrow_column_blocks(name: str) -> None:
+    # An RMSNorm over 64 features of 112 x 64 x 512 x 512 (N = 512 * 512 columns per m): a program of fewer than
+    # 16 fp32 columns reads under 64 bytes a row, and on the interpreter's check shapes BLOCK_N = 1 ran past the
+    # check budget. A single column (N = 1) and a narrow N still leave configurations.
+    from newtask_harness import load, valid_configs
+
+    variant = VARIANTS[name]
+    module = load(variant)
+    wide = valid_configs(variant, module, {"M": 112, "R": 64, "N": 512 * 512})
+    assert wide and min(c["BLOCK_N"] for c in wide) >= 16
+    for n in (1, 2, 5, 30):
+        assert valid_configs(variant, module, {"M": 128, "R": 4096, "N": n}), n

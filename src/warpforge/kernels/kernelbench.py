@@ -250,6 +250,37 @@ class KernelBenchProblem:
         with torch.device("meta"):
             return max((t.numel() for t in _tensors(list(ns["get_inputs"]()))), default=0)
 
+    def _input_dims(self, values: Shape) -> tuple[tuple[int, ...], ...] | None:
+        """The dimensions of every input and state tensor at these globals, on meta tensors (nothing
+        allocated); None when the file's code does not run there."""
+        try:
+            with torch.device("meta"):
+                ns = self.source.namespace(values)
+                state = list(ns["Model"](*ns["get_init_inputs"]()).state_dict().values())
+                return tuple(tuple(t.shape) for t in _tensors(list(ns["get_inputs"]()) + state))
+        except Exception:  # noqa: BLE001 - the user's code at values it was not written for (or without meta)
+            return None
+
+    def fixed_keys(self) -> frozenset[str]:
+        """Public shape keys that are no size: integer globals on which no input's or state's dimensions depend
+        (``dim`` handed to the constructor as the dimension to reduce, a stride), decided by changing each one
+        (+1 and doubled) and looking at the inputs, and the matched task's integer aliases (a flag, ELEM_BYTES).
+        Hidden shapes keep these: ``dim = 1`` perturbed to 2 or 4 is another function or none at all."""
+        base = self._input_dims(self.bench)
+        fixed: set[str] = {k for k, v in self.aliases.items() if isinstance(v, int)}
+        if base is None:  # the constructor cannot run on meta: nothing known, only the aliases' flags
+            return frozenset(fixed)
+        inverse: dict[str, list[str]] = {}
+        for key, name in self.aliases.items():
+            if isinstance(name, str):
+                inverse.setdefault(name, []).append(key)
+        for name in self.int_names:
+            v = int(self.bench[name])
+            bumped = [self._input_dims({**self.bench, name: w}) for w in (v + 1, 2 * v)]
+            if all(d is None or d == base for d in bumped):
+                fixed.update(inverse.get(name, [name]))
+        return frozenset(fixed)
+
     # -- derived check shapes -------------------------------------------------------------------------------
     def derive(self, reference: Callable[..., Any], make: Callable[[Shape, int], tuple[Any, ...]]) -> tuple[
             list[Shape], str]:
@@ -454,4 +485,5 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     return Task(name=path.stem, description=doc[0] if doc else f"KernelBench problem {path.stem}", path=path,
                 reference=reference, make_inputs=make_inputs, shapes=[bench], check_shapes=check_shapes or [bench],
                 dtypes=[torch.float32], flops=flops, bytes_moved=bytes_moved, builtin=False,
-                param_names=param_names, init_inputs=problem.init_inputs, adversarial_inputs=adversarial_inputs)
+                param_names=param_names, init_inputs=problem.init_inputs, adversarial_inputs=adversarial_inputs,
+                fixed_keys=problem.fixed_keys())

@@ -101,6 +101,10 @@ class Task:
     # matcher to find the keys among the inputs' dimensions when distinct primes are refused (heads that
     # must divide, an even head dim).
     match_probes: list[Shape] = field(default_factory=list)
+    # Shape keys that size no input (a by-path problem's ``dim`` passed to the constructor, a matched task's
+    # flag or element width, kernels/kernelbench.py): hidden shapes keep their value, since changing one
+    # changes the function, not its sizes (the judge would then call a correct kernel wrong).
+    fixed_keys: frozenset[str] = frozenset()
 
     def as_member(self, name: str) -> Task:
         """This task computing its member ``name`` (its reference swapped); TaskError naming the members."""

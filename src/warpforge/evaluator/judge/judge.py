@@ -96,7 +96,8 @@ def perturb_dim(value: int, rng: random.Random) -> int:
 def hidden_shapes(task: Task, rng: random.Random, count: int = 1) -> list[Shape]:
     """Small shapes nobody has seen, derived from CHECK_SHAPES with the parent's unpredictable RNG.
 
-    A variant hard-coded to the published sizes (benchmark or check) passes those and fails these.
+    A variant hard-coded to the published sizes (benchmark or check) passes those and fails these. Keys that
+    size no input (``Task.fixed_keys``: a reduced dimension's index, a flag) keep the base shape's value.
     """
     base = list(task.check_shapes or task.small_shapes)
     known = {shape_key(s) for s in [*task.shapes, *task.check_shapes, *task.small_shapes]}
@@ -104,7 +105,7 @@ def hidden_shapes(task: Task, rng: random.Random, count: int = 1) -> list[Shape]
     for _ in range(20 * count):
         if len(out) >= count or not base:
             break
-        shape = {k: perturb_dim(int(v), rng) for k, v in rng.choice(base).items()}
+        shape = {k: int(v) if k in task.fixed_keys else perturb_dim(int(v), rng) for k, v in rng.choice(base).items()}
         if shape_key(shape) not in known:
             known.add(shape_key(shape))
             out.append(shape)

@@ -24,9 +24,17 @@ SPACE = {
 MAX_ELEMS_PER_THREAD = 32
 
 
+# Columns per program: at least 16 (64 bytes of fp32 per row, two 32-byte sectors), or a quarter of N rounded
+# up to a power of two where N is narrower (so every N keeps a SPACE value). A 1-column program reads R
+# scattered elements and programs number M * N / BLOCK_N: on the interpreter's check shapes of an RMSNorm
+# over 64 features of 512 x 512 maps BLOCK_N = 1 ran past the 480 s check budget.
+MIN_BLOCK_N = 16
+
+
 def constraints(params, shape):
     per_thread = params["BLOCK_R"] * params["BLOCK_N"] // (32 * params["num_warps"])
-    return 1 <= per_thread <= MAX_ELEMS_PER_THREAD
+    floor = min(MIN_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4)
+    return 1 <= per_thread <= MAX_ELEMS_PER_THREAD and params["BLOCK_N"] >= floor
 
 
 @triton.jit

@@ -22,9 +22,20 @@ MAX_BLOCK_R = 65536
 MAX_ELEMS_PER_THREAD = 64
 
 
+# Columns per program: at least 16 (64 bytes of fp32 per row), or a quarter of N rounded up to a power of two
+# where N is narrower, or as many as fit the registers beside a long R. A 1-column program reads R scattered
+# elements and programs number M * N / BLOCK_N: on the interpreter's check shapes of an RMSNorm over 64
+# features of 512 x 512 maps BLOCK_N = 1 ran past the 480 s check budget.
+MIN_BLOCK_N = 16
+MAX_WARPS = 32  # the largest num_warps in SPACE
+
+
 def constraints(params, shape):
     block_r = triton.next_power_of_2(shape["R"])
-    return block_r <= MAX_BLOCK_R and block_r * params["BLOCK_N"] // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
+    fits = max(1, MAX_ELEMS_PER_THREAD * 32 * MAX_WARPS // block_r)  # a power of two, as block_r is
+    floor = min(MIN_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4, fits)
+    return (block_r <= MAX_BLOCK_R and block_r * params["BLOCK_N"] // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
+            and params["BLOCK_N"] >= floor)
 
 
 @triton.jit

@@ -27,7 +27,7 @@ class _Engine:
 
 
 def test_the_candidates_message_is_printed_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:
-    import warpforge.evaluator.run.backends as backends
+    import warpforge.evaluator.run.backend as backends
 
     monkeypatch.setattr(backends, "usable_backend", lambda *a, **k: "interpret")
     monkeypatch.setattr(backends, "get_backend", lambda *a, **k: _Engine())

@@ -190,7 +190,8 @@ def test_a_static_ranking_of_a_by_path_task_hints_at_its_file(by_path_db: tuple[
     # Old: "warpforge run 23_Softmax --backend cuda" and "warpforge export 23_Softmax ...": both "unknown task".
     url, problem = by_path_db
     for spelled in ("23_Softmax", str(problem)):  # by the stored name or by the path
-        res = CliRunner().invoke(app, ["best", spelled, "--static", "--db", url])
+        # wide enough that the hint's path (pytest's tmp_path, longer under xdist) is never folded mid-path
+        res = CliRunner().invoke(app, ["best", spelled, "--static", "--db", url], env={"COLUMNS": "400"})
         assert res.exit_code == 0, res.stderr
         text = " ".join(res.stdout.split())
         assert f"warpforge run {problem} --backend cuda" in text  # the user's file, not the cached copy

@@ -152,8 +152,8 @@ class KernelFacts(_KernelBase, total=False):
     """One kernel the AOT compile built (child/compile.py), the basis of a result's Resources."""
 
     source_hash: str
-    shape: dict[str, int]
-    dtype: str
+    shape: dict[str, int] | None  # None for a specialization compiled after the check (no shape of its own)
+    dtype: str | None
     num_warps: int
 
 

@@ -190,11 +190,11 @@ def test_a_static_ranking_of_a_by_path_task_hints_at_its_file(by_path_db: tuple[
     # Old: "warpforge run 23_Softmax --backend cuda" and "warpforge export 23_Softmax ...": both "unknown task".
     url, problem = by_path_db
     for spelled in ("23_Softmax", str(problem)):  # by the stored name or by the path
-        # wide enough that the hint's path (pytest's tmp_path, longer under xdist) is never folded mid-path
-        res = CliRunner().invoke(app, ["best", spelled, "--static", "--db", url], env={"COLUMNS": "400"})
+        res = CliRunner().invoke(app, ["best", spelled, "--static", "--db", url])
         assert res.exit_code == 0, res.stderr
         text = " ".join(res.stdout.split())
-        assert f"warpforge run {problem} --backend cuda" in text  # the user's file, not the cached copy
+        # the user's file, not the cached copy; compared without blanks: a long tmp_path (xdist's) folds mid-path
+        assert f"warpforge run {problem} --backend cuda".replace(" ", "") in "".join(text.split())
         # export packages task modules: a PyTorch-module problem is not offered (it would be refused)
         assert "warpforge export" not in text and "is not exported as a package" in text
     res = CliRunner().invoke(app, ["results", "--task", str(problem), "--db", url, "--json"])

@@ -42,7 +42,7 @@ def test_softmax_is_searched_with_its_templates_and_both_tolerances_are_stated()
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["rows"]
     assert row["correct"] and row["matched"].startswith("softmax")
-    assert "M=1,N=257" in row["checked"] and "negated" in row["input_kinds"]
+    assert any(c.endswith("M=1,N=257") for c in row["checked"]) and "negated" in row["input_kinds"]
     assert row["warpforge_tolerance"].startswith("pass") and row["kernelbench_tolerance"].startswith("pass")
     assert row["speedup_eager"] == ("needs a GPU" if not torch.cuda.is_available() else row["speedup_eager"])
 

@@ -34,8 +34,10 @@ def constraints(params, shape):
     block_r = triton.next_power_of_2(shape["R"])
     fits = max(1, MAX_ELEMS_PER_THREAD * 32 * MAX_WARPS // block_r)  # a power of two, as block_r is
     floor = min(MIN_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4, fits)
+    # The floor binds only where one configuration can still serve every benchmark shape: R=65535 with N=1
+    # needs BLOCK_N=1, so a shape whose whole R fits one program keeps every width (looped.py has the floor).
     return (block_r <= MAX_BLOCK_R and block_r * params["BLOCK_N"] // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
-            and params["BLOCK_N"] >= floor)
+            and (params["BLOCK_N"] >= floor or block_r <= 4096))
 
 
 @triton.jit

@@ -429,6 +429,7 @@ def _mount_subsystems() -> None:
     from warpforge.cli.bench import bench_search
     from warpforge.cli.dashboard import dashboard
     from warpforge.cli.export import export
+    from warpforge.cli.optimize import optimize_command
     from warpforge.cli.plan import app as plan_app
     from warpforge.cli.results import best, results
     from warpforge.cli.spaces import spaces_command
@@ -438,6 +439,7 @@ def _mount_subsystems() -> None:
     app.command("bench-search")(bench_search)
     app.command("spaces")(spaces_command)
     app.command("export")(export)
+    app.command("optimize")(optimize_command)
     app.command("dashboard")(dashboard)
     app.add_typer(plan_app, name="plan")
     app.add_typer(agent_app, name="agent")

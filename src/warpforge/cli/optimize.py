@@ -1,0 +1,71 @@
+"""``warpforge optimize TARGET``: profile a model's step, search its hot regions, patch and prove the winners.
+
+TARGET is a folder with a transformers ``config.json``, a KernelBench-format ``.py`` file, or
+``module:function`` returning ``(model, inputs)`` (optimize/target.py). Exit codes: 0 the report was written
+(whatever was or was not patched: the report says); 1 the proof found the patched model differing or could
+not run; 2 usage (a TARGET that is none of the three, an unknown --dtype or --gpu).
+
+Example::
+
+    warpforge optimize ./qwen3-tiny --trials 8 --out ./opt
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+err = Console(stderr=True)
+out = Console()
+
+
+def optimize_command(
+    target: str = typer.Argument(..., metavar="TARGET", help="a transformers config folder, a KernelBench-format "
+                                 ".py file, or module:function returning (model, inputs)"),
+    batch: int = typer.Option(2, "--batch", min=1, help="sequences per step (transformers targets)"),
+    seq: int = typer.Option(64, "--seq", min=1, help="tokens per sequence (transformers targets)"),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="the step's dtype: bfloat16 | float16 | float32"),
+    train: bool = typer.Option(True, "--train/--infer", help="a training step (forward, loss, backward) or a "
+                               "forward alone"),
+    gpu: str = typer.Option("H100", "--gpu", help="the GPU whose roofline prices the step on a CPU"),
+    trials: int = typer.Option(8, "--trials", min=1, help="evaluations in all, spread over the matched tasks"),
+    backend: str = typer.Option("auto", "--backend", help="auto | cuda | interpret | replay"),
+    steps: int = typer.Option(3, "--steps", min=1, help="optimizer steps the proof compares (training)"),
+    out_dir: Path = typer.Option(Path("warpforge-optimize"), "--out", help="where the report, the exported "
+                                 "package and the patch plan go"),
+    db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in "
+                                  "the user data)"),
+    json_out: bool = typer.Option(False, "--json", help="print the report as one JSON document on stdout"),
+) -> None:
+    """Find a model's hot regions, search kernels for them, patch the winners in and prove the model unchanged."""
+    from warpforge.kernels.taskdef import parse_dtype
+    from warpforge.optimize.flow import OptimizeOptions, optimize
+
+    parse_dtype(dtype)  # a usage error before anything runs
+    opts = OptimizeOptions(target=target, out=out_dir, batch=batch, seq=seq, dtype=dtype, train=train, gpu=gpu,
+                           trials=trials, backend=backend, db=db, steps=steps,
+                           on_stage=lambda s: err.print(f"[bold]optimize[/bold]: {escape(s)}", highlight=False))
+    report = optimize(opts)
+    if json_out:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        table = Table(title=escape(f"{report.target}: regions"))
+        for col in ("region", "kind", "share", "task", "status"):
+            table.add_column(col, overflow="fold")
+        for r in report.regions[:25]:
+            table.add_row(escape(r.name), r.kind, f"{r.share:.1%}", escape(r.task or "-"), escape(r.status))
+        out.print(table)
+        s = report.speedup
+        out.print(f"coverage {report.coverage:.1%}; estimated speedup {s.estimated or 0:.3f}x (ceiling "
+                  f"{s.ceiling or 0:.3f}x): {s.basis}", highlight=False, markup=False)
+        out.print(f"report: {out_dir / 'report.md'}", highlight=False, markup=False)
+    c = report.checks
+    if c.error or not c.outputs_match or c.losses_match is False or c.grads_match is False:
+        err.print(f"[red]error:[/red] the patched model is not proven equal: "
+                  f"{escape(c.error or 'see the report')}", highlight=False)
+        raise typer.Exit(1)

@@ -1,0 +1,258 @@
+"""``warpforge optimize``: a whole model in, a patched model and the evidence out.
+
+1. **Profile** one step (optimize/trace.py): on a CPU each op priced on the target GPU's roofline (an
+   estimate, labelled so).
+2. **Regions** (optimize/regions.py), each matched to a built-in task by what it computes.
+3. **Budget by Amdahl's law**: every matched task gets one trial (a verified kernel to patch with), the rest
+   of ``--trials`` goes by expected whole-step gain: the region's share times its headroom (its eager ops'
+   cost over the task's fused kernel at the speed of light, ``task.flops`` and ``task.bytes_moved``). The
+   ceiling is the step time if every matched region ran at that bound.
+4. **Search** each task (one campaign each, the evaluator's usual checks), **export** the winners
+   (``warpforge export``'s package; untimed on a CPU, flagged), **patch** the regions by module path
+   (optimize/patching.py) and **prove** it in a separate process (optimize/prove.py): outputs, then N
+   optimizer steps' losses and the gradients of the first, against the unpatched model.
+
+Example::
+
+    >>> report = optimize(OptimizeOptions(target="./qwen3-tiny", trials=8, out=Path("opt")))  # doctest: +SKIP
+    >>> report.coverage                                                                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import torch
+
+from warpforge.errors import UsageError
+from warpforge.evaluator.gpus import GpuPeaks, peaks_for
+from warpforge.optimize.patching import PatchSpec
+from warpforge.optimize.regions import Region, coverage, cut_regions
+from warpforge.optimize.report import Checks, OptimizeReport, RegionRow, SpeedupEstimate
+from warpforge.optimize.target import Target, load_target
+from warpforge.optimize.trace import trace_step
+
+
+@dataclass
+class OptimizeOptions:
+    target: str
+    out: Path
+    batch: int = 2
+    seq: int = 64
+    dtype: str = "bfloat16"
+    train: bool = True
+    gpu: str = "H100"
+    trials: int = 8
+    backend: str = "auto"
+    db: str | None = None
+    steps: int = 3
+    namespace: str = "wf_opt"
+    seed: int = 0
+    lr: float = 1e-3
+    on_stage: Callable[[str], None] = field(default=lambda s: None)
+
+
+def _peaks(gpu: str) -> GpuPeaks:
+    peaks = peaks_for(gpu)
+    if peaks is None:
+        from warpforge.evaluator.gpus import _table
+
+        known = ", ".join(str(r["match"]) for r in _table())
+        raise UsageError(f"--gpu {gpu!r}: no peak figures for it; known GPUs: {known}")
+    return peaks
+
+
+def _fused_seconds(region: Region, peaks: GpuPeaks, dtype: torch.dtype) -> float:
+    """The region's forward as the task's one kernel at the speed of light (its backward unchanged)."""
+    from warpforge.kernels.task import get_task
+
+    assert region.match is not None
+    task = get_task(region.match.task)
+    fwd = peaks.sol_ms(task.flops(region.match.shape, dtype), task.bytes_moved(region.match.shape, dtype),
+                       dtype) / 1e3
+    return fwd + sum(o.seconds for o in region.ops if o.backward)
+
+
+def _patchable(region: Region, train: bool) -> str:
+    """Why a matched region cannot be patched ("" when it can)."""
+    from warpforge.kernels.task import get_task
+
+    assert region.match is not None
+    if region.match.member:
+        return "a family member (its export carries no member constants yet)"
+    if train and not region.match.has_backward:
+        return "the task has no backward kernel (a training step needs one)"
+    if get_task(region.match.task).n_params:
+        return "a by-path task"
+    return ""
+
+
+def allocate(regions: list[Region], gains: dict[str, float], trials: int) -> dict[str, int]:
+    """Trials per task: one each, the rest in proportion to the expected whole-step gain of its regions."""
+    tasks = sorted({r.match.task for r in regions if r.match is not None})
+    if not tasks:
+        return {}
+    budget = {t: 1 for t in tasks}
+    spare = max(0, trials - len(tasks))
+    total = sum(gains.values())
+    if spare and total > 0:
+        shares = {t: gains.get(t, 0.0) / total for t in tasks}
+        extra = {t: int(spare * shares[t]) for t in tasks}
+        left = spare - sum(extra.values())
+        for t in sorted(tasks, key=lambda t: -(spare * shares[t] - extra[t]))[:left]:
+            extra[t] += 1
+        for t in tasks:
+            budget[t] += extra[t]
+    return budget
+
+
+def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> dict[str, str]:
+    """One campaign per task; the campaign's name per task (its failure is reported, not raised)."""
+    from warpforge.preflight import check_run
+    from warpforge.search.engine.campaign import run_campaign
+    from warpforge.search.engine.spec import CampaignSpec
+
+    names: dict[str, str] = {}
+    for task, n in tasks.items():
+        name = f"optimize-{stamp}-{task}"
+        opts.on_stage(f"search {task}: {n} trial(s)")
+        spec = check_run(CampaignSpec(name=name, tasks=[task], trials=n, backend=opts.backend, db_url=opts.db,
+                                      seed=opts.seed, top_k=1))
+        run_campaign(spec)
+        names[task] = name
+    return names
+
+
+def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, str], bool]:
+    """The exported package of every task with a verified winner; (dir, task -> why not, untimed)."""
+    from warpforge.db.queries import Reader
+    from warpforge.export.package import render_package, write_tree
+    from warpforge.export.plan import ExportRefused, plan_task
+    from warpforge.kernels.task import get_task
+
+    reader = Reader(opts.db)
+    plans, refused = [], {}
+    for name in tasks:
+        try:
+            plans.append(plan_task(reader, get_task(name), allow_untimed=True))
+        except ExportRefused as e:
+            refused[name] = str(e).splitlines()[0]
+    dest = opts.out / "package"
+    if plans:
+        write_tree(dest, render_package(plans, opts.namespace, "package", patch=False))
+    return dest, refused, any(p.untimed for p in plans)
+
+
+def _spec_for(region: Region, dtypes: list[str], train: bool) -> PatchSpec:
+    from warpforge.kernels.task import get_task
+
+    m = region.match
+    assert m is not None
+    task = get_task(m.task)
+    ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
+    module, _, rest = region.name.partition("::")
+    return PatchSpec(region=region.name, module=module, function=rest.partition("#")[0] if rest else "",
+                     op=m.task, order=list(m.order), flatten=list(m.flatten), ranks=ranks,
+                     zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
+                     dtypes=dtypes)
+
+
+def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], package_dir: Path) -> Checks:
+    patches = opts.out / "patches.json"
+    patches.write_text(json.dumps([s.model_dump() for s in specs], indent=2) + "\n")
+    request = {"target": target.spec, "batch": target.batch, "seq": target.seq, "dtype": opts.dtype,
+               "train": opts.train, "steps": opts.steps, "seed": opts.seed, "lr": opts.lr,
+               "package_dir": str(package_dir), "namespace": opts.namespace, "patches": str(patches)}
+    env = dict(os.environ)
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"  # the exported Triton kernels themselves, in the interpreter
+    proc = subprocess.run([sys.executable, "-m", "warpforge.optimize.prove"], input=json.dumps(request),
+                          capture_output=True, text=True, env=env, timeout=3600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return Checks(error=f"the proof's process failed (exit {proc.returncode}): {tail}")
+    return Checks.model_validate_json(lines[-1])
+
+
+def optimize(opts: OptimizeOptions) -> OptimizeReport:
+    from warpforge.kernels.task import get_task
+    from warpforge.kernels.taskdef import dtype_name, parse_dtype
+
+    dtype = parse_dtype(opts.dtype)
+    peaks = _peaks(opts.gpu)
+    target = load_target(opts.target, opts.batch, opts.seq, dtype)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+
+    opts.on_stage("profile one step")
+    model, inputs = target.build(opts.seed)
+    trace = trace_step(model, inputs, target.loss if opts.train else None, peaks)
+    opts.on_stage("cut and match regions")
+    regions = cut_regions(model, trace)
+    step_s = trace.total_s
+
+    fused = {r.name: _fused_seconds(r, peaks, dtype) for r in regions if r.match is not None}
+    gains: dict[str, float] = {}
+    for r in regions:
+        if r.match is not None:
+            gains[r.match.task] = gains.get(r.match.task, 0.0) + max(0.0, r.seconds - fused[r.name])
+    ceiling_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.match is not None)
+    why_not = {r.name: _patchable(r, opts.train) for r in regions if r.match is not None}
+    wanted = [r for r in regions if r.match is not None and not why_not[r.name]]
+    budget = allocate(wanted, gains, opts.trials)
+    campaigns = _search(budget, opts, stamp) if budget else {}
+    opts.on_stage("export the winners")
+    package_dir, refused, untimed = _export(sorted(campaigns), opts) if campaigns else (opts.out, {}, False)
+    specs = []
+    for r in wanted:
+        assert r.match is not None
+        if r.match.task in refused:
+            why_not[r.name] = f"no verified winner: {refused[r.match.task]}"
+            continue
+        specs.append(_spec_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes], opts.train))
+    opts.on_stage("patch and prove" + (f" ({opts.steps} training steps)" if opts.train else ""))
+    checks = _prove(opts, target, specs, package_dir) if specs else Checks(error="nothing was patched")
+
+    patched = set(checks.kernel_calls)
+    after_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.name in patched)
+    rows = [RegionRow(name=r.name, kind=r.kind, share=round(r.share, 4), task=r.match.describe() if r.match else None,
+                      status=_status(r, why_not, checks), patched=r.name in patched,
+                      estimated_us=round(r.seconds * 1e6, 3),
+                      fused_us=round(fused[r.name] * 1e6, 3) if r.name in fused else None)
+            for r in regions]
+    basis = (f"speed of light on {peaks.name} per op of the eager step (max of FLOPs / peak and bytes / bandwidth; "
+             "each op its own kernel) against the patched regions' forward as one kernel at the task's FLOPs and "
+             "bytes; backward ops unchanged; an estimate, not a time")
+    report = OptimizeReport(
+        target=target.spec, kind=target.kind, train=opts.train, dtype=opts.dtype, batch=opts.batch, seq=opts.seq,
+        gpu=peaks.name, regions=rows, coverage=round(coverage(regions), 4), checks=checks,
+        speedup=SpeedupEstimate(estimated=round(step_s / after_s, 4) if after_s > 0 else None, basis=basis,
+                                before_us=round(step_s * 1e6, 3), after_us=round(after_s * 1e6, 3),
+                                ceiling=round(step_s / ceiling_s, 4) if ceiling_s > 0 else None),
+        campaigns=campaigns, trials=budget, untimed=untimed, package=str(package_dir),
+        patches=str(opts.out / "patches.json") if specs else None)
+    (opts.out / "report.json").write_text(report.model_dump_json(indent=2) + "\n")
+    (opts.out / "report.md").write_text(report.markdown())
+    return report
+
+
+def _status(r: Region, why_not: dict[str, str], checks: Checks) -> str:
+    if r.match is None:
+        return "no task: " + ("the LLM proposer can take its problem (--proposer llm)" if r.source != "rest"
+                              else "loose tensor ops of its module")
+    if why_not.get(r.name):
+        return "matched; not patched: " + why_not[r.name]
+    if r.name in checks.kernel_calls:
+        return "patched"
+    if r.name in checks.fallback:
+        return "matched; not patched: " + checks.fallback[r.name]
+    return "matched; not patched: the proof did not run it"
+

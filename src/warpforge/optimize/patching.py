@@ -1,0 +1,173 @@
+"""Winners patched into a model by module path: each matched region's call runs the exported op instead.
+
+A :class:`PatchSpec` is what the match found (optimize/match.py), in data: which module (or which
+functional call inside it), which op, which of the call's tensors go where, flattened or not, reduced or not.
+:func:`apply_patches` needs only the exported package (``warpforge export``'s layout: ``NS.<op>`` with its
+autograd) and the model; nothing of warpforge, so the same plan file patches a user's model in their project.
+
+- a module region: the module's ``forward`` on that instance is replaced;
+- a functional region (``F.scaled_dot_product_attention`` inside an attention module, the loss inside a
+  causal LM's forward): a ``TorchFunctionMode`` active while that module runs swaps that function's calls.
+
+A call whose dtype the task never verified, or whose shape no exported configuration fits, runs the original
+code and is counted (``PatchCounters.fallback``): a patch that silently ran PyTorch would prove nothing.
+
+Example::
+
+    >>> counters = apply_patches(model, specs, importlib.import_module("wf_opt"))   # doctest: +SKIP
+    >>> counters.kernel                                                              # doctest: +SKIP
+    {'model.layers.0.input_layernorm': 2, ...}
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+from pydantic import BaseModel
+from torch.overrides import TorchFunctionMode
+
+
+class PatchSpec(BaseModel):
+    """One region's patch (stored as JSON beside the exported package)."""
+
+    region: str  # module path, or "path::function#i"
+    module: str  # the module path the call runs in
+    function: str = ""  # the torch.nn.functional name for a functional region
+    op: str  # the exported op (the task's name)
+    order: list[int]  # task input i is the call's tensor order[i]; -1 absent (zeros of zero_shapes)
+    flatten: list[bool]
+    ranks: list[int]  # the task inputs' ranks (a flattened tensor merges its leading dimensions into one)
+    zero_shapes: list[list[int]] = []
+    reduce: str = ""
+    ignore_index: int | None = None
+    dtypes: list[str]  # the dtypes the task verified
+
+
+@dataclass
+class PatchCounters:
+    kernel: dict[str, int] = field(default_factory=dict)  # region -> calls that ran the exported kernel
+    fallback: dict[str, str] = field(default_factory=dict)  # region -> why a call ran the original code
+
+
+def _tensors_of(args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    return [a for a in args if isinstance(a, torch.Tensor)] + [v for v in kwargs.values()
+                                                                if isinstance(v, torch.Tensor)]
+
+
+def _kernel_fits(package: ModuleType, op: str, inputs: Sequence[Any]) -> bool:
+    """The exported op would run its Triton kernel for these inputs (not its PyTorch fallback)."""
+    mod = sys.modules[f"{package.__name__}.{op}"]
+    config = mod._config
+    first = next(t for t in inputs if isinstance(t, torch.Tensor))
+    if first.device.type == "cpu" and not config.interpreting():
+        return False
+    return mod._TABLE.select(config.shape_of(inputs, mod._DIMS), config.dtype_of(inputs),
+                             config.device_name(first.device), mod._constraints) is not None
+
+
+def _run(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor], output_like: torch.Size | None,
+         counters: PatchCounters) -> Any:
+    """The op on the call's tensors; None when it cannot (then the original code runs)."""
+    floating = next((t for t in tensors if t.is_floating_point()), None)
+    if floating is None or str(floating.dtype).removeprefix("torch.") not in spec.dtypes:
+        counters.fallback[spec.region] = f"dtype {floating.dtype if floating is not None else '?'} not verified"
+        return None
+    zeros = iter(spec.zero_shapes)
+    inputs: list[Any] = []
+    for j, flat, rank in zip(spec.order, spec.flatten, spec.ranks):
+        if j < 0:
+            inputs.append(torch.zeros(next(zeros), dtype=floating.dtype, device=floating.device))
+            continue
+        t = tensors[j]
+        inputs.append(t.reshape(-1, *t.shape[t.dim() - rank + 1:]) if flat else t)
+    targets = next((v for v in inputs if isinstance(v, torch.Tensor) and not v.is_floating_point()), None)
+    if spec.reduce and targets is not None and spec.ignore_index is not None:
+        # ignored rows: a valid target for the kernel, dropped from the reduction below (as torch does)
+        valid = targets != spec.ignore_index
+        inputs = [targets.clamp_min(0) if v is targets else v for v in inputs]
+    else:
+        valid = None
+    if not _kernel_fits(package, spec.op, inputs):
+        counters.fallback[spec.region] = "no exported configuration fits this shape"
+        return None
+    out = getattr(package, spec.op)(*[v.contiguous() if isinstance(v, torch.Tensor) else v for v in inputs])
+    counters.kernel[spec.region] = counters.kernel.get(spec.region, 0) + 1
+    if spec.reduce:
+        per_row = out.float() if valid is None else out.float() * valid
+        total = per_row.sum()
+        count = per_row.numel() if valid is None else valid.sum()
+        return total / count if spec.reduce == "mean" else total
+    return out.reshape(output_like) if output_like is not None else out
+
+
+def _module_forward(module: torch.nn.Module, spec: PatchSpec, package: ModuleType,
+                    counters: PatchCounters) -> Callable[..., Any]:
+    original = module.forward
+    params = [p for _, p in module.named_parameters()]
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        tensors = _tensors_of(args, kwargs) + params
+        first = tensors[0]
+        out = _run(spec, package, tensors, _output_shape(spec, first), counters)
+        return original(*args, **kwargs) if out is None else out.to(first.dtype) if out.is_floating_point() else out
+
+    return forward
+
+
+def _output_shape(spec: PatchSpec, first: torch.Tensor) -> torch.Size | None:
+    # a flattened call returns its output with the first input's leading dimensions
+    if spec.reduce or not any(spec.flatten):
+        return None
+    return torch.Size([*first.shape[:-1], -1])
+
+
+class _FunctionSwap(TorchFunctionMode):
+    def __init__(self, specs: dict[str, list[PatchSpec]], active: list[str], package: ModuleType,
+                 counters: PatchCounters) -> None:
+        super().__init__()
+        self.specs, self.active, self.package, self.counters = specs, active, package, counters
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        # The mode is off inside this handler (torch pops it), so the op's own torch calls are never swapped.
+        for spec in self.specs.get(self.active[-1] if self.active else "\0", []):
+            if spec.function == name:
+                tensors = _tensors_of(args, kwargs)
+                out = _run(spec, self.package, tensors, None, self.counters)
+                if out is not None:
+                    return out.to(tensors[0].dtype) if tensors[0].is_floating_point() and not spec.reduce else out
+        return func(*args, **kwargs)
+
+
+def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: ModuleType) -> PatchCounters:
+    """Patch ``model`` in place (see module doc); the counters fill as the model runs."""
+    counters = PatchCounters()
+    modules = dict(model.named_modules())
+    by_module: dict[str, list[PatchSpec]] = {}
+    for spec in specs:
+        if spec.function:
+            by_module.setdefault(spec.module, []).append(spec)
+        else:
+            target = modules[spec.module]
+            target.forward = _module_forward(target, spec, package, counters)  # type: ignore[method-assign]
+    if by_module:
+        active: list[str] = []
+        mode = _FunctionSwap(by_module, active, package, counters)
+        # every module pushes its path, so the innermost running module is active[-1]
+        for path, module in modules.items():
+            module.register_forward_pre_hook(lambda m, a, p=path: active.append(p))
+            module.register_forward_hook(lambda m, a, o: active.pop())
+        root_forward = model.forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            with mode:
+                return root_forward(*args, **kwargs)
+
+        model.forward = forward  # type: ignore[method-assign]
+    return counters

@@ -1,0 +1,108 @@
+"""The proof of a patch, in its own process: the patched model against the unpatched one, same weights.
+
+Run by optimize/flow.py as ``python -m warpforge.optimize.prove`` with a JSON request on stdin; prints one
+JSON line (report.Checks). The exported kernels run here, never in the process that judges and stores: a
+winner is code the search produced. Without a GPU, ``TRITON_INTERPRET=1`` runs the Triton kernels themselves.
+
+Checked, with tolerances per dtype (stated in the output):
+- the first forward's outputs: max abs difference within ``rtol * max|reference| + atol``;
+- with ``train``: ``steps`` AdamW steps on both models, each step's loss within ``rtol`` relative, and the
+  first step's parameter gradients, each within a relative L2 error of ``grad_rtol``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from typing import Any
+
+import torch
+
+from warpforge.optimize.patching import PatchSpec, apply_patches
+from warpforge.optimize.report import Checks
+from warpforge.optimize.target import load_target
+
+# (output rtol, loss rtol, gradient relative L2): bf16 keeps 8 significant bits (eps 7.8e-3); a 2-layer model's
+# logits pass through ~10 roundings per layer in either order, so a few eps of the largest logit; Adam's first
+# steps amplify gradient noise into the weights, hence the losses' 1e-2.
+TOLERANCES = {torch.float32: (1e-4, 1e-4, 1e-3), torch.float16: (1e-2, 5e-3, 5e-2),
+              torch.bfloat16: (5e-2, 2e-2, 1e-1)}
+
+
+def _first(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits"):
+        return out.logits  # type: ignore[no-any-return]
+    return _first(out[0])
+
+
+def _outputs(model: torch.nn.Module, inputs: tuple[Any, ...], kind: str) -> torch.Tensor:
+    with torch.no_grad():
+        if kind == "transformers":  # the step returns its loss; its logits are what a user compares
+            return _first(model.lm(input_ids=inputs[0]))  # type: ignore[operator]
+        return _first(model(*inputs))
+
+
+def _steps(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Any, steps: int,
+           lr: float) -> tuple[list[float], dict[str, torch.Tensor]]:
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses, grads = [], {}
+    for step in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(model(*inputs))
+        loss.backward()
+        if step == 0:
+            grads = {n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}
+        losses.append(float(loss))
+        opt.step()
+    return losses, grads
+
+
+def prove(request: dict[str, Any]) -> Checks:
+    dtype = getattr(torch, request["dtype"])
+    target = load_target(request["target"], request["batch"], request["seq"], dtype)
+    sys.path.insert(0, request["package_dir"])
+    package = importlib.import_module(request["namespace"])
+    specs = [PatchSpec.model_validate(s) for s in json.loads(open(request["patches"]).read())]
+    reference, inputs = target.build(request["seed"])
+    patched, _ = target.build(request["seed"])
+    counters = apply_patches(patched, specs, package)
+    out_rtol, loss_rtol, grad_rtol = TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+
+    ref_out = _outputs(reference, inputs, target.kind).float()
+    new_out = _outputs(patched, inputs, target.kind).float()
+    scale = float(ref_out.abs().max()) if ref_out.numel() else 0.0
+    diff = float((ref_out - new_out).abs().max()) if ref_out.shape == new_out.shape else float("inf")
+    out_tol = out_rtol * max(scale, 1.0)
+    checks = Checks(max_abs_diff=diff, output_tolerance=out_tol, outputs_match=diff <= out_tol,
+                    interpreted=not torch.cuda.is_available())
+    if request["train"]:
+        before, g_ref = _steps(reference, inputs, target.loss, request["steps"], request["lr"])
+        after, g_new = _steps(patched, inputs, target.loss, request["steps"], request["lr"])
+        worst = 0.0
+        for name, g in g_ref.items():
+            other = g_new.get(name)
+            if other is None:
+                worst = float("inf")
+                continue
+            worst = max(worst, float((g - other).norm() / g.norm().clamp_min(1e-12)))
+        checks.losses_before, checks.losses_after = before, after
+        checks.loss_tolerance = loss_rtol
+        checks.losses_match = all(abs(a - b) <= loss_rtol * max(abs(a), 1.0) for a, b in zip(before, after))
+        checks.grad_max_rel_diff, checks.grad_tolerance = worst, grad_rtol
+        checks.grads_match = worst <= grad_rtol
+    checks.kernel_calls = dict(counters.kernel)
+    checks.fallback = {k: v for k, v in counters.fallback.items() if k not in counters.kernel}
+    return checks
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.read())
+    checks = prove(request)
+    sys.stdout.write(checks.model_dump_json() + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -159,7 +159,7 @@ def _spec_for(region: Region, dtypes: list[str], train: bool) -> PatchSpec:
     ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
     module, _, rest = region.name.partition("::")
     return PatchSpec(region=region.name, module=module, function=rest.partition("#")[0] if rest else "",
-                     op=m.task, order=list(m.order), flatten=list(m.flatten), ranks=ranks,
+                     op=m.task, shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
                      zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
                      dtypes=dtypes)
 

@@ -39,6 +39,7 @@ class PatchSpec(BaseModel):
     module: str  # the module path the call runs in
     function: str = ""  # the torch.nn.functional name for a functional region
     op: str  # the exported op (the task's name)
+    shape: dict[str, int]  # the task's shape at the region's sizes (checked there before patching)
     order: list[int]  # task input i is the call's tensor order[i]; -1 absent (zeros of zero_shapes)
     flatten: list[bool]
     ranks: list[int]  # the task inputs' ranks (a flattened tensor merges its leading dimensions into one)
@@ -160,9 +161,17 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
         active: list[str] = []
         mode = _FunctionSwap(by_module, active, package, counters)
         # every module pushes its path, so the innermost running module is active[-1]
+        def enter(path: str) -> Callable[..., None]:
+            def hook(module: torch.nn.Module, args: Any) -> None:
+                active.append(path)
+            return hook
+
+        def leave(module: torch.nn.Module, args: Any, output: Any) -> None:
+            active.pop()  # returns None: a forward hook's result would replace the module's output
+
         for path, module in modules.items():
-            module.register_forward_pre_hook(lambda m, a, p=path: active.append(p))
-            module.register_forward_hook(lambda m, a, o: active.pop())
+            module.register_forward_pre_hook(enter(path))
+            module.register_forward_hook(leave)
         root_forward = model.forward
 
         def forward(*args: Any, **kwargs: Any) -> Any:

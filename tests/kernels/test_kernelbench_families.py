@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from warpforge.evaluator.judge.matching import _key_positions, find_match, matched_files
+from warpforge.evaluator.judge.matching import key_positions, find_match, matched_files
 from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.kernelbench import NOTES
 from warpforge.kernels.task import get_task, load_task_file
@@ -99,7 +99,7 @@ def test_a_sum_over_dim_1_of_a_2d_input_is_the_reduce_family_with_n_1(tmp_path: 
 def test_attention_and_rotary_find_their_keys_with_sizes_their_generators_accept() -> None:
     # Distinct primes give HQ=13 with HKV=17 (not a multiple) and an odd head dim: both generators refuse.
     for name, keys in (("attention", {"B", "HQ", "HKV", "S", "D"}), ("rotary", {"B", "H", "S", "D"})):
-        located = _key_positions(get_task(name))
+        located = key_positions(get_task(name))
         assert located is not None, name
         where, _ = located
         assert {k for k, spots in where.items() if spots} == keys

@@ -32,6 +32,11 @@ def _table() -> list[dict[str, object]]:
     return list(json.loads(DATA.read_text())["gpus"])
 
 
+def known_gpus() -> list[str]:
+    """The names ``peaks_for`` recognises (substrings of a device name)."""
+    return [str(row["match"]) for row in _table()]
+
+
 def peaks_for(device_name: str) -> GpuPeaks | None:
     """Peaks for a device name such as 'NVIDIA H200' (first table entry whose match is a substring)."""
     for row in _table():

@@ -62,9 +62,9 @@ class OptimizeOptions:
 def _peaks(gpu: str) -> GpuPeaks:
     peaks = peaks_for(gpu)
     if peaks is None:
-        from warpforge.evaluator.gpus import _table
+        from warpforge.evaluator.gpus import known_gpus
 
-        known = ", ".join(str(r["match"]) for r in _table())
+        known = ", ".join(known_gpus())
         raise UsageError(f"--gpu {gpu!r}: no peak figures for it; known GPUs: {known}")
     return peaks
 

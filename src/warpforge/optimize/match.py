@@ -91,9 +91,9 @@ def _optional(task: Task) -> tuple[int, ...]:
 
 
 def _probe_inputs(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[Any]] | None:
-    from warpforge.evaluator.judge.matching import _key_positions
+    from warpforge.evaluator.judge.matching import key_positions
 
-    found = _key_positions(task)
+    found = key_positions(task)
     if found is None:
         return None
     where, _ = found
@@ -177,9 +177,9 @@ def _reduce(per_row: torch.Tensor, targets: torch.Tensor | None, how: str, ignor
 
 
 def _close(out: Any, ref: Any) -> bool:
-    from warpforge.evaluator.judge.matching import _agree
+    from warpforge.evaluator.judge.matching import agree
 
-    return _agree(out, ref)
+    return agree(out, ref)
 
 
 def _agrees(call: Call, task: Task, shape: Shape, order: tuple[int, ...]) -> tuple[bool, str]:

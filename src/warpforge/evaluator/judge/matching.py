@@ -106,7 +106,7 @@ def _distinct(shape: Shape, keys: list[str]) -> bool:
     return len(set(values)) == len(values)
 
 
-def _key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[torch.Tensor]] | None:
+def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[torch.Tensor]] | None:
     """Where each of the task's shape keys sits among its inputs' dimensions (a key that is no dimension,
     such as attention's CAUSAL flag, sits nowhere). The probe is every key a distinct prime; where the task's
     generator refuses that (heads that must divide, an even head dim) its ``MATCH_PROBES`` or the first of
@@ -167,7 +167,7 @@ def _runs(problem: Task, probe: Shape) -> bool:
     return True
 
 
-def _agree(a: Any, b: Any) -> bool:
+def agree(a: Any, b: Any) -> bool:
     from warpforge.evaluator.judge.compare import compare_outputs
 
     outs, refs = _tensors(a), _tensors(b)
@@ -203,7 +203,7 @@ def _double(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _try(problem: Task, task: Task, probe: Shape,
          cases: list[tuple[tuple[Any, ...], Any]]) -> tuple[Match | None, str]:
-    located = _key_positions(task)
+    located = key_positions(task)
     if located is None:
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
     where, task_inputs = located
@@ -319,7 +319,7 @@ def _agrees_everywhere(cases: list[tuple[tuple[Any, ...], Any]], task: Task, ord
                 theirs = adapter.output(out[0], ordered)
         except Exception:  # noqa: BLE001 - the task's reference refuses these inputs: no match
             return False
-        if not _agree(mine, theirs):
+        if not agree(mine, theirs):
             return False
     return True
 

@@ -1,0 +1,51 @@
+"""``warpforge optimize`` as a user runs it, CPU only: a 2-layer Qwen3 config (not Llama) in, a patched model
+proven equal out. The search, the export, the patch and the proof are all real (the proof runs the exported
+Triton kernels in the interpreter, in its own process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+LAYERS = 2
+
+
+def _config(folder: Path) -> None:
+    from transformers import Qwen3Config
+
+    # hidden 64; head_dim 64 (the attention task's verified head sizes are 64 and 128)
+    Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=64, vocab_size=512, max_position_embeddings=128).save_pretrained(folder)
+
+
+def test_optimize_a_qwen3_config_patches_and_proves(tmp_path: Path) -> None:
+    model_dir = tmp_path / "qwen3-tiny"
+    _config(model_dir)
+    out = tmp_path / "opt"
+    env = dict(os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", COLUMNS="80")
+    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(model_dir), "--batch", "1",
+                           "--seq", "32", "--trials", "4", "--out", str(out), "--json"],
+                          capture_output=True, text=True, env=env, timeout=3000)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    checks = report["checks"]
+    assert checks["outputs_match"] and checks["losses_match"] and checks["grads_match"], checks
+    assert len(checks["losses_before"]) == 3
+    regions = report["regions"]
+    assert abs(sum(r["share"] for r in regions) - 1.0) < 1e-3
+    # per layer: the input and post-attention norms, the query and key head norms; then the final norm
+    norms = [r for r in regions if r["kind"] == "normalization" and r["task"] and r["task"].startswith("rmsnorm")]
+    assert len(norms) == 4 * LAYERS + 1
+    assert all(r["patched"] for r in norms)
+    patched_kinds = {r["kind"] for r in regions if r["patched"]}
+    assert {"normalization", "loss", "attention"} <= patched_kinds, patched_kinds
+    assert report["speedup"]["measured"] is None and report["speedup"]["estimated"] is not None
+    assert "estimate" in report["speedup"]["basis"]
+    assert (out / "report.md").read_text().startswith("# warpforge optimize")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from warpforge.evaluator.judge.matching import key_positions, find_match, matched_files
+from warpforge.evaluator.judge.matching import find_match, key_positions, matched_files
 from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.kernelbench import NOTES
 from warpforge.kernels.task import get_task, load_task_file

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# ~15 min on 2 cores (three campaigns, then the proof in the interpreter); opt-in until its duration is
+# measured inside CI's slow tier: WARPFORGE_OPTIMIZE_E2E=1 runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000),
+              pytest.mark.skipif(os.environ.get("WARPFORGE_OPTIMIZE_E2E") != "1",
+                                 reason="set WARPFORGE_OPTIMIZE_E2E=1 to run optimize end to end (~15 min)")]
 
 LAYERS = 2
 

@@ -41,9 +41,10 @@ def constraints(params, shape):
     # fp32 accumulator per thread: more than 128 registers spills (e.g. 128x256 needs 8 warps)
     if bm * bn > 4096 * warps:
         return False
-    # the dw GEMM also sums its A tile in registers: past 64 half values per thread (32 registers) on top of
-    # the accumulator's 128 it would spill (128x64 tiles fit 4 warps, 128x128 need 8)
-    if bm * bk > 64 * 32 * warps:
+    # the dw GEMM also sums its A tile in registers, as fp32: accumulator and A tile together past 160 values
+    # per thread spill (64x256 with BLOCK_K 128 at 4 warps, 128 + 64 values, compiled to 255 registers and 80
+    # bytes of spill for sm_90; 128x128 with BLOCK_K 32 at 4 warps is 128 + 32)
+    if bm * (bn + bk) > 160 * 32 * warps:
         return False
     return True
 

@@ -92,3 +92,28 @@ def test_non_causal_attention_is_not_matched_as_causal() -> None:
     match = find_call_match(call)
     # the attention task's shapes are all causal (its reference's default): full attention is another function
     assert match is None or match.task != "attention"
+
+
+def test_a_linear_without_bias_on_3d_input_is_the_linear_task_with_zero_bias() -> None:
+    layer = torch.nn.Linear(24, 40, bias=False)
+    call = module_call(_module(layer, torch.randn(3, 5, 24)))
+    assert call is not None
+    match = find_call_match(call)
+    assert match is not None and match.task == "linear"
+    assert match.shape == {"M": 15, "N": 40, "K": 24}
+    assert match.order == (0, 1, -1) and match.zero_shapes == ((40,),)
+
+
+def test_a_transposed_product_is_no_linear() -> None:
+    class XW(torch.nn.Module):  # x @ w (w stored [K, N]) is not x @ w.T
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(24, 40))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.w
+
+    call = module_call(_module(XW(), torch.randn(15, 24)))
+    assert call is not None
+    match = find_call_match(call)
+    assert match is None or match.task != "linear"

@@ -29,7 +29,9 @@ def optimize_command(
                                  ".py file, or module:function returning (model, inputs)"),
     batch: int = typer.Option(2, "--batch", min=1, help="sequences per step (transformers targets)"),
     seq: int = typer.Option(64, "--seq", min=1, help="tokens per sequence (transformers targets)"),
-    dtype: str = typer.Option("bfloat16", "--dtype", help="the step's dtype: bfloat16 | float16 | float32"),
+    dtype: str = typer.Option("auto", "--dtype", help="the step's dtype: bfloat16 | float16 | float32; auto: "
+                              "bfloat16 on a GPU, float16 without one (Triton's interpreter computes bf16 "
+                              "tl.dot wrongly, so no bf16 GEMM or attention kernel can be checked there)"),
     train: bool = typer.Option(True, "--train/--infer", help="a training step (forward, loss, backward) or a "
                                "forward alone"),
     gpu: str = typer.Option("H100", "--gpu", help="the GPU whose roofline prices the step on a CPU"),
@@ -46,6 +48,10 @@ def optimize_command(
     from warpforge.kernels.taskdef import parse_dtype
     from warpforge.optimize.flow import OptimizeOptions, optimize
 
+    if dtype == "auto":
+        import torch
+
+        dtype = "bfloat16" if torch.cuda.is_available() else "float16"
     parse_dtype(dtype)  # a usage error before anything runs
     opts = OptimizeOptions(target=target, out=out_dir, batch=batch, seq=seq, dtype=dtype, train=train, gpu=gpu,
                            trials=trials, backend=backend, db=db, steps=steps,

@@ -194,3 +194,46 @@ def test_shallow_wide_mlp_check_inputs_are_small() -> None:
     for shape in task.check_shapes:
         inputs = task.make_inputs(shape, torch.float32, 0, "cpu")
         assert sum(t.numel() for t in inputs) < 32768 * 32768 // 16
+
+
+STACKED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        width, depth = widths
+        self.layers = nn.Sequential(*[nn.Linear(width, width) for _ in range(depth)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+batch_size = 32
+widths = [512, 12]  # (features, number of layers)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, widths[0])]
+
+
+def get_init_inputs():
+    return [widths]
+'''
+
+
+def test_a_list_item_that_counts_layers_keeps_its_value(tmp_path: Path) -> None:
+    path = tmp_path / "stacked.py"
+    path.write_text(STACKED)
+    task = load_task_file(path)
+    assert len(task.param_names) == 2 * 12  # weight and bias of 12 layers
+    assert task.check_shapes and all(s["widths[1]"] == 12 for s in task.check_shapes)
+    # The width shrinks with batch_size (the first derived shape puts every size at 13); 32 x 512 inputs fit the
+    # budget, so the benchmark shape itself may be among them.
+    assert task.check_shapes[0] == {"batch_size": 13, "widths[0]": 13, "widths[1]": 12}
+    assert "widths[1]" in task.fixed_keys and "widths[0]" not in task.fixed_keys  # hidden shapes keep the count
+    for shape in task.check_shapes:
+        inputs = task.make_inputs(shape, torch.float32, 0, "cpu")
+        assert len(inputs) == 1 + 24 and inputs[1].shape == (shape["widths[0]"], shape["widths[0]"])

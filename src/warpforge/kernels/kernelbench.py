@@ -244,6 +244,13 @@ class KernelBenchProblem:
         self.aliases: dict[str, Any] = dict(getattr(module, ALIAS_ATTR, {}) or {})
         self.int_names, self.size_names = size_globals(module, self.source)
         self.bench: Shape = {n: global_value(module, n) for n in self.int_names}
+        # Sizes that change how many weights the model has (layers[2] = 23 ResNet blocks) keep the file's value:
+        # the reference splits inputs from weights by the benchmark's count of weights (Task.param_names).
+        base = self._input_dims(self.bench)
+        if base is not None:
+            self.size_names = [n for n in self.size_names
+                               if (d := self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)})) is None
+                               or len(d) == len(base)]
         self._ns: dict[str, dict[str, Any]] = {}
         self._models: dict[str, torch.nn.Module] = {}
         self._by_signature: dict[tuple[Any, ...], Shape] = {}
@@ -360,7 +367,10 @@ class KernelBenchProblem:
         for name in self.int_names:
             v = int(self.bench[name])
             bumped = [self._input_dims({**self.bench, name: w}) for w in (v + 1, 2 * v)]
-            if all(d is None or d == base for d in bumped):
+            # A count of layers or blocks (ResNet101's layers = [3, 4, 23, 3]) changes how many weights there
+            # are, and Task.param_names is the benchmark's list: hidden shapes keep it too.
+            if all(d is None or d == base for d in bumped) or any(d is not None and len(d) != len(base)
+                                                                  for d in bumped):
                 fixed.update(inverse.get(name, [name]))
         return frozenset(fixed)
 

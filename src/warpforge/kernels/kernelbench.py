@@ -25,7 +25,9 @@ Example::
 from __future__ import annotations
 
 import ast
+import math
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,10 @@ CHECK_ELEMENTS = 100_000
 # When every derived size is 1 and the largest input is still over CHECK_ELEMENTS (literal image sizes:
 # 3x224x224 = 150528 per item), those smallest sizes are still checked up to this many elements.
 FLOOR_ELEMENTS = 1_000_000
+# Largest inputs plus weights a derived check shape may hold on the CPU: 160M elements are 0.64 GB in float32,
+# which with the reference model's own copy measured 1.3 GB resident for VGG19 at batch 1 (143M weights);
+# 2_ShallowWideMLP's benchmark weights (32768 x 32768 twice) would be 17 GB.
+TOTAL_ELEMENTS = 160_000_000
 # A generated copy of a problem file may end with this dict (evaluator/judge/matching.py): shape keys of the
 # matched built-in task -> the problem's globals, so that task's templates read their usual keys.
 ALIAS_ATTR = "WARPFORGE_SHAPE_KEYS"
@@ -89,11 +95,21 @@ class ProblemSource:
     def namespace(self, values: Shape) -> dict[str, Any]:
         """A fresh module namespace with ``values`` assigned in place of the file's own expressions."""
         tree = ast.Module(body=[], type_ignores=[])
+        items: dict[str, dict[int, int]] = {}  # list or tuple global -> {index: value} (keys ``name[index]``)
+        for key, v in values.items():
+            name, index = _split_key(key)
+            if index is not None:
+                items.setdefault(name, {})[index] = int(v)
         for node in self.tree.body:
             pairs = _simple_assignments(node)
-            if pairs and any(name in values for name, _ in pairs):
+            if pairs and any(name in values or name in items for name, _ in pairs):
                 for name, value in pairs:  # `a, b = 1, 2` and `a = b = 3` become one assignment per name
-                    new = ast.Constant(int(values[name])) if name in values else value
+                    if name in values:
+                        new: ast.expr = ast.Constant(int(values[name]))
+                    elif name in items:
+                        new = _with_items(value, items[name])
+                    else:
+                        new = value
                     tree.body.append(ast.copy_location(ast.Assign(
                         targets=[ast.copy_location(ast.Name(id=name, ctx=ast.Store()), node)],
                         value=ast.copy_location(new, node)), node))
@@ -132,8 +148,75 @@ def size_globals(module: ModuleType, source: ProblemSource) -> tuple[list[str], 
             continue
         seen.add(name)
         todo += [n.id for n in ast.walk(source.assigned[name]) if isinstance(n, ast.Name)]
-    ints = [n for n in source.assigned if n in seen and type(getattr(module, n, None)) is int]
-    return ints, [n for n in ints if int(getattr(module, n)) > KEEP_AT_MOST]
+    ints: list[str] = []
+    for name in source.assigned:
+        if name not in seen:
+            continue
+        value = getattr(module, name, None)
+        if type(value) is int:
+            ints.append(name)
+        elif isinstance(value, (list, tuple)):
+            ints += [_item_key(name, i) for i in _literal_items(source.assigned[name], value)]
+    return ints, [n for n in ints if global_value(module, n) > KEEP_AT_MOST]
+
+
+def _item_key(name: str, index: int) -> str:
+    return f"{name}[{index}]"
+
+
+def _split_key(key: str) -> tuple[str, int | None]:
+    """``hidden_layer_sizes[1]`` -> (``hidden_layer_sizes``, 1); a scalar global's key -> (key, None)."""
+    if key.endswith("]") and "[" in key:
+        name, _, index = key[:-1].partition("[")
+        if index.isdigit():
+            return name, int(index)
+    return key, None
+
+
+def global_value(module: ModuleType, key: str) -> int:
+    """The file's value of a shape key: a scalar global, or one item of a list or tuple global."""
+    name, index = _split_key(key)
+    value = getattr(module, name)
+    return int(value if index is None else value[index])
+
+
+def _items(expr: ast.expr) -> tuple[list[ast.expr], bool] | None:
+    """(item expressions, is a tuple) of a list or tuple global: a literal (``[32768, 32768]``,
+    ``(batch_size, 3, 224, 224)``), or an expression of literals only (``[1024] * 16``, evaluated here);
+    None for anything that reads names or calls functions (``[w] * depth``, ``list(range(n))``), whose items
+    are not the file's to replace one by one."""
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        if any(isinstance(e, ast.Starred) for e in expr.elts):
+            return None
+        return list(expr.elts), isinstance(expr, ast.Tuple)
+    if any(isinstance(n, (ast.Name, ast.Call, ast.Attribute)) for n in ast.walk(expr)):
+        return None
+    try:
+        value = eval(compile(ast.Expression(expr), "<size global>", "eval"), {"__builtins__": {}})
+    except Exception:  # noqa: BLE001 - an expression that is no list of literals
+        return None
+    if not isinstance(value, (list, tuple)):
+        return None
+    return [ast.Constant(v) for v in value], isinstance(value, tuple)
+
+
+def _literal_items(expr: ast.expr, value: list[Any] | tuple[Any, ...]) -> list[int]:
+    """Indices of the integer literals of a list or tuple global that still hold the file's value (a list
+    appended to after its assignment is left alone); items that are names are followed as globals."""
+    parsed = _items(expr)
+    if parsed is None or len(parsed[0]) != len(value):
+        return []
+    return [i for i, (e, v) in enumerate(zip(parsed[0], value))
+            if isinstance(e, ast.Constant) and type(e.value) is int and type(v) is int and v == e.value]
+
+
+def _with_items(expr: ast.expr, items: dict[int, int]) -> ast.expr:
+    """A list or tuple global's expression with some integer items replaced (the rest as written)."""
+    parsed = _items(expr)
+    if parsed is None:
+        return expr
+    elts = [ast.Constant(items[i]) if i in items else e for i, e in enumerate(parsed[0])]
+    return ast.Tuple(elts=elts, ctx=ast.Load()) if parsed[1] else ast.List(elts=elts, ctx=ast.Load())
 
 
 def _candidates(sizes: list[str], bench: Shape) -> list[tuple[Shape, bool]]:
@@ -160,7 +243,14 @@ class KernelBenchProblem:
         self.source = ProblemSource.parse(path)
         self.aliases: dict[str, Any] = dict(getattr(module, ALIAS_ATTR, {}) or {})
         self.int_names, self.size_names = size_globals(module, self.source)
-        self.bench: Shape = {n: int(getattr(module, n)) for n in self.int_names}
+        self.bench: Shape = {n: global_value(module, n) for n in self.int_names}
+        # Sizes that change how many weights the model has (layers[2] = 23 ResNet blocks) keep the file's value:
+        # the reference splits inputs from weights by the benchmark's count of weights (Task.param_names).
+        base = self._input_dims(self.bench)
+        if base is not None:
+            self.size_names = [n for n in self.size_names
+                               if (d := self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)})) is None
+                               or len(d) == len(base)]
         self._ns: dict[str, dict[str, Any]] = {}
         self._models: dict[str, torch.nn.Module] = {}
         self._by_signature: dict[tuple[Any, ...], Shape] = {}
@@ -277,11 +367,36 @@ class KernelBenchProblem:
         for name in self.int_names:
             v = int(self.bench[name])
             bumped = [self._input_dims({**self.bench, name: w}) for w in (v + 1, 2 * v)]
-            if all(d is None or d == base for d in bumped):
+            # A count of layers or blocks (ResNet101's layers = [3, 4, 23, 3]) changes how many weights there
+            # are, and Task.param_names is the benchmark's list: hidden shapes keep it too.
+            if all(d is None or d == base for d in bumped) or any(d is not None and len(d) != len(base)
+                                                                  for d in bumped):
                 fixed.update(inverse.get(name, [name]))
         return frozenset(fixed)
 
     # -- derived check shapes -------------------------------------------------------------------------------
+    def _total_elements(self, values: Shape) -> int | None:
+        """Elements of every input and state tensor at these globals (meta tensors); None when unknown."""
+        dims = self._input_dims(values)
+        return None if dims is None else sum(math.prod(d) for d in dims)
+
+    def _meta_failure(self, values: Shape) -> str | None:
+        """Why the file's code fails at these globals, found on meta tensors (shapes only, nothing allocated:
+        a pooling window larger than the image, an assert on the image size); None when it runs there."""
+        try:
+            with torch.device("meta"), torch.no_grad():
+                ns = self.source.namespace(values)
+                try:
+                    model = ns["Model"](*ns["get_init_inputs"]())
+                except Exception:  # noqa: BLE001 - an __init__ that reads values (Swin's .item()): built on the CPU
+                    with torch.device("cpu"):
+                        model = ns["Model"](*ns["get_init_inputs"]())
+                    model = model.to("meta")
+                model(*ns["get_inputs"]())
+        except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
+            return _why(exc, self.path)
+        return None
+
     def derive(self, reference: Callable[..., Any], make: Callable[[Shape, int], tuple[Any, ...]]) -> tuple[
             list[Shape], str]:
         """Check shapes within CHECK_ELEMENTS per input on which the file's code runs, and a note when none."""
@@ -291,13 +406,22 @@ class KernelBenchProblem:
                         f"no size above {KEEP_AT_MOST} from module globals: {fixed}); only its own shape is checked")
         out: list[Shape] = []
         failures: list[str] = []
-        floor: tuple[Shape, int] | None = None  # the smallest sizes tried and their largest input
+        # The smallest sizes tried, their largest input, and why sizes kept larger values (size -> reason).
+        floor: tuple[Shape, int, dict[str, str]] | None = None
+        meta_probe: bool | None = None  # whether the code runs on meta at the benchmark shape (decided once)
         for start, odd in _candidates(self.size_names, self.bench):
+            # The benchmark shape halved (the last candidate) steps around a size the code refuses to halve
+            # (MobileNetV1's AvgPool2d(7) needs 224x224 images, Swin asserts them): that size keeps its value,
+            # the others go on shrinking, so the problem is still checked below its benchmark shape.
+            retreat = not odd
             values = {**self.bench, **start}
-            for _ in range(80):  # halving the largest size: at most log2(benchmark) steps per size
+            kept: dict[str, str] = {}
+            previous: tuple[Shape, str] | None = None  # the values before the last halving, and its size
+            for _ in range(400):  # at most log2(benchmark) halvings per size, and one refusal per size
                 try:
                     biggest = self.largest_input(values)
-                    if biggest <= CHECK_ELEMENTS:
+                    total = self._total_elements(values) if biggest <= CHECK_ELEMENTS else None
+                    if biggest <= CHECK_ELEMENTS and (total is None or total <= TOTAL_ELEMENTS):
                         inputs = make(self.public(values), 0)
                         outs = _tensors(reference(*inputs))
                         if outs and all(torch.isfinite(o).all() for o in outs if o.is_floating_point()):
@@ -305,47 +429,105 @@ class KernelBenchProblem:
                                 out.append(self.public(values))
                         break
                 except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
+                    why = _why(exc, self.path)
+                    if retreat and previous is not None:
+                        failed, (values, name) = values, previous
+                        kept[name] = f"{name} stays {values[name]}: the code fails at {failed[name]} ({why})"
+                        previous = None
+                        continue
                     if odd or not out:
-                        failures.append(f"{shape_key({n: values[n] for n in self.size_names})} "
-                                        f"({type(exc).__name__}: {str(exc)[:80]})")
+                        failures.append(f"{shape_key({n: values[n] for n in self.size_names})} ({why})")
                     break
-                name = max(self.size_names, key=lambda n: values[n])
-                if values[name] <= 1:
+                open_sizes = [n for n in self.size_names if n not in kept and values[n] > 1]
+                if not open_sizes:
                     if floor is None or biggest < floor[1]:
-                        floor = (dict(values), biggest)
+                        floor = (dict(values), biggest, dict(kept))
                     break
+                name = max(open_sizes, key=lambda n: values[n])
                 half = max(1, values[name] // 2)
-                values = {**values, name: half | 1 if odd else half}  # odd: never a power of two above 1
+                new = {**values, name: half | 1 if odd else half}  # odd: never a power of two above 1
+                if retreat:
+                    if meta_probe is None:
+                        meta_probe = self._meta_failure(self.bench) is None
+                    refused = self._meta_failure(new) if meta_probe else None
+                    if refused is not None:
+                        kept[name] = f"{name} stays {values[name]}: the code fails at {new[name]} ({refused})"
+                        continue
+                    previous = (values, name)
+                values = new
         note = ""
         if not out and floor is not None:
-            # Every size at 1 and the input still over the budget: the file's literal dimensions (a 3x224x224
-            # image) set it. Those smallest sizes are checked anyway (the interpreter's minutes, not hours), and
-            # the note says why they are larger than the budget.
-            values, biggest = floor
-            sizes = shape_key({n: values[n] for n in self.size_names})
-            try:
-                outs = _tensors(reference(*make(self.public(values), 0)))
-                runs = bool(outs) and all(torch.isfinite(o).all() for o in outs if o.is_floating_point())
-            except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
-                runs, why = False, f"{type(exc).__name__}: {str(exc)[:80]}"
-            else:
-                why = "its output is not finite"
-            if runs and biggest <= FLOOR_ELEMENTS:
-                out.append(self.public(values))
-                note = (f"check shapes: at the smallest sizes ({sizes}) the largest input of {self.path.name} still "
-                        f"has {biggest} elements, over the {CHECK_ELEMENTS} budget (dimensions written as literals "
-                        "in get_inputs set it): checked there")
-            else:
-                note = (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
-                        f"largest input has {biggest} elements (budget {CHECK_ELEMENTS}, literal dimensions in "
-                        f"get_inputs set it)" + ("" if runs else f" and the code fails there ({why})")
-                        + "; only its own shape is checked")
-            return out, note
+            return self._at_floor(floor, reference, make)
         if failures:
             note = (f"check shapes: {self.path.name} could not run at {'; '.join(failures[:3])}"
                     + (f" (derived sizes kept: {', '.join(shape_key(s) for s in out)})" if out else
                        "; only its own shape is checked"))
         return out, note
+
+    def _at_floor(self, floor: tuple[Shape, int, dict[str, str]], reference: Callable[..., Any],
+                  make: Callable[[Shape, int], tuple[Any, ...]]) -> tuple[list[Shape], str]:
+        """The smallest sizes the code runs at, their largest input still over CHECK_ELEMENTS: checked there
+        up to FLOOR_ELEMENTS (the interpreter's minutes, not hours), with a note saying why they are larger
+        than the budget; past it, a note naming those sizes and the bytes."""
+        values, biggest, kept = floor
+        sizes = shape_key({n: values[n] for n in self.size_names})
+        why_big = "; ".join(kept.values()) or "dimensions written as literals in get_inputs set it"
+        mb = f"{biggest * 4 / 1e6:.1f} MB in float32"
+        total = self._total_elements(values)
+        if total is not None and total > TOTAL_ELEMENTS:
+            return [], (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) its "
+                        f"inputs and weights hold {total} elements ({total * 4 / 1e9:.2f} GB in float32, over the "
+                        f"{TOTAL_ELEMENTS} allowed on the CPU; {why_big}); only its own shape is checked")
+        if biggest > FLOOR_ELEMENTS:
+            return [], (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
+                        f"largest input has {biggest} elements ({mb}, over the {FLOOR_ELEMENTS} the CPU "
+                        f"checks; {why_big}); only its own shape is checked")
+        try:
+            outs = _tensors(reference(*make(self.public(values), 0)))
+            runs = bool(outs) and all(torch.isfinite(o).all() for o in outs if o.is_floating_point())
+            why = "its output is not finite"
+        except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
+            runs, why = False, _why(exc, self.path)
+        if not runs:
+            return [], (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
+                        f"largest input has {biggest} elements ({mb}; {why_big}) and the code fails there ({why}); "
+                        "only its own shape is checked")
+        return [self.public(values)], (
+            f"check shapes: at the smallest sizes ({sizes}) the largest input of {self.path.name} still has "
+            f"{biggest} elements ({mb}), over the {CHECK_ELEMENTS} budget ({why_big}): checked there")
+
+
+def _why(exc: BaseException, path: Path | None = None) -> str:
+    """One short line for a failure of the user's code: the innermost error (make_inputs wraps it in a
+    TaskError whose first 80 characters were only the shape), cut at 100 characters; a bare ``assert`` says
+    nothing, so its line of the problem file is quoted (``assert channels % groups == 0``)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc).splitlines()[0][:100] if str(exc).strip() else ""
+    if not text and path is not None:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        if frames and frames[-1].line:
+            text = f"line {frames[-1].lineno}: {frames[-1].line.strip()[:100]}"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# Import names whose pip package is spelled otherwise; any other missing module is installed by its own name.
+PIP_NAMES = {"cv2": "opencv-python", "PIL": "pillow", "sklearn": "scikit-learn", "yaml": "pyyaml",
+             "skimage": "scikit-image", "bs4": "beautifulsoup4"}
+
+
+def missing_import(path: Path, exc: BaseException) -> str | None:
+    """One line for a problem file that imports a module which is not installed (``from einops import
+    rearrange`` without einops), naming the package to install; None for any other import failure."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:  # the loader may have wrapped it (raise ... from)
+        seen.add(id(cause))
+        if isinstance(cause, ModuleNotFoundError) and cause.name:
+            top = cause.name.split(".")[0]
+            return f"{Path(path).name} imports {top}, which is not installed: pip install {PIP_NAMES.get(top, top)}"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _cast(v: Any, dtype: torch.dtype, device: str) -> Any:

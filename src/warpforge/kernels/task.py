@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from warpforge.kernels.kernelbench import kernelbench_task
+from warpforge.kernels.kernelbench import kernelbench_task, missing_import
 from warpforge.kernels.taskdef import (
     Member,
     Task,
@@ -47,7 +47,8 @@ def _import_file(path: Path, module_name: str) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:  # a broken user task file: report, never crash the CLI with a traceback
         sys.modules.pop(module_name, None)
-        raise TaskError(f"task file {path} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise TaskError(missing_import(path, exc)
+                        or f"task file {path} failed to import: {type(exc).__name__}: {exc}") from exc
     return module
 
 

@@ -10,7 +10,7 @@
 4. **Search** each task (one campaign each, the evaluator's usual checks), **export** the winners
    (``warpforge export``'s package; untimed on a CPU, flagged), **patch** the regions by module path
    (optimize/patching.py) and **prove** it in a separate process (optimize/prove.py): outputs, then N
-   optimizer steps' losses and the gradients of the first, against the unpatched model.
+   SGD steps' losses and the gradients of the first, against the unpatched model.
 
 Example::
 
@@ -55,7 +55,7 @@ class OptimizeOptions:
     steps: int = 3
     namespace: str = "wf_opt"
     seed: int = 0
-    lr: float = 1e-3
+    lr: float = 1e-2
     on_stage: Callable[[str], None] = field(default=lambda s: None)
 
 

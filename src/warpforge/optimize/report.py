@@ -11,8 +11,9 @@ class Checks(BaseModel):
     max_abs_diff: float | None = None  # outputs of the first forward
     output_tolerance: float | None = None
     outputs_match: bool = False
-    losses_before: list[float] = Field(default_factory=list)  # per optimizer step, unpatched
-    losses_after: list[float] = Field(default_factory=list)
+    # per optimizer step, unpatched and patched; None where a loss was not finite (JSON has no NaN)
+    losses_before: list[float | None] = Field(default_factory=list)
+    losses_after: list[float | None] = Field(default_factory=list)
     loss_tolerance: float | None = None
     losses_match: bool | None = None  # None: inference only
     grad_max_rel_diff: float | None = None  # the first step's parameter gradients, worst relative L2 error
@@ -22,6 +23,10 @@ class Checks(BaseModel):
     fallback: dict[str, str] = Field(default_factory=dict)  # region -> why its calls ran the original code
     interpreted: bool = False  # the kernels ran in Triton's interpreter (no GPU)
     error: str = ""
+
+
+def _num(value: float | None) -> str:
+    return "not finite" if value is None else f"{value:.6f}"
 
 
 class RegionRow(BaseModel):
@@ -84,7 +89,7 @@ class OptimizeReport(BaseModel):
             lines.append(f"- outputs: max abs diff {c.max_abs_diff:.3g} (tolerance {c.output_tolerance:.3g}): "
                          f"{'match' if c.outputs_match else 'DIFFER'}")
             if c.losses_match is not None:
-                pairs = ", ".join(f"{a:.6f}/{b:.6f}" for a, b in zip(c.losses_before, c.losses_after))
+                pairs = ", ".join(f"{_num(a)}/{_num(b)}" for a, b in zip(c.losses_before, c.losses_after))
                 lines.append(f"- losses over {len(c.losses_before)} steps (unpatched/patched): {pairs} "
                              f"(tolerance {c.loss_tolerance:.3g}): {'match' if c.losses_match else 'DIFFER'}")
                 lines.append(f"- gradients: worst relative error {c.grad_max_rel_diff:.3g} (tolerance "

@@ -28,7 +28,7 @@ READS, WRITES = 2, 1
 # Expected exit code with an impossible --db, per command: readers 2 (no database there), writers 1.
 DB_EXIT = {
     "results": READS, "best": READS, "export": READS, "agent transcripts": READS, "dashboard": READS,
-    "run": WRITES, "db upgrade": WRITES, "plan predict": WRITES, "plan search": WRITES,
+    "run": WRITES, "db upgrade": WRITES, "plan predict": WRITES, "plan search": WRITES, "optimize": WRITES,
 }
 # Commands whose answer is a report, not one line (the report is the product): checked for the exit code only.
 REPORTS = {"doctor": 1}  # its check table, exit 1 when a required check (the database) fails
@@ -61,6 +61,12 @@ def _required(name: str, command: Any, tmp: Path) -> list[str]:
             args.append(str(tmp / "space.json"))
         elif p.name == "dest":
             args += ["--dest", str(tmp / "out")]
+        elif p.name == "target":  # optimize: a model file in KernelBench's format
+            model = tmp / "model.py"
+            model.write_text("import torch\nclass Model(torch.nn.Linear):\n    pass\n"
+                             "def get_inputs():\n    return [torch.randn(2, 4)]\n"
+                             "def get_init_inputs():\n    return [4, 4]\n")
+            args += [str(model), "--out", str(tmp / "opt")]
         else:
             assert p.name in VALUES, f"{name}: add a value for its required parameter {p.name!r} to VALUES"
             args += VALUES[p.name]

@@ -189,6 +189,9 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     dtype = parse_dtype(opts.dtype)
     peaks = _peaks(opts.gpu)
     target = load_target(opts.target, opts.batch, opts.seq, dtype)
+    from warpforge.db.session import Database
+
+    Database(opts.db).upgrade()  # a database it cannot write is said now, before minutes of profiling and search
     opts.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
 

@@ -117,3 +117,13 @@ def test_a_transposed_product_is_no_linear() -> None:
     assert call is not None
     match = find_call_match(call)
     assert match is None or match.task != "linear"
+
+
+def test_layernorm_on_rows_whose_fp32_eager_rounding_fails_the_adversarial_inputs_still_matches() -> None:
+    # 64 rows of 80 in float16: torch's own fp32 layer_norm is off by ~1e-3 on rows offset by 1e4, so the
+    # call is compared in float64 (the function, not its eager rounding)
+    layer = torch.nn.LayerNorm(80).half()
+    call = module_call(_module(layer, torch.randn(4, 16, 80).half()))
+    assert call is not None
+    match = find_call_match(call)
+    assert match is not None and match.task == "layernorm" and match.shape == {"M": 64, "N": 80}

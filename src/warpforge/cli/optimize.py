@@ -71,6 +71,10 @@ def optimize_command(
                   f"{s.ceiling or 0:.3f}x): {s.basis}", highlight=False, markup=False)
         out.print(f"report: {out_dir / 'report.md'}", highlight=False, markup=False)
     c = report.checks
+    if report.patches is None:  # nothing matched an exportable kernel: the report says why, region by region
+        err.print("nothing was patched: no region has a task with an exportable kernel (see the report's "
+                  "statuses)", highlight=False, markup=False)
+        return
     if c.error or not c.outputs_match or c.losses_match is False or c.grads_match is False:
         err.print(f"[red]error:[/red] the patched model is not proven equal: "
                   f"{escape(c.error or 'see the report')}", highlight=False)

@@ -222,7 +222,8 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
             continue
         specs.append(_spec_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes], opts.train))
     opts.on_stage("patch and prove" + (f" ({opts.steps} training steps)" if opts.train else ""))
-    checks = _prove(opts, target, specs, package_dir) if specs else Checks(error="nothing was patched")
+    nothing = Checks(error="nothing was patched, so nothing to prove")
+    checks = _prove(opts, target, specs, package_dir) if specs else nothing
 
     patched = set(checks.kernel_calls)
     after_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.name in patched)

@@ -162,7 +162,7 @@ def _feed(call: Call, order: tuple[int, ...], task_inputs: tuple[Any, ...]) -> l
     for i, j in enumerate(order):
         if j >= 0:
             src = task_inputs[i]
-            tensors[j] = src.reshape(call.tensors[j].shape).to(call.tensors[j].dtype)  # fp32 (regions.py)
+            tensors[j] = src.reshape(call.tensors[j].shape).to(call.tensors[j].dtype)  # float64 (regions.py)
     return tensors
 
 

@@ -77,8 +77,8 @@ def _rebuild(values: Any, replace: dict[int, torch.Tensor]) -> Any:
     return values
 
 
-def _fp32(t: torch.Tensor) -> torch.Tensor:
-    return t.float() if t.is_floating_point() else t
+def _fp64(t: torch.Tensor) -> torch.Tensor:
+    return t.double() if t.is_floating_point() else t
 
 
 def module_call(call: ModuleCall) -> Call | None:
@@ -87,8 +87,9 @@ def module_call(call: ModuleCall) -> Call | None:
     args = [a for a in call.args if isinstance(a, torch.Tensor)]
     kwargs = [v for v in call.kwargs.values() if isinstance(v, torch.Tensor)]
     params = dict(module.named_parameters())
-    # matched in fp32 whatever the step's dtype: the task's references are checked against fp32 tolerances
-    tensors = tuple(_fp32(t) for t in args + kwargs + [p.detach() for p in params.values()])
+    # matched in float64 whatever the step's dtype: what is compared is the function, not its eager rounding
+    # (torch's fp32 layer_norm on rows offset by 1e4, one of the task's adversarial inputs, is off by 1e-3)
+    tensors = tuple(_fp64(t) for t in args + kwargs + [p.detach() for p in params.values()])
     if not tensors or len(tensors) > MAX_CALL_TENSORS or not isinstance(call.output, torch.Tensor):
         return None
     originals = args + kwargs
@@ -123,7 +124,7 @@ def function_call(call: FunctionCall) -> Call | None:
         replace = {id(t): v for t, v in zip(flat, values)}
         return call.func(*_rebuild(call.args, replace), **_rebuild(call.kwargs, replace))
 
-    return Call(tuple(_fp32(t) for t in flat), run, call.output, ignore, reduction)
+    return Call(tuple(_fp64(t) for t in flat), run, call.output, ignore, reduction)
 
 
 def _signature(call: ModuleCall) -> tuple[Any, ...]:

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from warpforge.optimize.match import find_call_match
-from warpforge.optimize.regions import function_call, module_call
+from warpforge.optimize.regions import function_calls, module_call
 from warpforge.optimize.trace import FunctionCall, ModuleCall
 
 
@@ -68,7 +68,7 @@ def _function(func, *args, **kwargs) -> FunctionCall:  # type: ignore[no-untyped
 def test_a_mean_loss_with_ignored_targets_matches_the_per_row_cross_entropy() -> None:
     logits, targets = torch.randn(12, 40), torch.randint(0, 40, (12,))
     targets[3] = -100
-    call = function_call(_function(F.cross_entropy, logits, targets, ignore_index=-100, reduction="mean"))
+    call = function_calls(_function(F.cross_entropy, logits, targets, ignore_index=-100, reduction="mean"))[0]
     assert call is not None
     match = find_call_match(call)
     assert match is not None and match.task == "cross_entropy"
@@ -78,7 +78,7 @@ def test_a_mean_loss_with_ignored_targets_matches_the_per_row_cross_entropy() ->
 
 def test_sdpa_with_grouped_heads_matches_causal_attention() -> None:
     q, k, v = torch.randn(1, 4, 16, 8), torch.randn(1, 2, 16, 8), torch.randn(1, 2, 16, 8)
-    call = function_call(_function(F.scaled_dot_product_attention, q, k, v, is_causal=True, enable_gqa=True))
+    call = function_calls(_function(F.scaled_dot_product_attention, q, k, v, is_causal=True, enable_gqa=True))[0]
     assert call is not None
     match = find_call_match(call)
     assert match is not None and match.task == "attention"
@@ -87,7 +87,7 @@ def test_sdpa_with_grouped_heads_matches_causal_attention() -> None:
 
 def test_non_causal_attention_is_not_matched_as_causal() -> None:
     q, k, v = torch.randn(1, 2, 16, 8), torch.randn(1, 2, 16, 8), torch.randn(1, 2, 16, 8)
-    call = function_call(_function(F.scaled_dot_product_attention, q, k, v, is_causal=False))
+    call = function_calls(_function(F.scaled_dot_product_attention, q, k, v, is_causal=False))[0]
     assert call is not None
     match = find_call_match(call)
     # the attention task's shapes are all causal (its reference's default): full attention is another function

@@ -73,10 +73,10 @@ def _fused_seconds(region: Region, peaks: GpuPeaks, dtype: torch.dtype) -> float
     """The region's forward as the task's one kernel at the speed of light (its backward unchanged)."""
     from warpforge.kernels.task import get_task
 
-    assert region.match is not None
-    task = get_task(region.match.task)
-    fwd = peaks.sol_ms(task.flops(region.match.shape, dtype), task.bytes_moved(region.match.shape, dtype),
-                       dtype) / 1e3
+    fwd = 0.0
+    for m in region.matches:  # a helper returning several tensors: one kernel per output
+        task = get_task(m.task)
+        fwd += peaks.sol_ms(task.flops(m.shape, dtype), task.bytes_moved(m.shape, dtype), dtype) / 1e3
     return fwd + sum(o.seconds for o in region.ops if o.backward)
 
 
@@ -150,18 +150,21 @@ def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, st
     return dest, refused, any(p.untimed for p in plans)
 
 
-def _spec_for(region: Region, dtypes: list[str], train: bool) -> PatchSpec:
+def _specs_for(region: Region, dtypes: list[str]) -> list[PatchSpec]:
+    """The region's patch: one spec, or one per output of a helper returning several tensors."""
     from warpforge.kernels.task import get_task
 
-    m = region.match
-    assert m is not None
-    task = get_task(m.task)
-    ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
+    specs = []
     module, _, rest = region.name.partition("::")
-    return PatchSpec(region=region.name, module=module, function=rest.partition("#")[0] if rest else "",
-                     op=m.task, shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
-                     zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
-                     dtypes=dtypes)
+    for m in region.matches:
+        task = get_task(m.task)
+        ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
+        specs.append(PatchSpec(
+            region=region.name, module=module, function=rest.partition("#")[0] if rest else "", op=m.task,
+            shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
+            zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
+            dtypes=dtypes, helper=region.source == "helper", output=m.output))
+    return specs
 
 
 def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], package_dir: Path) -> Checks:
@@ -220,7 +223,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
         if r.match.task in refused:
             why_not[r.name] = f"no verified winner: {refused[r.match.task]}"
             continue
-        specs.append(_spec_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes], opts.train))
+        specs += _specs_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes])
     opts.on_stage("patch and prove" + (f" ({opts.steps} training steps)" if opts.train else ""))
     nothing = Checks(error="nothing was patched, so nothing to prove")
     checks = _prove(opts, target, specs, package_dir) if specs else nothing

@@ -11,7 +11,10 @@ call and the task's reference, and every output must agree within the fp32 toler
 Two calling conventions beside the task's own are recognised, each checked the same way:
 - a task input listed in the task's ``OPTIONAL_INPUTS`` may be absent (a Linear without bias): zeros;
 - a loss reduced to a scalar (``reduction='mean'`` or ``'sum'``, with ``ignore_index``) over a task that
-  returns one value per row: the rows whose target is ignored are dropped, as torch does.
+  returns one value per row: the rows whose target is ignored are dropped, as torch does;
+- one output of a call returning several (``apply_rotary_pos_emb(q, k, cos, sin)`` returns the rotated q
+  and k): the call may take tensors the task does not; they are fed fresh random values in every case, so
+  a match also shows that this output does not depend on them.
 
 Example::
 
@@ -48,6 +51,7 @@ class CallMatch:
     ignore_index: int | None = None
     has_backward: bool = False
     zero_shapes: tuple[tuple[int, ...], ...] = field(default=())  # shapes of the absent inputs, in order
+    output: int = -1  # which element of the call's returned tuple the task computes (-1: the whole return)
 
     def describe(self) -> str:
         name = f"{self.task}[{self.member}]" if self.member else self.task
@@ -57,6 +61,8 @@ class CallMatch:
             extra += f" (reduced: {self.reduce})"
         if -1 in self.order:
             extra += " (absent input as zeros)"
+        if self.output >= 0:
+            extra += f" (output {self.output})"
         return f"{name} at {dims}{extra}"
 
 
@@ -69,6 +75,8 @@ class Call:
     output: Any
     ignore_index: int | None = None
     reduction: str = ""
+    index: int = -1  # this is element ``index`` of what the call returns (-1: all of it)
+    spare: bool = False  # the call may take tensors the task does not (fed random values: see module doc)
 
 
 @lru_cache(maxsize=1)
@@ -117,7 +125,7 @@ def _assignments(call: Call, task_inputs: list[Any], optional: tuple[int, ...]) 
     absent_sets = [()] + [c for r in range(1, len(optional) + 1) for c in itertools.combinations(optional, r)]
     for absent in absent_sets:
         need = n - len(absent)
-        if need != len(call.tensors):
+        if need != len(call.tensors) and not (call.spare and need < len(call.tensors)):
             continue
         for perm in itertools.permutations(slots, need):
             it = iter(perm)
@@ -156,9 +164,15 @@ def _shapes_of(task: Task, where: dict[str, list[tuple[int, int]]], views: list[
     return [{**shape, **dict(zip(keys, values))} for values in itertools.product(*(free[k] for k in keys))]
 
 
-def _feed(call: Call, order: tuple[int, ...], task_inputs: tuple[Any, ...]) -> list[torch.Tensor]:
-    """The call's tensors holding the task's input values (reshaped back, in the call's dtype)."""
+def _feed(call: Call, order: tuple[int, ...], task_inputs: tuple[Any, ...], seed: int) -> list[torch.Tensor]:
+    """The call's tensors holding the task's input values (reshaped back, in the call's dtype); a spare
+    tensor (one no task input takes) holds random values drawn from ``seed``."""
     tensors = list(call.tensors)
+    gen = torch.Generator().manual_seed(seed)
+    for j in sorted(set(range(len(tensors))) - set(order)):
+        t = tensors[j]
+        if t.is_floating_point():
+            tensors[j] = torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype)
     for i, j in enumerate(order):
         if j >= 0:
             src = task_inputs[i]
@@ -190,7 +204,7 @@ def _agrees(call: Call, task: Task, shape: Shape, order: tuple[int, ...]) -> tup
     if task.adversarial_inputs is not None:
         cases.extend(tuple(v) for v in task.adversarial_inputs(shape, torch.float32, SEEDS[0], "cpu").values())
     reduce = ""
-    for inputs in cases:
+    for case, inputs in enumerate(cases):
         if -1 in order:  # an absent input is zeros in the task's call too
             inputs = tuple(torch.zeros_like(v) if j < 0 else v for v, j in zip(inputs, order))
         targets = next((inputs[i] for i, j in enumerate(order) if j >= 0 and isinstance(inputs[i], torch.Tensor)
@@ -206,7 +220,7 @@ def _agrees(call: Call, task: Task, shape: Shape, order: tuple[int, ...]) -> tup
             marked, call_inputs = targets, inputs
         try:
             with torch.no_grad():
-                got = call.run(_feed(call, order, call_inputs))
+                got = call.run(_feed(call, order, call_inputs, 1000 + case))
                 ref = task.reference(*(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                                        for v in _task_args(order, inputs)))
         except Exception:  # noqa: BLE001 - the call or the task refuses this assignment: no match
@@ -262,5 +276,5 @@ def _try_shape(call: Call, task: Task, shape: Shape, order: tuple[int, ...],
             zero_shapes = tuple(tuple(made[i].shape) for i, j in enumerate(order) if j < 0)
             flatten = tuple(j >= 0 and call.tensors[j].dim() != made[i].dim() for i, j in enumerate(order))
             return CallMatch(task.name, member.member, shape, order, flatten, reduce,
-                             call.ignore_index if reduce else None, task.has_backward, zero_shapes)
+                             call.ignore_index if reduce else None, task.has_backward, zero_shapes, call.index)
     return None

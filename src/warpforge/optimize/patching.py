@@ -7,7 +7,11 @@ autograd) and the model; nothing of warpforge, so the same plan file patches a u
 
 - a module region: the module's ``forward`` on that instance is replaced;
 - a functional region (``F.scaled_dot_product_attention`` inside an attention module, the loss inside a
-  causal LM's forward): a ``TorchFunctionMode`` active while that module runs swaps that function's calls.
+  causal LM's forward): a ``TorchFunctionMode`` active while that module runs swaps that function's calls;
+- a helper region (``apply_rotary_pos_emb`` of the model's own file): the name is rebound, in the globals of
+  the model's classes, to a wrapper that runs the op only while the patched model's module at that path
+  runs (another model sharing the file, such as the unpatched one of the proof, runs the original); a helper
+  returning several tensors has one spec per output.
 
 A call whose dtype the task never verified, or whose shape no exported configuration fits, runs the original
 code and is counted (``PatchCounters.fallback``): a patch that silently ran PyTorch would prove nothing.
@@ -21,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +52,8 @@ class PatchSpec(BaseModel):
     reduce: str = ""
     ignore_index: int | None = None
     dtypes: list[str]  # the dtypes the task verified
+    helper: bool = False  # ``function`` is a helper of the model's code, not a torch.nn.functional name
+    output: int = -1  # which element of the helper's returned tuple the op computes (-1: its whole return)
 
 
 @dataclass
@@ -114,17 +121,73 @@ def _module_forward(module: torch.nn.Module, spec: PatchSpec, package: ModuleTyp
     def forward(*args: Any, **kwargs: Any) -> Any:
         tensors = _tensors_of(args, kwargs) + params
         first = tensors[0]
-        out = _run(spec, package, tensors, _output_shape(spec, first), counters)
+        out = _run(spec, package, tensors, _output_shape(spec, tensors), counters)
         return original(*args, **kwargs) if out is None else out.to(first.dtype) if out.is_floating_point() else out
 
     return forward
 
 
-def _output_shape(spec: PatchSpec, first: torch.Tensor) -> torch.Size | None:
-    # a flattened call returns its output with the first input's leading dimensions
+def _output_shape(spec: PatchSpec, tensors: Sequence[torch.Tensor]) -> torch.Size | None:
+    # a flattened call returns its output with its main input's leading dimensions (the task's first input)
     if spec.reduce or not any(spec.flatten):
         return None
-    return torch.Size([*first.shape[:-1], -1])
+    main = tensors[spec.order[0]] if spec.order and spec.order[0] >= 0 else tensors[0]
+    return torch.Size([*main.shape[:-1], -1])
+
+
+def ordered_tensors(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """A call's tensors in its parameters' order, however they were passed (as the trace reads a frame)."""
+    bound = inspect.signature(func).bind(*args, **kwargs)
+    bound.apply_defaults()
+    values: list[Any] = []
+    for name, param in bound.signature.parameters.items():
+        value = bound.arguments.get(name)
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            values += list(value or ())
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            values += list((value or {}).values())
+        else:
+            values.append(value)
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+def _helper_wrapper(original: Callable[..., Any], specs: dict[str, list[PatchSpec]], active: list[str],
+                    package: ModuleType, counters: PatchCounters) -> Callable[..., Any]:
+    name = getattr(original, "__name__", "")
+
+    def helper(*args: Any, **kwargs: Any) -> Any:
+        mine = [s for s in specs.get(active[-1] if active else "\0", []) if s.helper and s.function == name]
+        if not mine:
+            return original(*args, **kwargs)
+        tensors = ordered_tensors(original, args, kwargs)
+        outs: dict[int, Any] = {}
+        for spec in mine:
+            out = _run(spec, package, tensors, _output_shape(spec, tensors), counters)
+            if out is None:
+                return original(*args, **kwargs)
+            main = tensors[spec.order[0]]
+            outs[spec.output] = out.to(main.dtype) if out.is_floating_point() else out
+        if -1 in outs:
+            return outs[-1]
+        return tuple(outs[i] for i in range(len(outs))) if sorted(outs) == list(range(len(outs))) \
+            else original(*args, **kwargs)
+
+    helper.__wrapped__ = original  # type: ignore[attr-defined]  # inspect.signature reads through it
+    return helper
+
+
+def _rebind_helpers(model: torch.nn.Module, names: set[str], wrap: Callable[[Callable[..., Any]], Any]) -> None:
+    """Rebind each helper name in the globals of every class file of ``model`` (once per file)."""
+    done: set[int] = set()
+    for m in model.modules():
+        forward = inspect.unwrap(type(m).forward)
+        scope = getattr(forward, "__globals__", None)
+        if scope is None or id(scope) in done:
+            continue
+        done.add(id(scope))
+        for name in names:
+            if callable(scope.get(name)):
+                scope[name] = wrap(scope[name])
 
 
 class _FunctionSwap(TorchFunctionMode):
@@ -138,7 +201,7 @@ class _FunctionSwap(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         # The mode is off inside this handler (torch pops it), so the op's own torch calls are never swapped.
         for spec in self.specs.get(self.active[-1] if self.active else "\0", []):
-            if spec.function == name:
+            if spec.function == name and not spec.helper:
                 tensors = _tensors_of(args, kwargs)
                 out = _run(spec, self.package, tensors, None, self.counters)
                 if out is not None:
@@ -172,6 +235,9 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
         for path, module in modules.items():
             module.register_forward_pre_hook(enter(path))
             module.register_forward_hook(leave)
+        helpers = {s.function for s in specs if s.helper}
+        if helpers:
+            _rebind_helpers(model, helpers, lambda f: _helper_wrapper(f, by_module, active, package, counters))
         root_forward = model.forward
 
         def forward(*args: Any, **kwargs: Any) -> Any:

@@ -2,10 +2,12 @@
 
 The module tree is walked from the root: a module whose call a built-in task computes (optimize/match.py)
 is one region with every op of its forward and backward; otherwise its children are visited, then its own
-``torch.nn.functional`` calls are tried one by one (the attention call inside an attention module, the loss
-inside a causal LM's forward), and what is left of its own ops is one region with no task (residual adds,
-a rotary embedding written as tensor arithmetic, reshapes that copy). A region's share is its cost over the
-step's (optimize/trace.py: GPU-roofline estimates on a CPU).
+calls are tried one by one, outermost first: ``torch.nn.functional`` calls (the attention call inside an
+attention module, the loss inside a causal LM's forward) and helpers of the model's code (a rotary
+embedding written as ``apply_rotary_pos_emb``; a helper returning several tensors is matched output by
+output). A call no task computes is opened: the calls inside it are tried, and its own ops are one region
+with no task. What is left of the module's own ops is one region with no task (residual adds, reshapes that
+copy). A region's share is its cost over the step's (optimize/trace.py: GPU-roofline estimates on a CPU).
 
 Example::
 
@@ -42,9 +44,10 @@ MAX_CALL_TENSORS = 6
 class Region:
     name: str  # the module path, or "path::function#i" for a functional call
     kind: str
-    source: str  # "module" | "function" | "rest" (a module's own leftover ops)
+    source: str  # "module" | "function" | "helper" | "rest" (a module's own leftover ops)
     ops: list[OpRecord] = field(default_factory=list)
     match: CallMatch | None = None
+    outputs: list[CallMatch] = field(default_factory=list)  # a helper returning several tensors: one each
     seconds: float = 0.0
     share: float = 0.0
     note: str = ""
@@ -52,6 +55,11 @@ class Region:
     @property
     def task(self) -> str | None:
         return self.match.task if self.match else None
+
+    @property
+    def matches(self) -> list[CallMatch]:
+        """Every match a patch needs: one per output of a helper returning several, else the one."""
+        return self.outputs or ([self.match] if self.match else [])
 
 
 def _kind_of(ops: Sequence[OpRecord]) -> str:
@@ -103,12 +111,15 @@ def module_call(call: ModuleCall) -> Call | None:
     return Call(tensors, run, call.output)
 
 
-def function_call(call: FunctionCall) -> Call | None:
-    """A functional call as a :class:`Call`; a loss's ``reduction`` and ``ignore_index`` are read off it."""
+def function_calls(call: FunctionCall) -> list[Call]:
+    """A functional or helper call as :class:`Call` s: one, or one per element of a returned tuple of tensors
+    (each may then ignore some of the tensors); a loss's ``reduction`` and ``ignore_index`` are read off it."""
     flat = [a for a in call.args if isinstance(a, torch.Tensor)] + \
         [v for v in call.kwargs.values() if isinstance(v, torch.Tensor)]
-    if not flat or len(flat) > MAX_CALL_TENSORS or not isinstance(call.output, torch.Tensor):
-        return None
+    out = call.output
+    several = isinstance(out, tuple) and len(out) > 1 and all(isinstance(o, torch.Tensor) for o in out)
+    if not flat or len(flat) > MAX_CALL_TENSORS or not (isinstance(out, torch.Tensor) or several):
+        return []
     reduction, ignore = "", None
     try:
         bound = inspect.signature(call.func).bind(*call.args, **call.kwargs)
@@ -124,7 +135,28 @@ def function_call(call: FunctionCall) -> Call | None:
         replace = {id(t): v for t, v in zip(flat, values)}
         return call.func(*_rebuild(call.args, replace), **_rebuild(call.kwargs, replace))
 
-    return Call(tuple(_fp64(t) for t in flat), run, call.output, ignore, reduction)
+    tensors = tuple(_fp64(t) for t in flat)
+    if not several:
+        return [Call(tensors, run, out, ignore, reduction)]
+
+    def element(i: int) -> Call:
+        return Call(tensors, lambda values: run(values)[i], out[i], ignore, reduction, index=i, spare=True)
+
+    return [element(i) for i in range(len(out))]
+
+
+def _call_signature(call: FunctionCall) -> tuple[Any, ...]:
+    """Equal for two calls of one function on tensors of the same shapes and dtypes with the same settings."""
+    def norm(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return (tuple(v.shape), v.dtype)
+        if isinstance(v, torch.nn.Module):
+            return type(v)
+        if isinstance(v, (tuple, list)):
+            return tuple(norm(x) for x in v)
+        return repr(v)
+
+    return (call.func, norm(call.args), tuple(sorted((k, norm(v)) for k, v in call.kwargs.items())))
 
 
 def _signature(call: ModuleCall) -> tuple[Any, ...]:
@@ -145,10 +177,17 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
         if path:
             parent = path.rpartition(".")[0]
             children.setdefault(parent, []).append(path)
-    functions: dict[str, list[FunctionCall]] = {}
+    by_key = {f.key: f for f in trace.functions}
+    inner: dict[str, list[FunctionCall]] = {}  # a call's key -> the calls made inside it in the same module
+    functions: dict[str, list[FunctionCall]] = {}  # module path -> its outermost calls
     for f in trace.functions:
-        functions.setdefault(f.path, []).append(f)
+        parent = by_key.get(f.parent)
+        if parent is not None and parent.path == f.path:
+            inner.setdefault(parent.key, []).append(f)
+        else:
+            functions.setdefault(f.path, []).append(f)
     cache: dict[Any, CallMatch | None] = {}
+    call_cache: dict[Any, list[CallMatch]] = {}
     regions: list[Region] = []
     owned: set[int] = set()
 
@@ -158,6 +197,34 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
         region.ops = fresh
         if fresh:
             regions.append(region)
+
+    def keys_within(f: FunctionCall) -> set[str]:
+        keys = {f.key}
+        for g in inner.get(f.key, []):
+            keys |= keys_within(g)
+        return keys
+
+    def matches_of(f: FunctionCall) -> list[CallMatch]:
+        key = _call_signature(f)
+        if key not in call_cache:
+            calls = function_calls(f)
+            found = [find_call_match(c) for c in calls]
+            call_cache[key] = [m for m in found if m is not None] if calls and all(found) else []
+        return call_cache[key]
+
+    def visit_call(f: FunctionCall) -> None:
+        source = "helper" if f.helper else "function"
+        matches = matches_of(f)
+        if matches:
+            keys = keys_within(f)
+            take(Region(f.key, TASK_KINDS.get(matches[0].task, "other"), source, match=matches[0],
+                        outputs=matches if len(matches) > 1 else []),
+                 [o for o in trace.ops if o.call in keys and o.module == f.path])
+            return
+        for g in inner.get(f.key, []):
+            visit_call(g)
+        own = [o for o in trace.ops if o.call == f.key and o.module == f.path]
+        take(Region(f.key, _kind_of(own), source), own)
 
     def visit(path: str) -> None:
         call = trace.modules.get(path)
@@ -174,11 +241,7 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
         for child in children.get(path, []):
             visit(child)
         for f in functions.get(path, []):
-            ops = [o for o in trace.ops if o.call == f.key and o.module == path]
-            as_call = function_call(f)
-            match = find_call_match(as_call) if as_call is not None else None
-            kind = TASK_KINDS.get(match.task, "other") if match else _kind_of(ops)
-            take(Region(f.key, kind, "function", match=match), ops)
+            visit_call(f)
         rest = [o for o in trace.ops if o.module == path]
         take(Region(f"{path or '<root>'} (own ops)", _kind_of(rest), "rest"), rest)
 

@@ -7,9 +7,12 @@ has none for) and the bytes it reads and writes (its tensor inputs and outputs; 
 an op's cost is its speed-of-light time on the target GPU, ``max(FLOPs / peak, bytes / bandwidth)``: an
 estimate of the eager graph (each op a kernel reading and writing memory), never a time.
 
-The same run records each module's first call (its inputs, keyword arguments and output) and each call of a
-``torch.nn.functional`` function with its module, so regions are matched by what they compute
-(optimize/regions.py), not by class names.
+The same run records each module's first call (its inputs, keyword arguments and output), each call of a
+``torch.nn.functional`` function with its module, and each call of a *helper*: a module-level function of the
+model's own source files (where its module classes are defined) called with tensors, such as a rotary
+embedding written as ``apply_rotary_pos_emb(q, k, cos, sin)``. Calls nest (a helper calling
+``F.softmax``); an op belongs to the innermost. Regions are then matched by what they compute
+(optimize/regions.py), not by class or function names.
 
 Example::
 
@@ -22,6 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import inspect
+import sys
+from pathlib import Path
+from types import FrameType
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -71,7 +79,7 @@ class ModuleCall:
 
 @dataclass
 class FunctionCall:
-    """A ``torch.nn.functional`` call: a region a kernel could own."""
+    """A ``torch.nn.functional`` call or a helper's call: a region a kernel could own."""
 
     path: str  # the innermost module calling it
     func: Callable[..., Any]
@@ -79,10 +87,13 @@ class FunctionCall:
     kwargs: dict[str, Any]
     output: Any
     index: int  # which call of this function in this module (0: the first)
+    name: str = ""  # the function's name (a helper: its global name in its module); default func.__name__
+    parent: str = ""  # the key of the call it runs inside ("" for none)
+    helper: bool = False  # a module-level function of the model's code, patched by its global name
 
     @property
     def key(self) -> str:
-        return call_key(self.path, self.func.__name__, self.index)
+        return call_key(self.path, self.name or self.func.__name__, self.index)
 
 
 def call_key(path: str, func: str, index: int) -> str:
@@ -143,9 +154,33 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.tracker, self.names, self.gpu = tracker, names, gpu
         self.ops: list[OpRecord] = []
-        self.call = ""  # the functional call running now (its key)
+        self.calls: list[str] = []  # the keys of the recorded calls running now, innermost last
+        self.count: dict[tuple[str, str], int] = {}  # (module path, function) -> calls so far
+        self.started: dict[str, int] = {}  # call key -> its place in the order calls began
         self.forward_nodes: dict[int, tuple[str, str]] = {}  # autograd sequence number -> (module path, call)
         self.paused = False  # while the recorder itself copies a call's tensors
+
+    @property
+    def call(self) -> str:
+        return self.calls[-1] if self.calls else ""
+
+    def enter(self, name: str) -> tuple[str, str, int]:
+        """A recorded call begins: (its module path, its parent call's key, its index)."""
+        path = self._where()
+        index = self.count.get((path, name), 0)
+        self.count[(path, name)] = index + 1
+        parent, key = self.call, call_key(path, name, index)
+        self.started[key] = len(self.started)
+        self.calls.append(key)
+        return path, parent, index
+
+    def copy(self, values: Any) -> Any:
+        """Detached clones, made without recording their ops."""
+        self.paused = True
+        try:
+            return _detach(values)
+        finally:
+            self.paused = False
 
     def _where(self) -> str:
         # ModuleTracker names nest ("Root.layers.0.mlp"): the longest name of a running module is the innermost
@@ -195,29 +230,92 @@ class _Functions(TorchFunctionMode):
         self.recorder = recorder
         self.calls: list[FunctionCall] = []
         self.depth = 0
-        self.count: dict[tuple[str, str], int] = {}
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if self.depth or id(func) not in _FUNCTIONAL:
             return func(*args, **kwargs)
-        path = self.recorder._where()
-        key = (path, func.__name__)
-        index = self.count.get(key, 0)
-        self.count[key] = index + 1
-        self.recorder.call = call_key(path, func.__name__, index)
+        path, parent, index = self.recorder.enter(func.__name__)
         self.depth += 1  # a functional calling another (linear inside a user's function) is one call
         try:
             out = func(*args, **kwargs)
         finally:
             self.depth -= 1
-            self.recorder.call = ""
-        self.recorder.paused = True
-        try:
-            self.calls.append(FunctionCall(path, func, _detach(args), _detach(kwargs), _detach(out), index))
-        finally:
-            self.recorder.paused = False
+            self.recorder.calls.pop()
+        copied = self.recorder.copy((args, kwargs, out))
+        self.calls.append(FunctionCall(path, func, *copied, index, parent=parent))
         return out
+
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | \
+    inspect.CO_ITERABLE_COROUTINE
+
+
+def model_files(model: torch.nn.Module) -> set[str]:
+    """The source files of the model's module classes (not torch's, not warpforge's own wrappers)."""
+    skip = (str(Path(torch.__file__).parent), str(Path(__file__).parents[1]))
+    files: set[str] = set()
+    for m in model.modules():
+        try:
+            file = inspect.getfile(type(m))
+        except (TypeError, OSError):  # a class made at run time has no file
+            continue
+        if not file.startswith(skip):
+            files.add(file)
+    return files
+
+
+def _arguments(frame: FrameType) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A frame's arguments as it was called (read at its 'call' event, before its body assigns)."""
+    code, local = frame.f_code, frame.f_locals
+    names = code.co_varnames
+    n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
+    args = [local[n] for n in names[:n_pos]]
+    kwargs = {n: local[n] for n in names[n_pos:n_pos + n_kw]}
+    at = n_pos + n_kw
+    if code.co_flags & inspect.CO_VARARGS:
+        args += list(local[names[at]])
+        at += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        kwargs.update(local[names[at]])
+    return tuple(args), kwargs
+
+
+class _Helpers:
+    """Records each call of a module-level function of the model's source files that takes a tensor (through
+    ``sys.setprofile``: a helper is plain Python, invisible to torch's modes)."""
+
+    def __init__(self, recorder: _Recorder, files: set[str]) -> None:
+        self.recorder, self.files = recorder, files
+        self.calls: list[FunctionCall] = []
+        self.running: list[tuple[FrameType, FunctionCall]] = []
+
+    def _helper(self, frame: FrameType) -> Callable[..., Any] | None:
+        code = frame.f_code
+        if code.co_filename not in self.files or code.co_flags & _GENERATOR_FLAGS:
+            return None
+        target = frame.f_globals.get(code.co_name)  # module level: reachable (and patchable) by its name
+        if target is None or getattr(inspect.unwrap(target), "__code__", None) is not code:
+            return None
+        return target  # type: ignore[no-any-return]
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and not self.recorder.paused:
+            target = self._helper(frame)
+            if target is None:
+                return
+            args, kwargs = _arguments(frame)
+            if not any(isinstance(v, torch.Tensor) for v in (*args, *kwargs.values())):
+                return
+            path, parent, index = self.recorder.enter(frame.f_code.co_name)
+            args, kwargs = self.recorder.copy((args, kwargs))
+            call = FunctionCall(path, target, args, kwargs, None, index, frame.f_code.co_name, parent, helper=True)
+            self.running.append((frame, call))
+        elif event == "return" and self.running and self.running[-1][0] is frame:
+            _, call = self.running.pop()
+            self.recorder.calls.pop()
+            call.output = self.recorder.copy(arg)
+            self.calls.append(call)
 
 
 def trace_step(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], torch.Tensor] | None,
@@ -234,20 +332,23 @@ def trace_step(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callabl
     def hook(module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         path = paths.get(id(module))
         if path is not None and path not in calls:
-            recorder.paused = True
-            try:
-                calls[path] = ModuleCall(path, module, _detach(args), _detach(kwargs), _detach(output))
-            finally:
-                recorder.paused = False
+            calls[path] = ModuleCall(path, module, *recorder.copy((args, kwargs, output)))
 
     handles = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]
     functions = _Functions(recorder)
+    helpers = _Helpers(recorder, model_files(model))
+    previous = sys.getprofile()
     try:
         with tracker, recorder, functions:
-            out = model(*inputs)
+            sys.setprofile(helpers)
+            try:
+                out = model(*inputs)
+            finally:
+                sys.setprofile(previous)
             if loss_fn is not None:
                 loss_fn(out).backward()
     finally:
         for h in handles:
             h.remove()
-    return StepTrace(recorder.ops, calls, functions.calls)
+    ordered = sorted(functions.calls + helpers.calls, key=lambda c: recorder.started[c.key])
+    return StepTrace(recorder.ops, calls, ordered)

@@ -1,0 +1,136 @@
+"""Helpers of a model's own code are regions too: a rotary embedding written as a module-level function that
+returns the rotated queries and keys is matched output by output, and patched by rebinding its name only
+while the patched model runs."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import torch
+
+from warpforge.evaluator.gpus import peaks_for
+from warpforge.optimize.patching import PatchSpec, apply_patches, ordered_tensors
+from warpforge.optimize.regions import cut_regions
+from warpforge.optimize.trace import trace_step
+
+B, H, HKV, S, D = 1, 4, 2, 12, 16
+
+
+def rotate(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """RoPE as Llama writes it: cos/sin [batch, seq, dim] broadcast over the heads."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate(q) * sin, k * cos + rotate(k) * sin
+
+
+def wrong_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos - rotate(q) * sin, k * cos - rotate(k) * sin  # the inverse rotation
+
+
+class Attn(torch.nn.Module):
+    def __init__(self, helper: Any) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(D, H * D, bias=False)
+        self.k = torch.nn.Linear(D, HKV * D, bias=False)
+        self.helper = helper
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q = self.q(x).view(B, S, H, D).transpose(1, 2)
+        k = self.k(x).view(B, S, HKV, D).transpose(1, 2)
+        if self.helper == "rope":
+            q, k = rope(q, k, cos, sin)
+        else:
+            q, k = wrong_rope(q, k, cos, sin)
+        return q.sum(1) + k.sum(1)
+
+
+def _inputs() -> tuple[torch.Tensor, ...]:
+    from warpforge.kernels.tasks.rotary import angles
+
+    ang = angles(S, D).float()
+    return torch.randn(B, S, D), ang.cos()[None], ang.sin()[None]
+
+
+def _regions(helper: str) -> list[Any]:
+    peaks = peaks_for("H100")
+    assert peaks is not None
+    model = Attn(helper)
+    return cut_regions(model, trace_step(model, _inputs(), lambda out: out.sum(), peaks))
+
+
+def test_a_rotary_helper_is_one_region_matched_for_both_outputs() -> None:
+    regions = _regions("rope")
+    rope_region = next(r for r in regions if r.name == "::rope#0")
+    assert rope_region.source == "helper" and rope_region.kind == "rotary"
+    # queries at H heads, keys at HKV heads, each [B, heads, S, D]; cos/sin [1, S, D] read as [S, D]
+    assert [(m.task, m.output, m.shape) for m in rope_region.matches] == [
+        ("rotary", 0, {"B": B, "H": H, "S": S, "D": D}), ("rotary", 1, {"B": B, "H": HKV, "S": S, "D": D})]
+    # the nested rotate() calls and the backward of the whole helper are inside the region
+    assert any(o.backward for o in rope_region.ops) and any(o.op == "cat" for o in rope_region.ops)
+    assert not any(r.name.startswith("::rotate") for r in regions)
+
+
+def test_the_inverse_rotation_is_no_rotary() -> None:
+    regions = _regions("wrong")
+    assert all(r.task != "rotary" for r in regions)
+    # not a task: it is opened, its own ops one region, its nested calls tried on their own
+    assert any(r.name == "::wrong_rope#0" and r.match is None for r in regions)
+
+
+def _fake_package(op: Any) -> types.ModuleType:
+    """An exported package's surface as patching reads it: ``NS.rotary`` and its selection table."""
+    package = types.ModuleType("wf_fake_pkg")
+    sub = types.ModuleType("wf_fake_pkg.rotary")
+    sub._config = types.SimpleNamespace(  # type: ignore[attr-defined]
+        interpreting=lambda: True, shape_of=lambda inputs, dims: {}, dtype_of=lambda inputs: "float32",
+        device_name=lambda device: "cpu")
+    sub._TABLE = types.SimpleNamespace(select=lambda *a: "config")  # type: ignore[attr-defined]
+    sub._DIMS, sub._constraints = {}, None  # type: ignore[attr-defined]
+    sys.modules[sub.__name__] = sub
+    package.rotary = op  # type: ignore[attr-defined]
+    return package
+
+
+def test_the_patch_runs_the_op_for_the_patched_model_only() -> None:
+    from warpforge.kernels.tasks.rotary import reference
+
+    calls: list[tuple[int, ...]] = []
+
+    def op(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(x.shape))
+        return reference(x, cos, sin)
+
+    regions = _regions("rope")
+    rope_region = next(r for r in regions if r.name == "::rope#0")
+    specs = [PatchSpec(region=rope_region.name, module="", function="rope", op="rotary", shape=dict(m.shape),
+                       order=list(m.order), flatten=list(m.flatten), ranks=[4, 2, 2], dtypes=["float32"],
+                       helper=True, output=m.output) for m in rope_region.matches]
+    torch.manual_seed(0)
+    reference_model = Attn("rope")
+    patched = Attn("rope")
+    patched.load_state_dict(reference_model.state_dict())
+    saved = globals()["rope"]
+    try:
+        counters = apply_patches(patched, specs, _fake_package(op))
+        x = _inputs()
+        expected = reference_model(*x)
+        assert calls == []  # the unpatched model shares this file's `rope`: it runs the original
+        got = patched(*x)
+        assert calls == [(B, H, S, D), (B, HKV, S, D)]
+        assert counters.kernel == {"::rope#0": 2}
+        torch.testing.assert_close(got, expected)
+    finally:
+        globals()["rope"] = saved
+        sys.modules.pop("wf_fake_pkg.rotary", None)
+
+
+def test_tensors_are_read_in_parameter_order_however_passed() -> None:
+    a, b, c, d = (torch.full((1,), float(i)) for i in range(4))
+    assert [float(t) for t in ordered_tensors(rope, (a,), {"sin": d, "cos": c, "k": b})] == [0.0, 1.0, 2.0, 3.0]

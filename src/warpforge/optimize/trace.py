@@ -22,14 +22,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 import inspect
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode

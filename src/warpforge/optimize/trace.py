@@ -241,8 +241,8 @@ class _Functions(TorchFunctionMode):
         finally:
             self.depth -= 1
             self.recorder.calls.pop()
-        copied = self.recorder.copy((args, kwargs, out))
-        self.calls.append(FunctionCall(path, func, *copied, index, parent=parent))
+        args_c, kwargs_c, out_c = self.recorder.copy((args, kwargs, out))
+        self.calls.append(FunctionCall(path, func, args_c, kwargs_c, out_c, index, parent=parent))
         return out
 
 
@@ -331,7 +331,8 @@ def trace_step(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callabl
     def hook(module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         path = paths.get(id(module))
         if path is not None and path not in calls:
-            calls[path] = ModuleCall(path, module, *recorder.copy((args, kwargs, output)))
+            args_c, kwargs_c, out_c = recorder.copy((args, kwargs, output))
+            calls[path] = ModuleCall(path, module, args_c, kwargs_c, out_c)
 
     handles = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]
     functions = _Functions(recorder)

@@ -42,6 +42,14 @@ def optimize_command(
                                  "package and the patch plan go"),
     db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in "
                                   "the user data)"),
+    cluster: str | None = typer.Option(None, "--cluster", help="also plan the training job's parallel layout on "
+                                       "this cluster (a planner preset such as dgx-h100, or a YAML file; "
+                                       "transformers targets)"),
+    nodes: int | None = typer.Option(None, "--nodes", min=1, help="nodes of --cluster (default: the preset's)"),
+    plan_seq: int | None = typer.Option(None, "--plan-seq", min=1, help="the training job's sequence length "
+                                        "for the planner (default: --seq)"),
+    global_batch: int | None = typer.Option(None, "--global-batch", min=1, help="sequences per optimizer step "
+                                            "for the planner (default: the planner's)"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON document on stdout"),
 ) -> None:
     """Find a model's hot regions, search kernels for them, patch the winners in and prove the model unchanged."""
@@ -54,7 +62,8 @@ def optimize_command(
         dtype = "bfloat16" if torch.cuda.is_available() else "float16"
     parse_dtype(dtype)  # a usage error before anything runs
     opts = OptimizeOptions(target=target, out=out_dir, batch=batch, seq=seq, dtype=dtype, train=train, gpu=gpu,
-                           trials=trials, backend=backend, db=db, steps=steps,
+                           trials=trials, backend=backend, db=db, steps=steps, cluster=cluster, nodes=nodes,
+                           plan_seq=plan_seq, global_batch=global_batch,
                            on_stage=lambda s: err.print(f"[bold]optimize[/bold]: {escape(s)}", highlight=False))
     report = optimize(opts)
     if json_out:
@@ -69,6 +78,15 @@ def optimize_command(
         s = report.speedup
         out.print(f"coverage {report.coverage:.1%}; estimated speedup {s.estimated or 0:.3f}x (ceiling "
                   f"{s.ceiling or 0:.3f}x): {s.basis}", highlight=False, markup=False)
+        if report.plans is not None:
+            plans = Table(title=escape(f"parallel plans on {report.plans.cluster} ({report.plans.gpus} GPUs, "
+                                       "predicted)"))
+            for col in ("plan", "tokens/s", "MFU", "peak GiB", "fits"):
+                plans.add_column(col, overflow="fold")
+            for p in report.plans.plans:
+                plans.add_row(escape(p.plan), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
+                              f"{p.peak_mem_gb:.1f}/{p.hbm_gb:.0f}", p.fits)
+            out.print(plans)
         out.print(f"report: {out_dir / 'report.md'}", highlight=False, markup=False)
     c = report.checks
     if report.patches is None:  # nothing matched an exportable kernel: the report says why, region by region

@@ -34,6 +34,7 @@ import torch
 from warpforge.errors import UsageError
 from warpforge.evaluator.gpus import GpuPeaks, peaks_for
 from warpforge.optimize.patching import PatchSpec
+from warpforge.optimize.plans import PlanSection
 from warpforge.optimize.regions import Region, coverage, cut_regions
 from warpforge.optimize.report import Checks, OptimizeReport, RegionRow, SpeedupEstimate
 from warpforge.optimize.target import Target, load_target
@@ -56,6 +57,10 @@ class OptimizeOptions:
     namespace: str = "wf_opt"
     seed: int = 0
     lr: float = 1e-2
+    cluster: str | None = None  # a planner cluster (preset or YAML): add its best parallel plans to the report
+    nodes: int | None = None
+    plan_seq: int | None = None  # the training job's sequence length for the planner (default: seq)
+    global_batch: int | None = None
     on_stage: Callable[[str], None] = field(default=lambda s: None)
 
 
@@ -185,6 +190,17 @@ def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], packag
     return Checks.model_validate_json(lines[-1])
 
 
+def _plans(opts: OptimizeOptions, target: Target) -> PlanSection:
+    from warpforge.optimize.plans import best_plans, model_spec
+
+    if target.kind != "transformers":
+        raise UsageError(f"--cluster needs a transformers config folder (its layers, widths and heads); "
+                         f"{target.spec} is a {target.kind} target")
+    opts.on_stage(f"plan the parallel layout on {opts.cluster}")
+    spec = model_spec(target.config, opts.plan_seq or opts.seq, name=target.name)
+    return best_plans(spec, str(opts.cluster), opts.nodes, opts.global_batch)
+
+
 def optimize(opts: OptimizeOptions) -> OptimizeReport:
     from warpforge.kernels.task import get_task
     from warpforge.kernels.taskdef import dtype_name, parse_dtype
@@ -195,6 +211,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     from warpforge.db.session import Database
 
     Database(opts.db).upgrade()  # a database it cannot write is said now, before minutes of profiling and search
+    plans = _plans(opts, target) if opts.cluster else None  # a bad --cluster is said now too
     opts.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
 
@@ -245,7 +262,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
                                 before_us=round(step_s * 1e6, 3), after_us=round(after_s * 1e6, 3),
                                 ceiling=round(step_s / ceiling_s, 4) if ceiling_s > 0 else None),
         campaigns=campaigns, trials=budget, untimed=untimed, package=str(package_dir),
-        patches=str(opts.out / "patches.json") if specs else None)
+        patches=str(opts.out / "patches.json") if specs else None, plans=plans)
     (opts.out / "report.json").write_text(report.model_dump_json(indent=2) + "\n")
     (opts.out / "report.md").write_text(report.markdown())
     return report

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from warpforge.optimize.plans import PlanSection
+
 
 class Checks(BaseModel):
     """The proof (optimize/prove.py): the patched model against the unpatched one, from the same weights."""
@@ -66,6 +68,7 @@ class OptimizeReport(BaseModel):
     untimed: bool
     package: str
     patches: str | None
+    plans: PlanSection | None = None  # --cluster: the planner's best parallel layouts for this model
 
     def markdown(self) -> str:
         kinds = sorted({r.kind for r in self.regions if r.patched})
@@ -99,6 +102,15 @@ class OptimizeReport(BaseModel):
         lines += ["", "## Regions", "", "| region | kind | share | task | status |", "|---|---|---|---|---|"]
         for r in self.regions:
             lines.append(f"| `{r.name}` | {r.kind} | {r.share:.1%} | {r.task or '-'} | {r.status} |")
+        if self.plans is not None:
+            p = self.plans
+            lines += ["", "## Parallel plans", "",
+                      f"{p.model.name} ({p.model.layers} layers, hidden {p.model.hidden}, seq {p.model.seq}) on "
+                      f"{p.cluster}, {p.nodes} node(s), {p.gpus} GPUs, global batch {p.global_batch}: {p.basis}.",
+                      "", "| rank | plan | tokens/s | step s | MFU | peak GiB | fits |", "|---|---|---|---|---|---|---|"]
+            for r in p.plans:
+                lines.append(f"| {r.rank} | {r.plan} | {r.tokens_per_s:,.0f} | {r.step_time_s:.3f} | {r.mfu:.1%} | "
+                             f"{r.peak_mem_gb:.1f} of {r.hbm_gb:.0f} | {r.fits} |")
         if self.trials:
             lines += ["", "## Search", "", "| task | trials | campaign |", "|---|---|---|"]
             for task, n in sorted(self.trials.items()):

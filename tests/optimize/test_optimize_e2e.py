@@ -33,7 +33,8 @@ def test_optimize_a_qwen3_config_patches_and_proves(tmp_path: Path) -> None:
     out = tmp_path / "opt"
     env = dict(os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", COLUMNS="80")
     proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(model_dir), "--batch", "1",
-                           "--seq", "32", "--trials", "4", "--out", str(out), "--json"],
+                           "--seq", "32", "--trials", "5", "--out", str(out), "--cluster", "dgx-h100",
+                           "--plan-seq", "4096", "--json"],
                           capture_output=True, text=True, env=env, timeout=3000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -50,6 +51,14 @@ def test_optimize_a_qwen3_config_patches_and_proves(tmp_path: Path) -> None:
     assert {"normalization", "loss", "attention", "gemm"} <= patched_kinds, patched_kinds
     linears = [r for r in regions if r["task"] and r["task"].startswith("linear")]
     assert len(linears) == 7 * LAYERS + 1 and all(r["patched"] for r in linears)  # q k v o gate up down; lm_head
+    # the rotary embedding is a helper function of the model's file (apply_rotary_pos_emb): a region per layer,
+    # two rotary kernels each (queries at 2 heads, keys at 1)
+    rotary = [r for r in regions if r["kind"] == "rotary"]
+    assert len(rotary) == LAYERS and all(r["patched"] and "apply_rotary_pos_emb" in r["name"] for r in rotary)
+    assert report["coverage"] >= 0.85, report["coverage"]
+    plans = report["plans"]
+    assert plans["model"]["layers"] == LAYERS and plans["model"]["seq"] == 4096 and plans["gpus"] == 8
+    assert plans["plans"] and all(p["fits"] in ("yes", "uncertain") for p in plans["plans"])
     assert report["speedup"]["measured"] is None and report["speedup"]["estimated"] is not None
     assert "estimate" in report["speedup"]["basis"]
     assert (out / "report.md").read_text().startswith("# warpforge optimize")

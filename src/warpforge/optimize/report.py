@@ -107,10 +107,11 @@ class OptimizeReport(BaseModel):
             lines += ["", "## Parallel plans", "",
                       f"{p.model.name} ({p.model.layers} layers, hidden {p.model.hidden}, seq {p.model.seq}) on "
                       f"{p.cluster}, {p.nodes} node(s), {p.gpus} GPUs, global batch {p.global_batch}: {p.basis}.",
-                      "", "| rank | plan | tokens/s | step s | MFU | peak GiB | fits |", "|---|---|---|---|---|---|---|"]
-            for r in p.plans:
-                lines.append(f"| {r.rank} | {r.plan} | {r.tokens_per_s:,.0f} | {r.step_time_s:.3f} | {r.mfu:.1%} | "
-                             f"{r.peak_mem_gb:.1f} of {r.hbm_gb:.0f} | {r.fits} |")
+                      "", "| rank | plan | tokens/s | step s | MFU | peak GiB | fits |",
+                      "|---|---|---|---|---|---|---|"]
+            for row in p.plans:
+                lines.append(f"| {row.rank} | {row.plan} | {row.tokens_per_s:,.0f} | {row.step_time_s:.3f} | "
+                             f"{row.mfu:.1%} | {row.peak_mem_gb:.1f} of {row.hbm_gb:.0f} | {row.fits} |")
         if self.trials:
             lines += ["", "## Search", "", "| task | trials | campaign |", "|---|---|---|"]
             for task, n in sorted(self.trials.items()):

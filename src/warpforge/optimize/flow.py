@@ -247,7 +247,8 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
 
     patched = set(checks.kernel_calls)
     after_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.name in patched)
-    rows = [RegionRow(name=r.name, kind=r.kind, share=round(r.share, 4), task=r.match.describe() if r.match else None,
+    rows = [RegionRow(name=r.name, kind=r.kind, share=round(r.share, 4),
+                      task="; ".join(m.describe() for m in r.matches) if r.match else None,
                       status=_status(r, why_not, checks), patched=r.name in patched,
                       estimated_us=round(r.seconds * 1e6, 3),
                       fused_us=round(fused[r.name] * 1e6, 3) if r.name in fused else None)

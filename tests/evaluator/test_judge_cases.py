@@ -9,7 +9,8 @@ import random
 import torch
 
 from warpforge.evaluator.judge.compare import compare_outputs, references
-from warpforge.evaluator.judge.judge import SCALE_BUDGET, plan_cases, scale_shapes
+from warpforge.evaluator.judge.judge import plan_cases
+from warpforge.evaluator.run.interpret import SCALE_BUDGET, scale_shapes
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import largest_checked
 from warpforge.kernels.task import get_task

@@ -10,4 +10,14 @@ Its parts, in the order an evaluation meets them:
 
 ``result`` holds the verdicts and results every other package reads; ``gpus`` the peak rates behind the
 speed-of-light floor.
+
+The order is a contract (tests/evaluator/test_evaluation_trace.py traces it). Counting as an entry each call
+that ``run/`` makes into another part (what that part then calls is inside the entry), an evaluation enters
+``static`` once and first, before anything of the candidate runs; then the sandbox and the judge alternate
+in phases: each sandbox stretch starts at least one child and reads what it left, each judge stretch works
+on finished children and decides whether another child runs (the task lint and the check's cases before the
+check child; the check's verdict before the late compile of interpreted specializations, or before the timed
+child on a GPU). So the interpret backend is static, sandbox (compile), judge (lint, cases), sandbox (check),
+judge (verdict). The contract module ``run/backend.py`` only dispatches (stages.evaluate_job): nothing in it
+is called back while the stages run.
 """

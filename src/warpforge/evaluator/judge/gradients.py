@@ -30,7 +30,6 @@ from warpforge.evaluator.judge.compare import as_tuple, compare_outputs, referen
 from warpforge.evaluator.judge.judge import CheckPlan
 from warpforge.evaluator.sandbox.child.backward import upstream_gradient
 from warpforge.kernels.taskdef import Task
-from warpforge.kernels.variant import Variant
 
 
 def draw_grad_out(reference: Callable[..., object], inputs: Sequence[object], seed: int) -> torch.Tensor:
@@ -74,23 +73,6 @@ def grad_floors(task: Task, inputs: Sequence[object], grad_out: torch.Tensor) ->
         return (0.0,) * len(task.grad_inputs)
     wide = upcast(tuple(x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs))
     return tuple(float(v) for v in task.grad_scales(*wide, grad_out.detach().cpu().double()))
-
-
-def training_check(task: Task, variant: Variant) -> bool:
-    """Whether an evaluation checks (and times) the backward: the task defines gradients and the variant
-    has launch_forward/launch_backward."""
-    return task.has_backward and variant.has_backward
-
-
-def training_note(task: Task, variant: Variant) -> str | None:
-    """What a result says about the backward when it was not checked (None when it was, or nothing to say)."""
-    if task.has_backward and not variant.has_backward:
-        return (f"backward: not checked: the task defines gradients of inputs {list(task.grad_inputs)} but the "
-                "variant has no launch_forward/launch_backward, so it was judged (and timed) forward-only")
-    if variant.has_backward and not task.has_backward:
-        return ("backward: ignored: the variant defines launch_forward/launch_backward but the task has no "
-                "GRAD_INPUTS (no gradient reference), so only launch was judged")
-    return None
 
 
 def add_grad_outs(plan: CheckPlan, task: Task, rng: random.Random) -> None:

@@ -152,7 +152,7 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
                 break
     _add_adversarial(task, cases, dtypes, rng, notes)
     _add_precision(task, cases, dtypes, rng)
-    for shape in scale:  # benchmark scale: one seed, the first dtype (judge.scale_shapes)
+    for shape in scale:  # benchmark scale: one seed, the first dtype (interpret.scale_shapes)
         seed = rng.getrandbits(31)
         try:
             inputs = tuple(task.make_inputs(dict(shape), dtypes[0], seed, "cpu"))
@@ -180,54 +180,6 @@ def _add_adversarial(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype
         for name, inputs in make(dict(shape), dtype, seed, "cpu").items():
             sentinel = math.nan if len(cases) % 2 == 0 else float(rng.randint(1000, 9000))
             cases.append(Case(len(cases), dict(shape), dtype, seed, sentinel, tuple(inputs), adversarial=name))
-
-
-# What the interpreter can afford for one benchmark-scale case. Measured here (2 cores, load ~10):
-# softmax's online template takes 0.7 s for one row of 32768 (a row is one vectorised program) but
-# 10.5 s for 1024 rows of 1 and 55 s for 4096 (~10 ms per program). So the last dimension (the
-# contiguous, reduced one in every built-in task) goes to its benchmark maximum within SCALE_BUDGET
-# elements (65536: 256 programs of an elementwise kernel's 256-wide blocks, ~2.5 s at that load),
-# every other dimension, which usually sets the number of programs, stops at SCALE_MAX_OTHER, and the
-# ok says where each stopped.
-SCALE_BUDGET = 1 << 16
-SCALE_MAX_OTHER = 256
-
-
-def scale_shapes(task: Task) -> tuple[list[Shape], str]:
-    """Benchmark-scale cases the interpreter can afford, and a sentence for the ``ok`` saying what they cover.
-
-    Each dimension in turn at its largest benchmark value (capped as above), the others at their smallest
-    check value: a kernel that changes behaviour above some size of one dimension meets that size here.
-    The smallest full benchmark shape is added when it fits SCALE_BUDGET.
-    """
-    if not task.shapes or not (task.check_shapes or task.small_shapes):
-        return [], "benchmark scale: the task has no shapes to scale"
-    small = task.check_shapes or task.small_shapes
-    dims = [d for d in task.shapes[0] if all(d in s for s in [*task.shapes, *small])]
-    low = {d: min(int(s[d]) for s in small) for d in dims}
-    out: list[Shape] = []
-    capped: list[str] = []
-    for d in dims:
-        top = max(int(s[d]) for s in task.shapes)
-        value = top if d == dims[-1] else min(top, SCALE_MAX_OTHER)
-        shape = {**low, d: value}
-        while math.prod(shape.values()) > SCALE_BUDGET and shape[d] > 1:
-            shape[d] //= 2
-        if shape[d] < top:
-            capped.append(f"{d} up to {shape[d]} (benchmark {top})")
-        if shape[d] > max(int(s[d]) for s in small) and shape not in out:
-            out.append(shape)
-    full = min(task.shapes, key=lambda s: math.prod(int(v) for v in s.values()))
-    fits = math.prod(int(v) for v in full.values()) <= SCALE_BUDGET and all(
-        int(full[d]) <= SCALE_MAX_OTHER for d in dims[:-1])
-    if fits and full not in out:
-        out.append(dict(full))
-    covered = ", ".join(shape_key(s) for s in out) or "none"
-    limits = f"; only {', '.join(capped)}: the interpreter runs ~10 ms per program" if capped else ""
-    note = (f"benchmark scale: checked {covered} (one dimension at a time at its benchmark size{limits}"
-            + ("; the smallest full benchmark shape too)" if fits else
-               f"; no full benchmark shape, the smallest is {shape_key(full)}: check it on a GPU)"))
-    return out, note
 
 
 def _add_precision(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype], rng: random.Random) -> None:

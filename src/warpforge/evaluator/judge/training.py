@@ -174,6 +174,6 @@ class TrainingJudge(Judge):
 
 def judge_training(job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
                    ) -> tuple[EvalResult | None, list[str]]:
-    """judge.judge_check for a training check (gradients.training_check)."""
+    """judge.judge_check for a training check (job.training_check)."""
     judge = TrainingJudge(job, plan, outcome, ref_device)
     return judge.judge(), judge.checked

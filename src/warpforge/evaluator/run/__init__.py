@@ -2,8 +2,9 @@
 
 ``backend`` holds the backend contract, its registry and backend selection, with one module per backend
 (``interpret``, ``cuda``, ``replay``); ``stages`` runs static check, correctness, ahead-of-time compile and
-timing for a ``Job``; ``pool`` and ``ray_pool`` schedule jobs, and :func:`make_pool` here picks between them;
-``timing`` and ``stats`` plan and judge timed runs.
+timing for a ``Job``; ``provenance`` stamps results with the software and hardware that produced them;
+``pool`` and ``ray_pool`` schedule jobs, and :func:`make_pool` here picks between them; ``timing`` and
+``stats`` plan and judge timed runs.
 
 Example::
 

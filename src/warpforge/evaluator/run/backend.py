@@ -1,9 +1,11 @@
 """The backend contract: :class:`Backend` with its declared capabilities, its registry, and backend selection.
 
 A backend evaluates a :class:`~warpforge.evaluator.run.job.Job` to exactly one verdict and declares, as
-class attributes, what else it offers (see :class:`Backend`). :data:`BACKENDS` names the built-in ones by
-import path (``interpret``, ``cuda``, ``replay``, each in its own module), so any process finds every
-built-in whatever it imported first, and this module never imports its implementations: they import it.
+class attributes, what else it offers (see :class:`Backend`). :meth:`Backend.evaluate` only dispatches to the
+run stages (stages.evaluate_job), which call the backend's ``_evaluate``; nothing here is called back.
+:data:`BACKENDS` names the built-in ones by import path (``interpret``, ``cuda``, ``replay``, each in its own
+module), so any process finds every built-in whatever it imported first, and this module never imports its
+implementations: they import it.
 :func:`usable_backend` picks the backend that can evaluate a task here, before the first evaluation.
 
 Example::
@@ -16,35 +18,20 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 
-import warpforge
 from warpforge.errors import UsageError
-from warpforge.evaluator.judge.gradients import training_note
-from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.evaluator.result import EvalResult
 from warpforge.evaluator.run import recordings
 from warpforge.evaluator.run.job import Job
-from warpforge.evaluator.run.stages import static_stage
+from warpforge.evaluator.run.stages import evaluate_job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.variant import Variant
 from warpforge.registry import Registry
-
-
-def fingerprint(details: dict[str, object]) -> str:
-    return hashlib.sha256(json.dumps(details, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def software_versions() -> dict[str, str]:
-    import triton
-
-    return {"torch": torch.__version__, "triton": triton.__version__, "warpforge": warpforge.__version__}
 
 
 class Backend(ABC):
@@ -79,16 +66,9 @@ class Backend(ABC):
     def _evaluate(self, job: Job) -> EvalResult: ...
 
     def evaluate(self, job: Job) -> EvalResult:
-        start = time.monotonic()
-        result = static_stage(job) or self._evaluate(job)
-        result.backend = self.name
-        result.versions = result.versions or software_versions()
-        result.wall_s = time.monotonic() - start
-        result.walls = {**job.walls, **result.walls}
-        note = training_note(job.task, job.variant)  # a backward that was not judged says so
-        if note is not None and result.verdict is Verdict.OK:
-            result.unchecked.append(note)
-        return result
+        """Dispatch only: the run stages check ``job`` statically, call :meth:`_evaluate` and stamp the result
+        (stages.evaluate_job), and nothing of this module runs again until they return."""
+        return evaluate_job(job, self.name, self._evaluate)
 
     def precheck(self, job: Job) -> EvalResult:
         """The backend's own CPU stage (``has_precheck``); not supported by default."""

@@ -14,19 +14,20 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 import platform
 
 import torch
 
-from warpforge.evaluator.judge.judge import scale_shapes
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.backend import Backend, fingerprint, register
+from warpforge.evaluator.run.backend import Backend, register
 from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.provenance import fingerprint
 from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked, spec_stage
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.evaluator.static.grammar import kernels_use
-from warpforge.kernels.taskdef import shape_key
+from warpforge.kernels.taskdef import Shape, Task, shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.interpret")
 
@@ -64,7 +65,7 @@ def by_path_notes(job: Job) -> list[str]:
     return [note] if note else []
 
 
-# The interpreter runs ~10 ms per program (evaluator/judge/judge.py): inputs above this many bytes at a check shape
+# The interpreter runs ~10 ms per program (SCALE_BUDGET below): inputs above this many bytes at a check shape
 # would take hours; KernelBench's own shapes are 0.3-8.6 GB per input.
 INTERPRET_MAX_BYTES = 64 << 20
 
@@ -87,6 +88,54 @@ def too_big_for_interpreter(job: Job) -> EvalResult | None:
                               + "run with --backend cuda on a GPU, or give the problem smaller sizes as module "
                               "globals read by get_inputs()")
     return None
+
+
+# What the interpreter can afford for one benchmark-scale case. Measured here (2 cores, load ~10):
+# softmax's online template takes 0.7 s for one row of 32768 (a row is one vectorised program) but
+# 10.5 s for 1024 rows of 1 and 55 s for 4096 (~10 ms per program). So the last dimension (the
+# contiguous, reduced one in every built-in task) goes to its benchmark maximum within SCALE_BUDGET
+# elements (65536: 256 programs of an elementwise kernel's 256-wide blocks, ~2.5 s at that load),
+# every other dimension, which usually sets the number of programs, stops at SCALE_MAX_OTHER, and the
+# ok says where each stopped.
+SCALE_BUDGET = 1 << 16
+SCALE_MAX_OTHER = 256
+
+
+def scale_shapes(task: Task) -> tuple[list[Shape], str]:
+    """Benchmark-scale cases the interpreter can afford, and a sentence for the ``ok`` saying what they cover.
+
+    Each dimension in turn at its largest benchmark value (capped as above), the others at their smallest
+    check value: a kernel that changes behaviour above some size of one dimension meets that size here.
+    The smallest full benchmark shape is added when it fits SCALE_BUDGET.
+    """
+    if not task.shapes or not (task.check_shapes or task.small_shapes):
+        return [], "benchmark scale: the task has no shapes to scale"
+    small = task.check_shapes or task.small_shapes
+    dims = [d for d in task.shapes[0] if all(d in s for s in [*task.shapes, *small])]
+    low = {d: min(int(s[d]) for s in small) for d in dims}
+    out: list[Shape] = []
+    capped: list[str] = []
+    for d in dims:
+        top = max(int(s[d]) for s in task.shapes)
+        value = top if d == dims[-1] else min(top, SCALE_MAX_OTHER)
+        shape = {**low, d: value}
+        while math.prod(shape.values()) > SCALE_BUDGET and shape[d] > 1:
+            shape[d] //= 2
+        if shape[d] < top:
+            capped.append(f"{d} up to {shape[d]} (benchmark {top})")
+        if shape[d] > max(int(s[d]) for s in small) and shape not in out:
+            out.append(shape)
+    full = min(task.shapes, key=lambda s: math.prod(int(v) for v in s.values()))
+    fits = math.prod(int(v) for v in full.values()) <= SCALE_BUDGET and all(
+        int(full[d]) <= SCALE_MAX_OTHER for d in dims[:-1])
+    if fits and full not in out:
+        out.append(dict(full))
+    covered = ", ".join(shape_key(s) for s in out) or "none"
+    limits = f"; only {', '.join(capped)}: the interpreter runs ~10 ms per program" if capped else ""
+    note = (f"benchmark scale: checked {covered} (one dimension at a time at its benchmark size{limits}"
+            + ("; the smallest full benchmark shape too)" if fits else
+               f"; no full benchmark shape, the smallest is {shape_key(full)}: check it on a GPU)"))
+    return out, note
 
 
 def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
@@ -137,12 +186,16 @@ class InterpretBackend(Backend):
     def __init__(self, pool: ChildPool | None = None) -> None:
         super().__init__(pool)
         self._scaled: dict[str, str] = {}  # variant source hash -> what its benchmark-scale cases covered
+        # The pool probed its isolation when it was made; read here, so that no evaluation goes back to the
+        # sandbox for it after its verdict.
+        iso = self.pool.isolation
+        self._unsandboxed = None if iso.active else f"isolation: {iso.summary()}: the candidate ran unsandboxed"
 
     def _evaluate(self, job: Job) -> EvalResult:
         refused = too_big_for_interpreter(job)
         if refused is not None:
             return refused
-        # Benchmark-scale cases once per variant source (judge.scale_shapes), on its first evaluation here.
+        # Benchmark-scale cases once per variant source (scale_shapes), on its first evaluation here.
         first = job.variant.source_hash not in self._scaled
         if first:
             job.scale_shapes, note = scale_shapes(job.task)
@@ -160,6 +213,6 @@ class InterpretBackend(Backend):
             result.unchecked.append(largest_checked(job, checked_shapes))
             result.unchecked.append(note)
             result.unchecked += by_path_notes(job)
-        if not self.pool.isolation.active:
-            result.unchecked.append(f"isolation: {self.pool.isolation.summary()}: the candidate ran unsandboxed")
+        if self._unsandboxed is not None:
+            result.unchecked.append(self._unsandboxed)
         return result

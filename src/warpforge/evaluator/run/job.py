@@ -1,7 +1,8 @@
 """The typed job the trusted side evaluates: one candidate (task, variant source, parameters) and how to check it.
 
 Its own module, below both the stages that run a job (stages.py, timing.py) and the judge that reads what
-its child reported (judge/judge.py), so that neither imports the other for the type.
+its child reported (judge/judge.py), so that neither imports the other for the type. Whether a job checks
+the backward (:func:`training_check`) is decided here too: the stages ask it before any child runs.
 
 Example::
 
@@ -38,6 +39,23 @@ def machine_has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def training_check(task: Task, variant: Variant) -> bool:
+    """Whether an evaluation checks (and times) the backward: the task defines gradients and the variant
+    has launch_forward/launch_backward."""
+    return task.has_backward and variant.has_backward
+
+
+def training_note(task: Task, variant: Variant) -> str | None:
+    """What a result says about the backward when it was not checked (None when it was, or nothing to say)."""
+    if task.has_backward and not variant.has_backward:
+        return (f"backward: not checked: the task defines gradients of inputs {list(task.grad_inputs)} but the "
+                "variant has no launch_forward/launch_backward, so it was judged (and timed) forward-only")
+    if variant.has_backward and not task.has_backward:
+        return ("backward: ignored: the variant defines launch_forward/launch_backward but the task has no "
+                "GRAD_INPUTS (no gradient reference), so only launch was judged")
+    return None
+
+
 @dataclass
 class Job:
     """One candidate to evaluate: the task, the variant source, its parameters and how to check it."""
@@ -66,7 +84,7 @@ class Job:
     # "strict" (default) or "core" (static.py): "core" lets the adversarial manifest test the run-time
     # defences behind a fixture that the strict rules would already stop. Set by the trusted side only.
     static_rules: str = "strict"
-    # Benchmark-scale correctness cases (judge.scale_shapes), run once per variant source: the interpret
+    # Benchmark-scale correctness cases (interpret.scale_shapes), run once per variant source: the interpret
     # backend sets them on the first evaluation of a source and leaves them empty on its later trials.
     scale_shapes: list[Shape] = field(default_factory=list)
 

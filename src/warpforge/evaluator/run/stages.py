@@ -1,6 +1,8 @@
 """The evaluation stages, run from the trusted side: static check, correctness, AOT compile, timing.
 
-Each stage returns either data or a failing :class:`EvalResult`; backends (interpret.py, cuda.py, replay.py) chain them.
+:func:`evaluate_job` is every evaluation's frame: the static check, then the backend's own stages, then what
+every result carries. Each stage returns either data or a failing :class:`EvalResult`; backends (interpret.py,
+cuda.py, replay.py) chain them.
 Correctness (``check_stage``) plans its cases here (judge.plan_cases: seeds and hidden shapes from
 this process's unpredictable RNG), runs them in a child, and judges the child's raw facts in
 judge/judge.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.run.job.Job` in job.py.
@@ -14,18 +16,19 @@ import os
 import random
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import torch
 
 from warpforge.evaluator.judge.compare import lint_task
-from warpforge.evaluator.judge.gradients import add_grad_outs, training_check
+from warpforge.evaluator.judge.gradients import add_grad_outs
 from warpforge.evaluator.judge.judge import CheckPlan, judge_check, plan_cases
 from warpforge.evaluator.judge.training import judge_training
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.job import Job, training_check, training_note
+from warpforge.evaluator.run.provenance import software_versions
 from warpforge.evaluator.sandbox import isolation, kernel_cache, model_spec
 from warpforge.evaluator.sandbox.protocol import CheckRequest
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool
@@ -143,6 +146,22 @@ def static_stage(job: Job) -> EvalResult | None:
         return job.result(Verdict.INVALID_CONFIG, "unknown_parameter",
                           f"parameters {unknown} are not in the variant's SPACE {sorted(job.variant.space)}")
     return None
+
+
+def evaluate_job(job: Job, backend: str, implementation: Callable[[Job], EvalResult]) -> EvalResult:
+    """The static check, then ``implementation`` (a backend's own stages) unless the check refused the source,
+    then what every result carries: the backend, the software versions, the wall time, the walls its children
+    ran behind and, on an ``ok``, a backward that was not judged."""
+    start = time.monotonic()
+    result = static_stage(job) or implementation(job)
+    result.backend = backend
+    result.versions = result.versions or software_versions()
+    result.wall_s = time.monotonic() - start
+    result.walls = {**job.walls, **result.walls}
+    note = training_note(job.task, job.variant)
+    if note is not None and result.verdict is Verdict.OK:
+        result.unchecked.append(note)
+    return result
 
 
 def task_path(job: Job) -> str:
@@ -439,7 +458,7 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
 
 
 # A benchmark specialization is interpreted at a shape of at most this many elements (product of dimensions):
-# 4x the benchmark-scale budget (verify.SCALE_BUDGET, ~2.5 s), so ~10 s for an elementwise kernel here.
+# 4x the benchmark-scale budget (interpret.SCALE_BUDGET, ~2.5 s), so ~10 s for an elementwise kernel here.
 SPEC_BUDGET = 1 << 18
 
 

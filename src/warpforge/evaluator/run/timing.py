@@ -3,7 +3,8 @@
 The child reports samples and facts; quantiles, speedups and every verdict come from here:
 
 - ``timed_output_incorrect``: outputs of chosen *timed* calls, rebuilt inputs and all, are compared with
-  a float64 reference: a candidate that caches, replays or skips work once it is being timed fails;
+  a float64 reference (judge/timed.py): a candidate that caches, replays or skips work once it is being
+  timed fails;
 - ``work_outside_timed_stream``: after the end event completed, a device-wide synchronize still waited
   (median over calls above max(20 us, a quarter of the timed median)): work on a side stream or thread;
 - ``timing_inconsistent``: the parent's own clock, from the child's marks around a block of back-to-back
@@ -27,10 +28,9 @@ from typing import Any
 import torch
 
 from warpforge.evaluator.gpus import peaks_for
-from warpforge.evaluator.judge.compare import compare_outputs, references
-from warpforge.evaluator.judge.gradients import recheck_training, training_check
+from warpforge.evaluator.judge.timed import recheck_timed_call
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.run.job import Job, training_check
 from warpforge.evaluator.run.stages import (
     CANDIDATE_FILE,
     CONTEXT_S,
@@ -45,8 +45,7 @@ from warpforge.evaluator.run.stages import (
 )
 from warpforge.evaluator.run.stats import quantiles
 from warpforge.evaluator.sandbox import model_spec
-from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, load_saved, read_regular
-from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool, Mark
+from warpforge.evaluator.sandbox.supervisor import ChildPool, Mark
 from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
 # A device-wide synchronize right after the end event costs ~5-10 us when nothing is pending.
@@ -195,28 +194,6 @@ def _facts_finding(job: Job, report: dict[str, Any]) -> EvalResult | None:
     return None
 
 
-def _recheck(job: Job, case: TimedCase, outcome: ChildOutcome, call: int, name: str, ref_device: str,
-             training: bool | None = None) -> str | None:
-    try:  # a regular file of the child's, never a link or FIFO, at most OUTPUT_CAP bytes (readback.py)
-        data = read_regular(outcome.scratch / name, OUTPUT_CAP)
-    except (FileNotFoundError, NotReadable):
-        return f"the output of timed call {call} was not a plain tensor"
-    saved = load_saved(data)
-    if saved is None:
-        return f"the output of timed call {call} is not a saved case of plain tensors"
-    outs = saved["out"]
-    inputs = case.inputs_of_call(job, call)
-    if training is None:
-        training = training_check(job.task, job.variant)
-    if training:  # out, then the gradients for the call's upstream gradient
-        problem = recheck_training(job.task, inputs, outs, case.dtype, case.grad_seed, ref_device)
-        return None if problem is None else f"timed call {call} ({shape_key(case.shape)}): {problem}"
-    r64, rlp = references(job.task.reference, inputs, ref_device)
-    atol, rtol = job.task.tolerance(case.dtype)
-    mismatch = compare_outputs(outs, r64, rlp, atol, rtol)
-    return None if mismatch is None else f"timed call {call} ({shape_key(case.shape)}): {mismatch.message}"
-
-
 def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes: Sequence[Shape],
                 dtype: torch.dtype, settings: BenchSettings | None = None,
                 reference_ms: dict[str, float] | None = None, ref_device: str = "cpu",
@@ -265,7 +242,7 @@ def bench_stage(pool: ChildPool, job: Job, device: str, interpret: bool, shapes:
         results = []
         for case, facts in zip(cases, report["cases"]):
             for call in facts.get("saved", []):
-                problem = _recheck(job, case, outcome, call, f"timed_{case.id}_{call}.pt", ref_device)
+                problem = recheck_timed_call(job, case, outcome, call, f"timed_{case.id}_{call}.pt", ref_device)
                 if problem:
                     return job.result(Verdict.REJECTED, "timed_output_incorrect", "outputs of timed calls are "
                                       f"rechecked with fresh inputs per call: {problem}"), [], device_info
@@ -357,7 +334,7 @@ def ab_stage(pool: ChildPool, job_a: Job, job_b: Job, device: str, interpret: bo
         for which, job in enumerate((job_a, job_b)):
             for case in cases:
                 name = f"timed_ab_{which}_{case.id}.pt"
-                problem = _recheck(job, case, outcome, rounds - 1, name, ref_device, training)
+                problem = recheck_timed_call(job, case, outcome, rounds - 1, name, ref_device, training)
                 if problem:
                     return job.result(Verdict.REJECTED, "timed_output_incorrect", problem), [], []
         per_round = [[math.exp(sum(math.log(max(report["samples"][w][k][r], 1e-9)) for k in range(len(cases)))

@@ -137,7 +137,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     device = req["device"]
     timer = Timer(device, int(req.get("flush_bytes", 0)))
     warmup, reps = int(req["warmup"]), int(req["reps"])
-    # A training bench (req "training", gradients.training_check): every timed call is launch_forward then
+    # A training bench (req "training", job.training_check): every timed call is launch_forward then
     # launch_backward, each timed alone; the reference is torch's forward then autograd's backward.
     training = bool(req.get("training"))
     cases: list[dict[str, Any]] = []

@@ -144,11 +144,20 @@ def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, st
 
     reader = Reader(opts.db)
     plans, refused = [], {}
+    from warpforge.export.source import training_facts
+
     for name in tasks:
+        task = get_task(name)
         try:
-            plans.append(plan_task(reader, get_task(name), allow_untimed=True))
+            plan = plan_task(reader, task, allow_untimed=True)
         except ExportRefused as e:
             refused[name] = str(e).splitlines()[0]
+            continue
+        if opts.train and training_facts(task, plan.variant_source) is None:
+            # its export would have no autograd: the training step could not differentiate through it
+            refused[name] = f"the winner ({plan.variant_name}) has no backward kernel (a training step needs one)"
+            continue
+        plans.append(plan)
     dest = opts.out / "package"
     if plans:
         write_tree(dest, render_package(plans, opts.namespace, "package", patch=False))

@@ -113,18 +113,29 @@ def _module_forward(module: torch.nn.Module, spec: PatchSpec, package: ModuleTyp
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         tensors = _tensors_of(args, kwargs) + params
-        first = tensors[0]
-        out = _run(spec, package, tensors, _output_shape(spec, first), counters)
-        return original(*args, **kwargs) if out is None else out.to(first.dtype) if out.is_floating_point() else out
+        out = _run(spec, package, tensors, _output_shape(spec, tensors), counters)
+        return original(*args, **kwargs) if out is None else _like_call(out, tensors)
 
     return forward
 
 
-def _output_shape(spec: PatchSpec, first: torch.Tensor) -> torch.Size | None:
-    # a flattened call returns its output with the first input's leading dimensions
-    if spec.reduce or not any(spec.flatten):
+def _output_shape(spec: PatchSpec, tensors: Sequence[torch.Tensor]) -> torch.Size | None:
+    """A flattened call's output with the flattened input's leading dimensions: x [B, S, H] (an [M, N] input)
+    gives [B, S, -1], and so do an embedding's ids [B, S] (an [M] input), whose output gains a dimension."""
+    if spec.reduce or True not in spec.flatten:
         return None
-    return torch.Size([*first.shape[:-1], -1])
+    i = spec.flatten.index(True)
+    t = tensors[spec.order[i]]
+    return torch.Size([*t.shape[: t.dim() - spec.ranks[i] + 1], -1])
+
+
+def _like_call(out: torch.Tensor, tensors: Sequence[torch.Tensor], keep: bool = False) -> torch.Tensor:
+    """The op's output in the call's floating dtype, the first floating tensor's (an embedding's ids come first);
+    ``keep``: as it is (a functional loss's fp32 reduction)."""
+    floating = next((t for t in tensors if t.is_floating_point()), None)
+    if keep or floating is None or not out.is_floating_point():
+        return out
+    return out.to(floating.dtype)
 
 
 class _FunctionSwap(TorchFunctionMode):
@@ -140,9 +151,9 @@ class _FunctionSwap(TorchFunctionMode):
         for spec in self.specs.get(self.active[-1] if self.active else "\0", []):
             if spec.function == name:
                 tensors = _tensors_of(args, kwargs)
-                out = _run(spec, self.package, tensors, None, self.counters)
+                out = _run(spec, self.package, tensors, _output_shape(spec, tensors), self.counters)
                 if out is not None:
-                    return out.to(tensors[0].dtype) if tensors[0].is_floating_point() and not spec.reduce else out
+                    return _like_call(out, tensors, keep=bool(spec.reduce))
         return func(*args, **kwargs)
 
 

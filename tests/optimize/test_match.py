@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -127,3 +128,38 @@ def test_layernorm_on_rows_whose_fp32_eager_rounding_fails_the_adversarial_input
     assert call is not None
     match = find_call_match(call)
     assert match is not None and match.task == "layernorm" and match.shape == {"M": 64, "N": 80}
+
+
+def test_an_embedding_on_2d_ids_is_the_embedding_task_with_ids_flattened() -> None:
+    table = torch.nn.Embedding(512, 64)
+    call = module_call(_module(table, torch.randint(0, 512, (1, 32))))
+    assert call is not None
+    match = find_call_match(call)
+    assert match is not None and match.task == "embedding"
+    assert match.shape == {"M": 32, "V": 512, "N": 64}  # a batch of 1 x 32 tokens
+    assert match.order == (0, 1) and match.flatten == (True, False) and match.has_backward
+
+
+def test_functional_embedding_matches_and_a_max_norm_table_does_not() -> None:
+    weight, ids = torch.randn(100, 24), torch.randint(0, 100, (3, 5))
+    call = function_calls(_function(F.embedding, ids, weight))[0]
+    assert call is not None
+    match = find_call_match(call)
+    assert match is not None and match.task == "embedding" and match.shape == {"M": 15, "V": 100, "N": 24}
+    # max_norm rescales every looked-up row whose norm passes 1 (the task's N(0, 1) rows of 64 have norm ~8)
+    renorm = torch.nn.Embedding(512, 64, max_norm=1.0)
+    call = module_call(_module(renorm, torch.randint(0, 512, (1, 32))))
+    assert call is not None
+    match = find_call_match(call)
+    assert match is None or match.task != "embedding"
+
+
+@pytest.mark.xfail(strict=True, reason="the matcher compares forwards only: padding_idx changes the gradient "
+                   "(row padding_idx of dW is zero), not the output, so the table matches and its patch would "
+                   "train the padding row")
+def test_an_embedding_with_padding_idx_is_not_the_embedding_task() -> None:
+    table = torch.nn.Embedding(512, 64, padding_idx=0)
+    call = module_call(_module(table, torch.randint(0, 512, (1, 32))))
+    assert call is not None
+    match = find_call_match(call)
+    assert match is None or match.task != "embedding"

@@ -120,19 +120,30 @@ def _module_forward(module: torch.nn.Module, spec: PatchSpec, package: ModuleTyp
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         tensors = _tensors_of(args, kwargs) + params
-        first = tensors[0]
         out = _run(spec, package, tensors, _output_shape(spec, tensors), counters)
-        return original(*args, **kwargs) if out is None else out.to(first.dtype) if out.is_floating_point() else out
+        return original(*args, **kwargs) if out is None else _like_call(out, tensors)
 
     return forward
 
 
 def _output_shape(spec: PatchSpec, tensors: Sequence[torch.Tensor]) -> torch.Size | None:
-    # a flattened call returns its output with its main input's leading dimensions (the task's first input)
-    if spec.reduce or not any(spec.flatten):
+    """A call whose main input (the task's first) was flattened gets the op's output back with that input's
+    leading dimensions: x [B, S, H] (an [M, N] input) gives [B, S, -1], and so do an embedding's ids [B, S] (an
+    [M] input), whose output gains a dimension. An unflattened main input (a rotary's [B, H, S, D] queries, whose
+    cos/sin alone are flattened) already has the output's shape."""
+    if spec.reduce or not spec.flatten or not spec.flatten[0] or spec.order[0] < 0:
         return None
-    main = tensors[spec.order[0]] if spec.order and spec.order[0] >= 0 else tensors[0]
-    return torch.Size([*main.shape[:-1], -1])
+    t = tensors[spec.order[0]]
+    return torch.Size([*t.shape[: t.dim() - spec.ranks[0] + 1], -1])
+
+
+def _like_call(out: torch.Tensor, tensors: Sequence[torch.Tensor], keep: bool = False) -> torch.Tensor:
+    """The op's output in the call's floating dtype, the first floating tensor's (an embedding's ids come first);
+    ``keep``: as it is (a functional loss's fp32 reduction)."""
+    floating = next((t for t in tensors if t.is_floating_point()), None)
+    if keep or floating is None or not out.is_floating_point():
+        return out
+    return out.to(floating.dtype)
 
 
 def ordered_tensors(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
@@ -165,8 +176,7 @@ def _helper_wrapper(original: Callable[..., Any], specs: dict[str, list[PatchSpe
             out = _run(spec, package, tensors, _output_shape(spec, tensors), counters)
             if out is None:
                 return original(*args, **kwargs)
-            main = tensors[spec.order[0]]
-            outs[spec.output] = out.to(main.dtype) if out.is_floating_point() else out
+            outs[spec.output] = _like_call(out, tensors)
         if -1 in outs:
             return outs[-1]
         return tuple(outs[i] for i in range(len(outs))) if sorted(outs) == list(range(len(outs))) \
@@ -203,9 +213,9 @@ class _FunctionSwap(TorchFunctionMode):
         for spec in self.specs.get(self.active[-1] if self.active else "\0", []):
             if spec.function == name and not spec.helper:
                 tensors = _tensors_of(args, kwargs)
-                out = _run(spec, self.package, tensors, None, self.counters)
+                out = _run(spec, self.package, tensors, _output_shape(spec, tensors), self.counters)
                 if out is not None:
-                    return out.to(tensors[0].dtype) if tensors[0].is_floating_point() and not spec.reduce else out
+                    return _like_call(out, tensors, keep=bool(spec.reduce))
         return func(*args, **kwargs)
 
 

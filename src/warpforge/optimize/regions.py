@@ -13,7 +13,7 @@ Example::
 
     >>> regions = cut_regions(model, trace)                        # doctest: +SKIP
     >>> [(r.name, r.kind, r.task) for r in regions][:2]            # doctest: +SKIP
-    [('model.embed_tokens', 'embedding', None), ('model.layers.0.input_layernorm', 'normalization', 'rmsnorm')]
+    [('model.embed_tokens', 'embedding', 'embedding'), ('model.layers.0.input_layernorm', 'normalization', 'rmsnorm')]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ TASK_KINDS = {"matmul": "gemm", "linear": "gemm", "fp8_gemm": "gemm", "rmsnorm":
               "elementwise": "activation", "attention": "attention", "rotary": "rotary",
               "cross_entropy": "loss", "fused_linear_cross_entropy": "loss", "softmax": "reduction",
               "log_softmax": "reduction", "reduce": "reduction", "fp8_quant_block": "quantization",
-              "fp8_quant_token": "quantization"}
+              "fp8_quant_token": "quantization", "embedding": "embedding"}
 _GEMM_OPS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear"}
 # A module with more tensors than any task takes is never one region (a decoder layer: 9 weights).
 MAX_CALL_TENSORS = 6

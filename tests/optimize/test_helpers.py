@@ -35,15 +35,16 @@ def wrong_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
 
 
 class Attn(torch.nn.Module):
-    def __init__(self, helper: Any) -> None:
+    def __init__(self, helper: Any, batch: int = B) -> None:
         super().__init__()
+        self.batch = batch
         self.q = torch.nn.Linear(D, H * D, bias=False)
         self.k = torch.nn.Linear(D, HKV * D, bias=False)
         self.helper = helper
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        q = self.q(x).view(B, S, H, D).transpose(1, 2)
-        k = self.k(x).view(B, S, HKV, D).transpose(1, 2)
+        q = self.q(x).view(self.batch, S, H, D).transpose(1, 2)
+        k = self.k(x).view(self.batch, S, HKV, D).transpose(1, 2)
         if self.helper == "rope":
             q, k = rope(q, k, cos, sin)
         else:
@@ -51,18 +52,19 @@ class Attn(torch.nn.Module):
         return q.sum(1) + k.sum(1)
 
 
-def _inputs() -> tuple[torch.Tensor, ...]:
+def _inputs(batch: int = B) -> tuple[torch.Tensor, ...]:
     from warpforge.kernels.tasks.rotary import angles
 
-    ang = angles(S, D).float()
-    return torch.randn(B, S, D), ang.cos()[None], ang.sin()[None]
+    # each sequence of the batch at its own positions (a continued sequence): cos/sin differ per item
+    ang = torch.stack([angles(S + 5 * b, D)[5 * b:] for b in range(batch)]).float()
+    return torch.randn(batch, S, D), ang.cos(), ang.sin()
 
 
-def _regions(helper: str) -> list[Any]:
+def _regions(helper: str, batch: int = B) -> list[Any]:
     peaks = peaks_for("H100")
     assert peaks is not None
-    model = Attn(helper)
-    return cut_regions(model, trace_step(model, _inputs(), lambda out: out.sum(), peaks))
+    model = Attn(helper, batch)
+    return cut_regions(model, trace_step(model, _inputs(batch), lambda out: out.sum(), peaks))
 
 
 def test_a_rotary_helper_is_one_region_matched_for_both_outputs() -> None:
@@ -134,3 +136,35 @@ def test_the_patch_runs_the_op_for_the_patched_model_only() -> None:
 def test_tensors_are_read_in_parameter_order_however_passed() -> None:
     a, b, c, d = (torch.full((1,), float(i)) for i in range(4))
     assert [float(t) for t in ordered_tensors(rope, (a,), {"sin": d, "cos": c, "k": b})] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_batch_with_its_own_positions_per_item_is_rotary_per_item() -> None:
+    # cos/sin [2, S, D] hold other angles for each sequence: no [S, D] pair is the whole batch's, but each
+    # item is the task's; the patch then runs the op once per item and output
+    from warpforge.kernels.tasks.rotary import reference
+
+    regions = _regions("rope", batch=2)
+    rope_region = next(r for r in regions if r.name == "::rope#0")
+    assert [(m.task, m.items, m.shape) for m in rope_region.matches] == [
+        ("rotary", 2, {"B": 1, "H": H, "S": S, "D": D}), ("rotary", 2, {"B": 1, "H": HKV, "S": S, "D": D})]
+    calls: list[tuple[int, ...]] = []
+
+    def op(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(x.shape))
+        return reference(x, cos, sin)
+
+    specs = [PatchSpec(region=rope_region.name, module="", function="rope", op="rotary", shape=dict(m.shape),
+                       order=list(m.order), flatten=list(m.flatten), ranks=[4, 2, 2], dtypes=["float32"],
+                       helper=True, output=m.output, per_item=True) for m in rope_region.matches]
+    torch.manual_seed(0)
+    reference_model, patched = Attn("rope", 2), Attn("rope", 2)
+    patched.load_state_dict(reference_model.state_dict())
+    saved = globals()["rope"]
+    try:
+        apply_patches(patched, specs, _fake_package(op))
+        x = _inputs(2)
+        torch.testing.assert_close(patched(*x), reference_model(*x))
+        assert calls == [(1, H, S, D), (1, H, S, D), (1, HKV, S, D), (1, HKV, S, D)]
+    finally:
+        globals()["rope"] = saved
+        sys.modules.pop("wf_fake_pkg.rotary", None)

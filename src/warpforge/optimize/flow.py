@@ -81,7 +81,7 @@ def _fused_seconds(region: Region, peaks: GpuPeaks, dtype: torch.dtype) -> float
     fwd = 0.0
     for m in region.matches:  # a helper returning several tensors: one kernel per output
         task = get_task(m.task)
-        fwd += peaks.sol_ms(task.flops(m.shape, dtype), task.bytes_moved(m.shape, dtype), dtype) / 1e3
+        fwd += m.items * peaks.sol_ms(task.flops(m.shape, dtype), task.bytes_moved(m.shape, dtype), dtype) / 1e3
     return fwd + sum(o.seconds for o in region.ops if o.backward)
 
 
@@ -177,7 +177,7 @@ def _specs_for(region: Region, dtypes: list[str]) -> list[PatchSpec]:
             region=region.name, module=module, function=rest.partition("#")[0] if rest else "", op=m.task,
             shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
             zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
-            dtypes=dtypes, helper=region.source == "helper", output=m.output))
+            dtypes=dtypes, helper=region.source == "helper", output=m.output, per_item=m.items > 1))
     return specs
 
 

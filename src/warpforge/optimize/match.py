@@ -14,7 +14,10 @@ Two calling conventions beside the task's own are recognised, each checked the s
   returns one value per row: the rows whose target is ignored are dropped, as torch does;
 - one output of a call returning several (``apply_rotary_pos_emb(q, k, cos, sin)`` returns the rotated q
   and k): the call may take tensors the task does not; they are fed fresh random values in every case, so
-  a match also shows that this output does not depend on them.
+  a match also shows that this output does not depend on them;
+- a call on a batch that the task computes item by item (HF's rotary ``cos`` is [batch, seq, dim] where the
+  task's is [seq, dim]): every tensor of the call shares a leading size B > 1, item 0 alone matches the task,
+  and the call on a random batch equals the call on each item stacked; the patch then runs the op per item.
 
 Example::
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -52,6 +55,7 @@ class CallMatch:
     has_backward: bool = False
     zero_shapes: tuple[tuple[int, ...], ...] = field(default=())  # shapes of the absent inputs, in order
     output: int = -1  # which element of the call's returned tuple the task computes (-1: the whole return)
+    items: int = 1  # > 1: the call is a batch of this many items, the task computes each (shape: one item's)
 
     def describe(self) -> str:
         name = f"{self.task}[{self.member}]" if self.member else self.task
@@ -63,6 +67,8 @@ class CallMatch:
             extra += " (absent input as zeros)"
         if self.output >= 0:
             extra += f" (output {self.output})"
+        if self.items > 1:
+            extra += f" (per item of {self.items})"
         return f"{name} at {dims}{extra}"
 
 
@@ -240,7 +246,40 @@ def _agrees(call: Call, task: Task, shape: Shape, order: tuple[int, ...]) -> tup
 
 
 def find_call_match(call: Call, tasks: Sequence[Task] | None = None) -> CallMatch | None:
-    """The first task (a dedicated one before a family) that computes ``call``, or None."""
+    """The first task (a dedicated one before a family) that computes ``call``, or None; a call on a batch
+    of items the task computes one by one matches per item (see module doc)."""
+    found = _find(call, tasks)
+    if found is not None or not _batched(call):
+        return found
+    items = int(call.tensors[0].shape[0])
+    item = Call(tuple(t[:1] for t in call.tensors), call.run, call.output[:1], call.ignore_index, call.reduction,
+                call.index, call.spare)
+    found = _find(item, tasks)
+    if found is None or not _itemwise(call):
+        return None
+    return replace(found, items=items)
+
+
+def _batched(call: Call) -> bool:
+    sizes = {int(t.shape[0]) if t.dim() else 0 for t in (*call.tensors, call.output)}
+    return len(sizes) == 1 and sizes.pop() > 1
+
+
+def _itemwise(call: Call) -> bool:
+    """The call on a random batch is the call on each item, stacked (no item reads another)."""
+    gen = torch.Generator().manual_seed(7)
+    fed = [torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype) if t.is_floating_point() else t
+           for t in call.tensors]
+    try:
+        with torch.no_grad():
+            whole = call.run(fed)
+            each = [call.run([t[b:b + 1] for t in fed]) for b in range(fed[0].shape[0])]
+    except Exception:  # noqa: BLE001 - the call refuses a one-item batch: not item by item
+        return False
+    return isinstance(whole, torch.Tensor) and _close(whole, torch.cat(each, 0))
+
+
+def _find(call: Call, tasks: Sequence[Task] | None) -> CallMatch | None:
     if not call.tensors or not isinstance(call.output, torch.Tensor):
         return None
     for task in tasks if tasks is not None else _tasks():

@@ -54,6 +54,7 @@ class PatchSpec(BaseModel):
     dtypes: list[str]  # the dtypes the task verified
     helper: bool = False  # ``function`` is a helper of the model's code, not a torch.nn.functional name
     output: int = -1  # which element of the helper's returned tuple the op computes (-1: its whole return)
+    per_item: bool = False  # the op computes each item of the call's leading (batch) dimension on its own
 
 
 @dataclass
@@ -120,7 +121,7 @@ def _module_forward(module: torch.nn.Module, spec: PatchSpec, package: ModuleTyp
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         tensors = _tensors_of(args, kwargs) + params
-        out = _run(spec, package, tensors, _output_shape(spec, tensors), counters)
+        out = _run_spec(spec, package, tensors, counters)
         return original(*args, **kwargs) if out is None else _like_call(out, tensors)
 
     return forward
@@ -135,6 +136,21 @@ def _output_shape(spec: PatchSpec, tensors: Sequence[torch.Tensor]) -> torch.Siz
         return None
     t = tensors[spec.order[0]]
     return torch.Size([*t.shape[: t.dim() - spec.ranks[0] + 1], -1])
+
+
+def _run_spec(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor],
+              counters: PatchCounters) -> Any:
+    """The op on the call's tensors, item by item for a per-item spec; None when it cannot run."""
+    if not spec.per_item:
+        return _run(spec, package, tensors, _output_shape(spec, tensors), counters)
+    outs = []
+    for b in range(int(tensors[0].shape[0])):
+        item = [t[b:b + 1] for t in tensors]
+        out = _run(spec, package, item, _output_shape(spec, item), counters)
+        if out is None:
+            return None
+        outs.append(out)
+    return torch.cat(outs, 0)
 
 
 def _like_call(out: torch.Tensor, tensors: Sequence[torch.Tensor], keep: bool = False) -> torch.Tensor:
@@ -173,7 +189,7 @@ def _helper_wrapper(original: Callable[..., Any], specs: dict[str, list[PatchSpe
         tensors = ordered_tensors(original, args, kwargs)
         outs: dict[int, Any] = {}
         for spec in mine:
-            out = _run(spec, package, tensors, _output_shape(spec, tensors), counters)
+            out = _run_spec(spec, package, tensors, counters)
             if out is None:
                 return original(*args, **kwargs)
             outs[spec.output] = _like_call(out, tensors)
@@ -213,7 +229,7 @@ class _FunctionSwap(TorchFunctionMode):
         for spec in self.specs.get(self.active[-1] if self.active else "\0", []):
             if spec.function == name and not spec.helper:
                 tensors = _tensors_of(args, kwargs)
-                out = _run(spec, self.package, tensors, _output_shape(spec, tensors), self.counters)
+                out = _run_spec(spec, self.package, tensors, self.counters)
                 if out is not None:
                     return _like_call(out, tensors, keep=bool(spec.reduce))
         return func(*args, **kwargs)

@@ -49,6 +49,10 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return sorted(set(self._paths) | set(self._members))
 
+    def builtins(self) -> list[str]:
+        """The names given at construction (the product's own), whatever else was registered since."""
+        return sorted(self._paths)
+
     def __contains__(self, name: object) -> bool:
         return name in self._members or name in self._paths
 

@@ -122,7 +122,8 @@ class Proposer(ABC):
 
 class TemplateProposer(Proposer):
     """The hand-written Triton templates in ``kernels/templates/<task>/``; config ``{"files": [...]}`` adds
-    variant files of this proposer's own (origin ``template``)."""
+    variant files of this proposer's own (origin ``template``); ``{"training": true}`` proposes only those with
+    a backward (``launch_forward`` and ``launch_backward``), for a search whose winner must train."""
 
     name = "template"
 
@@ -131,6 +132,8 @@ class TemplateProposer(Proposer):
             return []
         extra = [load_variant(f).for_task(task.name) for f in self.config.get("files", [])]  # ModelNew: no TASK
         variants = builtin_variants(task.name) + [v for v in extra if v.task == task.name]
+        if self.config.get("training"):
+            variants = [v for v in variants if v.has_backward]
         return [Candidate(v, Origin("template", self.name)) for v in variants]
 
 

@@ -128,8 +128,9 @@ def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> dict[st
     for task, n in tasks.items():
         name = f"optimize-{stamp}-{task}"
         opts.on_stage(f"search {task}: {n} trial(s)")
+        # a training step patches only kernels with a backward: search those alone
         spec = check_run(CampaignSpec(name=name, tasks=[task], trials=n, backend=opts.backend, db_url=opts.db,
-                                      seed=opts.seed, top_k=1))
+                                      seed=opts.seed, top_k=1, proposer_config={"training": opts.train}))
         run_campaign(spec)
         names[task] = name
     return names

@@ -75,7 +75,8 @@ class OptimizeReport(BaseModel):
         c, s = self.checks, self.speedup
         lines = [f"# warpforge optimize: {self.target}", "",
                  f"{self.kind} target, {'training step' if self.train else 'inference'}, {self.dtype}, "
-                 f"batch {self.batch} x seq {self.seq}; costs priced on {self.gpu}.", "",
+                 + (f"batch {self.batch} x seq {self.seq}" if self.kind == "transformers" else "its own input sizes")
+                 + f"; costs priced on {self.gpu}.", "",
                  f"- coverage: {self.coverage:.1%} of the estimated step is in regions with a task",
                  f"- patched: {sum(r.patched for r in self.regions)} regions of {len(kinds)} kinds "
                  f"({', '.join(kinds) or 'none'})",

@@ -47,9 +47,11 @@ def test_optimize_a_qwen3_config_patches_and_proves(tmp_path: Path) -> None:
     assert len(norms) == 4 * LAYERS + 1
     assert all(r["patched"] for r in norms)
     patched_kinds = {r["kind"] for r in regions if r["patched"]}
-    assert {"normalization", "loss", "attention", "gemm"} <= patched_kinds, patched_kinds
+    assert {"normalization", "loss", "attention", "gemm", "embedding"} <= patched_kinds, patched_kinds
     linears = [r for r in regions if r["task"] and r["task"].startswith("linear")]
     assert len(linears) == 7 * LAYERS + 1 and all(r["patched"] for r in linears)  # q k v o gate up down; lm_head
+    embeds = [r for r in regions if r["task"] and r["task"].startswith("embedding")]
+    assert [r["name"] for r in embeds] == ["lm.model.embed_tokens"] and embeds[0]["patched"]
     assert report["speedup"]["measured"] is None and report["speedup"]["estimated"] is not None
     assert "estimate" in report["speedup"]["basis"]
     assert (out / "report.md").read_text().startswith("# warpforge optimize")

@@ -168,3 +168,21 @@ def test_a_batch_with_its_own_positions_per_item_is_rotary_per_item() -> None:
     finally:
         globals()["rope"] = saved
         sys.modules.pop("wf_fake_pkg.rotary", None)
+
+
+def test_a_namesake_from_another_file_is_not_rebound() -> None:
+    calls: list[int] = []
+    regions = _regions("rope")
+    rope_region = next(r for r in regions if r.name == "::rope#0")
+    assert rope_region.helper_file == __file__  # the helper's own file, read off its code
+    specs = [PatchSpec(region=rope_region.name, module="", function="rope", op="rotary", shape=dict(m.shape),
+                       order=list(m.order), flatten=list(m.flatten), ranks=[4, 2, 2], dtypes=["float32"],
+                       helper=True, output=m.output, helper_file="/elsewhere/modeling.py")
+             for m in rope_region.matches]
+    saved = globals()["rope"]
+    try:
+        counters = apply_patches(Attn("rope"), specs, _fake_package(lambda *a: calls.append(1)))
+        assert globals()["rope"] is saved and counters.kernel == {} and calls == []
+    finally:
+        globals()["rope"] = saved
+        sys.modules.pop("wf_fake_pkg.rotary", None)

@@ -178,7 +178,8 @@ def _specs_for(region: Region, dtypes: list[str]) -> list[PatchSpec]:
             region=region.name, module=module, function=rest.partition("#")[0] if rest else "", op=m.task,
             shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
             zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
-            dtypes=dtypes, helper=region.source == "helper", output=m.output, per_item=m.items > 1))
+            dtypes=dtypes, helper=region.source == "helper", output=m.output, per_item=m.items > 1,
+            helper_file=region.helper_file))
     return specs
 
 

@@ -55,6 +55,7 @@ class PatchSpec(BaseModel):
     helper: bool = False  # ``function`` is a helper of the model's code, not a torch.nn.functional name
     output: int = -1  # which element of the helper's returned tuple the op computes (-1: its whole return)
     per_item: bool = False  # the op computes each item of the call's leading (batch) dimension on its own
+    helper_file: str = ""  # the helper's source file: only a function of that name defined there is rebound
 
 
 @dataclass
@@ -202,8 +203,9 @@ def _helper_wrapper(original: Callable[..., Any], specs: dict[str, list[PatchSpe
     return helper
 
 
-def _rebind_helpers(model: torch.nn.Module, names: set[str], wrap: Callable[[Callable[..., Any]], Any]) -> None:
-    """Rebind each helper name in the globals of every class file of ``model`` (once per file)."""
+def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callable[[Callable[..., Any]], Any]) -> None:
+    """Rebind each helper name (name -> its defining file; "" for any) in the globals of every class file of
+    ``model`` (once per file), where it names that file's function: a namesake from another file is kept."""
     done: set[int] = set()
     for m in model.modules():
         forward = inspect.unwrap(type(m).forward)
@@ -211,9 +213,11 @@ def _rebind_helpers(model: torch.nn.Module, names: set[str], wrap: Callable[[Cal
         if scope is None or id(scope) in done:
             continue
         done.add(id(scope))
-        for name in names:
-            if callable(scope.get(name)):
-                scope[name] = wrap(scope[name])
+        for name, file in names.items():
+            found = scope.get(name)
+            code = getattr(inspect.unwrap(found), "__code__", None) if callable(found) else None
+            if code is not None and (not file or code.co_filename == file):
+                scope[name] = wrap(found)
 
 
 class _FunctionSwap(TorchFunctionMode):
@@ -261,7 +265,7 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
         for path, module in modules.items():
             module.register_forward_pre_hook(enter(path))
             module.register_forward_hook(leave)
-        helpers = {s.function for s in specs if s.helper}
+        helpers = {s.function: s.helper_file for s in specs if s.helper}
         if helpers:
             _rebind_helpers(model, helpers, lambda f: _helper_wrapper(f, by_module, active, package, counters))
         root_forward = model.forward

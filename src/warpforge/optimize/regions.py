@@ -48,6 +48,7 @@ class Region:
     ops: list[OpRecord] = field(default_factory=list)
     match: CallMatch | None = None
     outputs: list[CallMatch] = field(default_factory=list)  # a helper returning several tensors: one each
+    helper_file: str = ""  # a helper region: the source file defining the function (its patch rebinds only it)
     seconds: float = 0.0
     share: float = 0.0
     note: str = ""
@@ -217,8 +218,10 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
         matches = matches_of(f)
         if matches:
             keys = keys_within(f)
+            origin = getattr(inspect.unwrap(f.func), "__code__", None) if f.helper else None
             take(Region(f.key, TASK_KINDS.get(matches[0].task, "other"), source, match=matches[0],
-                        outputs=matches if len(matches) > 1 else []),
+                        outputs=matches if len(matches) > 1 else [],
+                        helper_file=origin.co_filename if origin is not None else ""),
                  [o for o in trace.ops if o.call in keys and o.module == f.path])
             return
         for g in inner.get(f.key, []):

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 TARGET_MS = 300.0
+CLI_TARGET_MS = 1000.0  # best --static, a whole command
 GPU = "Synthetic H100 (benchmark fill)"
 VERDICTS = ["ok"] * 7 + ["incorrect", "compile_error", "invalid_config"]
 
 
-def fill(url: str, n: int, campaigns: int = 10, seed: int = 0) -> dict[str, Any]:
+def fill(url: str, n: int, campaigns: int = 10, seed: int = 0, cpu: int = 0) -> dict[str, Any]:
     from sqlalchemy import insert
 
     from warpforge.db.models import AgentCall, AgentRun, Campaign, Decision, Evaluation, Measurement, VariantRecord
@@ -103,6 +104,7 @@ def fill(url: str, n: int, campaigns: int = 10, seed: int = 0) -> dict[str, Any]
                                               "dtype": "float32", "p50_ms": 0.1, "speedup": 5.0,
                                               "roofline_pct": 40.0}], note="bench", created_at=t0))
     _agent_calls(db, campaigns, variants_per, t0, AgentCall, AgentRun)
+    _cpu_campaigns(db, cpu, campaigns, variants_per, eid, t0, rng)
     _plans(url)
     if db.engine.dialect.name == "postgresql":
         # A live server's autovacuum has analysed the tables and set the visibility map (index-only scans);
@@ -113,7 +115,62 @@ def fill(url: str, n: int, campaigns: int = 10, seed: int = 0) -> dict[str, Any]
             conn.execute(text("VACUUM ANALYZE"))
     db.engine.dispose()
     return {"busiest_variant": f"{0:064x}", "evaluation": eid // 2, "campaign": "bench-0",
-            "llm_variant": f"{variants_per - 1:064x}", "call": 20 * (variants_per - 1) + 1}
+            "llm_variant": f"{variants_per - 1:064x}", "call": 20 * (variants_per - 1) + 1,
+            "cpu_campaign": "cpu-0" if cpu else None, "cpu_variant": f"{campaigns * variants_per:064x}"}
+
+
+def _cpu_campaigns(db: Any, n: int, after: int, variants_per: int, eid: int, t0: datetime,
+                   rng: random.Random) -> None:
+    """``n`` evaluations of rmsnorm over ten CPU campaigns (interpret backend): compile facts per kernel and
+    shape for sm_90, nothing timed, no accepted decision; what a CPU user's database holds."""
+    from sqlalchemy import insert
+
+    from warpforge.compile_facts import static_columns
+    from warpforge.db.models import Campaign, Decision, Evaluation, VariantRecord
+
+    if n <= 0:
+        return
+    campaigns, base = 10, after * variants_per
+    with db.session() as s:
+        for c in range(campaigns):
+            s.add(Campaign(id=after + c + 1, name=f"cpu-{c}", status="finished", created_at=t0, updated_at=t0,
+                           spec={"tasks": ["rmsnorm"], "backend": "interpret", "proposer": "template",
+                                 "sampler": "wf-default"}))
+        s.execute(insert(VariantRecord), [{"id": base + v + 1, "source_hash": f"{base + v:064x}", "task": "rmsnorm",
+                                           "name": f"cpu_variant_{v}", "origin": "template", "proposer": "bench",
+                                           "parents": [], "rationale": "", "source": "TASK = 'rmsnorm'\n",
+                                           "space": {"BLOCK_N": [256, 512, 1024, 2048, 4096]}, "created_at": t0}
+                                          for v in range(campaigns * variants_per)])
+        rows: list[dict[str, Any]] = []
+        for i in range(n):
+            eid += 1
+            c, v = i % campaigns, base + rng.randrange(campaigns * variants_per)
+            verdict = rng.choice(VERDICTS)
+            params = {"BLOCK_N": rng.choice([256, 512, 1024, 2048, 4096]), "num_warps": rng.choice([1, 2, 4, 8, 16]),
+                      "ROWS": rng.randrange(1, 65)}
+            resources = [{"kernel": "_rmsnorm", "target": "sm_90", "shape": {"M": m, "N": m}, "dtype": "float16",
+                          "registers": rng.choice([24, 32, 40, 64, 96, 128, 168]),
+                          "spill_bytes": rng.choice([0] * 9 + [64]),
+                          "shared_bytes": rng.choice([0, 16, 1024]), "num_warps": params["num_warps"], "compile_s": 0.4}
+                         for m in (4096, 8192)] if verdict in ("ok", "incorrect") else []
+            rows.append({"id": eid, "campaign_id": after + c + 1, "task": "rmsnorm", "task_hash": "t",
+                         "variant_id": v + 1, "variant_hash": f"{v:064x}", "params": params,
+                         "params_key": json.dumps(params, sort_keys=True), "backend": "interpret", "verdict": verdict,
+                         "reason": "" if verdict == "ok" else "bench", "message": "", "device": "cpu",
+                         "fingerprint": "cpu", "timing_source": None, "timing_gpu": None, "objective_ms": None,
+                         "speedup": None, "compile_s": 0.8, "wall_s": 40.0, "study_name": f"cpu-{c}:rmsnorm",
+                         "trial_number": i // campaigns, "final": False,
+                         "result": {"verdict": verdict, "resources": resources},
+                         "created_at": t0 + timedelta(seconds=eid), **static_columns(resources)})
+            if len(rows) >= 20_000:
+                s.execute(insert(Evaluation), rows)
+                rows = []
+        if rows:
+            s.execute(insert(Evaluation), rows)
+        for c in range(campaigns):
+            s.add(Decision(campaign_id=after + c + 1, task="rmsnorm", backend="interpret", accepted=False,
+                           note="nothing timed (interpret backend)", evaluations=n // campaigns, measured=0,
+                           top_k=[], shapes=[], created_at=t0))
 
 
 def _agent_calls(db: Any, campaigns: int, variants_per: int, t0: datetime, call_model: Any, run_model: Any) -> None:
@@ -169,7 +226,29 @@ def routes(info: dict[str, Any]) -> list[str]:
             f"/api/evaluations?variant_hash={v}&limit=100", f"/api/evaluations/{e}", f"/api/variants/{v}",
             "/api/decisions", "/api/leaderboard", f"/api/charts/{c}", "/api/plans", "/api/agent",
             f"/variants/{info['llm_variant']}", f"/agent?campaign={c}", f"/agent/calls/{info['call']}",
-            "/api/agent/calls?limit=1000", f"/api/agent/calls/{info['call']}"]
+            "/api/agent/calls?limit=1000", f"/api/agent/calls/{info['call']}",
+            *([f"/campaigns/{info['cpu_campaign']}", f"/variants/{info['cpu_variant']}",
+               f"/api/campaigns/{info['cpu_campaign']}"] if info.get("cpu_campaign") else [])]
+
+
+def time_best_static(url: str, repeats: int) -> Row:
+    """``warpforge best rmsnorm --static`` in-process (CliRunner), wall time per call in ms."""
+    from typer.testing import CliRunner
+
+    from warpforge.cli import app
+
+    runner, args = CliRunner(), ["best", "rmsnorm", "--static", "--db", url]
+    t = time.perf_counter()
+    code = runner.invoke(app, args).exit_code
+    first = (time.perf_counter() - t) * 1e3
+    times, cpus = [], []
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        code = runner.invoke(app, args).exit_code
+        times.append((time.perf_counter() - t) * 1e3)
+        cpus.append((time.process_time() - c) * 1e3)
+    return ("CLI: warpforge best rmsnorm --static", 200 if code == 0 else 500, statistics.median(times), max(times),
+            first, statistics.median(cpus))
 
 
 Row = tuple[str, int, float, float, float, float]  # path, status, median, max, first request, CPU ms
@@ -246,13 +325,15 @@ def _postgres() -> tuple[str, Any, int] | None:
 def report(name: str, n: int, fill_s: float, rows: list[Row], load_before: tuple[float, ...]) -> bool:
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     before = " / ".join(f"{x:.1f}" for x in load_before)
-    print(f"\n{name}: {n:,} evaluations (filled in {fill_s:.0f} s); server time per route, ms "
+    print(f"\n{name}: {n:,} timed evaluations and as many CPU ones with compile facts only (filled in "
+          f"{fill_s:.0f} s); server time per route, ms (the CLI row: wall time, target < {CLI_TARGET_MS:.0f}) "
           f"(load average {before} before timing, {load} after, on {os.cpu_count()} CPUs)")
     print(f"{'route':70} {'status':>6} {'median':>8} {'max':>8} {'first':>8} {'CPU':>8}  target < {TARGET_MS:.0f}")
     ok = True
     for path, status, med, worst, first, cpu in rows:
         # Judged on the median: the max carries the shared machine's noise (other jobs on 2 cores).
-        flag = "ok" if status == 200 and med < TARGET_MS else "SLOW" if status == 200 else "ERROR"
+        target = CLI_TARGET_MS if path.startswith("CLI:") else TARGET_MS
+        flag = "ok" if status == 200 and med < target else "SLOW" if status == 200 else "ERROR"
         ok &= flag == "ok"
         print(f"{path[:70]:70} {status:>6} {med:>8.1f} {worst:>8.1f} {first:>8.1f} {cpu:>8.1f}  {flag}")
     return ok
@@ -273,18 +354,19 @@ def main() -> int:
         if not args.no_sqlite:
             url = f"sqlite:///{tmp}/bench.db"
             t = time.monotonic()
-            info = fill(url, args.evaluations)
+            info = fill(url, args.evaluations, cpu=args.evaluations)
             fill_s, load = time.monotonic() - t, os.getloadavg()
-            all_ok &= report("SQLite", args.evaluations, fill_s, time_routes(url, info, args.repeats), load)
+            rows = [*time_routes(url, info, args.repeats), time_best_static(url, args.repeats)]
+            all_ok &= report("SQLite", args.evaluations, fill_s, rows, load)
     pg = None if args.no_postgres else _postgres()
     if pg is not None:
         url, stop, postmaster = pg
         try:
             t = time.monotonic()
-            info = fill(url, args.evaluations)
+            info = fill(url, args.evaluations, cpu=args.evaluations)
             fill_s, load = time.monotonic() - t, os.getloadavg()
-            all_ok &= report("PostgreSQL 15", args.evaluations, fill_s,
-                             time_routes(url, info, args.repeats, postmaster), load)
+            rows = [*time_routes(url, info, args.repeats, postmaster), time_best_static(url, args.repeats)]
+            all_ok &= report("PostgreSQL 15", args.evaluations, fill_s, rows, load)
         finally:
             stop()
     elif not args.no_postgres:

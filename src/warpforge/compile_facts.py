@@ -25,7 +25,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,6 +99,17 @@ def worst_facts(resources: Any) -> dict[str, float | None]:
             "occupancy": worst(occ, min)}
 
 
+def static_columns(resources: Any) -> dict[str, Any]:
+    """The ``wf_evaluations`` static columns of a result's resources: its first kernel's target and the worst
+    facts, by which SQL orders the static ranking as :func:`static_rank` does (all None without facts)."""
+    kernels = kernel_facts(resources)
+    worst = worst_facts(kernels) if kernels else dict.fromkeys(("spill_bytes", "occupancy", "registers",
+                                                                  "shared_bytes"))
+    return {"static_target": str(kernels[0].get("target")) if kernels else None,
+            "static_spill": worst["spill_bytes"], "static_occupancy": worst["occupancy"],
+            "static_registers": worst["registers"], "static_shared": worst["shared_bytes"]}
+
+
 def static_rank(resources: Any) -> tuple[float, float, float, float]:
     """Sort key from a resource report (per-kernel dicts, as a list or by kernel name): spills, then occupancy
     (higher first), then registers, then shared memory, each the worst over the kernels. Lower sorts first.
@@ -167,35 +177,47 @@ class Ranked:
                 "timing_source": "static (compile facts; not a time)"}
 
 
-def static_ranking(reader: Any, task: str, campaign: str | None = None) -> dict[str, list[Ranked]]:
+@dataclass(frozen=True)
+class TargetRanking:
+    """One target's static ranking: its first rows (all, or as many as asked) and how many it ranks."""
+
+    target: str
+    rows: tuple[Ranked, ...]  # best first
+    total: int  # configurations ranked for this target (unknown facts included, last)
+
+
+def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: int | None = None,
+                   variant_hash: str | None = None) -> dict[str, TargetRanking]:
     """Target -> the task's distinct configurations verified ``ok``, best compile facts first (ties: the
-    earliest evaluation). Each (source, parameters) counts once, with its newest evaluation's facts; targets
-    are ranked apart, as GPUs are."""
-    newest: dict[tuple[str, str], Any] = {}
-    for row in reader.iter_evaluations(task=task, campaign=campaign, final=False):  # newest first
-        if row.verdict == "ok":
-            newest.setdefault((row.variant_hash, json.dumps(dict(row.params), sort_keys=True)), row)
-    facts = load_facts(reader, [r.id for r in newest.values()])
-    by_target: dict[str, list[tuple[tuple[float, ...], int, Any]]] = {}
-    unknown = []  # stored without compile facts: last in every target's ranking (unknown facts rank last)
-    for row in newest.values():
-        kernels = facts.get(row.id) or []
-        if kernels:
-            by_target.setdefault(str(kernels[0].get("target")), []).append((static_rank(kernels), row.id, row))
-        else:
-            unknown.append((static_rank(kernels), row.id, row))
-    for entries in by_target.values() if by_target else [by_target.setdefault("unknown target", [])]:
-        entries.extend(unknown)
-    ranking: dict[str, list[Ranked]] = {}
-    for target, entries in sorted(by_target.items()):
-        entries.sort(key=lambda e: (e[0], e[1]))
-        ranking[target] = [Ranked(i + 1, target, row.id, row.campaign, row.variant_name, row.variant_hash,
-                                  dict(row.params), worst_facts(facts.get(row.id) or []),
-                                  tuple(facts.get(row.id) or ()))
-                           for i, (_, _, row) in enumerate(entries)]
+    earliest evaluation), the first ``limit`` of them (every one without a limit). Each (source, parameters)
+    counts once, with its newest search evaluation's facts; targets are ranked apart, as GPUs are, and a
+    configuration stored without compile facts ranks last in every target. ``variant_hash``: only that
+    variant's rows, each keeping its rank among all.
+
+    The order comes from the stored worst-fact columns in SQL (``Reader.static_order``), so a request reads
+    only the result documents of the rows it returns."""
+    order = reader.static_order(task, campaign)
+    targets = sorted({t for _, t, _ in order if t is not None})
+    placed: dict[str, list[tuple[int, int]]] = {}  # target -> (rank, id) of the rows to return
+    totals: dict[str, int] = {}
+    for target in targets or ["unknown target"]:
+        rank, chosen = 0, list[tuple[int, int]]()
+        for id_, t, h in order:
+            if t is not None and t != target:
+                continue
+            rank += 1
+            if (variant_hash is None or h == variant_hash) and (limit is None or len(chosen) < limit):
+                chosen.append((rank, id_))
+        placed[target], totals[target] = chosen, rank
+    ids = [i for chosen in placed.values() for _, i in chosen]
+    rows, facts = reader.evaluation_rows(ids), load_facts(reader, ids)
+    ranking = {target: TargetRanking(target, tuple(
+        Ranked(rank, target, i, rows[i].campaign, rows[i].variant_name, rows[i].variant_hash, dict(rows[i].params),
+               worst_facts(facts.get(i) or []), tuple(facts.get(i) or ())) for rank, i in chosen), totals[target])
+        for target, chosen in placed.items()}
     # Nothing verified ok: no target at all (an empty "unknown target" made best print an empty table, exit
     # 0 with --static, and offer to export "the first").
-    return {target: rows for target, rows in ranking.items() if rows}
+    return {target: r for target, r in ranking.items() if r.rows}
 
 
 def facts_cells(worst: Mapping[str, float | None]) -> tuple[str, str, str, str]:

@@ -275,12 +275,13 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
         from warpforge.compile_facts import static_ranking
 
         where = (f" on {gpu}" if gpu else "") + (f" for shape {shape}" if shape else "")
-        ranking = static_ranking(reader, task)
+        ranking = static_ranking(reader, task, limit=limit)
         latest = reader.decisions(task=task)
         if ranking:
             why = (f" (the latest campaign, {latest[0].campaign}, measured {latest[0].measured} of "
                    f"{latest[0].evaluations} evaluations)" if latest else "")
-            err.print(f"no measured correct result for {task!r}{where}{why}: below, {static_scope(ranking)}, "
+            scope = static_scope(reader.ok_campaigns(task))
+            err.print(f"no measured correct result for {task!r}{where}{why}: below, {scope}, "
                       "ranked by compile facts instead", highlight=False, markup=False, soft_wrap=True)
             _static_tables(task, how, ranking, limit)
         else:
@@ -328,10 +329,9 @@ def _winners_table(task: str, how: str, shape: str | None, rows: list[dict[str, 
         _print_wrapped(f"next: warpforge export {how} --dest DIR writes it as a PyTorch op")
 
 
-def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
+def static_scope(campaigns: Sequence[str]) -> str:
     """What the static ranking covers, for the line above it: every campaign's ok configurations, not only
     the latest campaign's that the line names (the header named one campaign, the table ranked all)."""
-    campaigns = sorted({r.campaign or "(none)" for rows in ranking.values() for r in rows})
     if len(campaigns) == 1:
         return f"the configurations campaign {campaigns[0]} verified ok"
     return f"the configurations verified ok in all {len(campaigns)} stored campaigns ({', '.join(campaigns)})"
@@ -340,9 +340,9 @@ def static_scope(ranking: Mapping[str, Sequence[Any]]) -> str:
 def _static(reader: Any, task: str, how: str, limit: int, json_out: bool) -> None:
     from warpforge.compile_facts import static_ranking
 
-    ranking = static_ranking(reader, task)
+    ranking = static_ranking(reader, task, limit=limit)
     if json_out:
-        _emit_json([r.to_json() for entries in ranking.values() for r in entries[:limit]])
+        _emit_json([r.to_json() for target in ranking.values() for r in target.rows])
     elif ranking:
         _static_tables(task, how, ranking, limit)
     else:
@@ -352,20 +352,21 @@ def _static(reader: Any, task: str, how: str, limit: int, json_out: bool) -> Non
         raise typer.Exit(1)
 
 
-def _static_tables(task: str, how: str, ranking: Mapping[str, Sequence[Any]], limit: int) -> None:
+def _static_tables(task: str, how: str, ranking: Mapping[str, Any], limit: int) -> None:
     from warpforge.compile_facts import facts_cells
 
-    for target, entries in ranking.items():
+    for target, ranked in ranking.items():
+        entries = ranked.rows
         table = Table(title=escape(f"{task}: static ranking for {target} by compile facts (not a time)"))
         table.add_column("#", overflow="fold")
         table.add_column("variant", overflow="fold")
-        _params_column(table, [r.params for r in entries[:limit]])
+        _params_column(table, [r.params for r in entries])
         _facts_columns(table)
-        for r in entries[:limit]:
+        for r in entries:
             table.add_row(str(r.rank), escape(r.variant), params_text(r.params), *facts_cells(r.worst))
         out.print(_fitted(table))
-        more = f" (top {limit}; --limit N for more)" if len(entries) > limit else ""
-        _print_wrapped(f"{len(entries)} configurations verified ok{more}, ordered by fewest spilled bytes "
+        more = f" (top {limit}; --limit N for more)" if ranked.total > limit else ""
+        _print_wrapped(f"{ranked.total} configurations verified ok{more}, ordered by fewest spilled bytes "
                        "(spill), then highest occupancy (occ), fewest registers per thread (regs), least shared "
                        "memory bytes (smem): the worst kernel and shape of each; every kernel and shape: --static "
                        "--json")

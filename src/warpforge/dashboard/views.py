@@ -136,9 +136,8 @@ def campaign_static(reader: Any, campaign: Any, top: int = 5) -> tuple[StaticTas
     for task in campaign.tasks:
         if task in accepted:
             continue
-        for target, rows in static_ranking(reader, task, campaign.name).items():
-            if rows:
-                out.append(StaticTask(task, target, tuple(rows[:top]), len(rows)))
+        for target, ranked in static_ranking(reader, task, campaign.name, limit=top).items():
+            out.append(StaticTask(task, target, ranked.rows, ranked.total))
     return tuple(out)
 
 

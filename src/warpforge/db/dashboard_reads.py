@@ -17,20 +17,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-def static_ranking(reader: Any, task: str, campaign: str | None = None) -> dict[str, list[Any]]:
-    """Target -> ``compile_facts.Ranked`` rows, best compile facts first (``best --static``'s order)."""
+def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Target -> ``compile_facts.TargetRanking`` (its first ``limit`` rows, best compile facts first, and its
+    total): ``best --static``'s order."""
     from warpforge.compile_facts import static_ranking as rank
 
-    return rank(reader, task, campaign)
+    return rank(reader, task, campaign, limit=limit)
 
 
 def static_first(reader: Any, task: str, campaign: str | None = None, variant_hash: str | None = None) -> Any:
     """``best --static``'s first (the first target in name order, as the CLI prints them), optionally among
     one variant's configurations; None when nothing was verified ok."""
-    for rows in static_ranking(reader, task, campaign).values():
-        for r in rows:
-            if variant_hash is None or r.variant_hash == variant_hash:
-                return r
+    from warpforge.compile_facts import static_ranking as rank
+
+    for target in rank(reader, task, campaign, limit=1, variant_hash=variant_hash).values():
+        return target.rows[0]
     return None
 
 

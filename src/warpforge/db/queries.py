@@ -345,6 +345,37 @@ class Reader:
             return agent_reads.agent_runs(s, campaign=campaign, offset=offset, limit=limit)
 
     # --- stored results by id, and the tasks held (compile facts, unknown-task messages) ---------------
+    def static_order(self, task: str, campaign: str | None = None) -> list[tuple[int, str | None, str]]:
+        """(evaluation id, static target, variant hash) of the newest search evaluation verified ``ok`` of each
+        (source, parameters) of the task, best stored compile facts first: fewest spills, then highest
+        occupancy, fewest registers, least shared memory, each unknown last; ties by the earlier id. The
+        static ranking's order, from the columns and one index (no result document is read)."""
+        newest = (select(func.max(Evaluation.id).label("id"))
+                  .where(*_filters(campaign=campaign, task=task, verdict="ok", final=False))
+                  .group_by(Evaluation.variant_hash, Evaluation.params_key).subquery())
+        e = Evaluation
+        order = [e.static_spill.is_(None), e.static_spill, e.static_occupancy.is_(None), e.static_occupancy.desc(),
+                 e.static_registers.is_(None), e.static_registers, e.static_shared.is_(None), e.static_shared, e.id]
+        with self._session() as s:
+            return [(int(i), t, h) for i, t, h in s.execute(
+                select(e.id, e.static_target, e.variant_hash).join(newest, newest.c.id == e.id).order_by(*order))]
+
+    def ok_campaigns(self, task: str) -> list[str]:
+        """Names of the campaigns holding a search evaluation of the task verified ``ok``, by name."""
+        with self._session() as s:
+            return sorted(n or "(none)" for n in s.scalars(
+                select(Campaign.name).where(Campaign.id.in_(
+                    select(Evaluation.campaign_id).where(*_filters(task=task, verdict="ok", final=False))
+                    .distinct()))))
+
+    def evaluation_rows(self, ids: Sequence[int]) -> dict[int, EvaluationRow]:
+        """Evaluation id -> its row (as pages list them), for the given ids only."""
+        if not ids:
+            return {}
+        with self._session() as s:
+            return {r.id: r for r in (_evaluation_row(x) for x in s.execute(
+                _joined().where(Evaluation.id.in_(list(ids)))))}
+
     def stored_results(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Evaluation id -> its stored result document (compile facts live in its ``resources``)."""
         with self._session() as s:

@@ -183,8 +183,15 @@ class Database:
         except SQLDatabaseError as exc:
             raise self.explain(exc, "connect") from None
 
-    def upgrade(self) -> None:
-        """Apply Alembic migrations up to head (idempotent)."""
+    def upgrade(self, revision: str = "head") -> None:
+        """Apply Alembic migrations up to ``revision`` (head by default; idempotent)."""
+        self._migrate(revision, down=False)
+
+    def downgrade(self, revision: str) -> None:
+        """Undo Alembic migrations down to ``revision``."""
+        self._migrate(revision, down=True)
+
+    def _migrate(self, revision: str, down: bool) -> None:
         from alembic import command
         from alembic.config import Config
 
@@ -193,7 +200,7 @@ class Database:
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
         cfg.attributes["engine"] = self.engine
         try:
-            command.upgrade(cfg, "head")
+            (command.downgrade if down else command.upgrade)(cfg, revision)
         except SQLDatabaseError as exc:
             raise self.explain(exc, "migration") from None
 

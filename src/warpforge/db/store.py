@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from warpforge.compile_facts import static_columns
 from warpforge.db.models import (
     Campaign,
     Decision,
@@ -142,6 +143,7 @@ def evaluation_values(result: EvalResult, *, task: Task, variant_hash: str, stud
     """The ``wf_evaluations`` row of one result, less its campaign and variant ids: the one definition of
     what is stored, shared by :func:`save_evaluation` (ORM) and ``db/writer.py``'s batched Core inserts."""
     timing = result.timing
+    document = result.model_dump(mode="json")
     return dict(
         task=task.name, task_hash=task.source_hash, variant_hash=variant_hash, params=result.params,
         params_key=params_key(result.params), backend=result.backend, verdict=result.verdict.value,
@@ -150,7 +152,8 @@ def evaluation_values(result: EvalResult, *, task: Task, variant_hash: str, stud
         warpforge_version=result.versions.get("warpforge", ""),
         timing_source=timing.source if timing else None, timing_gpu=timing.gpu if timing else None,
         objective_ms=result.objective_ms, speedup=result.speedup, compile_s=result.compile_s, wall_s=result.wall_s,
-        study_name=study_name, trial_number=trial_number, final=final, result=result.model_dump(mode="json"),
+        study_name=study_name, trial_number=trial_number, final=final, result=document,
+        **static_columns(document.get("resources")),
     )
 
 

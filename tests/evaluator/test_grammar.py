@@ -384,17 +384,45 @@ def test_a_tensor_reaches_only_a_pointer_parameter(args: str, reason: str | None
     assert (finding.reason if finding else None) == reason, finding
 
 
-@pytest.mark.parametrize(("decorator", "rewrite"), [
-    ("@triton.autotune(configs=[triton.Config({'BLOCK': 256})], key=['n'])\n@triton.jit\n",
-     "list the configs' values in SPACE"),
-    ("@triton.heuristics({'EVEN': lambda a: a['n'] % a['BLOCK'] == 0})\n@triton.jit\n",
-     "compute the value in launch()"),
-    ("@triton.heuristics\n", "as a tl.constexpr argument"),
-])
-def test_refused_triton_idioms_name_the_rewrite(decorator: str, rewrite: str) -> None:
-    # Old: "triton.autotune: only triton.jit, triton.cdiv, ... are part of a variant" and nothing on what to write
-    # instead; the rule stays the one it was.
-    source = HEAD + decorator + KERNEL.removeprefix("@triton.jit\n") + "def launch(x, BLOCK=256):\n    return x\n"
+TUNED_KERNEL = ("def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):\n"
+                "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                "    if EVEN:\n"
+                "        tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 2 + 1)\n"
+                "    else:\n"
+                "        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2 + 1, mask=offs < n)\n\n")
+AUTOTUNE = ("@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=4), "
+            "triton.Config({'BLOCK': 256}, num_warps=8)], key=['n'])\n@triton.jit\n")
+HEURISTICS = "@triton.heuristics({'EVEN': lambda args: args['n'] % args['BLOCK'] == 0})\n@triton.jit\n"
+TUNED_LAUNCH = "def launch(x, BLOCK=256):\n    return x\n"
+SPACE_HINT = ("put the configurations in the variant's SPACE", "the kernel takes them as tl.constexpr arguments")
+LAUNCH_HINT = ("compute the value in launch", "on the host", "as a tl.constexpr argument")
+
+
+@pytest.mark.parametrize(("source", "hints"), [
+    (HEAD + AUTOTUNE + TUNED_KERNEL + TUNED_LAUNCH, SPACE_HINT),
+    (HEAD + HEURISTICS + TUNED_KERNEL + TUNED_LAUNCH, LAUNCH_HINT),
+    (HEAD + "@triton.heuristics\n" + TUNED_KERNEL + TUNED_LAUNCH, LAUNCH_HINT),
+    (HEAD + "CONFIGS = [triton.Config({'BLOCK': 128}, num_warps=4)]\n\n@triton.jit\n" + TUNED_KERNEL + TUNED_LAUNCH,
+     SPACE_HINT),
+    ("from triton import heuristics\n" + HEAD + TUNED_KERNEL + TUNED_LAUNCH, LAUNCH_HINT),
+    ("from triton import autotune, Config\n" + HEAD + TUNED_KERNEL + TUNED_LAUNCH, SPACE_HINT),
+    ("import triton.runtime.autotuner\n" + HEAD + TUNED_KERNEL + TUNED_LAUNCH, SPACE_HINT),
+], ids=["autotune", "heuristics", "bare_heuristics", "config_constant", "from_import_heuristics",
+        "from_import_autotune_config", "import_autotuner"])
+def test_refused_triton_idioms_name_the_rewrite(source: str, hints: tuple[str, ...]) -> None:
+    # Before: "triton.Config: only triton.jit, triton.cdiv, ... are part of a variant" or "from triton import ...:
+    # a variant imports only with ..." and nothing on what to write instead; the rule stays the one it was.
     finding = check_module(source)
     assert finding is not None and finding.reason == "forbidden_import", finding
-    assert rewrite in finding.message and "@triton.jit" in finding.message
+    assert all(hint in finding.message for hint in hints), finding.message
+    assert "@triton.jit alone" in finding.message
+
+
+def test_the_named_rewrite_of_autotune_and_heuristics_passes() -> None:
+    # What the hints say to write: the configs in SPACE, the heuristic's value computed in launch as a constexpr.
+    source = (HEAD.replace("SPACE = {'BLOCK': [256]}", "SPACE = {'BLOCK': [128, 256], 'num_warps': [4, 8]}")
+              + "@triton.jit\n" + TUNED_KERNEL
+              + "def launch(x, BLOCK=256, num_warps=4):\n    y = torch.empty_like(x)\n    n = x.numel()\n"
+                "    EVEN = n % BLOCK == 0\n"
+                "    k[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK, EVEN=EVEN, num_warps=num_warps)\n    return y\n")
+    assert check_module(source) is None

@@ -216,13 +216,25 @@ def parse_limited(source: str, cookie: bool = True) -> ast.Module:
         raise _fail(err.reason, str(err)) from None
 
 
-# The allowed rewrite of the Triton idioms users and LLMs write most, said with the refusal.
-_REWRITES = {
-    "autotune": "; rewrite: list the configs' values in SPACE (num_warps and num_stages are ordinary parameters, "
-                "warpforge searches them) and decorate the kernel with @triton.jit alone",
-    "heuristics": "; rewrite: compute the value in launch() (e.g. EVEN_N = N % BLOCK_N == 0), pass it to the "
-                  "kernel as a tl.constexpr argument and keep @triton.jit alone",
-}
+# The allowed rewrite of the Triton idioms users and LLMs write most, said with the refusal (the rule is unchanged).
+_AUTOTUNE = ("; rewrite: put the configurations in the variant's SPACE (e.g. SPACE = {'BLOCK': [128, 256], "
+             "'num_warps': [4, 8]}): the search tunes them, launch receives each as a keyword parameter and the "
+             "kernel takes them as tl.constexpr arguments (num_warps and num_stages as launch options: "
+             "k[grid](..., num_warps=num_warps)); decorate the kernel with @triton.jit alone")
+_HEURISTICS = ("; rewrite: compute the value in launch (or ModelNew.forward) on the host (e.g. EVEN_N = "
+               "N % BLOCK_N == 0) and pass it to the kernel as a tl.constexpr argument; decorate the kernel with "
+               "@triton.jit alone")
+_REWRITES = {"autotune": _AUTOTUNE, "autotuner": _AUTOTUNE, "Autotuner": _AUTOTUNE, "Config": _AUTOTUNE,
+             "heuristics": _HEURISTICS, "Heuristics": _HEURISTICS}
+
+
+def _rewrite(*names: str | None) -> str:
+    """The rewrite hint for the first of ``names`` (dotted, judged by the last part) that is a refused idiom."""
+    for name in names:
+        hint = _REWRITES.get((name or "").rpartition(".")[2])
+        if hint:
+            return hint
+    return ""
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -315,9 +327,11 @@ class Grammar:
                         [("nn", None)]:  # `from torch import nn`: the same binding as `import torch.nn as nn`
                     self.modules["nn"] = "torch.nn"
                     continue
+                hint = _rewrite(node.module, *(a.name for a in node.names)) \
+                    if (node.module or "").partition(".")[0] == "triton" and node.level == 0 else ""
                 raise _fail("forbidden_import", f"line {node.lineno}: from {node.module or '.'} import ...: a "
                             "variant imports only with `import torch`, `import triton`, `import math` and "
-                            "`import triton.language as tl`")
+                            "`import triton.language as tl`" + hint)
             if not isinstance(node, ast.Import):
                 continue
             for alias in node.names:
@@ -328,8 +342,9 @@ class Grammar:
                 if alias.name in {name for name, _ in IMPORTS}:
                     raise _fail("module_alias", f"line {node.lineno}: `import {alias.name} as {alias.asname}`: "
                                 "modules keep their own names (an alias hides what is reached through it)")
+                hint = _rewrite(alias.name) if alias.name.partition(".")[0] == "triton" else ""
                 raise _fail("forbidden_import", f"line {node.lineno}: imports {alias.name}: a variant may import "
-                            "only torch, triton, math and triton.language as tl")
+                            "only torch, triton, math and triton.language as tl" + hint)
 
     # -- rules that hold in every production ----------------------------------------------------
     def _everywhere(self) -> None:
@@ -365,7 +380,7 @@ class Grammar:
                 if module == "triton" and node.attr not in TRITON_CALLS | {"jit", "language"}:
                     raise _fail("forbidden_import", f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
                                 "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant"
-                                + _REWRITES.get(node.attr, ""))
+                                + _rewrite(node.attr))
 
     # -- module statements -------------------------------------------------------------------------
     def _collect(self) -> None:
@@ -444,7 +459,7 @@ class Grammar:
                 name = (_dotted(target) or "").rpartition(".")[2]
                 raise _fail("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: the only "
                             "decorator is @triton.jit (autotune and heuristics take callables and hooks)"
-                            + _REWRITES.get(name, ""))
+                            + _rewrite(name))
             if call and (call.args or any(k.arg not in JIT_OPTIONS or not self._literal(k.value)
                                           for k in call.keywords)):
                 raise _fail("decorator", f"line {fn.lineno}: @triton.jit(...) takes only literal "

@@ -58,12 +58,12 @@ def test_writes_fill_the_columns_and_0005_backfills_an_old_database(db_url: str)
     db.engine.dispose()
 
 
-def test_sql_order_is_the_python_sort_key(tmp_path: Any) -> None:
+def test_sql_order_is_the_python_sort_key(db_url: str) -> None:
     """Random facts with ties and unknowns (seed: WARPFORGE_TEST_SEED replays one): the SQL ranking equals a
     sort by ``static_rank`` then id over the newest ok search evaluation of each configuration."""
     seed = int(os.environ.get("WARPFORGE_TEST_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
-    db = Database(f"sqlite:///{tmp_path / 'wf.db'}")
+    db = Database(db_url)
     db.upgrade()
     newest: dict[str, tuple[int, Any]] = {}
     with db.session() as s:

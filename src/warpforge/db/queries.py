@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import PurePath
@@ -349,16 +350,25 @@ class Reader:
         """(evaluation id, static target, variant hash) of the newest search evaluation verified ``ok`` of each
         (source, parameters) of the task, best stored compile facts first: fewest spills, then highest
         occupancy, fewest registers, least shared memory, each unknown last; ties by the earlier id. The
-        static ranking's order, from the columns and one index (no result document is read)."""
-        newest = (select(func.max(Evaluation.id).label("id"))
-                  .where(*_filters(campaign=campaign, task=task, verdict="ok", final=False))
-                  .group_by(Evaluation.variant_hash, Evaluation.params_key).subquery())
+        static ranking's order, from the columns of one covering index (no table row is read)."""
         e = Evaluation
-        order = [e.static_spill.is_(None), e.static_spill, e.static_occupancy.is_(None), e.static_occupancy.desc(),
-                 e.static_registers.is_(None), e.static_registers, e.static_shared.is_(None), e.static_shared, e.id]
+        facts = (e.static_target, e.variant_hash, e.static_spill, e.static_occupancy, e.static_registers,
+                 e.static_shared)
+        where = _filters(campaign=campaign, task=task, verdict="ok", final=False)
+        if self.db.engine.dialect.name == "sqlite":  # a max() aggregate's bare columns come from its row
+            stmt = select(func.max(e.id), *facts).where(*where).group_by(e.variant_hash, e.params_key)
+        else:  # PostgreSQL: DISTINCT ON keeps the first row of each configuration, the newest by the order
+            stmt = _distinct_on(select(e.id, *facts).where(*where), e.variant_hash, e.params_key).order_by(
+                e.variant_hash, e.params_key, e.id.desc())
         with self._session() as s:
-            return [(int(i), t, h) for i, t, h in s.execute(
-                select(e.id, e.static_target, e.variant_hash).join(newest, newest.c.id == e.id).order_by(*order))]
+            rows: list[tuple[Any, ...]] = [tuple(r) for r in s.execute(stmt)]
+        inf = math.inf
+
+        def key(r: tuple[Any, ...]) -> tuple[float, ...]:  # compile_facts.static_rank's order, then the id
+            return (inf if r[3] is None else r[3], inf if r[4] is None else -r[4], inf if r[5] is None else r[5],
+                    inf if r[6] is None else r[6], r[0])
+
+        return [(int(r[0]), r[1], r[2]) for r in sorted(rows, key=key)]
 
     def ok_campaigns(self, task: str) -> list[str]:
         """Names of the campaigns holding a search evaluation of the task verified ``ok``, by name."""
@@ -453,6 +463,15 @@ def _filters(*, campaign: str | None = None, task: str | None = None, verdict: s
     if final is not None:
         filters.append(Evaluation.final.is_(final))
     return filters
+
+
+def _distinct_on(stmt: Any, *columns: Any) -> Any:
+    """``SELECT DISTINCT ON (columns)``: SQLAlchemy 2.1's ``postgresql.distinct_on``, 2.0's ``distinct(*cols)``."""
+    try:
+        from sqlalchemy.dialects.postgresql import distinct_on
+    except ImportError:
+        return stmt.distinct(*columns)
+    return stmt.ext(distinct_on(*columns))
 
 
 def _joined() -> Select[Any]:

@@ -198,19 +198,25 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: i
     only the result documents of the rows it returns: 0.4 s at 100,000 evaluations of one task where reading
     every document took 48 s (benchmarks/dashboard_routes.py). It still walks every ok row once per request;
     under 0.3 s needs the newest-of-each-configuration kept at write time."""
-    order = reader.static_order(task, campaign)
-    targets = sorted({t for _, t, _ in order if t is not None})
     placed: dict[str, list[tuple[int, int]]] = {}  # target -> (rank, id) of the rows to return
     totals: dict[str, int] = {}
-    for target in targets or ["unknown target"]:
-        rank, chosen = 0, list[tuple[int, int]]()  # every row is walked: rank and total count them all
-        for id_, t, h in order:
-            if t is not None and t != target:
-                continue
-            rank += 1
-            if (variant_hash is None or h == variant_hash) and (limit is None or len(chosen) < limit):
-                chosen.append((rank, id_))
-        placed[target], totals[target] = chosen, rank
+    if variant_hash is None:  # the first rows of each target, ordered and counted in SQL
+        known = [t for t in reader.static_targets(task, campaign) if t is not None]
+        for target in known or [None]:
+            top, total = reader.static_top(task, target, campaign, limit=limit if limit is not None else 2**31)
+            name = target if target is not None else "unknown target"
+            placed[name], totals[name] = list(enumerate(top, 1)), total
+    else:  # one variant's rows keep their rank among all: every row is placed
+        order = reader.static_order(task, campaign)
+        for target in sorted({t for _, t, _ in order if t is not None}) or ["unknown target"]:
+            rank, chosen = 0, list[tuple[int, int]]()
+            for id_, t, h in order:
+                if t is not None and t != target:
+                    continue
+                rank += 1
+                if h == variant_hash and (limit is None or len(chosen) < limit):
+                    chosen.append((rank, id_))
+            placed[target], totals[target] = chosen, rank
     ids = [i for chosen in placed.values() for _, i in chosen]
     rows, facts = reader.evaluation_rows(ids), load_facts(reader, ids)
     ranking = {target: TargetRanking(target, tuple(

@@ -346,22 +346,49 @@ class Reader:
             return agent_reads.agent_runs(s, campaign=campaign, offset=offset, limit=limit)
 
     # --- stored results by id, and the tasks held (compile facts, unknown-task messages) ---------------
-    def static_order(self, task: str, campaign: str | None = None) -> list[tuple[int, str | None, str]]:
-        """(evaluation id, static target, variant hash) of the newest search evaluation verified ``ok`` of each
-        (source, parameters) of the task, best stored compile facts first: fewest spills, then highest
-        occupancy, fewest registers, least shared memory, each unknown last; ties by the earlier id. The
-        static ranking's order, from the columns of one covering index (no table row is read)."""
+    def _static_newest(self, task: str, campaign: str | None) -> Any:
+        """Subquery (id, target, variant_hash, spill, occupancy, registers, shared) of the newest search evaluation
+        verified ``ok`` of each (source, parameters) of the task, from one covering index (no table row read)."""
         e = Evaluation
-        facts = (e.static_target, e.variant_hash, e.static_spill, e.static_occupancy, e.static_registers,
-                 e.static_shared)
+        facts = (e.static_target.label("target"), e.variant_hash.label("variant_hash"), e.static_spill.label("spill"),
+                 e.static_occupancy.label("occupancy"), e.static_registers.label("registers"),
+                 e.static_shared.label("shared"))
         where = _filters(campaign=campaign, task=task, verdict="ok", final=False)
         if self.db.engine.dialect.name == "sqlite":  # a max() aggregate's bare columns come from its row
-            stmt = select(func.max(e.id), *facts).where(*where).group_by(e.variant_hash, e.params_key)
+            stmt = select(func.max(e.id).label("id"), *facts).where(*where).group_by(e.variant_hash, e.params_key)
         else:  # PostgreSQL: DISTINCT ON keeps the first row of each configuration, the newest by the order
-            stmt = _distinct_on(select(e.id, *facts).where(*where), e.variant_hash, e.params_key).order_by(
-                e.variant_hash, e.params_key, e.id.desc())
+            stmt = _distinct_on(select(e.id.label("id"), *facts).where(*where), e.variant_hash, e.params_key
+                                ).order_by(e.variant_hash, e.params_key, e.id.desc())
+        return stmt.subquery()
+
+    def static_targets(self, task: str, campaign: str | None = None) -> list[str | None]:
+        """The targets of the newest ok evaluations' facts (None for those stored without facts), by name."""
+        n = self._static_newest(task, campaign)
         with self._session() as s:
-            rows: list[tuple[Any, ...]] = [tuple(r) for r in s.execute(stmt)]
+            found = set(s.scalars(select(n.c.target).distinct()))
+        return [*sorted(str(t) for t in found if t is not None), *([None] if None in found else [])]
+
+    def static_top(self, task: str, target: str | None, campaign: str | None = None,
+                   limit: int = 10) -> tuple[list[int], int]:
+        """The first ``limit`` evaluation ids of the task's static ranking for ``target`` (its facts or none;
+        None: every row), best first, and how many it ranks. Fewest spills, then highest occupancy, fewest
+        registers, least shared memory, each unknown last; ties by the earlier id: ordered in SQL."""
+        n = self._static_newest(task, campaign)
+        rows = select(n.c.id)
+        if target is not None:
+            rows = rows.where((n.c.target == target) | n.c.target.is_(None))
+        order = [n.c.spill.is_(None), n.c.spill, n.c.occupancy.is_(None), n.c.occupancy.desc(),
+                 n.c.registers.is_(None), n.c.registers, n.c.shared.is_(None), n.c.shared, n.c.id]
+        with self._session() as s:
+            top = [int(i) for i in s.scalars(rows.order_by(*order).limit(limit))]
+            return top, _count(s, rows)
+
+    def static_order(self, task: str, campaign: str | None = None) -> list[tuple[int, str | None, str]]:
+        """(evaluation id, target, variant hash) of every row of the task's static ranking (``static_top``'s
+        order, every target), for placing one variant's rows among all."""
+        n = self._static_newest(task, campaign)
+        with self._session() as s:
+            rows: list[tuple[Any, ...]] = [tuple(r) for r in s.execute(select(n))]
         inf = math.inf
 
         def key(r: tuple[Any, ...]) -> tuple[float, ...]:  # compile_facts.static_rank's order, then the id

@@ -113,7 +113,7 @@ class Evaluation(Base):
         # each configuration of a task and its facts come from this index alone (reading 100,000 stored
         # results took 48 s; joining the rows back by id, 0.16 s of 0.4).
         Index("ix_wf_eval_task_config", "task", "verdict", "final", "variant_hash", "params_key", "id",
-              "static_target", "static_spill", "static_occupancy", "static_registers", "static_shared"),
+              "static_target", "static_spill", "static_occupancy", "static_registers", "static_shared", "campaign_id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

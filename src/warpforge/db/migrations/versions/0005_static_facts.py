@@ -28,7 +28,8 @@ def upgrade() -> None:
         for name in COLUMNS[1:]:
             batch.add_column(sa.Column(name, sa.Float(), nullable=True))
         batch.create_index('ix_wf_eval_task_config',
-                           ['task', 'verdict', 'final', 'variant_hash', 'params_key', 'id', *COLUMNS], unique=False)
+                           ['task', 'verdict', 'final', 'variant_hash', 'params_key', 'id', *COLUMNS, 'campaign_id'],
+                           unique=False)
     _fill()
 
 

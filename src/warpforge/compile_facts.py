@@ -118,13 +118,16 @@ def static_rank(resources: Any) -> tuple[float, float, float, float]:
     over one known not to spill.
     """
     worst = worst_facts(resources)
+    return worst_key(worst["spill_bytes"], worst["occupancy"], worst["registers"], worst["shared_bytes"])
 
+
+def worst_key(spill: float | None, occupancy: float | None, registers: float | None,
+              shared: float | None) -> tuple[float, float, float, float]:
+    """:func:`static_rank`'s key from the worst facts themselves (as the stored static columns hold them)."""
     def known(value: float | None) -> float:
         return math.inf if value is None else value
 
-    occ = worst["occupancy"]
-    return (known(worst["spill_bytes"]), math.inf if occ is None else -occ, known(worst["registers"]),
-            known(worst["shared_bytes"]))
+    return known(spill), math.inf if occupancy is None else -occupancy, known(registers), known(shared)
 
 
 CHUNK = 500  # ids per IN (...) query: well under SQLite's 32,766 bound parameters
@@ -203,7 +206,7 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: i
     if variant_hash is None:  # the first rows of each target, ordered and counted in SQL
         known = [t for t in reader.static_targets(task, campaign) if t is not None]
         for target in known or [None]:
-            top, total = reader.static_top(task, target, campaign, limit=limit if limit is not None else 2**31)
+            top, total = reader.static_top(task, target, campaign, limit=limit)
             name = target if target is not None else "unknown target"
             placed[name], totals[name] = list(enumerate(top, 1)), total
     else:  # one variant's rows keep their rank among all: every row is placed

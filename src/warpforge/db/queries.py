@@ -22,7 +22,6 @@ Example::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import PurePath
@@ -32,6 +31,7 @@ from sqlalchemy import Select, func, select, union
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
+from warpforge.compile_facts import worst_key
 from warpforge.db import agent_reads
 from warpforge.db.counts import CountCache
 from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, TaskRecord, VariantRecord
@@ -369,9 +369,9 @@ class Reader:
         return [*sorted(str(t) for t in found if t is not None), *([None] if None in found else [])]
 
     def static_top(self, task: str, target: str | None, campaign: str | None = None,
-                   limit: int = 10) -> tuple[list[int], int]:
-        """The first ``limit`` evaluation ids of the task's static ranking for ``target`` (its facts or none;
-        None: every row), best first, and how many it ranks. Fewest spills, then highest occupancy, fewest
+                   limit: int | None = 10) -> tuple[list[int], int]:
+        """The first ``limit`` (None: all) evaluation ids of the task's static ranking for ``target`` (its facts
+        or none; None: every row), best first, and how many it ranks. Fewest spills, then highest occupancy, fewest
         registers, least shared memory, each unknown last; ties by the earlier id: ordered in SQL."""
         n = self._static_newest(task, campaign)
         rows = select(n.c.id)
@@ -380,7 +380,8 @@ class Reader:
         order = [n.c.spill.is_(None), n.c.spill, n.c.occupancy.is_(None), n.c.occupancy.desc(),
                  n.c.registers.is_(None), n.c.registers, n.c.shared.is_(None), n.c.shared, n.c.id]
         with self._session() as s:
-            top = [int(i) for i in s.scalars(rows.order_by(*order).limit(limit))]
+            ordered = rows.order_by(*order)
+            top = [int(i) for i in s.scalars(ordered if limit is None else ordered.limit(limit))]
             return top, _count(s, rows)
 
     def static_order(self, task: str, campaign: str | None = None) -> list[tuple[int, str | None, str]]:
@@ -389,13 +390,8 @@ class Reader:
         n = self._static_newest(task, campaign)
         with self._session() as s:
             rows: list[tuple[Any, ...]] = [tuple(r) for r in s.execute(select(n))]
-        inf = math.inf
-
-        def key(r: tuple[Any, ...]) -> tuple[float, ...]:  # compile_facts.static_rank's order, then the id
-            return (inf if r[3] is None else r[3], inf if r[4] is None else -r[4], inf if r[5] is None else r[5],
-                    inf if r[6] is None else r[6], r[0])
-
-        return [(int(r[0]), r[1], r[2]) for r in sorted(rows, key=key)]
+        rows.sort(key=lambda r: (*worst_key(*r[3:7]), r[0]))
+        return [(int(r[0]), r[1], r[2]) for r in rows]
 
     def ok_campaigns(self, task: str) -> list[str]:
         """Names of the campaigns holding a search evaluation of the task verified ``ok``, by name."""

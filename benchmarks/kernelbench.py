@@ -2,8 +2,8 @@
 shapes checked, speedups where a GPU timed them, LLM tokens and cost per correct kernel, and KernelBench's
 tolerance next to warpforge's on the same outputs.
 
-    python benchmarks/kernelbench.py ../shared/kernelbench/level1 --problems 19_ReLU,23_Softmax
-    python benchmarks/kernelbench.py ../shared/kernelbench/level1 --problems 23 --proposer llm --json
+    python benchmarks/kernelbench.py src/warpforge/data/problems/level1 --problems 19_ReLU,23_Softmax  # shipped
+    python benchmarks/kernelbench.py ../shared/kernelbench/level1 --problems 23 --proposer llm --json  # the full set
 
 Each problem runs as ``warpforge run PROBLEM.py`` does (a campaign of --trials evaluations): with the
 templates proposer a problem is searched only when a built-in task computes the same function
@@ -306,7 +306,8 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("level_dir", help="a folder of KernelBench problems, e.g. ../shared/kernelbench/level1")
+    parser.add_argument("level_dir", help="a folder of KernelBench problems, e.g. src/warpforge/data/problems/level1 "
+                        "(shipped) or a level of the full set (`warpforge problems` says where)")
     parser.add_argument("--problems", help="comma-separated problem names or numbers (default: all)")
     parser.add_argument("--proposer", choices=("templates", "llm"), default="templates")
     parser.add_argument("--trials", type=int, default=3, help="evaluations per problem")
@@ -324,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     level = Path(args.level_dir)
     if not level.is_dir():
-        print(f"error: {level} is not a folder of KernelBench problems (see ../shared/kernelbench/README.md)",
-              file=sys.stderr)
+        print(f"error: {level} is not a folder of KernelBench problems (`warpforge problems` lists the shipped "
+              "ones and says where the full benchmark is)", file=sys.stderr)
         return 2
     import optuna
 

@@ -1,5 +1,5 @@
-"""Real KernelBench problems (../shared/kernelbench, read-only): derived check shapes, adversarial inputs,
-numeric matching to built-in tasks, and the two tolerance rules side by side."""
+"""Real KernelBench problems (the unchanged upstream files shipped in warpforge/data/problems): derived check
+shapes, adversarial inputs, numeric matching to built-in tasks, and the two tolerance rules side by side."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from warpforge.evaluator.run.job import Job
 from warpforge.kernels.kernelbench import CHECK_ELEMENTS
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.variant import parse_variant
+from warpforge.problems import SHIPPED
 
-ROOT = Path(__file__).resolve().parents[2]
-LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
-pytestmark = pytest.mark.skipif(not LEVEL1.is_dir(), reason=f"KernelBench problems not found at {LEVEL1}")
+LEVEL1 = SHIPPED / "level1"
 
 
 def problem(name: str):  # type: ignore[no-untyped-def]

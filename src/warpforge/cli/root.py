@@ -431,6 +431,7 @@ def _mount_subsystems() -> None:
     from warpforge.cli.export import export
     from warpforge.cli.optimize import optimize_command
     from warpforge.cli.plan import app as plan_app
+    from warpforge.cli.problems import problems_command
     from warpforge.cli.results import best, results
     from warpforge.cli.spaces import spaces_command
 
@@ -438,6 +439,7 @@ def _mount_subsystems() -> None:
     app.command("best")(best)
     app.command("bench-search")(bench_search)
     app.command("spaces")(spaces_command)
+    app.command("problems")(problems_command)
     app.command("export")(export)
     app.command("optimize")(optimize_command)
     app.command("dashboard")(dashboard)

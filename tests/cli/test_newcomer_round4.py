@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from warpforge.cli import app, main
@@ -257,6 +259,21 @@ def test_plan_help_choices_are_whole_words_at_80_columns(command: tuple[str, ...
     assert "megatron|" not in text  # the choices are said in words, which wrap between them
     assert "torchtitan" in text and "deepspeed" in text
 
+
+
+def _command_paths(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if hasattr(command, "commands"):  # a group
+        return [path] + [p for name, sub in command.commands.items() for p in _command_paths(sub, (*path, name))]
+    return [path]
+
+
+@pytest.mark.parametrize("command", _command_paths(typer.main.get_command(app)), ids=" ".join)
+def test_no_help_cuts_a_word_at_80_columns(command: tuple[str, ...]) -> None:
+    # Old: run --help cut "--unsafe-run-unsand…" (Typer's generic types took the option names' width) and its
+    # "[env var: WARPFORGE_UNSAFE_RUN_UNSA…]".
+    text = _help(*command)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text, "\n".join(line for line in text.splitlines() if "…" in line)
 
 # --- said once: tests/cli/test_newcomer.py::test_a_writer_says_when_it_creates_a_directory counts it ---------
 

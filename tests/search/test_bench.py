@@ -156,3 +156,11 @@ def test_the_table_fits_80_columns_with_four_budgets_and_long_names() -> None:
     assert text.count("0.912") == 12 and text.count("±0.012") == 12 and "wf-default@4" in text
     first_column = "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│"))
     assert "convolution_milo/RTX_A4000" in first_column  # folded in its cell, never cut
+    # The random baseline on its own row, not on the space's; one header a column (old: "s/run" over "wasted").
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+    (baseline,) = [r for r in rows if r[0] == "random (exact)"]
+    assert baseline[1:] == ["0.500"] * 4
+    assert all(r[1:] == [""] * (len(r) - 1) for r in rows if r[0].startswith("convolution_milo"))
+    cost_header = [[c.strip() for c in line.split("┃")[1:-1]]
+                   for line in text.split("cost of each search")[1].splitlines() if line.startswith("┃")]
+    assert [cells[1:] for cells in cost_header] == [["", "", "", ""], ["s/run", "wasted", "evals", "same end"]]

@@ -248,45 +248,50 @@ def space_digest(recorded: RecordedSpace) -> str:
 
 
 def render_table(records: list[BenchRecord], width: int = 80) -> Any:
-    """A Rich table: per space, the exact uniform-random row, then one row per sampler (mean ± stderr).
+    """Rich output: per space, the exact uniform-random row, then one row per sampler (mean ± stderr).
 
-    Below ~120 columns each cell stacks two facts (mean over ± stderr; s/run over wasted; evals over same
-    end) and long names fold, so four budgets fit 80 columns instead of Rich squeezing 11 columns to 1-4
-    characters each (term_tables.py); at 120 or more, one fact per column.
+    At 120 columns or more, one table with one fact per column. Below, two tables, so four budgets fit 80
+    columns instead of Rich squeezing 11 columns to 1-4 characters each (term_tables.py): the fractions (each
+    cell a mean over its ± stderr; the space a row of its own above its random baseline and samplers) and
+    the costs (s/run, wasted, evals, same end), each of those a column of its own; long names fold.
     """
+    from rich.console import Group
     from rich.markup import escape
     from rich.table import Table
 
     budgets = sorted({r.budget for r in records})
     repeats = max((r.repeats for r in records), default=0)
     wide = width >= 120
-    sep = " " if wide else "\n"  # two facts side by side, or stacked in one cell
-    table = Table(title=f"fraction of the optimum reached within each budget ({repeats} repeats)")
+    fractions = Table(title=f"fraction of the optimum reached within each budget ({repeats} repeats)")
+    costs = Table(title=f"cost of each search at the largest budget ({budgets[-1] if budgets else '-'})")
     if wide:
-        table.add_column("space", no_wrap=True)
-        table.add_column("sampler", no_wrap=True)
+        fractions.add_column("space", no_wrap=True)
+        fractions.add_column("sampler", no_wrap=True)
     else:  # the space heads its own rows: one name column, folded only past its width
-        table.add_column("space\n sampler", overflow="fold")
+        for table in (fractions, costs):
+            table.add_column("space\n sampler", overflow="fold")
     for b in budgets:
-        table.add_column(f"{b}", justify="right", no_wrap=True)
-    if wide:
-        table.add_column("s/run", justify="right")
-        table.add_column("wasted", justify="right")
-        table.add_column("evals", justify="right")  # distinct evaluations used at the largest budget
-        table.add_column(f"same end ({budgets[-1]})", justify="right", no_wrap=True)
-    else:
-        table.add_column("s/run\nwasted", justify="right", no_wrap=True)
-        table.add_column("evals\nsame\nend", justify="right", no_wrap=True)  # at the largest budget
-    tail = 4 if wide else 2
+        fractions.add_column(f"{b}", justify="right", no_wrap=True)
+    cost_table = fractions if wide else costs
+    cost_table.add_column("s/run", justify="right")
+    cost_table.add_column("wasted", justify="right")
+    cost_table.add_column("evals", justify="right")  # distinct evaluations used at the largest budget
+    cost_table.add_column(f"same end ({budgets[-1]})" if wide and budgets else "same end", justify="right",
+                          no_wrap=wide)
+    tail = 4 if wide else 0
     by_space: dict[str, dict[str, dict[int, BenchRecord]]] = {}
     for r in records:
         by_space.setdefault(r.space, {}).setdefault(r.sampler, {})[r.budget] = r
     for space, samplers in by_space.items():
         first = next(iter(samplers.values()))
         name = escape(space)  # a space is named by its file: the user's text, never Rich markup
-        head = [name, "[dim]random (exact)[/dim]"] if wide else [f"[bold]{name}[/bold]\n [dim]random (exact)[/dim]"]
-        table.add_row(*head,
-                      *[f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets], *[""] * tail)
+        randoms = [f"[dim]{first[b].random:.3f}[/dim]" if b in first else "" for b in budgets]
+        if wide:
+            fractions.add_row(name, "[dim]random (exact)[/dim]", *randoms, *[""] * tail)
+        else:
+            fractions.add_row(f"[bold]{name}[/bold]", *[""] * len(budgets))
+            fractions.add_row(" [dim]random (exact)[/dim]", *randoms)
+            costs.add_row(f"[bold]{name}[/bold]", *[""] * 4)
         for sampler, rows in samplers.items():
             any_rec = next(iter(rows.values()))
             pm = " ± " if wide else "\n±"
@@ -295,12 +300,16 @@ def render_table(records: list[BenchRecord], width: int = 80) -> Any:
             last = rows.get(budgets[-1], any_rec)
             same = f"{last.collapse}/{last.repeats}"
             if last.collapse_fraction is not None:
-                same += f"{sep}@{last.collapse_fraction:.3f}"
+                same += f" @{last.collapse_fraction:.3f}"
             facts = [f"{any_rec.wall_s:.2f}", f"{wasted:.1f}", f"{last.evaluations:.1f}", same]
-            table.add_row(*(["", escape(sampler)] if wide else [f" {escape(sampler)}"]), *cells,
-                          *(facts if wide else [f"{facts[0]}\n{facts[1]}", f"{facts[2]}\n{same}"]))
-        table.add_section()
-    return table
+            if wide:
+                fractions.add_row("", escape(sampler), *cells, *facts)
+            else:
+                fractions.add_row(f" {escape(sampler)}", *cells)
+                costs.add_row(f" {escape(sampler)}", *facts)
+        fractions.add_section()
+        costs.add_section()
+    return fractions if wide else Group(fractions, costs)
 
 
 def table_notes(records: list[BenchRecord]) -> list[str]:

@@ -16,6 +16,9 @@ The tolerance columns take the best ok configuration of a template (shipped code
 Triton interpreter without a GPU) on the problem's smallest check shape and compare its output with both
 rules (kernels/kernelbench.py ``tolerance_verdicts``); an LLM's kernel runs only in the sandbox, so its
 row says "sandboxed only".
+
+Under the table, per level: problems, how many load, run their reference (at a check shape, on the CPU),
+match a built-in task, end with a configuration verified ok; and the families that matched.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ NEEDS_GPU = "needs a GPU"
 @dataclass
 class Row:
     problem: str
+    level: str = ""  # the folder it came from (level1, level2, ...)
+    loaded: bool = False  # the file imported and its Model was built
+    reference_runs: bool = False  # the reference ran on a check shape here
     correct: bool = False
     why: str = ""
     matched: str = "-"
@@ -59,8 +65,11 @@ class Row:
 
 
 def _pick(level_dir: Path, wanted: str | None) -> list[Path]:
-    files = sorted(level_dir.glob("*.py"), key=lambda p: (int(p.stem.split("_")[0]) if p.stem[0].isdigit() else 0,
-                                                          p.stem))
+    """The problems of one level's folder, or of every ``level*`` folder under a benchmark root, in order."""
+    levels = sorted((d for d in level_dir.glob("level*") if d.is_dir()), key=lambda d: (len(d.name), d.name))
+    files = [p for folder in (levels or [level_dir])
+             for p in sorted(folder.glob("*.py"), key=lambda p: (int(p.stem.split("_")[0]) if p.stem[0].isdigit()
+                                                                  else 0, p.stem))]
     if not wanted:
         return files
     out = []
@@ -126,6 +135,38 @@ def _compile_speedup(task: Any, best_ms: float | None) -> float | str | None:
     return sorted(times)[len(times) // 2] / best_ms
 
 
+def _load_and_run_reference(path: Path, row: Row) -> None:
+    """The first two counts of the summary: the file loads as a task, and its reference runs at a check shape."""
+    from warpforge.kernels.task import get_task
+
+    try:
+        task = get_task(str(path))
+    except Exception:  # noqa: BLE001 - a problem that does not load is counted, its reason is in "why"
+        return
+    row.loaded = True
+    try:
+        shape = task.check_shapes[0] if task.check_shapes else task.shapes[0]
+        inputs = task.make_inputs(shape, torch.float32, 0, "cpu")
+        with torch.no_grad():
+            task.reference(*inputs)
+    except Exception:  # noqa: BLE001 - counted; the campaign's own reason follows in "why"
+        return
+    row.reference_runs = True
+
+
+def summaries(rows: list[Row]) -> list[dict[str, Any]]:
+    """Per level: problems, how many load, run their reference, match a built-in task, end ok; the families."""
+    out = []
+    for level in sorted({r.level for r in rows}, key=lambda name: (len(name), name)):
+        mine = [r for r in rows if r.level == level]
+        families = Counter(r.matched.split(" ")[0].split("[")[0] for r in mine if r.matched != "-")
+        out.append({"level": level, "problems": len(mine), "loads": sum(r.loaded for r in mine),
+                    "reference_runs": sum(r.reference_runs for r in mine),
+                    "matched": sum(r.matched != "-" for r in mine), "ok": sum(r.correct for r in mine),
+                    "families": dict(families.most_common())})
+    return out
+
+
 def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
     from warpforge.errors import UsageError
     from warpforge.kernels.kernelbench import NOTES
@@ -133,8 +174,9 @@ def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
     from warpforge.preflight import check_run
     from warpforge.search.engine.campaign import CampaignSpec, Event, run_campaign
 
-    row = Row(path.stem)
+    row = Row(path.stem, path.parent.name)
     started = time.monotonic()
+    _load_and_run_reference(path, row)
     proposer = "template" if args.proposer == "templates" else "llm"
     spec = CampaignSpec(name=f"kb-{path.stem}-{int(time.time() * 1000)}", tasks=[str(path)], trials=args.trials,
                         proposer=proposer, backend=args.backend, db_url=db_url, top_k=0, seed=0,
@@ -302,12 +344,21 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     console.print(table)
     console.print(f"correct {sum(r.correct for r in rows)}/{len(rows)}; fast_1.0 {_fmt(fast_p(rows, 1.0))}, "
                   f"fast_1.2 {_fmt(fast_p(rows, 1.2))}; {sum(r.wall_s for r in rows):.0f} s", highlight=False)
+    summary = Table(title=f"per level ({args.proposer})", caption="ok: a searched configuration verified ok")
+    for col in ("level", "problems", "load", "ref runs", "matched", "ok"):
+        summary.add_column(col, justify="left" if col == "level" else "right", no_wrap=True)
+    summary.add_column("families matched", overflow="fold")
+    for level in summaries(rows):
+        summary.add_row(level["level"], *(str(level[k]) for k in ("problems", "loads", "reference_runs", "matched",
+                                                                    "ok")),
+                        ", ".join(f"{name} {n}" for name, n in level["families"].items()) or "-")
+    console.print(summary)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("level_dir", help="a folder of KernelBench problems, e.g. src/warpforge/data/problems/level1 "
-                        "(shipped) or a level of the full set (`warpforge problems` says where)")
+    parser.add_argument("level_dir", help="a folder of KernelBench problems or of level folders, e.g. "
+                        "src/warpforge/data/problems (shipped) or the full set (`warpforge problems` says where)")
     parser.add_argument("--problems", help="comma-separated problem names or numbers (default: all)")
     parser.add_argument("--proposer", choices=("templates", "llm"), default="templates")
     parser.add_argument("--trials", type=int, default=3, help="evaluations per problem")
@@ -340,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     if server is not None:
         for row in rows:  # the server's token counts are characters / 4, not a model's
             row.why += "" if row.problem in server.answered else " (no scripted answer)"
-    payload = json.dumps({"rows": [asdict(r) for r in rows], "fast_1.0": fast_p(rows, 1.0),
+    payload = json.dumps({"rows": [asdict(r) for r in rows], "levels": summaries(rows), "fast_1.0": fast_p(rows, 1.0),
                           "fast_1.2": fast_p(rows, 1.2), "db": db_url}, indent=2, default=str)
     if args.save:
         Path(args.save).write_text(payload + "\n")

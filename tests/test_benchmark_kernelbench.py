@@ -1,4 +1,5 @@
-"""benchmarks/kernelbench.py on a tiny subset of ../shared/kernelbench (skipped where it is absent)."""
+"""benchmarks/kernelbench.py on a few of the shipped KernelBench problems (warpforge/data/problems), and on
+../shared/kernelbench where a problem is not shipped (skipped where it is absent)."""
 
 from __future__ import annotations
 
@@ -10,30 +11,48 @@ from pathlib import Path
 import pytest
 import torch
 
+from warpforge.problems import SHIPPED
+
 ROOT = Path(__file__).resolve().parents[1]
-LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
-pytestmark = pytest.mark.skipif(not LEVEL1.is_dir(), reason=f"KernelBench problems not found at {LEVEL1}")
+LEVEL1 = SHIPPED / "level1"
+FULL_LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
+GEMM_CHAIN = "12_Gemm_Multiply_LeakyReLU"  # level 2: a GEMM, a scaling and a LeakyReLU; no template family fuses it
 
 
-def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(LEVEL1), *args],
+def bench(*args: str, folder: Path = LEVEL1) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(folder), *args],
                           capture_output=True, text=True, timeout=900)
 
 
 def test_a_problem_no_template_computes_is_a_row_saying_what_was_tried() -> None:
-    proc = bench("--problems", "89_cumsum", "--json")  # a scan: no template family computes it
+    proc = bench("--problems", GEMM_CHAIN, "--json", folder=SHIPPED / "level2")
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["rows"]
-    assert row["problem"] == "89_cumsum" and not row["correct"] and row["evaluations"] == 0
-    assert row["why"].startswith("not searched") and "outputs differ" in row["why"]  # each task tried, named
+    assert row["problem"] == GEMM_CHAIN and not row["correct"] and row["evaluations"] == 0
+    assert row["why"].startswith("not searched")
+    assert all(f"{task}:" in row["why"] for task in ("linear", "matmul", "softmax"))  # each task tried, named
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the timing columns hold numbers")
 def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
-    proc = bench("--problems", "89_cumsum")
+    proc = bench("--problems", GEMM_CHAIN, folder=SHIPPED / "level2")
     assert proc.returncode == 0, proc.stderr
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
     assert "fast_1.0 needs a GPU" in proc.stdout
+
+
+def test_per_level_counts_and_the_families_that_matched() -> None:
+    """A benchmark root: one summary per level folder (the expected counts are what these two files are: a ReLU
+    any elementwise template computes, and a level-2 chain nothing matches)."""
+    proc = bench("--problems", f"19_ReLU,{GEMM_CHAIN}", "--trials", "1", "--json", folder=SHIPPED)
+    assert proc.returncode == 0, proc.stderr
+    levels = json.loads(proc.stdout)["levels"]
+    assert levels == [
+        {"level": "level1", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 1, "ok": 1,
+         "families": {"elementwise": 1}},
+        {"level": "level2", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 0, "ok": 0, "families": {}}]
+    table = bench("--problems", f"19_ReLU,{GEMM_CHAIN}", "--trials", "1", folder=SHIPPED).stdout
+    assert "per level" in table and "elementwise 1" in table
 
 
 @pytest.mark.slow
@@ -48,12 +67,13 @@ def test_softmax_is_searched_with_its_templates_and_both_tolerances_are_stated()
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not FULL_LEVEL1.is_dir(), reason=f"20_LeakyReLU is not shipped; not found at {FULL_LEVEL1}")
 def test_the_scripted_llm_solves_relu_and_its_copy_as_leaky_relu_is_refused() -> None:
     """--proposer llm --scripted: the real campaign, prompt, parser, sandboxed judge and store, with the model
     replaced by benchmarks/kernelbench_answers (a ReLU kernel, and a 'LeakyReLU' that copies its input)."""
     proc = bench("--problems", "19_ReLU,20_LeakyReLU", "--proposer", "llm", "--scripted",
                  str(ROOT / "benchmarks" / "kernelbench_answers"), "--trials", "1", "--max-calls", "1",
-                 "--backend", "interpret", "--json")
+                 "--backend", "interpret", "--json", folder=FULL_LEVEL1)
     assert proc.returncode == 0, proc.stderr
     relu, leaky = json.loads(proc.stdout)["rows"]
     assert relu["correct"] and "negated" in relu["input_kinds"], relu["why"]

@@ -248,9 +248,10 @@ _LINT: dict[tuple[str, str], str | None] = {}
 def lint_task(task: Any) -> str | None:
     """Why the task cannot tell a kernel from a constant, or None.
 
-    A task on which an all-zeros output, or the best constant (the mean of the float64 reference), passes
-    every check shape is in error: a candidate writing that constant would be 'correct'. Typical causes:
-    tolerances far too loose, or a reference that is constant on the check shapes. Cached per task file.
+    A task on which an all-zeros output, or the best constant (the mean of the float64 reference, for outputs of
+    more than one element), passes every check shape is in error: a candidate writing that constant would be
+    'correct'. Typical causes: tolerances far too loose, or a reference that is constant on the check shapes.
+    Cached per task file.
     """
     key = (str(task.path), task.source_hash)
     if key in _LINT:
@@ -259,6 +260,7 @@ def lint_task(task: Any) -> str | None:
     dtype = task.dtypes[0]
     atol, rtol = task.tolerance(dtype)
     zeros_pass = const_pass = True
+    const_seen = False
     for shape in shapes:
         for seed in (1, 2):
             r64, rlp = references(task.reference, task.make_inputs(dict(shape), dtype, seed, "cpu"))
@@ -266,9 +268,14 @@ def lint_task(task: Any) -> str | None:
             consts = [torch.full_like(r, float(q.double().mean())) if r.is_floating_point() and r.numel()
                       else torch.zeros_like(r) for r, q in zip(rlp, r64)]
             zeros_pass = zeros_pass and compare_outputs(zeros, r64, rlp, atol, rtol) is None
+            # A one-element output's mean is its answer, not a constant standing in for one: such a case says
+            # nothing about constants (a loss reduced to a scalar was "degenerate" on every check shape).
+            if any(r.is_floating_point() and r.numel() == 1 for r in rlp):
+                continue
+            const_seen = True
             const_pass = const_pass and compare_outputs(consts, r64, rlp, atol, rtol) is None
     problem = None
-    if zeros_pass or const_pass:
+    if zeros_pass or (const_pass and const_seen):
         what = "an all-zeros output" if zeros_pass else "a constant output (the reference's mean)"
         problem = (f"task {task.name}: {what} passes every check shape with tolerance (atol={atol}, rtol={rtol}) "
                    f"for {dtype}; tighten TOLERANCES or use check shapes whose reference varies")

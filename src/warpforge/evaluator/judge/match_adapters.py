@@ -1,14 +1,16 @@
 """Reshape adapters of the matcher (evaluator/judge/matching.py): a problem whose inputs are a task's inputs with
 dimensions merged or split off as 1 (a 4-D tensor normalized over dim 1 is the task's [M, R, N] with
 N = dim1 * dim2; a 2-D row reduction is [M, R, 1]; a LayerNorm over three trailing dims is [M, N] with
-N = features * dim1 * dim2).
+N = features * dim1 * dim2); and a problem whose output is the mean or sum of everything a task returns (a loss
+averaged over the per-row losses of ``cross_entropy``).
 
 An :class:`Adapter` cuts each problem input's dimensions into contiguous groups, one per dimension of the
 task's input (an empty group is a size of 1), and says how the task's output is viewed as the problem's:
 each output dimension is a dimension of some input, or a literal size. Both the matcher's comparison and the
 generated ``launch`` (:func:`launch_source`, appended to a template whose own entry point is renamed) apply
 exactly the same views, so a match is the function the template computes: reshapes and views of contiguous
-tensors only, no compute in host code.
+tensors only, no compute in host code. A reduction is computed by a kernel the adapter adds to the template
+(:data:`REDUCE_KERNEL`: one program, fp32, a fixed order), launched on the template's result at every return.
 
 Example (a template's ``launch(x, **params)`` adapted to a 4-D input normalized over dim 1)::
 
@@ -32,6 +34,23 @@ import torch
 
 # The names the adapted launch keeps each problem input's shape under.
 SHAPE_PREFIX = "wf_shape"
+# The reductions of a task's whole output that the adapter applies (a loss's reduction over per-row losses).
+REDUCTIONS = ("mean", "sum")
+REDUCE_NAME = "_wf_reduce_all"
+# One program folds the whole output into an fp32 [1024] accumulator, then sums it: deterministic, and for the
+# 32768 per-row losses of a KernelBench cross-entropy 32 steps (microseconds against the loss kernel itself).
+REDUCE_KERNEL = f"""
+
+# Added by warpforge (evaluator/judge/match_adapters.py): the mean or sum of the task's output, as the problem returns.
+@triton.jit
+def {REDUCE_NAME}(x_ptr, y_ptr, n, div, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        idx = start + offs
+        acc += tl.load(x_ptr + idx, mask=idx < n, other=0.0).to(tl.float32)
+    tl.store(y_ptr, (tl.sum(acc, axis=0) / div).to(y_ptr.dtype.element_ty))
+"""
 
 
 @dataclass(frozen=True)
@@ -41,18 +60,30 @@ class Adapter:
 
     groups: tuple[tuple[tuple[int, int], ...], ...]
     out: tuple[tuple[int, int], ...]
+    # One of REDUCTIONS: the problem's output is that reduction of the task's whole output; "" for none.
+    reduction: str = ""
 
     def inputs(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         return [t.reshape(*[_prod(t.shape[a:b]) for a, b in g]) for t, g in zip(tensors, self.groups)]
 
     def output(self, y: torch.Tensor, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-        return y.reshape(*[tensors[i].shape[d] if i >= 0 else d for i, d in self.out])
+        if self.reduction:
+            y = y.sum() if self.reduction == "sum" else y.mean()
+        return y.reshape(tuple(int(tensors[i].shape[d]) if i >= 0 else d for i, d in self.out))
+
+    @property
+    def reshapes(self) -> bool:
+        """Whether some input is cut other than one group per dimension (an adapter may only reduce)."""
+        return any(a != j or b != j + 1 for g in self.groups for j, (a, b) in enumerate(g))
 
     def describe(self) -> str:
         def one(g: tuple[tuple[int, int], ...]) -> str:
             return "[" + ", ".join("*".join(f"d{d}" for d in range(a, b)) or "1" for a, b in g) + "]"
 
-        return "reshaped " + ", ".join(one(g) for g in self.groups)
+        parts = ["reshaped " + ", ".join(one(g) for g in self.groups)] if self.reshapes else []
+        if self.reduction:
+            parts.append(f"the {self.reduction} of its output")
+        return ", ".join(parts)
 
 
 def _prod(sizes: Sequence[int]) -> int:
@@ -108,11 +139,28 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
     if any(isinstance(n, (ast.FunctionDef, ast.Lambda)) for n in ast.walk(fn) if n is not fn):
         return None
+    if adapter.reduction and (REDUCE_NAME in text or "import triton.language as tl" not in text):
+        return None
     for ret in sorted(returns, key=lambda r: r.lineno, reverse=True):
         value = ast.get_source_segment(text, ret.value) if ret.value is not None else None
         if value is None or ret.end_lineno is None:
             return None
         pad = " " * ret.col_offset
-        lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
+        if adapter.reduction and lines[ret.lineno - 1][:ret.col_offset].strip():
+            return None  # ``if c: return y`` on one line: the statements a reduction adds need lines of their own
+        lines[ret.lineno - 1:ret.end_lineno] = ([f"{pad}return ({value}).view({out})\n"] if not adapter.reduction
+                                                else _reduced_return(pad, value, adapter.reduction, out))
     lines[first.lineno - 1:first.lineno - 1] = prologue
-    return "".join(lines)
+    text = "".join(lines)
+    return text + REDUCE_KERNEL if adapter.reduction else text
+
+
+def _reduced_return(pad: str, value: str, reduction: str, out: str) -> list[str]:
+    """A return of the reduction of ``value`` (a tensor the template allocated): a scalar of its dtype written by
+    :data:`REDUCE_KERNEL`, then viewed as the problem's output."""
+    div = "wf_full.numel()" if reduction == "mean" else "1"
+    return [f"{pad}wf_full = ({value})\n",
+            f"{pad}wf_red = torch.empty((), dtype=wf_full.dtype, device=wf_full.device)\n",
+            f"{pad}{REDUCE_NAME}[(1,)](wf_full, wf_red, wf_full.numel(), float({div}), BLOCK=1024, num_warps=4, "
+            "num_stages=1)\n",
+            f"{pad}return wf_red.view({out})\n"]

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.judge.match_adapters import Adapter, adapted_template, cuts, output_rule
+from warpforge.evaluator.judge.match_adapters import REDUCTIONS, Adapter, adapted_template, cuts, output_rule
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Shape, Task
 
@@ -245,11 +245,13 @@ MAX_LAYOUTS = 64
 def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
              out_shape: tuple[int, ...] | None) -> list[tuple[tuple[int, ...], Adapter | None]]:
     """Argument orders as they are, then (one output, few inputs) the same orders with each input's dims cut
-    into the task input's rank."""
+    into the task input's rank; where the problem returns a scalar, each of those also with the mean or sum of
+    the task's output (a loss over per-row losses)."""
     orders = list(itertools.permutations(range(len(inputs))))
     out: list[tuple[tuple[int, ...], Adapter | None]] = [(o, None) for o in orders]
     if out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS:
         return out
+    reductions = ("", *REDUCTIONS) if out_shape == () else ("",)
     for order in orders:
         mapped = [inputs[j] for j in order]
         rule = output_rule(out_shape, mapped)
@@ -264,9 +266,9 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
         if count > MAX_LAYOUTS:
             continue
         for groups in itertools.product(*choices):
-            if all(len(g) == m.dim() and all(b - a == 1 for a, b in g) for g, m in zip(groups, mapped)):
-                continue  # the identity: already tried without an adapter
-            out.append((order, Adapter(tuple(groups), rule)))
+            identity = all(len(g) == m.dim() and all(b - a == 1 for a, b in g) for g, m in zip(groups, mapped))
+            # The identity without a reduction: already tried without an adapter.
+            out += [(order, Adapter(tuple(groups), rule, r)) for r in reductions if r or not identity]
     return out
 
 
@@ -289,9 +291,11 @@ def _keys(where: dict[str, list[tuple[int, int]]], mapped: list[torch.Tensor], a
         parts = list(found.pop())
         if len(parts) == 1 and isinstance(parts[0], str):
             keys[key] = parts[0]
-        elif adapter is None:
+        elif adapter is None and not (len(parts) == 1 and isinstance(parts[0], int)):
             return None
         else:
+            # A product of sizes (through an adapter), or one literal size no global sets (98_KLDivLoss's
+            # ``input_shape = (8192 * 2,)``): the same in every shape of the problem.
             keys[key] = parts
     return keys
 

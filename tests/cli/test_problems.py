@@ -67,9 +67,9 @@ def test_a_folder_of_problems_is_listed_after_the_shipped_ones(tmp_path: Path) -
         found = list_problems([folder], include_shared=False)
         assert (found[-1].name, found[-1].level, found[-1].origin) == ("7_MySoftmax", 1, str(folder))
         assert len(found) == len(SHIPPED_FILES) + 1
-    # Sorted by KernelBench's number, not as text ("100_" after "19_").
+    # Sorted by KernelBench's number, not as text ("19_" before "1_").
     names = [p.stem for _, p in problem_files(SHIPPED / "level1")]
-    assert names.index("19_ReLU") < names.index("100_HingeLoss")
+    assert names.index("1_Square_matrix_multiplication_") < names.index("19_ReLU")
 
 
 @pytest.mark.parametrize("args", [["--dir", "/nonexistent/kb"], ["--dir", "."], ["--level", "0"]])

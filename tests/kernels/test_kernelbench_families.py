@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 
 from warpforge.evaluator.judge.matching import find_match, key_positions, matched_files
@@ -15,6 +16,7 @@ from warpforge.kernels.kernelbench import NOTES
 from warpforge.kernels.task import get_task, load_task_file
 
 PROBLEM = '''
+import pytest
 import torch
 import torch.nn as nn
 
@@ -106,6 +108,7 @@ def test_attention_and_rotary_find_their_keys_with_sizes_their_generators_accept
 
 
 GROUPED = '''
+import pytest
 import torch
 import torch.nn as nn
 
@@ -144,6 +147,7 @@ def test_a_grouped_problem_is_probed_at_sizes_where_its_groups_divide(tmp_path: 
 
 
 IMAGE = '''
+import pytest
 import torch
 import torch.nn as nn
 
@@ -181,6 +185,7 @@ def test_literal_image_sizes_over_the_budget_are_checked_at_batch_1_and_the_note
 
 
 MATMUL = '''
+import pytest
 import torch
 import torch.nn as nn
 
@@ -256,3 +261,51 @@ def test_hidden_shapes_keep_the_reduced_dimension_and_the_matched_element_width(
     assert {s["M"] for s in shapes} - {c["M"] for c in task.check_shapes}  # the sizes still move
     x, = task.make_inputs(shapes[0], torch.float32, 0, "cpu")
     assert torch.equal(task.reference(x), torch.argmin(x, dim=1))
+
+
+@pytest.mark.parametrize(("forward", "inputs", "flags"), [
+    ("torch.matmul(a.T, b)", "torch.rand(K, M), torch.rand(K, N)", (True, False)),
+    ("torch.matmul(a, b.T)", "torch.rand(M, K), torch.rand(N, K)", (False, True)),
+    ("torch.matmul(a.T, b.T)", "torch.rand(K, M), torch.rand(N, K)", (True, True)),
+])
+def test_a_transposed_operand_is_matmul_on_a_strided_view(tmp_path: Path, forward: str, inputs: str,
+                                                          flags: tuple[bool, bool]) -> None:
+    path = tmp_path / "mm_t.py"
+    path.write_text(MATMUL.replace("torch.matmul(a, b)", forward)
+                    .replace("torch.rand(M, K), torch.rand(K, N)", inputs).replace("N = 4096", "N = 2048"))
+    problem = load_task_file(path)
+    match, _ = find_match(problem)
+    assert match is not None and match.task == "matmul" and match.in_order
+    assert match.adapter is not None and match.adapter.transposed == flags and not match.adapter.reshapes
+    assert match.keys == {"M": "M", "N": "N", "K": "K"}
+    _, variants = matched_files(problem, match, tmp_path / "matched")
+    assert {v.stem for v in variants} == {"persistent", "split_k", "tiled_grouped"}
+    for variant in variants:
+        text = variant.read_text()
+        assert check_module(text) is None  # the adapted launch stays within the variant grammar
+        assert text.count(".transpose(-2, -1)") == sum(flags) and ".contiguous()" not in text  # a view, no copy
+
+
+def test_an_fp32_transposed_gemm_is_judged_ok_at_fp32_accuracy(tmp_path: Path) -> None:
+    """The judge's faithful tl.dot (TF32 for fp32 inputs unless told otherwise) on the adapted template: the
+    templates multiply fp32 as tf32x3, within KernelBench's 1e-4 (TF32 alone is ~1e-3 off and is incorrect)."""
+    from warpforge.evaluator.run.backend import get_backend
+    from warpforge.evaluator.run.job import Job
+    from warpforge.kernels.variant import load_variant
+
+    path = tmp_path / "mm_bt.py"
+    path.write_text(MATMUL.replace("torch.matmul(a, b)", "torch.matmul(a, b.T)")
+                    .replace("torch.rand(M, K), torch.rand(K, N)", "torch.rand(M, K), torch.rand(N, K)"))
+    problem = load_task_file(path)
+    match, _ = find_match(problem)
+    assert match is not None
+    copy, variants = matched_files(problem, match, tmp_path / "matched")
+    task = load_task_file(copy)
+    variant = load_variant(next(v for v in variants if v.stem == "tiled_grouped"))
+    params = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4, "num_warps": 4, "num_stages": 2}
+    backend = get_backend("interpret")
+    try:
+        result = backend.evaluate(Job(task, variant, params))
+    finally:
+        backend.close()
+    assert result.verdict.value == "ok", result.message

@@ -1,8 +1,9 @@
 """Reshape adapters of the matcher (evaluator/judge/matching.py): a problem whose inputs are a task's inputs with
 dimensions merged or split off as 1 (a 4-D tensor normalized over dim 1 is the task's [M, R, N] with
 N = dim1 * dim2; a 2-D row reduction is [M, R, 1]; a LayerNorm over three trailing dims is [M, N] with
-N = features * dim1 * dim2); and a problem whose output is the mean or sum of everything a task returns (a loss
-averaged over the per-row losses of ``cross_entropy``).
+N = features * dim1 * dim2) or with their last two dimensions transposed (``A.T @ B`` is ``matmul`` of a
+strided view); and a problem whose output is the mean or sum of everything a task returns (a loss averaged
+over the per-row losses of ``cross_entropy``).
 
 An :class:`Adapter` cuts each problem input's dimensions into contiguous groups, one per dimension of the
 task's input (an empty group is a size of 1), and says how the task's output is viewed as the problem's:
@@ -62,9 +63,23 @@ class Adapter:
     out: tuple[tuple[int, int], ...]
     # One of REDUCTIONS: the problem's output is that reduction of the task's whole output; "" for none.
     reduction: str = ""
+    # Per input (task order), whether its last two dimensions are swapped after the reshape: a GEMM given A as
+    # [K, M] (``A.T @ B``) is the task's [M, K] as a strided view, no copy; empty: none is.
+    transposed: tuple[bool, ...] = ()
 
     def inputs(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return [t.reshape(*[_prod(t.shape[a:b]) for a, b in g]) for t, g in zip(tensors, self.groups)]
+        shaped = [t.reshape(*[_prod(t.shape[a:b]) for a, b in g]) for t, g in zip(tensors, self.groups)]
+        return [t.transpose(-2, -1) if self.swaps(i) else t for i, t in enumerate(shaped)]
+
+    def swaps(self, i: int) -> bool:
+        return i < len(self.transposed) and self.transposed[i]
+
+    def group_of(self, i: int, j: int) -> tuple[int, int]:
+        """The problem dims (start, end) that become dimension ``j`` of the task's input ``i``."""
+        rank = len(self.groups[i])
+        if self.swaps(i) and j >= rank - 2:
+            j = 2 * rank - 3 - j  # the last two swapped
+        return self.groups[i][j]
 
     def output(self, y: torch.Tensor, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         if self.reduction:
@@ -81,6 +96,9 @@ class Adapter:
             return "[" + ", ".join("*".join(f"d{d}" for d in range(a, b)) or "1" for a, b in g) + "]"
 
         parts = ["reshaped " + ", ".join(one(g) for g in self.groups)] if self.reshapes else []
+        swapped = [str(i) for i in range(len(self.groups)) if self.swaps(i)]
+        if swapped:
+            parts.append(f"input{'s' if len(swapped) > 1 else ''} {', '.join(swapped)} transposed")
         if self.reduction:
             parts.append(f"the {self.reduction} of its output")
         return ", ".join(parts)
@@ -135,6 +153,7 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
     prologue += [f"{indent}{shapes[i]} = {n}.shape\n" for i, n in enumerate(names)]
     prologue += [f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
                  for i, (n, g) in enumerate(zip(names, adapter.groups))]
+    prologue += [f"{indent}{n} = {n}.transpose(-2, -1)\n" for i, n in enumerate(names) if adapter.swaps(i)]
     out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else str(d) for i, d in adapter.out) or "()"
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
     if any(isinstance(n, (ast.FunctionDef, ast.Lambda)) for n in ast.walk(fn) if n is not fn):

@@ -269,7 +269,17 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
             identity = all(len(g) == m.dim() and all(b - a == 1 for a, b in g) for g, m in zip(groups, mapped))
             # The identity without a reduction: already tried without an adapter.
             out += [(order, Adapter(tuple(groups), rule, r)) for r in reductions if r or not identity]
+            if identity:  # transposed views of the inputs as they are (a GEMM's A.T or B.T), not of reshapes
+                out += [(order, Adapter(tuple(groups), rule, r, flags)) for flags in _transposes(mapped, task_inputs)
+                        for r in reductions]
     return out
+
+
+def _transposes(mapped: list[torch.Tensor], task_inputs: list[torch.Tensor]) -> list[tuple[bool, ...]]:
+    """Every non-empty choice of inputs to transpose among those of the task's rank, 2-D or more."""
+    can = [m.dim() == t.dim() >= 2 for m, t in zip(mapped, task_inputs)]
+    flags = itertools.product(*[(False, True) if c else (False,) for c in can])
+    return [f for f in flags if any(f)]
 
 
 def _keys(where: dict[str, list[tuple[int, int]]], mapped: list[torch.Tensor], adapter: Adapter | None,
@@ -283,7 +293,7 @@ def _keys(where: dict[str, list[tuple[int, int]]], mapped: list[torch.Tensor], a
             continue
         found: set[tuple[str | int, ...]] = set()
         for i, j in spots:
-            a, b = adapter.groups[i][j] if adapter is not None else (j, j + 1)
+            a, b = adapter.group_of(i, j) if adapter is not None else (j, j + 1)
             sizes = [int(mapped[i].shape[d]) for d in range(a, b)]
             found.add(tuple(sorted((by_value.get(s, s) for s in sizes), key=str)))
         if len(found) != 1:

@@ -21,16 +21,16 @@ def bench(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_problem_no_template_computes_is_a_row_saying_what_was_tried() -> None:
-    proc = bench("--problems", "89_cumsum", "--json")  # a scan: no template family computes it
+    proc = bench("--problems", "93_masked_cumsum", "--json")  # x and a mask: no template family takes both
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["rows"]
-    assert row["problem"] == "89_cumsum" and not row["correct"] and row["evaluations"] == 0
+    assert row["problem"] == "93_masked_cumsum" and not row["correct"] and row["evaluations"] == 0
     assert row["why"].startswith("not searched") and "outputs differ" in row["why"]  # each task tried, named
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the timing columns hold numbers")
 def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
-    proc = bench("--problems", "89_cumsum")
+    proc = bench("--problems", "93_masked_cumsum")
     assert proc.returncode == 0, proc.stderr
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
     assert "fast_1.0 needs a GPU" in proc.stdout
@@ -45,6 +45,18 @@ def test_softmax_is_searched_with_its_templates_and_both_tolerances_are_stated()
     assert any(c.endswith("M=1,N=257") for c in row["checked"]) and "negated" in row["input_kinds"]
     assert row["warpforge_tolerance"].startswith("pass") and row["kernelbench_tolerance"].startswith("pass")
     assert row["speedup_eager"] == ("needs a GPU" if not torch.cuda.is_available() else row["speedup_eager"])
+
+
+@pytest.mark.slow
+def test_an_exclusive_cumsum_and_a_cumprod_are_searched_with_the_scan_templates() -> None:
+    # 92 is cat(zeros, cumsum(x[:, :-1])): the exclusive member; 90 a cumprod of rand, which underflows to 0.
+    proc = bench("--problems", "90_cumprod,92_cumsum_exclusive", "--trials", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    cumprod, exclusive = json.loads(proc.stdout)["rows"]
+    assert cumprod["correct"] and cumprod["matched"].startswith("scan[cumprod] "), cumprod["why"]
+    assert exclusive["correct"] and exclusive["matched"].startswith("scan[cumsum_exclusive] "), exclusive["why"]
+    assert any(c.endswith("L=1031,M=3,N=1,dim=1") for c in exclusive["checked"])
+    assert exclusive["warpforge_tolerance"].startswith("pass") and exclusive["kernelbench_tolerance"].startswith("pass")
 
 
 @pytest.mark.slow

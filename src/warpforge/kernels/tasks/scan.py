@@ -105,8 +105,8 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
                        device: str) -> dict[str, tuple[torch.Tensor]]:
     """``third``: 1/3 + 1e-3 randn, whose running sum grows steadily: accumulated in fp16 each addition to a
-    partial sum between 256 and 512 (spacing 0.25) rounds 0.333 to 0.25, ~22 lost over L = 1031 against an
-    allowance of ~2.3 (a running product underflows to 0 in fp32 past L ~ 90, where the float64 one is below
+    partial sum between 256 and 512 (spacing 0.25) rounds 0.333 to 0.25: 14 off after L = 1031, against an
+    allowance of 2.2 there (a running product underflows to 0 in fp32 past L ~ 90, where the float64 one is below
     atol); ``zeros``: one input in ten exactly 0, so a running product must stay 0 after it whatever follows
     (exp(cumsum(log|x|)) with a sign count does not)."""
     gen = torch.Generator().manual_seed(seed + 1)

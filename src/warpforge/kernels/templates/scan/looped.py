@@ -1,5 +1,5 @@
 """Scan along dim 1 of [M, L, N], chunked: each program owns BLOCK_N adjacent columns of one m and walks L in
-BLOCK_L-position chunks, scanning each chunk as a [BLOCK_L, BLOCK_N] tile with ``tl.associative_scan`` and
+BLOCK_L-position chunks, scanning each chunk as a [BLOCK_L, BLOCK_N] tile with ``tl.cumsum``/``tl.cumprod`` and
 combining it with the carry, the fp32 total of every earlier chunk per column, which then absorbs the
 chunk's own total; any L works in registers bounded by the chunk. Reverse and exclusive members only remap
 rows: scan position p reads row p (L - 1 - p reversed), an exclusive scan reads the position before it (the
@@ -32,16 +32,6 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _add(a, b):
-    return a + b
-
-
-@triton.jit
-def _mul(a, b):
-    return a * b
-
-
-@triton.jit
 def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: tl.constexpr,
                  EXCLUSIVE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_N: tl.constexpr):
     m = tl.program_id(0).to(tl.int64)
@@ -51,6 +41,7 @@ def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: t
     carry = tl.full([BLOCK_N], fill, tl.float32)
     x_base = x_ptr + m * sxm + cols[None, :] * sxn
     y_base = y_ptr + m * L * N + cols[None, :]
+    last = tl.arange(0, BLOCK_L) == BLOCK_L - 1
     for start in range(0, L, BLOCK_L):
         pos = start + tl.arange(0, BLOCK_L)
         # The input at scan position q: row q, or L - 1 - q reversed; an exclusive scan's position p takes
@@ -60,21 +51,25 @@ def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: t
         dst = (L - 1 - pos) if REVERSE else pos
         load_ok = ((q >= 0) & (q < L))[:, None] & col_ok[None, :]
         x = tl.load(x_base + src[:, None].to(tl.int64) * sxl, mask=load_ok, other=fill).to(tl.float32)
+        # The chunk's last scanned row is its total (padding holds the identity), picked out exactly by a sum
+        # whose other terms are 0.
         if OP == "sum":
-            y = carry[None, :] + tl.associative_scan(x, 0, _add)
-            carry = carry + tl.sum(x, axis=0)
+            s = tl.cumsum(x, axis=0)
+            y = carry[None, :] + s
+            carry = carry + tl.sum(tl.where(last[:, None], s, 0.0), axis=0)
         else:
-            y = carry[None, :] * tl.associative_scan(x, 0, _mul)
-            carry = carry * tl.reduce(x, 0, _mul)
+            s = tl.cumprod(x, axis=0)
+            y = carry[None, :] * s
+            carry = carry * tl.sum(tl.where(last[:, None], s, 0.0), axis=0)
         out_ok = (pos < L)[:, None] & col_ok[None, :]
         tl.store(y_base + dst[:, None].to(tl.int64) * N, y.to(y_ptr.dtype.element_ty), mask=out_ok)
 
 
 def launch(x, **params):
-    m, l, n = x.shape
-    y = torch.empty((m, l, n), dtype=x.dtype, device=x.device)
+    m, length, n = x.shape
+    y = torch.empty((m, length, n), dtype=x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _scan_kernel[grid](x, y, l, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, REVERSE=REVERSE,
+    _scan_kernel[grid](x, y, length, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, REVERSE=REVERSE,
                        EXCLUSIVE=EXCLUSIVE, BLOCK_L=params["BLOCK_L"], BLOCK_N=params["BLOCK_N"],
                        num_warps=params["num_warps"], num_stages=params["num_stages"])
     return y

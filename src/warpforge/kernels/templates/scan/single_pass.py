@@ -1,9 +1,9 @@
 """Scan along dim 1 of [M, L, N] in one pass: the whole of L (padded to a power of two) times BLOCK_N columns
-is one tile, scanned along axis 0 by one ``tl.associative_scan`` (a log-depth tree in registers and, across
-warps, shared memory), with no loop and no carry: the fastest form while L fits in registers. Reverse and
-exclusive members only remap rows: scan position p reads row p (L - 1 - p reversed), an exclusive scan reads
-the position before it (the identity at p = 0) and writes where an inclusive one would. The member
-(OP, REVERSE, EXCLUSIVE) is fixed at compile time; values accumulate in fp32."""
+is one tile, scanned along axis 0 by one ``tl.cumsum``/``tl.cumprod`` (an associative scan: a log-depth tree
+in registers and, across warps, shared memory), with no loop and no carry: the fastest form while L fits in
+registers. Reverse and exclusive members only remap rows: scan position p reads row p (L - 1 - p reversed),
+an exclusive scan reads the position before it (the identity at p = 0) and writes where an inclusive one
+would. The member (OP, REVERSE, EXCLUSIVE) is fixed at compile time; values accumulate in fp32."""
 
 import torch
 import triton
@@ -32,16 +32,6 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _add(a, b):
-    return a + b
-
-
-@triton.jit
-def _mul(a, b):
-    return a * b
-
-
-@triton.jit
 def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: tl.constexpr,
                  EXCLUSIVE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_N: tl.constexpr):
     m = tl.program_id(0).to(tl.int64)
@@ -57,19 +47,19 @@ def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: t
     x = tl.load(x_ptr + m * sxm + src[:, None].to(tl.int64) * sxl + cols[None, :] * sxn, mask=load_ok,
                 other=fill).to(tl.float32)
     if OP == "sum":
-        y = tl.associative_scan(x, 0, _add)
+        y = tl.cumsum(x, axis=0)
     else:
-        y = tl.associative_scan(x, 0, _mul)
+        y = tl.cumprod(x, axis=0)
     out_ok = (pos < L)[:, None] & col_ok[None, :]
     tl.store(y_ptr + m * L * N + dst[:, None].to(tl.int64) * N + cols[None, :], y.to(y_ptr.dtype.element_ty),
              mask=out_ok)
 
 
 def launch(x, **params):
-    m, l, n = x.shape
-    y = torch.empty((m, l, n), dtype=x.dtype, device=x.device)
+    m, length, n = x.shape
+    y = torch.empty((m, length, n), dtype=x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _scan_kernel[grid](x, y, l, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, REVERSE=REVERSE,
-                       EXCLUSIVE=EXCLUSIVE, BLOCK_L=triton.next_power_of_2(l), BLOCK_N=params["BLOCK_N"],
+    _scan_kernel[grid](x, y, length, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, REVERSE=REVERSE,
+                       EXCLUSIVE=EXCLUSIVE, BLOCK_L=triton.next_power_of_2(length), BLOCK_N=params["BLOCK_N"],
                        num_warps=params["num_warps"], num_stages=params["num_stages"])
     return y

@@ -67,6 +67,19 @@ def test_softmax_is_searched_with_its_templates_and_both_tolerances_are_stated()
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not FULL_LEVEL1.is_dir(), reason=f"92_cumsum_exclusive is not shipped; not found at {FULL_LEVEL1}")
+def test_an_exclusive_cumsum_and_a_cumprod_are_searched_with_the_scan_templates() -> None:
+    # 92 is cat(zeros, cumsum(x[:, :-1])): the exclusive member; 90 a cumprod of rand, which underflows to 0.
+    proc = bench("--problems", "90_cumprod,92_cumsum_exclusive", "--trials", "1", "--json", folder=FULL_LEVEL1)
+    assert proc.returncode == 0, proc.stderr
+    cumprod, exclusive = json.loads(proc.stdout)["rows"]
+    assert cumprod["correct"] and cumprod["matched"].startswith("scan[cumprod] "), cumprod["why"]
+    assert exclusive["correct"] and exclusive["matched"].startswith("scan[cumsum_exclusive] "), exclusive["why"]
+    assert any(c.endswith("L=1031,M=3,N=1,dim=1") for c in exclusive["checked"])
+    assert exclusive["warpforge_tolerance"].startswith("pass") and exclusive["kernelbench_tolerance"].startswith("pass")
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not FULL_LEVEL1.is_dir(), reason=f"20_LeakyReLU is not shipped; not found at {FULL_LEVEL1}")
 def test_the_scripted_llm_solves_relu_and_its_copy_as_leaky_relu_is_refused() -> None:
     """--proposer llm --scripted: the real campaign, prompt, parser, sandboxed judge and store, with the model

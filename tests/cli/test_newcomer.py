@@ -254,12 +254,12 @@ def test_a_run_that_fails_before_its_first_evaluation_keeps_no_name(tmp_path: Pa
 
 # --- 4. tasks by path ---------------------------------------------------------------------------------------
 def test_a_kernelbench_file_without_variants_gets_a_next_step(tmp_path: Path) -> None:
-    # Old: "the template proposer has no variants for task 'cumsum'" after reserving the campaign name. A scan:
-    # no template family computes it (a ReLU is the elementwise family's now).
+    # Old: "the template proposer has no variants for task 'cumsum'" after reserving the campaign name. A sort:
+    # no template family computes it (a ReLU is the elementwise family's now, a cumsum the scan family's).
     db = tmp_path / "wf.db"
-    line = one_line_error(wf("run", str(KERNELBENCH.with_name("cumsum.py")), "--campaign", "kb", db=db), 2)
-    assert "task 'cumsum'" in line and "--variant-file FILE.py" in line and "--proposer llm" in line
-    assert "TASK = 'cumsum'" in line
+    line = one_line_error(wf("run", str(KERNELBENCH.with_name("sort.py")), "--campaign", "kb", db=db), 2)
+    assert "task 'sort'" in line and "--variant-file FILE.py" in line and "--proposer llm" in line
+    assert "TASK = 'sort'" in line
     assert not db.exists()
 
 

@@ -146,6 +146,19 @@ def test_an_rmsnorm_without_weight_over_dim_1_is_the_normalize_family_through_a_
     assert match.keys == {"M": "batch_size", "R": "features", "N": ["dim1", "dim2"]}
 
 
+@pytest.mark.parametrize(("name", "member"), [("89_cumsum", "cumsum"), ("90_cumprod", "cumprod"),
+                                            ("91_cumsum_reverse", "cumsum_reverse"),
+                                            ("92_cumsum_exclusive", "cumsum_exclusive")])
+def test_scans_over_the_last_dim_are_the_scan_family_with_n_1(name: str, member: str) -> None:
+    # 91 flips, scans and flips back; 92 concatenates zeros with the cumsum of all but the last input.
+    match, _ = find_match(problem(name))
+    assert match is not None and (match.task, match.member) == ("scan", member)
+    assert match.adapter is not None and match.adapter.groups == (((0, 1), (1, 2), (2, 2)),)
+    assert match.keys == {"M": "batch_size", "L": "input_shape[0]", "N": []}  # N: an empty product, 1
+    assert dict(match.constants) == {"OP": member[3:].split("_")[0], "REVERSE": "reverse" in member,
+                                     "EXCLUSIVE": "exclusive" in member}
+
+
 def test_both_tolerance_rules_on_the_same_outputs() -> None:
     torch.manual_seed(0)
     ref = torch.randn(64, 64) * 100.0  # RMS 100: warpforge's atol scales to 1e-4 x 100 = 1e-2

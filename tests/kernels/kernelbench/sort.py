@@ -1,17 +1,17 @@
-"""A KernelBench level-1 style problem no template family computes (a scan): cumulative sum along dim 1."""
+"""A KernelBench level-1 style problem no template family computes (a sort): each row sorted along dim 1."""
 
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    """A cumulative sum over the last dimension."""
+    """The values of each row in ascending order."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(x, dim=1)
+        return torch.sort(x, dim=1).values
 
 
 batch_size = 16

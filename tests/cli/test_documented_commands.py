@@ -26,7 +26,8 @@ new documented command has to be put somewhere. Commands of one block run in ord
 block is what a reader types in one terminal), in a fresh temporary folder that holds links to the repository's
 top-level entries and a ``.venv/bin`` whose ``warpforge`` and ``python`` are this checkout's, with
 ``WARPFORGE_DB`` a fresh SQLite file there and ``COLUMNS=80``. Each ends with the exit code its comment states
-(``exit N``), else 0, and where the page shows what it printed the lines outside tables are compared.
+(``exit N``), else 0, and where the page shows what it printed the lines outside tables are compared. A
+``$(...)`` of a command not run runs alone, and a comment's "N ship" is counted.
 """
 
 from __future__ import annotations
@@ -605,6 +606,19 @@ def test_what_a_command_not_run_substitutes_is_printed(tmp_path: Path) -> None:
         words = proc.stdout.split()
         assert proc.returncode == 0 and words, (sub, proc.stdout, proc.stderr)
         assert all(Path(tmp_path, w).exists() for w in words if "/" in w), (sub, words)
+
+
+def test_a_count_of_what_ships_is_what_ships(tmp_path: Path) -> None:
+    """A comment that says "N ship" (README: problems, spaces) is the number of paths the command prints with
+    --paths in a session, which sees only what ships (no ../shared beside its folder)."""
+    env = session(tmp_path)
+    counted = [(d, int(m.group(1))) for d in DOCS if (m := re.search(r"\b(\d+) ship\b", d.comment))]
+    assert len(counted) >= 2, counted
+    for doc, count in counted:
+        proc = subprocess.run(["bash", "-c", f"{doc.code} --paths"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert len(proc.stdout.split()) == count, f"{doc.where}: `{doc.code}` says {count} ship: {proc.stdout}"
 
 
 @pytest.mark.slow

@@ -225,7 +225,8 @@ def _try(problem: Task, task: Task, probe: Shape,
             continue
         keys = _keys(where, [inputs[j] for j in order], adapter, probe)
         if keys is None:
-            reason = f"{task.name}: its shape keys are not sizes of the problem"
+            if "outputs differ" not in reason:  # a layout whose outputs were compared says more
+                reason = f"{task.name}: its shape keys are not sizes of the problem"
             continue
         for member in members:
             if _agrees_everywhere(cases, member, order, adapter):

@@ -47,7 +47,10 @@ _SMEM_BYTES = 232448
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
-    if stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2) > _SMEM_BYTES:  # 4 for fp32 (ELEM_BYTES)
+    # 4 bytes unless told: fp32 is this task's first dtype (sm_90, 128x128x64 at 4 stages: 262,144 bytes in fp32,
+    # over the limit, where the 2-byte count said 131,072); a matched problem's shape carries ELEM_BYTES
+    smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
+    if smem > _SMEM_BYTES:
         return False
     # fp32 accumulator per thread: more than 128 registers spills (e.g. 128x256 needs 8 warps); the chain keeps
     # z and y live besides it, so the same bound leaves it the other half of the 255

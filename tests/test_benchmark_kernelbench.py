@@ -16,7 +16,8 @@ from warpforge.problems import SHIPPED
 ROOT = Path(__file__).resolve().parents[1]
 LEVEL1 = SHIPPED / "level1"
 FULL_LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
-GEMM_CHAIN = "12_Gemm_Multiply_LeakyReLU"  # level 2: a GEMM, a scaling and a LeakyReLU; no template family fuses it
+# level 2: a convolution, a ReLU and a bias; no template family computes a convolution
+UNMATCHED = "1_Conv2D_ReLU_BiasAdd"
 
 
 def bench(*args: str, folder: Path = LEVEL1) -> subprocess.CompletedProcess[str]:
@@ -25,17 +26,17 @@ def bench(*args: str, folder: Path = LEVEL1) -> subprocess.CompletedProcess[str]
 
 
 def test_a_problem_no_template_computes_is_a_row_saying_what_was_tried() -> None:
-    proc = bench("--problems", GEMM_CHAIN, "--json", folder=SHIPPED / "level2")
+    proc = bench("--problems", UNMATCHED, "--json", folder=SHIPPED / "level2")
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["rows"]
-    assert row["problem"] == GEMM_CHAIN and not row["correct"] and row["evaluations"] == 0
+    assert row["problem"] == UNMATCHED and not row["correct"] and row["evaluations"] == 0
     assert row["why"].startswith("not searched")
     assert all(f"{task}:" in row["why"] for task in ("linear", "matmul", "softmax"))  # each task tried, named
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the timing columns hold numbers")
 def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
-    proc = bench("--problems", GEMM_CHAIN, folder=SHIPPED / "level2")
+    proc = bench("--problems", UNMATCHED, folder=SHIPPED / "level2")
     assert proc.returncode == 0, proc.stderr
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
     assert "fast_1.0 needs a GPU" in proc.stdout
@@ -43,15 +44,15 @@ def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
 
 def test_per_level_counts_and_the_families_that_matched() -> None:
     """A benchmark root: one summary per level folder (the expected counts are what these two files are: a ReLU
-    any elementwise template computes, and a level-2 chain nothing matches)."""
-    proc = bench("--problems", f"19_ReLU,{GEMM_CHAIN}", "--trials", "1", "--json", folder=SHIPPED)
+    any elementwise template computes, and a level-2 convolution chain nothing matches)."""
+    proc = bench("--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", "--json", folder=SHIPPED)
     assert proc.returncode == 0, proc.stderr
     levels = json.loads(proc.stdout)["levels"]
     assert levels == [
         {"level": "level1", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 1, "ok": 1,
          "families": {"elementwise": 1}},
         {"level": "level2", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 0, "ok": 0, "families": {}}]
-    table = bench("--problems", f"19_ReLU,{GEMM_CHAIN}", "--trials", "1", folder=SHIPPED).stdout
+    table = bench("--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", folder=SHIPPED).stdout
     assert "per level" in table and "elementwise 1" in table
 
 

@@ -80,11 +80,11 @@ def with_matched_tasks(spec: CampaignSpec) -> CampaignSpec:
         match, tried = find_match(task)
         if match is None:
             raise VariantError(no_match_message(task, tried))
-        if not match.in_order:
-            raise VariantError(f"{task.path.name} computes the built-in task {match.describe()}, but its templates "
-                               "take their arguments in the task's order: pass --variant-file FILE.py (TASK = "
-                               f"{task.name!r}) or --proposer llm")
         copy, variants = matched_files(task, match, matched_root())
+        if not variants:
+            raise VariantError(f"{task.path.name} computes the built-in task {match.describe()}, but none of its "
+                               "templates can take the problem's arguments that way: pass --variant-file FILE.py "
+                               f"(TASK = {task.name!r}) or --proposer llm")
         names.append(str(copy))
         files += [str(v) for v in variants]
     return replace(spec, tasks=names, variant_files=files)

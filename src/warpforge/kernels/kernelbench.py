@@ -667,5 +667,6 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     return Task(name=path.stem, description=doc[0] if doc else f"KernelBench problem {path.stem}", path=path,
                 reference=reference, make_inputs=make_inputs, shapes=[bench], check_shapes=check_shapes or [bench],
                 dtypes=[torch.float32], flops=flops, bytes_moved=bytes_moved, builtin=False,
-                param_names=param_names, init_inputs=problem.init_inputs, adversarial_inputs=adversarial_inputs,
+                param_names=param_names, init_inputs=problem.init_inputs, model=problem.model,
+                adversarial_inputs=adversarial_inputs,
                 fixed_keys=problem.fixed_keys())

@@ -85,6 +85,9 @@ class Task:
     # arguments, so a ``ModelNew`` variant is built from them and has exactly that state loaded.
     param_names: tuple[str, ...] = ()
     init_inputs: Callable[[Shape], tuple[Any, ...]] | None = None
+    # ``model(shape)``: the module itself at a shape (by-path problems), for the matcher to read its forward
+    # (evaluator/judge/match_chain.py); None for a task module.
+    model: Callable[[Shape], torch.nn.Module] | None = None
     # Training (docs/design.md §3.1): positional inputs whose gradients the task defines (the reference,
     # differentiated by torch autograd in float64, is their ground truth); empty for a forward-only task.
     grad_inputs: tuple[int, ...] = ()

@@ -183,3 +183,24 @@ def _reduced_return(pad: str, value: str, reduction: str, out: str) -> list[str]
             f"{pad}{REDUCE_NAME}[(1,)](wf_full, wf_red, wf_full.numel(), float({div}), BLOCK=1024, num_warps=4, "
             "num_stages=1)\n",
             f"{pad}return wf_red.view({out})\n"]
+
+
+def reordered_template(text: str, order: tuple[int, ...]) -> str | None:
+    """The template with its ``launch`` taking the problem's argument order: the task's argument ``i`` is the
+    problem's ``order[i]``, so the positional parameters are permuted in the signature and the body is left as
+    it is (a KernelBench state_dict lists a module's own parameters before its children's: 76_Gemm_Add_ReLU
+    passes ``x, bias, gemm.weight``). None when the signature does not fit on its one line."""
+    tree = ast.parse(text)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "launch"), None)
+    if fn is None or fn.args.vararg is not None or len(fn.args.args) != len(order) or fn.args.defaults:
+        return None
+    names = [a.arg for a in fn.args.args]
+    lines = text.splitlines(keepends=True)
+    old = f"def launch({', '.join(names)}, **"
+    if not lines[fn.lineno - 1].startswith(old):
+        return None
+    moved = [""] * len(order)
+    for i, j in enumerate(order):
+        moved[j] = names[i]
+    lines[fn.lineno - 1] = lines[fn.lineno - 1].replace(old, f"def launch({', '.join(moved)}, **", 1)
+    return "".join(lines)

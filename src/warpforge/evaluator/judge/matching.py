@@ -12,8 +12,9 @@ evaluator/judge/compare.py. Names never count: a file called softmax that sums i
 A match is searched as the problem itself (kernels/kernelbench.py): a copy of the problem file that ends
 with ``WARPFORGE_SHAPE_KEYS`` (the task's shape keys -> the problem's globals) so the templates' shape
 functions read their usual keys, and the task's templates with ``TASK`` naming the problem. The judge is
-the problem's own reference, inputs and adversarial inputs. Only the identity argument order is searched
-this way (a template's ``launch`` takes its task's order); any other order is reported, not searched.
+the problem's own reference, inputs and adversarial inputs. Where the problem's arguments come in another
+order than the task's, each template's ``launch`` signature is permuted to the problem's order
+(match_adapters.reordered_template; its body unchanged), and a template whose signature cannot be is left out.
 
 Example::
 
@@ -28,13 +29,21 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from warpforge.evaluator.judge.match_adapters import REDUCTIONS, Adapter, adapted_template, cuts, output_rule
+from warpforge.evaluator.judge.match_adapters import (
+    REDUCTIONS,
+    Adapter,
+    adapted_template,
+    cuts,
+    output_rule,
+    reordered_template,
+)
+from warpforge.evaluator.judge.match_chain import propose
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Shape, Task
 
@@ -213,6 +222,9 @@ def _try(problem: Task, task: Task, probe: Shape,
     reason = f"{task.name}: no argument order with the same ranks and kinds"
     own = (task.check_shapes or task.shapes)[0]
     fixed = tuple((k, int(own[k])) for k, spots in where.items() if not spots)
+    proposed = propose(problem, task, probe)
+    if proposed:  # a member built for this problem (a Linear's chain): tried first, then the table
+        task = replace(task, members=(*proposed, *task.members))
     members = [task.as_member(m.name) for m in task.members] or [task]
     outs = _tensors(cases[0][1])
     out_shape = tuple(outs[0].shape) if len(outs) == 1 else None
@@ -403,6 +415,8 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
         adapted = _with_constants(text, match.constants)
         if adapted is not None and match.adapter is not None:
             adapted = adapted_template(adapted, match.adapter, len(match.order))
+        if adapted is not None and not match.in_order:
+            adapted = reordered_template(adapted, match.order)
         if adapted is None:
             continue
         target = folder / "variants" / p.name

@@ -1,0 +1,221 @@
+"""Chain proposals of the matcher (evaluator/judge/matching.py): the ``linear_chain`` member a by-path problem
+computes, read from its forward with ``torch.fx``.
+
+A family's members are usually a fixed table; a Linear followed by elementwise steps carries the problem's own
+constants (``x * 2.0``, ``LeakyReLU(0.1)``), so the member is built for the problem: its forward is traced
+(``torch.fx.symbolic_trace`` of the model at the probe sizes) and read as one ``nn.Linear`` on the first input
+followed by steps of kernels/tasks/linear_chain.py ``STEP_OPS``. The trace only proposes; the matcher then
+compares that member's reference with the problem's numbers like any member's, so a misread forward is no
+match, never a wrong one.
+
+Read as steps: a unary op of the running value (ReLU, GELU, ``torch.clamp``, ...); a binary op with a Python
+number (``* s``, ``/ d``, ``- c``, ``c - v``); the running value with the GEMM output ``z`` itself (``v + z``, a
+residual; ``clone``/``detach`` of ``z`` are ``z``); ``v * sigmoid(v)`` (swish) as one SiLU step; and, for a
+Linear without bias, a parameter added right after it as the Linear's bias (``gemm(x) + self.bias``).
+Anything else (a second GEMM, a reduction, a normalization, a tensor other than z) proposes nothing.
+
+Example::
+
+    >>> import torch.nn as nn, torch.nn.functional as F
+    >>> class Model(nn.Module):                                          # doctest: +SKIP
+    ...     def __init__(self): super().__init__(); self.gemm = nn.Linear(8, 4)
+    ...     def forward(self, x): return F.leaky_relu(self.gemm(x) * 2.0, 0.1)
+    >>> chain_steps(Model())                                             # doctest: +SKIP
+    (('mul', 2.0, 0.0), ('leaky_relu', 0.1, 0.0))
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from warpforge.kernels.taskdef import Member, Shape, Task
+
+# The tasks whose members are proposed from the problem's forward.
+CHAIN_TASKS = ("linear_chain",)
+
+Step = tuple[str, float, float]
+
+# Unary callables (functions, and the methods by name) -> the step op; an argument-free op.
+_UNARY: dict[Any, str] = {
+    torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
+    F.tanh: "tanh", F.silu: "silu", F.mish: "mish", "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh",
+}
+# No-ops: the value itself.
+_SAME: set[Any] = {"clone", "detach", "contiguous", torch.clone}
+_BINARY: dict[Any, str] = {
+    operator.mul: "mul", torch.mul: "mul", "mul": "mul", operator.add: "add", torch.add: "add", "add": "add",
+    operator.sub: "sub", torch.sub: "sub", "sub": "sub", operator.truediv: "div", torch.div: "div", "div": "div",
+}
+
+
+class _Unsupported(Exception):
+    """The forward is no Linear followed by an elementwise chain."""
+
+
+def propose(problem: Task, task: Task, probe: Shape) -> list[Member]:
+    """The member of ``task`` that the problem's forward reads as (one, or none)."""
+    if task.name not in CHAIN_TASKS or problem.model is None:
+        return []
+    try:
+        steps = chain_steps(problem.model(probe))
+    except Exception:  # noqa: BLE001 - untraceable forward or code the probe refuses: nothing to propose
+        return []
+    if steps is None:
+        return []
+    from warpforge.kernels.tasks import linear_chain
+
+    name, reference, constants = linear_chain.member(steps)
+    return [Member(name, reference, constants)]
+
+
+def chain_steps(model: nn.Module) -> tuple[Step, ...] | None:
+    """The steps after the model's one Linear, read from its traced forward; None when it is not such a chain."""
+    traced = torch.fx.symbolic_trace(model)
+    try:
+        return _Reader(traced).read()
+    except _Unsupported:
+        return None
+
+
+class _Reader:
+    """Each fx node as the chain of steps it is of z (the Linear's output); parameters and numbers as they are."""
+
+    def __init__(self, traced: torch.fx.GraphModule) -> None:
+        self.traced = traced
+        self.modules = dict(traced.named_modules())
+        self.chains: dict[torch.fx.Node, tuple[Step, ...]] = {}
+        self.params: set[torch.fx.Node] = set()
+        self.linear: nn.Linear | None = None
+        self.bias_folded = False
+
+    def read(self) -> tuple[Step, ...] | None:
+        inputs = [n for n in self.traced.graph.nodes if n.op == "placeholder"]
+        if len(inputs) != 1:
+            raise _Unsupported
+        result: tuple[Step, ...] | None = None
+        for node in self.traced.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "get_attr":
+                self.params.add(node)
+            elif node.op == "output":
+                out = node.args[0]
+                if not isinstance(out, torch.fx.Node) or out not in self.chains:
+                    raise _Unsupported
+                result = self.chains[out]
+            else:
+                self.chains[node] = self._step(node, inputs[0])
+        if self.linear is None or (self.linear.bias is None and not self.bias_folded):
+            return None  # no Linear, or no bias at all (a 2-tensor problem: the task takes three)
+        return result or None  # an empty chain is the linear task itself
+
+    def _chain(self, arg: Any) -> tuple[Step, ...]:
+        if not isinstance(arg, torch.fx.Node) or arg not in self.chains:
+            raise _Unsupported
+        return self.chains[arg]
+
+    def _step(self, node: torch.fx.Node, x: torch.fx.Node) -> tuple[Step, ...]:
+        target = node.target
+        if node.op == "call_module":
+            module = self.modules[str(target)]
+            if isinstance(module, nn.Linear):
+                if self.linear is not None or node.args[0] is not x:
+                    raise _Unsupported
+                self.linear = module
+                return ()
+            if isinstance(module, (nn.Identity, nn.Dropout)):  # a Dropout of a model in eval() is the identity
+                return self._chain(node.args[0])
+            return self._chain(node.args[0]) + (_module_step(module),)
+        key = target if node.op == "call_function" else str(target)
+        if node.kwargs.get("inplace"):
+            raise _Unsupported
+        kwargs = {k: v for k, v in node.kwargs.items() if k != "inplace"}
+        if key in _SAME:
+            return self._chain(node.args[0])
+        if key in _UNARY:
+            if len(node.args) != 1 or kwargs:
+                raise _Unsupported
+            return self._chain(node.args[0]) + ((_UNARY[key], 0.0, 0.0),)
+        if key in _BINARY:
+            if kwargs or len(node.args) != 2:  # torch.add(a, b, alpha=2) is no plain add
+                raise _Unsupported
+            return self._binary(_BINARY[key], *node.args)
+        return self._chain(node.args[0]) + (_function_step(key, node),)
+
+    def _binary(self, op: str, a: Any, b: Any) -> tuple[Step, ...]:
+        if _number(b):
+            # v - c is v + (-c), the same rounding
+            by_number = {"mul": ("mul", b), "add": ("add", b), "sub": ("add", -b), "div": ("div", b)}
+            step, value = by_number[op]
+            return self._chain(a) + ((step, float(value), 0.0),)
+        if _number(a):
+            flipped = {"mul": "mul", "add": "add", "sub": "rsub"}.get(op)
+            if flipped is None:
+                raise _Unsupported  # c / v
+            return self._chain(b) + ((flipped, float(a), 0.0),)
+        if op == "add" and self.linear is not None and self.linear.bias is None and not self.bias_folded:
+            # gemm(x) + self.bias right after a bias-free Linear: that parameter is the Linear's bias
+            for z, p in ((a, b), (b, a)):
+                if p in self.params and self._chain(z) == ():
+                    self.bias_folded = True
+                    return ()
+        ca, cb = self._chain(a), self._chain(b)
+        sigmoid = ("sigmoid", 0.0, 0.0)
+        if op == "mul" and (cb == ca + (sigmoid,) or ca == cb + (sigmoid,)):  # v * sigmoid(v): swish
+            return min(ca, cb, key=len) + (("silu", 0.0, 0.0),)
+        residual = {"add": "add_z", "mul": "mul_z", "sub": "sub_z"}.get(op)
+        if residual is not None and cb == () and ca:
+            return ca + ((residual, 0.0, 0.0),)
+        if residual in ("add_z", "mul_z") and ca == () and cb:
+            return cb + ((residual, 0.0, 0.0),)
+        raise _Unsupported
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _module_step(module: nn.Module) -> Step:
+    if isinstance(module, nn.ReLU):
+        return ("relu", 0.0, 0.0)
+    if isinstance(module, nn.LeakyReLU):
+        return ("leaky_relu", float(module.negative_slope), 0.0)
+    if isinstance(module, nn.GELU):
+        return ("gelu_tanh" if module.approximate == "tanh" else "gelu", 0.0, 0.0)
+    if isinstance(module, nn.Hardtanh):  # ReLU6 too
+        return ("clamp", float(module.min_val), float(module.max_val))
+    simple = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.SiLU: "silu", nn.Mish: "mish"}
+    for kind, op in simple.items():
+        if isinstance(module, kind):
+            return (op, 0.0, 0.0)
+    raise _Unsupported
+
+
+def _arg(node: torch.fx.Node, index: int, name: str, default: Any) -> Any:
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def _function_step(key: Any, node: torch.fx.Node) -> Step:
+    """A call with scalar arguments: LeakyReLU's slope, GELU's approximation, a clamp's bounds."""
+    if key is F.leaky_relu:
+        return ("leaky_relu", float(_arg(node, 1, "negative_slope", 0.01)), 0.0)
+    if key is F.gelu:
+        approximate = _arg(node, 1, "approximate", "none")
+        return ("gelu_tanh" if approximate == "tanh" else "gelu", 0.0, 0.0)
+    if key is F.hardtanh:
+        return ("clamp", float(_arg(node, 1, "min_val", -1.0)), float(_arg(node, 2, "max_val", 1.0)))
+    if key in (torch.clamp, "clamp", torch.clip, "clip"):
+        lo, hi = _arg(node, 1, "min", None), _arg(node, 2, "max", None)
+        if isinstance(lo, torch.fx.Node) or isinstance(hi, torch.fx.Node) or (lo is None and hi is None):
+            raise _Unsupported
+        if lo is None:
+            return ("min", float(hi), 0.0)
+        return ("max", float(lo), 0.0) if hi is None else ("clamp", float(lo), float(hi))
+    raise _Unsupported

@@ -1,0 +1,162 @@
+"""A linear layer followed by a chain of elementwise steps, one fused kernel: ``y = chain(x @ w.T + b)``.
+
+``x`` is [M, K], ``w`` is [N, K] (an ``nn.Linear`` weight), ``b`` is [N]; ``y`` is [M, N] in the inputs' dtype.
+The chain is up to :data:`MAX_STEPS` steps, each an op of :data:`STEP_OPS` with up to two scalar arguments,
+applied in order to the fp32 accumulator ``z = x @ w.T + b`` before the one rounding and store; a step may
+read ``z`` itself besides the running value (a residual add ``y + z``). The templates take the chain as module
+constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends it), so one template source
+serves every chain.
+
+A family whose members are not only a table: :data:`MEMBERS` holds a few one-step chains (Linear + an
+activation), and the matcher (evaluator/judge/match_chain.py) proposes the member a by-path problem computes
+by tracing its forward (``mul(2.0)>leaky_relu(0.1)`` for KernelBench's 12_Gemm_Multiply_LeakyReLU), built by
+:func:`member`; the numeric comparison decides, as for every member.
+
+Example::
+
+    >>> import torch
+    >>> from warpforge.kernels.tasks import linear_chain
+    >>> name, ref, constants = linear_chain.member((("mul", 2.0, 0.0), ("leaky_relu", 0.1, 0.0)))
+    >>> name, constants["OP1"], constants["A2"], constants["OP3"]
+    ('mul(2.0)>leaky_relu(0.1)', 'mul', 0.1, 'none')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+NAME = "linear_chain"
+DESCRIPTION = ("y = chain(x @ w.T + b): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
+               "(scale, shift, residual add, ReLU, LeakyReLU, GELU, sigmoid, tanh, SiLU, Mish, clamp) fused into "
+               "its epilogue; fp32 accumulation, output in the input dtype")
+
+# KernelBench level 2's GEMM + activation problems (1024 x 8192 -> 8192 and 16384 x 4096 -> 4096) and an
+# LLM FFN up-projection with its activation (4096 tokens, 4096 -> 14336).
+SHAPES: list[dict[str, int]] = [
+    {"M": 1024, "N": 8192, "K": 8192},
+    {"M": 16384, "N": 4096, "K": 4096},
+    {"M": 4096, "N": 14336, "K": 4096},
+]
+
+# Every dimension hits 1, a prime or a non-multiple of each tile size (16..256); all <= 130 so the Triton
+# interpreter stays fast.
+CHECK_SHAPES: list[dict[str, int]] = [
+    {"M": 1, "N": 1, "K": 1},
+    {"M": 17, "N": 31, "K": 67},
+    {"M": 129, "N": 65, "K": 127},
+    {"M": 67, "N": 3, "K": 129},
+]
+
+SMALL_SHAPES: list[dict[str, int]] = [{"M": 256, "N": 512, "K": 256}]
+
+# fp32 first: KernelBench's problems run in fp32, which the templates multiply as tf32x3 (torch's fp32 GEMM is
+# IEEE; plain TF32 is ~1e-3 off, 10x the fp32 tolerance).
+DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
+
+MAX_STEPS = 6
+
+
+# op -> f(y, z, a, b): y the running value, z the GEMM output (bias added), a and b the step's scalars.
+STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.Tensor]] = {
+    "mul": lambda y, z, a, b: y * a,
+    "div": lambda y, z, a, b: y / a,
+    "add": lambda y, z, a, b: y + a,
+    "rsub": lambda y, z, a, b: a - y,
+    "add_z": lambda y, z, a, b: y + z,
+    "sub_z": lambda y, z, a, b: y - z,
+    "mul_z": lambda y, z, a, b: y * z,
+    "relu": lambda y, z, a, b: torch.relu(y),
+    "leaky_relu": lambda y, z, a, b: F.leaky_relu(y, a),
+    "gelu": lambda y, z, a, b: F.gelu(y),
+    "gelu_tanh": lambda y, z, a, b: F.gelu(y, approximate="tanh"),
+    "sigmoid": lambda y, z, a, b: torch.sigmoid(y),
+    "tanh": lambda y, z, a, b: torch.tanh(y),
+    "silu": lambda y, z, a, b: F.silu(y),
+    "mish": lambda y, z, a, b: F.mish(y),
+    "clamp": lambda y, z, a, b: torch.clamp(y, a, b),
+    "max": lambda y, z, a, b: torch.clamp(y, min=a),
+    "min": lambda y, z, a, b: torch.clamp(y, max=a),
+}
+# Ops whose scalar arguments are part of their name (the rest take none).
+_ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1}
+
+Step = tuple[str, float, float]
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
+    return torch.promote_types(dtype, torch.float32)
+
+
+def step_name(step: Step) -> str:
+    op, a, b = step
+    args = (a, b)[:_ARGS.get(op, 0)]
+    return f"{op}({','.join(repr(float(v)) for v in args)})" if args else op
+
+
+def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float]]:
+    """The family member computing ``steps`` after the linear layer: (name, reference, template constants)."""
+    if not 1 <= len(steps) <= MAX_STEPS or any(op not in STEP_OPS for op, _, _ in steps):
+        raise ValueError(f"a chain is 1 to {MAX_STEPS} steps of {sorted(STEP_OPS)}, got {steps}")
+    steps = tuple((op, float(a), float(b)) for op, a, b in steps)
+
+    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ct = _compute_dtype(x.dtype)
+        z = F.linear(x.to(ct), w.to(ct), b.to(ct))
+        y = z
+        for op, sa, sb in steps:
+            y = STEP_OPS[op](y, z, sa, sb)
+        return y.to(x.dtype)
+
+    constants: dict[str, str | float] = {}
+    for i in range(MAX_STEPS):
+        op, a, b = steps[i] if i < len(steps) else ("none", 0.0, 0.0)
+        constants.update({f"OP{i + 1}": op, f"A{i + 1}": a, f"B{i + 1}": b})
+    return ">".join(step_name(s) for s in steps), reference, constants
+
+
+# The table: Linear + one activation, matched on their numbers alone (a module fx cannot trace); any other
+# chain is proposed by the matcher from the problem's own forward.
+MEMBERS = [member(((op, a, b),)) for op, a, b in (
+    ("gelu", 0.0, 0.0), ("gelu_tanh", 0.0, 0.0), ("relu", 0.0, 0.0), ("silu", 0.0, 0.0), ("sigmoid", 0.0, 0.0),
+    ("tanh", 0.0, 0.0), ("mish", 0.0, 0.0))]
+DEFAULT_MEMBER = "gelu"
+reference = next(ref for name, ref, _ in MEMBERS if name == DEFAULT_MEMBER)
+
+
+def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
+    m, n, k = shape["M"], shape["N"], shape["K"]
+    gen = torch.Generator().manual_seed(seed)
+    # x ~ N(0, 1), w ~ N(0, 1/K) and b ~ N(0, 0.5): z = x @ w.T + b is ~N(0, 1.1) for any K, so the chain's
+    # steps see both signs and both sides of every clamp at +-1; a dropped bias is off by ~50% of z's RMS
+    x = torch.randn(m, k, generator=gen, dtype=torch.float32)
+    w = torch.randn(n, k, generator=gen, dtype=torch.float32) / math.sqrt(k)
+    b = 0.5 * torch.randn(n, generator=gen, dtype=torch.float32)
+    return x.to(dtype).to(device), w.to(dtype).to(device), b.to(dtype).to(device)
+
+
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+    """``large``: x and b times 100, z ~ +-100, where exp(-z) overflows fp32 (a sigmoid or softplus written
+    without its stable form gives NaN); ``tiny``: times 1e-4, where tanh written as (1 - e^-2z) / (1 + e^-2z)
+    cancels (~3e-4 relative)."""
+    x, w, b = make_inputs(shape, torch.float32, seed, "cpu")
+    sets = {"large": (x * 100.0, w, b * 100.0), "tiny": (x * 1e-4, w, b * 1e-4)}
+    return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
+
+
+def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # the GEMM (a multiply and an add per term), the bias and a few operations per step and output
+    m, n, k = shape["M"], shape["N"], shape["K"]
+    return 2.0 * m * n * k + (1 + 4 * MAX_STEPS) * m * n
+
+
+def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # x, w and b read once, y written once: the chain costs no memory traffic, the point of fusing it
+    m, n, k = shape["M"], shape["N"], shape["K"]
+    size = torch.tensor([], dtype=dtype).element_size()
+    return float((m * k + n * k + n + m * n) * size)

@@ -1,0 +1,313 @@
+"""The linear_chain family: a Linear followed by elementwise steps, fused into the GEMM's epilogue.
+
+Expected values are torch formulas written out here (never the task's own references): chains on both templates
+under the interpreter at tiny fp32 shapes, a chain with a step dropped or a constant changed failing the judge's
+comparison, the forward reader (evaluator/judge/match_chain.py) on modules written here, and problems written
+here matched with their chain (no KernelBench files needed). The slow tier judges matched problems end to end
+and runs benchmarks/kernelbench.py on level-2 problems where ../shared/kernelbench exists."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from newtask_harness import DEVICE, load, nan_allocations
+from torch import nn
+
+from warpforge.evaluator.judge.compare import compare_outputs
+from warpforge.evaluator.judge.match_chain import chain_steps
+from warpforge.evaluator.judge.matching import find_match, matched_files
+from warpforge.evaluator.static.grammar import check_module
+from warpforge.kernels.task import get_task, load_task_file
+from warpforge.kernels.tasks import linear_chain
+from warpforge.kernels.variant import builtin_variants
+
+TASK = get_task("linear_chain")
+VARIANTS = {v.name: v for v in builtin_variants("linear_chain")}
+ROOT = Path(__file__).resolve().parents[2]
+LEVEL2 = ROOT.parent / "shared" / "kernelbench" / "level2"
+
+
+def _sigmoid(v: torch.Tensor) -> torch.Tensor:
+    return 1 / (1 + torch.exp(-v))
+
+
+def _softplus(v: torch.Tensor) -> torch.Tensor:
+    return torch.clamp(v, min=0) + torch.log1p(torch.exp(-v.abs()))
+
+
+def _gelu(v: torch.Tensor) -> torch.Tensor:
+    return 0.5 * v * (1 + torch.erf(v / math.sqrt(2)))
+
+
+# name -> (steps, the chain written out as a formula of z = x @ w.T + b)
+CHAINS = {
+    "scale_leaky": ((("mul", 2.0, 0.0), ("leaky_relu", 0.1, 0.0)),
+                    lambda z: torch.where(2 * z >= 0, 2 * z, 0.2 * z)),
+    "swish_div_clamp_tanh_clamp": ((("silu", 0.0, 0.0), ("div", 2.0, 0.0), ("clamp", -1.0, 1.0), ("tanh", 0.0, 0.0),
+                                    ("clamp", -1.0, 1.0)),
+                                   lambda z: torch.tanh((z * _sigmoid(z) / 2).clamp(-1, 1)).clamp(-1, 1)),
+    "sigmoid_scale_residual": ((("sigmoid", 0.0, 0.0), ("mul", 2.0, 0.0), ("add_z", 0.0, 0.0)),
+                               lambda z: 2 * _sigmoid(z) + z),
+    "shift_scale_relu": ((("add", -2.0, 0.0), ("mul", 1.5, 0.0), ("relu", 0.0, 0.0)),
+                         lambda z: ((z - 2) * 1.5).clamp(min=0)),
+    "mish_mish": ((("mish", 0.0, 0.0), ("mish", 0.0, 0.0)),
+                  lambda z: (lambda m: m * torch.tanh(_softplus(m)))(z * torch.tanh(_softplus(z)))),
+    "div_gelu_tanhgelu": ((("div", 10.0, 0.0), ("gelu", 0.0, 0.0), ("gelu_tanh", 0.0, 0.0)),
+                          lambda z: (lambda g: 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi)
+                                                                         * (g + 0.044715 * g**3))))(_gelu(z / 10))),
+    "rsub_mulz_subz_max_min": ((("rsub", 0.5, 0.0), ("mul_z", 0.0, 0.0), ("sub_z", 0.0, 0.0), ("max", -3.0, 0.0),
+                                ("min", 2.0, 0.0), ("sigmoid", 0.0, 0.0)),
+                               lambda z: _sigmoid(((0.5 - z) * z - z).clamp(-3, 2))),
+}
+PARAMS = {
+    "tiled": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4, "num_warps": 4, "num_stages": 2},
+    "persistent": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "NUM_SMS": 132, "num_warps": 4,
+                   "num_stages": 2},
+}
+SHAPES = [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 71, "K": 37}]
+
+
+def _truth(formula, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return formula(x.double() @ w.double().T + b.double())
+
+
+def _run(name: str, steps, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    module = load(VARIANTS[name])
+    for key, value in linear_chain.member(steps)[2].items():
+        setattr(module, key, value)
+    with nan_allocations():
+        return module.launch(*inputs, **PARAMS[name]).cpu()
+
+
+def _bad(out: torch.Tensor, truth: torch.Tensor) -> str | None:
+    atol, rtol = TASK.tolerance(torch.float32)
+    bad = compare_outputs([out], [truth], [truth.float()], atol, rtol)
+    return bad.message if bad is not None else None
+
+
+def test_member_references_match_the_formulas() -> None:
+    x, w, b = TASK.make_inputs({"M": 13, "N": 17, "K": 19}, torch.float64, 0, "cpu")
+    for steps, formula in CHAINS.values():
+        _, reference, _ = linear_chain.member(steps)
+        torch.testing.assert_close(reference(x, w, b), _truth(formula, x, w, b), rtol=1e-12, atol=1e-12)
+
+
+def test_templates_pass_the_grammar_and_name_the_default_member() -> None:
+    assert TASK.member == "gelu" and len(VARIANTS) == 2
+    for variant in VARIANTS.values():
+        assert check_module(variant.source) is None
+        for key, value in linear_chain.member((("gelu", 0.0, 0.0),))[2].items():
+            assert f"\n{key} = {json.dumps(value)}\n" in variant.source
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_chains_on_the_templates_match_torch_in_fp32(name: str) -> None:
+    failures = []
+    for label, (steps, formula) in CHAINS.items():
+        for shape in SHAPES:
+            cases = {"random": TASK.make_inputs(shape, torch.float32, 0, DEVICE),
+                     **TASK.adversarial_inputs(shape, torch.float32, 0, DEVICE)}
+            for kind, inputs in cases.items():
+                bad = _bad(_run(name, steps, inputs), _truth(formula, *(t.cpu() for t in inputs)))
+                if bad is not None:
+                    failures.append(f"{label} {shape} {kind}: {bad}")
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("wrong", [
+    (("mul", 2.0, 0.0),),                                   # the LeakyReLU dropped
+    (("mul", 2.0, 0.0), ("leaky_relu", 0.2, 0.0)),          # its slope wrong
+    (("mul", 2.5, 0.0), ("leaky_relu", 0.1, 0.0)),          # the scale wrong
+    (("leaky_relu", 0.1, 0.0), ("mul", 2.0, 0.0), ("add_z", 0.0, 0.0)),  # a residual too many
+])
+def test_a_wrong_chain_fails_the_comparison(wrong) -> None:
+    _, formula = CHAINS["scale_leaky"]
+    inputs = TASK.make_inputs({"M": 67, "N": 71, "K": 37}, torch.float32, 0, DEVICE)
+    assert _bad(_run("tiled", wrong, inputs), _truth(formula, *(t.cpu() for t in inputs))) is not None
+
+
+class _Chain(nn.Module):
+    def __init__(self, forward, bias: bool = True, extra: bool = False) -> None:
+        super().__init__()
+        self.gemm = nn.Linear(5, 7, bias=bias)
+        if extra:
+            self.bias = nn.Parameter(torch.randn(7))
+        self.fn = forward
+
+    def forward(self, x):
+        return self.fn(self, x)
+
+
+@pytest.mark.parametrize(("forward", "bias", "extra", "steps"), [
+    (lambda m, x: F.leaky_relu(m.gemm(x) * 2.0, 0.1), True, False, (("mul", 2.0, 0.0), ("leaky_relu", 0.1, 0.0))),
+    (lambda m, x: torch.relu(m.gemm(x) + m.bias), False, True, (("relu", 0.0, 0.0),)),
+    (lambda m, x: (lambda z: torch.sigmoid(z) * 3.0 + z.clone().detach())(m.gemm(x)), True, False,
+     (("sigmoid", 0.0, 0.0), ("mul", 3.0, 0.0), ("add_z", 0.0, 0.0))),
+    (lambda m, x: (lambda z: torch.clamp(torch.sigmoid(z) * z - 1.0, min=-0.5))(m.gemm(x)), True, False,
+     (("silu", 0.0, 0.0), ("add", -1.0, 0.0), ("max", -0.5, 0.0))),
+    (lambda m, x: F.hardtanh(1.0 - m.gemm(x) / 4.0, min_val=-2, max_val=2), True, False,
+     (("div", 4.0, 0.0), ("rsub", 1.0, 0.0), ("clamp", -2.0, 2.0))),
+    # not a Linear + elementwise chain: a row sum, a bias-free Linear alone, a Linear alone (the linear task)
+    (lambda m, x: torch.relu(m.gemm(x)).sum(dim=1, keepdim=True), True, False, None),
+    (lambda m, x: torch.relu(m.gemm(x)), False, False, None),
+    (lambda m, x: m.gemm(x), True, False, None),
+])
+def test_the_forward_reads_as_its_chain(forward, bias: bool, extra: bool, steps) -> None:
+    assert chain_steps(_Chain(forward, bias, extra)) == steps
+
+
+PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, {init}):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features{linear_bias})
+{body}
+
+    def forward(self, x):
+        x = self.gemm(x)
+{forward}
+        return x
+
+
+batch_size = 64
+in_features = 96
+out_features = 80
+{globals}
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, {init}]
+'''
+
+PROBLEMS = {
+    # KernelBench 12's forward at small sizes
+    "gemm_scale_leaky": dict(init="multiplier, negative_slope", linear_bias="",
+                             body="        self.multiplier = multiplier\n"
+                                  "        self.leaky_relu = nn.LeakyReLU(negative_slope)",
+                             forward="        x = x * self.multiplier\n        x = self.leaky_relu(x)",
+                             globals="multiplier = 2.0\nnegative_slope = 0.1",
+                             member="mul(2.0)>leaky_relu(0.1)"),
+    # KernelBench 76's: a bias-free Linear, its own bias parameter, ReLU
+    "gemm_add_relu": dict(init="bias_shape", linear_bias=", bias=False",
+                          body="        self.bias = nn.Parameter(torch.randn(bias_shape))",
+                          forward="        x = x + self.bias\n        x = torch.relu(x)",
+                          globals="bias_shape = (out_features,)", member="relu"),
+    # KernelBench 70's: sigmoid, scale, the GEMM output added back
+    "gemm_sigmoid_residual": dict(init="scaling_factor", linear_bias="",
+                                  body="        self.scaling_factor = scaling_factor",
+                                  forward="        original_x = x\n        x = torch.sigmoid(x)\n"
+                                          "        x = x * self.scaling_factor\n        x = x + original_x",
+                                  globals="scaling_factor = 2.0", member="sigmoid>mul(2.0)>add_z"),
+}
+
+
+def _problem(tmp_path: Path, name: str) -> Path:
+    spec = {k: v for k, v in PROBLEMS[name].items() if k != "member"}
+    path = tmp_path / f"{name}.py"
+    path.write_text(PROBLEM.format(**spec))
+    return path
+
+
+def test_a_level2_chain_matches_the_family_with_its_constants(tmp_path: Path) -> None:
+    """Among every built-in task (linear is tried first and differs), with the chain's own constants."""
+    match, _ = find_match(load_task_file(_problem(tmp_path, "gemm_scale_leaky")))
+    assert match is not None and (match.task, match.member) == ("linear_chain", "mul(2.0)>leaky_relu(0.1)")
+    assert match.in_order and match.adapter is None
+    assert match.keys == {"M": "batch_size", "N": "out_features", "K": "in_features"}
+    constants = dict(match.constants)
+    assert (constants["OP1"], constants["A1"], constants["OP2"], constants["A2"], constants["OP3"]) == (
+        "mul", 2.0, "leaky_relu", 0.1, "none")
+
+
+@pytest.mark.parametrize("name", ["gemm_add_relu", "gemm_sigmoid_residual"])
+def test_problems_match_with_the_right_chain(tmp_path: Path, name: str) -> None:
+    problem = load_task_file(_problem(tmp_path, name))
+    match, _ = find_match(problem, [TASK])
+    assert match is not None and match.member == PROBLEMS[name]["member"]
+    # 76's state_dict lists the module's own bias before gemm.weight: the templates take (x, b, w) there
+    order = (0, 2, 1) if name == "gemm_add_relu" else (0, 1, 2)
+    assert match.order == order
+    _, variants = matched_files(problem, match, tmp_path / "matched")
+    assert {v.stem for v in variants} == set(VARIANTS)
+    for variant in variants:
+        text = variant.read_text()
+        assert check_module(text) is None
+        signature = "x, b, w" if name == "gemm_add_relu" else "x, w, b"
+        assert f"def launch({signature}, **params):" in text
+
+
+def test_a_constant_the_trace_cannot_see_is_decided_by_the_numbers(tmp_path: Path) -> None:
+    """A chain whose forward fx cannot trace (data-dependent control flow) is no proposal: only the table's
+    one-step members are tried, and a scaled LeakyReLU is none of them."""
+    path = _problem(tmp_path, "gemm_scale_leaky")
+    path.write_text(path.read_text().replace("        x = x * self.multiplier\n",
+                                             "        if x.sum() > -1e30:\n            x = x * self.multiplier\n"))
+    match, tried = find_match(load_task_file(path), [TASK])
+    assert match is None and len(tried) == 1 and tried[0].startswith("linear_chain: ")
+
+
+def _judge(copy: Path, variant: Path, constants: dict | None = None) -> str:
+    from warpforge.evaluator.run.backend import get_backend
+    from warpforge.evaluator.run.job import Job
+    from warpforge.kernels.variant import load_variant
+
+    if constants:
+        text = variant.read_text()
+        for key, value in constants.items():
+            old = next(ln for ln in text.splitlines() if ln.startswith(f"{key} = "))
+            text = text.replace(old + "\n", f"{key} = {value!r}\n", 1)
+        variant = variant.with_name("tampered.py")
+        variant.write_text(text)
+    backend = get_backend("interpret")
+    try:
+        result = backend.evaluate(Job(load_task_file(copy), load_variant(variant), PARAMS["tiled"]))
+    finally:
+        backend.close()
+    return result.verdict.value
+
+
+@pytest.mark.slow
+def test_a_matched_chain_is_judged_ok_and_a_changed_constant_is_not(tmp_path: Path) -> None:
+    problem = load_task_file(_problem(tmp_path, "gemm_sigmoid_residual"))
+    match, _ = find_match(problem, [TASK])
+    assert match is not None
+    copy, variants = matched_files(problem, match, tmp_path / "matched")
+    tiled = next(v for v in variants if v.stem == "tiled")
+    assert _judge(copy, tiled) == "ok"
+    assert _judge(copy, tiled, {"A2": 2.5}) != "ok"       # a wrong scale
+    assert _judge(copy, tiled, {"OP3": "none"}) != "ok"   # the residual dropped
+    problem = load_task_file(_problem(tmp_path, "gemm_add_relu"))
+    match, _ = find_match(problem, [TASK])
+    assert match is not None and not match.in_order
+    copy, variants = matched_files(problem, match, tmp_path / "matched")
+    assert _judge(copy, next(v for v in variants if v.stem == "tiled")) == "ok"  # its reordered signature
+
+
+@pytest.mark.slow
+def test_benchmark_judges_level2_chains_ok() -> None:
+    if not LEVEL2.is_dir():
+        pytest.skip(f"KernelBench level 2 not found at {LEVEL2} (../shared/kernelbench)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(LEVEL2),
+                          "--problems", "12,40,76", "--trials", "1", "--json"],
+                         capture_output=True, text=True, env=env, timeout=900, check=True)
+    rows = {r["problem"]: r for r in json.loads(out.stdout)["rows"]}
+    assert set(rows) == {"12_Gemm_Multiply_LeakyReLU", "40_Matmul_Scaling_ResidualAdd", "76_Gemm_Add_ReLU"}
+    for name, row in rows.items():
+        assert row["matched"].startswith("linear_chain") and row["correct"], (name, row["why"])

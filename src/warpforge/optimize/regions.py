@@ -35,7 +35,7 @@ TASK_KINDS = {"matmul": "gemm", "linear": "gemm", "fp8_gemm": "gemm", "rmsnorm":
               "cross_entropy": "loss", "fused_linear_cross_entropy": "loss", "softmax": "reduction",
               "log_softmax": "reduction", "reduce": "reduction", "fp8_quant_block": "quantization",
               "fp8_quant_token": "quantization", "embedding": "embedding", "loss": "loss",
-              "scan": "reduction"}
+              "scan": "reduction", "linear_chain": "gemm"}
 _GEMM_OPS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear"}
 # A module with more tensors than any task takes is never one region (a decoder layer: 9 weights).
 MAX_CALL_TENSORS = 6

@@ -186,3 +186,27 @@ def test_a_namesake_from_another_file_is_not_rebound() -> None:
     finally:
         globals()["rope"] = saved
         sys.modules.pop("wf_fake_pkg.rotary", None)
+
+
+def test_a_helper_turned_into_a_module_object_is_still_its_function() -> None:
+    """transformers' ``use_kernel_forward_from_hub`` on a function (with the ``kernels`` package 0.19) binds the
+    name to an ``nn.Module`` instance whose forward calls the function from its closure: Qwen3's
+    ``apply_rotary_pos_emb`` stopped being a region, and its patch found nothing to rebind."""
+    import functools
+
+    from warpforge.optimize.trace import helper_callable
+
+    def rope(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    def as_module(func):  # type: ignore[no-untyped-def]
+        class Func(torch.nn.Module):
+            def forward(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                return func(*args, **kwargs)
+
+        return Func()
+
+    assert helper_callable(as_module(rope)) is rope
+    wrapped = functools.wraps(rope)(lambda *a: rope(*a))
+    assert helper_callable(wrapped) is wrapped  # a decorated function is called as it is bound
+    assert helper_callable(torch.nn.Linear(2, 2)) is None and helper_callable(3) is None

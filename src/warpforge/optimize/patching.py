@@ -36,6 +36,8 @@ import torch
 from pydantic import BaseModel
 from torch.overrides import TorchFunctionMode
 
+from warpforge.optimize.trace import helper_callable
+
 
 class PatchSpec(BaseModel):
     """One region's patch (stored as JSON beside the exported package)."""
@@ -214,9 +216,8 @@ def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callabl
             continue
         done.add(id(scope))
         for name, file in names.items():
-            found = scope.get(name)
-            code = getattr(inspect.unwrap(found), "__code__", None) if callable(found) else None
-            if code is not None and (not file or code.co_filename == file):
+            found = helper_callable(scope.get(name))
+            if found is not None and (not file or inspect.unwrap(found).__code__.co_filename == file):
                 scope[name] = wrap(found)
 
 

@@ -280,6 +280,27 @@ def _arguments(frame: FrameType) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return tuple(args), kwargs
 
 
+def helper_callable(value: Any) -> Any:
+    """What a module-level name runs, as a function: the value itself when it is one (or wraps one with
+    ``functools.wraps``), else the function an object calls from its ``forward``'s closure (transformers'
+    ``use_kernel_forward_from_hub`` with the ``kernels`` package 0.19 makes Qwen3's ``apply_rotary_pos_emb`` an
+    ``nn.Module`` instance that way: it only dispatches to hub kernels, which are never loaded here); None for
+    anything else. ``inspect.unwrap(result).__code__`` is the code its frames run."""
+    if not callable(value):
+        return None
+    if inspect.isfunction(inspect.unwrap(value)):
+        return value
+    forward = getattr(type(value), "forward", None)
+    for cell in getattr(forward, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if inspect.isfunction(inner):
+            return inner
+    return None
+
+
 class _Helpers:
     """Records each call of a module-level function of the model's source files that takes a tensor (through
     ``sys.setprofile``: a helper is plain Python, invisible to torch's modes)."""
@@ -293,8 +314,9 @@ class _Helpers:
         code = frame.f_code
         if code.co_filename not in self.files or code.co_flags & _GENERATOR_FLAGS:
             return None
-        target = frame.f_globals.get(code.co_name)  # module level: reachable (and patchable) by its name
-        if target is None or getattr(inspect.unwrap(target), "__code__", None) is not code:
+        # module level: reachable (and patchable) by its name
+        target = helper_callable(frame.f_globals.get(code.co_name))
+        if target is None or inspect.unwrap(target).__code__ is not code:
             return None
         return target  # type: ignore[no-any-return]
 

@@ -2,7 +2,7 @@
 
 Expected values are torch formulas written out here (never the task's own references): chains on both templates
 under the interpreter at tiny fp32 shapes, a chain with a step dropped or a constant changed failing the judge's
-comparison, the forward reader (evaluator/judge/match_chain.py) on modules written here, and problems written
+comparison, the forward reader (kernels/fx_chain.py) on modules written here, and problems written
 here matched with their chain (no KernelBench files needed). The slow tier judges matched problems end to end
 and runs benchmarks/kernelbench.py on level-2 problems where ../shared/kernelbench exists."""
 
@@ -22,7 +22,7 @@ from newtask_harness import DEVICE, load, nan_allocations
 from torch import nn
 
 from warpforge.evaluator.judge.compare import compare_outputs
-from warpforge.evaluator.judge.match_chain import chain_steps
+from warpforge.kernels.fx_chain import chain_steps
 from warpforge.evaluator.judge.matching import find_match, matched_files
 from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.task import get_task, load_task_file

@@ -1,5 +1,5 @@
-"""Chain proposals of the matcher (evaluator/judge/matching.py): the ``linear_chain`` member a by-path problem
-computes, read from its forward with ``torch.fx``.
+"""A problem's forward read as one head module (an ``nn.Linear``) followed by elementwise steps, with ``torch.fx``:
+the reader behind ``linear_chain``'s member proposals (kernels/tasks/linear_chain.py ``propose_members``).
 
 A family's members are usually a fixed table; a Linear followed by elementwise steps carries the problem's own
 constants (``x * 2.0``, ``LeakyReLU(0.1)``), so the member is built for the problem: its forward is traced
@@ -33,11 +33,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from warpforge.kernels.taskdef import Member, Shape, Task
-
-# The tasks whose members are proposed from the problem's forward.
-CHAIN_TASKS = ("linear_chain",)
-
 Step = tuple[str, float, float]
 
 # Unary callables (functions, and the methods by name) -> the step op; an argument-free op.
@@ -55,22 +50,6 @@ _BINARY: dict[Any, str] = {
 
 class _Unsupported(Exception):
     """The forward is no Linear followed by an elementwise chain."""
-
-
-def propose(problem: Task, task: Task, probe: Shape) -> list[Member]:
-    """The member of ``task`` that the problem's forward reads as (one, or none)."""
-    if task.name not in CHAIN_TASKS or problem.model is None:
-        return []
-    try:
-        steps = chain_steps(problem.model(probe))
-    except Exception:  # noqa: BLE001 - untraceable forward or code the probe refuses: nothing to propose
-        return []
-    if steps is None:
-        return []
-    from warpforge.kernels.tasks import linear_chain
-
-    name, reference, constants = linear_chain.member(steps)
-    return [Member(name, reference, constants)]
 
 
 def chain_steps(model: nn.Module) -> tuple[Step, ...] | None:

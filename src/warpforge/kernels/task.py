@@ -93,6 +93,7 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         members=members,
         member=default,
         match_probes=list(getattr(module, "MATCH_PROBES", [])),
+        propose=getattr(module, "propose_members", None),
     )
 
 

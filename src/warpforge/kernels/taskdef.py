@@ -85,8 +85,8 @@ class Task:
     # arguments, so a ``ModelNew`` variant is built from them and has exactly that state loaded.
     param_names: tuple[str, ...] = ()
     init_inputs: Callable[[Shape], tuple[Any, ...]] | None = None
-    # ``model(shape)``: the module itself at a shape (by-path problems), for the matcher to read its forward
-    # (evaluator/judge/match_chain.py); None for a task module.
+    # ``model(shape)``: the module itself at a shape (by-path problems), for a family's ``propose`` to read;
+    # None for a task module.
     model: Callable[[Shape], torch.nn.Module] | None = None
     # Training (docs/design.md §3.1): positional inputs whose gradients the task defines (the reference,
     # differentiated by torch autograd in float64, is their ground truth); empty for a forward-only task.
@@ -108,6 +108,10 @@ class Task:
     # flag or element width, kernels/kernelbench.py): hidden shapes keep their value, since changing one
     # changes the function, not its sizes (the judge would then call a correct kernel wrong).
     fixed_keys: frozenset[str] = frozenset()
+    # Optional ``propose_members(model) -> [Member]``: members built for one problem from its module (a
+    # Linear's epilogue chain, a convolution's stride and padding), which a fixed table cannot hold. The
+    # matcher tries them before ``members``; only the numbers decide, so a misread module is no match.
+    propose: Callable[[torch.nn.Module], list[Member]] | None = None
 
     def as_member(self, name: str) -> Task:
         """This task computing its member ``name`` (its reference swapped); TaskError naming the members."""

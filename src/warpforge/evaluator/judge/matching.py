@@ -43,9 +43,8 @@ from warpforge.evaluator.judge.match_adapters import (
     output_rule,
     reordered_template,
 )
-from warpforge.evaluator.judge.match_chain import propose
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
-from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Shape, Task
+from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task
 
 SEEDS = (0, 1, 2)
 # The shape key a matched problem's shapes carry with its floating inputs' element size (see _elem_bytes);
@@ -210,6 +209,16 @@ def _double(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs)
 
 
+def _proposed(problem: Task, task: Task, probe: Shape) -> list[Member]:
+    """The members ``task`` builds from the problem's module at the probe sizes (none for a task module)."""
+    if task.propose is None or problem.model is None:
+        return []
+    try:
+        return task.propose(problem.model(probe))
+    except Exception:  # noqa: BLE001 - an untraceable forward, or code the probe refuses: nothing to propose
+        return []
+
+
 def _try(problem: Task, task: Task, probe: Shape,
          cases: list[tuple[tuple[Any, ...], Any]]) -> tuple[Match | None, str]:
     located = key_positions(task)
@@ -222,8 +231,8 @@ def _try(problem: Task, task: Task, probe: Shape,
     reason = f"{task.name}: no argument order with the same ranks and kinds"
     own = (task.check_shapes or task.shapes)[0]
     fixed = tuple((k, int(own[k])) for k, spots in where.items() if not spots)
-    proposed = propose(problem, task, probe)
-    if proposed:  # a member built for this problem (a Linear's chain): tried first, then the table
+    proposed = _proposed(problem, task, probe)
+    if proposed:  # members built for this problem (a Linear's chain): tried first, then the table
         task = replace(task, members=(*proposed, *task.members))
     members = [task.as_member(m.name) for m in task.members] or [task]
     outs = _tensors(cases[0][1])

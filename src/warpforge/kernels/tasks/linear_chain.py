@@ -8,8 +8,8 @@ constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends
 serves every chain.
 
 A family whose members are not only a table: :data:`MEMBERS` holds a few one-step chains (Linear + an
-activation), and the matcher (evaluator/judge/match_chain.py) proposes the member a by-path problem computes
-by tracing its forward (``mul(2.0)>leaky_relu(0.1)`` for KernelBench's 12_Gemm_Multiply_LeakyReLU), built by
+activation), and :func:`propose_members` builds the member a by-path problem computes by
+tracing its forward (kernels/fx_chain.py) (``mul(2.0)>leaky_relu(0.1)`` for KernelBench's 12_Gemm_Multiply_LeakyReLU), built by
 :func:`member`; the numeric comparison decides, as for every member.
 
 Example::
@@ -28,6 +28,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+
+from warpforge.kernels.taskdef import Member
 
 NAME = "linear_chain"
 DESCRIPTION = ("y = chain(x @ w.T + b): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
@@ -160,3 +162,11 @@ def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     m, n, k = shape["M"], shape["N"], shape["K"]
     size = torch.tensor([], dtype=dtype).element_size()
     return float((m * k + n * k + n + m * n) * size)
+
+
+def propose_members(model: torch.nn.Module) -> list[Member]:
+    """The member the model's forward reads as (kernels/fx_chain.py): one Linear and its steps; none otherwise."""
+    from warpforge.kernels.fx_chain import chain_steps
+
+    steps = chain_steps(model)
+    return [] if steps is None else [Member(*member(steps))]

@@ -22,9 +22,9 @@ from newtask_harness import DEVICE, load, nan_allocations
 from torch import nn
 
 from warpforge.evaluator.judge.compare import compare_outputs
-from warpforge.kernels.fx_chain import chain_steps
 from warpforge.evaluator.judge.matching import find_match, matched_files
 from warpforge.evaluator.static.grammar import check_module
+from warpforge.kernels.fx_chain import chain_steps
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.tasks import linear_chain
 from warpforge.kernels.variant import builtin_variants

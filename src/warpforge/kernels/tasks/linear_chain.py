@@ -8,8 +8,8 @@ constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends
 serves every chain.
 
 A family whose members are not only a table: :data:`MEMBERS` holds a few one-step chains (Linear + an
-activation), and :func:`propose_members` builds the member a by-path problem computes by
-tracing its forward (kernels/fx_chain.py) (``mul(2.0)>leaky_relu(0.1)`` for KernelBench's 12_Gemm_Multiply_LeakyReLU), built by
+activation), and :func:`propose_members` builds the member a by-path problem computes by tracing its forward
+(kernels/fx_chain.py; ``mul(2.0)>leaky_relu(0.1)`` for KernelBench's 12_Gemm_Multiply_LeakyReLU) with
 :func:`member`; the numeric comparison decides, as for every member.
 
 Example::

@@ -42,6 +42,8 @@ from warpforge.evaluator.judge.match_adapters import (
     cuts,
     output_rule,
     reordered_template,
+    unit_layouts,
+    unit_rule,
 )
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task
@@ -145,7 +147,9 @@ def _problem_probes(problem: Task) -> list[Shape]:
         return []
     derived = [d for s in problem.check_shapes if all(s[k] > 1 for k in sizes)
                for d in [_spread(problem, dict(s), sizes)] if d is not None]
-    return [{**base, **dict(zip(sizes, PRIMES))}, *derived]
+    # Primes no kept global holds (45_Average_Pooling_2D's kernel_size = 11 would name its batch size)
+    free = [p for p in PRIMES if p not in {v for k, v in base.items() if k not in sizes}]
+    return [{**base, **dict(zip(sizes, free))}, *derived] if len(free) >= len(sizes) else derived
 
 
 def _spread(problem: Task, shape: Shape, sizes: list[str]) -> Shape | None:
@@ -277,15 +281,19 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
     for order in orders:
         mapped = [inputs[j] for j in order]
         rule = output_rule(out_shape, mapped)
-        if rule is None:
-            continue
         # An input of the task's rank is taken as it is: only a rank that differs is cut.
         choices = [list(cuts(m.dim(), t.dim())) if m.dim() != t.dim() else [tuple((d, d + 1) for d in range(m.dim()))]
                    for m, t in zip(mapped, task_inputs)]
         count = 1
         for c in choices:
             count *= len(c)
-        if count > MAX_LAYOUTS:
+        if rule is None or count > MAX_LAYOUTS:
+            # Output sizes the task computes (a pooling's length), or too many cuts (a 4-D input into 5 dims has
+            # 70): the inputs with unit dims inserted, the output read off the task's (match_adapters.unit_layouts),
+            # at most C(5, 3) = 10 ways for one 3-D input.
+            units = unit_layouts(out_shape, mapped, task_inputs)
+            if len(units) <= MAX_LAYOUTS:
+                out += [(order, Adapter(groups, unit_rule(groups[0]))) for groups in units]
             continue
         for groups in itertools.product(*choices):
             identity = all(len(g) == m.dim() and all(b - a == 1 for a, b in g) for g, m in zip(groups, mapped))

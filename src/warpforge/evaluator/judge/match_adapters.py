@@ -210,7 +210,8 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
         if adapter.reduction:
             lines[ret.lineno - 1:ret.end_lineno] = _reduced_return(pad, value, adapter.reduction, out)
         elif adapter.reads_output:
-            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}{OUT_NAME} = ({value})\n", f"{pad}return {OUT_NAME}.view({out})\n"]
+            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}{OUT_NAME} = ({value})\n",
+                                                    f"{pad}return {OUT_NAME}.view({out})\n"]
         else:
             lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
     lines[first.lineno - 1:first.lineno - 1] = prologue

@@ -94,6 +94,7 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         member=default,
         match_probes=list(getattr(module, "MATCH_PROBES", [])),
         propose=getattr(module, "propose_members", None),
+        fill_inputs={int(i): float(v) for i, v in getattr(module, "FILL_INPUTS", {}).items()},
     )
 
 

@@ -112,6 +112,9 @@ class Task:
     # Linear's epilogue chain, a convolution's stride and padding), which a fixed table cannot hold. The
     # matcher tries them before ``members``; only the numbers decide, so a misread module is no match.
     propose: Callable[[torch.nn.Module], list[Member]] | None = None
+    # Optional ``FILL_INPUTS``: {input index: value}: a problem that does not pass that input (a Conv without
+    # bias, an InstanceNorm without affine weights) is this task with the input filled with the value.
+    fill_inputs: dict[int, float] = field(default_factory=dict)
 
     def as_member(self, name: str) -> Task:
         """This task computing its member ``name`` (its reference swapped); TaskError naming the members."""

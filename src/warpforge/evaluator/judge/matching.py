@@ -257,7 +257,10 @@ def _try(problem: Task, task: Task, probe: Shape,
                 adapter = _with_fills(adapter, fills, mapped, out_shape)
                 if adapter is None:
                     continue
-            viewed = adapter.inputs(mapped) if adapter is not None else mapped
+            try:
+                viewed = adapter.inputs(mapped) if adapter is not None else mapped
+            except (IndexError, RuntimeError):  # a fill sized from a dim this layout's view does not have
+                continue
             if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
                    for m, t in zip(viewed, task_inputs if fills else passed_inputs)):
                 continue
@@ -277,13 +280,17 @@ def _try(problem: Task, task: Task, probe: Shape,
 
 def _omissions(task: Task, n_problem: int, n_task: int) -> list[tuple[int, ...]]:
     """Which of the task's inputs the problem may leave out: none when the counts agree, else each choice of
-    that many among the task's ``FILL_INPUTS`` (empty: the counts cannot be reconciled)."""
+    that many among the task's ``FILL_INPUTS`` (empty: the counts cannot be reconciled), the last inputs first.
+    A module's state lists optional parts last (a GroupNorm's weight and bias are a BatchNorm's without the
+    running statistics); at construction a weight is 1 and a bias 0, the fill values themselves, so the
+    numbers cannot tell a GroupNorm's (x, weight, bias) from (x, running_mean, running_var) with the weight and
+    bias filled: the first choice tried decides."""
     missing = n_task - n_problem
     if missing == 0:
         return [()]
     if missing < 0 or missing > len(task.fill_inputs):
         return []
-    return list(itertools.combinations(sorted(task.fill_inputs), missing))
+    return [tuple(sorted(c)) for c in itertools.combinations(sorted(task.fill_inputs, reverse=True), missing)]
 
 
 def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: tuple[int, ...],
@@ -337,8 +344,9 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
         mapped = [inputs[j] for j in order]
         rule = output_rule(out_shape, mapped)
         # An input of the task's rank is taken as it is: only a rank that differs is cut.
-        choices = [list(cuts(m.dim(), t.dim())) if m.dim() != t.dim() else [tuple((d, d + 1) for d in range(m.dim()))]
-                   for m, t in zip(mapped, task_inputs)]
+        # (a task's 0-d input takes no other rank: no cuts)
+        choices = [[tuple((d, d + 1) for d in range(m.dim()))] if m.dim() == t.dim() else
+                   list(cuts(m.dim(), t.dim())) if t.dim() else [] for m, t in zip(mapped, task_inputs)]
         count = 1
         for c in choices:
             count *= len(c)

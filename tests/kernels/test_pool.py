@@ -110,7 +110,7 @@ EXTRA = [_one(nn.MaxPool3d((2, 3, 3), (1, 2, 1), 1, (1, 2, 1), ceil_mode=True)),
          _one(nn.AvgPool3d((1, 1, 4), 1, (0, 0, 2), divisor_override=3)),
          _one(nn.MaxPool1d(4, 1, 2, 3))]
 FAMILY = replace(TASK, members=(*TASK.members, *EXTRA))
-SHAPE = {"N": 2, "C": 3, "D": 5, "H": 7, "W": 11}
+SHAPE = {"N": 1, "C": 2, "D": 3, "H": 5, "W": 9}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, pytest.param(torch.float16, marks=pytest.mark.slow)], ids=str)

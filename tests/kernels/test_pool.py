@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from family_harness import run_members
-from newtask_harness import DEVICE, load, nan_allocations
+from newtask_harness import DEVICE, nan_allocations
 from torch import nn
 
 from warpforge.evaluator.judge.compare import compare_outputs

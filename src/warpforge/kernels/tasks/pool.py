@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -172,9 +173,10 @@ def _pool_module(model: torch.nn.Module) -> torch.nn.Module | None:
 def propose_members(model: torch.nn.Module) -> list[Member]:
     """The member the model's one pooling module computes, read from its attributes; none for any other model
     or for a max pooling that returns indices (the templates return values only)."""
-    mod = _pool_module(model)
-    if mod is None:
+    found = _pool_module(model)
+    if found is None:
         return []
+    mod: Any = found  # the pooling classes' attributes are ints or tuples, typed loosely by nn.Module
     rank = int(type(mod).__name__[-2])  # MaxPool2d -> 2
     kernel = _triple(mod.kernel_size, rank, 1)
     stride = _triple(mod.stride if mod.stride is not None else mod.kernel_size, rank, 1)

@@ -219,8 +219,8 @@ def _proposed(problem: Task, task: Task, probe: Shape) -> list[Member]:
         return []
 
 
-def _try(problem: Task, task: Task, probe: Shape,
-         cases: list[tuple[tuple[Any, ...], Any]]) -> tuple[Match | None, str]:
+def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, ...], Any]],
+         direct_only: bool = False) -> tuple[Match | None, str]:
     located = key_positions(task)
     if located is None:
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
@@ -238,6 +238,8 @@ def _try(problem: Task, task: Task, probe: Shape,
     outs = _tensors(cases[0][1])
     out_shape = tuple(outs[0].shape) if len(outs) == 1 else None
     for order, adapter in _layouts(inputs, task_inputs, out_shape):
+        if direct_only and adapter is not None:
+            continue
         mapped = [inputs[j] for j in order]
         if adapter is not None:
             mapped = adapter.inputs(mapped)
@@ -361,7 +363,11 @@ def _agrees_everywhere(cases: list[tuple[tuple[Any, ...], Any]], task: Task, ord
 
 
 def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | None, list[str]]:
-    """The first built-in task computing the problem's function, and what was tried (one entry per task)."""
+    """The first built-in task computing the problem's function, and what was tried (one entry per task).
+
+    A task computing it on the problem's own tensors beats one that needs a reshape (an adapter): a row scale
+    ``s[:, None] * x`` is also a batch of 1 x 1 @ 1 x N products, which the bmm task, tried first, would search
+    at K = 1. After an adapted match the later tasks are tried without adapters only."""
     from warpforge.kernels.task import builtin_task_names, get_task
 
     probes = [p for p in _problem_probes(problem) if _runs(problem, p)]
@@ -370,15 +376,20 @@ def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | 
     probe = probes[0]
     cases = _cases(problem, probe)
     tried: list[str] = []
+    adapted: Match | None = None
     for task in tasks if tasks is not None else [get_task(n) for n in builtin_task_names()]:
         try:
-            match, why = _try(problem, task, probe, cases)
+            match, why = _try(problem, task, probe, cases, direct_only=adapted is not None)
         except Exception as exc:  # noqa: BLE001 - the problem's code at the probe sizes
             match, why = None, f"{task.name}: {type(exc).__name__}"
-        if match is not None:
+        if match is not None and match.adapter is None:
             return match, tried
-        tried.append(why)
-    return None, tried
+        if match is not None:
+            adapted = adapted or match
+            continue
+        if adapted is None:
+            tried.append(why)
+    return adapted, tried
 
 
 def _no_probe_reason(problem: Task) -> str:

@@ -109,16 +109,29 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
+def _number(value: Any) -> bool:
+    """A Python number argument (KernelBench's 5_Matrix_scalar_multiplication passes ``s = 3.14``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _same_kind(problem_arg: Any, task_arg: Any) -> bool:
+    """A tensor of the same rank and floating-ness, or a Python number where the task takes one."""
+    if isinstance(problem_arg, torch.Tensor) and isinstance(task_arg, torch.Tensor):
+        return problem_arg.dim() == task_arg.dim() and problem_arg.is_floating_point() == task_arg.is_floating_point()
+    return _number(problem_arg) and _number(task_arg)
+
+
 def _distinct(shape: Shape, keys: list[str]) -> bool:
     values = [shape[k] for k in keys]
     return len(set(values)) == len(values)
 
 
-def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[torch.Tensor]] | None:
+def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[Any]] | None:
     """Where each of the task's shape keys sits among its inputs' dimensions (a key that is no dimension,
     such as attention's CAUSAL flag, sits nowhere). The probe is every key a distinct prime; where the task's
     generator refuses that (heads that must divide, an even head dim) its ``MATCH_PROBES`` or the first of
-    its own shapes with distinct sizes, which it accepts by construction."""
+    its own shapes with distinct sizes, which it accepts by construction. The inputs are all of the task's, a
+    Python number among them (the scale task's factor); spots index that list."""
     keys = list(task.check_shapes[0]) if task.check_shapes else list(task.shapes[0])
     if len(keys) > len(PRIMES):
         return None
@@ -126,10 +139,13 @@ def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[to
            if set(s) == set(keys) and _distinct(s, keys)]
     for probe in [dict(zip(keys, PRIMES)), *own]:
         try:
-            inputs = _tensors(task.make_inputs(probe, torch.float32, 0, "cpu"))
+            inputs = list(task.make_inputs(probe, torch.float32, 0, "cpu"))
         except Exception:  # noqa: BLE001 - the generator refuses these sizes: the next probe
             continue
-        where = {k: [(i, j) for i, t in enumerate(inputs) for j, d in enumerate(t.shape) if d == v]
+        if not all(isinstance(t, torch.Tensor) or _number(t) for t in inputs):
+            continue
+        where = {k: [(i, j) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
+                     for j, d in enumerate(t.shape) if d == v]
                  for k, v in probe.items()}
         return where, inputs
     return None
@@ -226,7 +242,7 @@ def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, .
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
     where, task_inputs = located
     inputs = cases[0][0]
-    if len(inputs) != len(task_inputs) or len(_tensors(list(inputs))) != len(inputs):
+    if len(inputs) != len(task_inputs) or not all(isinstance(x, torch.Tensor) or _number(x) for x in inputs):
         return None, f"{task.name}: takes {len(task_inputs)} tensors, the problem {len(inputs)}"
     reason = f"{task.name}: no argument order with the same ranks and kinds"
     own = (task.check_shapes or task.shapes)[0]
@@ -243,8 +259,7 @@ def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, .
         mapped = [inputs[j] for j in order]
         if adapter is not None:
             mapped = adapter.inputs(mapped)
-        if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
-               for m, t in zip(mapped, task_inputs)):
+        if not all(_same_kind(m, t) for m, t in zip(mapped, task_inputs)):
             continue
         keys = _keys(where, [inputs[j] for j in order], adapter, probe)
         if keys is None:
@@ -266,14 +281,16 @@ MAX_ADAPTED_INPUTS = 3
 MAX_LAYOUTS = 64
 
 
-def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
+def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any],
              out_shape: tuple[int, ...] | None) -> list[tuple[tuple[int, ...], Adapter | None]]:
     """Argument orders as they are, then (one output, few inputs) the same orders with each input's dims cut
     into the task input's rank; where the problem returns a scalar, each of those also with the mean or sum of
     the task's output (a loss over per-row losses)."""
     orders = list(itertools.permutations(range(len(inputs))))
     out: list[tuple[tuple[int, ...], Adapter | None]] = [(o, None) for o in orders]
-    if out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS:
+    # Reshapes are of tensors: with a Python number among the arguments, only the orders.
+    if (out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS
+            or not all(isinstance(x, torch.Tensor) for x in (*inputs, *task_inputs))):
         return out
     reductions = ("", *REDUCTIONS) if out_shape == () else ("",)
     for order in orders:

@@ -17,6 +17,8 @@ Example::
 
 from __future__ import annotations
 
+import random
+
 import torch
 
 NAME = "scale"
@@ -49,11 +51,12 @@ def reference(x: torch.Tensor, s: float) -> torch.Tensor:
 
 
 def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, float]:
-    # x ~ N(0, 1); s drawn per seed, negative on odd seeds, never 1 or 0 (which an identity or a zero fill
-    # would pass), so a kernel with a constant factor fails the second seed.
+    # x ~ N(0, 1); s drawn per seed in +-[1.5, 3.5), negative on odd seeds, never 1 or 0 (which an identity or
+    # a zero fill would pass), so a kernel with a constant factor fails the second seed. s comes from Python's
+    # own generator: the compile stage draws inputs as fake tensors, whose values cannot be read.
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(shape["M"], shape["N"], generator=gen, dtype=torch.float32)
-    s = (1.5 + 2.0 * float(torch.rand((), generator=gen))) * (-1.0 if seed % 2 else 1.0)
+    s = (1.5 + 2.0 * random.Random(seed).random()) * (-1.0 if seed % 2 else 1.0)
     return x.to(dtype=dtype, device=device), s
 
 

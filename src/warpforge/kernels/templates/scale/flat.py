@@ -1,6 +1,6 @@
 """Scaling by a runtime float, x as one flat range (contiguous x): each program maps BLOCK consecutive elements.
-The factor is a kernel argument (fp32), so one compiled kernel serves every value. Computes in fp32 and
-rounds once."""
+The factor is a kernel argument (a Python float reaches the kernel as fp32), so one compiled kernel serves
+every value. Computes in fp32 and rounds once."""
 
 import torch
 import triton
@@ -38,5 +38,5 @@ def launch(x, s, **params):
     total = x.numel()
     # 65536 x 16384 is 2^30 elements: offsets in int64, 2^30 / 8192 = 131072 programs on axis 0 (limit 2^31)
     _scale_flat_kernel[(triton.cdiv(total, params["BLOCK"]),)](
-        x, y, float(s), total, BLOCK=params["BLOCK"], num_warps=params["num_warps"], num_stages=params["num_stages"])
+        x, y, s, total, BLOCK=params["BLOCK"], num_warps=params["num_warps"], num_stages=params["num_stages"])
     return y

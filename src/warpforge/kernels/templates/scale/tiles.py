@@ -44,7 +44,7 @@ def launch(x, s, **params):
     bm, bn, tiles = params["BLOCK_M"], params["BLOCK_N"], params["TILES_N"]
     # rows on axis 0 (up to 2^31 programs), column spans on axis 1 (65535 at most: N < 2^24 with 256 x 1)
     grid = (triton.cdiv(M, bm), triton.cdiv(N, bn * tiles))
-    _scale_tiles_kernel[grid](x, y, float(s), M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+    _scale_tiles_kernel[grid](x, y, s, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
                               BLOCK_M=bm, BLOCK_N=bn, TILES_N=tiles, num_warps=params["num_warps"],
                               num_stages=params["num_stages"])
     return y

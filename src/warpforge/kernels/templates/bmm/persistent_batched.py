@@ -30,7 +30,9 @@ _SMEM_BYTES = 232448  # H100/H200 shared memory per block
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
-    smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2)  # 4 for fp32 inputs (ELEM_BYTES)
+    # 4-byte elements unless the shape says otherwise: the task runs fp32 too (a matched problem's shape carries
+    # ELEM_BYTES)
+    smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
     if smem > _SMEM_BYTES:
         return False
     if bm * bn > 4096 * warps:  # fp32 accumulator over 128 registers per thread spills

@@ -172,3 +172,41 @@ def get_init_inputs():
     assert match is not None and match.task == "row_scale" and match.adapter is None
     alone, _ = find_match(load_task_file(path), [get_task("bmm")])
     assert alone is not None and alone.task == "bmm" and alone.adapter is not None  # still found, when alone
+
+
+def test_a_layout_whose_output_dwarfs_the_problem_is_never_computed(tmp_path: Path) -> None:
+    """Two [rows, width] inputs cut to [rows, width, 1] and [rows, 1, width] are a batch of outer products to bmm
+    (at KernelBench 98's width of 16384, 23 GB in float64): the matcher sizes them on meta tensors first."""
+    from dataclasses import replace
+
+    path = tmp_path / "rowdot.py"
+    path.write_text('''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return (a * b).sum()
+
+
+rows = 64
+
+
+def get_inputs():
+    return [torch.rand(rows, 1024), torch.rand(rows, 1024)]
+
+
+def get_init_inputs():
+    return []
+''')
+    bmm = get_task("bmm")
+    sizes: list[int] = []
+
+    def recording(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if a.device.type != "meta":
+            sizes.append(a.shape[0] * a.shape[1] * b.shape[2])
+        return bmm.reference(a, b)
+
+    problem = load_task_file(path)
+    find_match(problem, [replace(bmm, reference=recording)])  # (a whole-row dot product is a 1 x 1 bmm)
+    assert sizes and max(sizes) <= 4 * 11 * 1024  # the probe's rows are a prime (11): 4x its largest input

@@ -222,3 +222,29 @@ def test_template_on_gpu(name: str, dtype: torch.dtype) -> None:
 def test_templates_directory_matches_variant_loader() -> None:
     files = sorted(p.stem for p in (Path(TEMPLATES_DIR) / "matmul").glob("*.py") if not p.stem.startswith("_"))
     assert files == sorted(VARIANTS)
+
+
+# -- the triangular members (KernelBench level 1's 14 and 15: triu/tril of a product) ------------------------
+
+
+def test_triangular_member_references_are_torchs() -> None:
+    a, b = TASK.make_inputs({"M": 9, "N": 7, "K": 5}, torch.float32, seed=0, device="cpu")
+    a, b = a.double(), b.double()
+    full = _independent_f64(a, b)
+    refs = {m.name: m.reference for m in TASK.members}
+    assert TASK.member == "full" and set(refs) == {"full", "triu", "tril"}
+    torch.testing.assert_close(refs["triu"](a, b), torch.triu(full), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(refs["tril"](a, b), torch.tril(full), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(refs["full"](a, b), full, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_triangular_members_on_every_template(name: str) -> None:
+    """NaN-filled allocations: a skipped tile that leaves its zeros unwritten shows. M = 129 rows against N = 65
+    columns: tiles wholly below, wholly above and across the diagonal; dense inputs (the members assume no
+    zeros of their own)."""
+    from family_harness import run_members
+
+    shapes = [{"M": 129, "N": 65, "K": 127}, {"M": 17, "N": 131, "K": 67}]
+    failures = run_members(TASK, VARIANTS[name], shapes, torch.float32, members=["triu", "tril"])
+    assert not failures, "\n".join(failures[:5])

@@ -112,16 +112,29 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
+def _number(value: Any) -> bool:
+    """A Python number argument (KernelBench's 5_Matrix_scalar_multiplication passes ``s = 3.14``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _same_kind(problem_arg: Any, task_arg: Any) -> bool:
+    """A tensor of the same rank and floating-ness, or a Python number where the task takes one."""
+    if isinstance(problem_arg, torch.Tensor) and isinstance(task_arg, torch.Tensor):
+        return problem_arg.dim() == task_arg.dim() and problem_arg.is_floating_point() == task_arg.is_floating_point()
+    return _number(problem_arg) and _number(task_arg)
+
+
 def _distinct(shape: Shape, keys: list[str]) -> bool:
     values = [shape[k] for k in keys]
     return len(set(values)) == len(values)
 
 
-def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[torch.Tensor]] | None:
+def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[Any]] | None:
     """Where each of the task's shape keys sits among its inputs' dimensions (a key that is no dimension,
     such as attention's CAUSAL flag, sits nowhere). The probe is every key a distinct prime; where the task's
     generator refuses that (heads that must divide, an even head dim) its ``MATCH_PROBES`` or the first of
-    its own shapes with distinct sizes, which it accepts by construction."""
+    its own shapes with distinct sizes, which it accepts by construction. The inputs are all of the task's, a
+    Python number among them (the scale task's factor); spots index that list."""
     keys = list(task.check_shapes[0]) if task.check_shapes else list(task.shapes[0])
     if len(keys) > len(PRIMES):
         return None
@@ -129,10 +142,13 @@ def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[to
            if set(s) == set(keys) and _distinct(s, keys)]
     for probe in [dict(zip(keys, PRIMES)), *own]:
         try:
-            inputs = _tensors(task.make_inputs(probe, torch.float32, 0, "cpu"))
+            inputs = list(task.make_inputs(probe, torch.float32, 0, "cpu"))
         except Exception:  # noqa: BLE001 - the generator refuses these sizes: the next probe
             continue
-        where = {k: [(i, j) for i, t in enumerate(inputs) for j, d in enumerate(t.shape) if d == v]
+        if not all(isinstance(t, torch.Tensor) or _number(t) for t in inputs):
+            continue
+        where = {k: [(i, j) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
+                     for j, d in enumerate(t.shape) if d == v]
                  for k, v in probe.items()}
         return where, inputs
     return None
@@ -224,15 +240,15 @@ def _proposed(problem: Task, task: Task, probe: Shape) -> list[Member]:
         return []
 
 
-def _try(problem: Task, task: Task, probe: Shape,
-         cases: list[tuple[tuple[Any, ...], Any]]) -> tuple[Match | None, str]:
+def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, ...], Any]],
+         direct_only: bool = False) -> tuple[Match | None, str]:
     located = key_positions(task)
     if located is None:
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
     where, task_inputs = located
     inputs = cases[0][0]
     omissions = _omissions(task, len(inputs), len(task_inputs))
-    if not omissions or len(_tensors(list(inputs))) != len(inputs):
+    if not omissions or not all(isinstance(x, torch.Tensor) or _number(x) for x in inputs):
         return None, f"{task.name}: takes {len(task_inputs)} tensors, the problem {len(inputs)}"
     reason = f"{task.name}: no argument order with the same ranks and kinds"
     own = (task.check_shapes or task.shapes)[0]
@@ -257,12 +273,13 @@ def _try(problem: Task, task: Task, probe: Shape,
                 adapter = _with_fills(adapter, fills, mapped, out_shape)
                 if adapter is None:
                     continue
+            if direct_only and adapter is not None:
+                continue
             try:
                 viewed = adapter.inputs(mapped) if adapter is not None else mapped
             except (IndexError, RuntimeError):  # a fill sized from a dim this layout's view does not have
                 continue
-            if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
-                   for m, t in zip(viewed, task_inputs if fills else passed_inputs)):
+            if not all(_same_kind(m, t) for m, t in zip(viewed, task_inputs if fills else passed_inputs)):
                 continue
             keys = _keys(passed_where, mapped, adapter, probe)
             if keys is None:
@@ -315,6 +332,8 @@ def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: 
 def _with_fills(adapter: Adapter | None, fills: tuple[Fill, ...], mapped: list[torch.Tensor],
                 out_shape: tuple[int, ...] | None) -> Adapter | None:
     """``adapter`` (or the identity of the passed inputs) that also creates the omitted inputs."""
+    if not all(isinstance(m, torch.Tensor) for m in mapped):
+        return None  # a Python number among them: reshapes and fills are of tensors
     if adapter is not None:
         return replace(adapter, filled=fills)
     rule = output_rule(out_shape, mapped) if out_shape is not None else None
@@ -330,14 +349,16 @@ MAX_ADAPTED_INPUTS = 3
 MAX_LAYOUTS = 64
 
 
-def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor],
+def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any],
              out_shape: tuple[int, ...] | None) -> list[tuple[tuple[int, ...], Adapter | None]]:
     """Argument orders as they are, then (one output, few inputs) the same orders with each input's dims cut
     into the task input's rank; where the problem returns a scalar, each of those also with the mean or sum of
     the task's output (a loss over per-row losses)."""
     orders = list(itertools.permutations(range(len(inputs))))
     out: list[tuple[tuple[int, ...], Adapter | None]] = [(o, None) for o in orders]
-    if out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS:
+    # Reshapes are of tensors: with a Python number among the arguments, only the orders.
+    if (out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS
+            or not all(isinstance(x, torch.Tensor) for x in (*inputs, *task_inputs))):
         return out
     reductions = ("", *REDUCTIONS) if out_shape == () else ("",)
     for order in orders:
@@ -412,8 +433,29 @@ def _cases(problem: Task, probe: Shape) -> list[tuple[tuple[Any, ...], Any]]:
     return [(args, problem.reference(*args)) for args in map(_double, cases)]
 
 
+def _oversized(args: tuple[Any, ...], mine: Any, task: Task, order: tuple[int, ...], adapter: Adapter | None) -> bool:
+    """Whether the task's output on this layout would be far larger than anything of the problem's, found on meta
+    tensors before any is allocated. 98_KLDivLoss's [11, 16384] inputs cut to [11, 16384, 1] and [11, 1, 16384]
+    are a batch of outer products to the bmm task: 3e9 float64 elements, 23 GB, where the problem's own tensors
+    hold 180k. No such layout computes the problem (its output is reshaped or reduced to the problem's)."""
+    tensors = _tensors(list(args)) + _tensors(mine)
+    bound = OVERSIZE * max((t.numel() for t in tensors), default=1)
+    try:
+        meta = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in (args[j] for j in order)]
+        out = _tensors(task.reference(*(adapter.inputs(meta) if adapter is not None else meta)))
+    except Exception:  # noqa: BLE001 - a reference meta tensors cannot run (it reads values): run it for real
+        return False
+    return any(t.numel() > bound for t in out)
+
+
+# A task's output on a layout may hold at most this many times the elements of the problem's largest tensor.
+OVERSIZE = 4
+
+
 def _agrees_everywhere(cases: list[tuple[tuple[Any, ...], Any]], task: Task, order: tuple[int, ...],
                        adapter: Adapter | None = None) -> bool:
+    if cases and _oversized(*cases[0], task, order, adapter):
+        return False
     for args, mine in cases:
         try:
             ordered = [args[j] for j in order]
@@ -432,7 +474,11 @@ def _agrees_everywhere(cases: list[tuple[tuple[Any, ...], Any]], task: Task, ord
 
 
 def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | None, list[str]]:
-    """The first built-in task computing the problem's function, and what was tried (one entry per task)."""
+    """The first built-in task computing the problem's function, and what was tried (one entry per task).
+
+    A task computing it on the problem's own tensors beats one that needs a reshape (an adapter): a row scale
+    ``s[:, None] * x`` is also a batch of 1 x 1 @ 1 x N products, which the bmm task, tried first, would search
+    at K = 1. After an adapted match the later tasks are tried without adapters only."""
     from warpforge.kernels.task import builtin_task_names, get_task
 
     probes = [p for p in _problem_probes(problem) if _runs(problem, p)]
@@ -441,15 +487,20 @@ def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | 
     probe = probes[0]
     cases = _cases(problem, probe)
     tried: list[str] = []
+    adapted: Match | None = None
     for task in tasks if tasks is not None else [get_task(n) for n in builtin_task_names()]:
         try:
-            match, why = _try(problem, task, probe, cases)
+            match, why = _try(problem, task, probe, cases, direct_only=adapted is not None)
         except Exception as exc:  # noqa: BLE001 - the problem's code at the probe sizes
             match, why = None, f"{task.name}: {type(exc).__name__}"
-        if match is not None:
+        if match is not None and match.adapter is None:
             return match, tried
-        tried.append(why)
-    return None, tried
+        if match is not None:
+            adapted = adapted or match
+            continue
+        if adapted is None:
+            tried.append(why)
+    return adapted, tried
 
 
 def _no_probe_reason(problem: Task) -> str:

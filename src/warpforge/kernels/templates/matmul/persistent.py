@@ -11,6 +11,9 @@ import triton
 import triton.language as tl
 
 TASK = "matmul"
+# The family member (kernels/tasks/matmul.py MEMBERS): "none", or the triangle of C kept ("upper": C[i, j] = 0
+# where i > j, as torch.triu; "lower": where i < j, as torch.tril). The matcher rewrites this line.
+TRI = "none"
 
 SPACE = {
     "BLOCK_M": [64, 128, 256],
@@ -49,14 +52,13 @@ def _matmul_persistent_kernel(
     M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, DOT_PRECISION: tl.constexpr, TRI: tl.constexpr,
 ):
     start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     num_pid_in_group = GROUP_M * num_pid_n
-    k_tiles = tl.cdiv(K, BLOCK_K)
     offs_k = tl.arange(0, BLOCK_K)
 
     for tile_id in range(start_pid, num_tiles, NUM_SMS):
@@ -68,6 +70,12 @@ def _matmul_persistent_kernel(
 
         offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
         offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+        k_tiles = tl.cdiv(K, BLOCK_K)
+        # A triangular member: a tile wholly in the zeroed triangle runs no K step (half the tiles of a square C).
+        if TRI == "upper":
+            k_tiles = tl.where(pid_m * BLOCK_M > pid_n * BLOCK_N + BLOCK_N - 1, 0, k_tiles)
+        elif TRI == "lower":
+            k_tiles = tl.where(pid_m * BLOCK_M + BLOCK_M - 1 < pid_n * BLOCK_N, 0, k_tiles)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kt in range(0, k_tiles):
             offs_kk = kt * BLOCK_K + offs_k
@@ -85,6 +93,10 @@ def _matmul_persistent_kernel(
         offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
         c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+        if TRI == "upper":  # the zeroed triangle (torch.empty holds garbage there)
+            acc = tl.where(offs_cm[:, None] <= offs_cn[None, :], acc, 0.0)
+        elif TRI == "lower":
+            acc = tl.where(offs_cm[:, None] >= offs_cn[None, :], acc, 0.0)
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
@@ -104,7 +116,7 @@ def launch(a, b, **params):
         M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"],
-        GROUP_M=params["GROUP_M"], NUM_SMS=params["NUM_SMS"], DOT_PRECISION=precision,
+        GROUP_M=params["GROUP_M"], NUM_SMS=params["NUM_SMS"], DOT_PRECISION=precision, TRI=TRI,
         num_warps=params["num_warps"], num_stages=params["num_stages"],
     )
     return c

@@ -11,6 +11,9 @@ import triton
 import triton.language as tl
 
 TASK = "matmul"
+# The family member (kernels/tasks/matmul.py MEMBERS): "none", or the triangle of C kept ("upper": C[i, j] = 0
+# where i > j, as torch.triu; "lower": where i < j, as torch.tril). The matcher rewrites this line.
+TRI = "none"
 
 SPACE = {
     "BLOCK_M": [64, 128],
@@ -44,7 +47,7 @@ def _matmul_split_k_kernel(
     M, N, K, k_tiles_per_split,
     stride_am, stride_ak, stride_bk, stride_bn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, TRI: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -61,7 +64,13 @@ def _matmul_split_k_kernel(
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = tl.arange(0, BLOCK_K)
     kt_start = pid_k * k_tiles_per_split
-    kt_end = tl.minimum(kt_start + k_tiles_per_split, tl.cdiv(K, BLOCK_K))
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # A triangular member: a tile wholly in the zeroed triangle runs no K step (half the tiles of a square C).
+    if TRI == "upper":
+        k_tiles = tl.where(pid_m * BLOCK_M > pid_n * BLOCK_N + BLOCK_N - 1, 0, k_tiles)
+    elif TRI == "lower":
+        k_tiles = tl.where(pid_m * BLOCK_M + BLOCK_M - 1 < pid_n * BLOCK_N, 0, k_tiles)
+    kt_end = tl.minimum(kt_start + k_tiles_per_split, k_tiles)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kt in range(kt_start, kt_end):
@@ -81,6 +90,10 @@ def _matmul_split_k_kernel(
     plane = part_ptr + pid_k.to(tl.int64) * M * N
     p_ptrs = plane + offs_cm[:, None].to(tl.int64) * N + offs_cn[None, :]
     mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    if TRI == "upper":  # the zeroed triangle (torch.empty holds garbage there)
+        acc = tl.where(offs_cm[:, None] <= offs_cn[None, :], acc, 0.0)
+    elif TRI == "lower":
+        acc = tl.where(offs_cm[:, None] >= offs_cn[None, :], acc, 0.0)
     tl.store(p_ptrs, acc, mask=mask)
 
 
@@ -113,7 +126,7 @@ def launch(a, b, **params):
         a, b, part,
         M, N, K, k_per,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=params["GROUP_M"], DOT_PRECISION=precision,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=params["GROUP_M"], DOT_PRECISION=precision, TRI=TRI,
         num_warps=params["num_warps"], num_stages=params["num_stages"],
     )
     _split_k_reduce_kernel[(triton.cdiv(M * N, _REDUCE_BLOCK),)](

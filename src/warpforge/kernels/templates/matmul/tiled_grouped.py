@@ -10,6 +10,9 @@ import triton
 import triton.language as tl
 
 TASK = "matmul"
+# The family member (kernels/tasks/matmul.py MEMBERS): "none", or the triangle of C kept ("upper": C[i, j] = 0
+# where i > j, as torch.triu; "lower": where i < j, as torch.tril). The matcher rewrites this line.
+TRI = "none"
 
 SPACE = {
     "BLOCK_M": [64, 128, 256],
@@ -41,7 +44,7 @@ def _matmul_grouped_kernel(
     M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, TRI: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -61,8 +64,14 @@ def _matmul_grouped_kernel(
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
 
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # A triangular member: a tile wholly in the zeroed triangle runs no K step (half the tiles of a square C).
+    if TRI == "upper":
+        k_tiles = tl.where(pid_m * BLOCK_M > pid_n * BLOCK_N + BLOCK_N - 1, 0, k_tiles)
+    elif TRI == "lower":
+        k_tiles = tl.where(pid_m * BLOCK_M + BLOCK_M - 1 < pid_n * BLOCK_N, 0, k_tiles)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(0, k_tiles):
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
@@ -74,6 +83,10 @@ def _matmul_grouped_kernel(
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    if TRI == "upper":  # the zeroed triangle (torch.empty holds garbage there)
+        acc = tl.where(offs_cm[:, None] <= offs_cn[None, :], acc, 0.0)
+    elif TRI == "lower":
+        acc = tl.where(offs_cm[:, None] >= offs_cn[None, :], acc, 0.0)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
@@ -91,7 +104,7 @@ def launch(a, b, **params):
         a, b, c,
         M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"], DOT_PRECISION=precision,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"], DOT_PRECISION=precision, TRI=TRI,
         num_warps=params["num_warps"], num_stages=params["num_stages"],
     )
     return c

@@ -27,6 +27,8 @@ Example::
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,10 +37,90 @@ from torch import nn
 
 Step = tuple[str, float, float]
 
+MAX_STEPS = 6
+
+
+# op -> f(y, z, a, b): y the running value, z the head's output (its bias added), a and b the step's scalars.
+STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.Tensor]] = {
+    "mul": lambda y, z, a, b: y * a,
+    "div": lambda y, z, a, b: y / a,
+    "add": lambda y, z, a, b: y + a,
+    "rsub": lambda y, z, a, b: a - y,
+    "add_z": lambda y, z, a, b: y + z,
+    "sub_z": lambda y, z, a, b: y - z,
+    "mul_z": lambda y, z, a, b: y * z,
+    "relu": lambda y, z, a, b: torch.relu(y),
+    "leaky_relu": lambda y, z, a, b: F.leaky_relu(y, a),
+    "gelu": lambda y, z, a, b: F.gelu(y),
+    "gelu_tanh": lambda y, z, a, b: F.gelu(y, approximate="tanh"),
+    "sigmoid": lambda y, z, a, b: torch.sigmoid(y),
+    "tanh": lambda y, z, a, b: torch.tanh(y),
+    "silu": lambda y, z, a, b: F.silu(y),
+    "mish": lambda y, z, a, b: F.mish(y),
+    "clamp": lambda y, z, a, b: torch.clamp(y, a, b),
+    "max": lambda y, z, a, b: torch.clamp(y, min=a),
+    "min": lambda y, z, a, b: torch.clamp(y, max=a),
+    "hardswish": lambda y, z, a, b: F.hardswish(y),
+    # Reductions of each output row to one value (a = keepdim, applied when the chain ends); the steps after one
+    # act on [M, 1]. Only the `rows` template, whose programs own whole rows, computes them (RED_AT).
+    "row_sum": lambda y, z, a, b: y.sum(-1, keepdim=True),
+    "row_mean": lambda y, z, a, b: y.mean(-1, keepdim=True),
+    "row_max": lambda y, z, a, b: y.amax(-1, keepdim=True),
+    "row_min": lambda y, z, a, b: y.amin(-1, keepdim=True),
+    "row_logsumexp": lambda y, z, a, b: torch.logsumexp(y, -1, keepdim=True),
+}
+# A program must see the whole row for these: a chain holds at most one, and no step after it reads z.
+ROW_OPS = frozenset(op for op in STEP_OPS if op.startswith("row_"))
+# Ops with a parameter tensor p broadcast per output channel (a conv's ``x + self.bias`` of shape [C, 1, 1]):
+# y op p. A chain reads at most one such parameter; the task that takes it passes it to the reference.
+PARAM_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "add_p": lambda y, p: y + p, "sub_p": lambda y, p: y - p, "mul_p": lambda y, p: y * p,
+    "div_p": lambda y, p: y / p,
+}
+# Ops whose scalar arguments are part of their name (the rest take none).
+_ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1,
+         **{op: 1 for op in ("row_sum", "row_mean", "row_max", "row_min", "row_logsumexp")}}
+
+
+def step_name(step: Step) -> str:
+    op, a, b = step
+    args = (a, b)[:_ARGS.get(op, 0)]
+    return f"{op}({','.join(repr(float(v)) for v in args)})" if args else op
+
+
+def checked(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The steps with float scalars; ValueError when they are no chain."""
+    known = {**STEP_OPS, **PARAM_OPS}
+    if not 1 <= len(steps) <= MAX_STEPS or any(op not in known for op, _, _ in steps):
+        raise ValueError(f"a chain is 1 to {MAX_STEPS} steps of {sorted(known)}, got {steps}")
+    return tuple((op, float(a), float(b)) for op, a, b in steps)
+
+
+def apply_steps(z: torch.Tensor, steps: tuple[Step, ...], p: torch.Tensor | None = None) -> torch.Tensor:
+    """The chain on the head's output z (p: the parameter the ``*_p`` steps read)."""
+    y = z
+    for op, a, b in steps:
+        if op in PARAM_OPS:
+            assert p is not None, f"step {op} reads a parameter"
+            y = PARAM_OPS[op](y, p)
+        else:
+            y = STEP_OPS[op](y, z, a, b)
+    return y
+
+
+def step_constants(steps: tuple[Step, ...]) -> dict[str, str | float]:
+    """The templates' module constants OP1, A1, B1, ..., OP6, A6, B6 ("none" past the chain's end)."""
+    out: dict[str, str | float] = {}
+    for i in range(MAX_STEPS):
+        op, a, b = steps[i] if i < len(steps) else ("none", 0.0, 0.0)
+        out.update({f"OP{i + 1}": op, f"A{i + 1}": a, f"B{i + 1}": b})
+    return out
+
 # Unary callables (functions, and the methods by name) -> the step op; an argument-free op.
 _UNARY: dict[Any, str] = {
     torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
-    F.tanh: "tanh", F.silu: "silu", F.mish: "mish", "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh",
+    F.tanh: "tanh", F.silu: "silu", F.mish: "mish", F.hardswish: "hardswish", "relu": "relu", "sigmoid": "sigmoid",
+    "tanh": "tanh",
 }
 # No-ops: the value itself.
 _SAME: set[Any] = {"clone", "detach", "contiguous", torch.clone}
@@ -63,20 +145,41 @@ class _Pair(Exception):
     """A (values, indices) reduction: its chain waits in ``_Reader.pairs`` for ``[0]`` or ``.values``."""
 
 
-def chain_steps(model: nn.Module) -> tuple[Step, ...] | None:
-    """The steps after the model's one Linear, read from its traced forward; None when it is not such a chain."""
+@dataclass(frozen=True)
+class Chain:
+    """A forward read as its head module applied to the input, then steps."""
+
+    head: nn.Module | None  # None for a functional Linear (``x @ W.T``, ``F.linear``)
+    steps: tuple[Step, ...]
+    param: str = ""  # the parameter the ``*_p`` steps read (its state_dict name), "" for none
+
+
+def read_chain(model: nn.Module, heads: tuple[type[nn.Module], ...] = (nn.Linear,)) -> Chain | None:
+    """The model's forward as one head (a module of ``heads``, or a functional Linear when nn.Linear is one) on its
+    input followed by steps; None when it is no such chain (the head alone is none either)."""
     traced = torch.fx.symbolic_trace(model)
+    reader = _Reader(traced, heads)
     try:
-        return _Reader(traced).read()
+        steps = reader.read()
     except _Unsupported:
         return None
+    return None if steps is None else Chain(reader.head, steps, reader.param)
+
+
+def chain_steps(model: nn.Module) -> tuple[Step, ...] | None:
+    """The steps after the model's one Linear, read from its traced forward; None when it is not such a chain."""
+    chain = read_chain(model)
+    return None if chain is None else chain.steps
 
 
 class _Reader:
     """Each fx node as the chain of steps it is of z (the Linear's output); parameters and numbers as they are."""
 
-    def __init__(self, traced: torch.fx.GraphModule) -> None:
+    def __init__(self, traced: torch.fx.GraphModule, heads: tuple[type[nn.Module], ...] = (nn.Linear,)) -> None:
         self.traced = traced
+        self.heads = heads
+        self.head: nn.Module | None = None
+        self.param = ""
         self.modules = dict(traced.named_modules())
         self.chains: dict[torch.fx.Node, tuple[Step, ...]] = {}
         self.params: set[torch.fx.Node] = set()
@@ -122,8 +225,9 @@ class _Reader:
         target = node.target
         if node.op == "call_module":
             module = self.modules[str(target)]
-            if isinstance(module, nn.Linear):
-                return self._head(node.args[0] is x, module.bias is not None)
+            if isinstance(module, self.heads):
+                self.head = module
+                return self._head(node.args[0] is x, getattr(module, "bias", None) is not None)
             if isinstance(module, (nn.Identity, nn.Dropout)):  # a Dropout of a model in eval() is the identity
                 return self._chain(node.args[0])
             return self._chain(node.args[0]) + (_module_step(module),)
@@ -133,12 +237,12 @@ class _Reader:
         kwargs = {k: v for k, v in node.kwargs.items() if k != "inplace"}
         if key in _SAME:
             return self._chain(node.args[0])
-        if key in _MATMUL or key == "matmul":  # x @ W.T with W a parameter [N, K]: a bias-free Linear
+        if (key in _MATMUL or key == "matmul") and nn.Linear in self.heads:  # x @ W.T, W a parameter [N, K]
             w = node.args[1] if len(node.args) == 2 else None
             if kwargs or not isinstance(w, torch.fx.Node) or w not in self.params or w.op == "get_attr":
                 raise _Unsupported  # only W.T (a parameter's transpose) is a Linear's weight [N, K]
             return self._head(node.args[0] is x, False)
-        if key is F.linear:
+        if key is F.linear and nn.Linear in self.heads:
             if kwargs or len(node.args) not in (2, 3) or any(a not in self.params for a in node.args[1:]):
                 raise _Unsupported
             return self._head(node.args[0] is x, len(node.args) == 3)
@@ -199,6 +303,14 @@ class _Reader:
                 if p in self.params and self._chain(z) == ():
                     self.bias_folded = self.bias = True
                     return ()
+        for v, w, swapped in ((a, b, False), (b, a, True)):
+            if isinstance(w, torch.fx.Node) and w.op == "get_attr" and w in self.params \
+                    and isinstance(v, torch.fx.Node) and v in self.chains:
+                # y op p with a parameter broadcast per channel (p - y or p / y: no step)
+                if self.param not in ("", str(w.target)) or (swapped and op in ("sub", "div")):
+                    raise _Unsupported
+                self.param = str(w.target)
+                return self._chain(v) + ((f"{op}_p", 0.0, 0.0),)
         ca, cb = self._chain(a), self._chain(b)
         if any(s[0].startswith("row_") for s in ca + cb):
             raise _Unsupported  # a reduced row with anything but a number
@@ -228,7 +340,7 @@ def _module_step(module: nn.Module) -> Step:
         return ("gelu_tanh" if module.approximate == "tanh" else "gelu", 0.0, 0.0)
     if isinstance(module, nn.Hardtanh):  # ReLU6 too
         return ("clamp", float(module.min_val), float(module.max_val))
-    simple = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.SiLU: "silu", nn.Mish: "mish"}
+    simple = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.SiLU: "silu", nn.Mish: "mish", nn.Hardswish: "hardswish"}
     for kind, op in simple.items():
         if isinstance(module, kind):
             return (op, 0.0, 0.0)

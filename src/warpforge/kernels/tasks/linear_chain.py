@@ -1,7 +1,7 @@
 """A linear layer followed by a chain of elementwise steps, one fused kernel: ``y = chain(x @ w.T + b)``.
 
 ``x`` is [M, K], ``w`` is [N, K] (an ``nn.Linear`` weight), ``b`` is [N]; ``y`` is [M, N] in the inputs' dtype.
-The chain is up to :data:`MAX_STEPS` steps, each an op of :data:`STEP_OPS` with up to two scalar arguments,
+The chain is up to 6 steps, each an op of kernels/fx_chain.py ``STEP_OPS`` with up to two scalar arguments,
 applied in order to the fp32 accumulator ``z = x @ w.T + b`` before the one rounding and store; a step may
 read ``z`` itself besides the running value (a residual add ``y + z``). The templates take the chain as module
 constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends it), so one template source
@@ -29,6 +29,16 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from warpforge.kernels.fx_chain import (
+    MAX_STEPS,
+    PARAM_OPS,
+    ROW_OPS,
+    Step,
+    apply_steps,
+    checked,
+    step_constants,
+    step_name,
+)
 from warpforge.kernels.taskdef import Member
 
 NAME = "linear_chain"
@@ -59,46 +69,8 @@ SMALL_SHAPES: list[dict[str, int]] = [{"M": 256, "N": 512, "K": 256}]
 # IEEE; plain TF32 is ~1e-3 off, 10x the fp32 tolerance).
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
-MAX_STEPS = 6
-
-
-# op -> f(y, z, a, b): y the running value, z the GEMM output (bias added), a and b the step's scalars.
-STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.Tensor]] = {
-    "mul": lambda y, z, a, b: y * a,
-    "div": lambda y, z, a, b: y / a,
-    "add": lambda y, z, a, b: y + a,
-    "rsub": lambda y, z, a, b: a - y,
-    "add_z": lambda y, z, a, b: y + z,
-    "sub_z": lambda y, z, a, b: y - z,
-    "mul_z": lambda y, z, a, b: y * z,
-    "relu": lambda y, z, a, b: torch.relu(y),
-    "leaky_relu": lambda y, z, a, b: F.leaky_relu(y, a),
-    "gelu": lambda y, z, a, b: F.gelu(y),
-    "gelu_tanh": lambda y, z, a, b: F.gelu(y, approximate="tanh"),
-    "sigmoid": lambda y, z, a, b: torch.sigmoid(y),
-    "tanh": lambda y, z, a, b: torch.tanh(y),
-    "silu": lambda y, z, a, b: F.silu(y),
-    "mish": lambda y, z, a, b: F.mish(y),
-    "clamp": lambda y, z, a, b: torch.clamp(y, a, b),
-    "max": lambda y, z, a, b: torch.clamp(y, min=a),
-    "min": lambda y, z, a, b: torch.clamp(y, max=a),
-    # Reductions of each output row to one value (a = keepdim, applied when the chain ends); the steps after one
-    # act on [M, 1]. Only the `rows` template, whose programs own whole rows, computes them (RED_AT).
-    "row_sum": lambda y, z, a, b: y.sum(-1, keepdim=True),
-    "row_mean": lambda y, z, a, b: y.mean(-1, keepdim=True),
-    "row_max": lambda y, z, a, b: y.amax(-1, keepdim=True),
-    "row_min": lambda y, z, a, b: y.amin(-1, keepdim=True),
-    "row_logsumexp": lambda y, z, a, b: torch.logsumexp(y, -1, keepdim=True),
-}
-# A program must see the whole row for these: a chain holds at most one, and no step after it reads z.
-ROW_OPS = frozenset(op for op in STEP_OPS if op.startswith("row_"))
 # A problem's Linear without bias (``x @ W.T``) is this task with b = 0.
 FILL_INPUTS = {2: 0.0}
-# Ops whose scalar arguments are part of their name (the rest take none).
-_ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1,
-         **{op: 1 for op in ("row_sum", "row_mean", "row_max", "row_min", "row_logsumexp")}}
-
-Step = tuple[str, float, float]
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -106,17 +78,11 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def step_name(step: Step) -> str:
-    op, a, b = step
-    args = (a, b)[:_ARGS.get(op, 0)]
-    return f"{op}({','.join(repr(float(v)) for v in args)})" if args else op
-
-
 def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float | int]]:
     """The family member computing ``steps`` after the linear layer: (name, reference, template constants)."""
-    if not 1 <= len(steps) <= MAX_STEPS or any(op not in STEP_OPS for op, _, _ in steps):
-        raise ValueError(f"a chain is 1 to {MAX_STEPS} steps of {sorted(STEP_OPS)}, got {steps}")
-    steps = tuple((op, float(a), float(b)) for op, a, b in steps)
+    steps = checked(steps)
+    if any(op in PARAM_OPS for op, _, _ in steps):
+        raise ValueError(f"a Linear's chain takes no parameter tensor (the task's inputs are x, w, b): {steps}")
     reduce_at = [i + 1 for i, (op, _, _) in enumerate(steps) if op in ROW_OPS]
     after = steps[reduce_at[0]:] if reduce_at else ()
     if len(reduce_at) > 1 or any(op.endswith("_z") for op, _, _ in after):
@@ -126,15 +92,10 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         ct = _compute_dtype(x.dtype)
         z = F.linear(x.to(ct), w.to(ct), b.to(ct))
-        y = z
-        for op, sa, sb in steps:
-            y = STEP_OPS[op](y, z, sa, sb)
+        y = apply_steps(z, steps)
         return (y.squeeze(-1) if squeeze else y).to(x.dtype)
 
-    constants: dict[str, str | float | int] = {}
-    for i in range(MAX_STEPS):
-        op, a, b = steps[i] if i < len(steps) else ("none", 0.0, 0.0)
-        constants.update({f"OP{i + 1}": op, f"A{i + 1}": a, f"B{i + 1}": b})
+    constants: dict[str, str | float | int] = dict(step_constants(steps))
     if reduce_at:  # a constant only the `rows` template has: the others cannot compute this member
         constants["RED_AT"] = reduce_at[0]
     return ">".join(step_name(s) for s in steps), reference, constants

@@ -121,6 +121,8 @@ def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = tl.maximum(y, A)
     elif OP == "min":
         out = tl.minimum(y, A)
+    elif OP == "hardswish":
+        out = y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0
     else:
         tl.static_assert(False, "unknown linear_chain step OP")
     return out

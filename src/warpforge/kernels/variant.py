@@ -27,7 +27,6 @@ from warpforge.kernels.source_limits import SourceRefused, parse_limited
 from warpforge.kernels.space_values import REASON, SpaceRefused, space_from_node
 
 
-
 class VariantError(UsageError):
     """A variant file breaks the contract; the message says what to fix. ``reason``: the grammar rule
     (evaluator/static/grammar.py) when the source could not even be read (too large, too deep, not parsable)."""

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -193,10 +194,10 @@ def _results_table(rows: list[dict[str, Any]], total: int, offset: int,
     ok_unmeasured = [t for t in tasks if any(r["task"] == t and r["verdict"] == "ok" and not r["time_ms"]
                                              for r in rows)]
     if measured:
-        _print_wrapped(f"next: warpforge best {measured[0]} shows the accepted winner per GPU")
+        _print_wrapped(f"next: warpforge best {shlex.quote(measured[0])} shows the accepted winner per GPU")
     elif ok_unmeasured:
-        _print_wrapped(f"next: warpforge best {ok_unmeasured[0]} --static ranks its ok configurations by these "
-                       "compile facts (static, not a time); times need --backend cuda on a GPU")
+        _print_wrapped(f"next: warpforge best {shlex.quote(ok_unmeasured[0])} --static ranks its ok configurations "
+                       "by these compile facts (static, not a time); times need --backend cuda on a GPU")
 
 
 def _rows_table(rows: list[dict[str, Any]], facts: list[list[dict[str, Any]]], shared: Mapping[str, str]) -> None:

@@ -8,6 +8,7 @@ one line.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -287,12 +288,12 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
             out.print(note, highlight=False, markup=False, soft_wrap=True)
     out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)", highlight=False, markup=False)
     if any(t.measured for t in summary.tasks):
-        out.print(f"next: warpforge best {summary.tasks[0].task}; every evaluation: warpforge results --campaign "
-                  f"{summary.campaign}", highlight=False, markup=False)
+        out.print(f"next: warpforge best {shlex.quote(summary.tasks[0].task)}; every evaluation: warpforge "
+                  f"results --campaign {summary.campaign}", highlight=False, markup=False)
     else:
         ok = [t.task for t in summary.tasks if any(v.verdicts.get("ok") for v in t.variants)]
-        static = (f"warpforge best {ok[0]} --static ranks the ok configurations by compile facts (static, not a "
-                  "time); ") if ok else ""
+        static = (f"warpforge best {shlex.quote(ok[0])} --static ranks the ok configurations by compile facts "
+                  "(static, not a time); ") if ok else ""
         out.print(f"next: {static}warpforge results --campaign {summary.campaign} lists the verdicts; for times, "
                   "run the same command with --backend cuda on a CUDA machine", highlight=False, markup=False)
 

@@ -25,13 +25,15 @@ Example::
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from warpforge.compile_facts import static_rank
 from warpforge.db.rows import params_key
 from warpforge.errors import WarpforgeError
+from warpforge.kernels.members import op_identifier, split_member
 from warpforge.kernels.taskdef import Task
 
 
@@ -117,12 +119,25 @@ def _date(value: Any) -> str | None:
 def plan_task(reader: ReaderLike, task: Task, gpu: str | None = None, allow_untimed: bool = False) -> OpPlan:
     """Choose what to export for ``task`` (see the module docstring), or raise :class:`ExportRefused`."""
     plan = _plan(reader, task, gpu, allow_untimed)
+    if split_member(task.name) is not None:
+        return member_plan(plan)
     if task.init_inputs is None:
         return plan
     # A PyTorch module by path (KernelBench format): the package ships a task module generated for it.
     from warpforge.export.bypath import standalone_plan
 
     return standalone_plan(reader, plan)
+
+
+def member_plan(plan: OpPlan) -> OpPlan:
+    """``plan`` of a family's member (``elementwise[gelu_tanh]``, kernels/members.py) as the package ships it: the op
+    named by an identifier (``elementwise_gelu_tanh``); the reference module the member task's own file (the
+    family's module with the tail selecting the member), its docstring's examples importing that module."""
+    family, _ = split_member(plan.task.name) or ("", "")
+    op = op_identifier(plan.task.name)
+    source = re.sub(rf"(>>>\s+from warpforge\.kernels\.tasks import ){family}\b(?! as)", rf"\1{op} as {family}",
+                    plan.task.path.read_text())
+    return replace(plan, task=replace(plan.task, name=op), task_source=source, info={**plan.info, "op": op})
 
 
 def _plan(reader: ReaderLike, task: Task, gpu: str | None, allow_untimed: bool) -> OpPlan:

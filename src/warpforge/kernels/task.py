@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 
 from warpforge.kernels.kernelbench import kernelbench_task, missing_import
+from warpforge.kernels.members import member_files, member_task_name, split_member
 from warpforge.kernels.taskdef import (
     Member,
     Task,
@@ -128,19 +129,58 @@ _CACHE: dict[str, Task] = {}
 
 
 def get_task(name_or_path: str) -> Task:
-    """A built-in task by name, or a task file by path."""
+    """A built-in task by name, a family's member (``elementwise[gelu_tanh]``, kernels/members.py), or a task
+    file by path."""
     if name_or_path in _CACHE:
         return _CACHE[name_or_path]
     if name_or_path.endswith(".py") or "/" in name_or_path:
         task = load_task_file(name_or_path)
+    elif split_member(name_or_path) is not None:
+        task = _member_task(name_or_path)
     else:
         if name_or_path not in builtin_task_names():
             known = ", ".join(builtin_task_names())
-            raise TaskError(f"unknown task {name_or_path!r}: known tasks are {known} (or pass a task file path)")
+            raise TaskError(f"unknown task {name_or_path!r}: known tasks are {known}; a family's member is "
+                            "FAMILY[MEMBER], e.g. 'elementwise[gelu_tanh]' (or pass a task file path)")
         path = TASKS_DIR / f"{name_or_path}.py"
         task = task_from_module(_import_file(path, f"warpforge.kernels.tasks.{name_or_path}"), path, builtin=True)
     _CACHE[name_or_path] = task
     return task
+
+
+def _family_member(name: str) -> tuple[Task, Member]:
+    """The family task and its member row that ``name`` (``family[member]`` or ``family:member``) names."""
+    parsed = split_member(name)
+    assert parsed is not None
+    family, member = parsed
+    if family not in builtin_task_names():
+        raise TaskError(f"unknown task {family!r} in {name!r}: a member is FAMILY[MEMBER] with FAMILY a built-in "
+                        f"family ({', '.join(n for n in builtin_task_names() if get_task(n).members)})")
+    task = get_task(family)
+    row = next((m for m in task.members if m.name == member), None)
+    if row is None:
+        if not task.members:
+            raise TaskError(f"task {family!r} is no family (it has no members): run it as {family!r}")
+        raise TaskError(f"task {family!r} has no member {member!r}: name one as {family}[MEMBER] (quoted in a "
+                        f"shell) with MEMBER one of {', '.join(m.name for m in task.members)}")
+    return task, row
+
+
+def _member_task(name: str) -> Task:
+    family, row = _family_member(name)
+    canonical = member_task_name(family.name, row.name)
+    if canonical in _CACHE:
+        return _CACHE[canonical]
+    module, _ = member_files(family.path, family.name, row)
+    task = task_from_module(_import_file(module, f"warpforge_member_{module.parent.name}"), module, builtin=True)
+    _CACHE[canonical] = task
+    return task
+
+
+def member_templates(name: str) -> list[Path]:
+    """The templates of the member task ``name``: the family's with the member's constants written in."""
+    family, row = _family_member(name)
+    return member_files(family.path, family.name, row)[1]
 
 
 def all_tasks(extra_files: Sequence[str] = ()) -> list[Task]:

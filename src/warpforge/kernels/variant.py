@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.errors import UsageError
+from warpforge.kernels.members import TEMPLATES_DIR as TEMPLATES_DIR  # the shipped templates, defined there
+from warpforge.kernels.members import split_member
 from warpforge.kernels.source_limits import SourceRefused, parse_limited
 from warpforge.kernels.space_values import REASON, SpaceRefused, space_from_node
-
-TEMPLATES_DIR = Path(__file__).parent / "templates"
 
 
 class VariantError(UsageError):
@@ -228,6 +228,11 @@ def load_variant(path: str | Path) -> Variant:
 
 
 def builtin_variants(task: str) -> list[Variant]:
-    """The template variants shipped for a task (``kernels/templates/<task>/*.py``)."""
+    """The template variants shipped for a task (``kernels/templates/<task>/*.py``); for a family's member
+    (``elementwise[gelu_tanh]``) the family's, with the member's constants written in (kernels/members.py)."""
+    if split_member(task) is not None:
+        from warpforge.kernels.task import member_templates
+
+        return [load_variant(p) for p in member_templates(task)]
     folder = TEMPLATES_DIR / task
     return [load_variant(p) for p in sorted(folder.glob("*.py")) if not p.stem.startswith("_")]

@@ -90,8 +90,6 @@ def _patchable(region: Region, train: bool) -> str:
     from warpforge.kernels.task import get_task
 
     assert region.match is not None
-    if region.match.member:
-        return "a family member (its export carries no member constants yet)"
     if train and not region.match.has_backward:
         return "the task has no backward kernel (a training step needs one)"
     if get_task(region.match.task).n_params:
@@ -101,7 +99,7 @@ def _patchable(region: Region, train: bool) -> str:
 
 def allocate(regions: list[Region], gains: dict[str, float], trials: int) -> dict[str, int]:
     """Trials per task: one each, the rest in proportion to the expected whole-step gain of its regions."""
-    tasks = sorted({r.match.task for r in regions if r.match is not None})
+    tasks = sorted({r.match.task_name for r in regions if r.match is not None})
     if not tasks:
         return {}
     budget = {t: 1 for t in tasks}
@@ -120,13 +118,14 @@ def allocate(regions: list[Region], gains: dict[str, float], trials: int) -> dic
 
 def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> dict[str, str]:
     """One campaign per task; the campaign's name per task (its failure is reported, not raised)."""
+    from warpforge.kernels.members import op_identifier
     from warpforge.preflight import check_run
     from warpforge.search.engine.campaign import run_campaign
     from warpforge.search.engine.spec import CampaignSpec
 
     names: dict[str, str] = {}
     for task, n in tasks.items():
-        name = f"optimize-{stamp}-{task}"
+        name = f"optimize-{stamp}-{op_identifier(task)}"
         opts.on_stage(f"search {task}: {n} trial(s)")
         # a training step patches only kernels with a backward: search those alone
         spec = check_run(CampaignSpec(name=name, tasks=[task], trials=n, backend=opts.backend, db_url=opts.db,
@@ -167,6 +166,7 @@ def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, st
 
 def _specs_for(region: Region, dtypes: list[str]) -> list[PatchSpec]:
     """The region's patch: one spec, or one per output of a helper returning several tensors."""
+    from warpforge.kernels.members import op_identifier
     from warpforge.kernels.task import get_task
 
     specs = []
@@ -175,7 +175,8 @@ def _specs_for(region: Region, dtypes: list[str]) -> list[PatchSpec]:
         task = get_task(m.task)
         ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
         specs.append(PatchSpec(
-            region=region.name, module=module, function=rest.partition("#")[0] if rest else "", op=m.task,
+            region=region.name, module=module, function=rest.partition("#")[0] if rest else "",
+            op=op_identifier(m.task_name), task=m.task_name,
             shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
             zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
             dtypes=dtypes, helper=region.source == "helper", output=m.output, per_item=m.items > 1,
@@ -237,7 +238,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     gains: dict[str, float] = {}
     for r in regions:
         if r.match is not None:
-            gains[r.match.task] = gains.get(r.match.task, 0.0) + max(0.0, r.seconds - fused[r.name])
+            gains[r.match.task_name] = gains.get(r.match.task_name, 0.0) + max(0.0, r.seconds - fused[r.name])
     ceiling_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.match is not None)
     why_not = {r.name: _patchable(r, opts.train) for r in regions if r.match is not None}
     wanted = [r for r in regions if r.match is not None and not why_not[r.name]]
@@ -248,8 +249,8 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     specs = []
     for r in wanted:
         assert r.match is not None
-        if r.match.task in refused:
-            why_not[r.name] = f"no verified winner: {refused[r.match.task]}"
+        if r.match.task_name in refused:
+            why_not[r.name] = f"no verified winner: {refused[r.match.task_name]}"
             continue
         specs += _specs_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes])
     opts.on_stage("patch and prove" + (f" ({opts.steps} training steps)" if opts.train else ""))

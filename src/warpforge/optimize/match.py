@@ -57,8 +57,14 @@ class CallMatch:
     output: int = -1  # which element of the call's returned tuple the task computes (-1: the whole return)
     items: int = 1  # > 1: the call is a batch of this many items, the task computes each (shape: one item's)
 
+    @property
+    def task_name(self) -> str:
+        """The task to search and export: the family's member as a task of its own (``elementwise[gelu_tanh]``,
+        kernels/members.py) for a family, else the task."""
+        return f"{self.task}[{self.member}]" if self.member else self.task
+
     def describe(self) -> str:
-        name = f"{self.task}[{self.member}]" if self.member else self.task
+        name = self.task_name
         dims = ",".join(f"{k}={v}" for k, v in sorted(self.shape.items()))
         extra = " (leading dims flattened)" if any(self.flatten) else ""
         if self.reduce:
@@ -90,7 +96,8 @@ def _tasks() -> tuple[Task, ...]:
     from warpforge.kernels.task import builtin_task_names, get_task
 
     tasks = [get_task(n) for n in builtin_task_names()]
-    # a dedicated task before a family: its export carries no member constants
+    # a dedicated task before a family: where both compute a call (layernorm and normalize, cross_entropy and
+    # loss), the dedicated one has a backward kernel, which a training step needs, and families have none
     return tuple(sorted(tasks, key=lambda t: (bool(t.members), t.name)))
 
 

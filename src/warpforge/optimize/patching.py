@@ -45,7 +45,8 @@ class PatchSpec(BaseModel):
     region: str  # module path, or "path::function#i"
     module: str  # the module path the call runs in
     function: str = ""  # the torch.nn.functional name for a functional region
-    op: str  # the exported op (the task's name)
+    op: str  # the exported op: the package's attribute (the task's name, elementwise_gelu_tanh for a member)
+    task: str = ""  # the task it computes (elementwise[gelu_tanh]; "": op)
     shape: dict[str, int]  # the task's shape at the region's sizes (checked there before patching)
     order: list[int]  # task input i is the call's tensor order[i]; -1 absent (zeros of zero_shapes)
     flatten: list[bool]

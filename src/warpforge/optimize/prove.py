@@ -68,7 +68,7 @@ def check_at_shape(package: Any, spec: PatchSpec, dtype: torch.dtype, train: boo
     from warpforge.evaluator.judge.compare import compare_outputs
     from warpforge.kernels.task import get_task
 
-    task = get_task(spec.op)
+    task = get_task(spec.task or spec.op)
     inputs = task.make_inputs(spec.shape, dtype, 0, "cpu")
     mine = [t.clone().requires_grad_(train and i in task.grad_inputs) if isinstance(t, torch.Tensor) else t
             for i, t in enumerate(inputs)]

@@ -47,6 +47,7 @@ from warpforge.evaluator.judge.match_adapters import (
     unit_rule,
 )
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
+from warpforge.kernels.members import with_constants
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task
 
 SEEDS = (0, 1, 2)
@@ -543,7 +544,7 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
         alt = f'TASK = "{match.task}"'
         if line not in text and alt not in text:
             continue
-        adapted = _with_constants(text, match.constants)
+        adapted = with_constants(text, match.constants)
         if adapted is not None and match.adapter is not None:
             adapted = adapted_template(adapted, match.adapter, len(match.order))
         if adapted is not None and not match.in_order:
@@ -562,18 +563,6 @@ def _elem_bytes(problem: Task) -> int:
     whose constraints bound shared memory: a tile of fp32 takes twice the bytes of the fp16 one a built-in
     task's constraints assume, and a configuration that fits in fp16 ends out_of_resources in fp32."""
     return max(torch.empty((), dtype=d).element_size() for d in problem.dtypes)
-
-
-def _with_constants(text: str, constants: tuple[tuple[str, Any], ...]) -> str | None:
-    """The template with each module constant ``NAME = ...`` (one line) set to the member's value; None when a
-    template lacks one (it cannot compute that member)."""
-    lines = text.splitlines(keepends=True)
-    for name, value in constants:
-        spots = [i for i, ln in enumerate(lines) if ln.startswith(f"{name} = ")]
-        if len(spots) != 1:
-            return None
-        lines[spots[0]] = f"{name} = {value!r}\n"
-    return "".join(lines)
 
 
 def _feasible(template: Path, shapes: list[Shape]) -> bool:

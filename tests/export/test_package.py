@@ -13,8 +13,9 @@ import pytest
 from export_fill import decide, save
 
 from warpforge.db.queries import Reader
+from warpforge.export.op_plan import OpPlan
 from warpforge.export.package import ExportUsageError, render_package, write_tree
-from warpforge.export.plan import OpPlan, plan_task
+from warpforge.export.plan import plan_task
 from warpforge.kernels.task import get_task
 
 A = "M=4096,N=4096"

@@ -8,7 +8,8 @@ import pytest
 from export_fill import GPU, decide, save
 
 from warpforge.db.queries import Reader
-from warpforge.export.plan import ExportRefused, plan_task, static_rank
+from warpforge.export.op_plan import ExportRefused
+from warpforge.export.plan import plan_task, static_rank
 from warpforge.kernels.task import get_task
 
 A = "M=4096,N=4096"

@@ -39,8 +39,9 @@ import pytest
 from warpforge.db.queries import Reader
 from warpforge.evaluator.run.recorded_spaces import write_cache
 from warpforge.evaluator.run.recordings import recording_path
+from warpforge.export.op_plan import OpPlan
 from warpforge.export.package import render_package, write_tree
-from warpforge.export.plan import OpPlan, plan_task
+from warpforge.export.plan import plan_task
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from warpforge.export.op_plan import GpuTable, OpPlan
 from warpforge.export.package import render_package, write_tree
-from warpforge.export.plan import GpuTable, OpPlan
 from warpforge.export.source import SourceError, training_facts
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants

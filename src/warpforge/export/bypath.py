@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any
 
-from warpforge.export.plan import OpPlan, ReaderLike
+from warpforge.export.op_plan import OpPlan, ReaderLike
 from warpforge.export.source import SourceError, shape_map
 from warpforge.kernels.kernelbench import ALIAS_ATTR
 from warpforge.kernels.taskdef import Task, dtype_name

@@ -1,6 +1,6 @@
 """Render a self-contained Python package of exported ops, and write it idempotently.
 
-``render_package`` turns :class:`~warpforge.export.plan.OpPlan` s into ``{relative path: bytes}``: the op
+``render_package`` turns :class:`~warpforge.export.op_plan.OpPlan` s into ``{relative path: bytes}``: the op
 modules (``triton_op`` + ``wrap_triton``, CPU kernel from the reference, ``register_fake``), the winning
 variant sources, the task sources, per-GPU config JSON, ``kernel_info.json``, generated tests, a benchmark
 script, ``pyproject.toml`` and a README. Nothing in it depends on the time of export, and JSON is written
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.errors import UsageError
-from warpforge.export.plan import OpPlan
+from warpforge.export.op_plan import OpPlan
 from warpforge.export.source import (
     OpSignature,
     TrainingFacts,

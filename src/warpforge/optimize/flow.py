@@ -138,8 +138,9 @@ def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> dict[st
 def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, str], bool]:
     """The exported package of every task with a verified winner; (dir, task -> why not, untimed)."""
     from warpforge.db.queries import Reader
+    from warpforge.export.op_plan import ExportRefused
     from warpforge.export.package import render_package, write_tree
-    from warpforge.export.plan import ExportRefused, plan_task
+    from warpforge.export.plan import plan_task
     from warpforge.kernels.task import get_task
 
     reader = Reader(opts.db)

@@ -35,6 +35,8 @@ import torch
 
 # The names the adapted launch keeps each problem input's shape under.
 SHAPE_PREFIX = "wf_shape"
+# An output rule's input index meaning "the task's own output": (TASK_OUT, d) is its dimension d.
+TASK_OUT = -2
 # The reductions of a task's whole output that the adapter applies (a loss's reduction over per-row losses).
 REDUCTIONS = ("mean", "sum")
 REDUCE_NAME = "_wf_reduce_all"
@@ -57,7 +59,8 @@ def {REDUCE_NAME}(x_ptr, y_ptr, n, div, BLOCK: tl.constexpr):
 @dataclass(frozen=True)
 class Adapter:
     """Per problem input (in the task's argument order): its dimension groups as (start, end) ranges; and the
-    problem's output dimensions, each (input, dim) of the task-ordered inputs or (-1, literal size)."""
+    problem's output dimensions, each (input, dim) of the task-ordered inputs, (-1, literal size) or
+    (:data:`TASK_OUT`, dim) of the task's own output (a convolution's output length is no input's size)."""
 
     groups: tuple[tuple[tuple[int, int], ...], ...]
     out: tuple[tuple[int, int], ...]
@@ -84,7 +87,8 @@ class Adapter:
     def output(self, y: torch.Tensor, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         if self.reduction:
             y = y.sum() if self.reduction == "sum" else y.mean()
-        return y.reshape(tuple(int(tensors[i].shape[d]) if i >= 0 else d for i, d in self.out))
+        return y.reshape(tuple(int(tensors[i].shape[d]) if i >= 0 else int(y.shape[d]) if i == TASK_OUT else d
+                               for i, d in self.out))
 
     @property
     def reshapes(self) -> bool:
@@ -154,7 +158,9 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
     prologue += [f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
                  for i, (n, g) in enumerate(zip(names, adapter.groups))]
     prologue += [f"{indent}{n} = {n}.transpose(-2, -1)\n" for i, n in enumerate(names) if adapter.swaps(i)]
-    out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else str(d) for i, d in adapter.out) or "()"
+    own = any(i == TASK_OUT for i, _ in adapter.out)
+    out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else f"wf_full.shape[{d}]" if i == TASK_OUT else str(d)
+                    for i, d in adapter.out) or "()"
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
     if any(isinstance(n, (ast.FunctionDef, ast.Lambda)) for n in ast.walk(fn) if n is not fn):
         return None
@@ -165,10 +171,16 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
         if value is None or ret.end_lineno is None:
             return None
         pad = " " * ret.col_offset
-        if adapter.reduction and lines[ret.lineno - 1][:ret.col_offset].strip():
-            return None  # ``if c: return y`` on one line: the statements a reduction adds need lines of their own
-        lines[ret.lineno - 1:ret.end_lineno] = ([f"{pad}return ({value}).view({out})\n"] if not adapter.reduction
-                                                else _reduced_return(pad, value, adapter.reduction, out))
+        if (adapter.reduction or own) and lines[ret.lineno - 1][:ret.col_offset].strip():
+            return None  # ``if c: return y`` on one line: the statements added need lines of their own
+        if adapter.reduction:
+            if own:
+                return None  # a scalar's shape is never the task output's
+            lines[ret.lineno - 1:ret.end_lineno] = _reduced_return(pad, value, adapter.reduction, out)
+        elif own:  # the task's output named once, its sizes read from it
+            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}wf_full = ({value})\n", f"{pad}return wf_full.view({out})\n"]
+        else:
+            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
     lines[first.lineno - 1:first.lineno - 1] = prologue
     text = "".join(lines)
     return text + REDUCE_KERNEL if adapter.reduction else text

@@ -1,0 +1,215 @@
+"""A convolution, standard or transposed, 1-D to 3-D, strided, padded, dilated and grouped: ``y = conv(x, w) + b``.
+
+Every convolution is the 3-D one: ``x`` is [N, C_in, D, H, W], ``w`` the ``nn.Conv3d`` weight [C_out, C_in / G,
+KD, KH, KW] (``nn.ConvTranspose3d``'s [C_in, C_out / G, KD, KH, KW] for a transposed member), ``b`` is [C_out];
+``y`` is [N, C_out, OD, OH, OW] in the inputs' dtype. A 1-D or 2-D problem is this task with unit depth (and
+height): :data:`UNIT_DIMS_AT` lets the matcher view [N, C, L] as [N, C, 1, 1, L] and the output back. The kernel
+sizes come from ``w``'s shape; the rest of the hyperparameters are a member's template constants
+(``TRANSPOSED``, ``STRIDE_D``... ``PAD_*``, ``DIL_*``, ``OUT_PAD_*``, ``GROUPS``), read by
+:func:`propose_members` from the problem's own ``nn.ConvNd`` module; the numbers decide, as for every member.
+
+A problem without a bias (KernelBench's level-1 convolutions pass ``bias=False``) is this task with ``b`` zero
+(:data:`FILL_INPUTS`).
+
+Example::
+
+    >>> from warpforge.kernels.tasks import conv
+    >>> name, ref, constants = conv.member(conv.Hyper(transposed=True, stride=(1, 2, 2), groups=4))
+    >>> name, constants["STRIDE_H"], constants["GROUPS"]
+    ('conv_transpose3d(s=1,2,2 g=4)', 2, 4)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from warpforge.kernels.taskdef import Member
+
+NAME = "conv"
+DESCRIPTION = ("y = conv(x, w) + b: a standard or transposed convolution (1-D, 2-D or 3-D as 3-D with unit dims; "
+               "stride, padding, dilation, output padding and groups as a member's constants); fp32 accumulation, "
+               "output in the input dtype")
+
+# The task's own shapes: a 3x3x3 convolution (make_inputs' kernel). G is the group count; the task's shapes use 1.
+# KernelBench level 1's 3-D problems (16 x 3 -> 64 channels at 64^3) and a ResNet-like 2-D layer as unit depth.
+SHAPES: list[dict[str, int]] = [
+    {"N": 16, "C_IN": 3, "C_OUT": 64, "D": 64, "H": 64, "W": 64, "G": 1},
+    {"N": 16, "C_IN": 64, "C_OUT": 64, "D": 3, "H": 128, "W": 128, "G": 1},
+]
+
+# 1s, primes and non-multiples of every tile (16..128), all tiny: the interpreter computes ~30 output positions
+# x channels x 27 taps per program step.
+CHECK_SHAPES: list[dict[str, int]] = [
+    {"N": 1, "C_IN": 1, "C_OUT": 1, "D": 3, "H": 3, "W": 3, "G": 1},
+    {"N": 2, "C_IN": 5, "C_OUT": 17, "D": 3, "H": 7, "W": 11, "G": 1},
+    {"N": 1, "C_IN": 19, "C_OUT": 37, "D": 4, "H": 5, "W": 13, "G": 1},
+]
+
+SMALL_SHAPES: list[dict[str, int]] = [{"N": 2, "C_IN": 16, "C_OUT": 32, "D": 8, "H": 16, "W": 16, "G": 1}]
+
+# With the group count 4, w's channel dim (C_IN / 4 = 3) is no key, so a grouped problem's w (in_channels /
+# groups wide) agrees with the keys; distinct primes are refused (G must divide the channels).
+MATCH_PROBES: list[dict[str, int]] = [{"N": 2, "C_IN": 12, "C_OUT": 20, "D": 5, "H": 7, "W": 9, "G": 4}]
+
+DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
+
+# [N, C, L] is [N, C, 1, 1, L] and [N, C, H, W] is [N, C, 1, H, W] (evaluator/judge/matching.py).
+UNIT_DIMS_AT = 2
+# A problem without the bias (input 2) is this task with a zero bias.
+FILL_INPUTS = {2: 0.0}
+
+_KERNEL = 3  # make_inputs' kernel size in each dim
+
+
+Triple = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """A member's hyperparameters, each (depth, height, width)."""
+
+    transposed: bool = False
+    stride: Triple = (1, 1, 1)
+    padding: Triple = (0, 0, 0)
+    dilation: Triple = (1, 1, 1)
+    output_padding: Triple = (0, 0, 0)
+    groups: int = 1
+
+    @property
+    def name(self) -> str:
+        parts = [f"{tag}={','.join(map(str, v))}" for tag, v, unit in (
+            ("s", self.stride, 1), ("p", self.padding, 0), ("d", self.dilation, 1), ("op", self.output_padding, 0))
+            if any(e != unit for e in v)]
+        parts += [f"g={self.groups}"] if self.groups != 1 else []
+        head = "conv_transpose3d" if self.transposed else "conv3d"
+        return f"{head}({' '.join(parts)})"
+
+    def constants(self) -> dict[str, bool | int]:
+        out: dict[str, bool | int] = {"TRANSPOSED": self.transposed, "GROUPS": self.groups}
+        for tag, value in (("STRIDE", self.stride), ("PAD", self.padding), ("DIL", self.dilation),
+                           ("OUT_PAD", self.output_padding)):
+            out.update({f"{tag}_{d}": int(v) for d, v in zip("DHW", value)})
+        return out
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
+    return torch.promote_types(dtype, torch.float32)
+
+
+def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper) -> torch.Tensor:
+    """``hyper``'s convolution of 5-D inputs by torch, in fp32 (float64 for float64 inputs), rounded to x's dtype."""
+    ct = _compute_dtype(x.dtype)
+    x2, w2, b2 = x.to(ct), w.to(ct), b.to(ct)
+    if hyper.transposed:
+        y = F.conv_transpose3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.output_padding, hyper.groups,
+                               hyper.dilation)
+    else:
+        y = F.conv3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.dilation, hyper.groups)
+    return y.to(x.dtype)
+
+
+def member(hyper: Hyper) -> tuple[str, Callable[..., torch.Tensor], dict[str, bool | int]]:
+    """The family member computing ``hyper``'s convolution: (name, reference, template constants)."""
+    if hyper.groups < 1 or min(hyper.stride) < 1 or min(hyper.dilation) < 1 or min(hyper.padding) < 0:
+        raise ValueError(f"not a convolution's hyperparameters: {hyper}")
+
+    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return conv(x, w, b, hyper)
+
+    return hyper.name, reference, hyper.constants()
+
+
+MEMBERS = [member(Hyper())]
+DEFAULT_MEMBER = "conv3d()"
+reference = MEMBERS[0][1]
+
+
+def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
+    n, c_in, c_out, g = shape["N"], shape["C_IN"], shape["C_OUT"], shape["G"]
+    if c_in % g or c_out % g:
+        raise ValueError(f"the group count {g} must divide C_IN {c_in} and C_OUT {c_out}")
+    gen = torch.Generator().manual_seed(seed)
+    fan_in = c_in // g * _KERNEL**3
+    # x ~ N(0, 1), w ~ N(0, 1/fan_in), b ~ N(0, 0.5): every output ~N(0, 1.25) whatever the sizes, and a dropped
+    # bias is off by ~45% of the output's RMS
+    x = torch.randn(n, c_in, shape["D"], shape["H"], shape["W"], generator=gen)
+    w = torch.randn(c_out, c_in // g, _KERNEL, _KERNEL, _KERNEL, generator=gen) / math.sqrt(fan_in)
+    b = 0.5 * torch.randn(c_out, generator=gen)
+    return x.to(dtype).to(device), w.to(dtype).to(device), b.to(dtype).to(device)
+
+
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+    """``large`` and ``tiny``: x and b times 1e4 and 1e-4 (the products and sums stay far from fp16's range and
+    subnormals only where the kernel keeps them in fp32)."""
+    x, w, b = make_inputs(shape, torch.float32, seed, "cpu")
+    sets = {"large": (x * 1e4, w, b * 1e4), "tiny": (x * 1e-4, w, b * 1e-4)}
+    if dtype != torch.float32:
+        sets = {"large": (x * 100.0, w, b * 100.0), "tiny": sets["tiny"]}  # fp16 overflows at 65504
+    return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
+
+
+def _out_sizes(shape: dict[str, int]) -> int:
+    # the task's own member: stride 1, no padding, a 3x3x3 kernel
+    return math.prod(max(shape[k] - _KERNEL + 1, 0) for k in "DHW")
+
+
+def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # a multiply and an add per tap and input channel of a group, per output element
+    outputs = shape["N"] * shape["C_OUT"] * _out_sizes(shape)
+    return 2.0 * outputs * (shape["C_IN"] // shape["G"]) * _KERNEL**3
+
+
+def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
+    # x, w and b read once, y written once
+    size = torch.tensor([], dtype=dtype).element_size()
+    x = shape["N"] * shape["C_IN"] * shape["D"] * shape["H"] * shape["W"]
+    w = shape["C_OUT"] * (shape["C_IN"] // shape["G"]) * _KERNEL**3
+    y = shape["N"] * shape["C_OUT"] * _out_sizes(shape)
+    return float((x + w + shape["C_OUT"] + y) * size)
+
+
+_CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+
+
+def _as_3d(value: tuple[int, ...] | int, rank: int, unit: int) -> Triple:
+    """A 1-D or 2-D module's per-dim value as (depth, height, width), the missing leading dims ``unit``."""
+    values = (value,) * rank if isinstance(value, int) else tuple(int(v) for v in value)
+    full = (unit,) * (3 - rank) + values
+    return (full[0], full[1], full[2])
+
+
+def hyper_of(module: nn.Module) -> Hyper | None:
+    """The hyperparameters of one ``nn.ConvNd`` or ``nn.ConvTransposeNd``; None for another module, a padding
+    mode other than zeros, or a padding this task cannot express (``"same"`` with an odd total)."""
+    if not isinstance(module, _CONVS) or module.padding_mode != "zeros":
+        return None
+    rank = len(module.kernel_size)
+    padding = module.padding
+    if isinstance(padding, str):  # "valid" is none; "same" pads (k - 1) * dil / 2 on each side where that is whole
+        totals = [0 if padding == "valid" else d * (k - 1) for k, d in zip(module.kernel_size, module.dilation)]
+        if any(t % 2 for t in totals):
+            return None
+        padding = tuple(t // 2 for t in totals)
+    transposed = isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d))
+    return Hyper(transposed=transposed, stride=_as_3d(module.stride, rank, 1), padding=_as_3d(padding, rank, 0),
+                 dilation=_as_3d(module.dilation, rank, 1),
+                 output_padding=_as_3d(module.output_padding, rank, 0) if transposed else (0, 0, 0),
+                 groups=int(module.groups))
+
+
+def propose_members(model: nn.Module) -> list[Member]:
+    """The member of the model's one convolution module (its forward applying it to the input is for the
+    numbers to confirm); none when it has no convolution or several."""
+    convs = [m for m in model.modules() if isinstance(m, _CONVS)]
+    if len(convs) != 1:
+        return []
+    hyper = hyper_of(convs[0])
+    return [] if hyper is None else [Member(*member(hyper))]

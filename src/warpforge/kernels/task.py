@@ -6,8 +6,9 @@ A task module defines ``NAME``, ``DESCRIPTION``, ``reference``, ``make_inputs``,
 ``adversarial_inputs``, ``ACCUMULATION`` with ``PRECISION_SHAPES`` and ``precision_inputs`` (the
 accumulation precision the judge enforces: taskdef.Task), for training ``GRAD_INPUTS`` (indices of
 the inputs whose gradients the task defines) with optional ``GRAD_TOLERANCES``; ``MATCH_PROBES`` (shapes
-the matcher may probe with), ``UNIT_DIMS_AT`` (where a lower-rank problem's unit dims go); and for a family ``MEMBERS`` (``(name, reference, template constants)`` rows,
-taskdef.Member) with ``DEFAULT_MEMBER``, the one ``reference`` computes.
+the matcher may probe with), ``UNIT_DIMS_AT`` (where a lower-rank problem's unit dims go); and for a family
+``MEMBERS`` (``(name, reference, template constants)`` rows, taskdef.Member) with ``DEFAULT_MEMBER``, the one
+``reference`` computes.
 
 Example::
 

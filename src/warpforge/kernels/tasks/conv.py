@@ -1,12 +1,15 @@
-"""A convolution, standard or transposed, 1-D to 3-D, strided, padded, dilated and grouped: ``y = conv(x, w) + b``.
+"""A convolution, 1-D to 3-D, strided, padded, dilated and grouped: ``y = conv(x, w) + b``.
 
 Every convolution is the 3-D one: ``x`` is [N, C_in, D, H, W], ``w`` the ``nn.Conv3d`` weight [C_out, C_in / G,
-KD, KH, KW] (``nn.ConvTranspose3d``'s [C_in, C_out / G, KD, KH, KW] for a transposed member), ``b`` is [C_out];
-``y`` is [N, C_out, OD, OH, OW] in the inputs' dtype. A 1-D or 2-D problem is this task with unit depth (and
-height): :data:`UNIT_DIMS_AT` lets the matcher view [N, C, L] as [N, C, 1, 1, L] and the output back. The kernel
-sizes come from ``w``'s shape; the rest of the hyperparameters are a member's template constants
-(``TRANSPOSED``, ``STRIDE_D``... ``PAD_*``, ``DIL_*``, ``OUT_PAD_*``, ``GROUPS``), read by
-:func:`propose_members` from the problem's own ``nn.ConvNd`` module; the numbers decide, as for every member.
+KD, KH, KW], ``b`` is [C_out]; ``y`` is [N, C_out, OD, OH, OW] in the inputs' dtype. A 1-D or 2-D problem is this
+task with unit depth (and height): :data:`UNIT_DIMS_AT` lets the matcher view [N, C, L] as [N, C, 1, 1, L] and
+the output back. The kernel sizes come from ``w``'s shape; the rest of the hyperparameters are a member's
+template constants (``STRIDE_D``... ``PAD_*``, ``DIL_*``, ``GROUPS``), read by :func:`propose_members` from the
+problem's own ``nn.ConvNd`` module; the numbers decide, as for every member.
+
+Transposed convolutions are the task ``conv_transpose`` (kernels/tasks/conv_transpose.py, this module's
+helpers), the same templates with ``TRANSPOSED = True``: its weight is [C_in, C_out / G, k...], so its shape keys
+sit elsewhere (with a bias, C_out is w's dim 0 here and b's there; one task cannot name both).
 
 A problem without a bias (KernelBench's level-1 convolutions pass ``bias=False``) is this task with ``b`` zero
 (:data:`FILL_INPUTS`).
@@ -14,9 +17,9 @@ A problem without a bias (KernelBench's level-1 convolutions pass ``bias=False``
 Example::
 
     >>> from warpforge.kernels.tasks import conv
-    >>> name, ref, constants = conv.member(conv.Hyper(transposed=True, stride=(1, 2, 2), groups=4))
-    >>> name, constants["STRIDE_H"], constants["GROUPS"]
-    ('conv_transpose3d(s=1,2,2 g=4)', 2, 4)
+    >>> name, ref, constants = conv.member(conv.Hyper(stride=(1, 2, 2), padding=(0, 1, 1), groups=4))
+    >>> name, constants["STRIDE_H"], constants["GROUPS"], constants["TRANSPOSED"]
+    ('conv3d(s=1,2,2 p=0,1,1 g=4)', 2, 4, False)
 """
 
 from __future__ import annotations
@@ -32,9 +35,8 @@ from torch import nn
 from warpforge.kernels.taskdef import Member
 
 NAME = "conv"
-DESCRIPTION = ("y = conv(x, w) + b: a standard or transposed convolution (1-D, 2-D or 3-D as 3-D with unit dims; "
-               "stride, padding, dilation, output padding and groups as a member's constants); fp32 accumulation, "
-               "output in the input dtype")
+DESCRIPTION = ("y = conv(x, w) + b: a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, padding, "
+               "dilation and groups as a member's constants); fp32 accumulation, output in the input dtype")
 
 # The task's own shapes: a 3x3x3 convolution (make_inputs' kernel). G is the group count; the task's shapes use 1.
 # KernelBench level 1's 3-D problems (16 x 3 -> 64 channels at 64^3) and a ResNet-like 2-D layer as unit depth.
@@ -53,9 +55,9 @@ CHECK_SHAPES: list[dict[str, int]] = [
 
 SMALL_SHAPES: list[dict[str, int]] = [{"N": 2, "C_IN": 16, "C_OUT": 32, "D": 8, "H": 16, "W": 16, "G": 1}]
 
-# With the group count 4, w's channel dim (C_IN / 4 = 3) is no key, so a grouped problem's w (in_channels /
-# groups wide) agrees with the keys; distinct primes are refused (G must divide the channels).
-MATCH_PROBES: list[dict[str, int]] = [{"N": 2, "C_IN": 12, "C_OUT": 20, "D": 5, "H": 7, "W": 9, "G": 4}]
+# With the group count 4, w's channel dims (C_IN / 4 = 6, C_OUT / 4 = 11) are no keys, so a grouped problem's w
+# (in_channels / groups wide) agrees with the keys; distinct primes are refused (G must divide the channels).
+MATCH_PROBES: list[dict[str, int]] = [{"N": 2, "C_IN": 24, "C_OUT": 44, "D": 5, "H": 7, "W": 9, "G": 4}]
 
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -131,49 +133,71 @@ DEFAULT_MEMBER = "conv3d()"
 reference = MEMBERS[0][1]
 
 
-def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
+def inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str,
+           transposed: bool) -> tuple[torch.Tensor, ...]:
+    """x, w (in the transposed layout [C_in, C_out / G, k...] when ``transposed``) and b for ``shape``."""
     n, c_in, c_out, g = shape["N"], shape["C_IN"], shape["C_OUT"], shape["G"]
     if c_in % g or c_out % g:
         raise ValueError(f"the group count {g} must divide C_IN {c_in} and C_OUT {c_out}")
     gen = torch.Generator().manual_seed(seed)
+    # each output sums C_in / G channels x 27 taps (the stride-1 transposed member too)
     fan_in = c_in // g * _KERNEL**3
     # x ~ N(0, 1), w ~ N(0, 1/fan_in), b ~ N(0, 0.5): every output ~N(0, 1.25) whatever the sizes, and a dropped
     # bias is off by ~45% of the output's RMS
     x = torch.randn(n, c_in, shape["D"], shape["H"], shape["W"], generator=gen)
-    w = torch.randn(c_out, c_in // g, _KERNEL, _KERNEL, _KERNEL, generator=gen) / math.sqrt(fan_in)
+    rows, cols = (c_in, c_out // g) if transposed else (c_out, c_in // g)
+    w = torch.randn(rows, cols, _KERNEL, _KERNEL, _KERNEL, generator=gen) / math.sqrt(fan_in)
     b = 0.5 * torch.randn(c_out, generator=gen)
     return x.to(dtype).to(device), w.to(dtype).to(device), b.to(dtype).to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
-    """``large`` and ``tiny``: x and b times 1e4 and 1e-4 (the products and sums stay far from fp16's range and
-    subnormals only where the kernel keeps them in fp32)."""
-    x, w, b = make_inputs(shape, torch.float32, seed, "cpu")
-    sets = {"large": (x * 1e4, w, b * 1e4), "tiny": (x * 1e-4, w, b * 1e-4)}
-    if dtype != torch.float32:
-        sets = {"large": (x * 100.0, w, b * 100.0), "tiny": sets["tiny"]}  # fp16 overflows at 65504
+def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
+    return inputs(shape, dtype, seed, device, transposed=False)
+
+
+def scaled_inputs(make: Callable[..., tuple[torch.Tensor, ...]], shape: dict[str, int], dtype: torch.dtype,
+                  seed: int, device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+    """``large`` and ``tiny``: x and b times 1e4 and 1e-4 (times 100 in half precision, 65504 being fp16's
+    largest): products and sums far from 1, where a kernel rounding its terms to tf32 shows ~1e-3 errors."""
+    x, w, b = make(shape, torch.float32, seed, "cpu")
+    big = 1e4 if dtype == torch.float32 else 100.0
+    sets = {"large": (x * big, w, b * big), "tiny": (x * 1e-4, w, b * 1e-4)}
     return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
 
 
-def _out_sizes(shape: dict[str, int]) -> int:
-    # the task's own member: stride 1, no padding, a 3x3x3 kernel
-    return math.prod(max(shape[k] - _KERNEL + 1, 0) for k in "DHW")
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+    return scaled_inputs(make_inputs, shape, dtype, seed, device)
 
 
-def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
-    # a multiply and an add per tap and input channel of a group, per output element
-    outputs = shape["N"] * shape["C_OUT"] * _out_sizes(shape)
+def out_positions(shape: dict[str, int], transposed: bool) -> int:
+    """Output positions of the task's own member (stride 1, no padding, a 3x3x3 kernel) per image and channel."""
+    grow = _KERNEL - 1 if transposed else 1 - _KERNEL
+    return math.prod(max(shape[k] + grow, 0) for k in "DHW")
+
+
+def flops_of(shape: dict[str, int], transposed: bool) -> float:
+    # a multiply and an add per tap and input channel of a group, per output element (the transposed one
+    # counted as the gather computes it: every tap)
+    outputs = shape["N"] * shape["C_OUT"] * out_positions(shape, transposed)
     return 2.0 * outputs * (shape["C_IN"] // shape["G"]) * _KERNEL**3
 
 
-def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
+def bytes_of(shape: dict[str, int], dtype: torch.dtype, transposed: bool) -> float:
     # x, w and b read once, y written once
     size = torch.tensor([], dtype=dtype).element_size()
     x = shape["N"] * shape["C_IN"] * shape["D"] * shape["H"] * shape["W"]
     w = shape["C_OUT"] * (shape["C_IN"] // shape["G"]) * _KERNEL**3
-    y = shape["N"] * shape["C_OUT"] * _out_sizes(shape)
+    y = shape["N"] * shape["C_OUT"] * out_positions(shape, transposed)
     return float((x + w + shape["C_OUT"] + y) * size)
+
+
+def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
+    return flops_of(shape, transposed=False)
+
+
+def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
+    return bytes_of(shape, dtype, transposed=False)
 
 
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
@@ -205,11 +229,15 @@ def hyper_of(module: nn.Module) -> Hyper | None:
                  groups=int(module.groups))
 
 
-def propose_members(model: nn.Module) -> list[Member]:
-    """The member of the model's one convolution module (its forward applying it to the input is for the
-    numbers to confirm); none when it has no convolution or several."""
+def proposals(model: nn.Module, transposed: bool) -> list[Member]:
+    """The member of the model's one convolution module when it is (or is not) transposed; none when it has
+    no convolution or several. That its forward applies the module to the input is for the numbers to confirm."""
     convs = [m for m in model.modules() if isinstance(m, _CONVS)]
     if len(convs) != 1:
         return []
     hyper = hyper_of(convs[0])
-    return [] if hyper is None else [Member(*member(hyper))]
+    return [] if hyper is None or hyper.transposed != transposed else [Member(*member(hyper))]
+
+
+def propose_members(model: nn.Module) -> list[Member]:
+    return proposals(model, transposed=False)

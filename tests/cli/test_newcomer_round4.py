@@ -197,8 +197,8 @@ def test_a_static_ranking_of_a_by_path_task_hints_at_its_file(by_path_db: tuple[
         text = " ".join(res.stdout.split())
         # the user's file, not the cached copy; compared without blanks: a long tmp_path (xdist's) folds mid-path
         assert f"warpforge run {problem} --backend cuda".replace(" ", "") in "".join(text.split())
-        # export packages task modules: a PyTorch-module problem is not offered (it would be refused)
-        assert "warpforge export" not in text and "is not exported as a package" in text
+        # a PyTorch-module problem is exported through a generated task module (export/bypath.py): offered
+        assert f"warpforge export {problem} --allow-untimed".replace(" ", "") in "".join(text.split())
     res = CliRunner().invoke(app, ["results", "--task", str(problem), "--db", url, "--json"])
     assert res.exit_code == 0 and [r["task"] for r in __import__("json").loads(res.stdout)] == ["23_Softmax"]
 
@@ -212,24 +212,29 @@ def test_a_mistyped_task_names_the_close_one_and_the_stored_files(by_path_db: tu
     assert "did you mean '23_Softmax'?" in usage_error("best", "23_Sofmax", "--db", url)
 
 
-def test_a_by_path_problem_is_refused_by_export_in_one_line(by_path_db: tuple[str, Path], tmp_path: Path) -> None:
+def test_a_by_path_winner_without_launch_is_refused_by_export_in_one_line(by_path_db: tuple[str, Path],
+                                                                          tmp_path: Path) -> None:
     # Old: "reference takes 0 positional arguments but make_inputs returns 1: name every input in reference's
-    # signature", about code the user never wrote; by its stored name, "unknown task".
+    # signature", about code the user never wrote; by its stored name, "unknown task". A by-path problem exports
+    # (tests/export/test_export_bypath.py); this stored winner's source has no launch to wrap in an op.
     url, problem = by_path_db
     for spelled in ("23_Softmax", str(problem)):
         line = usage_error("export", spelled, "--allow-untimed", "--dest", str(tmp_path / "out"), "--db", url)
-        assert "23_Softmax.py is a PyTorch-module problem (KernelBench format)" in line and "docs/tasks.md" in line
+        assert "23_Softmax: the winner multi_row" in line and "defines no launch function" in line
     assert not (tmp_path / "out").exists()
 
 
-def test_a_task_module_by_path_is_offered_for_export(tmp_path: Path) -> None:
+def test_a_task_module_or_problem_by_path_is_offered_for_export(tmp_path: Path) -> None:
     from warpforge.cli.taskref import exportable
 
     module = tmp_path / "mine.py"
     module.write_text("def make_inputs(shape, dtype, seed, device):\n    return ()\n")
     problem = tmp_path / "kb.py"
     problem.write_text(PROBLEM)
-    assert exportable(str(module)) and not exportable(str(problem)) and exportable("softmax")
+    other = tmp_path / "notes.py"
+    other.write_text("X = 1\n")
+    assert exportable(str(module)) and exportable(str(problem)) and exportable("softmax")
+    assert not exportable(str(other))
 
 
 # --- 80 columns: help ----------------------------------------------------------------------------------------------

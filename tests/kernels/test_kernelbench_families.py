@@ -309,3 +309,45 @@ def test_an_fp32_transposed_gemm_is_judged_ok_at_fp32_accuracy(tmp_path: Path) -
     finally:
         backend.close()
     assert result.verdict.value == "ok", result.message
+
+
+def test_a_layernorm_without_affine_is_layernorm_with_its_weights_filled_and_judged_ok(tmp_path: Path) -> None:
+    """``FILL_INPUTS``: the problem passes x alone, the task takes (x, w, b); the adapted launch makes w = 1 and
+    b = 0 from x's last dimension, and the judge runs it on the problem's own reference."""
+    from warpforge.evaluator.run.backend import get_backend
+    from warpforge.evaluator.run.job import Job
+    from warpforge.kernels.variant import load_variant
+
+    path = write(tmp_path, "ln_plain", "torch.nn.functional.layer_norm(x, (dim,))", "batch, dim",
+                 "batch = 64\ndim = 1000")
+    problem = load_task_file(path)
+    match, _ = find_match(problem)
+    assert match is not None and match.task == "layernorm" and match.adapter is not None
+    assert [(f.index, f.value) for f in match.adapter.filled] == [(1, 1.0), (2, 0.0)]
+    assert "input 1 filled with 1, input 2 filled with 0" in match.describe()
+    copy, variants = matched_files(problem, match, tmp_path / "matched")
+    assert variants
+    for path_ in variants:
+        text = path_.read_text()
+        assert check_module(text) is None and "def launch(x, **" in text  # w and b leave the signature
+        assert "torch.full((x.shape[1], ), 1.0" in text and "torch.full((x.shape[1], ), 0.0" in text
+    task = load_task_file(copy)
+    backend = get_backend("interpret")
+    try:
+        for path_ in variants:  # each judged on the constant rows too, where a raw-sum mean is ~6e-5 off 0
+            variant = load_variant(path_)
+            # a generous wall: the sm_90 compile shares two cores with the rest of the suite
+            result = backend.evaluate(Job(task, variant, next(iter(variant.configs())), timeout_s=600))
+            assert result.verdict.value == "ok", (path_.stem, result.message)
+    finally:
+        backend.close()
+
+
+def test_a_bias_free_problem_matches_nothing_where_the_task_fills_no_input(tmp_path: Path) -> None:
+    """A problem with fewer tensors than a task that declares no ``FILL_INPUTS`` is refused by the count."""
+    path = write(tmp_path, "half_ln", "torch.nn.functional.layer_norm(x, (dim,)) * 0.5", "batch, dim",
+                 "batch = 64\ndim = 1000")
+    match, tried = find_match(load_task_file(path))
+    assert match is None
+    assert any(t.startswith("layernorm: outputs differ") for t in tried)
+    assert any(t.startswith("swiglu: takes 2 tensors, the problem 1") for t in tried)

@@ -67,7 +67,26 @@ CHAINS = {
                                 ("min", 2.0, 0.0), ("sigmoid", 0.0, 0.0)),
                                lambda z: _sigmoid(((0.5 - z) * z - z).clamp(-3, 2))),
 }
+# Chains that reduce each output row (only the `rows` template computes them), written out the same way.
+ROW_CHAINS = {
+    "div_sum_scale": ((("div", 2.0, 0.0), ("row_sum", 1.0, 0.0), ("mul", 1.5, 0.0)),
+                      lambda z: (z / 2).sum(1, keepdim=True) * 1.5),
+    "sigmoid_sum_flat": ((("sigmoid", 0.0, 0.0), ("row_sum", 0.0, 0.0)), lambda z: _sigmoid(z).sum(1)),
+    "lse_leaky_gelu": ((("row_logsumexp", 1.0, 0.0), ("leaky_relu", 0.01, 0.0), ("gelu", 0.0, 0.0)),
+                       lambda z: _gelu(torch.where(_lse(z) >= 0, _lse(z), 0.01 * _lse(z)))),
+    "max_mean_min": ((("row_max", 1.0, 0.0), ("tanh", 0.0, 0.0)), lambda z: torch.tanh(z.max(1, keepdim=True)[0])),
+    "mean_then": ((("relu", 0.0, 0.0), ("row_mean", 0.0, 0.0)), lambda z: z.clamp(min=0).sum(1) / z.shape[1]),
+    "min_clamp": ((("row_min", 1.0, 0.0), ("clamp", -0.5, 0.5)), lambda z: z.min(1, keepdim=True)[0].clamp(-.5, .5)),
+}
+
+
+def _lse(z: torch.Tensor) -> torch.Tensor:
+    top = z.max(1, keepdim=True)[0]
+    return top + (z - top).exp().sum(1, keepdim=True).log()
+
+
 PARAMS = {
+    "rows": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2},
     "tiled": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4, "num_warps": 4, "num_stages": 2},
     "persistent": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "NUM_SMS": 132, "num_warps": 4,
                    "num_stages": 2},
@@ -95,13 +114,13 @@ def _bad(out: torch.Tensor, truth: torch.Tensor) -> str | None:
 
 def test_member_references_match_the_formulas() -> None:
     x, w, b = TASK.make_inputs({"M": 13, "N": 17, "K": 19}, torch.float64, 0, "cpu")
-    for steps, formula in CHAINS.values():
+    for steps, formula in [*CHAINS.values(), *ROW_CHAINS.values()]:
         _, reference, _ = linear_chain.member(steps)
         torch.testing.assert_close(reference(x, w, b), _truth(formula, x, w, b), rtol=1e-12, atol=1e-12)
 
 
 def test_templates_pass_the_grammar_and_name_the_default_member() -> None:
-    assert TASK.member == "gelu" and len(VARIANTS) == 2
+    assert TASK.member == "gelu" and set(VARIANTS) == {"tiled", "persistent", "rows"}
     for variant in VARIANTS.values():
         assert check_module(variant.source) is None
         for key, value in linear_chain.member((("gelu", 0.0, 0.0),))[2].items():
@@ -120,6 +139,31 @@ def test_chains_on_the_templates_match_torch_in_fp32(name: str) -> None:
                 if bad is not None:
                     failures.append(f"{label} {shape} {kind}: {bad}")
     assert not failures, failures
+
+
+def test_row_reductions_on_the_rows_template_match_torch_in_fp32() -> None:
+    """Each output row folded across the column tiles: N = 1, N within one tile, N over several (71 > 32)."""
+    failures = []
+    for label, (steps, formula) in ROW_CHAINS.items():
+        for shape in SHAPES:
+            cases = {"random": TASK.make_inputs(shape, torch.float32, 0, DEVICE),
+                     **TASK.adversarial_inputs(shape, torch.float32, 0, DEVICE)}
+            for kind, inputs in cases.items():
+                bad = _bad(_run("rows", steps, inputs), _truth(formula, *(t.cpu() for t in inputs)))
+                if bad is not None:
+                    failures.append(f"{label} {shape} {kind}: {bad}")
+    assert not failures, failures
+
+
+def test_only_the_rows_template_takes_a_reducing_member() -> None:
+    """The member's RED_AT constant is a line of `rows` alone, so the matcher never hands it to the others."""
+    constants = linear_chain.member(ROW_CHAINS["div_sum_scale"][0])[2]
+    assert constants["RED_AT"] == 2
+    assert [v.name for v in VARIANTS.values() if "\nRED_AT = 0\n" in v.source] == ["rows"]
+    with pytest.raises(ValueError, match="at most once"):
+        linear_chain.member((("row_sum", 1.0, 0.0), ("row_max", 1.0, 0.0)))
+    with pytest.raises(ValueError, match="reads z only before"):
+        linear_chain.member((("row_sum", 1.0, 0.0), ("add_z", 0.0, 0.0)))
 
 
 @pytest.mark.parametrize("wrong", [
@@ -155,9 +199,23 @@ class _Chain(nn.Module):
      (("silu", 0.0, 0.0), ("add", -1.0, 0.0), ("max", -0.5, 0.0))),
     (lambda m, x: F.hardtanh(1.0 - m.gemm(x) / 4.0, min_val=-2, max_val=2), True, False,
      (("div", 4.0, 0.0), ("rsub", 1.0, 0.0), ("clamp", -2.0, 2.0))),
-    # not a Linear + elementwise chain: a row sum, a bias-free Linear alone, a Linear alone (the linear task)
-    (lambda m, x: torch.relu(m.gemm(x)).sum(dim=1, keepdim=True), True, False, None),
-    (lambda m, x: torch.relu(m.gemm(x)), False, False, None),
+    # a bias-free Linear: its bias is filled with zeros (FILL_INPUTS)
+    (lambda m, x: torch.relu(m.gemm(x)), False, False, (("relu", 0.0, 0.0),)),
+    # row reductions: keepdim as the step's scalar; [M, 1] reduced again is itself; torch.max's values
+    (lambda m, x: torch.relu(m.gemm(x)).sum(dim=1, keepdim=True), True, False,
+     (("relu", 0.0, 0.0), ("row_sum", 1.0, 0.0))),
+    (lambda m, x: torch.logsumexp(torch.max(m.gemm(x).sum(1, keepdim=True), dim=1, keepdim=True)[0], dim=1,
+                                  keepdim=True), True, False, (("row_sum", 1.0, 0.0),)),
+    (lambda m, x: F.gelu(torch.logsumexp(m.gemm(x), dim=1)), True, False,
+     (("row_logsumexp", 0.0, 0.0), ("gelu", 0.0, 0.0))),
+    (lambda m, x: m.gemm(x).max(dim=-1, keepdim=True).values * 2.0, True, False,
+     (("row_max", 1.0, 0.0), ("mul", 2.0, 0.0))),
+    # v + v
+    (lambda m, x: (lambda v: v + v)(m.gemm(x) * 3.0), True, False, (("mul", 3.0, 0.0), ("mul", 2.0, 0.0))),
+    # not a Linear + chain: the indices of a max, a sum over the batch, a reduced row plus z, a Linear alone
+    (lambda m, x: torch.max(m.gemm(x), dim=1)[1], True, False, None),
+    (lambda m, x: m.gemm(x).sum(dim=0, keepdim=True), True, False, None),
+    (lambda m, x: (lambda z: z.sum(1, keepdim=True) + z)(m.gemm(x)), True, False, None),
     (lambda m, x: m.gemm(x), True, False, None),
 ])
 def test_the_forward_reads_as_its_chain(forward, bias: bool, extra: bool, steps) -> None:
@@ -222,6 +280,35 @@ def _problem(tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.py"
     path.write_text(PROBLEM.format(**spec))
     return path
+
+
+def test_x_matmul_a_weight_transposed_is_a_bias_free_linear() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(7, 5))
+
+        def forward(self, x):
+            return torch.sum(torch.matmul(x, self.weight.T) / 2, dim=1, keepdim=True) * 1.5
+
+    assert chain_steps(Model()) == (("div", 2.0, 0.0), ("row_sum", 1.0, 0.0), ("mul", 1.5, 0.0))
+
+
+def test_a_bias_free_reduction_problem_matches_with_its_bias_filled(tmp_path: Path) -> None:
+    """KernelBench 14's forward at small sizes: x @ W.T (no bias: the task's b filled with 0), /2, row sum, *1.5."""
+    path = tmp_path / "gemm_div_sum.py"
+    path.write_text(PROBLEM.format(init="scaling_factor", linear_bias=", bias=False",
+                                   body="        self.scaling_factor = scaling_factor",
+                                   forward="        x = x / 2\n        x = torch.sum(x, dim=1, keepdim=True)\n"
+                                           "        x = x * self.scaling_factor",
+                                   globals="scaling_factor = 1.5"))
+    problem = load_task_file(path)
+    match, _ = find_match(problem)
+    assert match is not None and (match.task, match.member) == ("linear_chain", "div(2.0)>row_sum(1.0)>mul(1.5)")
+    assert match.adapter is not None and [(f.index, f.value) for f in match.adapter.filled] == [(2, 0.0)]
+    _, variants = matched_files(problem, match, tmp_path / "matched")
+    assert [v.stem for v in variants] == ["rows"]
+    assert check_module(variants[0].read_text()) is None and "def launch(x, w, **" in variants[0].read_text()
 
 
 def test_a_level2_chain_matches_the_family_with_its_constants(tmp_path: Path) -> None:
@@ -305,9 +392,10 @@ def test_benchmark_judges_level2_chains_ok() -> None:
         pytest.skip(f"KernelBench level 2 not found at {LEVEL2} (../shared/kernelbench)")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(LEVEL2),
-                          "--problems", "12,40,76", "--trials", "1", "--json"],
+                          "--problems", "12,14,40,64,76", "--trials", "1", "--json"],
                          capture_output=True, text=True, env=env, timeout=900, check=True)
     rows = {r["problem"]: r for r in json.loads(out.stdout)["rows"]}
-    assert set(rows) == {"12_Gemm_Multiply_LeakyReLU", "40_Matmul_Scaling_ResidualAdd", "76_Gemm_Add_ReLU"}
+    assert set(rows) == {"12_Gemm_Multiply_LeakyReLU", "14_Gemm_Divide_Sum_Scaling", "40_Matmul_Scaling_ResidualAdd",
+                         "64_Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU", "76_Gemm_Add_ReLU"}
     for name, row in rows.items():
         assert row["matched"].startswith("linear_chain") and row["correct"], (name, row["why"])

@@ -43,9 +43,9 @@ def runnable(reader: Any, task: str) -> str:
 
 
 def exportable(how: str) -> bool:
-    """Whether ``warpforge export`` can package the task ``how`` names: a built-in task, or a task file that
-    follows the task contract (a top-level ``make_inputs``). A PyTorch-module problem (KernelBench format) has
-    no standalone ``reference``/``make_inputs`` for the package's CPU path and tests."""
+    """Whether ``warpforge export`` can package the task ``how`` names: a built-in task, a task file that follows
+    the task contract (a top-level ``make_inputs``), or a PyTorch-module problem (KernelBench format: ``class
+    Model`` and ``get_inputs``), for which export generates the task module (export/bypath.py)."""
     import ast
 
     path = Path(shlex.split(how)[0]) if how else Path()
@@ -55,7 +55,8 @@ def exportable(how: str) -> bool:
         tree = ast.parse(path.read_text())
     except (OSError, SyntaxError, ValueError):
         return True  # export itself says what is wrong with the file
-    return any(isinstance(n, ast.FunctionDef) and n.name == "make_inputs" for n in tree.body)
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return "make_inputs" in names or {"Model", "get_inputs"} <= names
 
 
 def unknown_task_message(reader: Any, task: str) -> str | None:

@@ -150,7 +150,7 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
         info = dict(plan.info)
         info_all[op] = info
         pkg[f"_kernels/{op}.py"] = wrap_launches(plan.variant_source).encode()
-        pkg[f"_reference/{op}.py"] = reference_copy(plan.task.path.read_text(), ns).encode()
+        pkg[f"_reference/{op}.py"] = reference_copy(plan.task_source or plan.task.path.read_text(), ns).encode()
         for table in plan.tables:
             pkg[f"configs/{op}/{gpu_slug(table.gpu)}.json"] = _json({"op": op, **table.to_json()})
         first_tensor = next(n for n, k in sig.inputs if k == "tensor")

@@ -54,6 +54,8 @@ class ReaderLike(Protocol):
 
     def variant(self, source_hash: str) -> Any: ...
 
+    def campaign(self, name: str) -> Any: ...
+
 
 @dataclass(frozen=True)
 class TunedEntry:
@@ -89,6 +91,9 @@ class OpPlan:
     info: Mapping[str, Any]  # KERNEL_INFO of the op (JSON-ready, no export timestamp)
     untimed: bool = False
     dtypes: tuple[str, ...] = field(default_factory=tuple)  # dtypes the configs were verified with
+    # The task module the package ships as _reference/<op>.py; empty: the task's own file. A PyTorch-module
+    # problem gets one generated (export/bypath.py).
+    task_source: str = ""
 
 
 def _all_evaluations(reader: ReaderLike, **filters: Any) -> Iterator[Any]:
@@ -111,12 +116,16 @@ def _date(value: Any) -> str | None:
 
 def plan_task(reader: ReaderLike, task: Task, gpu: str | None = None, allow_untimed: bool = False) -> OpPlan:
     """Choose what to export for ``task`` (see the module docstring), or raise :class:`ExportRefused`."""
-    if task.init_inputs is not None:  # a PyTorch module by path: no standalone reference/make_inputs to ship
-        from warpforge.export.source import SourceError
+    plan = _plan(reader, task, gpu, allow_untimed)
+    if task.init_inputs is None:
+        return plan
+    # A PyTorch module by path (KernelBench format): the package ships a task module generated for it.
+    from warpforge.export.bypath import standalone_plan
 
-        raise SourceError(f"{task.name}: {task.path.name} is a PyTorch-module problem (KernelBench format); export "
-                          "packages task modules only (reference, make_inputs, SHAPES: docs/tasks.md), so write one "
-                          "for it and export that")
+    return standalone_plan(reader, plan)
+
+
+def _plan(reader: ReaderLike, task: Task, gpu: str | None, allow_untimed: bool) -> OpPlan:
     decisions = list(reader.decisions(task=task.name))
     timed = [d for d in decisions if d.accepted and d.timing_source in ("live", "recorded")]
     if not timed:

@@ -153,10 +153,13 @@ def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
 
     Checked over every correctness and small shape (the boundary sizes are primes and 1, so a dimension
     that equals ``M`` only by chance is ruled out); benchmark shapes too where they are small. Inputs are
-    made on the CPU, so shapes above 2**20 elements are left out (make_inputs draws them in memory first:
-    8192x128256 fp32 logits would be 4 GiB).
+    made on the CPU, so small and benchmark shapes above 2**20 elements are left out (make_inputs draws them
+    in memory first: 8192x128256 fp32 logits would be 4 GiB). Correctness shapes always count: the judge ran
+    them in the interpreter, so their inputs are small, and the product of a shape's values overstates its
+    elements where keys repeat sizes (a PyTorch-module problem's shape holds both its globals and the matched
+    task's keys made of them, export/bypath.py).
     """
-    shapes = [s for s in task.check_shapes + task.small_shapes + task.shapes if _elements(s) <= 1 << 20]
+    shapes = task.check_shapes + [s for s in task.small_shapes + task.shapes if _elements(s) <= 1 << 20]
     names = sorted({k for s in task.shapes + task.check_shapes for k in s})
     candidates: dict[str, set[tuple[int, int, int]]] | None = None
     for shape in shapes:

@@ -42,6 +42,13 @@ _UNARY: dict[Any, str] = {
 }
 # No-ops: the value itself.
 _SAME: set[Any] = {"clone", "detach", "contiguous", torch.clone}
+_MATMUL: set[Any] = {torch.matmul, operator.matmul, torch.mm}
+# Reductions over the output row (functions, and the methods by name) -> the step op.
+_REDUCE: dict[Any, str] = {
+    torch.sum: "row_sum", "sum": "row_sum", torch.mean: "row_mean", "mean": "row_mean", torch.amax: "row_max",
+    "amax": "row_max", torch.max: "row_max", "max": "row_max", torch.amin: "row_min", "amin": "row_min",
+    torch.min: "row_min", "min": "row_min", torch.logsumexp: "row_logsumexp", "logsumexp": "row_logsumexp",
+}
 _BINARY: dict[Any, str] = {
     operator.mul: "mul", torch.mul: "mul", "mul": "mul", operator.add: "add", torch.add: "add", "add": "add",
     operator.sub: "sub", torch.sub: "sub", "sub": "sub", operator.truediv: "div", torch.div: "div", "div": "div",
@@ -50,6 +57,10 @@ _BINARY: dict[Any, str] = {
 
 class _Unsupported(Exception):
     """The forward is no Linear followed by an elementwise chain."""
+
+
+class _Pair(Exception):
+    """A (values, indices) reduction: its chain waits in ``_Reader.pairs`` for ``[0]`` or ``.values``."""
 
 
 def chain_steps(model: nn.Module) -> tuple[Step, ...] | None:
@@ -69,8 +80,11 @@ class _Reader:
         self.modules = dict(traced.named_modules())
         self.chains: dict[torch.fx.Node, tuple[Step, ...]] = {}
         self.params: set[torch.fx.Node] = set()
-        self.linear: nn.Linear | None = None
+        # The head's bias: True, False (a bias-free Linear or ``x @ W.T``), None before the head is read.
+        self.bias: bool | None = None
         self.bias_folded = False
+        # torch.max/min(v, dim) return (values, indices): read only through ``[0]`` or ``.values``.
+        self.pairs: dict[torch.fx.Node, tuple[Step, ...]] = {}
 
     def read(self) -> tuple[Step, ...] | None:
         inputs = [n for n in self.traced.graph.nodes if n.op == "placeholder"]
@@ -82,15 +96,21 @@ class _Reader:
                 continue
             if node.op == "get_attr":
                 self.params.add(node)
+            elif node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0] in self.params and (
+                    (node.target is getattr and node.args[1] == "T") or node.target == "t"):
+                self.params.add(node)  # W.T of a parameter: the operand of x @ W.T
             elif node.op == "output":
                 out = node.args[0]
                 if not isinstance(out, torch.fx.Node) or out not in self.chains:
                     raise _Unsupported
                 result = self.chains[out]
             else:
-                self.chains[node] = self._step(node, inputs[0])
-        if self.linear is None or (self.linear.bias is None and not self.bias_folded):
-            return None  # no Linear, or no bias at all (a 2-tensor problem: the task takes three)
+                try:
+                    self.chains[node] = self._step(node, inputs[0])
+                except _Pair:
+                    pass
+        if self.bias is None:
+            return None  # no Linear head
         return result or None  # an empty chain is the linear task itself
 
     def _chain(self, arg: Any) -> tuple[Step, ...]:
@@ -103,10 +123,7 @@ class _Reader:
         if node.op == "call_module":
             module = self.modules[str(target)]
             if isinstance(module, nn.Linear):
-                if self.linear is not None or node.args[0] is not x:
-                    raise _Unsupported
-                self.linear = module
-                return ()
+                return self._head(node.args[0] is x, module.bias is not None)
             if isinstance(module, (nn.Identity, nn.Dropout)):  # a Dropout of a model in eval() is the identity
                 return self._chain(node.args[0])
             return self._chain(node.args[0]) + (_module_step(module),)
@@ -116,6 +133,22 @@ class _Reader:
         kwargs = {k: v for k, v in node.kwargs.items() if k != "inplace"}
         if key in _SAME:
             return self._chain(node.args[0])
+        if key in _MATMUL or key == "matmul":  # x @ W.T with W a parameter [N, K]: a bias-free Linear
+            w = node.args[1] if len(node.args) == 2 else None
+            if kwargs or not isinstance(w, torch.fx.Node) or w not in self.params or w.op == "get_attr":
+                raise _Unsupported  # only W.T (a parameter's transpose) is a Linear's weight [N, K]
+            return self._head(node.args[0] is x, False)
+        if key is F.linear:
+            if kwargs or len(node.args) not in (2, 3) or any(a not in self.params for a in node.args[1:]):
+                raise _Unsupported
+            return self._head(node.args[0] is x, len(node.args) == 3)
+        if key in _REDUCE:
+            return self._reduce(_REDUCE[key], node)
+        pair = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+        if key in (operator.getitem, getattr) and pair in self.pairs:
+            if node.args[1] not in (0, "values"):
+                raise _Unsupported  # the indices
+            return self.pairs[pair]
         if key in _UNARY:
             if len(node.args) != 1 or kwargs:
                 raise _Unsupported
@@ -125,6 +158,29 @@ class _Reader:
                 raise _Unsupported
             return self._binary(_BINARY[key], *node.args)
         return self._chain(node.args[0]) + (_function_step(key, node),)
+
+    def _head(self, on_input: bool, bias: bool) -> tuple[Step, ...]:
+        if self.bias is not None or not on_input:
+            raise _Unsupported  # a second GEMM, or one not applied to the input
+        self.bias = bias
+        return ()
+
+    def _reduce(self, op: str, node: torch.fx.Node) -> tuple[Step, ...]:
+        """A reduction over each output row (dim 1 or -1 of the [M, N] output): one ``row_*`` step whose first
+        scalar is keepdim; a second one over the [M, 1] that remains is the value itself."""
+        chain = self._chain(node.args[0])
+        dim = _arg(node, 1, "dim", None)
+        keep = bool(_arg(node, 2, "keepdim", False))
+        if dim not in (1, -1, (1,), (-1,), [1], [-1]) or set(node.kwargs) - {"dim", "keepdim"}:
+            raise _Unsupported
+        prior = next((s for s in chain if s[0].startswith("row_")), None)
+        if prior is not None and not (keep and prior[1] == 1.0):
+            raise _Unsupported  # only [M, 1] reduced again over its one column is the value itself
+        out = chain if prior is not None else chain + ((op, float(keep), 0.0),)
+        if node.target in (torch.max, torch.min, "max", "min"):
+            self.pairs[node] = out  # values and indices: the values are read by [0] or .values
+            raise _Pair
+        return out
 
     def _binary(self, op: str, a: Any, b: Any) -> tuple[Step, ...]:
         if _number(b):
@@ -137,13 +193,17 @@ class _Reader:
             if flipped is None:
                 raise _Unsupported  # c / v
             return self._chain(b) + ((flipped, float(a), 0.0),)
-        if op == "add" and self.linear is not None and self.linear.bias is None and not self.bias_folded:
+        if op == "add" and self.bias is False and not self.bias_folded:
             # gemm(x) + self.bias right after a bias-free Linear: that parameter is the Linear's bias
             for z, p in ((a, b), (b, a)):
                 if p in self.params and self._chain(z) == ():
-                    self.bias_folded = True
+                    self.bias_folded = self.bias = True
                     return ()
         ca, cb = self._chain(a), self._chain(b)
+        if any(s[0].startswith("row_") for s in ca + cb):
+            raise _Unsupported  # a reduced row with anything but a number
+        if op == "add" and a is b:  # v + v
+            return ca + (("mul", 2.0, 0.0),)
         sigmoid = ("sigmoid", 0.0, 0.0)
         if op == "mul" and (cb == ca + (sigmoid,) or ca == cb + (sigmoid,)):  # v * sigmoid(v): swish
             return min(ca, cb, key=len) + (("silu", 0.0, 0.0),)

@@ -96,6 +96,7 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         match_probes=list(getattr(module, "MATCH_PROBES", [])),
         propose=getattr(module, "propose_members", None),
         unit_dims_at=getattr(module, "UNIT_DIMS_AT", None),
+        fill_inputs={int(i): float(v) for i, v in getattr(module, "FILL_INPUTS", {}).items()},
     )
 
 

@@ -117,6 +117,9 @@ class Task:
     # or 2-D convolution is the 3-D one with unit depth, or depth and height: [N, C, L] is [N, C, 1, 1, L]).
     # The matcher tries that one reshape (evaluator/judge/match_adapters.py) besides its general cuts.
     unit_dims_at: int | None = None
+    # Optional ``FILL_INPUTS``: {input index: value}: a problem that does not pass that input (a Conv without
+    # bias, an InstanceNorm without affine weights) is this task with the input filled with the value.
+    fill_inputs: dict[int, float] = field(default_factory=dict)
 
     def as_member(self, name: str) -> Task:
         """This task computing its member ``name`` (its reference swapped); TaskError naming the members."""

@@ -3,7 +3,9 @@ dimensions merged or split off as 1 (a 4-D tensor normalized over dim 1 is the t
 N = dim1 * dim2; a 2-D row reduction is [M, R, 1]; a LayerNorm over three trailing dims is [M, N] with
 N = features * dim1 * dim2) or with their last two dimensions transposed (``A.T @ B`` is ``matmul`` of a
 strided view); and a problem whose output is the mean or sum of everything a task returns (a loss averaged
-over the per-row losses of ``cross_entropy``).
+over the per-row losses of ``cross_entropy``); and a problem that lacks an input the task takes, which the task
+declares fillable (``FILL_INPUTS``: a Conv without bias is the conv task with a zero bias), created in ``launch`` as
+a constant tensor sized from the inputs passed.
 
 An :class:`Adapter` cuts each problem input's dimensions into contiguous groups, one per dimension of the
 task's input (an empty group is a size of 1), and says how the task's output is viewed as the problem's:
@@ -57,6 +59,15 @@ def {REDUCE_NAME}(x_ptr, y_ptr, n, div, BLOCK: tl.constexpr):
 
 
 @dataclass(frozen=True)
+class Fill:
+    """A task input the problem does not pass: a tensor of ``value`` whose dimensions are those of passed inputs."""
+
+    index: int  # the task's argument position
+    dims: tuple[tuple[int, int], ...]  # per dimension: (a passed input, in task order among the passed, its dim)
+    value: float
+
+
+@dataclass(frozen=True)
 class Adapter:
     """Per problem input (in the task's argument order): its dimension groups as (start, end) ranges; and the
     problem's output dimensions, each (input, dim) of the task-ordered inputs, (-1, literal size) or
@@ -69,10 +80,16 @@ class Adapter:
     # Per input (task order), whether its last two dimensions are swapped after the reshape: a GEMM given A as
     # [K, M] (``A.T @ B``) is the task's [M, K] as a strided view, no copy; empty: none is.
     transposed: tuple[bool, ...] = ()
+    # The task's inputs the problem does not pass, in ascending ``index``; ``groups`` covers the passed ones.
+    filled: tuple[Fill, ...] = ()
 
     def inputs(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         shaped = [t.reshape(*[_prod(t.shape[a:b]) for a, b in g]) for t, g in zip(tensors, self.groups)]
-        return [t.transpose(-2, -1) if self.swaps(i) else t for i, t in enumerate(shaped)]
+        viewed = [t.transpose(-2, -1) if self.swaps(i) else t for i, t in enumerate(shaped)]
+        for f in self.filled:
+            size = tuple(int(viewed[j].shape[d]) for j, d in f.dims)
+            viewed.insert(f.index, torch.full(size, f.value, dtype=viewed[0].dtype, device=viewed[0].device))
+        return viewed
 
     def swaps(self, i: int) -> bool:
         return i < len(self.transposed) and self.transposed[i]
@@ -105,6 +122,7 @@ class Adapter:
             parts.append(f"input{'s' if len(swapped) > 1 else ''} {', '.join(swapped)} transposed")
         if self.reduction:
             parts.append(f"the {self.reduction} of its output")
+        parts += [f"input {f.index} filled with {f.value:g}" for f in self.filled]
         return ", ".join(parts)
 
 
@@ -140,10 +158,17 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
     views go into it, not around it); None when its launch does not name its inputs one by one."""
     tree = ast.parse(text)
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "launch"), None)
-    if fn is None or fn.args.vararg is not None or len(fn.args.args) != n_inputs or not fn.body:
+    if fn is None or fn.args.vararg is not None or len(fn.args.args) != n_inputs + len(adapter.filled) or not fn.body:
         return None
-    names = [a.arg for a in fn.args.args]
+    every = [a.arg for a in fn.args.args]
+    gone = {f.index for f in adapter.filled}
+    names = [n for i, n in enumerate(every) if i not in gone]
     lines = text.splitlines(keepends=True)
+    if gone:  # the signature loses the filled inputs; it must fit on its one line to be rewritten
+        old = f"def launch({', '.join(every)}, **"
+        if fn.args.defaults or not lines[fn.lineno - 1].startswith(old):
+            return None
+        lines[fn.lineno - 1] = lines[fn.lineno - 1].replace(old, f"def launch({', '.join(names)}, **", 1)
     first = fn.body[0]
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(fn.body) > 1:
         first = fn.body[1]  # after a docstring
@@ -158,6 +183,8 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
     prologue += [f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
                  for i, (n, g) in enumerate(zip(names, adapter.groups))]
     prologue += [f"{indent}{n} = {n}.transpose(-2, -1)\n" for i, n in enumerate(names) if adapter.swaps(i)]
+    prologue += [f"{indent}{every[f.index]} = torch.full(({''.join(f'{names[j]}.shape[{d}], ' for j, d in f.dims)}), "
+                 f"{f.value!r}, dtype={names[0]}.dtype, device={names[0]}.device)\n" for f in adapter.filled]
     own = any(i == TASK_OUT for i, _ in adapter.out)
     out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else f"wf_full.shape[{d}]" if i == TASK_OUT else str(d)
                     for i, d in adapter.out) or "()"

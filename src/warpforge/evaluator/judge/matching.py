@@ -39,6 +39,7 @@ from warpforge.evaluator.judge.match_adapters import (
     REDUCTIONS,
     TASK_OUT,
     Adapter,
+    Fill,
     adapted_template,
     cuts,
     output_rule,
@@ -53,7 +54,7 @@ SEEDS = (0, 1, 2)
 ELEM_BYTES = "ELEM_BYTES"
 # Distinct primes above kernelbench.KEEP_AT_MOST (8): a size of the problem equal to one of the task's
 # keys is then that key, never a coincidence with a kept small size or another key.
-PRIMES = (11, 13, 17, 19, 23, 29, 31)
+PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53)
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,8 @@ def _try(problem: Task, task: Task, probe: Shape,
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
     where, task_inputs = located
     inputs = cases[0][0]
-    if len(inputs) != len(task_inputs) or len(_tensors(list(inputs))) != len(inputs):
+    omissions = _omissions(task, len(inputs), len(task_inputs))
+    if not omissions or len(_tensors(list(inputs))) != len(inputs):
         return None, f"{task.name}: takes {len(task_inputs)} tensors, the problem {len(inputs)}"
     reason = f"{task.name}: no argument order with the same ranks and kinds"
     own = (task.check_shapes or task.shapes)[0]
@@ -238,24 +240,77 @@ def _try(problem: Task, task: Task, probe: Shape,
     members = [task.as_member(m.name) for m in task.members] or [task]
     outs = _tensors(cases[0][1])
     out_shape = tuple(outs[0].shape) if len(outs) == 1 else None
-    for order, adapter in _layouts(inputs, task_inputs, out_shape, task.unit_dims_at):
-        mapped = [inputs[j] for j in order]
-        if adapter is not None:
-            mapped = adapter.inputs(mapped)
-        if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
-               for m, t in zip(mapped, task_inputs)):
+    for omitted in omissions:
+        passed = [i for i in range(len(task_inputs)) if i not in omitted]
+        fills = _fills(where, passed, omitted, task)
+        if fills is None:
             continue
-        keys = _keys(where, [inputs[j] for j in order], adapter, probe)
-        if keys is None:
-            if "outputs differ" not in reason:  # a layout whose outputs were compared says more
-                reason = f"{task.name}: its shape keys are not sizes of the problem"
-            continue
-        for member in members:
-            if _agrees_everywhere(cases, member, order, adapter):
-                constants = next((tuple(m.constants.items()) for m in task.members if m.name == member.member), ())
-                return Match(task.name, tuple(order), keys, member.member, constants, fixed, adapter), ""
-        reason = f"{task.name}: outputs differ" + (f" ({len(members)} members)" if task.members else "")
+        at = {i: n for n, i in enumerate(passed)}  # a task input's position among the passed ones
+        passed_where = {k: [(at[i], j) for i, j in spots if i in at] for k, spots in where.items()}
+        passed_inputs = [task_inputs[i] for i in passed]
+        for order, adapter in _layouts(inputs, passed_inputs, out_shape, task.unit_dims_at):
+            mapped = [inputs[j] for j in order]
+            if fills:
+                adapter = _with_fills(adapter, fills, mapped, out_shape)
+                if adapter is None:
+                    continue
+            viewed = adapter.inputs(mapped) if adapter is not None else mapped
+            if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
+                   for m, t in zip(viewed, task_inputs if fills else passed_inputs)):
+                continue
+            keys = _keys(passed_where, mapped, adapter, probe)
+            if keys is None:
+                if "outputs differ" not in reason:  # a layout whose outputs were compared says more
+                    reason = f"{task.name}: its shape keys are not sizes of the problem"
+                continue
+            for member in members:
+                if _agrees_everywhere(cases, member, order, adapter):
+                    constants = next((tuple(m.constants.items()) for m in task.members if m.name == member.member),
+                                     ())
+                    return Match(task.name, tuple(order), keys, member.member, constants, fixed, adapter), ""
+            reason = f"{task.name}: outputs differ" + (f" ({len(members)} members)" if task.members else "")
     return None, reason
+
+
+def _omissions(task: Task, n_problem: int, n_task: int) -> list[tuple[int, ...]]:
+    """Which of the task's inputs the problem may leave out: none when the counts agree, else each choice of
+    that many among the task's ``FILL_INPUTS`` (empty: the counts cannot be reconciled)."""
+    missing = n_task - n_problem
+    if missing == 0:
+        return [()]
+    if missing < 0 or missing > len(task.fill_inputs):
+        return []
+    return list(itertools.combinations(sorted(task.fill_inputs), missing))
+
+
+def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: tuple[int, ...],
+           task: Task) -> tuple[Fill, ...] | None:
+    """The omitted inputs as constants, each dimension the same key's dimension in a passed input (a bias of
+    [C_out] takes the weight's first dimension); None when some dimension is no key of a passed input."""
+    fills = []
+    for index in omitted:
+        rank = max((j + 1 for spots in where.values() for i, j in spots if i == index), default=0)
+        dims = []
+        for d in range(rank):
+            spot = next(((passed.index(i), j) for spots in where.values() if (index, d) in spots
+                         for i, j in spots if i in passed), None)
+            if spot is None:
+                return None
+            dims.append(spot)
+        fills.append(Fill(index, tuple(dims), float(task.fill_inputs[index])))
+    return tuple(fills)
+
+
+def _with_fills(adapter: Adapter | None, fills: tuple[Fill, ...], mapped: list[torch.Tensor],
+                out_shape: tuple[int, ...] | None) -> Adapter | None:
+    """``adapter`` (or the identity of the passed inputs) that also creates the omitted inputs."""
+    if adapter is not None:
+        return replace(adapter, filled=fills)
+    if out_shape is None:
+        return None
+    # an output size that is no input's (a convolution's output length): the task's output as it is
+    rule = output_rule(out_shape, mapped) or tuple((TASK_OUT, d) for d in range(len(out_shape)))
+    return Adapter(tuple(tuple((d, d + 1) for d in range(m.dim())) for m in mapped), rule, filled=fills)
 
 
 # Reshaped layouts are tried for at most this many inputs, and where an argument order has at most

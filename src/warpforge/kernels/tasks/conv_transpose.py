@@ -34,8 +34,10 @@ SHAPES: list[dict[str, int]] = [
 ]
 CHECK_SHAPES = conv.CHECK_SHAPES
 SMALL_SHAPES = conv.SMALL_SHAPES
-# As conv's: w's dim 1 (C_OUT / 4 = 11) is no key.
-MATCH_PROBES = conv.MATCH_PROBES
+# One group, unlike conv's probe: w's dim 1 is then C_OUT, the dim a bias-free problem's zero bias is sized from
+# (matching.py's fills; C_OUT sits in no other passed input). A grouped transposed problem without a bias (w's
+# dim 1 is C_OUT / G) or with one (C_OUT / G there, C_OUT in b) is then no match.
+MATCH_PROBES: list[dict[str, int]] = [{"N": 2, "C_IN": 24, "C_OUT": 44, "D": 5, "H": 7, "W": 9, "G": 1}]
 DTYPES = conv.DTYPES
 UNIT_DIMS_AT = conv.UNIT_DIMS_AT
 FILL_INPUTS = conv.FILL_INPUTS

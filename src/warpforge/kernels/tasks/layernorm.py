@@ -22,6 +22,9 @@ DESCRIPTION = "LayerNorm y = (x - mean) / sqrt(var + 1e-5) * w + b over the last
 
 EPS = 1e-5
 
+# A LayerNorm without affine parameters (elementwise_affine=False) is this task with w = 1 and b = 0.
+FILL_INPUTS = {1: 1.0, 2: 0.0}
+
 # Hidden sizes of 4096 and 8192 over several thousand tokens.
 SHAPES: list[dict[str, int]] = [
     {"M": 4096, "N": 4096},

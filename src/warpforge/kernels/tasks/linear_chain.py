@@ -82,9 +82,21 @@ STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.T
     "clamp": lambda y, z, a, b: torch.clamp(y, a, b),
     "max": lambda y, z, a, b: torch.clamp(y, min=a),
     "min": lambda y, z, a, b: torch.clamp(y, max=a),
+    # Reductions of each output row to one value (a = keepdim, applied when the chain ends); the steps after one
+    # act on [M, 1]. Only the `rows` template, whose programs own whole rows, computes them (RED_AT).
+    "row_sum": lambda y, z, a, b: y.sum(-1, keepdim=True),
+    "row_mean": lambda y, z, a, b: y.mean(-1, keepdim=True),
+    "row_max": lambda y, z, a, b: y.amax(-1, keepdim=True),
+    "row_min": lambda y, z, a, b: y.amin(-1, keepdim=True),
+    "row_logsumexp": lambda y, z, a, b: torch.logsumexp(y, -1, keepdim=True),
 }
+# A program must see the whole row for these: a chain holds at most one, and no step after it reads z.
+ROW_OPS = frozenset(op for op in STEP_OPS if op.startswith("row_"))
+# A problem's Linear without bias (``x @ W.T``) is this task with b = 0.
+FILL_INPUTS = {2: 0.0}
 # Ops whose scalar arguments are part of their name (the rest take none).
-_ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1}
+_ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1,
+         **{op: 1 for op in ("row_sum", "row_mean", "row_max", "row_min", "row_logsumexp")}}
 
 Step = tuple[str, float, float]
 
@@ -100,11 +112,16 @@ def step_name(step: Step) -> str:
     return f"{op}({','.join(repr(float(v)) for v in args)})" if args else op
 
 
-def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float]]:
+def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float | int]]:
     """The family member computing ``steps`` after the linear layer: (name, reference, template constants)."""
     if not 1 <= len(steps) <= MAX_STEPS or any(op not in STEP_OPS for op, _, _ in steps):
         raise ValueError(f"a chain is 1 to {MAX_STEPS} steps of {sorted(STEP_OPS)}, got {steps}")
     steps = tuple((op, float(a), float(b)) for op, a, b in steps)
+    reduce_at = [i + 1 for i, (op, _, _) in enumerate(steps) if op in ROW_OPS]
+    after = steps[reduce_at[0]:] if reduce_at else ()
+    if len(reduce_at) > 1 or any(op.endswith("_z") for op, _, _ in after):
+        raise ValueError(f"a chain reduces its rows at most once, and reads z only before: {steps}")
+    squeeze = bool(reduce_at) and steps[reduce_at[0] - 1][1] == 0.0
 
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         ct = _compute_dtype(x.dtype)
@@ -112,12 +129,14 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
         y = z
         for op, sa, sb in steps:
             y = STEP_OPS[op](y, z, sa, sb)
-        return y.to(x.dtype)
+        return (y.squeeze(-1) if squeeze else y).to(x.dtype)
 
-    constants: dict[str, str | float] = {}
+    constants: dict[str, str | float | int] = {}
     for i in range(MAX_STEPS):
         op, a, b = steps[i] if i < len(steps) else ("none", 0.0, 0.0)
         constants.update({f"OP{i + 1}": op, f"A{i + 1}": a, f"B{i + 1}": b})
+    if reduce_at:  # a constant only the `rows` template has: the others cannot compute this member
+        constants["RED_AT"] = reduce_at[0]
     return ">".join(step_name(s) for s in steps), reference, constants
 
 

@@ -21,6 +21,9 @@ DESCRIPTION = "RMSNorm y = x * rsqrt(mean(x^2) + 1e-6) * w over the last dim of 
 
 EPS = 1e-6
 
+# An RMSNorm without a weight is this task with w = 1.
+FILL_INPUTS = {1: 1.0}
+
 # Hidden sizes of 4096 (Llama-2/3 8B) and 8192 (70B) over several thousand tokens.
 SHAPES: list[dict[str, int]] = [
     {"M": 4096, "N": 4096},

@@ -29,15 +29,22 @@ OUT_PAD_H = 0
 OUT_PAD_W = 0
 GROUPS = 1
 
-# BLOCK_M 128 first: fewer, larger programs are what the interpreter runs fast.
+# BLOCK_M 128 first: fewer, larger programs are what the interpreter runs fast (it pays per tile op, and this
+# loop runs taps x channels of them per program).
 SPACE = {
-    "BLOCK_M": [128, 64, 256, 32],
-    "BLOCK_N": [32, 16, 64, 1, 4],
-    "num_warps": [4, 8, 2],
+    "BLOCK_M": [128, 256, 64],
+    "BLOCK_N": [16, 32, 64],
+    "num_warps": [4, 8],
 }
+# A group's input channels at most: the loop issues one [BLOCK_M] load and one outer product per channel and
+# tap, where the implicit GEMM's dot takes 16 to 64 channels x taps at once on the tensor cores; below 16 those
+# dot tiles are mostly padding (1 of 16 for a depthwise convolution).
+_MAX_CHANNELS = 16
 
 
 def constraints(params, shape):
+    if shape["C_IN"] // GROUPS > _MAX_CHANNELS:
+        return False
     # the fp32 accumulator: at most 64 values a thread (BLOCK_M x BLOCK_N over 32 x num_warps threads)
     return params["BLOCK_M"] * params["BLOCK_N"] <= 2048 * params["num_warps"]
 

@@ -29,14 +29,14 @@ OUT_PAD_H = 0
 OUT_PAD_W = 0
 GROUPS = 1
 
-# BLOCK_M 128 first: the interpreter runs one numpy step per program and K block, so fewer, larger programs
-# check a shape in seconds.
+# No tile below 64 x 64 outputs: smaller ones underfill an H100's tensor cores, and the interpreter (one numpy
+# call per tile op) took 150 s on a 29M-MAC check shape at 32 x 16 x 16 against 3.5 s at 128 x 64 x 64.
 SPACE = {
-    "BLOCK_M": [128, 64, 32],
-    "BLOCK_N": [64, 32, 16, 128],
-    "BLOCK_K": [32, 16, 64],
+    "BLOCK_M": [128, 256, 64],
+    "BLOCK_N": [64, 128, 32],
+    "BLOCK_K": [32, 64],
     "num_warps": [4, 8],
-    "num_stages": [2, 3],
+    "num_stages": [2, 3, 4],
 }
 
 # H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
@@ -47,28 +47,13 @@ def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
     smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
-    if smem > _SMEM_BYTES:
+    if smem > _SMEM_BYTES or bm * bn < 4096:
         return False
     # the fp32 accumulator and the gather's [BLOCK_M, BLOCK_K] index tiles share 255 registers a thread:
     # 64 accumulator values a thread at most (128x128 needs 8 warps), 32 index values
     if bm * bn > 2048 * warps or bm * bk > 1024 * warps:
         return False
     return True
-
-
-@triton.jit
-def _source(o, k, size, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constexpr,
-            TRANSPOSED: tl.constexpr):
-    # The input index an output index o reads at tap k, and whether it exists (in range and, for a transposed
-    # convolution, on the stride's grid).
-    if TRANSPOSED:
-        t = o + PAD - k * DIL
-        i = t // STRIDE
-        ok = (t >= 0) & (t - i * STRIDE == 0) & (i < size)
-    else:
-        i = o * STRIDE - PAD + k * DIL
-        ok = (i >= 0) & (i < size)
-    return i, ok
 
 
 @triton.jit
@@ -99,6 +84,18 @@ def _conv_kernel(
     n_ok = offs_n < COUT_G
     co = g * COUT_G + offs_n
 
+    # Per output position, its window's first input index in each dim (the gather's origin); per K index
+    # below, the tap's offset from it: the gather is then one [BLOCK_M, BLOCK_K] sum per dim (the interpreter
+    # runs each tile op as a numpy call, the GPU as registers: both pay per tile op)
+    if TRANSPOSED:
+        o_d = od + PAD_D
+        o_h = oh + PAD_H
+        o_w = ow + PAD_W
+    else:
+        o_d = od * STRIDE_D - PAD_D
+        o_h = oh * STRIDE_H - PAD_H
+        o_w = ow * STRIDE_W - PAD_W
+    x_row = n * sxn + g * CIN_G * sxc
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)  # (input channel of the group, kd, kh, kw), kw fastest
@@ -109,17 +106,34 @@ def _conv_kernel(
         r = r // KH
         kd = r % KD
         ci = r // KD
-        cin = g * CIN_G + ci
-        i_d, ok_d = _source(od[:, None], kd[None, :], D, STRIDE_D, PAD_D, DIL_D, TRANSPOSED)
-        i_h, ok_h = _source(oh[:, None], kh[None, :], H, STRIDE_H, PAD_H, DIL_H, TRANSPOSED)
-        i_w, ok_w = _source(ow[:, None], kw[None, :], W, STRIDE_W, PAD_W, DIL_W, TRANSPOSED)
-        a_ptrs = x_ptr + n[:, None] * sxn + cin[None, :] * sxc + i_d * sxd + i_h * sxh + i_w * sxw
-        a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :] & ok_d & ok_h & ok_w, other=0.0)
+        if TRANSPOSED:
+            # output o takes input i = (o + pad - k * dil) / stride where that is whole and in range
+            t_d = o_d[:, None] - (kd * DIL_D)[None, :]
+            t_h = o_h[:, None] - (kh * DIL_H)[None, :]
+            t_w = o_w[:, None] - (kw * DIL_W)[None, :]
+            i_d = t_d // STRIDE_D
+            i_h = t_h // STRIDE_H
+            i_w = t_w // STRIDE_W
+            ok = ((t_d >= 0) & (i_d * STRIDE_D == t_d) & (i_d < D) & (t_h >= 0) & (i_h * STRIDE_H == t_h)
+                  & (i_h < H) & (t_w >= 0) & (i_w * STRIDE_W == t_w) & (i_w < W))
+            a_ptrs = x_ptr + x_row[:, None] + (ci * sxc)[None, :] + i_d * sxd + i_h * sxh + i_w * sxw
+        else:
+            # input index o * stride - pad + k * dil, in [0, size) unless in the padding
+            k_d = kd * DIL_D
+            k_h = kh * DIL_H
+            k_w = kw * DIL_W
+            ok = ((o_d[:, None] >= -k_d[None, :]) & (o_d[:, None] < (D - k_d)[None, :])
+                  & (o_h[:, None] >= -k_h[None, :]) & (o_h[:, None] < (H - k_h)[None, :])
+                  & (o_w[:, None] >= -k_w[None, :]) & (o_w[:, None] < (W - k_w)[None, :]))
+            x_col = ci * sxc + k_d * sxd + k_h * sxh + k_w * sxw
+            x_origin = x_row + o_d * sxd + o_h * sxh + o_w * sxw
+            a_ptrs = x_ptr + (x_origin[:, None] + x_col[None, :])
+        a = tl.load(a_ptrs, mask=ok & m_ok[:, None] & k_ok[None, :], other=0.0)
         tap = kd * swd + kh * swh + kw * sww
         if TRANSPOSED:  # w [C_in, C_out / G, k...]
-            w_ptrs = w_ptr + cin[:, None] * sw0 + offs_n[None, :] * sw1 + tap[:, None]
+            w_ptrs = w_ptr + (g * CIN_G + ci)[:, None] * sw0 + offs_n[None, :] * sw1 + tap[:, None]
         else:  # w [C_out, C_in / G, k...]
-            w_ptrs = w_ptr + co[None, :] * sw0 + ci[:, None] * sw1 + tap[:, None]
+            w_ptrs = w_ptr + co[None, :] * sw0 + (ci * sw1 + tap)[:, None]
         wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         acc = tl.dot(a, wt, acc, input_precision=DOT_PRECISION)
 

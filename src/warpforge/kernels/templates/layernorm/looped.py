@@ -40,10 +40,13 @@ def _layernorm_welford_kernel(
     count = tl.zeros([BLOCK_N], dtype=tl.float32)
     mean_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     m2_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    # Statistics of the row shifted by its first element: a constant row is then exactly 0 (torch's output;
+    # the lanes' merge of unshifted means left it ~6e-5 off), and rows far from 0 keep their precision.
+    shift = tl.load(x_row).to(tl.float32)
     for start in range(0, N, BLOCK_N):
         cols = start + offs
         mask = cols < N
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32) - shift
         count += tl.where(mask, 1.0, 0.0)
         delta = tl.where(mask, x - mean_acc, 0.0)
         mean_acc += delta / tl.maximum(count, 1.0)
@@ -56,7 +59,7 @@ def _layernorm_welford_kernel(
     for start in range(0, N, BLOCK_N):
         cols = start + offs
         mask = cols < N
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32) - shift
         w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         y = (x - mean) * rstd * w + b

@@ -50,8 +50,12 @@ def _layernorm_2d_kernel(
     x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=1) / N
-    xc = tl.where(mask, x - mean[:, None], 0.0)
+    # Shifted by each row's first element before summing: a constant row is then exactly 0, as torch's is (the
+    # raw sum over N put it ~6e-5 off), and rows far from 0 keep their precision.
+    shift = tl.load(x_ptr + tl.minimum(rows, M - 1) * stride_x).to(tl.float32)
+    xs = tl.where(mask, x - shift[:, None], 0.0)
+    mean = tl.sum(xs, axis=1) / N
+    xc = tl.where(mask, xs - mean[:, None], 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / N + eps)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)

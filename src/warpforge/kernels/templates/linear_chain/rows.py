@@ -1,0 +1,232 @@
+"""Linear + chain with programs that own whole output rows: each program takes BLOCK_M rows and sweeps every
+column tile of them (a GEMM tile, the bias and the chain's steps in fp32), so a step that reduces each row (sum,
+mean, max, min, logsumexp: ``RED_AT``) is folded across the tiles in registers and only [M] values are stored,
+never the [M, N] product. Without a reduction the tiles are stored as they come (row-panel order: x's panel stays
+in L1/L2 while w streams).
+
+The steps after the reduction act on one value per row (KernelBench's ``logsumexp`` then activations).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+TASK = "linear_chain"
+# The chain (kernels/tasks/linear_chain.py MEMBERS): each step's op and scalars; "none" ends it. The matcher
+# rewrites these lines with the member a problem computes.
+OP1 = "gelu"
+A1 = 0.0
+B1 = 0.0
+OP2 = "none"
+A2 = 0.0
+B2 = 0.0
+OP3 = "none"
+A3 = 0.0
+B3 = 0.0
+OP4 = "none"
+A4 = 0.0
+B4 = 0.0
+OP5 = "none"
+A5 = 0.0
+B5 = 0.0
+OP6 = "none"
+A6 = 0.0
+B6 = 0.0
+# The step (1-6) that reduces each row, its first scalar keepdim; 0: none.
+RED_AT = 0
+
+SPACE = {
+    "BLOCK_M": [16, 32, 64, 128],
+    "BLOCK_N": [32, 64, 128, 256],
+    "BLOCK_K": [32, 64, 128],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4],
+}
+
+# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
+_SMEM_BYTES = 232448
+
+
+def constraints(params, shape):
+    bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
+    smem = params["num_stages"] * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
+    # fp32 accumulator per thread: more than 128 registers spills; the chain keeps z and y live besides it
+    return smem <= _SMEM_BYTES and bm * bn <= 4096 * params["num_warps"]
+
+
+@triton.jit
+def _tanh(x):
+    # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
+    # next term 17x^7/315 is below 6e-8 relative.
+    ax = tl.abs(x)
+    t = tl.exp(-2.0 * ax)
+    big = (1.0 - t) / (1.0 + t)
+    x2 = x * x
+    small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0)))
+    return tl.where(ax < 0.1, small, tl.where(x < 0, -big, big))
+
+
+@triton.jit
+def _softplus(x):
+    # log(1 + exp(x)) overflows for x > 88; max(x, 0) + log1p(exp(-|x|)) does not, with log1p by its series
+    # where 1 + u rounds u away (u < 1e-3: u - u^2/2 + u^3/3, next term below 3e-13).
+    u = tl.exp(-tl.abs(x))
+    log1p = tl.where(u < 1e-3, u * (1.0 - u * (0.5 - u * (1.0 / 3.0))), tl.log(1.0 + u))
+    return tl.maximum(x, 0.0) + log1p
+
+
+@triton.jit
+def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
+    # One step of the chain on the fp32 tile: y the running value, z the GEMM output with its bias.
+    if OP == "none":
+        out = y
+    elif OP == "mul":
+        out = y * A
+    elif OP == "div":
+        out = y / A
+    elif OP == "add":
+        out = y + A
+    elif OP == "rsub":
+        out = A - y
+    elif OP == "add_z":
+        out = y + z
+    elif OP == "sub_z":
+        out = y - z
+    elif OP == "mul_z":
+        out = y * z
+    elif OP == "relu":
+        out = tl.maximum(y, 0.0)
+    elif OP == "leaky_relu":
+        out = tl.where(y >= 0, y, y * A)
+    elif OP == "gelu":
+        out = 0.5 * y * (1.0 + tl.math.erf(y * 0.7071067811865476))
+    elif OP == "gelu_tanh":
+        out = 0.5 * y * (1.0 + _tanh(0.7978845608028654 * (y + 0.044715 * y * y * y)))
+    elif OP == "sigmoid":
+        out = 1.0 / (1.0 + tl.exp(-y))
+    elif OP == "tanh":
+        out = _tanh(y)
+    elif OP == "silu":
+        out = y / (1.0 + tl.exp(-y))
+    elif OP == "mish":
+        out = y * _tanh(_softplus(y))
+    elif OP == "clamp":
+        out = tl.minimum(tl.maximum(y, A), B)
+    elif OP == "max":
+        out = tl.maximum(y, A)
+    elif OP == "min":
+        out = tl.minimum(y, A)
+    else:
+        tl.static_assert(False, "unknown linear_chain step OP")
+    return out
+
+
+@triton.jit
+def _steps(y, z, FIRST: tl.constexpr, LAST: tl.constexpr, OP1: tl.constexpr, A1: tl.constexpr,
+           B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr, OP3: tl.constexpr,
+           A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
+           OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr,
+           B6: tl.constexpr):
+    # Steps FIRST..LAST of the chain (resolved at compile time): those before the reduction on tiles, those
+    # after it on the reduced rows.
+    if FIRST <= 1 and 1 <= LAST:
+        y = _step(y, z, OP1, A1, B1)
+    if FIRST <= 2 and 2 <= LAST:
+        y = _step(y, z, OP2, A2, B2)
+    if FIRST <= 3 and 3 <= LAST:
+        y = _step(y, z, OP3, A3, B3)
+    if FIRST <= 4 and 4 <= LAST:
+        y = _step(y, z, OP4, A4, B4)
+    if FIRST <= 5 and 5 <= LAST:
+        y = _step(y, z, OP5, A5, B5)
+    if FIRST <= 6 and 6 <= LAST:
+        y = _step(y, z, OP6, A6, B6)
+    return y
+
+
+@triton.jit
+def _linear_rows_kernel(
+    a_ptr, b_ptr, bias_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_cm, stride_cn,
+    OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
+    OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
+    OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
+    RED_AT: tl.constexpr, RED_OP: tl.constexpr, PRE_LAST: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    # rows past the edge wrap around (loads stay in bounds); stores are masked
+    offs_am = offs_cm % M
+    offs_k = tl.arange(0, BLOCK_K)
+    # the running reduction of each row: a sum (sum, mean), an extremum, or logsumexp's (max, scaled sum)
+    red = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    if RED_OP == "row_max" or RED_OP == "row_logsumexp":
+        red = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    if RED_OP == "row_min":
+        red = tl.full((BLOCK_M,), float("inf"), tl.float32)
+    scaled = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for n0 in range(0, N, BLOCK_N):
+        offs_cn = n0 + tl.arange(0, BLOCK_N)
+        offs_bn = offs_cn % N
+        a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        bias = tl.load(bias_ptr + offs_bn * stride_bias)
+        z = acc + bias.to(tl.float32)[None, :]
+        y = _steps(z, z, 1, PRE_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
+        col = (offs_cn < N)[None, :]
+        if RED_AT == 0:
+            c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+            tl.store(c_ptrs, y.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & col)
+        elif RED_OP == "row_sum" or RED_OP == "row_mean":
+            red += tl.sum(tl.where(col, y, 0.0), axis=1)
+        elif RED_OP == "row_max":
+            red = tl.maximum(red, tl.max(tl.where(col, y, float("-inf")), axis=1))
+        elif RED_OP == "row_min":
+            red = tl.minimum(red, tl.min(tl.where(col, y, float("inf")), axis=1))
+        else:
+            # online logsumexp: rescale the running sum to the new row maximum
+            top = tl.maximum(red, tl.max(tl.where(col, y, float("-inf")), axis=1))
+            safe = tl.where(top == float("-inf"), 0.0, top)
+            scaled = scaled * tl.exp(red - safe) + tl.sum(tl.where(col, tl.exp(y - safe[:, None]), 0.0), axis=1)
+            red = top
+    if RED_AT != 0:
+        if RED_OP == "row_mean":
+            red = red / N
+        if RED_OP == "row_logsumexp":
+            red = tl.where(red == float("-inf"), red, red + tl.log(scaled))
+        r = _steps(red, red, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
+                   OP6, A6, B6)
+        tl.store(c_ptr + offs_cm * stride_cm, r.to(c_ptr.dtype.element_ty), mask=offs_cm < M)
+
+
+def launch(x, w, b, **params):
+    M, K = x.shape
+    N, K2 = w.shape
+    assert K == K2, f"in_features differ: x is {tuple(x.shape)}, w is {tuple(w.shape)}"
+    # fp32 inputs: torch multiplies them in IEEE fp32; TF32 alone is 1e-3 off, tf32x3 within ~1e-6
+    precision = "tf32x3" if x.dtype == torch.float32 else "tf32"
+    ops = (OP1, OP2, OP3, OP4, OP5, OP6)
+    keep = (A1, A2, A3, A4, A5, A6)[RED_AT - 1] if RED_AT else 1.0
+    y = torch.empty((M, N) if RED_AT == 0 else ((M, 1) if keep else (M,)), device=x.device, dtype=x.dtype)
+    bm = params["BLOCK_M"]
+    _linear_rows_kernel[(triton.cdiv(M, bm),)](
+        x, w, b, y,
+        M, N, K,
+        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(-1),
+        OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
+        OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
+        RED_AT=RED_AT, RED_OP=ops[RED_AT - 1] if RED_AT else "none", PRE_LAST=RED_AT - 1 if RED_AT else 6,
+        BLOCK_M=bm, BLOCK_N=params["BLOCK_N"], BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+    )
+    return y

@@ -3,9 +3,9 @@
 Every convolution is the 3-D one: ``x`` is [N, C_in, D, H, W], ``w`` the ``nn.Conv3d`` weight [C_out, C_in / G,
 KD, KH, KW], ``b`` is [C_out]; ``y`` is [N, C_out, OD, OH, OW] in the inputs' dtype. A 1-D or 2-D problem is this
 task with unit depth (and height): :data:`UNIT_DIMS_AT` lets the matcher view [N, C, L] as [N, C, 1, 1, L] and
-the output back. The kernel sizes come from ``w``'s shape; the rest of the hyperparameters are a member's
-template constants (``STRIDE_D``... ``PAD_*``, ``DIL_*``, ``GROUPS``), read by :func:`propose_members` from the
-problem's own ``nn.ConvNd`` module; the numbers decide, as for every member.
+the output back. The kernel sizes and the group count come from ``w``'s shape; the rest of the
+hyperparameters are a member's template constants (``STRIDE_D``... ``PAD_*``, ``DIL_*``), read by
+:func:`propose_members` from the problem's own ``nn.ConvNd`` module; the numbers decide, as for every member.
 
 Transposed convolutions are the task ``conv_transpose`` (kernels/tasks/conv_transpose.py, this module's
 helpers), the same templates with ``TRANSPOSED = True``: its weight is [C_in, C_out / G, k...], so its shape keys
@@ -18,8 +18,8 @@ Example::
 
     >>> from warpforge.kernels.tasks import conv
     >>> name, ref, constants = conv.member(conv.Hyper(stride=(1, 2, 2), padding=(0, 1, 1), groups=4))
-    >>> name, constants["STRIDE_H"], constants["GROUPS"], constants["TRANSPOSED"]
-    ('conv3d(s=1,2,2 p=0,1,1 g=4)', 2, 4, False)
+    >>> name, constants["STRIDE_H"], constants["TRANSPOSED"]
+    ('conv3d(s=1,2,2 p=0,1,1)', 2, False)
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ Triple = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class Hyper:
-    """A member's hyperparameters, each (depth, height, width)."""
+    """A member's hyperparameters, each (depth, height, width); ``groups`` as read from a module (the member's
+    name and constants leave it out: the shapes imply it)."""
 
     transposed: bool = False
     stride: Triple = (1, 1, 1)
@@ -88,12 +89,11 @@ class Hyper:
         parts = [f"{tag}={','.join(map(str, v))}" for tag, v, unit in (
             ("s", self.stride, 1), ("p", self.padding, 0), ("d", self.dilation, 1), ("op", self.output_padding, 0))
             if any(e != unit for e in v)]
-        parts += [f"g={self.groups}"] if self.groups != 1 else []
         head = "conv_transpose3d" if self.transposed else "conv3d"
         return f"{head}({' '.join(parts)})"
 
     def constants(self) -> dict[str, bool | int]:
-        out: dict[str, bool | int] = {"TRANSPOSED": self.transposed, "GROUPS": self.groups}
+        out: dict[str, bool | int] = {"TRANSPOSED": self.transposed}
         for tag, value in (("STRIDE", self.stride), ("PAD", self.padding), ("DIL", self.dilation),
                            ("OUT_PAD", self.output_padding)):
             out.update({f"{tag}_{d}": int(v) for d, v in zip("DHW", value)})
@@ -105,20 +105,28 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
+def groups_of(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, transposed: bool) -> int:
+    """The group count the shapes imply (w's channel dim is C_in / G, or transposed C_out / G with b [C_out])."""
+    return (b.shape[0] if transposed else x.shape[1]) // w.shape[1]
+
+
 def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper) -> torch.Tensor:
-    """``hyper``'s convolution of 5-D inputs by torch, in fp32 (float64 for float64 inputs), rounded to x's dtype."""
+    """``hyper``'s convolution of 5-D inputs by torch, its group count from the shapes, in fp32 (float64 for
+    float64 inputs), rounded to x's dtype."""
     ct = _compute_dtype(x.dtype)
     x2, w2, b2 = x.to(ct), w.to(ct), b.to(ct)
+    groups = groups_of(x, w, b, hyper.transposed)
     if hyper.transposed:
-        y = F.conv_transpose3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.output_padding, hyper.groups,
+        y = F.conv_transpose3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.output_padding, groups,
                                hyper.dilation)
     else:
-        y = F.conv3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.dilation, hyper.groups)
+        y = F.conv3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.dilation, groups)
     return y.to(x.dtype)
 
 
 def member(hyper: Hyper) -> tuple[str, Callable[..., torch.Tensor], dict[str, bool | int]]:
-    """The family member computing ``hyper``'s convolution: (name, reference, template constants)."""
+    """The family member computing ``hyper``'s convolution: (name, reference, template constants). The group
+    count is no constant: the shapes imply it, and a depthwise problem's changes with its channel count."""
     if hyper.groups < 1 or min(hyper.stride) < 1 or min(hyper.dilation) < 1 or min(hyper.padding) < 0:
         raise ValueError(f"not a convolution's hyperparameters: {hyper}")
 

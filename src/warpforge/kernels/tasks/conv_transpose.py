@@ -9,7 +9,7 @@ templates with ``TRANSPOSED = True``; a 1-D or 2-D problem is the 3-D task with 
 Example::
 
     >>> from warpforge.kernels.tasks import conv
-    >>> conv.member(conv.Hyper(transposed=True, stride=(2, 2, 2), output_padding=(1, 1, 1)))[0]
+    >>> conv.member(conv.Hyper(transposed=True, stride=(2, 2, 2), output_padding=(1, 1, 1), groups=2))[0]
     'conv_transpose3d(s=2,2,2 op=1,1,1)'
 """
 

@@ -27,7 +27,6 @@ DIL_W = 1
 OUT_PAD_D = 0
 OUT_PAD_H = 0
 OUT_PAD_W = 0
-GROUPS = 1
 
 # BLOCK_M 128 first: fewer, larger programs are what the interpreter runs fast (it pays per tile op, and this
 # loop runs taps x channels of them per program).
@@ -36,15 +35,9 @@ SPACE = {
     "BLOCK_N": [16, 32, 64],
     "num_warps": [4, 8],
 }
-# A group's input channels at most: the loop issues one [BLOCK_M] load and one outer product per channel and
-# tap, where the implicit GEMM's dot takes 16 to 64 channels x taps at once on the tensor cores; below 16 those
-# dot tiles are mostly padding (1 of 16 for a depthwise convolution).
-_MAX_CHANNELS = 16
 
 
 def constraints(params, shape):
-    if shape["C_IN"] // GROUPS > _MAX_CHANNELS:
-        return False
     # the fp32 accumulator: at most 64 values a thread (BLOCK_M x BLOCK_N over 32 x num_warps threads)
     return params["BLOCK_M"] * params["BLOCK_N"] <= 2048 * params["num_warps"]
 
@@ -131,19 +124,24 @@ def _out_size(size, k, stride, pad, dil, out_pad):
 def launch(x, w, b, **params):
     N, C_in, D, H, W = x.shape
     KD, KH, KW = w.shape[2], w.shape[3], w.shape[4]
-    C_out = w.shape[1] * GROUPS if TRANSPOSED else w.shape[0]
-    assert C_in % GROUPS == 0 and C_out % GROUPS == 0, f"{GROUPS} groups do not divide {C_in} -> {C_out} channels"
+    # The group count from the shapes, not a constant: a depthwise problem's groups are its channel count,
+    # which its hidden shapes change (w is [C_out, C_in / G, ...], or transposed [C_in, C_out / G, ...] with
+    # b [C_out])
+    C_out = b.shape[0] if TRANSPOSED else w.shape[0]
+    groups = C_out // w.shape[1] if TRANSPOSED else C_in // w.shape[1]
+    assert groups * w.shape[1] == (C_out if TRANSPOSED else C_in), f"w {tuple(w.shape)} fits no group count"
+    assert C_in % groups == 0 and C_out % groups == 0, f"{groups} groups do not divide {C_in} -> {C_out} channels"
     OD = _out_size(D, KD, STRIDE_D, PAD_D, DIL_D, OUT_PAD_D)
     OH = _out_size(H, KH, STRIDE_H, PAD_H, DIL_H, OUT_PAD_H)
     OW = _out_size(W, KW, STRIDE_W, PAD_W, DIL_W, OUT_PAD_W)
     y = torch.empty((N, C_out, OD, OH, OW), device=x.device, dtype=x.dtype)
-    COUT_G = C_out // GROUPS
+    COUT_G = C_out // groups
     M = N * OD * OH * OW
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
-    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), GROUPS)
+    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), groups)
     _conv_direct_kernel[grid](
         x, w, b, y,
-        D, H, W, OD, OH, OW, KD, KH, KW, C_in // GROUPS, COUT_G, M,
+        D, H, W, OD, OH, OW, KD, KH, KW, C_in // groups, COUT_G, M,
         x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
         w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0),
         y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),

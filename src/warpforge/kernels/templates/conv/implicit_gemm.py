@@ -27,7 +27,6 @@ DIL_W = 1
 OUT_PAD_D = 0
 OUT_PAD_H = 0
 OUT_PAD_W = 0
-GROUPS = 1
 
 # No tile below 64 x 64 outputs: smaller ones underfill an H100's tensor cores, and the interpreter (one numpy
 # call per tile op) took 150 s on a 29M-MAC check shape at 32 x 16 x 16 against 3.5 s at 128 x 64 x 64.
@@ -154,20 +153,25 @@ def _out_size(size, k, stride, pad, dil, out_pad):
 def launch(x, w, b, **params):
     N, C_in, D, H, W = x.shape
     KD, KH, KW = w.shape[2], w.shape[3], w.shape[4]
-    C_out = w.shape[1] * GROUPS if TRANSPOSED else w.shape[0]
-    assert C_in % GROUPS == 0 and C_out % GROUPS == 0, f"{GROUPS} groups do not divide {C_in} -> {C_out} channels"
+    # The group count from the shapes, not a constant: a depthwise problem's groups are its channel count,
+    # which its hidden shapes change (w is [C_out, C_in / G, ...], or transposed [C_in, C_out / G, ...] with
+    # b [C_out])
+    C_out = b.shape[0] if TRANSPOSED else w.shape[0]
+    groups = C_out // w.shape[1] if TRANSPOSED else C_in // w.shape[1]
+    assert groups * w.shape[1] == (C_out if TRANSPOSED else C_in), f"w {tuple(w.shape)} fits no group count"
+    assert C_in % groups == 0 and C_out % groups == 0, f"{groups} groups do not divide {C_in} -> {C_out} channels"
     OD = _out_size(D, KD, STRIDE_D, PAD_D, DIL_D, OUT_PAD_D)
     OH = _out_size(H, KH, STRIDE_H, PAD_H, DIL_H, OUT_PAD_H)
     OW = _out_size(W, KW, STRIDE_W, PAD_W, DIL_W, OUT_PAD_W)
     y = torch.empty((N, C_out, OD, OH, OW), device=x.device, dtype=x.dtype)
-    CIN_G = C_in // GROUPS
-    COUT_G = C_out // GROUPS
+    CIN_G = C_in // groups
+    COUT_G = C_out // groups
     M = N * OD * OH * OW
     K = CIN_G * KD * KH * KW
     # fp32 inputs: torch's fp32 convolution is IEEE fp32; TF32 alone is ~1e-3 off, tf32x3 within ~1e-6.
     precision = "tf32x3" if x.dtype == torch.float32 else "tf32"
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
-    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), GROUPS)
+    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), groups)
     _conv_kernel[grid](
         x, w, b, y,
         D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M, K,

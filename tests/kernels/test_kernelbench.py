@@ -48,3 +48,51 @@ def test_inputs_drawn_from_threads_at_different_shapes_match_serial_draws() -> N
         threaded = list(pool.map(lambda job: task.make_inputs(job[0], torch.float32, job[1], "cpu")[0], jobs))
     for (shape, _), a, b in zip(jobs, serial, threaded):
         assert a.shape == (shape["batch_size"], shape["dim"]) and torch.equal(a, b)
+
+
+BATCHNORM_DROPOUT = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(features)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.bn(x))
+
+
+batch_size = 16
+features = 12
+dim = 20
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features, dim, dim) * 3 + 1]
+
+
+def get_init_inputs():
+    return [features]
+'''
+
+
+def test_a_problem_runs_as_kernelbench_runs_it_batch_statistics_no_dropout_state_untouched(tmp_path: Path) -> None:
+    """KernelBench calls Model as constructed (training mode): the BatchNorm normalizes with the batch's own
+    statistics, not the running ones its state passes; the Dropout is off (a random mask is no function); and
+    the running statistics the training BatchNorm updates are updated on copies, never on the case's tensors."""
+    path = tmp_path / "bn_drop.py"
+    path.write_text(BATCHNORM_DROPOUT)
+    task = load_task_file(path)
+    shape = task.check_shapes[0]
+    inputs = task.make_inputs(shape, torch.float32, 0, "cpu")
+    x, weight, bias, mean, var, tracked = inputs
+    drawn = [t.clone() for t in inputs]
+    out = task.reference(*inputs)
+    want = torch.nn.functional.batch_norm(x.double(), None, None, weight.double(), bias.double(), training=True)
+    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(task.reference(*inputs), out)  # no random mask: the same output twice
+    for before, after in zip(drawn, inputs):
+        assert torch.equal(before, after)

@@ -123,8 +123,9 @@ def test_softmax_matmul_and_relu_problems_match_by_their_numbers() -> None:
     assert match is not None and match.task == "matmul" and match.in_order
     match, tried = find_match(problem("19_ReLU"))
     assert match is not None and (match.task, match.member) == ("elementwise", "relu")
-    # Tried before it (alphabetical): attention, cross_entropy; neither takes one tensor.
-    assert all("outputs differ" not in t for t in tried)
+    # Tried before it (alphabetical): attention and cross_entropy take no one tensor; channel_norm does with its
+    # other inputs filled (an InstanceNorm without affine), and its outputs differ.
+    assert all("outputs differ" not in t for t in tried if not t.startswith("channel_norm"))
 
 
 def test_a_softmax_over_the_other_dimension_or_with_another_name_is_judged_by_its_numbers(tmp_path: Path) -> None:

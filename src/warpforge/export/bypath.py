@@ -143,7 +143,11 @@ def _wf_model(shape, device):
         if key not in _WF_MODELS:
             with _wf_torch.random.fork_rng(devices=[]):
                 _wf_torch.manual_seed(0)
-                _WF_MODELS[key] = ns["Model"](*ns["get_init_inputs"]()).eval().to(device)
+                model = ns["Model"](*ns["get_init_inputs"]())
+                for m in model.modules():  # as warpforge judged it: as constructed, dropout off
+                    if isinstance(m, _wf_torch.nn.modules.dropout._DropoutNd):
+                        m.eval()
+                _WF_MODELS[key] = model.to(device)
         return _WF_MODELS[key]
 
 
@@ -153,8 +157,11 @@ def _wf_call(args, state):
     shape = {{k: int(every[i].shape[d]) for k, (i, d, rank) in _WF_DIMS.items()
              if i >= 0 and isinstance(every[i], _wf_torch.Tensor) and every[i].dim() == rank}}
     device = next((t.device for t in every if isinstance(t, _wf_torch.Tensor)), "cpu")
+    model = _wf_model(shape, device)
+    buffers = {{name for name, _ in model.named_buffers()}}  # updated in place by a training BatchNorm: copies
+    loaded = {{n: t.clone() if n in buffers else t for n, t in zip(_WF_STATE, state)}}
     with _wf_torch.no_grad():
-        return _wf_torch.func.functional_call(_wf_model(shape, device), dict(zip(_WF_STATE, state)), tuple(args))
+        return _wf_torch.func.functional_call(model, loaded, tuple(args))
 
 
 def reference({signature}):

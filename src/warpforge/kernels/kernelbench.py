@@ -235,6 +235,16 @@ def _candidates(sizes: list[str], bench: Shape) -> list[tuple[Shape, bool]]:
     return [(dict(s), odd) for i, (s, odd) in enumerate(out) if s not in [o for o, _ in out[:i]]]
 
 
+
+def as_run(model: torch.nn.Module) -> torch.nn.Module:
+    """The model as KernelBench runs it: as constructed (nn.Module starts in training mode, so a BatchNorm
+    normalizes with the batch's own statistics), with every Dropout module off, since a random mask is no
+    function a kernel can be matched or checked against."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.eval()
+    return model
+
 class KernelBenchProblem:
     """One problem file: its namespaces per shape, models per shape, inputs, reference and derived shapes."""
 
@@ -309,7 +319,7 @@ class KernelBenchProblem:
                 ns = self.namespace(shape)
                 with _SEED_LOCK:
                     torch.manual_seed(0)
-                    self._models[key] = ns["Model"](*ns["get_init_inputs"]()).eval()
+                    self._models[key] = as_run(ns["Model"](*ns["get_init_inputs"]()))
             return self._models[key]
 
     def draw(self, shape: Shape, seed: int) -> tuple[list[Any], list[torch.Tensor]]:
@@ -569,9 +579,13 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
 
     def reference(*inputs: Any) -> Any:
         split = len(inputs) - n_params
-        args, state = inputs[:split], dict(zip(param_names, inputs[split:]))
+        model = problem.model_for(inputs)
+        # A training-mode BatchNorm updates its running statistics (and counter) in place: on copies, so the
+        # case's own tensors stay as drawn
+        buffers = {name for name, _ in model.named_buffers()}
+        state = {n: t.clone() if n in buffers else t for n, t in zip(param_names, inputs[split:])}
         with torch.no_grad():
-            return torch.func.functional_call(problem.model_for(inputs), state, tuple(args))
+            return torch.func.functional_call(model, state, tuple(inputs[:split]))
 
     def make_inputs(shape: Shape, dtype: torch.dtype, seed: int, device: str) -> tuple[Any, ...]:
         try:

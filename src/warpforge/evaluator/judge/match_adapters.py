@@ -37,8 +37,9 @@ import torch
 
 # The names the adapted launch keeps each problem input's shape under.
 SHAPE_PREFIX = "wf_shape"
-# An output rule's input index meaning "the task's own output": (TASK_OUT, d) is its dimension d.
+# The output rule's marker of a dimension of the task's own output (Adapter.out).
 TASK_OUT = -2
+OUT_NAME = "wf_out"
 # The reductions of a task's whole output that the adapter applies (a loss's reduction over per-row losses).
 REDUCTIONS = ("mean", "sum")
 REDUCE_NAME = "_wf_reduce_all"
@@ -65,13 +66,19 @@ class Fill:
     index: int  # the task's argument position
     dims: tuple[tuple[int, int], ...]  # per dimension: (a passed input, in task order among the passed, its dim)
     value: float
+    # An integer input of the task (a BatchNorm's num_batches_tracked): int64, else the first input's dtype.
+    integer: bool = False
+
+
+def _fill_value(f: Fill) -> str:
+    return repr(int(f.value)) if f.integer else repr(f.value)
 
 
 @dataclass(frozen=True)
 class Adapter:
     """Per problem input (in the task's argument order): its dimension groups as (start, end) ranges; and the
     problem's output dimensions, each (input, dim) of the task-ordered inputs, (-1, literal size) or
-    (:data:`TASK_OUT`, dim) of the task's own output (a convolution's output length is no input's size)."""
+    (:data:`TASK_OUT`, dim) of the task's own output (a size computed by the task, see :func:`unit_layouts`)."""
 
     groups: tuple[tuple[tuple[int, int], ...], ...]
     out: tuple[tuple[int, int], ...]
@@ -88,7 +95,9 @@ class Adapter:
         viewed = [t.transpose(-2, -1) if self.swaps(i) else t for i, t in enumerate(shaped)]
         for f in self.filled:
             size = tuple(int(viewed[j].shape[d]) for j, d in f.dims)
-            viewed.insert(f.index, torch.full(size, f.value, dtype=viewed[0].dtype, device=viewed[0].device))
+            dtype = torch.int64 if f.integer else viewed[0].dtype
+            viewed.insert(f.index, torch.full(size, int(f.value) if f.integer else f.value, dtype=dtype,
+                                              device=viewed[0].device))
         return viewed
 
     def swaps(self, i: int) -> bool:
@@ -106,6 +115,11 @@ class Adapter:
             y = y.sum() if self.reduction == "sum" else y.mean()
         return y.reshape(tuple(int(tensors[i].shape[d]) if i >= 0 else int(y.shape[d]) if i == TASK_OUT else d
                                for i, d in self.out))
+
+    @property
+    def reads_output(self) -> bool:
+        """Whether some output size is one of the task's output sizes (the launch keeps its result to read it)."""
+        return any(i == TASK_OUT for i, _ in self.out)
 
     @property
     def reshapes(self) -> bool:
@@ -152,6 +166,33 @@ def output_rule(out_shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> tu
     return tuple(rule)
 
 
+def unit_layouts(out_shape: Sequence[int], tensors: Sequence[torch.Tensor],
+                 task_inputs: Sequence[torch.Tensor]) -> list[tuple[tuple[tuple[int, int], ...], ...]]:
+    """Where the output sizes are no input's (a pooling's output length): each input's dims as they are, in
+    order, with unit dims inserted up to the task input's rank (a 1-D pooling's [N, C, L] as the task's
+    [N, C, 1, 1, L]), one grouping per choice of places; :func:`unit_rule` then reads the output off the
+    task's. Empty unless the output has the first input's rank, no input has more dims than the task's and
+    some has fewer (the same ranks are the problem's inputs as they are, tried without an adapter)."""
+    ranks = [(t.dim(), u.dim()) for t, u in zip(tensors, task_inputs)]
+    if not tensors or len(out_shape) != tensors[0].dim() or any(r > q for r, q in ranks) or all(
+            r == q for r, q in ranks):
+        return []
+    per_input = []
+    for t, u in zip(tensors, task_inputs):
+        ways = []
+        for places in itertools.combinations(range(u.dim()), t.dim()):
+            starts = [sum(1 for p in places if p < j) for j in range(u.dim())]
+            ways.append(tuple((s, s + 1) if j in places else (s, s) for j, s in enumerate(starts)))
+        per_input.append(ways)
+    return [tuple(groups) for groups in itertools.product(*per_input)]
+
+
+def unit_rule(groups: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """The output rule of a :func:`unit_layouts` grouping: the problem's output dim d is the task output's dim
+    that the first input's dim d became."""
+    return tuple((TASK_OUT, j) for j, (a, b) in enumerate(groups) if b > a)
+
+
 def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
     """The template with its ``launch`` viewing the problem's inputs as the task's on entry and its result as the
     problem's output on every return (the grammar allows allocation and launches in ``launch`` only, so the
@@ -184,12 +225,14 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
                  for i, (n, g) in enumerate(zip(names, adapter.groups))]
     prologue += [f"{indent}{n} = {n}.transpose(-2, -1)\n" for i, n in enumerate(names) if adapter.swaps(i)]
     prologue += [f"{indent}{every[f.index]} = torch.full(({''.join(f'{names[j]}.shape[{d}], ' for j, d in f.dims)}), "
-                 f"{f.value!r}, dtype={names[0]}.dtype, device={names[0]}.device)\n" for f in adapter.filled]
-    own = any(i == TASK_OUT for i, _ in adapter.out)
-    out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else f"wf_full.shape[{d}]" if i == TASK_OUT else str(d)
+                 f"{_fill_value(f)}, dtype={'torch.int64' if f.integer else names[0] + '.dtype'}, "
+                 f"device={names[0]}.device)\n" for f in adapter.filled]
+    out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else f"{OUT_NAME}.shape[{d}]" if i == TASK_OUT else str(d)
                     for i, d in adapter.out) or "()"
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
     if any(isinstance(n, (ast.FunctionDef, ast.Lambda)) for n in ast.walk(fn) if n is not fn):
+        return None
+    if adapter.reads_output and (adapter.reduction or OUT_NAME in text):
         return None
     if adapter.reduction and (REDUCE_NAME in text or "import triton.language as tl" not in text):
         return None
@@ -198,14 +241,13 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
         if value is None or ret.end_lineno is None:
             return None
         pad = " " * ret.col_offset
-        if (adapter.reduction or own) and lines[ret.lineno - 1][:ret.col_offset].strip():
-            return None  # ``if c: return y`` on one line: the statements added need lines of their own
+        if (adapter.reduction or adapter.reads_output) and lines[ret.lineno - 1][:ret.col_offset].strip():
+            return None  # ``if c: return y`` on one line: the statements a reduction adds need lines of their own
         if adapter.reduction:
-            if own:
-                return None  # a scalar's shape is never the task output's
             lines[ret.lineno - 1:ret.end_lineno] = _reduced_return(pad, value, adapter.reduction, out)
-        elif own:  # the task's output named once, its sizes read from it
-            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}wf_full = ({value})\n", f"{pad}return wf_full.view({out})\n"]
+        elif adapter.reads_output:
+            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}{OUT_NAME} = ({value})\n",
+                                                    f"{pad}return {OUT_NAME}.view({out})\n"]
         else:
             lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
     lines[first.lineno - 1:first.lineno - 1] = prologue

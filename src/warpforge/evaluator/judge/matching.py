@@ -44,6 +44,8 @@ from warpforge.evaluator.judge.match_adapters import (
     cuts,
     output_rule,
     reordered_template,
+    unit_layouts,
+    unit_rule,
 )
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task
@@ -147,7 +149,9 @@ def _problem_probes(problem: Task) -> list[Shape]:
         return []
     derived = [d for s in problem.check_shapes if all(s[k] > 1 for k in sizes)
                for d in [_spread(problem, dict(s), sizes)] if d is not None]
-    return [{**base, **dict(zip(sizes, PRIMES))}, *derived]
+    # Primes no kept global holds (45_Average_Pooling_2D's kernel_size = 11 would name its batch size)
+    free = [p for p in PRIMES if p not in {v for k, v in base.items() if k not in sizes}]
+    return [{**base, **dict(zip(sizes, free))}, *derived] if len(free) >= len(sizes) else derived
 
 
 def _spread(problem: Task, shape: Shape, sizes: list[str]) -> Shape | None:
@@ -242,7 +246,7 @@ def _try(problem: Task, task: Task, probe: Shape,
     out_shape = tuple(outs[0].shape) if len(outs) == 1 else None
     for omitted in omissions:
         passed = [i for i in range(len(task_inputs)) if i not in omitted]
-        fills = _fills(where, passed, omitted, task)
+        fills = _fills(where, passed, omitted, task, task_inputs)
         if fills is None:
             continue
         at = {i: n for n, i in enumerate(passed)}  # a task input's position among the passed ones
@@ -254,7 +258,10 @@ def _try(problem: Task, task: Task, probe: Shape,
                 adapter = _with_fills(adapter, fills, mapped, out_shape)
                 if adapter is None:
                     continue
-            viewed = adapter.inputs(mapped) if adapter is not None else mapped
+            try:
+                viewed = adapter.inputs(mapped) if adapter is not None else mapped
+            except (IndexError, RuntimeError):  # a fill sized from a dim this layout's view does not have
+                continue
             if any(m.dim() != t.dim() or m.is_floating_point() != t.is_floating_point()
                    for m, t in zip(viewed, task_inputs if fills else passed_inputs)):
                 continue
@@ -274,17 +281,21 @@ def _try(problem: Task, task: Task, probe: Shape,
 
 def _omissions(task: Task, n_problem: int, n_task: int) -> list[tuple[int, ...]]:
     """Which of the task's inputs the problem may leave out: none when the counts agree, else each choice of
-    that many among the task's ``FILL_INPUTS`` (empty: the counts cannot be reconciled)."""
+    that many among the task's ``FILL_INPUTS`` (empty: the counts cannot be reconciled), the last inputs first.
+    A module's state lists optional parts last (a GroupNorm's weight and bias are a BatchNorm's without the
+    running statistics); at construction a weight is 1 and a bias 0, the fill values themselves, so the
+    numbers cannot tell a GroupNorm's (x, weight, bias) from (x, running_mean, running_var) with the weight and
+    bias filled: the first choice tried decides."""
     missing = n_task - n_problem
     if missing == 0:
         return [()]
     if missing < 0 or missing > len(task.fill_inputs):
         return []
-    return list(itertools.combinations(sorted(task.fill_inputs), missing))
+    return [tuple(sorted(c)) for c in itertools.combinations(sorted(task.fill_inputs, reverse=True), missing)]
 
 
 def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: tuple[int, ...],
-           task: Task) -> tuple[Fill, ...] | None:
+           task: Task, task_inputs: list[torch.Tensor]) -> tuple[Fill, ...] | None:
     """The omitted inputs as constants, each dimension the same key's dimension in a passed input (a bias of
     [C_out] takes the weight's first dimension); None when some dimension is no key of a passed input."""
     fills = []
@@ -297,7 +308,8 @@ def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: 
             if spot is None:
                 return None
             dims.append(spot)
-        fills.append(Fill(index, tuple(dims), float(task.fill_inputs[index])))
+        fills.append(Fill(index, tuple(dims), float(task.fill_inputs[index]),
+                          not task_inputs[index].is_floating_point()))
     return tuple(fills)
 
 
@@ -337,15 +349,20 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[torch.Tensor], out_shape
     for order in orders:
         mapped = [inputs[j] for j in order]
         rule = output_rule(out_shape, mapped)
-        if rule is None:
-            continue
         # An input of the task's rank is taken as it is: only a rank that differs is cut.
-        choices = [list(cuts(m.dim(), t.dim())) if m.dim() != t.dim() else [tuple((d, d + 1) for d in range(m.dim()))]
-                   for m, t in zip(mapped, task_inputs)]
+        # (a task's 0-d input takes no other rank: no cuts)
+        choices = [[tuple((d, d + 1) for d in range(m.dim()))] if m.dim() == t.dim() else
+                   list(cuts(m.dim(), t.dim())) if t.dim() else [] for m, t in zip(mapped, task_inputs)]
         count = 1
         for c in choices:
             count *= len(c)
-        if count > MAX_LAYOUTS:
+        if rule is None or count > MAX_LAYOUTS:
+            # Output sizes the task computes (a pooling's length), or too many cuts (a 4-D input into 5 dims has
+            # 70): the inputs with unit dims inserted, the output read off the task's (match_adapters.unit_layouts),
+            # at most C(5, 3) = 10 ways for one 3-D input.
+            units = unit_layouts(out_shape, mapped, task_inputs)
+            if len(units) <= MAX_LAYOUTS:
+                out += [(order, Adapter(groups, unit_rule(groups[0]))) for groups in units]
             continue
         for groups in itertools.product(*choices):
             identity = all(len(g) == m.dim() and all(b - a == 1 for a, b in g) for g, m in zip(groups, mapped))

@@ -213,7 +213,7 @@ def test_problems_match_with_their_hyperparameters(tmp_path: Path, name: str) ->
         text = variant.read_text()
         assert check_module(text) is None
         # a 1-D or 2-D problem's output is the task's with its unit dims dropped, sizes read from it
-        assert "return wf_full.view(wf_full.shape[0], wf_full.shape[1], wf_full.shape[" in text
+        assert "return wf_out.view(wf_out.shape[0], wf_out.shape[1], wf_out.shape[" in text
 
 
 @pytest.mark.slow

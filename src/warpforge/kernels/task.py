@@ -6,8 +6,9 @@ A task module defines ``NAME``, ``DESCRIPTION``, ``reference``, ``make_inputs``,
 ``adversarial_inputs``, ``ACCUMULATION`` with ``PRECISION_SHAPES`` and ``precision_inputs`` (the
 accumulation precision the judge enforces: taskdef.Task), for training ``GRAD_INPUTS`` (indices of
 the inputs whose gradients the task defines) with optional ``GRAD_TOLERANCES``; ``MATCH_PROBES`` (shapes
-the matcher may probe with); and for a family ``MEMBERS`` (``(name, reference, template constants)`` rows,
-taskdef.Member) with ``DEFAULT_MEMBER``, the one ``reference`` computes.
+the matcher may probe with), ``UNIT_DIMS_AT`` (where a lower-rank problem's unit dims go); and for a family
+``MEMBERS`` (``(name, reference, template constants)`` rows, taskdef.Member) with ``DEFAULT_MEMBER``, the one
+``reference`` computes.
 
 Example::
 
@@ -95,6 +96,7 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         member=default,
         match_probes=list(getattr(module, "MATCH_PROBES", [])),
         propose=getattr(module, "propose_members", None),
+        unit_dims_at=getattr(module, "UNIT_DIMS_AT", None),
         fill_inputs={int(i): float(v) for i, v in getattr(module, "FILL_INPUTS", {}).items()},
     )
 

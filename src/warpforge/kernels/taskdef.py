@@ -112,6 +112,11 @@ class Task:
     # Linear's epilogue chain, a convolution's stride and padding), which a fixed table cannot hold. The
     # matcher tries them before ``members``; only the numbers decide, so a misread module is no match.
     propose: Callable[[torch.nn.Module], list[Member]] | None = None
+    # Optional ``UNIT_DIMS_AT``: a problem input of lower rank than the task's is the task's input with size-1
+    # dims inserted at this position, and the problem's output the task's with as many dropped there (a 1-D
+    # or 2-D convolution is the 3-D one with unit depth, or depth and height: [N, C, L] is [N, C, 1, 1, L]).
+    # The matcher tries that one reshape (evaluator/judge/match_adapters.py) besides its general cuts.
+    unit_dims_at: int | None = None
     # Optional ``FILL_INPUTS``: {input index: value}: a problem that does not pass that input (a Conv without
     # bias, an InstanceNorm without affine weights) is this task with the input filled with the value.
     fill_inputs: dict[int, float] = field(default_factory=dict)

@@ -37,6 +37,7 @@ import torch
 
 from warpforge.evaluator.judge.match_adapters import (
     REDUCTIONS,
+    TASK_OUT,
     Adapter,
     Fill,
     adapted_template,
@@ -268,7 +269,7 @@ def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, .
         at = {i: n for n, i in enumerate(passed)}  # a task input's position among the passed ones
         passed_where = {k: [(at[i], j) for i, j in spots if i in at] for k, spots in where.items()}
         passed_inputs = [task_inputs[i] for i in passed]
-        for order, adapter in _layouts(inputs, passed_inputs, out_shape):
+        for order, adapter in _layouts(inputs, passed_inputs, out_shape, task.unit_dims_at):
             mapped = [inputs[j] for j in order]
             if fills:
                 adapter = _with_fills(adapter, fills, mapped, out_shape)
@@ -337,9 +338,10 @@ def _with_fills(adapter: Adapter | None, fills: tuple[Fill, ...], mapped: list[t
         return None  # a Python number among them: reshapes and fills are of tensors
     if adapter is not None:
         return replace(adapter, filled=fills)
-    rule = output_rule(out_shape, mapped) if out_shape is not None else None
-    if rule is None:
+    if out_shape is None:
         return None
+    # an output size that is no input's (a convolution's output length): the task's output as it is
+    rule = output_rule(out_shape, mapped) or tuple((TASK_OUT, d) for d in range(len(out_shape)))
     return Adapter(tuple(tuple((d, d + 1) for d in range(m.dim())) for m in mapped), rule, filled=fills)
 
 
@@ -350,17 +352,21 @@ MAX_ADAPTED_INPUTS = 3
 MAX_LAYOUTS = 64
 
 
-def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any],
-             out_shape: tuple[int, ...] | None) -> list[tuple[tuple[int, ...], Adapter | None]]:
-    """Argument orders as they are, then (one output, few inputs) the same orders with each input's dims cut
-    into the task input's rank; where the problem returns a scalar, each of those also with the mean or sum of
-    the task's output (a loss over per-row losses)."""
+def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any], out_shape: tuple[int, ...] | None,
+             unit_dims_at: int | None = None) -> list[tuple[tuple[int, ...], Adapter | None]]:
+    """Argument orders as they are, then (one output, few inputs) the same orders with the task's own unit
+    dims (taskdef.Task.unit_dims_at) and with each input's dims cut into the task input's rank; where the
+    problem returns a scalar, each of those also with the mean or sum of the task's output (a loss over
+    per-row losses)."""
     orders = list(itertools.permutations(range(len(inputs))))
     out: list[tuple[tuple[int, ...], Adapter | None]] = [(o, None) for o in orders]
     # Reshapes are of tensors: with a Python number among the arguments, only the orders.
     if (out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS
             or not all(isinstance(x, torch.Tensor) for x in (*inputs, *task_inputs))):
         return out
+    if unit_dims_at is not None:
+        out += [(o, a) for o in orders for a in [_unit_dims(unit_dims_at, [inputs[j] for j in o], task_inputs,
+                                                            len(out_shape))] if a is not None]
     reductions = ("", *REDUCTIONS) if out_shape == () else ("",)
     for order in orders:
         mapped = [inputs[j] for j in order]
@@ -388,6 +394,25 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any],
                 out += [(order, Adapter(tuple(groups), rule, r, flags)) for flags in _transposes(mapped, task_inputs)
                         for r in reductions]
     return out
+
+
+def _unit_dims(at: int, mapped: list[torch.Tensor], task_inputs: list[torch.Tensor],
+               out_rank: int) -> Adapter | None:
+    """The adapter inserting size-1 dims at ``at`` into each input of lower rank than the task's, and dropping
+    as many from the task's output there (as many as the first input lacks): [N, C, L] is [N, C, 1, 1, L],
+    and the task's [N, C', 1, 1, L'] the problem's [N, C', L']. None when no input lacks dims or one cannot."""
+    groups: list[tuple[tuple[int, int], ...]] = []
+    for m, t in zip(mapped, task_inputs):
+        missing = t.dim() - m.dim()
+        if missing < 0 or (missing and m.dim() < at):
+            return None
+        groups.append(tuple((d, d + 1) for d in range(at)) * bool(missing) + ((at, at),) * missing
+                      + tuple((d, d + 1) for d in range(at if missing else 0, m.dim())))
+    dropped = task_inputs[0].dim() - mapped[0].dim()
+    if not any(t.dim() != m.dim() for m, t in zip(mapped, task_inputs)) or out_rank < at:
+        return None
+    rule = tuple((TASK_OUT, d if d < at else d + dropped) for d in range(out_rank))
+    return Adapter(tuple(groups), rule)
 
 
 def _transposes(mapped: list[torch.Tensor], task_inputs: list[torch.Tensor]) -> list[tuple[bool, ...]]:

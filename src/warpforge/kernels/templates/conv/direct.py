@@ -1,0 +1,153 @@
+"""Convolution as a direct loop on the CUDA cores: a program owns BLOCK_M output positions x BLOCK_N output
+channels of one group and, for each kernel tap (its input positions and padding masks computed once), each of
+the group's input channels adds the outer product of an input column and a weight row in fp32.
+
+No tensor-core tile is padded: where a group has one or a few channels (a depthwise convolution: one input
+and one output channel a group) the implicit GEMM's 16-wide dot tiles compute mostly zeros, and this loop
+computes none; fp32 FMAs are also exact products, torch's fp32 semantics without a tf32x3 split. A
+transposed convolution gathers as the implicit GEMM does (o + pad - k * dil = i * stride).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+TASK = "conv"
+# The member (kernels/tasks/conv.py): rewritten by the matcher with the problem's hyperparameters.
+TRANSPOSED = False
+STRIDE_D = 1
+STRIDE_H = 1
+STRIDE_W = 1
+PAD_D = 0
+PAD_H = 0
+PAD_W = 0
+DIL_D = 1
+DIL_H = 1
+DIL_W = 1
+OUT_PAD_D = 0
+OUT_PAD_H = 0
+OUT_PAD_W = 0
+
+# BLOCK_M 128 and 256 only: fewer, larger programs are what the interpreter runs fast (it pays per tile op, and
+# this loop runs taps x channels of them per program); at 64 x 32 the CPU checks of KernelBench 63, 74 and 82
+# (16 to 64 channels) ran past the judge's 240-410 s budget.
+SPACE = {
+    "BLOCK_M": [128, 256],
+    "BLOCK_N": [16, 32, 64],
+    "num_warps": [4, 8],
+}
+
+
+def constraints(params, shape):
+    # the fp32 accumulator: at most 64 values a thread (BLOCK_M x BLOCK_N over 32 x num_warps threads)
+    return params["BLOCK_M"] * params["BLOCK_N"] <= 2048 * params["num_warps"]
+
+
+@triton.jit
+def _source(o, k, size, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constexpr,
+            TRANSPOSED: tl.constexpr):
+    # The input index an output index o reads at tap k, and whether it exists (in range and, for a transposed
+    # convolution, on the stride's grid).
+    if TRANSPOSED:
+        t = o + PAD - k * DIL
+        i = t // STRIDE
+        ok = (t >= 0) & (t - i * STRIDE == 0) & (i < size)
+    else:
+        i = o * STRIDE - PAD + k * DIL
+        ok = (i >= 0) & (i < size)
+    return i, ok
+
+
+@triton.jit
+def _conv_direct_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M,
+    sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, syn, syc, syd, syh, syw,
+    TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
+    PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
+    DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    g = tl.program_id(2)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_ok = offs_m < M
+    ow = offs_m % OW
+    t = offs_m // OW
+    oh = t % OH
+    t = t // OH
+    od = t % OD
+    # int64 for the batch offset: KernelBench's 16 x 128 x 1024^2 output passes 2^31 elements
+    n = (t // OD).to(tl.int64)
+
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channel within the group
+    n_ok = offs_n < COUT_G
+    co = g * COUT_G + offs_n
+    if TRANSPOSED:  # w [C_in, C_out / G, k...]: the group's input channel ci is row g * CIN_G + ci
+        w_base = w_ptr + (g * CIN_G).to(tl.int64) * sw0 + offs_n * sw1
+        w_step = sw0
+    else:  # w [C_out, C_in / G, k...]
+        w_base = w_ptr + co.to(tl.int64) * sw0
+        w_step = sw1
+    x_base = x_ptr + n * sxn + (g * CIN_G).to(tl.int64) * sxc
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kd in range(0, KD):
+        i_d, ok_d = _source(od, kd, D, STRIDE_D, PAD_D, DIL_D, TRANSPOSED)
+        for kh in range(0, KH):
+            i_h, ok_h = _source(oh, kh, H, STRIDE_H, PAD_H, DIL_H, TRANSPOSED)
+            for kw in range(0, KW):
+                i_w, ok_w = _source(ow, kw, W, STRIDE_W, PAD_W, DIL_W, TRANSPOSED)
+                x_ptrs = x_base + i_d * sxd + i_h * sxh + i_w * sxw
+                x_ok = m_ok & ok_d & ok_h & ok_w
+                w_ptrs = w_base + kd * swd + kh * swh + kw * sww
+                for ci in range(0, CIN_G):
+                    xv = tl.load(x_ptrs + ci * sxc, mask=x_ok, other=0.0).to(tl.float32)
+                    wv = tl.load(w_ptrs + ci * w_step, mask=n_ok, other=0.0).to(tl.float32)
+                    acc += xv[:, None] * wv[None, :]
+
+    bias = tl.load(b_ptr + co * sb, mask=n_ok, other=0.0)
+    out = acc + bias.to(tl.float32)[None, :]
+    y_ptrs = (y_ptr + n[:, None] * syn + co[None, :] * syc + od[:, None] * syd + oh[:, None] * syh
+              + ow[:, None] * syw)
+    tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+def _out_size(size, k, stride, pad, dil, out_pad):
+    # torch's output size of one dim (nn.Conv3d and nn.ConvTranspose3d docs)
+    if TRANSPOSED:
+        return (size - 1) * stride - 2 * pad + dil * (k - 1) + out_pad + 1
+    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+def launch(x, w, b, **params):
+    N, C_in, D, H, W = x.shape
+    KD, KH, KW = w.shape[2], w.shape[3], w.shape[4]
+    # The group count from the shapes, not a constant: a depthwise problem's groups are its channel count,
+    # which its hidden shapes change (w is [C_out, C_in / G, ...], or transposed [C_in, C_out / G, ...] with
+    # b [C_out])
+    C_out = b.shape[0] if TRANSPOSED else w.shape[0]
+    groups = C_out // w.shape[1] if TRANSPOSED else C_in // w.shape[1]
+    assert groups * w.shape[1] == (C_out if TRANSPOSED else C_in), f"w {tuple(w.shape)} fits no group count"
+    assert C_in % groups == 0 and C_out % groups == 0, f"{groups} groups do not divide {C_in} -> {C_out} channels"
+    OD = _out_size(D, KD, STRIDE_D, PAD_D, DIL_D, OUT_PAD_D)
+    OH = _out_size(H, KH, STRIDE_H, PAD_H, DIL_H, OUT_PAD_H)
+    OW = _out_size(W, KW, STRIDE_W, PAD_W, DIL_W, OUT_PAD_W)
+    y = torch.empty((N, C_out, OD, OH, OW), device=x.device, dtype=x.dtype)
+    COUT_G = C_out // groups
+    M = N * OD * OH * OW
+    bm, bn = params["BLOCK_M"], params["BLOCK_N"]
+    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), groups)
+    _conv_direct_kernel[grid](
+        x, w, b, y,
+        D, H, W, OD, OH, OW, KD, KH, KW, C_in // groups, COUT_G, M,
+        x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
+        w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0),
+        y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
+        TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
+        PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=params["num_warps"],
+    )
+    return y

@@ -1,0 +1,186 @@
+"""Convolution as an implicit GEMM on the tensor cores: output positions (N * OD * OH * OW) x output channels of
+one group, reduced over that group's input channels x kernel taps, the [BLOCK_M, BLOCK_K] x tile gathered from
+the input with its padding masked (no im2col copy in memory).
+
+A transposed convolution is the same GEMM with a gather: output position o takes input i where
+o + pad - k * dil = i * stride, so a tap whose (o + pad - k * dil) is not a multiple of the stride is masked.
+The grid's third axis is the group; a group's weight panel is read through w's strides in either layout
+([C_out, C_in / G, k...] or, transposed, [C_in, C_out / G, k...]).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+TASK = "conv"
+# The member (kernels/tasks/conv.py): rewritten by the matcher with the problem's hyperparameters.
+TRANSPOSED = False
+STRIDE_D = 1
+STRIDE_H = 1
+STRIDE_W = 1
+PAD_D = 0
+PAD_H = 0
+PAD_W = 0
+DIL_D = 1
+DIL_H = 1
+DIL_W = 1
+OUT_PAD_D = 0
+OUT_PAD_H = 0
+OUT_PAD_W = 0
+
+# No tile below 64 x 64 outputs: smaller ones underfill an H100's tensor cores, and the interpreter (one numpy
+# call per tile op) took 150 s on a 29M-MAC check shape at 32 x 16 x 16 against 3.5 s at 128 x 64 x 64.
+SPACE = {
+    "BLOCK_M": [128, 256, 64],
+    "BLOCK_N": [64, 128, 32],
+    "BLOCK_K": [32, 64],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4],
+}
+
+# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
+_SMEM_BYTES = 232448
+
+
+def constraints(params, shape):
+    bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
+    warps, stages = params["num_warps"], params["num_stages"]
+    smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
+    if smem > _SMEM_BYTES or bm * bn < 4096:
+        return False
+    # the fp32 accumulator and the gather's [BLOCK_M, BLOCK_K] index tiles share 255 registers a thread:
+    # 64 accumulator values a thread at most (128x128 needs 8 warps), 32 index values
+    if bm * bn > 2048 * warps or bm * bk > 1024 * warps:
+        return False
+    return True
+
+
+@triton.jit
+def _conv_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M, K,
+    sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, syn, syc, syd, syh, syw,
+    TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
+    PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
+    DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    g = tl.program_id(2)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_ok = offs_m < M
+    ow = offs_m % OW
+    t = offs_m // OW
+    oh = t % OH
+    t = t // OH
+    od = t % OD
+    # int64 for the batch offset: KernelBench's 16 x 128 x 1024^2 output passes 2^31 elements
+    n = (t // OD).to(tl.int64)
+
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channel within the group
+    n_ok = offs_n < COUT_G
+    co = g * COUT_G + offs_n
+
+    # Per output position, its window's first input index in each dim (the gather's origin); per K index
+    # below, the tap's offset from it: the gather is then one [BLOCK_M, BLOCK_K] sum per dim (the interpreter
+    # runs each tile op as a numpy call, the GPU as registers: both pay per tile op)
+    if TRANSPOSED:
+        o_d = od + PAD_D
+        o_h = oh + PAD_H
+        o_w = ow + PAD_W
+    else:
+        o_d = od * STRIDE_D - PAD_D
+        o_h = oh * STRIDE_H - PAD_H
+        o_w = ow * STRIDE_W - PAD_W
+    x_row = n * sxn + g * CIN_G * sxc
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)  # (input channel of the group, kd, kh, kw), kw fastest
+        k_ok = offs_k < K
+        kw = offs_k % KW
+        r = offs_k // KW
+        kh = r % KH
+        r = r // KH
+        kd = r % KD
+        ci = r // KD
+        if TRANSPOSED:
+            # output o takes input i = (o + pad - k * dil) / stride where that is whole and in range
+            t_d = o_d[:, None] - (kd * DIL_D)[None, :]
+            t_h = o_h[:, None] - (kh * DIL_H)[None, :]
+            t_w = o_w[:, None] - (kw * DIL_W)[None, :]
+            i_d = t_d // STRIDE_D
+            i_h = t_h // STRIDE_H
+            i_w = t_w // STRIDE_W
+            ok = ((t_d >= 0) & (i_d * STRIDE_D == t_d) & (i_d < D) & (t_h >= 0) & (i_h * STRIDE_H == t_h)
+                  & (i_h < H) & (t_w >= 0) & (i_w * STRIDE_W == t_w) & (i_w < W))
+            a_ptrs = x_ptr + x_row[:, None] + (ci * sxc)[None, :] + i_d * sxd + i_h * sxh + i_w * sxw
+        else:
+            # input index o * stride - pad + k * dil, in [0, size) unless in the padding
+            k_d = kd * DIL_D
+            k_h = kh * DIL_H
+            k_w = kw * DIL_W
+            ok = ((o_d[:, None] >= -k_d[None, :]) & (o_d[:, None] < (D - k_d)[None, :])
+                  & (o_h[:, None] >= -k_h[None, :]) & (o_h[:, None] < (H - k_h)[None, :])
+                  & (o_w[:, None] >= -k_w[None, :]) & (o_w[:, None] < (W - k_w)[None, :]))
+            x_col = ci * sxc + k_d * sxd + k_h * sxh + k_w * sxw
+            x_origin = x_row + o_d * sxd + o_h * sxh + o_w * sxw
+            a_ptrs = x_ptr + (x_origin[:, None] + x_col[None, :])
+        a = tl.load(a_ptrs, mask=ok & m_ok[:, None] & k_ok[None, :], other=0.0)
+        tap = kd * swd + kh * swh + kw * sww
+        if TRANSPOSED:  # w [C_in, C_out / G, k...]
+            w_ptrs = w_ptr + (g * CIN_G + ci)[:, None] * sw0 + offs_n[None, :] * sw1 + tap[:, None]
+        else:  # w [C_out, C_in / G, k...]
+            w_ptrs = w_ptr + co[None, :] * sw0 + (ci * sw1 + tap)[:, None]
+        wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(a, wt, acc, input_precision=DOT_PRECISION)
+
+    bias = tl.load(b_ptr + co * sb, mask=n_ok, other=0.0)
+    out = acc + bias.to(tl.float32)[None, :]
+    y_ptrs = (y_ptr + n[:, None] * syn + co[None, :] * syc + od[:, None] * syd + oh[:, None] * syh
+              + ow[:, None] * syw)
+    tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+def _out_size(size, k, stride, pad, dil, out_pad):
+    # torch's output size of one dim (nn.Conv3d and nn.ConvTranspose3d docs)
+    if TRANSPOSED:
+        return (size - 1) * stride - 2 * pad + dil * (k - 1) + out_pad + 1
+    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+def launch(x, w, b, **params):
+    N, C_in, D, H, W = x.shape
+    KD, KH, KW = w.shape[2], w.shape[3], w.shape[4]
+    # The group count from the shapes, not a constant: a depthwise problem's groups are its channel count,
+    # which its hidden shapes change (w is [C_out, C_in / G, ...], or transposed [C_in, C_out / G, ...] with
+    # b [C_out])
+    C_out = b.shape[0] if TRANSPOSED else w.shape[0]
+    groups = C_out // w.shape[1] if TRANSPOSED else C_in // w.shape[1]
+    assert groups * w.shape[1] == (C_out if TRANSPOSED else C_in), f"w {tuple(w.shape)} fits no group count"
+    assert C_in % groups == 0 and C_out % groups == 0, f"{groups} groups do not divide {C_in} -> {C_out} channels"
+    OD = _out_size(D, KD, STRIDE_D, PAD_D, DIL_D, OUT_PAD_D)
+    OH = _out_size(H, KH, STRIDE_H, PAD_H, DIL_H, OUT_PAD_H)
+    OW = _out_size(W, KW, STRIDE_W, PAD_W, DIL_W, OUT_PAD_W)
+    y = torch.empty((N, C_out, OD, OH, OW), device=x.device, dtype=x.dtype)
+    CIN_G = C_in // groups
+    COUT_G = C_out // groups
+    M = N * OD * OH * OW
+    K = CIN_G * KD * KH * KW
+    # fp32 inputs: torch's fp32 convolution is IEEE fp32; TF32 alone is ~1e-3 off, tf32x3 within ~1e-6.
+    precision = "tf32x3" if x.dtype == torch.float32 else "tf32"
+    bm, bn = params["BLOCK_M"], params["BLOCK_N"]
+    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), groups)
+    _conv_kernel[grid](
+        x, w, b, y,
+        D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M, K,
+        x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
+        w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0),
+        y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
+        TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
+        PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+    )
+    return y

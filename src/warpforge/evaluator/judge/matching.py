@@ -243,7 +243,7 @@ def _proposed(problem: Task, task: Task, probe: Shape) -> list[Member]:
 
 
 def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, ...], Any]],
-         direct_only: bool = False) -> tuple[Match | None, str]:
+         max_cost: int = 2) -> tuple[Match | None, str]:
     located = key_positions(task)
     if located is None:
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
@@ -275,7 +275,7 @@ def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, .
                 adapter = _with_fills(adapter, fills, mapped, out_shape)
                 if adapter is None:
                     continue
-            if direct_only and adapter is not None:
+            if adapter_cost(adapter) > max_cost:
                 continue
             try:
                 viewed = adapter.inputs(mapped) if adapter is not None else mapped
@@ -499,12 +499,22 @@ def _agrees_everywhere(cases: list[tuple[tuple[Any, ...], Any]], task: Task, ord
     return True
 
 
-def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | None, list[str]]:
-    """The first built-in task computing the problem's function, and what was tried (one entry per task).
+def adapter_cost(adapter: Adapter | None) -> int:
+    """How far a layout is from the problem's own call: 0 as it is; 1 reshaped, transposed or reduced; 2 with
+    inputs the problem does not pass or output sizes only the task knows (filled weights, unit dims)."""
+    if adapter is None:
+        return 0
+    return 2 if adapter.filled or adapter.reads_output else 1
 
-    A task computing it on the problem's own tensors beats one that needs a reshape (an adapter): a row scale
-    ``s[:, None] * x`` is also a batch of 1 x 1 @ 1 x N products, which the bmm task, tried first, would search
-    at K = 1. After an adapted match the later tasks are tried without adapters only."""
+
+def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | None, list[str]]:
+    """The built-in task computing the problem's function with the fewest adaptations (:func:`adapter_cost`),
+    the first in name order among equals, and what was tried (one entry per task).
+
+    A task computing it on the problem's own tensors beats one that needs a reshape: a row scale
+    ``s[:, None] * x`` is also a batch of 1 x 1 @ 1 x N products, which the bmm task, tried first, would search at
+    K = 1; ``x @ w.T`` is matmul of a transposed view before it is a 1 x 1 convolution with unit dims and a
+    filled bias. After a match the later tasks are tried only with cheaper layouts."""
     from warpforge.kernels.task import builtin_task_names, get_task
 
     probes = [p for p in _problem_probes(problem) if _runs(problem, p)]
@@ -513,20 +523,21 @@ def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | 
     probe = probes[0]
     cases = _cases(problem, probe)
     tried: list[str] = []
-    adapted: Match | None = None
+    best: Match | None = None
     for task in tasks if tasks is not None else [get_task(n) for n in builtin_task_names()]:
+        limit = 2 if best is None else adapter_cost(best.adapter) - 1
         try:
-            match, why = _try(problem, task, probe, cases, direct_only=adapted is not None)
+            match, why = _try(problem, task, probe, cases, max_cost=limit)
         except Exception as exc:  # noqa: BLE001 - the problem's code at the probe sizes
             match, why = None, f"{task.name}: {type(exc).__name__}"
         if match is not None and match.adapter is None:
             return match, tried
         if match is not None:
-            adapted = adapted or match
+            best = match
             continue
-        if adapted is None:
+        if best is None:
             tried.append(why)
-    return adapted, tried
+    return best, tried
 
 
 def _no_probe_reason(problem: Task) -> str:

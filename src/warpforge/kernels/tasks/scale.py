@@ -60,6 +60,16 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return x.to(dtype=dtype, device=device), s
 
 
+def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
+                       device: str) -> dict[str, tuple[torch.Tensor, float]]:
+    """``large``: x times 1e3 with a factor of 3.5 (products near fp16's 65504 stay finite only when rounded once
+    from fp32); ``tiny``: x times 1e-4 (a kernel that flushes small values to zero is off by its whole size)."""
+    x, s = make_inputs(shape, torch.float32, seed, "cpu")
+    limit = 3e3 if dtype == torch.float16 else 1e3  # 5 x 3e3 x 3.5 = 52,500 < 65,504
+    sets = {"large": (x.clamp(-5, 5) * limit, 3.5), "tiny": (x * 1e-4, s)}
+    return {name: (t.to(dtype=dtype, device=device), f) for name, (t, f) in sets.items()}
+
+
 def _elem_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 

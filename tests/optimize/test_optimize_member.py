@@ -62,7 +62,7 @@ def test_optimize_patches_a_gelu_member_and_the_outputs_match(tmp_path: Path) ->
     out = tmp_path / "opt"
     env = dict(os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", XDG_CACHE_HOME=str(tmp_path / "cache"),
                COLUMNS="80")
-    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(target), "--infer", "--trials", "1",
+    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(target), "--infer", "--trials", "3",
                            "--out", str(out), "--json"], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)

@@ -203,6 +203,22 @@ def test_a_static_ranking_of_a_by_path_task_hints_at_its_file(by_path_db: tuple[
     assert res.exit_code == 0 and [r["task"] for r in __import__("json").loads(res.stdout)] == ["23_Softmax"]
 
 
+def test_run_takes_a_by_path_task_by_its_stored_name(by_path_db: tuple[str, Path], tmp_path: Path) -> None:
+    # Old: "warpforge run 23_Softmax" (the name best and results print) was "unknown task".
+    from warpforge.cli.root import _by_stored_name
+    from warpforge.cli.taskref import stored_file
+
+    url, problem = by_path_db
+    assert _by_stored_name(url, "23_Softmax", quiet=True) == str(problem)  # the user's file, not the cache's copy
+    assert stored_file(url, "softmax") is None and stored_file(url, "24_LogSoftmax") is None
+    for gone in (problem, problem.parents[1] / "cache" / "matched" / "23_Softmax.py"):
+        gone.unlink()  # a file that is gone is not offered (the matched copy in the cache is the fallback)
+    assert stored_file(url, "23_Softmax") is None
+    # with no database, a shipped problem's name is answered with its path
+    line = usage_error("run", "23_Softmax", "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    assert "unknown task '23_Softmax'" in line and "level1/23_Softmax.py" in line and "warpforge run " in line
+
+
 def test_a_mistyped_task_names_the_close_one_and_the_stored_files(by_path_db: tuple[str, Path]) -> None:
     # Old: "(warpforge tasks lists them)", which lists no by-path task, and no suggestion for the typo.
     url, problem = by_path_db
@@ -253,6 +269,13 @@ def test_a_switch_shows_no_value_in_help(command: tuple[str, ...]) -> None:
     assert re.search(r"--help\s+Show this message", text), text
     if not command:
         assert re.search(r"--verbose\s+-v\s+log what happens", text), text
+
+
+def test_an_option_that_takes_a_value_says_so_in_help() -> None:
+    # A blank type column reads as a switch: "--max-calls    --proposer llm: LLM call budget." looked like one.
+    text = _help("plan", "search")
+    assert re.search(r"--max-calls\s+INT\s", text) and re.search(r"--campaign\s+TEXT\s", text), text
+    assert re.search(r"--variant-file\s+PATH\s", _help("run")), _help("run")
 
 
 @pytest.mark.parametrize("command", [("plan", "predict"), ("plan", "search")])

@@ -30,11 +30,22 @@ def _display_type_rich(self: TyperOption, ctx: Any) -> str | None:
         return None
     shown = _ORIGINAL(self, ctx)
     # Below 100 columns Typer's generic types (``<str>``, ``<list[Path]>``: 12 characters) take the width the
-    # option names need, and Rich cuts the longest name (``--unsafe-run-unsand…``); the help text says what
-    # the value is, and a metavar of its own (``CAMPAIGN``) is kept.
+    # option names need, and Rich cuts the longest name (``--unsafe-run-unsand…``). A short word still says
+    # that the option takes a value (a blank would read as a switch); a metavar of its own (``CAMPAIGN``) is
+    # kept, and a choice longer than ``search|llm`` is named CHOICE (the help text lists it).
     if shown and shown.startswith("<") and shutil.get_terminal_size().columns < 100:
-        return None
+        return _short_type(shown[1:-1])
     return shown
+
+
+_SHORT = {"str": "TEXT", "int": "INT", "int range": "INT", "float": "NUM", "path": "PATH", "list[Path]": "PATH",
+          "list[str]": "TEXT"}
+
+
+def _short_type(inner: str) -> str:
+    if inner in _SHORT:
+        return _SHORT[inner]
+    return inner if "|" in inner and len(inner) <= len("search|llm") else "CHOICE" if "|" in inner else "VALUE"
 
 
 def _parameter_help_folded(*args: Any, **kwargs: Any) -> Any:

@@ -136,6 +136,25 @@ def check_seconds(option: str, value: float | None) -> None:
         raise UsageError(f"{option} must be a positive number of seconds, got {value:g}")
 
 
+def _by_stored_name(db: str | None, task: str, quiet: bool) -> str:
+    """A by-path task named as the store names it (``23_Softmax``, as ``best`` prints it) runs from its file."""
+    from warpforge.cli.taskref import stored_file
+
+    file = stored_file(db, task)
+    if file is None:
+        from warpforge.problems import list_problems
+
+        shipped = [p.path for p in list_problems([]) if p.name == task]
+        if shipped:  # a problem's name as `warpforge problems` lists it: say where its file is
+            raise UsageError(f"unknown task {task!r}: a KernelBench problem of that name is {shipped[0]}; run it by "
+                             f"its path: warpforge run {shlex.quote(shipped[0])}")
+        return task
+    if not quiet:
+        err.print(f"{task}: the task file its stored results came from, {file}", highlight=False, markup=False,
+                  soft_wrap=True)
+    return file
+
+
 @app.command()
 def run(
     task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
@@ -198,6 +217,7 @@ def run(
     # A task file is stored by its absolute path, so a later hint (best, export) names a file that exists
     # from any directory.
     tasks = [str(Path(t).resolve()) if t.endswith(".py") or "/" in t else t for t in task_names]
+    tasks = [_by_stored_name(db, t, json_out) for t in tasks]
     spec = CampaignSpec(name=name, tasks=tasks, task_files=[t for t in tasks if t.endswith(".py") or "/" in t],
                         trials=trials, time_budget_s=time_budget,
                         proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,

@@ -42,6 +42,23 @@ def runnable(reader: Any, task: str) -> str:
     return shlex.quote(task)
 
 
+def stored_file(db: str | None, task: str) -> str | None:
+    """The file a stored by-path task name (``23_Softmax``) was run from, for ``warpforge run`` and ``eval``:
+    the newest campaign's that still exists; None for a built-in name, a member, a path, or a name the store
+    does not hold (the command then says what it knows)."""
+    from warpforge.kernels.task import builtin_task_names
+
+    if is_path(task) or task in builtin_task_names() or "[" in task or ":" in task:
+        return None
+    from warpforge.db.queries import Reader
+    from warpforge.db.session import DatabaseError
+
+    try:
+        return next((entry for entry in Reader(db).task_files(task) if Path(entry).is_file()), None)
+    except DatabaseError:  # no database (or an old one) holds no name: the caller's own error stands
+        return None
+
+
 def exportable(how: str) -> bool:
     """Whether ``warpforge export`` can package the task ``how`` names: a built-in task, a task file that follows
     the task contract (a top-level ``make_inputs``), or a PyTorch-module problem (KernelBench format: ``class

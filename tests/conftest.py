@@ -139,3 +139,24 @@ def scripted() -> Iterator[Callable[..., ScriptedServer]]:
     yield start
     for s in servers:
         s.stop()
+
+
+# KernelBench problems: the full set in ../shared where the team's layout has it, else the copies that ship.
+SHARED_KERNELBENCH = Path(__file__).resolve().parents[2] / "shared" / "kernelbench"
+
+
+@pytest.fixture
+def kernelbench_file() -> Callable[[int, str], Path]:
+    """``kernelbench_file(1, "42_Max_Pooling_2D")``: that problem's file from ../shared/kernelbench, else the
+    shipped copy (warpforge/data/problems, the same bytes); the test skips, saying so, when neither has it."""
+    from warpforge.problems import SHIPPED
+
+    def find(level: int, name: str) -> Path:
+        for root in (SHARED_KERNELBENCH, SHIPPED):
+            path = root / f"level{level}" / f"{name}.py"
+            if path.is_file():
+                return path
+        pytest.skip(f"KernelBench level {level} {name} not found at {SHARED_KERNELBENCH} (../shared/kernelbench) "
+                    "and not shipped")
+
+    return find

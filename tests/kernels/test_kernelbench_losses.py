@@ -1,11 +1,13 @@
 """Losses reduced to a scalar, matched and searched: the reduction adapter (a problem returning the mean or sum of
-a task's output, written here) and KernelBench's level-1 losses (../shared/kernelbench, read-only; those tests
-skip without it): which task and member each matches, the adapted templates within the grammar and computing
-torch's loss under the interpreter, and the problems that match nothing with the true reason."""
+a task's output, written here) and KernelBench's level-1 losses (../shared/kernelbench, else the shipped
+94, 95 and 96; the others skip without it): which task and member each matches, the adapted templates within
+the grammar and computing torch's loss under the interpreter, and the problems that match nothing with the true
+reason."""
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -19,8 +21,6 @@ from warpforge.kernels.task import load_task_file
 from warpforge.kernels.taskdef import Task
 
 ROOT = Path(__file__).resolve().parents[2]
-LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
-needs_kernelbench = pytest.mark.skipif(not LEVEL1.is_dir(), reason=f"KernelBench problems not found at {LEVEL1}")
 
 PROBLEM = '''
 import torch
@@ -109,8 +109,10 @@ def test_a_hinge_with_targets_shaped_like_the_predictions_is_the_hinge_member(tm
     assert dict(match.constants) == {"OP": "hinge", "REDUCTION": "mean"}
 
 
-def kernelbench(name: str) -> Task:
-    return load_task_file(LEVEL1 / f"{name}.py")
+@pytest.fixture
+def kernelbench(kernelbench_file: Callable[[int, str], Path]) -> Callable[[str], Task]:
+    """A level-1 problem as a task: ../shared/kernelbench's file, else the shipped copy (94, 95, 96 ship)."""
+    return lambda name: load_task_file(kernelbench_file(1, name))
 
 
 # problem -> (task, member, reduction adapter): what each of KernelBench's level-1 losses computes.
@@ -122,9 +124,8 @@ MATCHES = {
 }
 
 
-@needs_kernelbench
 @pytest.mark.parametrize("name", sorted(MATCHES))
-def test_kernelbench_losses_match_their_task(name: str) -> None:
+def test_kernelbench_losses_match_their_task(name: str, kernelbench: Callable[[str], Task]) -> None:
     match, tried = find_match(kernelbench(name))
     assert match is not None, tried
     task, member, reduction = MATCHES[name]
@@ -132,8 +133,7 @@ def test_kernelbench_losses_match_their_task(name: str) -> None:
     assert (match.adapter.reduction if match.adapter is not None else "") == reduction
 
 
-@needs_kernelbench
-def test_95_cross_entropy_is_searched_with_its_mean(tmp_path: Path) -> None:
+def test_95_cross_entropy_is_searched_with_its_mean(tmp_path: Path, kernelbench: Callable[[str], Task]) -> None:
     problem = kernelbench("95_CrossEntropyLoss")
     match, _ = find_match(problem)
     assert match is not None and match.keys == {"M": "batch_size", "V": "num_classes"}
@@ -144,8 +144,8 @@ def test_95_cross_entropy_is_searched_with_its_mean(tmp_path: Path) -> None:
         torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-6, msg=name)
 
 
-@needs_kernelbench
-def test_98_kl_div_keeps_its_literal_width_and_is_searched_as_the_batchmean_member(tmp_path: Path) -> None:
+def test_98_kl_div_keeps_its_literal_width_and_is_searched_as_the_batchmean_member(
+        tmp_path: Path, kernelbench: Callable[[str], Task]) -> None:
     # input_shape = (8192 * 2,) is no global: N is the literal 16384 in every shape of the problem.
     problem = kernelbench("98_KLDivLoss")
     match, _ = find_match(problem)
@@ -155,8 +155,7 @@ def test_98_kl_div_keeps_its_literal_width_and_is_searched_as_the_batchmean_memb
         torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-7, msg=name)
 
 
-@needs_kernelbench
-def test_100_hinge_and_99_triplet_margin_match_nothing_and_say_why() -> None:
+def test_100_hinge_and_99_triplet_margin_match_nothing_and_say_why(kernelbench: Callable[[str], Task]) -> None:
     # 100's targets are [batch_size] broadcast along a row of input_shape[0]: its code runs only where the two
     # sizes are equal (or the batch is 1), so no probe tells which task dimension is which.
     match, tried = find_match(kernelbench("100_HingeLoss"))
@@ -166,10 +165,10 @@ def test_100_hinge_and_99_triplet_margin_match_nothing_and_say_why() -> None:
     assert match is None and "loss: takes 2 tensors, the problem 3" in tried
 
 
-@needs_kernelbench
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["94_MSELoss", "95_CrossEntropyLoss", "98_KLDivLoss"])
-def test_kernelbench_losses_are_ok_under_the_interpreter_backend(name: str, tmp_path: Path) -> None:
+def test_kernelbench_losses_are_ok_under_the_interpreter_backend(name: str, tmp_path: Path,
+                                                                   kernelbench: Callable[[str], Task]) -> None:
     """The whole judge (check shapes, seeds, the problem's adversarial inputs) on one adapted template each:
     ~30 s a problem on 2 cores."""
     from warpforge.evaluator.result import Verdict

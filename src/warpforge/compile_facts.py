@@ -200,7 +200,7 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: i
     The order comes from the stored worst-fact columns of one covering index, ordered, limited and counted in
     SQL (``Reader.static_top``), so a request reads only the result documents of the rows it returns: 0.1-0.3 s
     at 100,000 CPU evaluations of one task, where reading every document took 48 s
-    (benchmarks/dashboard_routes.py). A variant's rows are placed among all in Python (0.5-0.7 s there)."""
+    (benchmarks/dashboard_routes.py); a variant's rows are numbered among all by a window function in SQL."""
     placed: dict[str, list[tuple[int, int]]] = {}  # target -> (rank, id) of the rows to return
     totals: dict[str, int] = {}
     if variant_hash is None:  # the first rows of each target, ordered and counted in SQL
@@ -209,17 +209,11 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: i
             top, total = reader.static_top(task, target, campaign, limit=limit)
             name = target if target is not None else "unknown target"
             placed[name], totals[name] = list(enumerate(top, 1)), total
-    else:  # one variant's rows keep their rank among all: every row is placed
-        order = reader.static_order(task, campaign)
-        for target in sorted({t for _, t, _ in order if t is not None}) or ["unknown target"]:
-            rank, chosen = 0, list[tuple[int, int]]()
-            for id_, t, h in order:
-                if t is not None and t != target:
-                    continue
-                rank += 1
-                if h == variant_hash and (limit is None or len(chosen) < limit):
-                    chosen.append((rank, id_))
-            placed[target], totals[target] = chosen, rank
+    else:  # one variant's rows keep their rank among all: numbered in SQL, only its rows read
+        known = [t for t in reader.static_targets(task, campaign) if t is not None]
+        for target in known or [None]:
+            name = target if target is not None else "unknown target"
+            placed[name], totals[name] = reader.static_variant_ranks(task, target, variant_hash, campaign, limit)
     ids = [i for chosen in placed.values() for _, i in chosen]
     rows, facts = reader.evaluation_rows(ids), load_facts(reader, ids)
     ranking = {target: TargetRanking(target, tuple(

@@ -69,15 +69,17 @@ def test_sql_order_is_the_python_sort_key(db_url: str) -> None:
     with db.session() as s:
         c = Campaign(name="c", status="finished", spec={})
         v = VariantRecord(source_hash="v" * 64, task="double", name="v", source="#", space={})
-        s.add_all([c, v])
+        w = VariantRecord(source_hash="w" * 64, task="double", name="w", source="#w", space={})
+        s.add_all([c, v, w])
         for i in range(300):
-            key = f"cfg{rng.randrange(120)}"  # repeats: only the newest evaluation of a configuration ranks
+            number = rng.randrange(120)
+            key = f"cfg{number}"  # repeats: only the newest evaluation of a configuration ranks
             kernels = [] if rng.random() < 0.1 else [
                 {"kernel": f"k{k}", "target": "sm_90", "registers": rng.choice([32, 64, 96, 128, None]),
                  "num_warps": rng.choice([4, 8]), "shared_bytes": rng.choice([0, 16384, 100_000]),
                  "spill_bytes": rng.choice([0, 0, 0, 8])} for k in range(rng.randrange(1, 3))]
             verdict = "ok" if rng.random() < 0.8 else "incorrect"
-            _add(s, c, v, {"cfg": key}, kernels, verdict=verdict)
+            _add(s, c, w if number % 3 == 0 else v, {"cfg": key}, kernels, verdict=verdict)
             s.flush()
             if verdict == "ok":
                 newest[key] = (i + 1, kernels)
@@ -91,6 +93,12 @@ def test_sql_order_is_the_python_sort_key(db_url: str) -> None:
     first3 = static_ranking(Reader(db.url), "double", limit=3)["sm_90"]
     assert [r.params["cfg"] for r in first3.rows] == expected[:3] and first3.total == len(expected)
     assert [r.rank for r in first3.rows] == [1, 2, 3]
+    # one variant's rows keep their rank among all (numbered in SQL on both databases)
+    ws = [(rank, key) for rank, key in enumerate(expected, 1) if int(key.removeprefix("cfg")) % 3 == 0]
+    got_w = static_ranking(Reader(db.url), "double", variant_hash="w" * 64)["sm_90"]
+    assert [(r.rank, r.params["cfg"]) for r in got_w.rows] == ws and got_w.total == len(expected), f"seed {seed}"
+    first_w = static_ranking(Reader(db.url), "double", limit=1, variant_hash="w" * 64)["sm_90"]
+    assert [(r.rank, r.params["cfg"]) for r in first_w.rows] == ws[:1], f"seed {seed}"
     db.engine.dispose()
 
 

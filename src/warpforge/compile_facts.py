@@ -200,20 +200,22 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: i
     The order comes from the stored worst-fact columns of one covering index, ordered, limited and counted in
     SQL (``Reader.static_top``), so a request reads only the result documents of the rows it returns: 0.1-0.3 s
     at 100,000 CPU evaluations of one task, where reading every document took 48 s
-    (benchmarks/dashboard_routes.py); a variant's rows are numbered among all by a window function in SQL."""
+    (benchmarks/dashboard_routes.py); a variant's row is placed by counting the rows before it."""
+    # A row stored without facts (target None) ranks last in every target, after the target's own rows.
+    # A row stored without facts (target None) ranks last in every target, after the target's own rows.
+    counts = reader.static_counts(task, campaign)
+    unknown = counts.pop(None, 0)
+    targets: list[str | None] = sorted(t for t in counts if t is not None) or [None]
     placed: dict[str, list[tuple[int, int]]] = {}  # target -> (rank, id) of the rows to return
     totals: dict[str, int] = {}
-    if variant_hash is None:  # the first rows of each target, ordered and counted in SQL
-        known = [t for t in reader.static_targets(task, campaign) if t is not None]
-        for target in known or [None]:
-            top, total = reader.static_top(task, target, campaign, limit=limit)
-            name = target if target is not None else "unknown target"
-            placed[name], totals[name] = list(enumerate(top, 1)), total
-    else:  # one variant's rows keep their rank among all: numbered in SQL, only its rows read
-        known = [t for t in reader.static_targets(task, campaign) if t is not None]
-        for target in known or [None]:
-            name = target if target is not None else "unknown target"
-            placed[name], totals[name] = reader.static_variant_ranks(task, target, variant_hash, campaign, limit)
+    for target in targets:
+        name = target if target is not None else "unknown target"
+        totals[name] = counts.get(target, 0) + unknown
+        rows = reader.static_top(task, target, campaign, limit=limit, variant_hash=variant_hash)
+        if variant_hash is None:  # the first rows: ranks 1, 2, ...
+            placed[name] = [(rank, i) for rank, (i, _) in enumerate(rows, 1)]
+        else:  # one variant's rows keep their rank among all
+            placed[name] = _variant_ranks(reader, task, target, campaign, rows)
     ids = [i for chosen in placed.values() for _, i in chosen]
     rows, facts = reader.evaluation_rows(ids), load_facts(reader, ids)
     ranking = {target: TargetRanking(target, tuple(
@@ -223,6 +225,16 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: i
     # Nothing verified ok: no target at all (an empty "unknown target" made best print an empty table, exit
     # 0 with --static, and offer to export "the first").
     return {target: r for target, r in ranking.items() if r.rows}
+
+
+def _variant_ranks(reader: Any, task: str, target: str | None, campaign: str | None,
+                   rows: list[tuple[int, tuple[Any, ...]]]) -> list[tuple[int, int]]:
+    """(rank among all the target's rows, id) of a variant's ``rows``: a page's one row (or a few) by counting
+    the rows before each in SQL; more by placing them in the whole order, read once."""
+    if len(rows) <= 3:
+        return [(reader.rank_of(task, target, key, campaign), i) for i, key in rows]
+    order = {i: rank for rank, (i, _) in enumerate(reader.static_top(task, target, campaign, limit=None), 1)}
+    return [(order[i], i) for i, _ in rows]
 
 
 def facts_cells(worst: Mapping[str, float | None]) -> tuple[str, str, str, str]:

@@ -59,8 +59,9 @@ def test_writes_fill_the_columns_and_0005_backfills_an_old_database(db_url: str)
 
 
 def test_sql_order_is_the_python_sort_key(db_url: str) -> None:
-    """Random facts with ties and unknowns (seed: WARPFORGE_TEST_SEED replays one): the SQL ranking equals a
-    sort by ``static_rank`` then id over the newest ok search evaluation of each configuration."""
+    """Random facts with ties, unknowns and two targets (seed: WARPFORGE_TEST_SEED replays one): each target's
+    SQL ranking equals a sort by ``static_rank`` then id over the newest ok search evaluation of each
+    configuration of that target or without facts, and one variant's rows keep those ranks."""
     seed = int(os.environ.get("WARPFORGE_TEST_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
     db = Database(db_url)
@@ -74,8 +75,9 @@ def test_sql_order_is_the_python_sort_key(db_url: str) -> None:
         for i in range(300):
             number = rng.randrange(120)
             key = f"cfg{number}"  # repeats: only the newest evaluation of a configuration ranks
+            target = rng.choice(["sm_90", "sm_90", "sm_80"])  # two targets, ranked apart
             kernels = [] if rng.random() < 0.1 else [
-                {"kernel": f"k{k}", "target": "sm_90", "registers": rng.choice([32, 64, 96, 128, None]),
+                {"kernel": f"k{k}", "target": target, "registers": rng.choice([32, 64, 96, 128, None]),
                  "num_warps": rng.choice([4, 8]), "shared_bytes": rng.choice([0, 16384, 100_000]),
                  "spill_bytes": rng.choice([0, 0, 0, 8])} for k in range(rng.randrange(1, 3))]
             verdict = "ok" if rng.random() < 0.8 else "incorrect"
@@ -83,22 +85,24 @@ def test_sql_order_is_the_python_sort_key(db_url: str) -> None:
             s.flush()
             if verdict == "ok":
                 newest[key] = (i + 1, kernels)
-    expected = [key for key, (id_, kernels) in sorted(newest.items(),
-                                                      key=lambda kv: (static_rank(kv[1][1]), kv[1][0]))]
     ranked = static_ranking(Reader(db.url), "double")
-    assert list(ranked) == ["sm_90"], f"seed {seed}"
-    got = [r.params["cfg"] for r in ranked["sm_90"].rows]
-    assert got == expected, f"seed {seed}"
-    assert ranked["sm_90"].total == len(expected), f"seed {seed}"
-    first3 = static_ranking(Reader(db.url), "double", limit=3)["sm_90"]
-    assert [r.params["cfg"] for r in first3.rows] == expected[:3] and first3.total == len(expected)
-    assert [r.rank for r in first3.rows] == [1, 2, 3]
-    # one variant's rows keep their rank among all (numbered in SQL on both databases)
-    ws = [(rank, key) for rank, key in enumerate(expected, 1) if int(key.removeprefix("cfg")) % 3 == 0]
-    got_w = static_ranking(Reader(db.url), "double", variant_hash="w" * 64)["sm_90"]
-    assert [(r.rank, r.params["cfg"]) for r in got_w.rows] == ws and got_w.total == len(expected), f"seed {seed}"
-    first_w = static_ranking(Reader(db.url), "double", limit=1, variant_hash="w" * 64)["sm_90"]
-    assert [(r.rank, r.params["cfg"]) for r in first_w.rows] == ws[:1], f"seed {seed}"
+    assert list(ranked) == ["sm_80", "sm_90"], f"seed {seed}"
+    for target in ranked:  # a row without facts ranks last in every target
+        mine = {k: v for k, v in newest.items() if not v[1] or v[1][0]["target"] == target}
+        expected = [key for key, _ in sorted(mine.items(), key=lambda kv: (static_rank(kv[1][1]), kv[1][0]))]
+        got = [r.params["cfg"] for r in ranked[target].rows]
+        assert got == expected, f"seed {seed}"
+        assert ranked[target].total == len(expected), f"seed {seed}"
+        first3 = static_ranking(Reader(db.url), "double", limit=3)[target]
+        assert [r.params["cfg"] for r in first3.rows] == expected[:3] and first3.total == len(expected)
+        assert [r.rank for r in first3.rows] == [1, 2, 3]
+        # one variant's rows keep their rank among all (numbered in SQL on both databases)
+        ws = [(rank, key) for rank, key in enumerate(expected, 1) if int(key.removeprefix("cfg")) % 3 == 0]
+        got_w = static_ranking(Reader(db.url), "double", variant_hash="w" * 64)[target]
+        assert [(r.rank, r.params["cfg"]) for r in got_w.rows] == ws, f"seed {seed}"
+        assert got_w.total == len(expected), f"seed {seed}"
+        first_w = static_ranking(Reader(db.url), "double", limit=3, variant_hash="w" * 64)[target]
+        assert [(r.rank, r.params["cfg"]) for r in first_w.rows] == ws[:3], f"seed {seed}"  # counted in SQL
     db.engine.dispose()
 
 

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Calibration (A100)")
     rows = []
     for name in Calibration.model_fields:
-        if name == "source":
+        if name == "source" or getattr(prior, name) is None:  # unset options (torchtitan_attn_eff on A100)
             continue
         role = "fitted" if name in FIT_PARAMS else "prior (not fitted)"
         rows.append([name, f"{getattr(prior, name):g}", f"{getattr(fitted, name):g}",

@@ -39,6 +39,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "grouped_gemm_eff": (0.5, 1.0),  # grouped GEMMs reach at least half of one GEMM's rate
     "ep_overlap": (0.0, 0.9),
     "grouped_half_tokens": (0.0, 4096.0),
+    "fp8_grouped_scale": (0.3, 1.0),
 }
 
 
@@ -56,6 +57,10 @@ class Calibration(BaseModel):
     # factor): many small per-expert GEMMs in one launch pay per-expert tile padding, scheduling and
     # wave tails that one large GEMM does not. 0 = off (no data below ~1K tokens per expert on A100).
     grouped_half_tokens: float = Field(default=0.0, ge=0)
+    # FP8 expert GEMMs relative to FP8 dense GEMMs (Transformer Engine quantises each expert's split
+    # separately, pads every split for FP8 alignment and runs the grouped FP8 GEMM as per-expert cuBLAS
+    # calls on Hopper); 1 = the dense FP8 rate.
+    fp8_grouped_scale: float = Field(default=1.0, gt=0, le=1)
     attn_eff: float = Field(default=0.50, gt=0, le=1)  # fused (flash) attention, fwd+bwd average
     mem_eff: float = Field(default=0.75, gt=0, le=1)  # elementwise kernels reach ~75% of HBM bandwidth
     kernel_us: float = Field(default=4.0, ge=0)  # per-kernel GPU launch latency + tail
@@ -65,6 +70,9 @@ class Calibration(BaseModel):
     # torchtitan's GEMM/attention rate relative to the fit above (PyTorch's kernels, not TE's); fitted on
     # the torchtitan rows marked train (presets/torchtitan_h100_runs.yaml) by planner_validation.py.
     torchtitan_gemm_scale: float = Field(default=1.0, gt=0, le=1.5)
+    # torchtitan's attention efficiency where it is set apart from ``attn_eff`` (None: the same). Its
+    # attention is SDPA's, on the peak ``compute.Hw`` scales by FlashAttention-2's rate.
+    torchtitan_attn_eff: float | None = Field(default=None, gt=0, le=1)
     source: str = "prior"
 
     def with_params(self, **params: float) -> Calibration:

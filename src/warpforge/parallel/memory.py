@@ -49,6 +49,8 @@ def activation_bytes_per_layer(model: ModelSpec, plan: PlanConfig, *, moe: bool 
         fe = model.expert_ffn
         per_copy = ((6.0 if model.activation == "swiglu" else 4.0) - f8) * fe / h
         mlp = model.top_k * plan.moe_load_factor * (2.0 - f8 + per_copy) + model.shared_experts * per_copy
+        if "moe" in plan.modules:
+            mlp = 0.0  # the MoE layer is replayed in backward from its input (counted above)
     else:
         mlp = ((6.0 if model.activation == "swiglu" else 4.0) - f8) * model.ffn_dim / h
     split = attn + mlp

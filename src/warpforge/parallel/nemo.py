@@ -24,8 +24,11 @@ chosen before looking at errors:
   hybrid Mamba models (Nemotron-3 Nano/Super/Ultra: the simulator has no Mamba layer), and inconsistent
   source rows (``inconsistent_rows``: the same model, GPU count and layout published by two releases with
   throughputs 1.5x apart, while every other repeated layout agrees within 1.06x).
-* MoE dispatch: DeepEP (one copy per remote node) for AutoModel rows, whose notes name DeepEP; Megatron's
-  all-to-all (one copy per routed expert) elsewhere, as no other row names its dispatcher.
+* MoE dispatch: DeepEP (one copy per remote node) for AutoModel rows, whose notes name DeepEP. Megatron
+  rows take the dispatcher, the 1F1B all-to-all overlap and any named recompute modules from NVIDIA's
+  performance recipe of that release (``presets/nemo_moe_recipes.yaml``, read from Megatron-Bridge's
+  scripts/performance at the commit that published the table); rows it does not list: all-to-all, no
+  overlap.
 * MoE rows were measured with balanced routing, so the plan keeps the default load factor of 1.
 
 Example::
@@ -40,11 +43,18 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from warpforge.parallel.simulator import peak_memory_gib
-from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_cluster
+from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, Recompute, RecomputeModule, load_cluster
+
+MODULES: dict[str, RecomputeModule] = {"core_attn": "core_attn", "layernorm": "layernorm", "norm": "layernorm",
+                                       "moe_act": "moe_act", "act": "moe_act", "moe": "moe"}
 
 HYBRID_MAMBA = ("Nemotron-3-Nano", "Nemotron-3-Super", "Nemotron-3-Ultra")
 # What each category is scored on (dense BF16, dense FP8, MoE), as the issue's targets name them.
@@ -119,6 +129,30 @@ def _extra_model_fields(r: dict[str, str]) -> dict[str, Any]:
     return {}
 
 
+def recompute_of(cell: str) -> tuple[Recompute, tuple[RecomputeModule, ...] | None]:
+    """Megatron's published recompute setting as (recompute, modules): "" none, "full" full, else the
+    selective modules named (an unknown name raises: a row must not be costed as something it did not run).
+
+    >>> recompute_of("norm, act")
+    ('selective', ('layernorm', 'moe_act'))
+    """
+    cell = cell.strip().lower()
+    if not cell:
+        return "none", None
+    if cell == "full":
+        return "full", None
+    mods = tuple(MODULES[m.strip()] for m in cell.split(","))
+    return "selective", (None if mods == ("core_attn",) else mods)
+
+
+@lru_cache(maxsize=1)
+def recipe_settings() -> dict[tuple[str, str], dict[str, Any]]:
+    """(release, model key) -> the MoE settings of NVIDIA's performance recipe (nemo_moe_recipes.yaml)."""
+    text = resources.files("warpforge.parallel").joinpath("presets").joinpath("nemo_moe_recipes.yaml")
+    data: dict[str, Any] = yaml.safe_load(text.read_text())
+    return {(str(r["release"]), str(r["model"])): r for r in data["rows"]}
+
+
 def _precision(r: dict[str, str], moe: bool) -> str:
     p = r["precision"].strip().upper()
     if p.startswith("FP8"):
@@ -147,6 +181,13 @@ def _plan(r: dict[str, str], model: ModelSpec, precision: str) -> PlanConfig:
         expert_tp=1 if model.is_moe else None,
         moe_dispatcher="deepep" if automodel else "alltoall",  # AutoModel's notes: "kernels: TE + DeepEP"
     )
+    recipe = recipe_settings().get((r["release"], r["model_key"])) if model.is_moe and not automodel else None
+    if recipe is not None:
+        update: dict[str, Any] = {"moe_a2a_overlap": bool(recipe["a2a_overlap"]),
+                                  "moe_dispatcher": "alltoall" if recipe["dispatcher"] == "alltoall" else "deepep"}
+        if recipe.get("recompute"):
+            update["recompute"], update["recompute_modules"] = recompute_of(str(recipe["recompute"]))
+        plan = plan.model_copy(update=update)
     # AutoModel trains with PyTorch FSDP2: its memory is FSDP2's (memory_fsdp.py), not Megatron's.
     if automodel and peak_memory_gib(model, plan.model_copy(update={"framework": "torchtitan"})) > 80:
         plan = plan.model_copy(update={"recompute": "full"})

@@ -24,6 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from warpforge.parallel.errors import SpecError
 
 Recompute = Literal["none", "selective", "full"]
+# Megatron's --recompute-modules (with selective recompute): what backward replays. "core_attn" is the
+# classic selective recompute (Korthikanti et al.); "layernorm" / "moe_act" replay norms / the experts'
+# activation functions (memory-bound passes); "moe" replays the whole MoE layer (router, dispatch, experts,
+# combine), which keeps only the layer's input.
+RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "moe"]
 Precision = Literal["bf16", "fp8"]
 FrameworkName = Literal["megatron", "torchtitan", "deepspeed"]
 POWER_EXPONENT = 0.30  # FLOP/s ~ power ** 0.30 on H100 (NVL 400 W vs SXM 700 W datasheets; ClusterSpec)
@@ -237,6 +242,12 @@ class PlanConfig(BaseModel):
     # "deepep": dispatch sends a token once per remote node and fans it out over NVLink (DeepEP's
     # internode kernels); "alltoall": one copy per routed expert over whichever tier it lands on.
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    # Megatron's --overlap-moe-expert-parallel-comm (1F1B all-to-all overlap): one micro-batch's dispatch
+    # and combine run under another's compute; the calibrated share ``ep_overlap`` of them is hidden.
+    # None or False: off (Megatron's default): the all-to-all is exposed.
+    moe_a2a_overlap: bool | None = None
+    # For ``recompute="selective"``: the modules replayed (None: ("core_attn",), the classic selective).
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     # Whose memory accounting applies (memory.py, memory_fsdp.py, memory_deepspeed.py): what each framework
     # keeps resident differs by up to 2x at the same layout. ``compiled``: torch.compile per block
     # (torchtitan), which changes what is saved for backward.
@@ -246,6 +257,13 @@ class PlanConfig(BaseModel):
     @property
     def etp(self) -> int:
         return self.tp if self.expert_tp is None else self.expert_tp
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """What selective recompute replays (empty unless ``recompute="selective"``)."""
+        if self.recompute != "selective":
+            return ()
+        return ("core_attn",) if self.recompute_modules is None else tuple(self.recompute_modules)
 
     @property
     def gpus(self) -> int:
@@ -268,10 +286,11 @@ class PlanConfig(BaseModel):
         return self.global_batch or model.default_global_batch()
 
     def key(self) -> str:
-        """Canonical JSON of the plan (the database's ``plan_key``). ``framework`` and ``compiled`` are left
-        out at their defaults, so the keys of plans stored before they existed still match."""
+        """Canonical JSON of the plan (the database's ``plan_key``). ``framework``, ``compiled``,
+        ``moe_a2a_overlap`` and ``recompute_modules`` are left out at their defaults, so the keys of plans
+        stored before they existed still match."""
         d = self.model_dump()
-        for name in ("framework", "compiled"):
+        for name in ("framework", "compiled", "moe_a2a_overlap", "recompute_modules"):
             if d[name] == PlanConfig.model_fields[name].default:
                 del d[name]
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -282,11 +301,16 @@ class PlanConfig(BaseModel):
         parts += [f"cp{self.cp}"] if self.cp > 1 else []
         parts += [f"ep{self.ep}"] if self.ep > 1 else []
         parts += [f"mb{self.micro_batch}"] + ([f"v{self.interleave}"] if self.interleave > 1 else [])
-        parts += [{"none": "norc", "selective": "sel", "full": "full"}[self.recompute], f"z{self.zero}"]
+        rc = {"none": "norc", "selective": "sel", "full": "full"}[self.recompute]
+        if self.recompute == "selective" and self.modules != ("core_attn",):
+            rc += "(" + ",".join(self.modules) + ")"
+        parts += [rc, f"z{self.zero}"]
         parts += ["fp8"] if self.precision == "fp8" else []
         parts += [self.framework] if self.framework != "megatron" else []
         parts += ["compiled"] if self.compiled else []
         parts += [f"etp{self.etp}"] if self.ep > 1 and self.etp != self.tp else []
+        parts += ["deepep"] if self.ep > 1 and self.moe_dispatcher == "deepep" else []
+        parts += ["a2a-overlap"] if self.ep > 1 and self.moe_a2a_overlap else []
         return " ".join(parts)
 
 

@@ -48,7 +48,7 @@ from warpforge.evaluator.judge.match_adapters import (
     unit_rule,
 )
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
-from warpforge.kernels.members import with_constants
+from warpforge.kernels.members import template_files, with_constants
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task
 
 SEEDS = (0, 1, 2)
@@ -559,14 +559,12 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
     shape-key aliases (kernels/kernelbench.py ALIAS_ATTR); each template differs from the shipped one in
     its ``TASK`` line only. Files go under ``root/<hash of both>/`` so a changed problem gets new files.
     """
-    from warpforge.kernels.variant import TEMPLATES_DIR
-
     source = problem.path.read_text()
     aliases: dict[str, str | int | list[str | int]] = {**match.keys, **dict(match.fixed),
                                                         ELEM_BYTES: _elem_bytes(problem)}
     tail = (f"\n\n# Added by warpforge (evaluator/judge/matching.py): computes the built-in task {match.label!r}\n"
             f"{ALIAS_ATTR} = {aliases!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
-    templates = sorted(p for p in (TEMPLATES_DIR / match.task).glob("*.py") if not p.stem.startswith("_"))
+    templates = template_files(match.task)
     digest = hashlib.sha256((source + tail + "".join(p.read_text() for p in templates)).encode()).hexdigest()[:16]
     folder = root / digest
     (folder / "variants").mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 TASK = "conv"
-# The member (kernels/tasks/conv.py): rewritten by the matcher with the problem's hyperparameters.
+# The member (kernels/tasks/conv.py): rewritten by the matcher with the problem's hyperparameters. The task
+# conv_transpose runs this file with TASK and TRANSPOSED rewritten (kernels/members.py DERIVED_TEMPLATES).
 TRANSPOSED = False
 STRIDE_D = 1
 STRIDE_H = 1

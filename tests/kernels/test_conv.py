@@ -60,7 +60,7 @@ def test_member_references_are_torchs_modules(index: int) -> None:
     bias = module.bias if module.bias is not None else torch.zeros(module.out_channels, dtype=torch.float64)
     with torch.no_grad():
         truth = module(x)
-        out = reference(_as_5d(x), _as_5d(module.weight), bias)
+        out = reference(_as_5d(x), _as_5d(module.weight), bias, torch.zeros(module.out_channels, 1, 1, 1))
     torch.testing.assert_close(out.reshape(truth.shape), truth, rtol=1e-12, atol=1e-12)
     assert hyper.groups == module.groups and constants["TRANSPOSED"] == hyper.transposed
 
@@ -126,10 +126,10 @@ def test_templates_compute_torchs_convolution_in_fp32(name: str, case: str) -> N
     failures = []
     for seed in (0,):
         inputs = conv.inputs(shape, torch.float32, seed, DEVICE, hyper.transposed)
-        cases = {"random": inputs, "large": (inputs[0] * 1e4, inputs[1], inputs[2] * 1e4)}
-        for kind, (x, w, b) in cases.items():
+        cases = {"random": inputs, "large": (inputs[0] * 1e4, inputs[1], inputs[2] * 1e4, inputs[3])}
+        for kind, (x, w, b, p) in cases.items():
             with nan_allocations():
-                out = module.launch(x, w, b, **params).cpu()
+                out = module.launch(x, w, b, p, **params).cpu()
             truth = _truth(hyper, x.cpu(), w.cpu(), b.cpu())
             atol, rtol = TASKS[task].tolerance(torch.float32)
             bad = compare_outputs([out], [truth], [truth.float()], atol, rtol)
@@ -141,11 +141,11 @@ def test_templates_compute_torchs_convolution_in_fp32(name: str, case: str) -> N
 def test_a_wrong_hyperparameter_fails_the_comparison() -> None:
     hyper, shape = CASES["strided_padded_dilated_grouped"]
     module = load(VARIANTS["conv", "direct"])
-    x, w, b = conv.inputs(shape, torch.float32, 0, DEVICE, False)
+    x, w, b, p = conv.inputs(shape, torch.float32, 0, DEVICE, False)
     truth = _truth(hyper, x.cpu(), w.cpu(), b.cpu())
     for key, value in {**hyper.constants(), "DIL_D": 1, "PAD_D": 0}.items():  # same output size, other taps
         setattr(module, key, value)
-    out = module.launch(x, w, b, BLOCK_M=64, BLOCK_N=16, num_warps=4).cpu()
+    out = module.launch(x, w, b, p, BLOCK_M=64, BLOCK_N=16, num_warps=4).cpu()
     assert out.shape == truth.shape
     assert compare_outputs([out], [truth], [truth.float()], 1e-4, 1e-4) is not None
 

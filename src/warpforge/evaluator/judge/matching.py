@@ -149,8 +149,10 @@ def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[An
             continue
         if not all(isinstance(t, torch.Tensor) or _number(t) for t in inputs):
             continue
+        # a size of 1 locates no key: a probe's key of 1 (a group count) would name every unit dim (a
+        # per-channel parameter's [C, 1, 1, 1])
         where = {k: [(i, j) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
-                     for j, d in enumerate(t.shape) if d == v]
+                     for j, d in enumerate(t.shape) if d == v != 1]
                  for k, v in probe.items()}
         return where, inputs
     return None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warpforge.errors import UsageError
+from warpforge.kernels.members import DERIVED_TEMPLATES
 from warpforge.kernels.task import get_task
 from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import (
@@ -48,7 +49,8 @@ def _proposers() -> Registry[Any]:
 def no_variants_message(task: Task, proposers: Container[str] | None = None) -> str:
     """Why a task has nothing to search and the two ways to give it something (one line)."""
     registry = _proposers() if proposers is None else proposers
-    covered = sorted(p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and any(p.glob("[!_]*.py")))
+    covered = sorted({p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and any(p.glob("[!_]*.py"))}
+                     | set(DERIVED_TEMPLATES))
     llm = ("or let an LLM write them: --proposer llm with WARPFORGE_LLM_MODEL and OPENAI_API_KEY set (or "
            "WARPFORGE_LLM_CONFIG=models.yaml)" if "llm" in registry
            else "(an LLM proposer, --proposer llm, is not in this installation yet)")

@@ -24,7 +24,7 @@ from warpforge.evaluator.judge.matching import find_match, matched_files
 from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.tasks import conv
-from warpforge.kernels.variant import builtin_variants
+from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
 
 TASKS = {name: get_task(name) for name in ("conv", "conv_transpose")}
 VARIANTS = {(task, v.name): v for task in TASKS for v in builtin_variants(task)}
@@ -60,7 +60,7 @@ def test_member_references_are_torchs_modules(index: int) -> None:
     bias = module.bias if module.bias is not None else torch.zeros(module.out_channels, dtype=torch.float64)
     with torch.no_grad():
         truth = module(x)
-        out = reference(_as_5d(x), _as_5d(module.weight), bias)
+        out = reference(_as_5d(x), _as_5d(module.weight), bias, torch.zeros(module.out_channels, 1, 1, 1))
     torch.testing.assert_close(out.reshape(truth.shape), truth, rtol=1e-12, atol=1e-12)
     assert hyper.groups == module.groups and constants["TRANSPOSED"] == hyper.transposed
 
@@ -73,14 +73,17 @@ def test_modules_it_cannot_express_propose_nothing() -> None:
     assert conv.proposals(nn.ConvTranspose2d(2, 2, 3), transposed=False) == []
 
 
-def test_templates_pass_the_grammar_and_the_transposed_ones_are_the_same_code() -> None:
+def test_templates_pass_the_grammar_and_the_transposed_ones_are_generated_from_them() -> None:
     assert {name for _, name in VARIANTS} == {"implicit_gemm", "direct"} and len(VARIANTS) == 4
     for variant in VARIANTS.values():
         assert check_module(variant.source) is None, variant.path
+    assert not (TEMPLATES_DIR / "conv_transpose").exists(), "one source per template: conv's"
     for name in ("implicit_gemm", "direct"):
-        plain, transposed = VARIANTS["conv", name].source, VARIANTS["conv_transpose", name].source
-        assert transposed == plain.replace('TASK = "conv"\n', 'TASK = "conv_transpose"\n', 1).replace(
+        plain, transposed = VARIANTS["conv", name], VARIANTS["conv_transpose", name]
+        assert transposed.source == plain.source.replace('TASK = "conv"\n', "TASK = 'conv_transpose'\n", 1).replace(
             "TRANSPOSED = False\n", "TRANSPOSED = True\n", 1)
+        # a real file holding the bytes that run (the judge's child and export read the file)
+        assert transposed.path is not None and Path(transposed.path).read_text() == transposed.source
 
 
 # (hyperparameters, shape): the group count divides both channel counts; every size small and odd
@@ -123,10 +126,10 @@ def test_templates_compute_torchs_convolution_in_fp32(name: str, case: str) -> N
     failures = []
     for seed in (0,):
         inputs = conv.inputs(shape, torch.float32, seed, DEVICE, hyper.transposed)
-        cases = {"random": inputs, "large": (inputs[0] * 1e4, inputs[1], inputs[2] * 1e4)}
-        for kind, (x, w, b) in cases.items():
+        cases = {"random": inputs, "large": (inputs[0] * 1e4, inputs[1], inputs[2] * 1e4, inputs[3])}
+        for kind, (x, w, b, p) in cases.items():
             with nan_allocations():
-                out = module.launch(x, w, b, **params).cpu()
+                out = module.launch(x, w, b, p, **params).cpu()
             truth = _truth(hyper, x.cpu(), w.cpu(), b.cpu())
             atol, rtol = TASKS[task].tolerance(torch.float32)
             bad = compare_outputs([out], [truth], [truth.float()], atol, rtol)
@@ -138,11 +141,11 @@ def test_templates_compute_torchs_convolution_in_fp32(name: str, case: str) -> N
 def test_a_wrong_hyperparameter_fails_the_comparison() -> None:
     hyper, shape = CASES["strided_padded_dilated_grouped"]
     module = load(VARIANTS["conv", "direct"])
-    x, w, b = conv.inputs(shape, torch.float32, 0, DEVICE, False)
+    x, w, b, p = conv.inputs(shape, torch.float32, 0, DEVICE, False)
     truth = _truth(hyper, x.cpu(), w.cpu(), b.cpu())
     for key, value in {**hyper.constants(), "DIL_D": 1, "PAD_D": 0}.items():  # same output size, other taps
         setattr(module, key, value)
-    out = module.launch(x, w, b, BLOCK_M=64, BLOCK_N=16, num_warps=4).cpu()
+    out = module.launch(x, w, b, p, BLOCK_M=64, BLOCK_N=16, num_warps=4).cpu()
     assert out.shape == truth.shape
     assert compare_outputs([out], [truth], [truth.float()], 1e-4, 1e-4) is not None
 
@@ -258,3 +261,223 @@ def test_benchmark_judges_level1_convolutions_ok() -> None:
     rows = {r["problem"]: r for r in json.loads(out.stdout)["rows"]}
     for name, row in rows.items():
         assert row["matched"].startswith("conv") and row["correct"], (name, row["why"])
+
+
+# ---- the elementwise chain after the convolution (KernelBench level 2) ----
+
+LEVEL2 = ROOT.parent / "shared" / "kernelbench" / "level2"
+
+
+class _Chained(nn.Module):
+    """A convolution, then a forward's elementwise steps; ``param`` a per-channel parameter of the conv's rank."""
+
+    def __init__(self, conv_module: nn.Module, steps, param: bool) -> None:
+        super().__init__()
+        self.conv = conv_module
+        rank = len(conv_module.kernel_size)
+        self.bias = nn.Parameter(torch.rand(conv_module.out_channels, *(1,) * rank) + 0.5) if param else None
+        self.steps = steps
+
+    def forward(self, x):
+        return self.steps(self, self.conv(x))
+
+
+def _relu_bias_tanh(m, x):
+    return torch.tanh(torch.relu(x) + m.bias)
+
+
+def _residuals(m, x):  # KernelBench 20's forward
+    z = x.clone().detach()
+    return (x + m.bias + z) * z + z
+
+
+def _mish_scale_clamp(m, x):
+    return F.hardtanh(F.mish(x) + 0.5, min_val=-1, max_val=1) * 2
+
+
+def _div_leaky(m, x):
+    return F.leaky_relu(x / m.bias, 0.2) - 0.3
+
+
+# (module, its forward's steps, a parameter, the spatial size, the member's chain)
+CHAINS = {
+    "conv2d_relu_bias_tanh": (lambda: nn.Conv2d(3, 5, 3), _relu_bias_tanh, True, (6, 7), "relu>add_p>tanh"),
+    "conv_transpose3d_residuals": (lambda: nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1, output_padding=1),
+                                   _residuals, True, (2, 3, 4), "add_p>add_z>mul_z>add_z"),
+    "conv1d_mish_add_hardtanh_scale": (lambda: nn.Conv1d(4, 6, 3, padding=1), _mish_scale_clamp, False, (9,),
+                                       "mish>add(0.5)>clamp(-1.0,1.0)>mul(2.0)"),
+    "conv2d_div_param_leaky": (lambda: nn.Conv2d(4, 6, 3, stride=2), _div_leaky, True, (7, 8),
+                               "div_p>leaky_relu(0.2)>add(-0.3)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chain_members_read_from_a_forward_compute_it(name: str) -> None:
+    make, steps, param, spatial, chain = CHAINS[name]
+    torch.manual_seed(0)
+    model = _Chained(make(), steps, param).double()
+    task = TASKS["conv_transpose" if isinstance(model.conv, nn.modules.conv._ConvTransposeNd) else "conv"]
+    proposed = task.propose(model) if task.propose is not None else []
+    assert len(proposed) == 1 and proposed[0].name.split(">", 1)[1] == chain
+    x = torch.randn(2, model.conv.in_channels, *spatial, dtype=torch.float64)
+    c_out = model.conv.out_channels
+    p = model.bias.reshape(c_out, 1, 1, 1) if param else torch.zeros(c_out, 1, 1, 1, dtype=torch.float64)
+    with torch.no_grad():
+        truth = model(x)
+        out = proposed[0].reference(_as_5d(x), _as_5d(model.conv.weight), model.conv.bias, p)
+    torch.testing.assert_close(out.reshape(truth.shape), truth, rtol=1e-12, atol=1e-12)
+
+
+def test_reductions_and_norms_after_a_convolution_are_no_chain() -> None:
+    def channel_min(m, x):  # KernelBench 25: a min over the channels
+        return torch.tanh(torch.min(x, dim=1, keepdim=True)[0])
+
+    def group_norm(m, x):
+        return F.group_norm(torch.relu(x), 1)
+
+    for steps in (channel_min, group_norm):
+        model = _Chained(nn.Conv2d(3, 4, 3), steps, False)
+        assert all(">" not in m.name for m in conv.propose_members(model)), steps.__name__
+
+
+# KernelBench 1's steps (ReLU, the bias parameter) and 16's (Mish, Hardtanh, a scale) with a residual of z
+CHAIN_STEPS = (("relu", 0.0, 0.0), ("add_p", 0.0, 0.0), ("mish", 0.0, 0.0), ("sub_z", 0.0, 0.0),
+               ("clamp", -1.0, 1.0), ("mul", 2.0, 0.0))
+
+
+@pytest.mark.parametrize("name", ["implicit_gemm", "direct"])
+def test_templates_compute_a_chain_in_fp32(name: str) -> None:
+    hyper, shape = CASES["standard"]
+    steps = CHAIN_STEPS
+    _, _, constants = conv.member(hyper, steps)
+    variant = VARIANTS["conv", name]
+    module = load(variant)
+    for key, value in constants.items():
+        setattr(module, key, value)
+    params = valid_configs(variant, module, shape)[0]
+    x, w, b, p = conv.inputs(shape, torch.float32, 0, DEVICE, False)
+    failures = []
+    for kind, scale in (("random", 1.0), ("large", 100.0)):
+        with nan_allocations():
+            out = module.launch(x * scale, w, b * scale, p, **params).cpu()
+        z = _truth(hyper, (x * scale).cpu(), w.cpu(), (b * scale).cpu())
+        truth = F.hardtanh(F.mish(torch.relu(z) + p.cpu().double()) - z, -1.0, 1.0) * 2.0
+        atol, rtol = TASKS["conv"].tolerance(torch.float32)
+        bad = compare_outputs([out], [truth], [truth.float()], atol, rtol)
+        if bad is not None:
+            failures.append(f"{kind} {params}: {bad.message}")
+    assert not failures, failures
+    # a step dropped is no longer the chain: the comparison tells
+    module.OP2 = "none"
+    with nan_allocations():
+        out = module.launch(x, w, b, p, **params).cpu()
+    assert compare_outputs([out], [truth], [truth.float()], 1e-4, 1e-4) is not None
+
+
+# KernelBench level 2: a 2-D convolution with a parameter after it (its state lists the parameter before the
+# conv's weight and bias), a transposed one subtracting it, and a 2-D chain of numbers (the parameter filled)
+LEVEL2_MATCHES = {
+    "1_Conv2D_ReLU_BiasAdd": ("conv", "conv3d()>relu>add_p", (0, 2, 3, 1)),
+    "5_ConvTranspose2d_Subtract_Tanh": ("conv_transpose", "conv_transpose3d(s=1,2,2 p=0,1,1 op=0,1,1)>sub_p>tanh",
+                                        (0, 2, 3, 1)),
+    "87_Conv2d_Subtract_Subtract_Mish": ("conv", "conv3d()>add(-0.5)>add(-0.2)>mish", (0, 1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEVEL2_MATCHES))
+def test_kernelbench_level2_chains_match(name: str) -> None:
+    path = LEVEL2 / f"{name}.py"
+    if not path.is_file():
+        pytest.skip(f"KernelBench level 2 not found at {LEVEL2} (../shared/kernelbench)")
+    problem = load_task_file(path)
+    match, tried = find_match(problem, list(TASKS.values()))
+    assert match is not None, tried
+    assert (match.task, match.member, match.order) == LEVEL2_MATCHES[name], match.describe()
+    # a 2-D problem's parameter [C, 1, 1] is the task's [C, 1, 1, 1]; without one, p is a zero [C, 1, 1, 1]
+    assert match.adapter is not None
+    filled = [(f.index, f.dims[1:]) for f in match.adapter.filled]
+    assert filled == ([] if len(match.order) == 4 else [(3, ((-1, 1), (-1, 1), (-1, 1)))])
+    # the bias parameter's unit dims are no sizes the judge's hidden shapes may change (its reference needs them)
+    assert not [k for k in problem.check_shapes[0] if k.startswith("bias_shape[")] or {
+        "bias_shape[1]", "bias_shape[2]"} <= problem.fixed_keys
+
+
+PROBLEM2 = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, bias_shape):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.nn.functional.leaky_relu(x, 0.1)
+        x = x * self.bias
+        return x * 0.5
+
+
+batch_size = 2
+in_channels = 12
+out_channels = 16
+height = width = 12
+kernel_size = 3
+bias_shape = (out_channels, 1, 1)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, bias_shape]
+'''
+
+
+def _judge(copy: Path, variant: Path, constants: dict | None = None) -> str:
+    from warpforge.evaluator.run.backend import get_backend
+    from warpforge.evaluator.run.job import Job
+    from warpforge.kernels.variant import load_variant
+
+    if constants:
+        text = variant.read_text()
+        for key, value in constants.items():
+            old = next(ln for ln in text.splitlines() if ln.startswith(f"{key} = "))
+            text = text.replace(old + "\n", f"{key} = {value!r}\n", 1)
+        variant = variant.with_name("tampered.py")
+        variant.write_text(text)
+    backend = get_backend("interpret")
+    try:
+        params = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
+        result = backend.evaluate(Job(load_task_file(copy), load_variant(variant), params))
+    finally:
+        backend.close()
+    return result.verdict.value
+
+
+def _matched_chain(tmp_path: Path) -> tuple[Path, Path]:
+    path = tmp_path / "conv_leaky_mul.py"
+    path.write_text(PROBLEM2)
+    problem = load_task_file(path)
+    match, tried = find_match(problem, list(TASKS.values()))
+    assert match is not None and match.member == "conv3d()>leaky_relu(0.1)>mul_p>mul(0.5)", tried
+    copy, variants = matched_files(problem, match, tmp_path / "matched")
+    gemm = next(v for v in variants if v.stem == "implicit_gemm")
+    assert "def launch(x, p, w, b, **params):" in gemm.read_text()  # the problem's order: its parameter first
+    return copy, gemm
+
+
+def test_a_matched_chain_is_judged_ok(tmp_path: Path) -> None:
+    """KernelBench 1's kind of problem at small sizes through the real judge (hidden shapes, adversarial inputs;
+    ~30 s in the interpreter)."""
+    copy, gemm = _matched_chain(tmp_path)
+    assert _judge(copy, gemm) == "ok"
+
+
+@pytest.mark.slow
+def test_a_matched_chain_with_a_step_dropped_is_not_ok(tmp_path: Path) -> None:
+    copy, gemm = _matched_chain(tmp_path)
+    assert _judge(copy, gemm, {"OP2": "none"}) != "ok"

@@ -10,7 +10,8 @@ match, never a wrong one.
 
 Read as steps: a unary op of the running value (ReLU, GELU, ``torch.clamp``, ...); a binary op with a Python
 number (``* s``, ``/ d``, ``- c``, ``c - v``); the running value with the GEMM output ``z`` itself (``v + z``, a
-residual; ``clone``/``detach`` of ``z`` are ``z``); ``v * sigmoid(v)`` (swish) as one SiLU step; and, for a
+residual; ``clone``/``detach`` of ``z`` are ``z``); ``v * sigmoid(v)`` (swish) as one SiLU step,
+``v * clamp((v + 3) / 6, 0, 1)`` as one hardswish; and, for a
 Linear without bias, a parameter added right after it as the Linear's bias (``gemm(x) + self.bias``).
 Anything else (a second GEMM, a reduction, a normalization, a tensor other than z) proposes nothing.
 
@@ -319,6 +320,9 @@ class _Reader:
         sigmoid = ("sigmoid", 0.0, 0.0)
         if op == "mul" and (cb == ca + (sigmoid,) or ca == cb + (sigmoid,)):  # v * sigmoid(v): swish
             return min(ca, cb, key=len) + (("silu", 0.0, 0.0),)
+        gate = (("add", 3.0, 0.0), ("div", 6.0, 0.0), ("clamp", 0.0, 1.0))
+        if op == "mul" and (cb == ca + gate or ca == cb + gate):  # v * clamp((v + 3) / 6, 0, 1): hardswish
+            return min(ca, cb, key=len) + (("hardswish", 0.0, 0.0),)
         residual = {"add": "add_z", "mul": "mul_z", "sub": "sub_z"}.get(op)
         if residual is not None and cb == () and ca:
             return ca + ((residual, 0.0, 0.0),)

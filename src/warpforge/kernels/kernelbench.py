@@ -361,15 +361,29 @@ class KernelBenchProblem:
         except Exception:  # noqa: BLE001 - the user's code at values it was not written for (or without meta)
             return None
 
+    def _forward_runs(self, values: Shape) -> bool:
+        """Whether the file's forward runs at these globals, on meta tensors (nothing computed)."""
+        try:
+            with torch.device("meta"):
+                ns = self.source.namespace(values)
+                ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())
+        except Exception:  # noqa: BLE001 - the user's code at values it was not written for (or without meta)
+            return False
+        return True
+
     def fixed_keys(self) -> frozenset[str]:
         """Public shape keys that are no size: integer globals on which no input's or state's dimensions depend
         (``dim`` handed to the constructor as the dimension to reduce, a stride), decided by changing each one
         (+1 and doubled) and looking at the inputs, and the matched task's integer aliases (a flag, ELEM_BYTES).
-        Hidden shapes keep these: ``dim = 1`` perturbed to 2 or 4 is another function or none at all."""
+        Hidden shapes keep these: ``dim = 1`` perturbed to 2 or 4 is another function or none at all. So are
+        sizes the forward cannot run without (a bias parameter's broadcast dims, ``bias_shape = (C, 1, 1)``
+        added to a convolution's [N, C, H, W]: at 2 it no longer broadcasts)."""
         base = self._input_dims(self.bench)
         fixed: set[str] = {k for k, v in self.aliases.items() if isinstance(v, int)}
         if base is None:  # the constructor cannot run on meta: nothing known, only the aliases' flags
             return frozenset(fixed)
+        # a size of 1 the forward needs (a broadcast dim): only those are run, and only where the forward runs
+        runs = any(int(self.bench[n]) == 1 for n in self.int_names) and self._forward_runs(self.bench)
         inverse: dict[str, list[str]] = {}
         for key, name in self.aliases.items():
             if isinstance(name, str):
@@ -381,6 +395,8 @@ class KernelBenchProblem:
             # are, and Task.param_names is the benchmark's list: hidden shapes keep it too.
             if all(d is None or d == base for d in bumped) or any(d is not None and len(d) != len(base)
                                                                   for d in bumped):
+                fixed.update(inverse.get(name, [name]))
+            elif v == 1 and runs and not any(self._forward_runs({**self.bench, name: w}) for w in (v + 1, 2 * v)):
                 fixed.update(inverse.get(name, [name]))
         return frozenset(fixed)
 

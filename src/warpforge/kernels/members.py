@@ -106,13 +106,42 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+# Tasks whose templates are another task's with module constants rewritten (each template has one source file):
+# conv_transpose is conv's implicit GEMM and direct loop with ``TRANSPOSED = True``, the weight layout being all
+# that differs. task -> (the task whose templates it takes, the constants written in).
+DERIVED_TEMPLATES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
+    "conv_transpose": ("conv", (("TRANSPOSED", True),)),
+}
+
+
+def template_files(task: str, root: Path | None = None) -> list[Path]:
+    """A built-in task's template files: ``kernels/templates/<task>/*.py``, or for a task of
+    :data:`DERIVED_TEMPLATES` its source task's templates with the constants and ``TASK`` written in, as real files
+    under ``root/<task>/<hash of the sources>/`` (the user cache by default): the judge, a sandboxed child and
+    ``warpforge export`` read exactly the bytes that run. A source template lacking a constant is left out."""
+    derived = DERIVED_TEMPLATES.get(task)
+    if derived is None:
+        return sorted(p for p in (TEMPLATES_DIR / task).glob("*.py") if not p.stem.startswith("_"))
+    source, constants = derived
+    texts = {p.stem: p.read_text() for p in template_files(source)}
+    digest = hashlib.sha256("\0".join([repr(constants), *texts, *texts.values()]).encode()).hexdigest()[:16]
+    folder = (root or cache_root().parent / "derived") / task / digest
+    out: list[Path] = []
+    for stem, text in texts.items():
+        written = with_constants(text, constants)
+        renamed = renamed_template(written, source, task) if written is not None else None
+        if renamed is not None:
+            _write(folder / f"{stem}.py", renamed)
+            out.append(folder / f"{stem}.py")
+    return out
+
+
 def member_files(family_file: Path, family: str, member: Member, root: Path | None = None) -> tuple[Path, list[Path]]:
     """Write the member task's module and its templates; (the module, the templates). Files go under
     ``root/<hash of the family module, its templates and the member>/`` so an edited family gets new files."""
     name = member_task_name(family, member.name)
     source = family_file.read_text() + member_tail(name, member.name)
-    templates = sorted(p for p in (TEMPLATES_DIR / family).glob("*.py") if not p.stem.startswith("_"))
-    texts = {p.stem: p.read_text() for p in templates}
+    texts = {p.stem: p.read_text() for p in template_files(family)}
     constants = tuple(member.constants.items())
     digest = hashlib.sha256("\0".join([source, repr(constants), *texts.values()]).encode()).hexdigest()[:16]
     folder = (root or cache_root()) / digest

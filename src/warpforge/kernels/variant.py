@@ -22,7 +22,7 @@ from typing import Any
 
 from warpforge.errors import UsageError
 from warpforge.kernels.members import TEMPLATES_DIR as TEMPLATES_DIR  # the shipped templates, defined there
-from warpforge.kernels.members import split_member
+from warpforge.kernels.members import split_member, template_files
 from warpforge.kernels.source_limits import SourceRefused, parse_limited
 from warpforge.kernels.space_values import REASON, SpaceRefused, space_from_node
 
@@ -234,5 +234,4 @@ def builtin_variants(task: str) -> list[Variant]:
         from warpforge.kernels.task import member_templates
 
         return [load_variant(p) for p in member_templates(task)]
-    folder = TEMPLATES_DIR / task
-    return [load_variant(p) for p in sorted(folder.glob("*.py")) if not p.stem.startswith("_")]
+    return [load_variant(p) for p in template_files(task)]

@@ -64,10 +64,16 @@ class Fill:
     """A task input the problem does not pass: a tensor of ``value`` whose dimensions are those of passed inputs."""
 
     index: int  # the task's argument position
-    dims: tuple[tuple[int, int], ...]  # per dimension: (a passed input, in task order among the passed, its dim)
+    # per dimension: (a passed input, in task order among the passed, its dim), or (-1, 1) for a size of 1
+    dims: tuple[tuple[int, int], ...]
     value: float
     # An integer input of the task (a BatchNorm's num_batches_tracked): int64, else the first input's dtype.
     integer: bool = False
+
+
+def _fill_dim(names: Sequence[str], j: int, d: int) -> str:
+    """One dimension of a filled input in the generated launch: a passed input's size, or a literal 1."""
+    return f"{names[j]}.shape[{d}], " if j >= 0 else f"{d}, "
 
 
 def _fill_value(f: Fill) -> str:
@@ -94,7 +100,7 @@ class Adapter:
         shaped = [t.reshape(*[_prod(t.shape[a:b]) for a, b in g]) for t, g in zip(tensors, self.groups)]
         viewed = [t.transpose(-2, -1) if self.swaps(i) else t for i, t in enumerate(shaped)]
         for f in self.filled:
-            size = tuple(int(viewed[j].shape[d]) for j, d in f.dims)
+            size = tuple(int(viewed[j].shape[d]) if j >= 0 else d for j, d in f.dims)
             dtype = torch.int64 if f.integer else viewed[0].dtype
             viewed.insert(f.index, torch.full(size, int(f.value) if f.integer else f.value, dtype=dtype,
                                               device=viewed[0].device))
@@ -224,7 +230,7 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
     prologue += [f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
                  for i, (n, g) in enumerate(zip(names, adapter.groups))]
     prologue += [f"{indent}{n} = {n}.transpose(-2, -1)\n" for i, n in enumerate(names) if adapter.swaps(i)]
-    prologue += [f"{indent}{every[f.index]} = torch.full(({''.join(f'{names[j]}.shape[{d}], ' for j, d in f.dims)}), "
+    prologue += [f"{indent}{every[f.index]} = torch.full(({''.join(_fill_dim(names, j, d) for j, d in f.dims)}), "
                  f"{_fill_value(f)}, dtype={'torch.int64' if f.integer else names[0] + '.dtype'}, "
                  f"device={names[0]}.device)\n" for f in adapter.filled]
     out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else f"{OUT_NAME}.shape[{d}]" if i == TASK_OUT else str(d)

@@ -48,7 +48,7 @@ from warpforge.evaluator.judge.match_adapters import (
     unit_rule,
 )
 from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
-from warpforge.kernels.members import with_constants
+from warpforge.kernels.members import template_files, with_constants
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task
 
 SEEDS = (0, 1, 2)
@@ -149,8 +149,10 @@ def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[An
             continue
         if not all(isinstance(t, torch.Tensor) or _number(t) for t in inputs):
             continue
+        # a size of 1 locates no key: a probe's key of 1 (a group count) would name every unit dim (a
+        # per-channel parameter's [C, 1, 1, 1])
         where = {k: [(i, j) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
-                     for j, d in enumerate(t.shape) if d == v]
+                     for j, d in enumerate(t.shape) if d == v != 1]
                  for k, v in probe.items()}
         return where, inputs
     return None
@@ -315,17 +317,17 @@ def _omissions(task: Task, n_problem: int, n_task: int) -> list[tuple[int, ...]]
 def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: tuple[int, ...],
            task: Task, task_inputs: list[torch.Tensor]) -> tuple[Fill, ...] | None:
     """The omitted inputs as constants, each dimension the same key's dimension in a passed input (a bias of
-    [C_out] takes the weight's first dimension); None when some dimension is no key of a passed input."""
+    [C_out] takes the weight's first dimension) or a size of 1 where the task's input has one that is no key (a
+    per-channel parameter [C_out, 1, 1, 1]); None when some other dimension is no key of a passed input."""
     fills = []
     for index in omitted:
-        rank = max((j + 1 for spots in where.values() for i, j in spots if i == index), default=0)
         dims = []
-        for d in range(rank):
+        for d, size in enumerate(task_inputs[index].shape):
             spot = next(((passed.index(i), j) for spots in where.values() if (index, d) in spots
                          for i, j in spots if i in passed), None)
-            if spot is None:
+            if spot is None and size != 1:
                 return None
-            dims.append(spot)
+            dims.append(spot if spot is not None else (-1, 1))
         fills.append(Fill(index, tuple(dims), float(task.fill_inputs[index]),
                           not task_inputs[index].is_floating_point()))
     return tuple(fills)
@@ -361,12 +363,15 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any], out_shape: tuple[i
     orders = list(itertools.permutations(range(len(inputs))))
     out: list[tuple[tuple[int, ...], Adapter | None]] = [(o, None) for o in orders]
     # Reshapes are of tensors: with a Python number among the arguments, only the orders.
-    if (out_shape is None or len(inputs) > MAX_ADAPTED_INPUTS
-            or not all(isinstance(x, torch.Tensor) for x in (*inputs, *task_inputs))):
+    if out_shape is None or not all(isinstance(x, torch.Tensor) for x in (*inputs, *task_inputs)):
         return out
+    # The task's own unit dims are one layout per order, so they are tried with more inputs too (a 2-D
+    # convolution with a bias parameter after it passes x, that parameter, w and b)
     if unit_dims_at is not None:
         out += [(o, a) for o in orders for a in [_unit_dims(unit_dims_at, [inputs[j] for j in o], task_inputs,
                                                             len(out_shape))] if a is not None]
+    if len(inputs) > MAX_ADAPTED_INPUTS:
+        return out
     reductions = ("", *REDUCTIONS) if out_shape == () else ("",)
     for order in orders:
         mapped = [inputs[j] for j in order]
@@ -559,14 +564,12 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
     shape-key aliases (kernels/kernelbench.py ALIAS_ATTR); each template differs from the shipped one in
     its ``TASK`` line only. Files go under ``root/<hash of both>/`` so a changed problem gets new files.
     """
-    from warpforge.kernels.variant import TEMPLATES_DIR
-
     source = problem.path.read_text()
     aliases: dict[str, str | int | list[str | int]] = {**match.keys, **dict(match.fixed),
                                                         ELEM_BYTES: _elem_bytes(problem)}
     tail = (f"\n\n# Added by warpforge (evaluator/judge/matching.py): computes the built-in task {match.label!r}\n"
             f"{ALIAS_ATTR} = {aliases!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
-    templates = sorted(p for p in (TEMPLATES_DIR / match.task).glob("*.py") if not p.stem.startswith("_"))
+    templates = template_files(match.task)
     digest = hashlib.sha256((source + tail + "".join(p.read_text() for p in templates)).encode()).hexdigest()[:16]
     folder = root / digest
     (folder / "variants").mkdir(parents=True, exist_ok=True)

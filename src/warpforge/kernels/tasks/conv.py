@@ -1,4 +1,5 @@
-"""A convolution, 1-D to 3-D, strided, padded, dilated and grouped: ``y = conv(x, w) + b``.
+"""A convolution, 1-D to 3-D, strided, padded, dilated and grouped, and an elementwise chain after it:
+``y = chain(conv(x, w) + b, p)``.
 
 Every convolution is the 3-D one: ``x`` is [N, C_in, D, H, W], ``w`` the ``nn.Conv3d`` weight [C_out, C_in / G,
 KD, KH, KW], ``b`` is [C_out]; ``y`` is [N, C_out, OD, OH, OW] in the inputs' dtype. A 1-D or 2-D problem is this
@@ -14,12 +15,22 @@ sit elsewhere (with a bias, C_out is w's dim 0 here and b's there; one task cann
 A problem without a bias (KernelBench's level-1 convolutions pass ``bias=False``) is this task with ``b`` zero
 (:data:`FILL_INPUTS`).
 
+The chain (KernelBench level 2's convolution + activations) is linear_chain's: up to 6 steps of
+kernels/fx_chain.py ``STEP_OPS`` applied to the fp32 ``z = conv(x, w) + b`` before the one rounding, the template
+constants ``OP1, A1, B1, ...`` (``"none"``: no step). A step may also read ``p`` [C_out, 1, 1, 1], a parameter
+per output channel (``PARAM_OPS``: ``x + self.bias`` with the bias [C_out, 1, 1]); a problem without one is this
+task with ``p`` zero, which a chain without such a step never reads. :func:`propose_members` reads the chain
+from the problem's forward after its one ``nn.ConvNd`` (kernels/fx_chain.py ``read_chain``).
+
 Example::
 
     >>> from warpforge.kernels.tasks import conv
     >>> name, ref, constants = conv.member(conv.Hyper(stride=(1, 2, 2), padding=(0, 1, 1), groups=4))
     >>> name, constants["STRIDE_H"], constants["TRANSPOSED"]
     ('conv3d(s=1,2,2 p=0,1,1)', 2, False)
+    >>> name, ref, constants = conv.member(conv.Hyper(), (("relu", 0.0, 0.0), ("add_p", 0.0, 0.0)))
+    >>> name, constants["OP2"], constants["OP3"]
+    ('conv3d()>relu>add_p', 'add_p', 'none')
 """
 
 from __future__ import annotations
@@ -32,11 +43,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from warpforge.kernels.fx_chain import ROW_OPS, Step, apply_steps, checked, read_chain, step_constants, step_name
 from warpforge.kernels.taskdef import Member
 
 NAME = "conv"
-DESCRIPTION = ("y = conv(x, w) + b: a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, padding, "
-               "dilation and groups as a member's constants); fp32 accumulation, output in the input dtype")
+DESCRIPTION = ("y = chain(conv(x, w) + b, p): a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, "
+               "padding, dilation and groups as a member's constants) and up to 6 elementwise steps, p a "
+               "per-channel parameter; fp32 accumulation, output in the input dtype")
 
 # The task's own shapes: a 3x3x3 convolution (make_inputs' kernel). G is the group count; the task's shapes use 1.
 # KernelBench level 1's 3-D problems (16 x 3 -> 64 channels at 64^3) and a ResNet-like 2-D layer as unit depth.
@@ -63,8 +76,9 @@ DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
 # [N, C, L] is [N, C, 1, 1, L] and [N, C, H, W] is [N, C, 1, H, W] (evaluator/judge/matching.py).
 UNIT_DIMS_AT = 2
-# A problem without the bias (input 2) is this task with a zero bias.
-FILL_INPUTS = {2: 0.0}
+# A problem without the bias (input 2) is this task with a zero bias; one without a chain parameter (input 3,
+# the problem's own ``self.bias`` of level 2), with a zero p that its chain never reads.
+FILL_INPUTS = {2: 0.0, 3: 0.0}
 
 _KERNEL = 3  # make_inputs' kernel size in each dim
 
@@ -110,9 +124,10 @@ def groups_of(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, transposed: boo
     return (b.shape[0] if transposed else x.shape[1]) // w.shape[1]
 
 
-def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper) -> torch.Tensor:
-    """``hyper``'s convolution of 5-D inputs by torch, its group count from the shapes, in fp32 (float64 for
-    float64 inputs), rounded to x's dtype."""
+def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper,
+         steps: tuple[Step, ...] = (), p: torch.Tensor | None = None) -> torch.Tensor:
+    """``hyper``'s convolution of 5-D inputs by torch, its group count from the shapes, then ``steps`` (p the
+    parameter their ``*_p`` steps read), in fp32 (float64 for float64 inputs), rounded to x's dtype."""
     ct = _compute_dtype(x.dtype)
     x2, w2, b2 = x.to(ct), w.to(ct), b.to(ct)
     groups = groups_of(x, w, b, hyper.transposed)
@@ -121,19 +136,28 @@ def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper) -> tor
                                hyper.dilation)
     else:
         y = F.conv3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.dilation, groups)
+    if steps:
+        y = apply_steps(y, steps, None if p is None else p.to(ct))
     return y.to(x.dtype)
 
 
-def member(hyper: Hyper) -> tuple[str, Callable[..., torch.Tensor], dict[str, bool | int]]:
-    """The family member computing ``hyper``'s convolution: (name, reference, template constants). The group
-    count is no constant: the shapes imply it, and a depthwise problem's changes with its channel count."""
+def member(hyper: Hyper, steps: tuple[Step, ...] = ()) -> tuple[str, Callable[..., torch.Tensor],
+                                                                 dict[str, str | float | bool | int]]:
+    """The family member computing ``hyper``'s convolution and then ``steps``: (name, reference, template
+    constants). The group count is no constant: the shapes imply it, and a depthwise problem's changes with its
+    channel count."""
     if hyper.groups < 1 or min(hyper.stride) < 1 or min(hyper.dilation) < 1 or min(hyper.padding) < 0:
         raise ValueError(f"not a convolution's hyperparameters: {hyper}")
+    if steps:
+        steps = checked(steps)
+    if any(op in ROW_OPS for op, _, _ in steps):
+        raise ValueError(f"a convolution's chain is elementwise (no reduction over channels): {steps}")
 
-    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return conv(x, w, b, hyper)
+    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        return conv(x, w, b, hyper, steps, p)
 
-    return hyper.name, reference, hyper.constants()
+    constants: dict[str, str | float | bool | int] = {**hyper.constants(), **step_constants(steps)}
+    return ">".join([hyper.name, *map(step_name, steps)]), reference, constants
 
 
 MEMBERS = [member(Hyper())]
@@ -143,7 +167,7 @@ reference = MEMBERS[0][1]
 
 def inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str,
            transposed: bool) -> tuple[torch.Tensor, ...]:
-    """x, w (in the transposed layout [C_in, C_out / G, k...] when ``transposed``) and b for ``shape``."""
+    """x, w (in the transposed layout [C_in, C_out / G, k...] when ``transposed``), b and p for ``shape``."""
     n, c_in, c_out, g = shape["N"], shape["C_IN"], shape["C_OUT"], shape["G"]
     if c_in % g or c_out % g:
         raise ValueError(f"the group count {g} must divide C_IN {c_in} and C_OUT {c_out}")
@@ -156,7 +180,10 @@ def inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str,
     rows, cols = (c_in, c_out // g) if transposed else (c_out, c_in // g)
     w = torch.randn(rows, cols, _KERNEL, _KERNEL, _KERNEL, generator=gen) / math.sqrt(fan_in)
     b = 0.5 * torch.randn(c_out, generator=gen)
-    return x.to(dtype).to(device), w.to(dtype).to(device), b.to(dtype).to(device)
+    # p of either sign and 0.5 to 1.5 in size: a step adding it moves z by ~its RMS, one multiplying flips signs,
+    # and one dividing by it stays finite
+    p = (0.5 + torch.rand(c_out, 1, 1, 1, generator=gen)) * torch.randn(c_out, 1, 1, 1, generator=gen).sign()
+    return tuple(t.to(dtype).to(device) for t in (x, w, b, p))
 
 
 def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, ...]:
@@ -166,10 +193,11 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 def scaled_inputs(make: Callable[..., tuple[torch.Tensor, ...]], shape: dict[str, int], dtype: torch.dtype,
                   seed: int, device: str) -> dict[str, tuple[torch.Tensor, ...]]:
     """``large`` and ``tiny``: x and b times 1e4 and 1e-4 (times 100 in half precision, 65504 being fp16's
-    largest): products and sums far from 1, where a kernel rounding its terms to tf32 shows ~1e-3 errors."""
-    x, w, b = make(shape, torch.float32, seed, "cpu")
+    largest): products and sums far from 1, where a kernel rounding its terms to tf32 shows ~1e-3 errors (and a
+    chain's sigmoid or softplus written without its stable form overflows)."""
+    x, w, b, p = make(shape, torch.float32, seed, "cpu")
     big = 1e4 if dtype == torch.float32 else 100.0
-    sets = {"large": (x * big, w, b * big), "tiny": (x * 1e-4, w, b * 1e-4)}
+    sets = {"large": (x * big, w, b * big, p), "tiny": (x * 1e-4, w, b * 1e-4, p)}
     return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
 
 
@@ -192,12 +220,12 @@ def flops_of(shape: dict[str, int], transposed: bool) -> float:
 
 
 def bytes_of(shape: dict[str, int], dtype: torch.dtype, transposed: bool) -> float:
-    # x, w and b read once, y written once
+    # x, w, b and p read once, y written once
     size = torch.tensor([], dtype=dtype).element_size()
     x = shape["N"] * shape["C_IN"] * shape["D"] * shape["H"] * shape["W"]
     w = shape["C_OUT"] * (shape["C_IN"] // shape["G"]) * _KERNEL**3
     y = shape["N"] * shape["C_OUT"] * out_positions(shape, transposed)
-    return float((x + w + shape["C_OUT"] + y) * size)
+    return float((x + w + 2 * shape["C_OUT"] + y) * size)
 
 
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
@@ -238,13 +266,26 @@ def hyper_of(module: nn.Module) -> Hyper | None:
 
 
 def proposals(model: nn.Module, transposed: bool) -> list[Member]:
-    """The member of the model's one convolution module when it is (or is not) transposed; none when it has
-    no convolution or several. That its forward applies the module to the input is for the numbers to confirm."""
+    """The member of the model's one convolution module when it is (or is not) transposed, with the elementwise
+    chain its forward applies after it (kernels/fx_chain.py); none when it has no convolution or several, or a
+    chain this task cannot compute. That its forward applies the module to the input is for the numbers to
+    confirm (a forward fx cannot trace proposes the convolution alone)."""
     convs = [m for m in model.modules() if isinstance(m, _CONVS)]
     if len(convs) != 1:
         return []
     hyper = hyper_of(convs[0])
-    return [] if hyper is None or hyper.transposed != transposed else [Member(*member(hyper))]
+    if hyper is None or hyper.transposed != transposed:
+        return []
+    try:
+        chain = read_chain(model, _CONVS)
+    except Exception:  # noqa: BLE001 - a forward torch.fx cannot trace (data-dependent control flow)
+        chain = None
+    if chain is None or chain.head is not convs[0]:
+        return [Member(*member(hyper))]
+    try:
+        return [Member(*member(hyper, chain.steps))]
+    except ValueError:  # a reduction over the channels, a chain past 6 steps
+        return []
 
 
 def propose_members(model: nn.Module) -> list[Member]:

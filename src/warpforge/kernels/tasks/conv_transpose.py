@@ -4,7 +4,8 @@
 ``x`` is [N, C_in, D, H, W], ``w`` the ``nn.ConvTranspose3d`` weight [C_in, C_out / G, KD, KH, KW], ``b`` is
 [C_out]; ``y`` is [N, C_out, OD, OH, OW] with OD = (D - 1) * stride - 2 * pad + dil * (KD - 1) + out_pad + 1, in
 the inputs' dtype. The task ``conv`` (kernels/tasks/conv.py) with the other weight layout: its helpers, its
-templates with ``TRANSPOSED = True``; a 1-D or 2-D problem is the 3-D task with unit dims there too.
+epilogue chain and parameter ``p``, its templates with ``TRANSPOSED = True`` (kernels/members.py
+``DERIVED_TEMPLATES``); a 1-D or 2-D problem is the 3-D task with unit dims there too.
 
 Example::
 
@@ -22,9 +23,9 @@ from warpforge.kernels.taskdef import Member
 from warpforge.kernels.tasks import conv
 
 NAME = "conv_transpose"
-DESCRIPTION = ("y = conv_transpose(x, w) + b: a transposed convolution (1-D, 2-D or 3-D as 3-D with unit dims; "
-               "stride, padding, dilation, output padding and groups as a member's constants); fp32 accumulation, "
-               "output in the input dtype")
+DESCRIPTION = ("y = chain(conv_transpose(x, w) + b, p): a transposed convolution (1-D, 2-D or 3-D as 3-D with unit "
+               "dims; stride, padding, dilation, output padding and groups as a member's constants) and up to 6 "
+               "elementwise steps, p a per-channel parameter; fp32 accumulation, output in the input dtype")
 
 # KernelBench level 1's 3-D transposed problems (16 x 32 -> 16 channels at 16 x 32 x 64) and a 2-D decoder
 # layer as unit depth.

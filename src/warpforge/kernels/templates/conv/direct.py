@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 TASK = "conv"
-# The member (kernels/tasks/conv.py): rewritten by the matcher with the problem's hyperparameters.
+# The member (kernels/tasks/conv.py): rewritten by the matcher with the problem's hyperparameters. The task
+# conv_transpose runs this file with TASK and TRANSPOSED rewritten (kernels/members.py DERIVED_TEMPLATES).
 TRANSPOSED = False
 STRIDE_D = 1
 STRIDE_H = 1
@@ -27,6 +28,26 @@ DIL_W = 1
 OUT_PAD_D = 0
 OUT_PAD_H = 0
 OUT_PAD_W = 0
+# The epilogue chain (kernels/fx_chain.py steps): each step's op and scalars, "none" ends it; rewritten by the
+# matcher with the steps a problem's forward applies after its convolution (KernelBench level 2).
+OP1 = "none"
+A1 = 0.0
+B1 = 0.0
+OP2 = "none"
+A2 = 0.0
+B2 = 0.0
+OP3 = "none"
+A3 = 0.0
+B3 = 0.0
+OP4 = "none"
+A4 = 0.0
+B4 = 0.0
+OP5 = "none"
+A5 = 0.0
+B5 = 0.0
+OP6 = "none"
+A6 = 0.0
+B6 = 0.0
 
 # BLOCK_M 128 and 256 only: fewer, larger programs are what the interpreter runs fast (it pays per tile op, and
 # this loop runs taps x channels of them per program); at 64 x 32 the CPU checks of KernelBench 63, 74 and 82
@@ -59,13 +80,109 @@ def _source(o, k, size, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constex
 
 
 @triton.jit
+def _tanh(x):
+    # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
+    # next term 17x^7/315 is below 6e-8 relative.
+    ax = tl.abs(x)
+    t = tl.exp(-2.0 * ax)
+    big = (1.0 - t) / (1.0 + t)
+    x2 = x * x
+    small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0)))
+    return tl.where(ax < 0.1, small, tl.where(x < 0, -big, big))
+
+
+@triton.jit
+def _softplus(x):
+    # log(1 + exp(x)) overflows for x > 88; max(x, 0) + log1p(exp(-|x|)) does not, with log1p by its series
+    # where 1 + u rounds u away (u < 1e-3: u - u^2/2 + u^3/3, next term below 3e-13).
+    u = tl.exp(-tl.abs(x))
+    log1p = tl.where(u < 1e-3, u * (1.0 - u * (0.5 - u * (1.0 / 3.0))), tl.log(1.0 + u))
+    return tl.maximum(x, 0.0) + log1p
+
+
+@triton.jit
+def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
+    # One step of the chain on the fp32 tile: y the running value, z the convolution with its bias, p the
+    # per-channel parameter ([1, BLOCK_N], fp32).
+    if OP == "none":
+        out = y
+    elif OP == "mul":
+        out = y * A
+    elif OP == "div":
+        out = y / A
+    elif OP == "add":
+        out = y + A
+    elif OP == "rsub":
+        out = A - y
+    elif OP == "add_z":
+        out = y + z
+    elif OP == "sub_z":
+        out = y - z
+    elif OP == "mul_z":
+        out = y * z
+    elif OP == "add_p":
+        out = y + p
+    elif OP == "sub_p":
+        out = y - p
+    elif OP == "mul_p":
+        out = y * p
+    elif OP == "div_p":
+        out = y / p
+    elif OP == "relu":
+        out = tl.maximum(y, 0.0)
+    elif OP == "leaky_relu":
+        out = tl.where(y >= 0, y, y * A)
+    elif OP == "gelu":
+        out = 0.5 * y * (1.0 + tl.math.erf(y * 0.7071067811865476))
+    elif OP == "gelu_tanh":
+        out = 0.5 * y * (1.0 + _tanh(0.7978845608028654 * (y + 0.044715 * y * y * y)))
+    elif OP == "sigmoid":
+        out = 1.0 / (1.0 + tl.exp(-y))
+    elif OP == "tanh":
+        out = _tanh(y)
+    elif OP == "silu":
+        out = y / (1.0 + tl.exp(-y))
+    elif OP == "mish":
+        out = y * _tanh(_softplus(y))
+    elif OP == "clamp":
+        out = tl.minimum(tl.maximum(y, A), B)
+    elif OP == "max":
+        out = tl.maximum(y, A)
+    elif OP == "min":
+        out = tl.minimum(y, A)
+    elif OP == "hardswish":
+        out = y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0
+    else:
+        tl.static_assert(False, "unknown conv chain step OP")
+    return out
+
+
+@triton.jit
+def _chain(z, p, OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr,
+           B2: tl.constexpr, OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr,
+           A4: tl.constexpr, B4: tl.constexpr, OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr,
+           OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr):
+    # Steps past the chain's end are "none": resolved at compile time, they cost nothing.
+    y = _step(z, z, p, OP1, A1, B1)
+    y = _step(y, z, p, OP2, A2, B2)
+    y = _step(y, z, p, OP3, A3, B3)
+    y = _step(y, z, p, OP4, A4, B4)
+    y = _step(y, z, p, OP5, A5, B5)
+    y = _step(y, z, p, OP6, A6, B6)
+    return y
+
+
+@triton.jit
 def _conv_direct_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr,
+    x_ptr, w_ptr, b_ptr, p_ptr, y_ptr,
     D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M,
-    sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, syn, syc, syd, syh, syw,
+    sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, sp, syn, syc, syd, syh, syw,
     TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
     PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
     DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
+    OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
+    OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
+    OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -108,8 +225,12 @@ def _conv_direct_kernel(
                     wv = tl.load(w_ptrs + ci * w_step, mask=n_ok, other=0.0).to(tl.float32)
                     acc += xv[:, None] * wv[None, :]
 
+    # the bias and the chain in fp32, before the one rounding; p is read per tile like the bias (BLOCK_N values
+    # against BLOCK_M x BLOCK_N outputs) and 1 past the channels, so a div_p step's masked lanes stay finite
     bias = tl.load(b_ptr + co * sb, mask=n_ok, other=0.0)
-    out = acc + bias.to(tl.float32)[None, :]
+    z = acc + bias.to(tl.float32)[None, :]
+    pv = tl.load(p_ptr + co * sp, mask=n_ok, other=1.0).to(tl.float32)
+    out = _chain(z, pv[None, :], OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
     y_ptrs = (y_ptr + n[:, None] * syn + co[None, :] * syc + od[:, None] * syd + oh[:, None] * syh
               + ow[:, None] * syw)
     tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
@@ -122,7 +243,7 @@ def _out_size(size, k, stride, pad, dil, out_pad):
     return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
 
 
-def launch(x, w, b, **params):
+def launch(x, w, b, p, **params):
     N, C_in, D, H, W = x.shape
     KD, KH, KW = w.shape[2], w.shape[3], w.shape[4]
     # The group count from the shapes, not a constant: a depthwise problem's groups are its channel count,
@@ -141,13 +262,15 @@ def launch(x, w, b, **params):
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), groups)
     _conv_direct_kernel[grid](
-        x, w, b, y,
+        x, w, b, p, y,
         D, H, W, OD, OH, OW, KD, KH, KW, C_in // groups, COUT_G, M,
         x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
-        w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0),
+        w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0), p.stride(0),
         y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
         TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
         PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
+        OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
+        OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
         BLOCK_M=bm, BLOCK_N=bn, num_warps=params["num_warps"],
     )
     return y

@@ -184,7 +184,8 @@ def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
     try:
         spec = check_run(spec)
     except UsageError as exc:
-        row.why = "not searched: " + (str(exc).split("(tried ")[1].split(")")[0] if "(tried " in str(exc) else str(exc))
+        text = str(exc)  # "... (tried a: why; b: why (2 members), so ...": the list ends at the last "), so"
+        row.why = "not searched: " + (text.split("(tried ", 1)[1].rsplit("), so", 1)[0] if "(tried " in text else text)
         row.wall_s = time.monotonic() - started
         return row
     task = get_task(spec.tasks[0])

@@ -16,8 +16,8 @@ from warpforge.problems import SHIPPED
 ROOT = Path(__file__).resolve().parents[1]
 LEVEL1 = SHIPPED / "level1"
 FULL_LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
-# level 2: a convolution, a ReLU and a bias; no template family computes a convolution
-UNMATCHED = "1_Conv2D_ReLU_BiasAdd"
+# level 2: a convolution, an instance norm and a division; no template family computes a norm after a convolution
+UNMATCHED = "17_Conv2d_InstanceNorm_Divide"
 
 
 def bench(*args: str, folder: Path = LEVEL1) -> subprocess.CompletedProcess[str]:
@@ -44,7 +44,7 @@ def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
 
 def test_per_level_counts_and_the_families_that_matched() -> None:
     """A benchmark root: one summary per level folder (the expected counts are what these two files are: a ReLU
-    any elementwise template computes, and a level-2 convolution chain nothing matches)."""
+    any elementwise template computes, and a level-2 convolution and norm nothing matches)."""
     proc = bench("--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", "--json", folder=SHIPPED)
     assert proc.returncode == 0, proc.stderr
     levels = json.loads(proc.stdout)["levels"]

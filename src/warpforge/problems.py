@@ -1,7 +1,7 @@
 """KernelBench problems: a curated few that ship with warpforge, and any folder of them.
 
 A KernelBench problem is a Python file with ``class Model``, ``get_inputs`` and ``get_init_inputs``
-(kernels/kernelbench.py loads it as a task). A fresh clone has no ``../shared`` folder, so 38 problems ship in
+(kernels/kernelbench.py loads it as a task). A fresh clone has no ``../shared`` folder, so 39 problems ship in
 ``warpforge/data/problems/level{1,2,3}/`` (about 42 KB; unchanged upstream files, licence and provenance in
 the README there): two or more per template family, a few level-2 chains and two level-3 models.
 ``warpforge problems`` lists them, those under ``--dir`` folders and, when present, ``../shared/kernelbench``,

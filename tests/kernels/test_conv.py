@@ -2,7 +2,7 @@
 outputs (float64) are the truth for the members' references; every template under the interpreter on a
 standard, a strided/padded/dilated/grouped and a transposed member against ``F.conv3d`` /
 ``F.conv_transpose3d`` written out here; problems written here (1-D, 2-D, 3-D, transposed, with a bias)
-matched with their hyperparameters, and KernelBench's own level-1 files where ../shared/kernelbench exists
+matched with their hyperparameters, and KernelBench's own files (../shared/kernelbench, else the shipped ones)
 (bias-free: the bias filled with zeros). The slow tier judges matched problems end to end."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,11 @@ from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.tasks import conv
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
+from warpforge.problems import SHIPPED
 
 TASKS = {name: get_task(name) for name in ("conv", "conv_transpose")}
 VARIANTS = {(task, v.name): v for task in TASKS for v in builtin_variants(task)}
 ROOT = Path(__file__).resolve().parents[2]
-LEVEL1 = ROOT.parent / "shared" / "kernelbench" / "level1"
 
 # (module, its input's spatial size): 1-D, 2-D and 3-D, standard and transposed, every hyperparameter
 MODULES = [
@@ -229,10 +230,13 @@ def test_a_grouped_transposed_problem_with_a_bias_matches(tmp_path: Path) -> Non
     assert match is not None and (match.task, match.member) == PROBLEMS["transposed3d_grouped"][4:], tried
 
 
-# KernelBench level 1 (bias-free, so the bias is filled): a 3-D, a 1-D, a depthwise 2-D and a transposed 2-D
+# KernelBench level 1 (bias-free, so the bias is filled): a 3-D, a 1-D, a depthwise 2-D, a pointwise 2-D and
+# transposed 2-D and 1-D (67, 87 and 64 ship: they run from a fresh clone)
 LEVEL1_MATCHES = {
     "54_conv_standard_3D__square_input__square_kernel": ("conv", "conv3d()"),
     "67_conv_standard_1D": ("conv", "conv3d()"),
+    "87_conv_pointwise_2D": ("conv", "conv3d()"),
+    "64_conv_transposed_1D": ("conv_transpose", "conv_transpose3d()"),
     "82_conv_depthwise_2D_square_input_square_kernel": ("conv", "conv3d()"),
     "57_conv_transposed_2D__square_input__square_kernel": ("conv_transpose", "conv_transpose3d()"),
 }
@@ -240,23 +244,18 @@ LEVEL1_MATCHES = {
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n.startswith("54_") else [])
                                   for n in sorted(LEVEL1_MATCHES)])  # 54's float64 3-D references: ~30 s
-def test_kernelbench_level1_convolutions_match(name: str) -> None:
-    path = LEVEL1 / f"{name}.py"
-    if not path.is_file():
-        pytest.skip(f"KernelBench level 1 not found at {LEVEL1} (../shared/kernelbench)")
-    match, tried = find_match(load_task_file(path), list(TASKS.values()))
+def test_kernelbench_level1_convolutions_match(name: str, kernelbench_file: Callable[[int, str], Path]) -> None:
+    match, tried = find_match(load_task_file(kernelbench_file(1, name)), list(TASKS.values()))
     assert match is not None, tried
     task, member = LEVEL1_MATCHES[name]
     assert (match.task, match.member) == (task, member), match.describe()
 
 
 @pytest.mark.slow
-def test_benchmark_judges_level1_convolutions_ok() -> None:
-    if not LEVEL1.is_dir():
-        pytest.skip(f"KernelBench level 1 not found at {LEVEL1} (../shared/kernelbench)")
+def test_benchmark_judges_the_shipped_convolutions_ok() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(LEVEL1),
-                          "--problems", "76,87", "--trials", "1", "--json"],
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(SHIPPED / "level1"),
+                          "--problems", "64,67,87", "--trials", "1", "--json"],
                          capture_output=True, text=True, env=env, timeout=1800, check=True)
     rows = {r["problem"]: r for r in json.loads(out.stdout)["rows"]}
     for name, row in rows.items():
@@ -265,7 +264,6 @@ def test_benchmark_judges_level1_convolutions_ok() -> None:
 
 # ---- the elementwise chain after the convolution (KernelBench level 2) ----
 
-LEVEL2 = ROOT.parent / "shared" / "kernelbench" / "level2"
 
 
 class _Chained(nn.Module):
@@ -385,11 +383,8 @@ LEVEL2_MATCHES = {
 
 
 @pytest.mark.parametrize("name", sorted(LEVEL2_MATCHES))
-def test_kernelbench_level2_chains_match(name: str) -> None:
-    path = LEVEL2 / f"{name}.py"
-    if not path.is_file():
-        pytest.skip(f"KernelBench level 2 not found at {LEVEL2} (../shared/kernelbench)")
-    problem = load_task_file(path)
+def test_kernelbench_level2_chains_match(name: str, kernelbench_file: Callable[[int, str], Path]) -> None:
+    problem = load_task_file(kernelbench_file(2, name))
     match, tried = find_match(problem, list(TASKS.values()))
     assert match is not None, tried
     assert (match.task, match.member, match.order) == LEVEL2_MATCHES[name], match.describe()

@@ -110,6 +110,8 @@ class LoosePatcher:
             if self.open is not None:
                 raise LooseDiverged(f"{self.path}: {name} at position {pos} inside {self.open.region}")
             self.live = False
+            if pos <= max(s.loose_end for s in self.specs):
+                self._fall_all(f"the module's forward left its trace at {name} (position {pos})")
             return -1
         self.pos += 1
         flat = tensors_of((args, kwargs))

@@ -295,6 +295,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     trace = trace_step(model, inputs, target.loss if opts.train else None, peaks)
     opts.on_stage("cut and match regions")
     regions = cut_regions(model, trace)
+    trace.streams.clear()  # the forward's tensors themselves: a loose region keeps its own run's
     step_s = trace.total_s
 
     fused = {r.name: _fused_seconds(r, peaks, dtype) for r in regions if r.match is not None}

@@ -152,6 +152,8 @@ def _cut(path: str, stream: list[StreamEntry], i: int, j: int, buffers: set[int]
     last = run[-1]
     if not isinstance(last.output, torch.Tensor) or not last.output.is_floating_point():
         return None
+    if "__get__" in (run[0].name, last.name):  # a property (x.T): a patch reads it, never replaces it
+        return None
     if any(e.opaque or (e.child and not _stateless(e.func)) or (not e.child and e.position < 0
                                                                   and e.name not in META_CALLS) or _inplace(e)
            for e in run):

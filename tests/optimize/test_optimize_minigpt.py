@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-# ~6 min on 2 cores (four campaigns, then the proof in the interpreter): past pytest-timeout's 600 s default
+# ~3.5 min on 2 cores (four campaigns, then the proof in the interpreter); past pytest-timeout's 600 s default
 # under CI's load
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]
 

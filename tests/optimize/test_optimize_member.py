@@ -1,6 +1,7 @@
 """A region matched to a family's member is searched, exported and patched as that member
 (``elementwise[gelu_tanh]``, kernels/members.py): a forward step with a tanh-GELU module gets the member's kernel
-and the same outputs; a training step leaves it unpatched, since the family has no backward kernel."""
+and the same outputs; a training step patches it too, with torch autograd of the member's reference as the
+backward, since the family has no backward kernel."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from warpforge.optimize.flow import _patchable
+from warpforge.optimize.flow import _patchable, reference_backward
 from warpforge.optimize.match import CallMatch
 
 # A KernelBench-format file: the activation is the only region a task computes (the affine map around it is
@@ -45,14 +46,18 @@ def get_init_inputs():
 
 
 def _region(match: CallMatch) -> SimpleNamespace:
-    return SimpleNamespace(match=match)
+    return SimpleNamespace(match=match, source="module")
 
 
-def test_a_member_is_patchable_in_a_forward_step_and_not_in_training_without_a_backward() -> None:
+def test_a_member_is_patchable_and_trains_with_its_references_backward() -> None:
     match = CallMatch("elementwise", "gelu_tanh", {"M": 4, "N": 96}, (0,), (False,), has_backward=False)
     assert match.task_name == "elementwise[gelu_tanh]"
-    assert _patchable(_region(match), train=False) == ""  # type: ignore[arg-type]
-    assert "no backward" in _patchable(_region(match), train=True)  # type: ignore[arg-type]
+    region = _region(match)
+    assert _patchable(region, train=False) == "" and _patchable(region, train=True) == ""  # type: ignore[arg-type]
+    assert not reference_backward(region, train=False)  # type: ignore[arg-type]
+    assert reference_backward(region, train=True)  # type: ignore[arg-type]
+    with_kernel = _region(CallMatch("layernorm", "", {"M": 4, "N": 96}, (0, 1, 2), (False,) * 3, has_backward=True))
+    assert not reference_backward(with_kernel, train=True)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow

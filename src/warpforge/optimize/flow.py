@@ -3,14 +3,17 @@
 1. **Profile** one step (optimize/trace.py): on a CPU each op priced on the target GPU's roofline (an
    estimate, labelled so).
 2. **Regions** (optimize/regions.py), each matched to a built-in task by what it computes.
-3. **Budget by Amdahl's law**: every matched task gets one trial (a verified kernel to patch with), the rest
-   of ``--trials`` goes by expected whole-step gain: the region's share times its headroom (its eager ops'
+3. **Budget by Amdahl's law**: every matched task gets one trial (a verified kernel to patch with); spare
+   trials go first, one at a time, to tasks whose trials found no ok configuration yet, the rest of
+   ``--trials`` by expected whole-step gain: the region's share times its headroom (its eager ops'
    cost over the task's fused kernel at the speed of light, ``task.flops`` and ``task.bytes_moved``). The
    ceiling is the step time if every matched region ran at that bound.
 4. **Search** each task (one campaign each, the evaluator's usual checks), **export** the winners
    (``warpforge export``'s package; untimed on a CPU, flagged), **patch** the regions by module path
    (optimize/patching.py) and **prove** it in a separate process (optimize/prove.py): outputs, then N
-   SGD steps' losses and the gradients of the first, against the unpatched model.
+   SGD steps' losses and the gradients of the first, against the unpatched model. In a training step a
+   task with no backward kernel (a family's member) is patched with its kernel forward and torch autograd
+   of the task's reference as its backward, and its status says so.
 
 Example::
 
@@ -86,15 +89,23 @@ def _fused_seconds(region: Region, peaks: GpuPeaks, dtype: torch.dtype) -> float
 
 
 def _patchable(region: Region, train: bool) -> str:
-    """Why a matched region cannot be patched ("" when it can)."""
+    """Why a matched region cannot be patched ("" when it can). In a training step a task without a backward
+    kernel is patched with torch autograd of its reference as the backward (:func:`reference_backward`)."""
     from warpforge.kernels.task import get_task
 
     assert region.match is not None
-    if train and not region.match.has_backward:
-        return "the task has no backward kernel (a training step needs one)"
+    if region.source == "loss":
+        return ("the step's loss is warpforge's stand-in for a training loss (the output's mean square), not "
+                "the model's code: only the model is patched")
     if get_task(region.match.task).n_params:
         return "a by-path task"
     return ""
+
+
+def reference_backward(region: Region, train: bool) -> bool:
+    """The region's patch runs the kernel forward and torch autograd of the task's reference backward: a
+    training step, a task with no backward kernel (a family's member such as ``elementwise[gelu_tanh]``)."""
+    return train and region.match is not None and not region.match.has_backward
 
 
 def allocate(regions: list[Region], gains: dict[str, float], trials: int) -> dict[str, int]:
@@ -116,23 +127,50 @@ def allocate(regions: list[Region], gains: dict[str, float], trials: int) -> dic
     return budget
 
 
-def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> dict[str, str]:
-    """One campaign per task; the campaign's name per task (its failure is reported, not raised)."""
+def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> tuple[dict[str, str], dict[str, int]]:
+    """One campaign per task, within the budget ``tasks`` allocates: first one trial each; then the spare
+    trials go one at a time to the tasks with no ok configuration yet (a region without a verified kernel
+    gains nothing, however large its share), and what is left as allocated (by expected gain). Returns the
+    campaign's name and the trials it ran, per task."""
     from warpforge.kernels.members import op_identifier
+    from warpforge.kernels.task import get_task
     from warpforge.preflight import check_run
     from warpforge.search.engine.campaign import run_campaign
     from warpforge.search.engine.spec import CampaignSpec
 
-    names: dict[str, str] = {}
-    for task, n in tasks.items():
-        name = f"optimize-{stamp}-{op_identifier(task)}"
-        opts.on_stage(f"search {task}: {n} trial(s)")
-        # a training step patches only kernels with a backward: search those alone
-        spec = check_run(CampaignSpec(name=name, tasks=[task], trials=n, backend=opts.backend, db_url=opts.db,
-                                      seed=opts.seed, top_k=1, proposer_config={"training": opts.train}))
-        run_campaign(spec)
-        names[task] = name
-    return names
+    names = {task: f"optimize-{stamp}-{op_identifier(task)}" for task in tasks}
+    used: dict[str, int] = {}
+    ok: dict[str, bool] = {}
+
+    def run(task: str, n: int, why: str) -> None:
+        opts.on_stage(f"search {task}: {why}")
+        # a training step searches kernels with a backward where the task has one (the others are patched with
+        # their reference's autograd as the backward)
+        training = opts.train and get_task(task).has_backward
+        spec = check_run(CampaignSpec(name=names[task], tasks=[task], trials=n, backend=opts.backend,
+                                      db_url=opts.db, seed=opts.seed, top_k=1, resume=task in used,
+                                      proposer_config={"training": training}))
+        summary = run_campaign(spec)
+        used[task] = n
+        ok[task] = ok.get(task, False) or any(v.verdicts.get("ok", 0) for t in summary.tasks for v in t.variants)
+
+    spare = sum(tasks.values()) - len(tasks)
+    for task in tasks:
+        run(task, 1, "1 trial")
+    retry = [t for t in sorted(tasks, key=lambda t: -tasks[t]) if not ok[t]]
+    while spare and retry:
+        for task in list(retry):
+            if spare:
+                run(task, used[task] + 1, f"trial {used[task] + 1} (no ok configuration yet)")
+                spare -= 1
+                if ok[task]:
+                    retry.remove(task)
+    for task in sorted(tasks, key=lambda t: -tasks[t]):
+        more = min(spare, tasks[task] - used[task])
+        if more > 0:
+            run(task, used[task] + more, f"{used[task] + more} trial(s) in all")
+            spare -= more
+    return names, used
 
 
 def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, str], bool]:
@@ -154,7 +192,7 @@ def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, st
         except ExportRefused as e:
             refused[name] = str(e).splitlines()[0]
             continue
-        if opts.train and training_facts(task, plan.variant_source) is None:
+        if opts.train and task.has_backward and training_facts(task, plan.variant_source) is None:
             # its export would have no autograd: the training step could not differentiate through it
             refused[name] = f"the winner ({plan.variant_name}) has no backward kernel (a training step needs one)"
             continue
@@ -165,13 +203,15 @@ def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, st
     return dest, refused, any(p.untimed for p in plans)
 
 
-def _specs_for(region: Region, dtypes: list[str]) -> list[PatchSpec]:
+def _specs_for(region: Region, dtypes: list[str], train: bool = False) -> list[PatchSpec]:
     """The region's patch: one spec, or one per output of a helper returning several tensors."""
     from warpforge.kernels.members import op_identifier
     from warpforge.kernels.task import get_task
 
     specs = []
     module, _, rest = region.name.partition("::")
+    if region.loose is not None:
+        return [_loose_spec(region, dtypes, train)]
     for m in region.matches:
         task = get_task(m.task)
         ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
@@ -181,8 +221,30 @@ def _specs_for(region: Region, dtypes: list[str]) -> list[PatchSpec]:
             shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
             zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
             dtypes=dtypes, helper=region.source == "helper", output=m.output, per_item=m.items > 1,
-            helper_file=region.helper_file))
+            helper_file=region.helper_file, reference_backward=train and not m.has_backward))
     return specs
+
+
+def _loose_spec(region: Region, dtypes: list[str], train: bool) -> PatchSpec:
+    """A loose region's patch: the run of its module's calls it replaces (optimize/loose_patch.py)."""
+    from warpforge.kernels.members import op_identifier
+    from warpforge.kernels.task import get_task
+
+    cut, m = region.loose, region.match
+    assert cut is not None and m is not None
+    task = get_task(m.task)
+    ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
+    metas, tuples = cut.placeholders()
+    return PatchSpec(
+        region=region.name, module=cut.path, op=op_identifier(m.task_name), task=m.task_name, shape=dict(m.shape),
+        order=list(m.order), flatten=list(m.flatten), ranks=ranks, zero_shapes=[list(s) for s in m.zero_shapes],
+        reduce=m.reduce, ignore_index=m.ignore_index, dtypes=dtypes, per_item=m.items > 1,
+        loose_start=cut.start, loose_end=cut.end, loose_names=cut.names, loose_reads=[list(r) for r in cut.reads],
+        loose_input_shapes=[list(t.shape) for t in cut.inputs],
+        loose_input_dtypes=[str(t.dtype).removeprefix("torch.") for t in cut.inputs],
+        loose_input_floating=[t.is_floating_point() for t in cut.inputs],
+        loose_output_shape=list(cut.output.shape), loose_placeholders=metas, loose_tuples=tuples,
+        loose_guard=cut.guard, reference_backward=train and not m.has_backward)
 
 
 def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], package_dir: Path) -> Checks:
@@ -233,6 +295,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     trace = trace_step(model, inputs, target.loss if opts.train else None, peaks)
     opts.on_stage("cut and match regions")
     regions = cut_regions(model, trace)
+    trace.streams.clear()  # the forward's tensors themselves: a loose region keeps its own run's
     step_s = trace.total_s
 
     fused = {r.name: _fused_seconds(r, peaks, dtype) for r in regions if r.match is not None}
@@ -244,7 +307,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     why_not = {r.name: _patchable(r, opts.train) for r in regions if r.match is not None}
     wanted = [r for r in regions if r.match is not None and not why_not[r.name]]
     budget = allocate(wanted, gains, opts.trials)
-    campaigns = _search(budget, opts, stamp) if budget else {}
+    campaigns, budget = _search(budget, opts, stamp) if budget else ({}, {})
     opts.on_stage("export the winners")
     package_dir, refused, untimed = _export(sorted(campaigns), opts) if campaigns else (opts.out, {}, False)
     specs = []
@@ -253,7 +316,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
         if r.match.task_name in refused:
             why_not[r.name] = f"no verified winner: {refused[r.match.task_name]}"
             continue
-        specs += _specs_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes])
+        specs += _specs_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes], opts.train)
     opts.on_stage("patch and prove" + (f" ({opts.steps} training steps)" if opts.train else ""))
     nothing = Checks(error="nothing was patched, so nothing to prove")
     checks = _prove(opts, target, specs, package_dir) if specs else nothing
@@ -262,7 +325,8 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     after_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.name in patched)
     rows = [RegionRow(name=r.name, kind=r.kind, share=round(r.share, 4),
                       task="; ".join(m.describe() for m in r.matches) if r.match else None,
-                      status=_status(r, why_not, checks), patched=r.name in patched,
+                      status=_status(r, why_not, checks, reference_backward(r, opts.train)),
+                      patched=r.name in patched,
                       estimated_us=round(r.seconds * 1e6, 3),
                       fused_us=round(fused[r.name] * 1e6, 3) if r.name in fused else None)
             for r in regions]
@@ -282,14 +346,14 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     return report
 
 
-def _status(r: Region, why_not: dict[str, str], checks: Checks) -> str:
+def _status(r: Region, why_not: dict[str, str], checks: Checks, backward: bool = False) -> str:
     if r.match is None:
         return "no task: " + ("the LLM proposer can take its problem (--proposer llm)" if r.source != "rest"
                               else "loose tensor ops of its module")
     if why_not.get(r.name):
         return "matched; not patched: " + why_not[r.name]
     if r.name in checks.kernel_calls:
-        return "patched"
+        return "patched" + (" (backward: torch autograd of the task's reference)" if backward else "")
     if r.name in checks.fallback:
         return "matched; not patched: " + checks.fallback[r.name]
     return "matched; not patched: the proof did not run it"

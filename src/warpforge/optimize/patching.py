@@ -8,6 +8,8 @@ autograd) and the model; nothing of warpforge, so the same plan file patches a u
 - a module region: the module's ``forward`` on that instance is replaced;
 - a functional region (``F.scaled_dot_product_attention`` inside an attention module, the loss inside a
   causal LM's forward): a ``TorchFunctionMode`` active while that module runs swaps that function's calls;
+- a loose region (an attention written inline as matmul, masked_fill, softmax, matmul): the module's own torch
+  calls, counted by the same mode against their trace, run the op instead (optimize/loose_patch.py);
 - a helper region (``apply_rotary_pos_emb`` of the model's own file): the name is rebound, in the globals of
   the model's classes, to a wrapper that runs the op only while the patched model's module at that path
   runs (another model sharing the file, such as the unpatched one of the proof, runs the original); a helper
@@ -25,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from collections.abc import Callable, Sequence
@@ -36,6 +39,7 @@ import torch
 from pydantic import BaseModel
 from torch.overrides import TorchFunctionMode
 
+from warpforge.optimize.loose_patch import LoosePatcher
 from warpforge.optimize.trace import helper_callable
 
 
@@ -59,6 +63,23 @@ class PatchSpec(BaseModel):
     output: int = -1  # which element of the helper's returned tuple the op computes (-1: its whole return)
     per_item: bool = False  # the op computes each item of the call's leading (batch) dimension on its own
     helper_file: str = ""  # the helper's source file: only a function of that name defined there is rebound
+    # the op has no backward kernel: its backward is torch autograd of the task's reference (the package's
+    # ``_reference`` module), recomputed from the saved inputs (a training step)
+    reference_backward: bool = False
+    # A loose region (optimize/loose_patch.py): the module's own tensor-returning torch calls at positions
+    # loose_start..loose_end run as the op; the op's call tensors are read where loose_reads says
+    # ([position, index among that call's tensors]).
+    loose_start: int = -1
+    loose_end: int = -1
+    loose_names: list[str] = []  # the names of the module's calls at positions 0..loose_end, as traced
+    loose_reads: list[list[int]] = []
+    loose_input_shapes: list[list[int]] = []
+    loose_input_dtypes: list[str] = []
+    loose_input_floating: list[bool] = []  # in the call's own floating dtype (else loose_input_dtypes')
+    loose_output_shape: list[int] = []
+    loose_placeholders: list[list[tuple[list[int], list[int], str]]] = []  # per position start..end-1: its tensors
+    loose_tuples: list[bool] = []  # per position start..end-1: it returned a tuple of them
+    loose_guard: list[list[int]] = []  # the shapes of the module's tensor arguments, as traced
 
 
 @dataclass
@@ -84,8 +105,9 @@ def _kernel_fits(package: ModuleType, op: str, inputs: Sequence[Any]) -> bool:
 
 
 def _run(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor], output_like: torch.Size | None,
-         counters: PatchCounters) -> Any:
-    """The op on the call's tensors; None when it cannot (then the original code runs)."""
+         counters: PatchCounters, probe: bool = False) -> Any:
+    """The op on the call's tensors; None when it cannot (then the original code runs); ``probe``: True when
+    it would run, nothing run or counted."""
     floating = next((t for t in tensors if t.is_floating_point()), None)
     if floating is None or str(floating.dtype).removeprefix("torch.") not in spec.dtypes:
         counters.fallback[spec.region] = f"dtype {floating.dtype if floating is not None else '?'} not verified"
@@ -108,7 +130,9 @@ def _run(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor], 
     if not _kernel_fits(package, spec.op, inputs):
         counters.fallback[spec.region] = "no exported configuration fits this shape"
         return None
-    out = getattr(package, spec.op)(*[v.contiguous() if isinstance(v, torch.Tensor) else v for v in inputs])
+    if probe:
+        return True
+    out = op_of(package, spec)(*[v.contiguous() if isinstance(v, torch.Tensor) else v for v in inputs])
     counters.kernel[spec.region] = counters.kernel.get(spec.region, 0) + 1
     if spec.reduce:
         per_row = out.float() if valid is None else out.float() * valid
@@ -116,6 +140,45 @@ def _run(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor], 
         count = per_row.numel() if valid is None else valid.sum()
         return total / count if spec.reduce == "mean" else total
     return out.reshape(output_like) if output_like is not None else out
+
+
+class _ReferenceBackward(torch.autograd.Function):
+    """The op's kernel forward; the backward is torch autograd of the task's reference at the saved inputs."""
+
+    @staticmethod
+    def forward(ctx: Any, op: Callable[..., torch.Tensor], reference: Callable[..., torch.Tensor],
+                *inputs: Any) -> torch.Tensor:
+        ctx.reference = reference
+        ctx.inputs = inputs  # the tensors themselves (no in-place op touches them before the backward)
+        with torch.no_grad():
+            return op(*inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        wanted = ctx.needs_input_grad[2:]
+        leaves = [t.detach().requires_grad_(w) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                  for t, w in zip(ctx.inputs, wanted)]
+        with torch.enable_grad():
+            out = ctx.reference(*leaves)
+            chosen = [leaf for leaf, w in zip(leaves, wanted) if w]
+            grads = iter(torch.autograd.grad(out, chosen, grad, allow_unused=True))
+        return (None, None, *[next(grads) if w else None for w in wanted])
+
+
+def op_of(package: ModuleType, spec: PatchSpec) -> Callable[..., Any]:
+    """The exported op of ``spec``; with ``reference_backward``, wrapped so that autograd differentiates the
+    task's reference (the package ships it as ``_reference.<op>``) where the kernel has no backward."""
+    op = getattr(package, spec.op)
+    if not spec.reference_backward:
+        return op  # type: ignore[no-any-return]
+    reference = importlib.import_module(f"{package.__name__}._reference.{spec.op}").reference
+
+    def call(*inputs: Any) -> Any:
+        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
+            return _ReferenceBackward.apply(op, reference, *inputs)
+        return op(*inputs)
+
+    return call
 
 
 def _module_forward(module: torch.nn.Module, spec: PatchSpec, package: ModuleType,
@@ -143,18 +206,20 @@ def _output_shape(spec: PatchSpec, tensors: Sequence[torch.Tensor]) -> torch.Siz
 
 
 def _run_spec(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor],
-              counters: PatchCounters) -> Any:
-    """The op on the call's tensors, item by item for a per-item spec; None when it cannot run."""
+              counters: PatchCounters, shape: torch.Size | None = None, probe: bool = False) -> Any:
+    """The op on the call's tensors, item by item for a per-item spec; None when it cannot run. ``shape``: the
+    output's (a loose region's, as traced); ``probe``: only whether it would run."""
     if not spec.per_item:
-        return _run(spec, package, tensors, _output_shape(spec, tensors), counters)
+        return _run(spec, package, tensors, shape or _output_shape(spec, tensors), counters, probe)
     outs = []
     for b in range(int(tensors[0].shape[0])):
         item = [t[b:b + 1] for t in tensors]
-        out = _run(spec, package, item, _output_shape(spec, item), counters)
-        if out is None:
-            return None
+        out = _run(spec, package, item, None if shape is not None else _output_shape(spec, item), counters, probe)
+        if out is None or probe:
+            return out
         outs.append(out)
-    return torch.cat(outs, 0)
+    whole = torch.cat(outs, 0)
+    return whole.reshape(shape) if shape is not None else whole
 
 
 def _like_call(out: torch.Tensor, tensors: Sequence[torch.Tensor], keep: bool = False) -> torch.Tensor:
@@ -224,21 +289,44 @@ def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callabl
 
 class _FunctionSwap(TorchFunctionMode):
     def __init__(self, specs: dict[str, list[PatchSpec]], active: list[str], package: ModuleType,
-                 counters: PatchCounters) -> None:
+                 counters: PatchCounters, loose: dict[str, LoosePatcher]) -> None:
         super().__init__()
         self.specs, self.active, self.package, self.counters = specs, active, package, counters
+        self.loose = loose
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        path = self.active[-1] if self.active else "\0"
+        if any(p.open is not None and p.path != path for p in self.loose.values()):
+            return func(*args, **kwargs)  # a child module inside a patched run (a Dropout): on placeholders
+        patcher = self.loose.get(path)
+        if patcher is not None:
+            return patcher.call(func, args, kwargs, lambda: self._swap(func, args, kwargs))
+        return self._swap(func, args, kwargs)
+
+    def _swap(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         name = getattr(func, "__name__", "")
         # The mode is off inside this handler (torch pops it), so the op's own torch calls are never swapped.
         for spec in self.specs.get(self.active[-1] if self.active else "\0", []):
-            if spec.function == name and not spec.helper:
+            if spec.function == name and not spec.helper and spec.loose_start < 0:
                 tensors = _tensors_of(args, kwargs)
                 out = _run_spec(spec, self.package, tensors, self.counters)
                 if out is not None:
                     return _like_call(out, tensors, keep=bool(spec.reduce))
         return func(*args, **kwargs)
+
+
+def _loose_patchers(by_module: dict[str, list[PatchSpec]], package: ModuleType,
+                    counters: PatchCounters) -> dict[str, LoosePatcher]:
+    def run(spec: PatchSpec, tensors: Sequence[torch.Tensor], shape: torch.Size, probe: bool = False) -> Any:
+        out = _run_spec(spec, package, tensors, counters, shape=shape, probe=probe)
+        return out if probe or out is None else _like_call(out, tensors)
+
+    def fallback(region: str, why: str) -> None:
+        counters.fallback[region] = why
+
+    return {path: LoosePatcher(path, [s for s in specs if s.loose_start >= 0], run, fallback)
+            for path, specs in by_module.items() if any(s.loose_start >= 0 for s in specs)}
 
 
 def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: ModuleType) -> PatchCounters:
@@ -247,14 +335,15 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
     modules = dict(model.named_modules())
     by_module: dict[str, list[PatchSpec]] = {}
     for spec in specs:
-        if spec.function:
+        if spec.function or spec.loose_start >= 0:
             by_module.setdefault(spec.module, []).append(spec)
         else:
             target = modules[spec.module]
             target.forward = _module_forward(target, spec, package, counters)  # type: ignore[method-assign]
     if by_module:
         active: list[str] = []
-        mode = _FunctionSwap(by_module, active, package, counters)
+        loose = _loose_patchers(by_module, package, counters)
+        mode = _FunctionSwap(by_module, active, package, counters, loose)
         # every module pushes its path, so the innermost running module is active[-1]
         def enter(path: str) -> Callable[..., None]:
             def hook(module: torch.nn.Module, args: Any) -> None:
@@ -267,6 +356,8 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
         for path, module in modules.items():
             module.register_forward_pre_hook(enter(path))
             module.register_forward_hook(leave)
+        for path, patcher in loose.items():
+            modules[path].register_forward_pre_hook(lambda m, a, k, p=patcher: p.enter(a, k), with_kwargs=True)
         helpers = {s.function: s.helper_file for s in specs if s.helper}
         if helpers:
             _rebind_helpers(model, helpers, lambda f: _helper_wrapper(f, by_module, active, package, counters))

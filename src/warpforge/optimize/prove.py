@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from warpforge.optimize.patching import PatchSpec, apply_patches
+from warpforge.optimize.patching import PatchSpec, apply_patches, op_of
 from warpforge.optimize.report import Checks
 from warpforge.optimize.target import load_target
 
@@ -74,7 +74,7 @@ def check_at_shape(package: Any, spec: PatchSpec, dtype: torch.dtype, train: boo
             for i, t in enumerate(inputs)]
     exact = [t.double().requires_grad_(train and i in task.grad_inputs)
              if isinstance(t, torch.Tensor) and t.is_floating_point() else t for i, t in enumerate(inputs)]
-    out = getattr(package, spec.op)(*mine)
+    out = op_of(package, spec)(*mine)
     ref = task.reference(*exact)
     atol, rtol = task.tolerance(dtype)
     bad = compare_outputs([out.detach()], [ref.detach()], [ref.detach().to(out.dtype)], atol, rtol)

@@ -6,7 +6,9 @@ calls are tried one by one, outermost first: ``torch.nn.functional`` calls (the 
 attention module, the loss inside a causal LM's forward) and helpers of the model's code (a rotary
 embedding written as ``apply_rotary_pos_emb``; a helper returning several tensors is matched output by
 output). A call no task computes is opened: the calls inside it are tried, and its own ops are one region
-with no task. What is left of the module's own ops is one region with no task (residual adds, reshapes that
+with no task. Before its children and calls, a module's own loose tensor ops are tried as runs
+(optimize/loose.py: an attention written as ``softmax(q @ k.T * scale, masked) @ v`` inline is one run of
+q, k and v). What is left of the module's own ops is one region with no task (residual adds, reshapes that
 copy). A region's share is its cost over the step's (optimize/trace.py: GPU-roofline estimates on a CPU).
 
 Example::
@@ -25,6 +27,7 @@ from typing import Any
 
 import torch
 
+from warpforge.optimize.loose import LooseCut, loose_cuts
 from warpforge.optimize.match import Call, CallMatch, find_call_match
 from warpforge.optimize.trace import FunctionCall, ModuleCall, OpRecord, StepTrace
 
@@ -45,11 +48,14 @@ MAX_CALL_TENSORS = 6
 class Region:
     name: str  # the module path, or "path::function#i" for a functional call
     kind: str
-    source: str  # "module" | "function" | "helper" | "rest" (a module's own leftover ops)
+    # "module" | "function" | "helper" | "loose" (a run of a module's own calls) | "loss" (the step's loss
+    # function, outside the model) | "rest"
+    source: str
     ops: list[OpRecord] = field(default_factory=list)
     match: CallMatch | None = None
     outputs: list[CallMatch] = field(default_factory=list)  # a helper returning several tensors: one each
     helper_file: str = ""  # a helper region: the source file defining the function (its patch rebinds only it)
+    loose: LooseCut | None = None  # a loose region: the run of calls it replaces (optimize/loose.py)
     seconds: float = 0.0
     share: float = 0.0
     note: str = ""
@@ -190,6 +196,7 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
             functions.setdefault(f.path, []).append(f)
     cache: dict[Any, CallMatch | None] = {}
     call_cache: dict[Any, list[CallMatch]] = {}
+    loose_cache: dict[Any, CallMatch | None] = {}
     regions: list[Region] = []
     owned: set[int] = set()
 
@@ -215,7 +222,7 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
         return call_cache[key]
 
     def visit_call(f: FunctionCall) -> None:
-        source = "helper" if f.helper else "function"
+        source = "helper" if f.helper else "loss" if f.step_loss else "function"
         matches = matches_of(f)
         if matches:
             keys = keys_within(f)
@@ -242,10 +249,19 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
                 take(Region(path, TASK_KINDS.get(match.task, "other"), "module", match=match),
                      [o for o in trace.ops if _within(o.module, path)])
                 return
+        # loose runs first: a matched run owns the calls and stateless children (a Dropout) inside it
+        inside: set[str] = set()
+        for cut in loose_cuts(model, trace, path, find_call_match, loose_cache):
+            assert cut.match is not None
+            take(Region(f"{path or '<root>'}::{cut.describe()}#{cut.start}", TASK_KINDS.get(cut.match.task, "other"),
+                        "loose", match=cut.match, loose=cut), cut.ops)
+            inside |= cut.keys | set(cut.children)
         for child in children.get(path, []):
-            visit(child)
+            if child not in inside:
+                visit(child)
         for f in functions.get(path, []):
-            visit_call(f)
+            if f.key not in inside:
+                visit_call(f)
         rest = [o for o in trace.ops if o.module == path]
         take(Region(f"{path or '<root>'} (own ops)", _kind_of(rest), "rest"), rest)
 

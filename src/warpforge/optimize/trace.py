@@ -11,8 +11,11 @@ The same run records each module's first call (its inputs, keyword arguments and
 ``torch.nn.functional`` function with its module, and each call of a *helper*: a module-level function of the
 model's own source files (where its module classes are defined) called with tensors, such as a rotary
 embedding written as ``apply_rotary_pos_emb(q, k, cos, sin)``. Calls nest (a helper calling
-``F.softmax``); an op belongs to the innermost. Regions are then matched by what they compute
-(optimize/regions.py), not by class or function names.
+``F.softmax``); an op belongs to the innermost. It also records each module's *stream* (its first call):
+the torch calls its own forward makes, in order (a matmul, a masked_fill, an ``F.softmax``, a child module's
+call), holding the tensors themselves so that identity gives the data flow; loose regions are cut from it
+(optimize/loose.py). Regions are then matched by what they compute (optimize/regions.py), not by class or
+function names.
 
 Example::
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -89,6 +92,7 @@ class FunctionCall:
     name: str = ""  # the function's name (a helper: its global name in its module); default func.__name__
     parent: str = ""  # the key of the call it runs inside ("" for none)
     helper: bool = False  # a module-level function of the model's code, patched by its global name
+    step_loss: bool = False  # the step's loss function, called on the model's output outside the model
 
     @property
     def key(self) -> str:
@@ -100,11 +104,39 @@ def call_key(path: str, func: str, index: int) -> str:
 
 
 @dataclass
+class StreamEntry:
+    """One step of a module's own forward (its first call), in order: a torch call its code makes (a tensor
+    op, an ``F.softmax``, a metadata read such as ``x.size()``) or a child module's call."""
+
+    path: str  # the module whose forward makes it
+    name: str  # the torch function's name (``matmul``, ``masked_fill``, ``softmax``); a child's call: its path
+    func: Any  # the torch function; a child's call: the child module
+    args: tuple[Any, ...]  # as called: the tensors themselves, never copies (identity is the data flow)
+    kwargs: dict[str, Any]
+    output: Any = None
+    key: str = ""  # the call key its aten ops carry (OpRecord.call); "" for a child's call
+    # its place among the module's own tensor-returning torch calls, the positions a patch counts
+    # (optimize/loose_patch.py); -1: a child's call or a call returning no tensor (``size``, ``item``)
+    position: int = -1
+    child: bool = False
+    opaque: bool = False  # made inside a helper's call: part of that call, never of a loose region
+
+
+def returns_tensors(value: Any) -> bool:
+    """A tensor, or a tuple or list holding one (``split``): what a stream position is."""
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value)
+
+
+@dataclass
 class StepTrace:
     ops: list[OpRecord]
     modules: dict[str, ModuleCall]
     functions: list[FunctionCall]
     measured: bool = False  # True: OpRecord.seconds are GPU times from torch.profiler
+    streams: dict[str, list[StreamEntry]] = field(default_factory=dict)  # module path -> its first call's stream
+    returned: dict[str, Any] = field(default_factory=dict)  # module path -> what its first call returned (itself)
 
     @property
     def total_s(self) -> float:
@@ -158,6 +190,50 @@ class _Recorder(TorchDispatchMode):
         self.started: dict[str, int] = {}  # call key -> its place in the order calls began
         self.forward_nodes: dict[int, tuple[str, str]] = {}  # autograd sequence number -> (module path, call)
         self.paused = False  # while the recorder itself copies a call's tensors
+        self.streaming = False  # while the model's forward runs: streams are recorded
+        self.stack: list[str] = []  # the running modules' paths, innermost last (forward hooks)
+        self.streams: dict[str, list[StreamEntry]] = {}
+        self.open: set[str] = set()  # the modules whose first call runs now (their streams are recorded)
+        self.positions: dict[str, int] = {}
+        self.returned: dict[str, Any] = {}
+
+    def stream(self) -> tuple[str, list[StreamEntry]] | None:
+        """The innermost running module and its stream, while its first call records one."""
+        if not self.streaming or self.paused or not self.stack or self.stack[-1] not in self.open:
+            return None
+        return self.stack[-1], self.streams[self.stack[-1]]
+
+    def module_enters(self, path: str, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        parent = self.stream()
+        if parent is not None:
+            parent[1].append(StreamEntry(parent[0], path, module, args, kwargs, child=True))
+        self.stack.append(path)
+        if self.streaming and path not in self.streams:
+            self.streams[path], self.positions[path] = [], 0
+            self.open.add(path)
+
+    def module_leaves(self, path: str, output: Any) -> None:
+        self.stack.pop()
+        if path in self.open:
+            self.open.discard(path)
+            self.returned[path] = output
+        parent = self.stream()
+        if parent is not None and parent[1] and parent[1][-1].child and parent[1][-1].name == path:
+            parent[1][-1].output = output
+
+    def streamed(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, key: str,
+                 opaque: bool) -> None:
+        """A torch call the innermost module's own code made (after it ran)."""
+        found = self.stream()
+        if found is None:
+            return
+        path, stream = found
+        position = -1
+        if returns_tensors(out):
+            position = self.positions[path]
+            self.positions[path] = position + 1
+        stream.append(StreamEntry(path, getattr(func, "__name__", str(func)), func, args, kwargs, out, key,
+                                  position, opaque=opaque))
 
     @property
     def call(self) -> str:
@@ -232,8 +308,10 @@ class _Functions(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if self.depth or id(func) not in _FUNCTIONAL:
+        if self.depth:
             return func(*args, **kwargs)
+        if id(func) not in _FUNCTIONAL:
+            return self._loose(func, args, kwargs)
         path, parent, index = self.recorder.enter(func.__name__)
         self.depth += 1  # a functional calling another (linear inside a user's function) is one call
         try:
@@ -242,7 +320,29 @@ class _Functions(TorchFunctionMode):
             self.depth -= 1
             self.recorder.calls.pop()
         args_c, kwargs_c, out_c = self.recorder.copy((args, kwargs, out))
-        self.calls.append(FunctionCall(path, func, args_c, kwargs_c, out_c, index, parent=parent))
+        call = FunctionCall(path, func, args_c, kwargs_c, out_c, index, parent=parent)
+        self.calls.append(call)
+        self.recorder.streamed(func, args, kwargs, out, call.key, opaque=bool(parent))
+        return out
+
+    def _loose(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """A torch call of a module's own code (not a functional): in its stream, its ops under its own key."""
+        rec = self.recorder
+        if rec.stream() is None or rec._where() != rec.stack[-1]:
+            # not a module's own code: torch's ModuleTracker reads autograd flags in its hooks between the
+            # parent's last call and the child's first
+            return func(*args, **kwargs)
+        inside = bool(rec.calls)  # inside a helper's call: that call's op
+        key = ""
+        if not inside:
+            rec.enter("~" + getattr(func, "__name__", "call"))
+            key = rec.calls[-1]
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            if not inside:
+                rec.calls.pop()
+        rec.streamed(func, args, kwargs, out, key, opaque=inside)
         return out
 
 
@@ -339,6 +439,23 @@ class _Helpers:
             self.calls.append(call)
 
 
+def _loss(recorder: _Recorder, functions: _Functions, loss_fn: Callable[[Any], torch.Tensor],
+          out: Any) -> torch.Tensor:
+    """The step's loss on the model's output, recorded as a call of its own (its ops, forward and backward,
+    carry its key) when it computes anything: a KernelBench target's mean square; a causal LM's loss is
+    the model's own, returned as it is."""
+    before = len(recorder.ops)
+    _, parent, index = recorder.enter("step_loss")
+    try:
+        loss = loss_fn(out)
+    finally:
+        recorder.calls.pop()
+    if len(recorder.ops) > before:
+        args, loss_c = recorder.copy(((out,), loss))
+        functions.calls.append(FunctionCall("", loss_fn, args, {}, loss_c, index, "step_loss", parent, step_loss=True))
+    return loss
+
+
 def trace_step(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], torch.Tensor] | None,
                gpu: GpuPeaks) -> StepTrace:
     """Run one step (``loss_fn`` given: forward, loss, backward) and record it op by op (see module doc)."""
@@ -356,21 +473,36 @@ def trace_step(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callabl
             args_c, kwargs_c, out_c = recorder.copy((args, kwargs, output))
             calls[path] = ModuleCall(path, module, args_c, kwargs_c, out_c)
 
+    def enters(path: str) -> Callable[..., None]:
+        def pre(module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+            recorder.module_enters(path, module, args, kwargs)
+        return pre
+
+    def leaves(path: str) -> Callable[..., None]:
+        def post(module: torch.nn.Module, args: Any, output: Any) -> None:
+            recorder.module_leaves(path, output)  # returns None: a forward hook's result replaces the output
+        return post
+
     handles = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]
+    for path, m in model.named_modules():
+        handles.append(m.register_forward_pre_hook(enters(path), with_kwargs=True, prepend=True))
+        handles.append(m.register_forward_hook(leaves(path)))
     functions = _Functions(recorder)
     helpers = _Helpers(recorder, model_files(model))
     previous = sys.getprofile()
     try:
         with tracker, recorder, functions:
             sys.setprofile(helpers)
+            recorder.streaming = True
             try:
                 out = model(*inputs)
             finally:
+                recorder.streaming = False
                 sys.setprofile(previous)
             if loss_fn is not None:
-                loss_fn(out).backward()
+                _loss(recorder, functions, loss_fn, out).backward()
     finally:
         for h in handles:
             h.remove()
     ordered = sorted(functions.calls + helpers.calls, key=lambda c: recorder.started[c.key])
-    return StepTrace(recorder.ops, calls, ordered)
+    return StepTrace(recorder.ops, calls, ordered, streams=recorder.streams, returned=recorder.returned)

@@ -100,6 +100,10 @@ def _reference_of(op: str, reduction: str) -> Callable[[torch.Tensor, torch.Tens
     return reference
 
 
+# A loss of the prediction alone is the loss against zero targets (``x.pow(2).mean()`` is mse_mean): the
+# matcher of ``warpforge optimize`` (optimize/match.py) feeds zeros for an absent target.
+OPTIONAL_INPUTS = (1,)
+
 MEMBERS = [(f"{op}_{red}", _reference_of(op, red), {"OP": op, "REDUCTION": red})
            for op, reds in _REDUCTIONS.items() for red in reds]
 DEFAULT_MEMBER = "mse_mean"

@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from warpforge.evaluator.gpus import peaks_for
-from warpforge.optimize.patching import PatchSpec, apply_patches, ordered_tensors
+from warpforge.optimize.patch_spec import PatchSpec
+from warpforge.optimize.patching import apply_patches, ordered_tensors
 from warpforge.optimize.regions import cut_regions
 from warpforge.optimize.trace import trace_step
 

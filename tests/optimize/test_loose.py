@@ -19,7 +19,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.kernels.task import get_task
 from warpforge.optimize.flow import _specs_for
-from warpforge.optimize.patching import PatchSpec, apply_patches, op_of
+from warpforge.optimize.patch_spec import PatchSpec
+from warpforge.optimize.patching import apply_patches, op_of
 from warpforge.optimize.regions import Region, coverage, cut_regions
 from warpforge.optimize.trace import trace_step
 

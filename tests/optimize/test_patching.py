@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from warpforge.optimize.patching import PatchSpec, apply_patches
+from warpforge.optimize.patch_spec import PatchSpec
+from warpforge.optimize.patching import apply_patches
 
 NS = "wf_test_patch_stub"
 

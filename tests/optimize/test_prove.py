@@ -8,7 +8,7 @@ import types
 import torch
 import torch.nn.functional as F
 
-from warpforge.optimize.patching import PatchSpec
+from warpforge.optimize.patch_spec import PatchSpec
 from warpforge.optimize.prove import check_at_shape
 
 

@@ -36,7 +36,7 @@ import torch
 
 from warpforge.errors import UsageError
 from warpforge.evaluator.gpus import GpuPeaks, peaks_for
-from warpforge.optimize.patching import PatchSpec
+from warpforge.optimize.patch_spec import PatchSpec
 from warpforge.optimize.plans import PlanSection
 from warpforge.optimize.regions import Region, coverage, cut_regions
 from warpforge.optimize.report import Checks, OptimizeReport, RegionRow, SpeedupEstimate

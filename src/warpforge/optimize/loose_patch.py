@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_flatten
 from warpforge.optimize.trace import returns_tensors
 
 if TYPE_CHECKING:
-    from warpforge.optimize.patching import PatchSpec
+    from warpforge.optimize.patch_spec import PatchSpec
 
 # Calls returning no tensor that read only metadata, the same for a placeholder as for the value it stands
 # for; ``register_hook``: torch's ModuleTracker registers gradient hooks on a child's inputs while tracing.

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from warpforge.optimize.patching import PatchSpec, apply_patches, op_of
+from warpforge.optimize.patch_spec import PatchSpec
+from warpforge.optimize.patching import apply_patches, op_of
 from warpforge.optimize.report import Checks
 from warpforge.optimize.target import load_target
 

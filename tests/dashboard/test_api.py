@@ -201,9 +201,9 @@ def test_no_secret_appears_in_pages_or_api(seeded: dict[str, Any], monkeypatch: 
     secret = "sk-test-9f8e7d6c5b4a"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     c = TestClient(create_app(seeded["url"]))
-    paths = ["/", "/leaderboard", "/plans", "/agent", "/optimize", "/api/optimize", "/campaigns/seeded", "/campaigns/seeded/charts",
-             f"/variants/{seeded['child']}", "/api/campaigns", "/api/leaderboard", "/api/plans",
-             "/api/evaluations", "/api/openapi.json", "/api/charts/seeded"]
+    paths = ["/", "/leaderboard", "/plans", "/agent", "/optimize", "/api/optimize", "/campaigns/seeded",
+             "/campaigns/seeded/charts", f"/variants/{seeded['child']}", "/api/campaigns", "/api/leaderboard",
+             "/api/plans", "/api/evaluations", "/api/openapi.json", "/api/charts/seeded"]
     for p in paths:
         assert secret not in c.get(p).text, p
     # A database password is never shown either (the page names the database without it).

@@ -49,4 +49,6 @@ def optimize_run(s: Session, id: int) -> OptimizeRunDetail | None:
     r = s.execute(select(*_COLUMNS, OptimizeRun.report).where(OptimizeRun.id == id)).first()
     if r is None:
         return None
-    return OptimizeRunDetail(_row(tuple(r)[:-1]), dict(r[-1] or {}))
+    values = tuple(r)
+    report: dict[str, Any] = dict(values[-1] or {})
+    return OptimizeRunDetail(_row(values[:-1]), report)

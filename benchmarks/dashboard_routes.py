@@ -1,7 +1,7 @@
 """Server time of every dashboard route on a database holding N evaluations (target: < 300 ms at 100,000).
 
 Fills a fresh database directly (bulk inserts through the models: campaigns, variants, evaluations with
-two per-shape measurements each, stored decisions, plans), then requests each page and API route through
+two per-shape measurements each, stored decisions, plans, optimize runs), then requests each page and API route through
 the app in-process and reports the app's own ``Server-Timing`` (median and max of ``--repeats`` after one
 warm-up request; a route passes when its median is under the target). SQLite always; PostgreSQL too when
 its server binaries exist (a throwaway server).
@@ -106,6 +106,7 @@ def fill(url: str, n: int, campaigns: int = 10, seed: int = 0, cpu: int = 0) -> 
     _agent_calls(db, campaigns, variants_per, t0, AgentCall, AgentRun)
     _cpu_campaigns(db, cpu, campaigns, variants_per, eid, t0, rng)
     _plans(url)
+    run = _optimize_runs(url)
     if db.engine.dialect.name == "postgresql":
         # A live server's autovacuum has analysed the tables and set the visibility map (index-only scans);
         # a bulk fill seconds old has neither, so do what autovacuum would before timing.
@@ -116,7 +117,8 @@ def fill(url: str, n: int, campaigns: int = 10, seed: int = 0, cpu: int = 0) -> 
     db.engine.dispose()
     return {"busiest_variant": f"{0:064x}", "evaluation": eid // 2, "campaign": "bench-0",
             "llm_variant": f"{variants_per - 1:064x}", "call": 20 * (variants_per - 1) + 1,
-            "cpu_campaign": "cpu-0" if cpu else None, "cpu_variant": f"{campaigns * variants_per:064x}"}
+            "cpu_campaign": "cpu-0" if cpu else None, "cpu_variant": f"{campaigns * variants_per:064x}",
+            "optimize_run": run}
 
 
 def _cpu_campaigns(db: Any, n: int, after: int, variants_per: int, eid: int, t0: datetime,
@@ -216,6 +218,41 @@ def _plans(url: str) -> None:
     store_search(url, model, cluster, search_plans(model, cluster, trials=200, top=5), limit=200)
 
 
+def _optimize_runs(url: str, runs: int = 50, regions: int = 200) -> int:
+    """``runs`` stored ``warpforge optimize`` reports of ``regions`` regions each (a deep model's report); the
+    id of the newest."""
+    from dataclasses import asdict
+
+    from warpforge.db.models import OptimizeRun
+    from warpforge.db.session import Database
+    from warpforge.optimize.report import Checks, OptimizeReport, RegionRow, SpeedupEstimate
+    from warpforge.optimize.store import run_record
+
+    rows = [RegionRow(name=f"model.layers.{i // 4}.{('input_layernorm', 'self_attn', 'mlp.act_fn', 'rest')[i % 4]}",
+                      kind=("rmsnorm", "attention", "swiglu", "loose")[i % 4], share=1 / regions,
+                      task="rmsnorm (M=128,N=64)" if i % 4 == 0 else None, status="patched" if i % 4 == 0 else
+                      "no task: loose tensor ops of its module", patched=i % 4 == 0, estimated_us=1.0)
+            for i in range(regions)]
+    checks = Checks(max_abs_diff=1e-3, output_tolerance=1e-2, outputs_match=True, losses_before=[10.0] * 3,
+                    losses_after=[10.0] * 3, loss_tolerance=0.05, losses_match=True, grad_max_rel_diff=1e-3,
+                    grad_tolerance=0.02, grads_match=True,
+                    kernel_calls={r.name: 2 for r in rows if r.patched})
+    report = OptimizeReport(target="./bench-model", kind="transformers", train=True, dtype="float16", batch=2,
+                            seq=64, gpu="H100 SXM", regions=rows, coverage=0.25, checks=checks,
+                            speedup=SpeedupEstimate(estimated=1.1, basis="bench fill", before_us=200.0,
+                                                    after_us=180.0, ceiling=1.3),
+                            campaigns={}, trials={}, untimed=True, package="", patches="patches.json")
+    record = asdict(run_record(report))
+    db = Database(url)
+    with db.session() as s:
+        added = [OptimizeRun(**record) for _ in range(runs)]
+        s.add_all(added)
+        s.flush()
+        newest = max(int(r.id) for r in added)
+    db.engine.dispose()
+    return newest
+
+
 def routes(info: dict[str, Any]) -> list[str]:
     c, v, e = info["campaign"], info["busiest_variant"], info["evaluation"]
     return ["/", "/?partial=rows", f"/campaigns/{c}", f"/campaigns/{c}?verdict=ok&offset=5000",
@@ -227,6 +264,7 @@ def routes(info: dict[str, Any]) -> list[str]:
             "/api/decisions", "/api/leaderboard", f"/api/charts/{c}", "/api/plans", "/api/agent",
             f"/variants/{info['llm_variant']}", f"/agent?campaign={c}", f"/agent/calls/{info['call']}",
             "/api/agent/calls?limit=1000", f"/api/agent/calls/{info['call']}",
+            "/optimize", f"/optimize/{info['optimize_run']}", "/api/optimize", f"/api/optimize/{info['optimize_run']}",
             *([f"/campaigns/{info['cpu_campaign']}", f"/variants/{info['cpu_variant']}",
                f"/api/campaigns/{info['cpu_campaign']}"] if info.get("cpu_campaign") else [])]
 

@@ -84,7 +84,8 @@ def test_openapi_describes_every_api_route(client: Any) -> None:
     paths = set(client.get("/api/openapi.json").json()["paths"])
     for p in ("/api/campaigns", "/api/campaigns/{name}", "/api/evaluations", "/api/evaluations/{id}",
               "/api/variants/{source_hash}", "/api/decisions", "/api/leaderboard", "/api/plans", "/api/agent",
-              "/api/charts/{name}", "/api/studies/{name}", "/api/agent/calls", "/api/agent/calls/{id}"):
+              "/api/charts/{name}", "/api/studies/{name}", "/api/agent/calls", "/api/agent/calls/{id}",
+              "/api/optimize", "/api/optimize/{id}"):
         assert p in paths, p
 
 
@@ -200,9 +201,9 @@ def test_no_secret_appears_in_pages_or_api(seeded: dict[str, Any], monkeypatch: 
     secret = "sk-test-9f8e7d6c5b4a"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     c = TestClient(create_app(seeded["url"]))
-    paths = ["/", "/leaderboard", "/plans", "/agent", "/campaigns/seeded", "/campaigns/seeded/charts",
-             f"/variants/{seeded['child']}", "/api/campaigns", "/api/leaderboard", "/api/plans",
-             "/api/evaluations", "/api/openapi.json", "/api/charts/seeded"]
+    paths = ["/", "/leaderboard", "/plans", "/agent", "/optimize", "/api/optimize", "/campaigns/seeded",
+             "/campaigns/seeded/charts", f"/variants/{seeded['child']}", "/api/campaigns", "/api/leaderboard",
+             "/api/plans", "/api/evaluations", "/api/openapi.json", "/api/charts/seeded"]
     for p in paths:
         assert secret not in c.get(p).text, p
     # A database password is never shown either (the page names the database without it).

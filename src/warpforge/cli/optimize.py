@@ -2,8 +2,9 @@
 
 TARGET is a folder with a transformers ``config.json``, a KernelBench-format ``.py`` file, or
 ``module:function`` returning ``(model, inputs)`` (optimize/target.py). Exit codes: 0 the report was written
-(whatever was or was not patched: the report says); 1 the proof found the patched model differing or could
-not run; 2 usage (a TARGET that is none of the three, an unknown --dtype or --gpu).
+(whatever was or was not patched: the report says) and stored in the database for the dashboard's
+``/optimize`` pages; 1 the proof found the patched model differing or could not run, or the report could not
+be stored; 2 usage (a TARGET that is none of the three, an unknown --dtype or --gpu).
 
 Example::
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -22,6 +24,9 @@ from rich.table import Table
 
 err = Console(stderr=True)
 out = Console()
+
+if TYPE_CHECKING:
+    from warpforge.optimize.report import OptimizeReport
 
 
 def optimize_command(
@@ -66,6 +71,7 @@ def optimize_command(
                            plan_seq=plan_seq, global_batch=global_batch,
                            on_stage=lambda s: err.print(f"[bold]optimize[/bold]: {escape(s)}", highlight=False))
     report = optimize(opts)
+    stored, store_error = _store(db, report)
     if json_out:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -88,12 +94,34 @@ def optimize_command(
                               f"{p.peak_mem_gb:.1f}/{p.hbm_gb:.0f}", p.fits)
             out.print(plans)
         out.print(f"report: {out_dir / 'report.md'}", highlight=False, markup=False)
+    if stored:
+        (err if json_out else out).print(stored, highlight=False, markup=False, soft_wrap=True)
+    if store_error:
+        err.print(f"error: the report was written to {out_dir} but not stored: {store_error}", highlight=False,
+                  markup=False, soft_wrap=True)
     c = report.checks
     if report.patches is None:  # nothing matched an exportable kernel: the report says why, region by region
         err.print("nothing was patched: no region has a task with an exportable kernel (see the report's "
                   "statuses)", highlight=False, markup=False)
+        if store_error:
+            raise typer.Exit(1)
         return
     if c.error or not c.outputs_match or c.losses_match is False or c.grads_match is False:
         err.print(f"[red]error:[/red] the patched model is not proven equal: "
                   f"{escape(c.error or 'see the report')}", highlight=False)
         raise typer.Exit(1)
+    if store_error:
+        raise typer.Exit(1)
+
+
+def _store(db: str | None, report: OptimizeReport) -> tuple[str, str]:
+    """Store the report for the dashboard: (the line saying where, ""), or ("", why it could not be stored)."""
+    from warpforge.db.session import DatabaseError, default_url, mask_url
+    from warpforge.optimize.store import store_report
+
+    try:
+        run_id = store_report(db, report)
+    except DatabaseError as exc:
+        return "", str(exc)
+    return (f"stored: optimize run {run_id} in {mask_url(db or default_url())} "
+            f"(warpforge dashboard: /optimize/{run_id})"), ""

@@ -151,6 +151,20 @@ def plans(request: Request, model: str | None = None, cluster: str | None = None
     return _json(plans_view(get_reader(request), model=model or "", cluster=cluster, offset=offset, limit=limit))
 
 
+@router.get("/optimize", summary="Stored warpforge optimize runs, newest first (without their reports)")
+def optimize_runs(request: Request, target: str | None = None, offset: int = Offset, limit: int = Limit) -> Any:
+    return _json(get_reader(request).optimize_runs(target=target or None, offset=offset, limit=limit))
+
+
+@router.get("/optimize/{id}", summary="One optimize run with its whole report (regions, coverage, checks, speedup, "
+            "patches, plans)")
+def optimize_run(request: Request, id: int) -> Any:
+    run = get_reader(request).optimize_run(id)
+    if run is None:
+        raise HTTPException(404, f"no optimize run {id}")
+    return _json(run)
+
+
 @router.get("/agent", summary="LLM calls, tokens and cost per campaign and per model, outcome mix, the agent's "
             "runs and a page of calls (without their text)")
 def agent(request: Request, campaign: str | None = None, model: str | None = None, outcome: str | None = None,

@@ -2,7 +2,7 @@
 
 Routes: ``/`` overview (``?partial=rows`` is the live-update fragment polled while a campaign runs),
 ``/campaigns/{name}``, ``/campaigns/{name}/charts``, ``/leaderboard``, ``/variants/{hash}``,
-``/evaluations/{id}``, ``/plans``, ``/agent``, ``/agent/calls/{id}``.
+``/evaluations/{id}``, ``/plans``, ``/optimize``, ``/optimize/{id}``, ``/agent``, ``/agent/calls/{id}``.
 
 Example::
 
@@ -103,6 +103,20 @@ def plans(request: Request, offset: int = Query(0, ge=0), model: str | None = No
     view = plans_view(get_reader(request), model=model, campaign=campaign or None, offset=offset, limit=20)
     exports = {e.plan_id: e for e in view.exports}
     return html(request, "plans.html", {"view": view, "exports": exports, "nav": "plans"})
+
+
+@router.get("/optimize", response_class=HTMLResponse)
+def optimize_runs(request: Request, offset: int = Query(0, ge=0)) -> Any:
+    runs = get_reader(request).optimize_runs(offset=offset, limit=PER_PAGE)
+    return html(request, "optimize.html", {"runs": runs, "nav": "optimize"})
+
+
+@router.get("/optimize/{id}", response_class=HTMLResponse)
+def optimize_run(request: Request, id: int) -> Any:
+    run = get_reader(request).optimize_run(id)
+    if run is None:
+        raise HTTPException(404, f"no optimize run {id}: see /optimize for stored runs")
+    return html(request, "optimize_run.html", {"run": run, "nav": "optimize"})
 
 
 @router.get("/agent", response_class=HTMLResponse)

@@ -326,3 +326,26 @@ class AgentPlan(Base):
     peak_mem_gb: Mapped[float | None] = mapped_column(Float)
     replayed: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# --- warpforge optimize (optimize/, migration 0006_optimize_runs) -------------------------------------------
+class OptimizeRun(Base):
+    """One ``warpforge optimize`` run: the columns the dashboard lists and its whole report
+    (optimize/report.py ``OptimizeReport``) as a JSON document."""
+
+    __tablename__ = "wf_optimize_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    target: Mapped[str] = mapped_column(String(1000))  # the TARGET as given (a folder, a .py file, module:function)
+    kind: Mapped[str] = mapped_column(String(40))  # transformers | kernelbench | function
+    mode: Mapped[str] = mapped_column(String(10))  # train | infer
+    dtype: Mapped[str] = mapped_column(String(20))
+    gpu: Mapped[str] = mapped_column(String(200))  # the GPU whose roofline priced the step
+    coverage: Mapped[float] = mapped_column(Float)  # share of the estimated step in regions with a task
+    speedup: Mapped[float | None] = mapped_column(Float)  # measured when measured, else the estimate
+    measured: Mapped[bool] = mapped_column(Boolean, default=False)  # False: ``speedup`` is an estimate
+    regions: Mapped[int] = mapped_column(Integer, default=0)
+    patched: Mapped[int] = mapped_column(Integer, default=0)  # regions whose calls ran an exported kernel
+    report: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    warpforge_version: Mapped[str] = mapped_column(String(50), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -31,7 +31,7 @@ from sqlalchemy import Select, func, select, tuple_, union
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
-from warpforge.db import agent_reads
+from warpforge.db import agent_reads, optimize_reads
 from warpforge.db.counts import CountCache
 from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, TaskRecord, VariantRecord
 from warpforge.db.models import Decision as DecisionRecord
@@ -46,6 +46,8 @@ from warpforge.db.rows import (
     LLMCallRow,
     LLMTranscript,
     LLMUsage,
+    OptimizeRunDetail,
+    OptimizeRunRow,
     Page,
     PlanRow,
     ShapeRow,
@@ -57,7 +59,8 @@ from warpforge.db.rows import (
 from warpforge.db.session import MIGRATIONS_DIR, Database, DatabaseError
 
 __all__ = ["MAX_LIMIT", "SORTS", "Reader", "AgentPlanRow", "AgentRunRow", "CampaignRow", "Decision", "EvaluationDetail",
-           "EvaluationRow", "LLMCallRow", "LLMTranscript", "LLMUsage", "Page", "PlanRow", "ShapeRow", "TopKEntry",
+           "EvaluationRow", "LLMCallRow", "LLMTranscript", "LLMUsage", "OptimizeRunDetail",
+           "OptimizeRunRow", "Page", "PlanRow", "ShapeRow", "TopKEntry",
            "VariantRow", "Winner"]
 
 MAX_LIMIT = 1000  # rows in one page: bounds what one call can cost, whatever a client asks for
@@ -478,6 +481,19 @@ class Reader:
                                   p.warpforge_version, utc(p.created_at))
                           for p, name in s.execute(stmt.order_by(*order).offset(offset).limit(limit)))
         return Page(items, total, offset, limit)
+
+    # --- optimize runs -----------------------------------------------------------------------------
+    def optimize_runs(self, *, target: str | None = None, offset: int = 0,
+                      limit: int = 50) -> Page[OptimizeRunRow]:
+        """Stored ``warpforge optimize`` runs, newest first, without their reports."""
+        offset, limit = _page(offset, limit)
+        with self._session() as s:
+            return optimize_reads.optimize_runs(s, target=target, offset=offset, limit=limit)
+
+    def optimize_run(self, id: int) -> OptimizeRunDetail | None:
+        """One stored run with its whole report document; None when no run has that id."""
+        with self._session() as s:
+            return optimize_reads.optimize_run(s, id)
 
 
 def _filters(*, campaign: str | None = None, task: str | None = None, verdict: str | None = None,

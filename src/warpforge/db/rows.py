@@ -206,6 +206,31 @@ class PlanRow:
     created_at: datetime
 
 
+# --- warpforge optimize runs (wf_optimize_runs, migration 0006) -------------------------------------------
+@dataclass(frozen=True)
+class OptimizeRunRow:
+    """One stored ``warpforge optimize`` run without its report (a list row)."""
+
+    id: int
+    target: str
+    kind: str
+    mode: str  # train | infer
+    dtype: str
+    gpu: str
+    coverage: float
+    speedup: float | None
+    measured: bool  # False: ``speedup`` is the report's estimate, not a time ratio measured on a GPU
+    regions: int
+    patched: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class OptimizeRunDetail:
+    row: OptimizeRunRow
+    report: Mapping[str, Any]  # the whole OptimizeReport document (optimize/report.py)
+
+
 # --- the agent's LLM calls (wf_agent_calls / wf_agent_runs, migration 0003) -----------------------------
 @dataclass(frozen=True)
 class LLMCallRow:

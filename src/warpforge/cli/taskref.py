@@ -36,15 +36,17 @@ def runnable(reader: Any, task: str) -> str:
 
     if is_path(task) or task in builtin_task_names():
         return shlex.quote(task)
-    for entry in reader.task_files(task):
-        if Path(entry).is_file():
-            return shlex.quote(entry)
-    return shlex.quote(task)
+    return shlex.quote(_existing_file(reader, task) or task)
+
+
+def _existing_file(reader: Any, task: str) -> str | None:
+    """The newest campaign's file of the stored by-path task ``task`` that still exists."""
+    return next((entry for entry in reader.task_files(task) if Path(entry).is_file()), None)
 
 
 def stored_file(db: str | None, task: str) -> str | None:
-    """The file a stored by-path task name (``23_Softmax``) was run from, for ``warpforge run`` and ``eval``:
-    the newest campaign's that still exists; None for a built-in name, a member, a path, or a name the store
+    """The file a stored by-path task name (``23_Softmax``) was run from, for ``warpforge run``: the newest
+    campaign's that still exists; None for a built-in name, a member, a path, or a name the store
     does not hold (the command then says what it knows)."""
     from warpforge.kernels.task import builtin_task_names
 
@@ -54,7 +56,7 @@ def stored_file(db: str | None, task: str) -> str | None:
     from warpforge.db.session import DatabaseError
 
     try:
-        return next((entry for entry in Reader(db).task_files(task) if Path(entry).is_file()), None)
+        return _existing_file(Reader(db), task)
     except DatabaseError:  # no database (or an old one) holds no name: the caller's own error stands
         return None
 

@@ -27,7 +27,7 @@ import torch
 
 from warpforge.evaluator.judge.compare import (
     PrecisionProbe,
-    compare_outputs,
+    compare_with_spread,
     exact_sentinel,
     is_sentinel,
     references,
@@ -415,7 +415,8 @@ class Judge:
         """None when ``outs`` are right for ``case``, else the Mismatch (judge/training.py judges a training check's
         outputs part by part)."""
         r64, rlp = self.refs(case)
-        return compare_outputs(outs, r64, rlp, *self.job.task.tolerance(case.dtype))
+        return compare_with_spread(outs, r64, rlp, *self.job.task.tolerance(case.dtype), self.job.task.reference,
+                                   case.inputs, self.ref_device, case.seed)
 
     def _values(self) -> EvalResult | None:
         previous: list[tuple[Case, list[torch.Tensor]]] = []

@@ -140,15 +140,19 @@ def _jittered(x: object, gen: torch.Generator) -> object:
     return (x.detach().double() * (1 + noise.to(x.device))).to(x.dtype)
 
 
-def reference_spread(reference: Callable[..., object], inputs: Sequence[object], device: str = "cpu",
-                     seed: int = 0) -> tuple[torch.Tensor, ...] | None:
+References = Callable[[Sequence[object]], tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]]]
+
+
+def reference_spread(refs_of: References, inputs: Sequence[object], seed: int = 0
+                     ) -> tuple[torch.Tensor, ...] | None:
     """Per output, SPREAD_FACTOR x the worst rounding error of the reference in its dtype over SPREAD_DRAWS
-    resamplings of its inputs (see above), or None when the reference refuses the resampled inputs."""
+    resamplings of its inputs (see above), or None when the reference refuses the resampled inputs.
+    ``refs_of(inputs)`` is (float64 reference, reference in the task's dtype), e.g. :func:`references`."""
     gen = torch.Generator().manual_seed(seed)
     worst: list[torch.Tensor] | None = None
     for _ in range(SPREAD_DRAWS):
         try:
-            r64, rlp = references(reference, tuple(_jittered(x, gen) for x in inputs), device)
+            r64, rlp = refs_of(tuple(_jittered(x, gen) for x in inputs))
         except (RuntimeError, ValueError, AssertionError):  # it checks its inputs' exact values: stay strict
             return None
         errs = [torch.nan_to_num((lp.double() - r).abs(), nan=0.0, posinf=0.0) if lp.is_floating_point()
@@ -158,18 +162,22 @@ def reference_spread(reference: Callable[..., object], inputs: Sequence[object],
 
 
 def compare_with_spread(outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
-                        ref_lowp: Sequence[torch.Tensor], atol: float, rtol: float,
-                        reference: Callable[..., object], inputs: Sequence[object], device: str = "cpu",
-                        seed: int = 0) -> Mismatch | None:
+                        ref_lowp: Sequence[torch.Tensor], atol: float, rtol: float, refs_of: References,
+                        inputs: Sequence[object], seed: int = 0, scale_floor: float = 0.0) -> Mismatch | None:
     """:func:`compare_outputs`, and where only a few elements miss, again with the reference's resampled
     rounding allowed (:func:`reference_spread`, seeded by ``seed`` so a verdict replays)."""
-    mismatch = compare_outputs(outs, ref64, ref_lowp, atol, rtol)
+    mismatch = compare_outputs(outs, ref64, ref_lowp, atol, rtol, scale_floor)
     if mismatch is None or not mismatch.rare:
         return mismatch
-    spread = reference_spread(reference, inputs, device, seed)
-    if spread is None or any(s.shape != r.shape for s, r in zip(spread, ref64)):
+    spread = reference_spread(refs_of, inputs, seed)
+    if spread is None or len(spread) != len(ref64) or any(s.shape != r.shape for s, r in zip(spread, ref64)):
         return mismatch
-    return compare_outputs(outs, ref64, ref_lowp, atol, rtol, ref_error=spread)
+    return compare_outputs(outs, ref64, ref_lowp, atol, rtol, scale_floor, ref_error=spread)
+
+
+def forward_references(reference: Callable[..., object], device: str = "cpu") -> References:
+    """:func:`references` of ``reference`` on given inputs: what :func:`compare_with_spread` resamples."""
+    return lambda inputs: references(reference, inputs, device)
 
 
 def exact_sentinel(dtype: torch.dtype, sentinel: float) -> int | bool:

@@ -9,7 +9,9 @@ import pytest
 
 from warpforge.parallel import InvalidPlanError, PlanConfig, load_cluster, load_model, predict
 from warpforge.parallel.bands import error_band
+from warpforge.parallel.calibration import calibration_for
 from warpforge.parallel.comm import Group, Network
+from warpforge.parallel.compute import layer_cost
 from warpforge.parallel.errors import SpecError
 from warpforge.parallel.export import export_plan
 from warpforge.parallel.memory import GIB
@@ -158,3 +160,20 @@ def test_grouped_gemm_rate_halves_at_grouped_half_tokens() -> None:
     plain = Hw.of(cluster, base.with_params(grouped_half_tokens=m)).gemm(m, 4096, 4096, 8)
     assert t1 == pytest.approx(2.0 * t0)
     assert plain < t1  # one (batched) dense GEMM of the same shape does not pay it
+
+
+def test_fp8_expert_time_is_per_local_expert_and_pass() -> None:
+    """``fp8_expert_us`` adds 2 passes forward and 4 backward per local expert to an FP8 MoE layer (more local
+    experts, more time), nothing to BF16 MoE layers or to dense FP8 layers."""
+    m = load_model("mixtral-8x7b")  # 8 experts
+    base = calibration_for(H100).with_params(fp8_expert_us=0.0)
+    cal = base.with_params(fp8_expert_us=50.0)
+    for ep, e_loc in ((2, 4), (8, 1)):
+        plan = PlanConfig(dp=8, ep=ep, precision="fp8")
+        a, b = (layer_cost(m, plan, H100, c, moe=True) for c in (base, cal))
+        assert b.fwd_mem - a.fwd_mem == pytest.approx(2 * e_loc * 50e-6)
+        assert b.bwd_mem - a.bwd_mem == pytest.approx(4 * e_loc * 50e-6)
+    bf = PlanConfig(dp=8, ep=2)
+    assert layer_cost(m, bf, H100, cal, moe=True) == layer_cost(m, bf, H100, base, moe=True)
+    dense = PlanConfig(dp=8, precision="fp8")
+    assert layer_cost(L8, dense, H100, cal, moe=False) == layer_cost(L8, dense, H100, base, moe=False)

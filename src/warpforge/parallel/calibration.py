@@ -40,6 +40,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "ep_overlap": (0.0, 0.9),
     "grouped_half_tokens": (0.0, 4096.0),
     "fp8_grouped_scale": (0.3, 1.0),
+    "fp8_expert_us": (0.0, 100.0),  # a few launches + host dispatch per expert and GEMM: tens of us at most
 }
 
 
@@ -61,6 +62,11 @@ class Calibration(BaseModel):
     # separately, pads every split for FP8 alignment and runs the grouped FP8 GEMM as per-expert cuBLAS
     # calls on Hopper); 1 = the dense FP8 rate.
     fp8_grouped_scale: float = Field(default=1.0, gt=0, le=1)
+    # Microseconds per local expert and FP8 expert-GEMM pass that the GPU waits (Transformer Engine's FP8
+    # grouped linear on Hopper quantises each expert's split and runs one cuBLAS GEMM per expert, issued
+    # from the host after the per-expert token counts were copied back, so the host cannot run ahead).
+    # A fixed cost per expert: it weighs on many small experts, not on few large ones. 0 = none.
+    fp8_expert_us: float = Field(default=0.0, ge=0)
     attn_eff: float = Field(default=0.50, gt=0, le=1)  # fused (flash) attention, fwd+bwd average
     mem_eff: float = Field(default=0.75, gt=0, le=1)  # elementwise kernels reach ~75% of HBM bandwidth
     kernel_us: float = Field(default=4.0, ge=0)  # per-kernel GPU launch latency + tail

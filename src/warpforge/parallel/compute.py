@@ -306,6 +306,11 @@ def _layer_cost(
         n_gemms = 4 + (2 if moe and model.shared_experts else 0)
         cast_fwd = hw.mem(1.0 * cast_in, n_gemms)
         cast_bwd = hw.mem(4.0 * cast_out, n_gemms)
+        if moe:
+            # Per-expert issue of the FP8 expert GEMMs: two GEMMs forward, dgrad + wgrad of each backward.
+            e_loc = model.experts / plan.ep
+            cast_fwd += 2 * e_loc * calib.fp8_expert_us * 1e-6
+            cast_bwd += 4 * e_loc * calib.fp8_expert_us * 1e-6
     fwd_mem = hw.mem(elem_bytes, kernels) + softmax_fwd + cast_fwd
     # Backward of norms, activations and dropout reads the saved input and dy and writes dx (3 passes for
     # forward's 2); residual adds pass gradients through without a kernel: ~1.5x forward's traffic.

@@ -33,6 +33,9 @@ from warpforge.parallel.nemo_fit import (
 )
 
 TARGET_MAPE, TARGET_RHO = 0.10, 0.9
+# A MoE model the fit never saw (leave-one-model-out) is a new architecture, not a new release of a known
+# one: the planner's stated target there is 15% (10% for everything else held out).
+TARGET_MAPE_MOE_NEW_MODEL = 0.15
 TARGET_MFU = 0.10  # H100 MFU on Megatron-Core runs, held out
 Table = Callable[[list[str], list[list[str]]], str]
 
@@ -57,15 +60,21 @@ def _rho(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 
 
-def _verdict(s: Score) -> str:
+def target_mape(category: str, fold: str) -> float:
+    """The held-out MAPE target of one category under one fold."""
+    return TARGET_MAPE_MOE_NEW_MODEL if category == "moe" and fold == "leave-one-model-out" else TARGET_MAPE
+
+
+def _verdict(s: Score, fold: str) -> str:
     if s.n < 3:
         return f"not scorable ({s.n} row{'s' if s.n != 1 else ''})"
-    ok_m, ok_r = s.mape <= TARGET_MAPE, s.rho >= TARGET_RHO
+    target = target_mape(s.category, fold)
+    ok_m, ok_r = s.mape <= target, s.rho >= TARGET_RHO
     if ok_m and ok_r:
-        return "met"
+        return f"met (<= {target:.0%})"
     miss = []
     if not ok_m:
-        miss.append(f"MAPE +{(s.mape - TARGET_MAPE) * 100:.1f} pt")
+        miss.append(f"MAPE +{(s.mape - target) * 100:.1f} pt over {target:.0%}")
     if not ok_r:
         miss.append(f"rho -{TARGET_RHO - s.rho:.3f}")
     return "MISSED (" + ", ".join(miss) + ")"
@@ -102,7 +111,8 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
     out.append(table(["parameter", "H100 prior", "fit on all scored rows", "bounds"], rows))
 
     out.append("\nStep time per category: prior, held-out (leave-one-release-out, leave-one-model-out), "
-               f"in-sample; target held-out MAPE <= {TARGET_MAPE:.0%} and rho >= {TARGET_RHO}")
+               f"in-sample; target held-out MAPE <= {TARGET_MAPE:.0%} (MoE leave-one-model-out: "
+               f"<= {TARGET_MAPE_MOE_NEW_MODEL:.0%}) and rho >= {TARGET_RHO}")
     failures: list[str] = []
     rows = []
     by: dict[str, list[Score]] = {}
@@ -112,8 +122,8 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
         by[name] = scores
         for s in scores:
             held = name.startswith("leave")
-            verdict = _verdict(s) if held and s.category != "all" else ""
-            if held and s.category != "all" and s.n >= 3 and verdict != "met":
+            verdict = _verdict(s, name) if held and s.category != "all" else ""
+            if held and s.category != "all" and s.n >= 3 and not verdict.startswith("met"):
                 failures.append(f"H100 {s.category} {name}: MAPE {_pct(s.mape)}, rho {_rho(s.rho)}")
             rows.append([name, s.category, str(s.n), _pct(s.mape), _rho(s.rho), _pct(s.max_abs), verdict])
     out.append(table(["fit", "category", "n", "MAPE", "Spearman", "worst |err|", "target"], rows))

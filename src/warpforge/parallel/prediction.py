@@ -4,8 +4,9 @@ Example::
 
     >>> from warpforge.parallel import predict, load_model, load_cluster, PlanConfig
     >>> p = predict(load_model("llama3-8b"), load_cluster("dgx-h100"), PlanConfig(tp=2, dp=4))
-    >>> sorted(p.summary())
-    ['error_band', 'fits', 'fits_verdict', 'memory_band', 'mfu', 'peak_mem_gb', 'step_time_s', 'tokens_per_s']
+    >>> sorted(p.summary())  # doctest: +NORMALIZE_WHITESPACE
+    ['error_band', 'fits', 'fits_verdict', 'hardware', 'memory_band', 'mfu', 'peak_mem_gb', 'step_time_s',
+     'tokens_per_s']
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ class Prediction(BaseModel):
     notes: list[str] = []
     error_band: ErrorBand | None = None  # held-out error of this GPU family / precision / model kind
     fit: FitVerdict | None = None  # yes / no / uncertain within the validated memory band
+    # False on datasheet-only GPUs (B200, GB200: hardware.py): no measured table backs any number here.
+    hardware_validated: bool = True
 
     def summary(self) -> dict[str, Any]:
         """The headline fields (what ``plan predict --json`` leads with)."""
@@ -100,4 +103,5 @@ class Prediction(BaseModel):
             "fits_verdict": self.fit.verdict if self.fit else ("yes" if self.fits else "no"),
             "memory_band": self.fit.band if self.fit else None,
             "error_band": self.error_band.model_dump() if self.error_band else None,
+            "hardware": "validated" if self.hardware_validated else "unvalidated (datasheet values only)",
         }

@@ -23,6 +23,7 @@ from warpforge.parallel.compute import Hw, groups, head_cost, layer_cost
 from warpforge.parallel.errors import InvalidPlanError
 from warpforge.parallel.fit_verdict import verdict
 from warpforge.parallel.frameworks import FRAMEWORKS
+from warpforge.parallel.hardware import hardware_info
 from warpforge.parallel.memory import GIB, StageMemory, stage_memory, stage_params
 from warpforge.parallel.memory_deepspeed import deepspeed_stage_memory
 from warpforge.parallel.memory_fsdp import fsdp_stage_memory
@@ -256,6 +257,9 @@ def predict(
         notes.append(f"uses {plan.gpus} of the cluster's {cluster.total_gpus} GPUs")
     if plan.zero >= 2:
         notes.append("ZeRO-2/3 is FSDP-style sharding (torchtitan); Megatron-LM needs its FSDP backend")
+    hw_info = hardware_info(cluster)
+    if not hw_info.validated:
+        notes.append(hw_info.label())
     band = error_band(cluster, model, plan)
     if not band.validated:
         notes.append(f"not validated: no measured runs for {band.key} (GPU family / precision / model kind); "
@@ -273,5 +277,5 @@ def predict(
         num_microbatches=m, step_time_s=step, tokens_per_s=gb * model.seq / step,
         mfu=model_flops / denom, hfu=hw_flops / denom, peak_mem_gb=peak.total / GIB, hbm_gb=cluster.hbm_gb,
         fits=fits, bubble_fraction=bubble / step, time=time, memory=memory, notes=notes,
-        error_band=band, fit=fit,
+        error_band=band, fit=fit, hardware_validated=hw_info.validated,
     )

@@ -324,6 +324,7 @@ def _presets(kind: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, body in raw.items():
         aliases = body.pop("aliases", [])
+        body.pop("datasheet", None)  # provenance of datasheet-only presets (hardware.py), not a spec field
         out[name] = {"name": name, **body}
         for alias in aliases:
             out[alias] = out[name]

@@ -78,7 +78,11 @@ _OPS: list[tuple[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor], str]
 def _reference_of(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
     def reference(x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         c = _compute_dtype(x.dtype)
-        return fn(x.to(c), tiled(z.to(c), x.shape[0], x.shape[1])).to(x.dtype)
+        m, n = x.shape[0], x.shape[1]
+        # z of x's shape, or a row or column of it: torch's own broadcasting, whose autograd (a patched
+        # region's backward in a training step) is what the eager op's is; only a z that tiles x is indexed
+        zc = z.to(c) if z.shape[0] in (1, m) and z.shape[1] in (1, n) else tiled(z.to(c), m, n)
+        return fn(x.to(c), zc).to(x.dtype)
 
     return reference
 

@@ -3,7 +3,8 @@
 The allowed error of each element is ``atol * scale + rtol * |ref64| + |ref_lowp - ref64|``: the
 task's tolerance for the dtype, scaled by the reference's RMS magnitude (a 4096-deep fp16 matmul has
 outputs near 64, a 32k-wide softmax near 3e-5), plus the error the reference itself makes when it
-runs in the task's dtype, measured against float64. A candidate may be as inexact as PyTorch is.
+runs in the task's dtype, measured against float64. A candidate may be as inexact as PyTorch is; where a
+few elements miss, :func:`compare_with_spread` asks whether PyTorch's rounding there was merely lucky.
 
 A mismatch's reason follows from the evidence (:func:`refine`): ``precision_downgrade`` only when an fp32
 output is what a precision loss produces (the reference rounded to bf16/fp16, or computed from inputs
@@ -38,6 +39,13 @@ class Mismatch:
     # output_unwritten, constant_output, precision_downgrade
     reason: str
     message: str
+    # elements out of tolerance and elements compared (wrong_values only): a handful is what rounding looks like
+    bad: int = 0
+    total: int = 0
+
+    @property
+    def rare(self) -> bool:
+        return self.reason == "wrong_values" and 0 < self.bad <= max(SPREAD_RARE_COUNT, self.total // 100)
 
 
 def upcast(inputs: Sequence[object]) -> tuple[object, ...]:
@@ -51,10 +59,11 @@ def as_tuple(value: object) -> tuple[torch.Tensor, ...]:
 
 def compare_outputs(
     outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], ref_lowp: Sequence[torch.Tensor],
-    atol: float, rtol: float, scale_floor: float = 0.0,
+    atol: float, rtol: float, scale_floor: float = 0.0, ref_error: Sequence[torch.Tensor] | None = None,
 ) -> Mismatch | None:
     """None when every output matches; else the first mismatch with a readable message. ``scale_floor``: the
-    least magnitude atol is scaled by (a task's ``grad_scales``), else the reference's RMS."""
+    least magnitude atol is scaled by (a task's ``grad_scales``), else the reference's RMS. ``ref_error``: per
+    output, the reference's rounding error to allow where it exceeds this draw's (:func:`reference_spread`)."""
     if len(outs) != len(ref64):
         return Mismatch("wrong_output_count", f"returned {len(outs)} outputs, the reference returns {len(ref64)}")
     for i, (out, r64, rlp) in enumerate(zip(outs, ref64, ref_lowp)):
@@ -80,7 +89,10 @@ def compare_outputs(
         if rf.numel() == 0:
             continue
         scale = max(float(rf.pow(2).mean().sqrt()), scale_floor, 1e-12)
-        allowed = atol * scale + rtol * rf.abs() + (rlp.double()[finite_ref] - rf).abs()
+        own = (rlp.double()[finite_ref] - rf).abs()
+        if ref_error is not None:
+            own = torch.maximum(own, ref_error[i].double()[finite_ref])
+        allowed = atol * scale + rtol * rf.abs() + own
         err = (of - rf).abs()
         excess = err > allowed
         if bool(excess.any()):
@@ -90,6 +102,7 @@ def compare_outputs(
                 "wrong_values",
                 f"output {i}: {n}/{rf.numel()} elements out of tolerance; worst got {float(of[worst]):.6g}, "
                 f"expected {float(rf[worst]):.6g} (allowed error {float(allowed[worst]):.3g})",
+                bad=n, total=rf.numel(),
             )
     return None
 
@@ -102,6 +115,69 @@ def references(reference: Callable[..., object], inputs: Sequence[object],
     lowp = as_tuple(reference(*moved))
     r64 = as_tuple(reference(*upcast(moved)))
     return tuple(t.cpu() for t in r64), tuple(t.cpu() for t in lowp)
+
+
+# The reference's rounding at one element is one draw of a random error: where torch's summation happens to land
+# next to the exact value, an equally accurate kernel that sums in another order misses there. On x1e4 inputs to
+# a conv3d + mish + tanh (2x32x6x10x10, 864-term sums), an fp32 im2col kernel accumulating chunks of 32 failed 6
+# of 20 seeds at 1-4 of 8192 elements, though its RMS error before the activations was lower than torch's
+# (0.49e-3 vs 1.2e-3). The second opinion resamples that error: the reference in the task's dtype and in float64
+# on inputs scaled by 1 + U(-2^-16, 2^-16) (that moves each product's low bits past the accumulator's ulp, so
+# the rounding pattern changes, and leaves the element's conditioning as it was), SPREAD_DRAWS times, and allows
+# SPREAD_FACTOR x the worst draw. Same 20 seeds: the chunked kernel 0 fails (chunks of 128: 0, was 11); a naive
+# one-term-at-a-time fp32 sum 1; a bf16 computation 20 of 20. Half-precision inputs move by one ulp at least.
+SPREAD_DRAWS = 4
+SPREAD_FACTOR = 2.0
+SPREAD_JITTER = 2.0**-16
+SPREAD_RARE_COUNT = 4  # more elements out than this and 1% of the output: not rounding, no second opinion
+
+
+def _jittered(x: object, gen: torch.Generator) -> object:
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+        return x
+    rel = max(SPREAD_JITTER, float(torch.finfo(x.dtype).eps))
+    noise = (torch.rand(x.shape, generator=gen, dtype=torch.float64) * 2 - 1) * rel
+    return (x.detach().double() * (1 + noise.to(x.device))).to(x.dtype)
+
+
+References = Callable[[Sequence[object]], tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]]]
+
+
+def reference_spread(refs_of: References, inputs: Sequence[object], seed: int = 0
+                     ) -> tuple[torch.Tensor, ...] | None:
+    """Per output, SPREAD_FACTOR x the worst rounding error of the reference in its dtype over SPREAD_DRAWS
+    resamplings of its inputs (see above), or None when the reference refuses the resampled inputs.
+    ``refs_of(inputs)`` is (float64 reference, reference in the task's dtype), e.g. :func:`references`."""
+    gen = torch.Generator().manual_seed(seed)
+    worst: list[torch.Tensor] | None = None
+    for _ in range(SPREAD_DRAWS):
+        try:
+            r64, rlp = refs_of(tuple(_jittered(x, gen) for x in inputs))
+        except (RuntimeError, ValueError, AssertionError):  # it checks its inputs' exact values: stay strict
+            return None
+        errs = [torch.nan_to_num((lp.double() - r).abs(), nan=0.0, posinf=0.0) if lp.is_floating_point()
+                else torch.zeros(r.shape, dtype=torch.float64) for r, lp in zip(r64, rlp)]
+        worst = errs if worst is None else [torch.maximum(a, b) for a, b in zip(worst, errs)]
+    return None if worst is None else tuple(SPREAD_FACTOR * w for w in worst)
+
+
+def compare_with_spread(outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
+                        ref_lowp: Sequence[torch.Tensor], atol: float, rtol: float, refs_of: References,
+                        inputs: Sequence[object], seed: int = 0, scale_floor: float = 0.0) -> Mismatch | None:
+    """:func:`compare_outputs`, and where only a few elements miss, again with the reference's resampled
+    rounding allowed (:func:`reference_spread`, seeded by ``seed`` so a verdict replays)."""
+    mismatch = compare_outputs(outs, ref64, ref_lowp, atol, rtol, scale_floor)
+    if mismatch is None or not mismatch.rare:
+        return mismatch
+    spread = reference_spread(refs_of, inputs, seed)
+    if spread is None or len(spread) != len(ref64) or any(s.shape != r.shape for s, r in zip(spread, ref64)):
+        return mismatch
+    return compare_outputs(outs, ref64, ref_lowp, atol, rtol, scale_floor, ref_error=spread)
+
+
+def forward_references(reference: Callable[..., object], device: str = "cpu") -> References:
+    """:func:`references` of ``reference`` on given inputs: what :func:`compare_with_spread` resamples."""
+    return lambda inputs: references(reference, inputs, device)
 
 
 def exact_sentinel(dtype: torch.dtype, sentinel: float) -> int | bool:

@@ -26,7 +26,14 @@ from typing import cast
 
 import torch
 
-from warpforge.evaluator.judge.compare import as_tuple, compare_outputs, references, upcast
+from warpforge.evaluator.judge.compare import (
+    References,
+    as_tuple,
+    compare_with_spread,
+    forward_references,
+    references,
+    upcast,
+)
 from warpforge.evaluator.judge.judge import CheckPlan
 from warpforge.evaluator.sandbox.child.backward import upstream_gradient
 from warpforge.kernels.taskdef import Task
@@ -65,6 +72,17 @@ def grad_references(reference: Callable[..., object], inputs: Sequence[object], 
     return tuple(t.cpu() for t in r64), tuple(t.cpu() for t in lowp)
 
 
+def gradient_of(reference: Callable[..., object], grad_inputs: Sequence[int], grad_out: torch.Tensor, j: int,
+                device: str = "cpu") -> References:
+    """Gradient ``j``'s references on given inputs: what compare.compare_with_spread resamples."""
+
+    def refs(inputs: Sequence[object]) -> tuple[tuple[torch.Tensor], tuple[torch.Tensor]]:
+        g64, glp = grad_references(reference, inputs, grad_inputs, grad_out, device)
+        return (g64[j],), (glp[j],)
+
+    return refs
+
+
 
 def grad_floors(task: Task, inputs: Sequence[object], grad_out: torch.Tensor) -> tuple[float, ...]:
     """Per gradient, the least magnitude its atol is scaled by: the task's ``grad_scales`` (taskdef.Task) on
@@ -99,7 +117,8 @@ def recheck_training(task: Task, inputs: Sequence[object], outs: Sequence[torch.
     k = len(r64)
     if len(outs) != k + len(task.grad_inputs):
         return f"{len(outs)} outputs, expected {k} and {len(task.grad_inputs)} gradients"
-    found = compare_outputs(outs[:k], r64, rlp, *task.tolerance(dtype))
+    found = compare_with_spread(outs[:k], r64, rlp, *task.tolerance(dtype), forward_references(task.reference, device),
+                                inputs, grad_seed)
     if found is not None:
         return f"launch_forward: {found.message}"
     grad_out = draw_grad_out(task.reference, inputs, grad_seed)
@@ -107,7 +126,9 @@ def recheck_training(task: Task, inputs: Sequence[object], outs: Sequence[torch.
     names = input_names(task)
     floors = grad_floors(task, inputs, grad_out)
     for j, index in enumerate(task.grad_inputs):
-        found = compare_outputs([outs[k + j]], [g64[j]], [glp[j]], *task.grad_tolerance(dtype), floors[j])
+        found = compare_with_spread([outs[k + j]], [g64[j]], [glp[j]], *task.grad_tolerance(dtype),
+                                    gradient_of(task.reference, task.grad_inputs, grad_out, j, device), inputs,
+                                    grad_seed, floors[j])
         if found is not None:
             name = f" ({names[index]})" if index < len(names) else ""
             return f"grad of input {index}{name}: {found.message.removeprefix('output 0: ')}"

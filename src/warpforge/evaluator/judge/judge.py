@@ -27,8 +27,9 @@ import torch
 
 from warpforge.evaluator.judge.compare import (
     PrecisionProbe,
-    compare_outputs,
+    compare_with_spread,
     exact_sentinel,
+    forward_references,
     is_sentinel,
     references,
     refine,
@@ -415,7 +416,8 @@ class Judge:
         """None when ``outs`` are right for ``case``, else the Mismatch (judge/training.py judges a training check's
         outputs part by part)."""
         r64, rlp = self.refs(case)
-        return compare_outputs(outs, r64, rlp, *self.job.task.tolerance(case.dtype))
+        return compare_with_spread(outs, r64, rlp, *self.job.task.tolerance(case.dtype),
+                                   forward_references(self.job.task.reference, self.ref_device), case.inputs, case.seed)
 
     def _values(self) -> EvalResult | None:
         previous: list[tuple[Case, list[torch.Tensor]]] = []

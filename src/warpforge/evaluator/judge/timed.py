@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-from warpforge.evaluator.judge.compare import compare_outputs, references
+from warpforge.evaluator.judge.compare import compare_with_spread, forward_references, references
 from warpforge.evaluator.judge.gradients import recheck_training
 from warpforge.evaluator.run.job import Job, training_check
 from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, load_saved, read_regular
@@ -49,5 +49,6 @@ def recheck_timed_call(job: Job, case: TimedCall, outcome: ChildOutcome, call: i
         return None if problem is None else f"timed call {call} ({shape_key(case.shape)}): {problem}"
     r64, rlp = references(job.task.reference, inputs, ref_device)
     atol, rtol = job.task.tolerance(case.dtype)
-    mismatch = compare_outputs(outs, r64, rlp, atol, rtol)
+    mismatch = compare_with_spread(outs, r64, rlp, atol, rtol, forward_references(job.task.reference, ref_device),
+                                   inputs, call)
     return None if mismatch is None else f"timed call {call} ({shape_key(case.shape)}): {mismatch.message}"

@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.judge.compare import Mismatch, compare_outputs, refine
-from warpforge.evaluator.judge.gradients import grad_floors, grad_references, input_names
+from warpforge.evaluator.judge.compare import Mismatch, compare_outputs, compare_with_spread, forward_references, refine
+from warpforge.evaluator.judge.gradients import grad_floors, grad_references, gradient_of, input_names
 from warpforge.evaluator.judge.judge import Case, CheckPlan, Judge
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.job import Job
@@ -75,14 +75,19 @@ class TrainingJudge(Judge):
         r64, rlp = self.refs(case)
         atol, rtol = self.job.task.tolerance(case.dtype)
         for name, part in (("launch", outs[:k]), ("launch_forward", outs[k:2 * k])):
-            found = compare_outputs(part, r64, rlp, atol, rtol)
+            found = compare_with_spread(part, r64, rlp, atol, rtol,
+                                        forward_references(self.job.task.reference, self.ref_device), case.inputs,
+                                        case.seed)
             if found is not None:
                 return PartMismatch(found.reason, f"{name}: {found.message}", part=name, inner=found)
         g64, glp = self.grads(case)
         atol, rtol = self.job.task.grad_tolerance(case.dtype)
         floors = self.floors(case)
         for j, label in enumerate(self.labels):
-            found = compare_outputs([outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol, floors[j])
+            grad_of = gradient_of(self.job.task.reference, self.job.task.grad_inputs, self.plan.grad_outs[case.id], j,
+                                  self.ref_device)
+            found = compare_with_spread([outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol, grad_of, case.inputs,
+                                        case.seed, floors[j])
             if found is not None:
                 message = found.message.removeprefix("output 0: ").removeprefix("output 0 ")
                 return PartMismatch(found.reason, f"{label}: {message}", part=label, inner=found, grad=j)

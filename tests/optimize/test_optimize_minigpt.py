@@ -1,8 +1,8 @@
 """``warpforge optimize`` as a user runs it, CPU only, on KernelBench level 3's minGPT block shrunk to seconds:
 its attention is loose tensor ops of its module's forward (``q @ k.transpose(-2, -1)``, a causal mask buffer,
-softmax, ``@ v``), cut as one region and patched with the attention kernel; the GELU and the residual adds (family members, no
-backward kernel) train with their reference's autograd as the backward. Search, export, patch and proof are
-all real (the proof runs the exported Triton kernels in the interpreter, in its own process)."""
+softmax, ``@ v``), cut as one region and patched with the attention kernel; the GELU and the residual adds
+(family members, no backward kernel) train with their reference's autograd as the backward. Search, export,
+patch and proof are all real (the proof runs the exported Triton kernels in the interpreter, in its own process)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ configuration fitting): what is tested is the cut and the plumbing, the kernels 
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import types
@@ -21,7 +22,7 @@ from warpforge.kernels.task import get_task
 from warpforge.optimize.flow import _specs_for
 from warpforge.optimize.patch_spec import PatchSpec
 from warpforge.optimize.patching import apply_patches, op_of
-from warpforge.optimize.regions import Region, coverage, cut_regions
+from warpforge.optimize.regions import Region, coverage, cut_regions, model_coverage
 from warpforge.optimize.trace import trace_step
 
 NS = "wf_test_loose_stub"
@@ -71,12 +72,18 @@ def _x(seed: int = 0, t: int = T) -> torch.Tensor:
     return torch.randn(B, t, C, generator=torch.Generator().manual_seed(seed))
 
 
-def test_an_inline_causal_attention_is_one_region_of_q_k_v() -> None:
+@functools.cache
+def _block_regions() -> list[Region]:
+    """The plain block's regions (read only: two tests look at them, and a cut costs ~10 s here)."""
     torch.manual_seed(0)
-    regions = _regions(Block(), _x())
+    return _regions(Block(), _x())
+
+
+def test_an_inline_causal_attention_is_one_region_of_q_k_v() -> None:
+    regions = _block_regions()
     assert abs(sum(r.share for r in regions) - 1.0) < 1e-9
-    loose = [r for r in regions if r.source == "loose"]
-    assert len(loose) == 1 and loose[0].kind == "attention", [(r.name, r.task) for r in regions]
+    loose = [r for r in regions if r.source == "loose" and r.kind == "attention"]
+    assert len(loose) == 1, [(r.name, r.task) for r in regions]
     r = loose[0]
     assert r.loose is not None and r.match is not None
     assert r.match.shape == {"B": B, "HQ": H, "HKV": H, "S": T, "D": C // H, "CAUSAL": 1}
@@ -86,6 +93,19 @@ def test_an_inline_causal_attention_is_one_region_of_q_k_v() -> None:
     assert not any("softmax" in n for n in names if n != r.name) and "attn.drop" not in names
     ops = {o.op for o in r.ops}
     assert {"bmm", "masked_fill", "_softmax"} <= ops and any(o.backward for o in r.ops)
+
+
+def test_a_residual_add_is_a_loose_region_of_the_binary_family() -> None:
+    """``x + self.attn(x)`` in the block's own forward: a run of one call, x and the attention's output its
+    inputs, matched by the numbers to binary[add] with z of x's shape (both [B, T, C] as [B*T, C])."""
+    regions = _block_regions()
+    adds = [r for r in regions if r.source == "loose" and r.match is not None and r.match.task == "binary"]
+    assert len(adds) == 1, [(r.name, r.task) for r in regions]
+    m = adds[0].match
+    assert m is not None and m.task_name == "binary[add]" and adds[0].kind == "elementwise"
+    assert m.shape == {"M": B * T, "N": C, "ZM": B * T, "ZN": C} and m.flatten == (True, True)
+    assert adds[0].name == "<root>::add#0" and not m.has_backward
+    assert not [r for r in regions if r.name == "<root> (own ops)" and r.share > 0.01]
 
 
 def test_only_the_numbers_decide_a_mask_that_is_not_causal_is_no_attention() -> None:
@@ -99,7 +119,8 @@ def test_only_the_numbers_decide_a_mask_that_is_not_causal_is_no_attention() -> 
 def test_a_forward_with_data_dependent_python_has_no_loose_region() -> None:
     torch.manual_seed(0)
     regions = _regions(Block(peek=True), _x())
-    assert not [r for r in regions if r.source == "loose"]
+    # the attention module's own: the block's residual add is a run of a forward without any
+    assert [r.name for r in regions if r.source == "loose"] == ["<root>::add#0"]
 
 
 class _Config:
@@ -128,8 +149,12 @@ class _Table:
 @pytest.fixture()
 def package() -> Iterator[types.ModuleType]:
     # attention as one aten op, so that the patched forward's eager score ops would show if they ran
+    # no autograd, as exported
     ops = {"attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-           "elementwise_gelu_tanh": lambda x: F.gelu(x.detach(), approximate="tanh")}  # no autograd, as exported
+           "elementwise_gelu_tanh": lambda x: F.gelu(x.detach(), approximate="tanh"),
+           "binary_add": lambda x, z: x.detach() + z.detach()}
+    references = {"elementwise_gelu_tanh": get_task("elementwise").as_member("gelu_tanh").reference,
+                  "binary_add": get_task("binary").as_member("add").reference}
     pkg = types.ModuleType(NS)
     refs = types.ModuleType(f"{NS}._reference")
     names = [NS, refs.__name__]
@@ -138,7 +163,7 @@ def package() -> Iterator[types.ModuleType]:
         op = types.ModuleType(f"{NS}.{name}")
         op._config, op._TABLE, op._DIMS, op._constraints = _Config, _Table(), {}, None  # type: ignore[attr-defined]
         ref = types.ModuleType(f"{refs.__name__}.{name}")
-        ref.reference = get_task("elementwise").as_member("gelu_tanh").reference  # type: ignore[attr-defined]
+        ref.reference = references.get(name)  # type: ignore[attr-defined]
         for mod in (op, ref):
             sys.modules[mod.__name__] = mod
             names.append(mod.__name__)
@@ -149,7 +174,7 @@ def package() -> Iterator[types.ModuleType]:
         sys.modules.pop(name, None)
 
 
-def _attention_specs(model: torch.nn.Module, x: torch.Tensor) -> list[PatchSpec]:
+def _loose_specs(model: torch.nn.Module, x: torch.Tensor) -> list[PatchSpec]:
     loose = [r for r in _regions(model, x) if r.source == "loose"]
     return [s for r in loose for s in _specs_for(r, ["float32"], train=True)]
 
@@ -170,13 +195,14 @@ def test_the_patched_run_computes_the_op_alone_and_matches_outputs_and_gradients
     reference = Block()
     patched = Block()
     patched.load_state_dict(reference.state_dict())
-    specs = _attention_specs(Block(), _x())
-    assert len(specs) == 1 and specs[0].op == "attention"
+    specs = _loose_specs(Block(), _x())
+    assert sorted(s.op for s in specs) == ["attention", "binary_add"]
+    assert [s.reference_backward for s in specs if s.op == "binary_add"] == [True]
     counters = apply_patches(patched, specs, package)
     x = _x(1)
     with _Ops() as seen:
         out = patched(x)
-    assert counters.kernel == {specs[0].region: 1}, counters
+    assert counters.kernel == {s.region: 1 for s in specs}, counters
     # the run's calls returned placeholders: the eager scores were never computed
     assert "masked_fill" not in seen.names and "_softmax" not in seen.names, seen.names
     expected = reference(x)
@@ -192,7 +218,7 @@ def test_a_call_at_other_shapes_runs_as_written_and_says_why(package: types.Modu
     torch.manual_seed(0)
     reference, patched = Block(), Block()
     patched.load_state_dict(reference.state_dict())
-    counters = apply_patches(patched, _attention_specs(Block(), _x()), package)
+    counters = apply_patches(patched, _loose_specs(Block(), _x()), package)
     x = _x(2, t=T + 3)
     torch.testing.assert_close(patched(x), reference(x))
     assert not counters.kernel and "shapes" in next(iter(counters.fallback.values())), counters
@@ -220,3 +246,6 @@ def test_the_steps_own_loss_is_a_region_matched_by_its_numbers() -> None:
     assert loss[0].match.task_name == "loss[mse_mean]" and -1 in loss[0].match.order  # target absent: zeros
     assert any(o.backward for o in loss[0].ops)
     assert coverage(regions) > coverage([r for r in regions if r is not loss[0]])
+    # the model's own ops: the stand-in loss is in neither the numerator nor the denominator
+    rest = [r for r in regions if r is not loss[0]]
+    assert math.isclose(model_coverage(regions), coverage(rest) / sum(r.share for r in rest))

@@ -38,7 +38,7 @@ from warpforge.errors import UsageError
 from warpforge.evaluator.gpus import GpuPeaks, peaks_for
 from warpforge.optimize.patch_spec import PatchSpec
 from warpforge.optimize.plans import PlanSection
-from warpforge.optimize.regions import Region, coverage, cut_regions
+from warpforge.optimize.regions import Region, coverage, cut_regions, model_coverage
 from warpforge.optimize.report import Checks, OptimizeReport, RegionRow, SpeedupEstimate
 from warpforge.optimize.target import Target, load_target
 from warpforge.optimize.trace import trace_step
@@ -336,6 +336,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     report = OptimizeReport(
         target=target.spec, kind=target.kind, train=opts.train, dtype=opts.dtype, batch=opts.batch, seq=opts.seq,
         gpu=peaks.name, regions=rows, coverage=round(coverage(regions), 4), checks=checks,
+        model_coverage=round(model_coverage(regions), 4),
         speedup=SpeedupEstimate(estimated=round(step_s / after_s, 4) if after_s > 0 else None, basis=basis,
                                 before_us=round(step_s * 1e6, 3), after_us=round(after_s * 1e6, 3),
                                 ceiling=round(step_s / ceiling_s, 4) if ceiling_s > 0 else None),

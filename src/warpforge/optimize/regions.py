@@ -38,7 +38,7 @@ TASK_KINDS = {"matmul": "gemm", "linear": "gemm", "fp8_gemm": "gemm", "rmsnorm":
               "cross_entropy": "loss", "fused_linear_cross_entropy": "loss", "softmax": "reduction",
               "log_softmax": "reduction", "reduce": "reduction", "fp8_quant_block": "quantization",
               "fp8_quant_token": "quantization", "embedding": "embedding", "loss": "loss",
-              "scan": "reduction", "linear_chain": "gemm"}
+              "scan": "reduction", "linear_chain": "gemm", "binary": "elementwise"}
 _GEMM_OPS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear"}
 # A module with more tensors than any task takes is never one region (a decoder layer: 9 weights).
 MAX_CALL_TENSORS = 6
@@ -276,3 +276,13 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
 def coverage(regions: Sequence[Region]) -> float:
     """The share of the step in regions that have a task."""
     return sum(r.share for r in regions if r.match is not None)
+
+
+def model_coverage(regions: Sequence[Region]) -> float:
+    """The share of the model's own ops in regions that have a task: the step without the step's loss
+    (source "loss": warpforge's stand-in, a KernelBench target's output mean square, which is never patched)
+    in numerator and denominator. On the shrunk minGPT block (docs/optimize.md) the loss is 7.3% of the step:
+    0.971 of the step is in regions with a task, 0.898 of it in the model's, 0.969 of the model's ops."""
+    model = [r for r in regions if r.source != "loss"]
+    total = sum(r.share for r in model)
+    return sum(r.share for r in model if r.match is not None) / total if total > 0 else 0.0

@@ -62,6 +62,8 @@ class OptimizeReport(BaseModel):
     regions: list[RegionRow]
     coverage: float
     checks: Checks
+    # the share of the model's own ops (the step without warpforge's stand-in loss) in regions with a task
+    model_coverage: float | None = None
     speedup: SpeedupEstimate
     campaigns: dict[str, str]
     trials: dict[str, int]
@@ -77,7 +79,9 @@ class OptimizeReport(BaseModel):
                  f"{self.kind} target, {'training step' if self.train else 'inference'}, {self.dtype}, "
                  + (f"batch {self.batch} x seq {self.seq}" if self.kind == "transformers" else "its own input sizes")
                  + f"; costs priced on {self.gpu}.", "",
-                 f"- coverage: {self.coverage:.1%} of the estimated step is in regions with a task",
+                 f"- coverage: {self.coverage:.1%} of the estimated step is in regions with a task"
+                 + (f"; {self.model_coverage:.1%} of the model's own ops (the step without warpforge's stand-in "
+                    "loss)" if self.model_coverage is not None else ""),
                  f"- patched: {sum(r.patched for r in self.regions)} regions of {len(kinds)} kinds "
                  f"({', '.join(kinds) or 'none'})",
                  f"- step: {s.before_us:.3f} us before, {s.after_us:.3f} us after "

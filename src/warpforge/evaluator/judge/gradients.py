@@ -96,7 +96,8 @@ def grad_floors(task: Task, inputs: Sequence[object], grad_out: torch.Tensor) ->
 def add_grad_outs(plan: CheckPlan, task: Task, rng: random.Random) -> None:
     """An upstream gradient for every case of ``plan``, from the judge's RNG (the child never sees it)."""
     for case in plan.cases:
-        plan.grad_outs[case.id] = draw_grad_out(task.reference, case.inputs, rng.getrandbits(31))
+        case.grad_seed = rng.getrandbits(31)  # in the case's label: a failing verdict replays
+        plan.grad_outs[case.id] = draw_grad_out(task.reference, case.inputs, case.grad_seed)
 
 
 def input_names(task: Task) -> list[str]:

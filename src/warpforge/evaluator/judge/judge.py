@@ -60,6 +60,9 @@ class Case:
     adversarial: str = ""  # the name of the task's adversarial input set, "" for random inputs
     precision: bool = False  # the task's accumulation-precision case (Task.accumulation)
     scale: bool = False  # a benchmark-scale case (scale_shapes)
+    # a training check's upstream gradient seed (judge/gradients.py): with ``seed`` and the shape, the labelled
+    # case replays exactly (make_inputs, then draw_grad_out)
+    grad_seed: int | None = None
 
     @property
     def label(self) -> str:
@@ -67,7 +70,8 @@ class Case:
         tag += f" (adversarial inputs: {self.adversarial})" if self.adversarial else ""
         tag += " (cancelling long reduction)" if self.precision else ""
         tag += " (benchmark scale)" if self.scale else ""
-        return f"{shape_key(self.shape)} {dtype_name(self.dtype)} seed={self.seed}{tag}"
+        grad = f" grad_seed={self.grad_seed}" if self.grad_seed is not None else ""
+        return f"{shape_key(self.shape)} {dtype_name(self.dtype)} seed={self.seed}{grad}{tag}"
 
 
 @dataclass

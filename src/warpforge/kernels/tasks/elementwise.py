@@ -58,7 +58,11 @@ _OPS: list[tuple[str, Callable[[torch.Tensor], torch.Tensor], str, float, float]
     ("sigmoid", torch.sigmoid, "sigmoid", 0.0, 0.0),
     ("tanh", torch.tanh, "tanh", 0.0, 0.0),
     ("gelu", F.gelu, "gelu", 0.0, 0.0),
-    ("gelu_tanh", (lambda x: F.gelu(x, approximate="tanh")), "gelu_tanh", 0.0, 0.0),
+    # F.gelu(x, approximate="tanh") as x * sigmoid(2u), the same function: torch's 0.5 * x * (1 + tanh(u))
+    # cancels to exactly 0 in float64 below x ~ -7 (tanh(-19.25) rounds to -1), where the value is -1.4e-16
+    # and a kernel that computes it was judged wrong against that 0 on a one-element check shape
+    ("gelu_tanh", (lambda x: x * torch.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))), "gelu_tanh",
+     0.0, 0.0),
     ("selu", torch.selu, "selu", 0.0, 0.0),
     *[(f"elu({a})", (lambda x, a=a: F.elu(x, a)), "elu", a, 0.0) for a in (1.0, 0.5, 2.0)],
     ("hardsigmoid", F.hardsigmoid, "hardsigmoid", 0.0, 0.0),

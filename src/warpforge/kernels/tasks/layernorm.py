@@ -57,6 +57,25 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
+def grad_scales(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> tuple[float, float, float]:
+    """The magnitude of the terms dx, dw and db are computed from (the judge scales atol by it where it exceeds
+    the gradient's own RMS; as rmsnorm's): dx = rstd * (w*g - mean(w*g) - xhat * mean(w*g*xhat)) has terms of
+    size rstd*|w*g|; dw sums xhat*g and db sums g over rows. At N = 2, xhat is +-d/sqrt(d^2 + eps) for the
+    half-difference d, so dx is rstd * (w*g's half-difference) * eps / (d^2 + eps): its terms cancel to ~1e-5
+    of their size, one fp32 ulp of xhat (6e-8) is ~1% of dx there, torch's own fp32 is 0.5-3% off, and an
+    honest kernel failed 87 of 200 seeds at M=1, N=2 against the gradient's own RMS (a hidden shape the
+    judge draws from M=1, N=1 one time in four). Elsewhere the floor changes little: at N = 3-4 the terms'
+    RMS is up to 2.5x dx's own (over 20 seeds at M = 13), at N = 67 within 3%; dw's and db's within 1.25x."""
+    n = x.shape[-1]
+    mean = x.mean(dim=-1, keepdim=True)
+    rstd = torch.rsqrt((x - mean).pow(2).mean(dim=-1, keepdim=True) + EPS)
+    xhat = (x - mean) * rstd
+    dx_terms = rstd * (w * g).abs()
+    dw_terms = (xhat * g).pow(2).reshape(-1, n).sum(dim=0).sqrt()
+    db_terms = g.pow(2).reshape(-1, n).sum(dim=0).sqrt()
+    return tuple(float(t.pow(2).mean().sqrt()) for t in (dx_terms, dw_terms, db_terms))  # type: ignore[return-value]
+
+
 def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     ct = _compute_dtype(x.dtype)
     y = torch.nn.functional.layer_norm(x.to(ct), (x.shape[-1],), w.to(ct), b.to(ct), eps=EPS)

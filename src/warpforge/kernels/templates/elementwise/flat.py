@@ -69,7 +69,10 @@ def _op(x, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr):
     elif OP == "gelu":
         y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
     elif OP == "gelu_tanh":
-        y = 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+        # 0.5 * (1 + tanh(u)) is sigmoid(2u): written as 1 + tanh(u), it cancels for x < -3 (1 - (1-t)/(1+t)
+        # with t ~ 1e-6 keeps one ulp of 1 over ~3e-6: 2% off at x = -4.46, beyond the 0.6% torch's own fp32
+        # is off there, so a one-element check failed 9 of 400 seeds); 1 + exp(-2u) does not cancel
+        y = x / (1.0 + tl.exp(-1.5957691216057308 * (x + 0.044715 * x * x * x)))
     elif OP == "selu":
         y = 1.0507009873554805 * tl.where(x > 0, x, 1.6732632423543772 * _expm1(tl.minimum(x, 0.0)))
     elif OP == "elu":

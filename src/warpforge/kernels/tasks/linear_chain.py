@@ -3,9 +3,11 @@
 ``x`` is [M, K], ``w`` is [N, K] (an ``nn.Linear`` weight), ``b`` is [N]; ``y`` is [M, N] in the inputs' dtype.
 The chain is up to 6 steps, each an op of kernels/fx_chain.py ``STEP_OPS`` with up to two scalar arguments,
 applied in order to the fp32 accumulator ``z = x @ w.T + b`` before the one rounding and store; a step may
-read ``z`` itself besides the running value (a residual add ``y + z``). The templates take the chain as module
-constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends it), so one template source
-serves every chain.
+read ``z`` itself besides the running value (a residual add ``y + z``). Steps of ``ROW_OPS`` see whole rows (a
+reduction to one value per row, a softmax, a pooling of runs of k columns): only the `rows` template takes them,
+through the constants ``RED_AT``, ``SOFTMAX_AT``, ``POOL_AT`` no other template has. The templates take the
+chain as module constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends it), so one
+template source serves every chain.
 
 A family whose members are not only a table: :data:`MEMBERS` holds a few one-step chains (Linear + an
 activation), and :func:`propose_members` builds the member a by-path problem computes by tracing its forward
@@ -43,8 +45,9 @@ from warpforge.kernels.taskdef import Member
 
 NAME = "linear_chain"
 DESCRIPTION = ("y = chain(x @ w.T + b): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
-               "(scale, shift, residual add, ReLU, LeakyReLU, GELU, sigmoid, tanh, SiLU, Mish, clamp) fused into "
-               "its epilogue; fp32 accumulation, output in the input dtype")
+               "(scale, shift, residual add, ReLU, LeakyReLU, GELU, sigmoid, tanh, SiLU, Mish, clamp), a row "
+               "reduction, softmax or 1-D pooling among them, fused into its epilogue; fp32 accumulation, output "
+               "in the input dtype")
 
 # KernelBench level 2's GEMM + activation problems (1024 x 8192 -> 8192 and 16384 x 4096 -> 4096) and an
 # LLM FFN up-projection with its activation (4096 tokens, 4096 -> 14336).

@@ -5,6 +5,9 @@ never the [M, N] product. Without a reduction the tiles are stored as they come 
 in L1/L2 while w streams).
 
 The steps after the reduction act on one value per row (KernelBench's ``logsumexp`` then activations).
+A softmax (``SOFTMAX_AT``) takes a second pass: the first folds each row's max and rescaled sum and parks the row
+in fp32 scratch, the second normalizes it. A pooling (``POOL_AT``) folds runs of k columns of a tile in registers
+(BLOCK_N a multiple of k), so the steps after it, and the store, see N // k columns.
 """
 
 import torch

@@ -62,6 +62,7 @@ STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.T
     "max": lambda y, z, a, b: torch.clamp(y, min=a),
     "min": lambda y, z, a, b: torch.clamp(y, max=a),
     "hardswish": lambda y, z, a, b: F.hardswish(y),
+    "mul_mish": lambda y, z, a, b: y * F.mish(y),  # v * mish(v): the value gated by its own Mish
     # Reductions of each output row to one value (a = keepdim, applied when the chain ends); the steps after one
     # act on [M, 1]. Only the `rows` template, whose programs own whole rows, computes them (RED_AT).
     "row_sum": lambda y, z, a, b: y.sum(-1, keepdim=True),
@@ -69,8 +70,17 @@ STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.T
     "row_max": lambda y, z, a, b: y.amax(-1, keepdim=True),
     "row_min": lambda y, z, a, b: y.amin(-1, keepdim=True),
     "row_logsumexp": lambda y, z, a, b: torch.logsumexp(y, -1, keepdim=True),
+    # A softmax over each output row ([M, N] stays [M, N]): a program needs the row's max and sum first.
+    "row_softmax": lambda y, z, a, b: torch.softmax(y, -1),
+    # 1-D pooling along the row with kernel and stride a (``MaxPool1d(a)`` of ``y.unsqueeze(1)``, squeezed back):
+    # [M, N] -> [M, N // a], the last N % a columns dropped.
+    "row_pool_max": lambda y, z, a, b: F.max_pool1d(y.unsqueeze(1), int(a)).squeeze(1),
+    "row_pool_avg": lambda y, z, a, b: F.avg_pool1d(y.unsqueeze(1), int(a)).squeeze(1),
 }
-# A program must see the whole row for these: a chain holds at most one, and no step after it reads z.
+# Reductions of each row to one value.
+REDUCE_OPS = frozenset(("row_sum", "row_mean", "row_max", "row_min", "row_logsumexp"))
+# A program must see the whole row (or reshape it) for these: a chain holds at most one of each kind, and no step
+# after one reads z. Only linear_chain's `rows` template computes them; other heads (a convolution) refuse them.
 ROW_OPS = frozenset(op for op in STEP_OPS if op.startswith("row_"))
 # Ops with a parameter tensor p broadcast per output channel (a conv's ``x + self.bias`` of shape [C, 1, 1]):
 # y op p. A chain reads at most one such parameter; the task that takes it passes it to the reference.
@@ -80,7 +90,7 @@ PARAM_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 # Ops whose scalar arguments are part of their name (the rest take none).
 _ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1,
-         **{op: 1 for op in ("row_sum", "row_mean", "row_max", "row_min", "row_logsumexp")}}
+         "row_pool_max": 1, "row_pool_avg": 1, **{op: 1 for op in REDUCE_OPS}}
 
 
 def step_name(step: Step) -> str:
@@ -132,6 +142,9 @@ _REDUCE: dict[Any, str] = {
     "amax": "row_max", torch.max: "row_max", "max": "row_max", torch.amin: "row_min", "amin": "row_min",
     torch.min: "row_min", "min": "row_min", torch.logsumexp: "row_logsumexp", "logsumexp": "row_logsumexp",
 }
+_SOFTMAX: set[Any] = {torch.softmax, F.softmax, "softmax"}
+# 1-D pooling modules read as a step: ``pool(v.unsqueeze(1)).squeeze(1)``.
+_POOLS: dict[type[nn.Module], str] = {nn.MaxPool1d: "row_pool_max", nn.AvgPool1d: "row_pool_avg"}
 _BINARY: dict[Any, str] = {
     operator.mul: "mul", torch.mul: "mul", "mul": "mul", operator.add: "add", torch.add: "add", "add": "add",
     operator.sub: "sub", torch.sub: "sub", "sub": "sub", operator.truediv: "div", torch.div: "div", "div": "div",
@@ -143,7 +156,8 @@ class _Unsupported(Exception):
 
 
 class _Pair(Exception):
-    """A (values, indices) reduction: its chain waits in ``_Reader.pairs`` for ``[0]`` or ``.values``."""
+    """A (values, indices) reduction: its chain waits in ``_Reader.pairs`` for ``[0]`` or ``.values``; or a
+    view on the way to a pooling (``v.unsqueeze(1)``, the pooled [M, 1, N // k]) waits in ``_Reader.views``."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +203,9 @@ class _Reader:
         self.bias_folded = False
         # torch.max/min(v, dim) return (values, indices): read only through ``[0]`` or ``.values``.
         self.pairs: dict[torch.fx.Node, tuple[Step, ...]] = {}
+        # v.unsqueeze(1) ("unsqueezed") and a 1-D pooling of it ("pooled"), read only through the next step of
+        # ``pool(v.unsqueeze(1)).squeeze(1)``.
+        self.views: dict[torch.fx.Node, tuple[str, tuple[Step, ...]]] = {}
 
     def read(self) -> tuple[Step, ...] | None:
         inputs = [n for n in self.traced.graph.nodes if n.op == "placeholder"]
@@ -231,6 +248,12 @@ class _Reader:
                 return self._head(node.args[0] is x, getattr(module, "bias", None) is not None)
             if isinstance(module, (nn.Identity, nn.Dropout)):  # a Dropout of a model in eval() is the identity
                 return self._chain(node.args[0])
+            if type(module) in _POOLS:
+                return self._pool(node, module)
+            if isinstance(module, nn.Softmax):
+                if module.dim not in (1, -1):
+                    raise _Unsupported
+                return self._chain(node.args[0]) + (("row_softmax", 0.0, 0.0),)
             return self._chain(node.args[0]) + (_module_step(module),)
         key = target if node.op == "call_function" else str(target)
         if node.kwargs.get("inplace"):
@@ -249,6 +272,13 @@ class _Reader:
             return self._head(node.args[0] is x, len(node.args) == 3)
         if key in _REDUCE:
             return self._reduce(_REDUCE[key], node)
+        if key in _SOFTMAX:
+            if _arg(node, 1, "dim", None) not in (1, -1) or set(kwargs) - {"dim", "_stacklevel", "dtype"} \
+                    or kwargs.get("dtype") is not None:
+                raise _Unsupported
+            return self._chain(node.args[0]) + (("row_softmax", 0.0, 0.0),)
+        if key in ("unsqueeze", "squeeze"):
+            return self._view(node, str(key))
         pair = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
         if key in (operator.getitem, getattr) and pair in self.pairs:
             if node.args[1] not in (0, "values"):
@@ -278,7 +308,7 @@ class _Reader:
         keep = bool(_arg(node, 2, "keepdim", False))
         if dim not in (1, -1, (1,), (-1,), [1], [-1]) or set(node.kwargs) - {"dim", "keepdim"}:
             raise _Unsupported
-        prior = next((s for s in chain if s[0].startswith("row_")), None)
+        prior = next((s for s in chain if s[0] in REDUCE_OPS), None)
         if prior is not None and not (keep and prior[1] == 1.0):
             raise _Unsupported  # only [M, 1] reduced again over its one column is the value itself
         out = chain if prior is not None else chain + ((op, float(keep), 0.0),)
@@ -286,6 +316,30 @@ class _Reader:
             self.pairs[node] = out  # values and indices: the values are read by [0] or .values
             raise _Pair
         return out
+
+    def _view(self, node: torch.fx.Node, key: str) -> tuple[Step, ...]:
+        """``v.unsqueeze(1)`` waits for its pooling; ``.squeeze(1)`` of the pooled value is its chain."""
+        arg, dim = node.args[0], _arg(node, 1, "dim", None)
+        if set(node.kwargs) - {"dim"} or not isinstance(arg, torch.fx.Node):
+            raise _Unsupported
+        if key == "unsqueeze" and dim == 1:
+            self.views[node] = ("unsqueezed", self._chain(arg))
+            raise _Pair
+        if key == "squeeze" and dim in (1, -2) and self.views.get(arg, ("", ()))[0] == "pooled":
+            return self.views[arg][1]
+        raise _Unsupported
+
+    def _pool(self, node: torch.fx.Node, module: nn.Module) -> tuple[Step, ...]:
+        """A 1-D pooling of ``v.unsqueeze(1)`` with stride its kernel, no padding, dilation or ceil mode."""
+        arg = node.args[0]
+        kind, chain = self.views.get(arg, ("", ())) if isinstance(arg, torch.fx.Node) else ("", ())
+        k, stride, padding = (_one(getattr(module, a)) for a in ("kernel_size", "stride", "padding"))
+        plain = stride in (k, None) and padding == 0 and not getattr(module, "ceil_mode", False) and _one(
+            getattr(module, "dilation", 1)) == 1 and not getattr(module, "return_indices", False)
+        if kind != "unsqueezed" or not plain or not isinstance(k, int):
+            raise _Unsupported
+        self.views[node] = ("pooled", chain + ((_POOLS[type(module)], float(k), 0.0),))
+        raise _Pair
 
     def _binary(self, op: str, a: Any, b: Any) -> tuple[Step, ...]:
         if _number(b):
@@ -313,16 +367,17 @@ class _Reader:
                 self.param = str(w.target)
                 return self._chain(v) + ((f"{op}_p", 0.0, 0.0),)
         ca, cb = self._chain(a), self._chain(b)
-        if any(s[0].startswith("row_") for s in ca + cb):
-            raise _Unsupported  # a reduced row with anything but a number
-        if op == "add" and a is b:  # v + v
-            return ca + (("mul", 2.0, 0.0),)
-        sigmoid = ("sigmoid", 0.0, 0.0)
-        if op == "mul" and (cb == ca + (sigmoid,) or ca == cb + (sigmoid,)):  # v * sigmoid(v): swish
-            return min(ca, cb, key=len) + (("silu", 0.0, 0.0),)
-        gate = (("add", 3.0, 0.0), ("div", 6.0, 0.0), ("clamp", 0.0, 1.0))
-        if op == "mul" and (cb == ca + gate or ca == cb + gate):  # v * clamp((v + 3) / 6, 0, 1): hardswish
-            return min(ca, cb, key=len) + (("hardswish", 0.0, 0.0),)
+        # The same chain of z is the same value (each step a function of its input): v + v is 2v, v - v is
+        # 0 * v (both NaN where v is infinite).
+        if op in ("add", "sub") and ca == cb:
+            return ca + (("mul", 2.0 if op == "add" else 0.0, 0.0),)
+        # v * f(v): gates with one step op
+        for gate, step in (((("sigmoid", 0.0, 0.0),), "silu"), ((("mish", 0.0, 0.0),), "mul_mish"),
+                           ((("add", 3.0, 0.0), ("div", 6.0, 0.0), ("clamp", 0.0, 1.0)), "hardswish")):
+            if op == "mul" and (cb == ca + gate or ca == cb + gate):
+                return min(ca, cb, key=len) + ((step, 0.0, 0.0),)
+        if any(s[0] in ROW_OPS for s in ca + cb):
+            raise _Unsupported  # a row reduced, pooled or normalized with anything but a number or itself
         residual = {"add": "add_z", "mul": "mul_z", "sub": "sub_z"}.get(op)
         if residual is not None and cb == () and ca:
             return ca + ((residual, 0.0, 0.0),)
@@ -349,6 +404,11 @@ def _module_step(module: nn.Module) -> Step:
         if isinstance(module, kind):
             return (op, 0.0, 0.0)
     raise _Unsupported
+
+
+def _one(value: Any) -> Any:
+    """A 1-D pooling's hyperparameter: an int, or a 1-tuple of one."""
+    return value[0] if isinstance(value, tuple) and len(value) == 1 else value
 
 
 def _arg(node: torch.fx.Node, index: int, name: str, default: Any) -> Any:

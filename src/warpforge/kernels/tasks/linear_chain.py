@@ -3,9 +3,11 @@
 ``x`` is [M, K], ``w`` is [N, K] (an ``nn.Linear`` weight), ``b`` is [N]; ``y`` is [M, N] in the inputs' dtype.
 The chain is up to 6 steps, each an op of kernels/fx_chain.py ``STEP_OPS`` with up to two scalar arguments,
 applied in order to the fp32 accumulator ``z = x @ w.T + b`` before the one rounding and store; a step may
-read ``z`` itself besides the running value (a residual add ``y + z``). The templates take the chain as module
-constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends it), so one template source
-serves every chain.
+read ``z`` itself besides the running value (a residual add ``y + z``). Steps of ``ROW_OPS`` see whole rows (a
+reduction to one value per row, a softmax, a pooling of runs of k columns): only the `rows` template takes them,
+through the constants ``RED_AT``, ``SOFTMAX_AT``, ``POOL_AT`` no other template has. The templates take the
+chain as module constants ``OP1, A1, B1, ..., OP6, A6, B6`` (op name, arguments; ``"none"`` ends it), so one
+template source serves every chain.
 
 A family whose members are not only a table: :data:`MEMBERS` holds a few one-step chains (Linear + an
 activation), and :func:`propose_members` builds the member a by-path problem computes by tracing its forward
@@ -32,7 +34,7 @@ import torch.nn.functional as F
 from warpforge.kernels.fx_chain import (
     MAX_STEPS,
     PARAM_OPS,
-    ROW_OPS,
+    REDUCE_OPS,
     Step,
     apply_steps,
     checked,
@@ -43,8 +45,9 @@ from warpforge.kernels.taskdef import Member
 
 NAME = "linear_chain"
 DESCRIPTION = ("y = chain(x @ w.T + b): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
-               "(scale, shift, residual add, ReLU, LeakyReLU, GELU, sigmoid, tanh, SiLU, Mish, clamp) fused into "
-               "its epilogue; fp32 accumulation, output in the input dtype")
+               "(scale, shift, residual add, ReLU, LeakyReLU, GELU, sigmoid, tanh, SiLU, Mish, clamp), a row "
+               "reduction, softmax or 1-D pooling among them, fused into its epilogue; fp32 accumulation, output "
+               "in the input dtype")
 
 # KernelBench level 2's GEMM + activation problems (1024 x 8192 -> 8192 and 16384 x 4096 -> 4096) and an
 # LLM FFN up-projection with its activation (4096 tokens, 4096 -> 14336).
@@ -78,15 +81,34 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
+# The `rows` template pools a column tile of BLOCK_N (>= 32) in registers, reshaped to [BLOCK_M, BLOCK_N / k, k]:
+# k a power of two, at most half the widest tile (256).
+MAX_POOL = 128
+
+
+def _pool_kernel(k: float) -> int | None:
+    """The pooling kernel as an int when the `rows` template can pool with it."""
+    n = int(k)
+    return n if n == k and 1 <= n <= MAX_POOL and n & (n - 1) == 0 else None
+
+
 def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float | int]]:
     """The family member computing ``steps`` after the linear layer: (name, reference, template constants)."""
     steps = checked(steps)
     if any(op in PARAM_OPS for op, _, _ in steps):
         raise ValueError(f"a Linear's chain takes no parameter tensor (the task's inputs are x, w, b): {steps}")
-    reduce_at = [i + 1 for i, (op, _, _) in enumerate(steps) if op in ROW_OPS]
-    after = steps[reduce_at[0]:] if reduce_at else ()
-    if len(reduce_at) > 1 or any(op.endswith("_z") for op, _, _ in after):
-        raise ValueError(f"a chain reduces its rows at most once, and reads z only before: {steps}")
+    at = {kind: [i + 1 for i, (op, _, _) in enumerate(steps) if op in ops] for kind, ops in (
+        ("RED_AT", REDUCE_OPS), ("SOFTMAX_AT", {"row_softmax"}), ("POOL_AT", {"row_pool_max", "row_pool_avg"}))}
+    first = min((i for spots in at.values() for i in spots), default=0)
+    after = steps[first:] if first else ()
+    if any(len(spots) > 1 for spots in at.values()) or any(op.endswith("_z") for op, _, _ in after):
+        raise ValueError(f"a chain reduces, normalizes or pools its rows at most once each, and reads z only "
+                         f"before: {steps}")
+    if at["SOFTMAX_AT"] and at["RED_AT"] or at["POOL_AT"] > (at["RED_AT"] or at["SOFTMAX_AT"] or [7]):
+        raise ValueError(f"a chain pools before it reduces or normalizes its rows, and does not do both: {steps}")
+    if at["POOL_AT"] and _pool_kernel(steps[at["POOL_AT"][0] - 1][1]) is None:
+        raise ValueError(f"a pooling's kernel is a power of two up to {MAX_POOL}: {steps}")
+    reduce_at = at["RED_AT"]
     squeeze = bool(reduce_at) and steps[reduce_at[0] - 1][1] == 0.0
 
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -96,8 +118,9 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
         return (y.squeeze(-1) if squeeze else y).to(x.dtype)
 
     constants: dict[str, str | float | int] = dict(step_constants(steps))
-    if reduce_at:  # a constant only the `rows` template has: the others cannot compute this member
-        constants["RED_AT"] = reduce_at[0]
+    for kind, spots in at.items():  # constants only the `rows` template has: the others cannot compute this member
+        if spots:
+            constants[kind] = spots[0]
     return ">".join(step_name(s) for s in steps), reference, constants
 
 

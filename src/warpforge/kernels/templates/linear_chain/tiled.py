@@ -123,6 +123,8 @@ def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = tl.minimum(y, A)
     elif OP == "hardswish":
         out = y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0
+    elif OP == "mul_mish":
+        out = y * (y * _tanh(_softplus(y)))
     else:
         tl.static_assert(False, "unknown linear_chain step OP")
     return out

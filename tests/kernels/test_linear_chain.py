@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -171,32 +172,32 @@ def test_chains_on_the_templates_match_torch_in_fp32(name: str) -> None:
     assert not failures, failures
 
 
-def test_row_reductions_on_the_rows_template_match_torch_in_fp32() -> None:
-    """Each output row folded across the column tiles: N = 1, N within one tile, N over several (71 > 32)."""
+def _rows_failures(chains: dict[str, Any], shapes: list[dict[str, int]], adversarial_from_m: int = 1) -> list[str]:
+    """Each chain on the rows template against its formula, on random inputs and (where M >= adversarial_from_m)
+    the task's adversarial ones."""
     failures = []
-    for label, (steps, formula) in ROW_CHAINS.items():
-        for shape in SHAPES:
+    for label, (steps, formula) in chains.items():
+        for shape in shapes:
             cases = {"random": TASK.make_inputs(shape, torch.float32, 0, DEVICE),
-                     **TASK.adversarial_inputs(shape, torch.float32, 0, DEVICE)}
+                     **(TASK.adversarial_inputs(shape, torch.float32, 0, DEVICE)
+                        if shape["M"] >= adversarial_from_m else {})}
             for kind, inputs in cases.items():
                 bad = _bad(_run("rows", steps, inputs), _truth(formula, *(t.cpu() for t in inputs)))
                 if bad is not None:
                     failures.append(f"{label} {shape} {kind}: {bad}")
+    return failures
+
+
+def test_row_reductions_on_the_rows_template_match_torch_in_fp32() -> None:
+    """Each output row folded across the column tiles: N = 1, N within one tile, N over several (71 > 32)."""
+    failures = _rows_failures(ROW_CHAINS, SHAPES)
     assert not failures, failures
 
 
 def test_softmax_and_pooling_on_the_rows_template_match_torch_in_fp32() -> None:
     """N = 16 within one tile (one 16-run), N = 71 over three tiles of 32 (a softmax's row across them; 71 % 16
     and 71 % 2 columns dropped by the pooling); the adversarial inputs at the larger shape only (interpreter time)."""
-    failures = []
-    for label, (steps, formula) in WIDE_CHAINS.items():
-        for shape in WIDE_SHAPES:
-            cases = {"random": TASK.make_inputs(shape, torch.float32, 0, DEVICE),
-                     **(TASK.adversarial_inputs(shape, torch.float32, 0, DEVICE) if shape["M"] > 1 else {})}
-            for kind, inputs in cases.items():
-                bad = _bad(_run("rows", steps, inputs), _truth(formula, *(t.cpu() for t in inputs)))
-                if bad is not None:
-                    failures.append(f"{label} {shape} {kind}: {bad}")
+    failures = _rows_failures(WIDE_CHAINS, WIDE_SHAPES, adversarial_from_m=2)
     assert not failures, failures
 
 

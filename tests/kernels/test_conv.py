@@ -372,6 +372,26 @@ def test_templates_compute_a_chain_in_fp32(name: str) -> None:
     assert compare_outputs([out], [truth], [truth.float()], 1e-4, 1e-4) is not None
 
 
+@pytest.mark.parametrize("name", ["implicit_gemm", "direct"])
+def test_gelu_tanh_keeps_its_tail_on_one_element(name: str) -> None:
+    """One output of -4.456 (the centre tap alone): gelu_tanh there is -2.6e-5, which 0.5 y (1 + tanh(u)) gets
+    1.4% wrong (one ulp of 1 left); a one-element check allows 2e-4 relative."""
+    shape = {"N": 1, "C_IN": 1, "C_OUT": 1, "D": 3, "H": 3, "W": 3, "G": 1}
+    variant = VARIANTS["conv", name]
+    module = load(variant)
+    for key, value in conv.member(conv.Hyper(), (("gelu_tanh", 0.0, 0.0),))[2].items():
+        setattr(module, key, value)
+    x, w = torch.zeros(1, 1, 3, 3, 3), torch.zeros(1, 1, 3, 3, 3)
+    x[0, 0, 1, 1, 1], w[0, 0, 1, 1, 1] = -4.456, 1.0
+    b, p = torch.zeros(1), torch.zeros(1, 1, 1, 1)
+    with nan_allocations():
+        out = module.launch(*(t.to(DEVICE) for t in (x, w, b, p)), **valid_configs(variant, module, shape)[0]).cpu()
+    truth = F.gelu(torch.tensor(-4.456, dtype=torch.float32).double(), approximate="tanh").reshape(1, 1, 1, 1, 1)
+    atol, rtol = TASKS["conv"].tolerance(torch.float32)
+    bad = compare_outputs([out], [truth], [truth.float()], atol, rtol)
+    assert bad is None, bad.message
+
+
 # KernelBench level 2: a 2-D convolution with a parameter after it (its state lists the parameter before the
 # conv's weight and bias), a transposed one subtracting it, and a 2-D chain of numbers (the parameter filled)
 LEVEL2_MATCHES = {

@@ -488,3 +488,12 @@ def test_benchmark_judges_level2_chains_ok() -> None:
                          "64_Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU", "76_Gemm_Add_ReLU"}
     for name, row in rows.items():
         assert row["matched"].startswith("linear_chain") and row["correct"], (name, row["why"])
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_gelu_tanh_keeps_its_tail_on_one_element(name: str) -> None:
+    """At y = -4.456 the value is -2.6e-5: 0.5 y (1 + tanh(u)) keeps one ulp of 1 there (1.4% off, where a
+    one-element check allows 2e-4 relative); y / (1 + exp(-2u)) is the same function without the cancellation."""
+    x, w, b = torch.tensor([[-4.456]]), torch.tensor([[1.0]]), torch.tensor([0.0])
+    out = _run(name, (("gelu_tanh", 0.0, 0.0),), tuple(t.to(DEVICE) for t in (x, w, b)))
+    assert _bad(out, F.gelu(x.double(), approximate="tanh")) is None

@@ -58,9 +58,11 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def tiled(z: torch.Tensor, m: int, n: int) -> torch.Tensor:
     """z's rows and columns repeated over [m, n] (row i is z's row i % ZM, column j its column j % ZN)."""
-    rows = torch.arange(m, device=z.device) % z.shape[0]
-    cols = torch.arange(n, device=z.device) % z.shape[1]
-    return z.index_select(0, rows).index_select(1, cols)
+    # cut to at most [m, n] first, then repeat and slice: memory-speed copies of at most 4 m n elements. Two
+    # index_selects cost ~0.18 s of CPU per [11, 16384] output, and matching KernelBench's 98_KLDivLoss calls this
+    # 336 times: 62 s of CPU for that one problem's binary candidates, now 2 s.
+    part = z[:m, :n]
+    return part.repeat(-(-m // part.shape[0]), -(-n // part.shape[1]))[:m, :n]
 
 
 # name -> (torch function of two float tensors of one shape, OP)

@@ -175,10 +175,12 @@ def test_a_bias_vector_is_one_broadcast_row(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("member", list(FORMULAS))
-def test_every_member_is_judged_ok_by_the_real_judge(member: str) -> None:
+@pytest.mark.parametrize("member", ["add", "div"])
+def test_members_are_judged_ok_by_the_real_judge(member: str) -> None:
     """The judge end to end (check shapes in every dtype, hidden shapes, the adversarial sets, benchmark-scale
-    slices, compiled for sm_90): ~30-50 s each under the interpreter, the templates taking turns."""
+    slices, compiled for sm_90): ~30-50 s each under the interpreter, so two members, one per template (add on
+    flat, div with its denominators on rows); every member's values on every template are
+    test_every_member_on_every_template's."""
     from warpforge.evaluator.run.backend import get_backend
     from warpforge.evaluator.run.job import Job
 

@@ -17,12 +17,12 @@ run: venv
 PYTEST_WORKERS ?= 2
 
 test: venv
-	.venv/bin/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 # The slow tier (.ci/run runs it after `make test`): export's fresh-venv round trip (~10 min), the dashboard
 # in headless chromium against real campaigns (~5 min), the planner's full validation and held-out folds.
 test-slow: venv
-	.venv/bin/python -m pytest -q -m slow -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -m slow -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 test-all: test test-slow
 

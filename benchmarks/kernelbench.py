@@ -290,6 +290,36 @@ def _scripted_llm(folder: str | None) -> Iterator[_Answers | None]:
                 os.environ[k] = v
 
 
+def _progress(done: int, total: int, row: Row) -> None:
+    """One line per finished problem on stderr: a long run (a level takes an hour here) shows where it is."""
+    verdict = "ok" if row.correct else _short(row.why)
+    print(f"[{done}/{total}] {row.level}/{row.problem}: {verdict} ({row.wall_s:.0f} s)", file=sys.stderr, flush=True)
+
+
+def run_all(problems: list[Path], args: argparse.Namespace, db_url: str) -> list[Row]:
+    """Every problem's row, in the problems' order; ``args.jobs`` at a time, each in a forked process (the
+    problems share nothing but the database, whose SQLite file takes concurrent writers through WAL and a
+    busy timeout)."""
+    if args.jobs == 1 or len(problems) < 2:
+        rows = []
+        for i, path in enumerate(problems, 1):
+            rows.append(run_problem(path, args, db_url))
+            _progress(i, len(problems), rows[-1])
+        return rows
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # fork, not spawn: this file is run as a script (spawn would re-import it by a name no child can import);
+    # nothing here has touched a GPU (--jobs > 1 is refused where one exists)
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {pool.submit(run_problem, path, args, db_url): i for i, path in enumerate(problems)}
+        found: dict[int, Row] = {}
+        for future in as_completed(futures):
+            found[futures[future]] = future.result()
+            _progress(len(found), len(problems), found[futures[future]])
+    return [found[i] for i in range(len(problems))]
+
+
 def fast_p(rows: list[Row], p: float) -> float | str:
     if not torch.cuda.is_available():
         return NEEDS_GPU
@@ -366,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-calls", type=int, default=4, help="LLM calls per problem (--proposer llm)")
     parser.add_argument("--backend", default="auto", help="auto | cuda | interpret")
     parser.add_argument("--db", help="database URL (default: a fresh SQLite file)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="problems judged at once, each in its own process (CPU only: a GPU times one at a "
+                             "time; the judge scales its time budgets by the measured load)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--save", help="also write the JSON to this file")
     parser.add_argument("--scripted", metavar="DIR",
@@ -385,21 +418,29 @@ def main(argv: list[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one INFO line per study drowned the table
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")  # the tolerance columns run a template here
+    if args.jobs < 1 or (args.jobs > 1 and torch.cuda.is_available()):
+        print("error: --jobs must be >= 1, and 1 on a GPU machine (two problems timed on one GPU at once would "
+              "time each other)", file=sys.stderr)
+        return 2
     db_url = args.db or f"sqlite:///{Path(tempfile.mkdtemp(prefix='wf-kernelbench-')) / 'wf.db'}"
     problems = _pick(level, args.problems)
     with _scripted_llm(args.scripted) as server:
-        rows = [run_problem(p, args, db_url) for p in problems]
+        started = time.monotonic()
+        rows = run_all(problems, args, db_url)
+        elapsed = time.monotonic() - started
     if server is not None:
         for row in rows:  # the server's token counts are characters / 4, not a model's
             row.why += "" if row.problem in server.answered else " (no scripted answer)"
     payload = json.dumps({"rows": [asdict(r) for r in rows], "levels": summaries(rows), "fast_1.0": fast_p(rows, 1.0),
-                          "fast_1.2": fast_p(rows, 1.2), "db": db_url}, indent=2, default=str)
+                          "fast_1.2": fast_p(rows, 1.2), "db": db_url,
+                          "jobs": args.jobs, "elapsed_s": round(elapsed, 1)}, indent=2, default=str)
     if args.save:
         Path(args.save).write_text(payload + "\n")
     if args.json:
         print(payload)
     else:
         print_table(rows, args)
+        print(f"{len(rows)} problems in {elapsed:.0f} s elapsed ({args.jobs} at a time)")
     return 0
 
 

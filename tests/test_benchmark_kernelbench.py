@@ -42,18 +42,22 @@ def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
     assert "fast_1.0 needs a GPU" in proc.stdout
 
 
-def test_per_level_counts_and_the_families_that_matched() -> None:
+def test_per_level_counts_and_the_families_that_matched(tmp_path: Path) -> None:
     """A benchmark root: one summary per level folder (the expected counts are what these two files are: a ReLU
-    any elementwise template computes, and a level-2 convolution and norm nothing matches)."""
-    proc = bench("--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", "--json", folder=SHIPPED)
+    any elementwise template computes, and a level-2 convolution and norm nothing matches); two problems at once
+    (--jobs 2) still give their rows in the problems' order, and the table and the saved JSON say the same."""
+    saved = tmp_path / "run.json"
+    proc = bench("--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", "--jobs", "2", "--save", str(saved),
+                 folder=SHIPPED)
     assert proc.returncode == 0, proc.stderr
-    levels = json.loads(proc.stdout)["levels"]
-    assert levels == [
+    run = json.loads(saved.read_text())
+    assert run["levels"] == [
         {"level": "level1", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 1, "ok": 1,
          "families": {"elementwise": 1}},
         {"level": "level2", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 0, "ok": 0, "families": {}}]
-    table = bench("--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", folder=SHIPPED).stdout
-    assert "per level" in table and "elementwise 1" in table
+    assert [r["problem"] for r in run["rows"]] == ["19_ReLU", UNMATCHED] and run["jobs"] == 2
+    assert "per level" in proc.stdout and "elementwise 1" in proc.stdout and "(2 at a time)" in proc.stdout
+    assert "[2/2] " in proc.stderr  # a line per finished problem
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ def test_fuzz_short_run() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_fuzz_full_run() -> None:
     _check(10_000)
 

@@ -149,6 +149,7 @@ def _fresh_venv(tmp: Path) -> Path:
 # A fresh venv (~400 MB of wheels) plus the generated suite under the interpreter, gradient tests included
 # (about 2 minutes on 2 busy cores for rmsnorm and swiglu): past the suite's 600 s default on a cold cache.
 @pytest.mark.timeout(1800)
+@pytest.mark.long
 def test_fresh_venv_runs_the_generated_tests(exported: dict[str, Any]) -> None:
     tmp, dest = exported["tmp"], exported["dest"]
     py = _fresh_venv(tmp)

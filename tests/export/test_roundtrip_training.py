@@ -206,6 +206,7 @@ def test_plans_are_the_campaigns_untimed_choices(exported: dict[str, Any]) -> No
 
 # A fresh venv (~400 MB of wheels on a cold cache) plus the interpreted training script: past the suite's 600 s.
 @pytest.mark.timeout(1800)
+@pytest.mark.long
 def test_fresh_venv_trains_attention_and_flce(exported: dict[str, Any]) -> None:
     tmp, dest = exported["tmp"], exported["dest"]
     py = _fresh_venv(tmp)

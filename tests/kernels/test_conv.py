@@ -252,6 +252,7 @@ def test_kernelbench_level1_convolutions_match(name: str, kernelbench_file: Call
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_benchmark_judges_the_shipped_convolutions_ok() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(SHIPPED / "level1"),

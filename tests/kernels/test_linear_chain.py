@@ -475,6 +475,7 @@ def test_a_matched_chain_is_judged_ok_and_a_changed_constant_is_not(tmp_path: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_benchmark_judges_level2_chains_ok() -> None:
     if not LEVEL2.is_dir():
         pytest.skip(f"KernelBench level 2 not found at {LEVEL2} (../shared/kernelbench)")

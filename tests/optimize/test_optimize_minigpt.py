@@ -17,7 +17,7 @@ import pytest
 
 # ~3.5 min on 2 cores (four campaigns, then the proof in the interpreter); past pytest-timeout's 600 s default
 # under CI's load
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(3000)]
 
 SOURCE = Path(__file__).parents[2] / "src" / "warpforge" / "data" / "problems" / "level3" / "44_MiniGPTBlock.py"
 SIZES = {"batch_size": 2, "max_seqlen": 64, "seq_len": 16, "n_embd": 64, "n_head": 4}
@@ -36,7 +36,7 @@ def _shrunk(folder: Path) -> Path:
 def _optimize(tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-arg]
     env = dict(os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", COLUMNS="80")
     proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(_shrunk(tmp_path)), "--dtype",
-                           "float16", "--trials", "8", "--out", str(tmp_path / "opt"), "--json", *extra],
+                           "float16", "--trials", "5", "--out", str(tmp_path / "opt"), "--json", *extra],
                           capture_output=True, text=True, env=env, timeout=3000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)  # type: ignore[no-any-return]

@@ -309,6 +309,11 @@ def run_all(problems: list[Path], args: argparse.Namespace, db_url: str) -> list
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from warpforge.db.session import Database
+
+    db = Database(db_url)
+    db.upgrade()  # once, here: two campaigns migrating a fresh file at once collide on alembic_version
+    db.engine.dispose()  # no pooled connection is inherited by the forked children
     # fork, not spawn: this file is run as a script (spawn would re-import it by a name no child can import);
     # nothing here has touched a GPU (--jobs > 1 is refused where one exists)
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:

@@ -261,6 +261,11 @@ class KernelBenchProblem:
             self.size_names = [n for n in self.size_names
                                if (d := self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)})) is None
                                or len(d) == len(base)]
+            # So do hyperparameters that size no input or weight (GroupNorm's group count: halved, every
+            # dimension stays): a matched template takes them as constants read from the module at the probe,
+            # so probe, check and hidden shapes must share them (hidden shapes keep them: fixed_keys).
+            self.size_names = [n for n in self.size_names
+                               if self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)}) != base]
         self._ns: dict[str, dict[str, Any]] = {}
         self._models: dict[str, torch.nn.Module] = {}
         self._by_signature: dict[tuple[Any, ...], Shape] = {}

@@ -14,7 +14,7 @@ TASK = "linear_groupnorm"
 # The chain (kernels/tasks/linear_groupnorm.py): each step's op and scalars, the norm among them at NORM_AT;
 # "none" ends it. The matcher rewrites these lines with the member a problem computes.
 OP1 = "group_norm"
-A1 = 2.0
+A1 = 16.0
 B1 = 1e-05
 OP2 = "none"
 A2 = 0.0
@@ -32,7 +32,7 @@ OP6 = "none"
 A6 = 0.0
 B6 = 0.0
 NORM_AT = 1
-GROUPS = 2
+GROUPS = 16
 EPS = 1e-05
 
 # H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles

@@ -3,6 +3,7 @@ benchmark-scale shapes, and what an interpreter ``ok`` says it did not run. No c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -13,6 +14,7 @@ from warpforge.evaluator.judge.judge import plan_cases
 from warpforge.evaluator.run.interpret import SCALE_BUDGET, scale_shapes
 from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import largest_checked
+from warpforge.evaluator.sandbox.child.compile import _smallest_shapes
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, load_variant
 
@@ -63,6 +65,24 @@ def test_scale_shapes_reach_every_benchmark_maximum_within_the_budget() -> None:
     scaled = [c for c in plan.cases if c.scale]
     assert [c.shape for c in scaled] == shapes and all(c.dtype == task.dtypes[0] for c in scaled)
     assert scaled[0].inputs[0].shape == (256, 1)
+
+
+def test_scale_and_specialization_shapes_keep_a_key_that_sizes_nothing() -> None:
+    # A group count G (Task.fixed_keys) is a constant of the variant: at another G the reference is another
+    # function, so neither search moves it, and it counts in no product of dimensions.
+    softmax = get_task("softmax")
+    task = dataclasses.replace(softmax, shapes=[{**s, "G": 256} for s in softmax.shapes],
+                               check_shapes=[{**s, "G": 256} for s in softmax.check_shapes],
+                               fixed_keys=frozenset({"G"}))
+    shapes, _ = scale_shapes(task)
+    assert shapes and all(s["G"] == 256 for s in shapes)
+    assert {"M": 1, "N": 32768, "G": 256} in shapes
+    # the specialization search: every shape down to M = N = 1 has the same one here
+    found = _smallest_shapes({"spec_budget": 64}, {"spec": "benchmark"},
+                             {"spec": {"shape": {"M": 4096, "N": 4096, "G": 256}, "dtype": "float32"}},
+                             lambda shape, dtype: {"spec"}, frozenset({"G"}))
+    assert found[0]["shape"] is not None and found[0]["shape"]["G"] == 256
+    assert found[0]["shape"]["M"] * found[0]["shape"]["N"] <= 64
 
 
 def test_largest_checked_names_a_larger_benchmark_shape_never_the_checked_one() -> None:

@@ -13,7 +13,9 @@ number (``* s``, ``/ d``, ``- c``, ``c - v``); the running value with the GEMM o
 residual; ``clone``/``detach`` of ``z`` are ``z``); ``v * sigmoid(v)`` (swish) as one SiLU step,
 ``v * clamp((v + 3) / 6, 0, 1)`` as one hardswish; and, for a
 Linear without bias, a parameter added right after it as the Linear's bias (``gemm(x) + self.bias``).
-Anything else (a second GEMM, a reduction, a normalization, a tensor other than z) proposes nothing.
+A ``GroupNorm`` or a training-mode ``BatchNorm1d`` module is one norm step (``_norm_step``), which only the
+tasks owning its statistics take (kernels/tasks/linear_groupnorm.py). Anything else (a second GEMM, another
+normalization, a tensor other than z) proposes nothing.
 
 Example::
 
@@ -254,6 +256,9 @@ class _Reader:
                 if module.dim not in (1, -1):
                     raise _Unsupported
                 return self._chain(node.args[0]) + (("row_softmax", 0.0, 0.0),)
+            norm = _norm_step(module)
+            if norm is not None:
+                return self._chain(node.args[0]) + (norm,)
             return self._chain(node.args[0]) + (_module_step(module),)
         key = target if node.op == "call_function" else str(target)
         if node.kwargs.get("inplace"):
@@ -404,6 +409,18 @@ def _module_step(module: nn.Module) -> Step:
         if isinstance(module, kind):
             return (op, 0.0, 0.0)
     raise _Unsupported
+
+
+def _norm_step(module: nn.Module) -> Step | None:
+    """A normalization over the features of the [M, N] output, for the tasks that own its statistics: a GroupNorm
+    as ``("group_norm", groups, eps)``; a BatchNorm1d normalizing with the batch's statistics (training mode,
+    as KernelBench runs it) as ``("batch_norm", eps, 0)``. Their affine parameters are the tasks' inputs (the
+    chain families refuse these steps)."""
+    if isinstance(module, nn.GroupNorm):
+        return ("group_norm", float(module.num_groups), float(module.eps))
+    if isinstance(module, nn.BatchNorm1d) and (module.training or not module.track_running_stats):
+        return ("batch_norm", float(module.eps), 0.0)
+    return None
 
 
 def _one(value: Any) -> Any:

@@ -261,6 +261,11 @@ class KernelBenchProblem:
             self.size_names = [n for n in self.size_names
                                if (d := self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)})) is None
                                or len(d) == len(base)]
+            # So do hyperparameters that size no input or weight (GroupNorm's group count: halved, every
+            # dimension stays): a matched template takes them as constants read from the module at the probe,
+            # so probe, check and hidden shapes must share them (hidden shapes keep them: fixed_keys).
+            self.size_names = [n for n in self.size_names
+                               if self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)}) != base]
         self._ns: dict[str, dict[str, Any]] = {}
         self._models: dict[str, torch.nn.Module] = {}
         self._by_signature: dict[tuple[Any, ...], Shape] = {}
@@ -472,6 +477,10 @@ class KernelBenchProblem:
                 name = max(open_sizes, key=lambda n: values[n])
                 half = max(1, values[name] // 2)
                 new = {**values, name: half | 1 if odd else half}  # odd: never a power of two above 1
+                single = self._one_per_divisor(values, name, new[name])
+                if single is not None:
+                    kept[name] = single
+                    continue
                 if retreat:
                     if meta_probe is None:
                         meta_probe = self._meta_failure(self.bench) is None
@@ -489,6 +498,19 @@ class KernelBenchProblem:
                     + (f" (derived sizes kept: {', '.join(shape_key(s) for s in out)})" if out else
                        "; only its own shape is checked"))
         return out, note
+
+    def _one_per_divisor(self, values: Shape, name: str, value: int) -> str | None:
+        """Why ``name`` stays at its value rather than going to ``value``: a kept size (one sizing no tensor,
+        GroupNorm's group count) must divide it (the code fails at a non-multiple) and ``value`` would leave
+        fewer than 2 per divisor: 512 features in 512 groups normalize each to 0, every output the bias."""
+        old = int(values[name])
+        for kept in self.int_names:
+            k = int(values[kept])
+            if kept in self.size_names or k < 2 or old % k or value >= 2 * k:
+                continue
+            if self._meta_failure({**values, name: old + 1}) is not None:
+                return f"{name} stays {old}: {kept} = {k} must divide it, at least twice"
+        return None
 
     def _at_floor(self, floor: tuple[Shape, int, dict[str, str]], reference: Callable[..., Any],
                   make: Callable[[Shape, int], tuple[Any, ...]]) -> tuple[list[Shape], str]:

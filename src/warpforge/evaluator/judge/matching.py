@@ -47,7 +47,7 @@ from warpforge.evaluator.judge.match_adapters import (
     unit_layouts,
     unit_rule,
 )
-from warpforge.kernels.kernelbench import ALIAS_ATTR, MATCH_ATTR
+from warpforge.kernels.kernelbench import ALIAS_ATTR, KEEP_AT_MOST, MATCH_ATTR
 from warpforge.kernels.members import template_files, with_constants
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task
 
@@ -176,8 +176,11 @@ def _problem_probes(problem: Task) -> list[Shape]:
 def _spread(problem: Task, shape: Shape, sizes: list[str]) -> Shape | None:
     """``shape`` with each size equal to an earlier one moved to the nearest value that is free and on which the
     problem still runs (16, 16 becomes 16, 17 when 17 is allowed, 16, 32 when only multiples are); None if none."""
+    # a kept size above the small ones (GroupNorm's group count: it sizes no tensor, so it is no derived size)
+    # is taken too: a key located at its value would name it
+    kept = {v for k, v in shape.items() if k not in sizes and isinstance(v, int) and v > KEEP_AT_MOST}
     for i, key in enumerate(sizes):
-        taken = {shape[k] for k in sizes[:i]}
+        taken = {shape[k] for k in sizes[:i]} | kept
         if shape[key] not in taken:
             continue
         v = shape[key]

@@ -111,22 +111,29 @@ def scale_shapes(task: Task) -> tuple[list[Shape], str]:
     if not task.shapes or not (task.check_shapes or task.small_shapes):
         return [], "benchmark scale: the task has no shapes to scale"
     small = task.check_shapes or task.small_shapes
-    dims = [d for d in task.shapes[0] if all(d in s for s in [*task.shapes, *small])]
-    low = {d: min(int(s[d]) for s in small) for d in dims}
+    keys = [d for d in task.shapes[0] if all(d in s for s in [*task.shapes, *small])]
+    low = {d: min(int(s[d]) for s in small) for d in keys}
+    # keys that size nothing (a group count, a flag: Task.fixed_keys) keep their check value and are no
+    # dimension: at another group count the reference is another function than the variant's
+    dims = [d for d in keys if d not in task.fixed_keys]
+
+    def size(shape: Shape) -> int:
+        return math.prod(int(shape[d]) for d in dims)
+
     out: list[Shape] = []
     capped: list[str] = []
     for d in dims:
         top = max(int(s[d]) for s in task.shapes)
         value = top if d == dims[-1] else min(top, SCALE_MAX_OTHER)
         shape = {**low, d: value}
-        while math.prod(shape.values()) > SCALE_BUDGET and shape[d] > 1:
+        while size(shape) > SCALE_BUDGET and shape[d] > 1:
             shape[d] //= 2
         if shape[d] < top:
             capped.append(f"{d} up to {shape[d]} (benchmark {top})")
         if shape[d] > max(int(s[d]) for s in small) and shape not in out:
             out.append(shape)
     full = min(task.shapes, key=lambda s: math.prod(int(v) for v in s.values()))
-    fits = math.prod(int(v) for v in full.values()) <= SCALE_BUDGET and all(
+    fits = size(full) <= SCALE_BUDGET and all(
         int(full[d]) <= SCALE_MAX_OTHER for d in dims[:-1])
     if fits and full not in out:
         out.append(dict(full))

@@ -159,29 +159,36 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 "spill_bytes": stack, "shared_bytes": int(compiled.metadata.shared),
                 "num_warps": int(compiled.metadata.num_warps), "compile_s": seconds,
             })
-    spec_shapes = _smallest_shapes(req, specs, shapes_of, trace) if req.get("spec_budget") else []
+    spec_shapes = (_smallest_shapes(req, specs, shapes_of, trace, task.fixed_keys) if req.get("spec_budget")
+                   else [])
     return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes), "compiled_specs": specs,
             "spec_shapes": spec_shapes}
 
 
 def _smallest_shapes(req: dict[str, Any], specs: dict[str, str], shapes_of: dict[str, dict[str, Any]],
-                     trace: Any) -> list[dict[str, Any]]:
+                     trace: Any, fixed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """For each benchmark-shape specialization, the smallest shape (halving one dimension at a time, on fake
     tensors: milliseconds a try) whose launch has that same specialization, when its product of dimensions is
     within ``spec_budget``: the check interprets it there, so the compiled path of a benchmark shape is the
-    judged path. One not found within the budget is reported with ``shape`` None."""
+    judged path. One not found within the budget is reported with ``shape`` None. Keys that size nothing
+    (``fixed``: a GroupNorm's group count, a flag) keep their value and are no dimension of the product: at
+    another group count the reference is another function than the one the variant was specialized for."""
     budget = int(req["spec_budget"])
     floor = {k: int(v) for k, v in (req.get("spec_floor") or {}).items()}
     out = []
+
+    def size(shape: dict[str, Any]) -> int:
+        return math.prod(int(v) for d, v in shape.items() if d not in fixed)
+
     for key, kind in specs.items():
         if kind != "benchmark" or key not in shapes_of:
             continue
         shape, dtype = dict(shapes_of[key]["shape"]), shapes_of[key]["dtype"]
         for _ in range(256):
-            if math.prod(int(v) for v in shape.values()) <= budget:
+            if size(shape) <= budget:
                 break
             moved = False
-            for d in sorted(shape, key=lambda d: -int(shape[d])):
+            for d in sorted((d for d in shape if d not in fixed), key=lambda d: -int(shape[d])):
                 for value in (floor.get(d, 1), int(shape[d]) // 2):
                     if value < 1 or value >= int(shape[d]):
                         continue
@@ -193,7 +200,7 @@ def _smallest_shapes(req: dict[str, Any], specs: dict[str, str], shapes_of: dict
                     break
             if not moved:
                 break
-        fits = math.prod(int(v) for v in shape.values()) <= budget
+        fits = size(shape) <= budget
         out.append({"key": key, "shape": shape if fits else None, "dtype": dtype,
                     "smallest": shape, "benchmark": shapes_of[key]["shape"]})
     return out

@@ -8,9 +8,23 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from newtask_harness import DEVICE, load, nan_allocations
 from torch import nn
 
-from warpforge.kernels.fx_chain import read_chain
+from warpforge.evaluator.judge.compare import compare_outputs
+from warpforge.kernels.fx_chain import apply_steps, read_chain
+from warpforge.kernels.members import with_constants
+from warpforge.kernels.task import get_task
+from warpforge.kernels.tasks import linear_chain
+from warpforge.kernels.variant import builtin_variants
+
+GEMM_VARIANTS = {v.name: v for v in builtin_variants("linear_chain")}
+# one small configuration each: the interpreter's cost, not speed, matters here
+GEMM_PARAMS = {
+    "tiled": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4, "num_warps": 4, "num_stages": 2},
+    "persistent": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "NUM_SMS": 132, "num_warps": 4,
+                   "num_stages": 2},
+}
 
 
 class _Head(nn.Module):
@@ -48,8 +62,54 @@ def test_a_min_or_max_with_a_0d_constant_reads_as_a_clamp_step(fn, steps) -> Non
     chain = read_chain(model)
     assert (None if chain is None else chain.steps) == steps
     if steps is not None:  # the steps compute the forward
-        from warpforge.kernels.fx_chain import apply_steps
-
         x = torch.randn(5, 8)
         with torch.no_grad():
             torch.testing.assert_close(apply_steps(model.gemm(x), steps), model(x))
+
+
+# --- a per-column parameter after a Linear (KernelBench 95: ``x + self.add_value``, add_value [out_features]) ---
+
+def test_a_per_column_parameter_reads_as_a_param_step() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.matmul = nn.Linear(8, 6)
+            self.add_value = nn.Parameter(torch.randn(6))
+
+        def forward(self, x):
+            x = self.matmul(x) + self.add_value
+            return F.hardtanh(torch.tanh(torch.sigmoid(x) * x) / self.add_value, -1, 1)
+
+    chain = read_chain(Model())
+    assert chain is not None and chain.param == "add_value"
+    assert chain.steps == (("add_p", 0.0, 0.0), ("silu", 0.0, 0.0), ("tanh", 0.0, 0.0), ("div_p", 0.0, 0.0),
+                           ("clamp", -1.0, 1.0))
+
+
+@pytest.mark.parametrize("name", ["tiled", "persistent"])
+def test_param_steps_on_the_gemm_templates_match_torch_in_fp32(name: str) -> None:
+    steps = (("add_p", 0.0, 0.0), ("silu", 0.0, 0.0), ("mul_p", 0.0, 0.0), ("sub_p", 0.0, 0.0),
+             ("div_p", 0.0, 0.0), ("mul", 0.5, 0.0))
+    module = load(GEMM_VARIANTS[name])
+    for key, value in linear_chain.member(steps)[2].items():
+        setattr(module, key, value)
+    x, w, b, p = linear_chain.make_inputs({"M": 67, "N": 71, "K": 37}, torch.float32, 0, DEVICE)
+    with nan_allocations():
+        out = module.launch(x, w, b, p, **GEMM_PARAMS[name]).cpu()
+    x, w, b, p = (t.cpu().double() for t in (x, w, b, p))
+    v = F.silu(x @ w.T + b + p)
+    truth = (((v * p) - p) / p) * 0.5
+    atol, rtol = get_task("linear_chain").tolerance(torch.float32)
+    assert compare_outputs([out], [truth], [truth.float()], atol, rtol) is None
+    module.PARAM_COLS = False  # p unread: every p step reads the GEMM's own tile instead, and the check tells
+    with nan_allocations():
+        wrong = module.launch(*(t.float().to(DEVICE) for t in (x, w, b, p)), **GEMM_PARAMS[name]).cpu()
+    assert compare_outputs([wrong], [truth], [truth.float()], atol, rtol) is not None
+
+
+def test_the_rows_template_takes_no_param_member() -> None:
+    constants = tuple(linear_chain.member((("add_p", 0.0, 0.0), ("relu", 0.0, 0.0)))[2].items())
+    assert with_constants(GEMM_VARIANTS["rows"].source, constants) is None
+    assert with_constants(GEMM_VARIANTS["tiled"].source, constants) is not None
+    with pytest.raises(ValueError, match="per-column parameter"):
+        linear_chain.member((("add_p", 0.0, 0.0), ("row_sum", 1.0, 0.0)))

@@ -410,7 +410,9 @@ class _Reader:
                 and set(node.kwargs) <= {"device", "dtype"} and node.kwargs.get("dtype") in (None, torch.float32) \
                 and all(v is None or v in self.meta or isinstance(v, (str, torch.device)) for v in node.kwargs.values()
                         if not isinstance(v, torch.dtype)):
-            self.scalars[node] = float(node.args[0])
+            value = node.args[0]
+            assert isinstance(value, (int, float))
+            self.scalars[node] = float(value)
             return True
         return False
 
@@ -424,7 +426,7 @@ class _Reader:
             return self.scalars[arg]
         if arg.op != "get_attr":
             return None
-        value = self.traced
+        value: Any = self.traced
         for part in str(arg.target).split("."):
             value = getattr(value, part, None)
         if not isinstance(value, torch.Tensor) or value.dim() != 0 or not value.is_floating_point():

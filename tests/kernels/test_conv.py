@@ -96,6 +96,11 @@ CASES = {
     "transposed": (conv.Hyper(transposed=True, stride=(2, 1, 3), padding=(1, 1, 0), dilation=(1, 2, 1),
                               output_padding=(1, 0, 2), groups=2),
                    {"N": 2, "C_IN": 4, "C_OUT": 6, "D": 3, "H": 4, "W": 5, "G": 2}),
+    # no dilation: the templates run it by phase (o % stride per dim), stride 3 with a 3-tap kernel one tap a
+    # phase, padding 2 past the first phase's taps
+    "transposed_phased": (conv.Hyper(transposed=True, stride=(2, 3, 2), padding=(1, 2, 0),
+                                     output_padding=(1, 2, 0), groups=1),
+                          {"N": 2, "C_IN": 5, "C_OUT": 7, "D": 3, "H": 4, "W": 5, "G": 1}),
 }
 
 
@@ -109,7 +114,7 @@ def _truth(hyper: conv.Hyper, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor)
 
 
 # The direct loop pays the interpreter per channel and tap (~10 s a launch on the grouped and transposed cases)
-SLOW = {("direct", "strided_padded_dilated_grouped"), ("direct", "transposed")}
+SLOW = {("direct", "strided_padded_dilated_grouped"), ("direct", "transposed"), ("direct", "transposed_phased")}
 
 
 @pytest.mark.parametrize(("name", "case"), [

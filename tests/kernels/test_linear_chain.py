@@ -125,8 +125,8 @@ PARAMS = {
 SHAPES = [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 71, "K": 37}]
 
 
-def _truth(formula, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return formula(x.double() @ w.double().T + b.double())
+def _truth(formula, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+    return formula(x.double() @ w.double().T + b.double())  # p: read by no chain here (tests/kernels/test_chain_ops.py)
 
 
 def _run(name: str, steps, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -144,10 +144,10 @@ def _bad(out: torch.Tensor, truth: torch.Tensor) -> str | None:
 
 
 def test_member_references_match_the_formulas() -> None:
-    x, w, b = TASK.make_inputs({"M": 13, "N": 17, "K": 19}, torch.float64, 0, "cpu")
+    x, w, b, p = TASK.make_inputs({"M": 13, "N": 17, "K": 19}, torch.float64, 0, "cpu")
     for steps, formula in [*CHAINS.values(), *ROW_CHAINS.values(), *WIDE_CHAINS.values()]:
         _, reference, _ = linear_chain.member(steps)
-        torch.testing.assert_close(reference(x, w, b), _truth(formula, x, w, b), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(reference(x, w, b, p), _truth(formula, x, w, b), rtol=1e-12, atol=1e-12)
 
 
 def test_templates_pass_the_grammar_and_name_the_default_member() -> None:
@@ -393,7 +393,8 @@ def test_a_bias_free_reduction_problem_matches_with_its_bias_filled(tmp_path: Pa
     problem = load_task_file(path)
     match, _ = find_match(problem)
     assert match is not None and (match.task, match.member) == ("linear_chain", "div(2.0)>row_sum(1.0)>mul(1.5)")
-    assert match.adapter is not None and [(f.index, f.value) for f in match.adapter.filled] == [(2, 0.0)]
+    # b and the per-column parameter p, which no step reads, both zero
+    assert match.adapter is not None and [(f.index, f.value) for f in match.adapter.filled] == [(2, 0.0), (3, 0.0)]
     _, variants = matched_files(problem, match, tmp_path / "matched")
     assert [v.stem for v in variants] == ["rows"]
     assert check_module(variants[0].read_text()) is None and "def launch(x, w, **" in variants[0].read_text()
@@ -403,7 +404,8 @@ def test_a_level2_chain_matches_the_family_with_its_constants(tmp_path: Path) ->
     """Among every built-in task (linear is tried first and differs), with the chain's own constants."""
     match, _ = find_match(load_task_file(_problem(tmp_path, "gemm_scale_leaky")))
     assert match is not None and (match.task, match.member) == ("linear_chain", "mul(2.0)>leaky_relu(0.1)")
-    assert match.in_order and match.adapter is None
+    # the per-column parameter p, which no step reads, filled with zeros
+    assert match.in_order and match.adapter is not None and [f.index for f in match.adapter.filled] == [3]
     assert match.keys == {"M": "batch_size", "N": "out_features", "K": "in_features"}
     constants = dict(match.constants)
     assert (constants["OP1"], constants["A1"], constants["OP2"], constants["A2"], constants["OP3"]) == (
@@ -495,6 +497,6 @@ def test_benchmark_judges_level2_chains_ok() -> None:
 def test_gelu_tanh_keeps_its_tail_on_one_element(name: str) -> None:
     """At y = -4.456 the value is -2.6e-5: 0.5 y (1 + tanh(u)) keeps one ulp of 1 there (1.4% off, where a
     one-element check allows 2e-4 relative); y / (1 + exp(-2u)) is the same function without the cancellation."""
-    x, w, b = torch.tensor([[-4.456]]), torch.tensor([[1.0]]), torch.tensor([0.0])
-    out = _run(name, (("gelu_tanh", 0.0, 0.0),), tuple(t.to(DEVICE) for t in (x, w, b)))
+    x, w, b, p = torch.tensor([[-4.456]]), torch.tensor([[1.0]]), torch.tensor([0.0]), torch.tensor([0.0])
+    out = _run(name, (("gelu_tanh", 0.0, 0.0),), tuple(t.to(DEVICE) for t in (x, w, b, p)))
     assert _bad(out, F.gelu(x.double(), approximate="tanh")) is None

@@ -145,6 +145,8 @@ _REDUCE: dict[Any, str] = {
     torch.min: "row_min", "min": "row_min", torch.logsumexp: "row_logsumexp", "logsumexp": "row_logsumexp",
 }
 _SOFTMAX: set[Any] = {torch.softmax, F.softmax, "softmax"}
+# Elementwise min/max of two tensors (as torch.min/max with a tensor second argument): a step when one is 0-d.
+_ELEMENTWISE_MINMAX: set[Any] = {torch.minimum, torch.maximum, "minimum", "maximum"}
 # 1-D pooling modules read as a step: ``pool(v.unsqueeze(1)).squeeze(1)``.
 _POOLS: dict[type[nn.Module], str] = {nn.MaxPool1d: "row_pool_max", nn.AvgPool1d: "row_pool_avg"}
 _BINARY: dict[Any, str] = {
@@ -208,6 +210,9 @@ class _Reader:
         # v.unsqueeze(1) ("unsqueezed") and a 1-D pooling of it ("pooled"), read only through the next step of
         # ``pool(v.unsqueeze(1)).squeeze(1)``.
         self.views: dict[torch.fx.Node, tuple[str, tuple[Step, ...]]] = {}
+        # 0-d tensors made in the forward (``torch.tensor(0.5)``) -> their value; ``v.device``/``v.dtype`` reads.
+        self.scalars: dict[torch.fx.Node, float] = {}
+        self.meta: set[torch.fx.Node] = set()
 
     def read(self) -> tuple[Step, ...] | None:
         inputs = [n for n in self.traced.graph.nodes if n.op == "placeholder"]
@@ -219,6 +224,8 @@ class _Reader:
                 continue
             if node.op == "get_attr":
                 self.params.add(node)
+            elif self._scalar_source(node):
+                continue
             elif node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0] in self.params and (
                     (node.target is getattr and node.args[1] == "T") or node.target == "t"):
                 self.params.add(node)  # W.T of a parameter: the operand of x @ W.T
@@ -275,6 +282,9 @@ class _Reader:
             if kwargs or len(node.args) not in (2, 3) or any(a not in self.params for a in node.args[1:]):
                 raise _Unsupported
             return self._head(node.args[0] is x, len(node.args) == 3)
+        if key in _ELEMENTWISE_MINMAX or (key in _REDUCE and len(node.args) == 2 and not kwargs
+                                          and self._scalar(node.args[1]) is not None):
+            return self._minmax(key, node)
         if key in _REDUCE:
             return self._reduce(_REDUCE[key], node)
         if key in _SOFTMAX:
@@ -347,6 +357,7 @@ class _Reader:
         raise _Pair
 
     def _binary(self, op: str, a: Any, b: Any) -> tuple[Step, ...]:
+        a, b = (v if (c := self._scalar(v)) is None else c for v in (a, b))
         if _number(b):
             # v - c is v + (-c), the same rounding
             by_number = {"mul": ("mul", b), "add": ("add", b), "sub": ("add", -b), "div": ("div", b)}
@@ -389,6 +400,57 @@ class _Reader:
         if residual in ("add_z", "mul_z") and ca == () and cb:
             return cb + ((residual, 0.0, 0.0),)
         raise _Unsupported
+
+    # --- 0-d tensor constants: torch.min(v, torch.tensor(c)), torch.min(v, self.constant), v - self.constant ---
+
+    def _scalar_source(self, node: torch.fx.Node) -> bool:
+        """Record ``v.device`` / ``v.dtype`` (only ever passed on to ``torch.tensor``) and ``torch.tensor(c)`` with
+        a Python number c and no dtype but fp32; True when ``node`` was one of them."""
+        if node.op != "call_function":
+            return False
+        if node.target is getattr and len(node.args) == 2 and node.args[1] in ("device", "dtype"):
+            self.meta.add(node)
+            return True
+        if node.target is torch.tensor and len(node.args) == 1 and _number(node.args[0]) \
+                and set(node.kwargs) <= {"device", "dtype"} and node.kwargs.get("dtype") in (None, torch.float32) \
+                and all(v is None or v in self.meta or isinstance(v, (str, torch.device)) for v in node.kwargs.values()
+                        if not isinstance(v, torch.dtype)):
+            value = node.args[0]
+            assert isinstance(value, (int, float))
+            self.scalars[node] = float(value)
+            return True
+        return False
+
+    def _scalar(self, arg: Any) -> float | None:
+        """The value of a 0-d floating tensor: one made in the forward, or a 0-d attribute of the module (a
+        constant fx lifted, ``torch.tensor(0.5)``, or a scalar ``nn.Parameter``) read as the module holds it now;
+        None for anything else. A parameter's value is the module's at the probe: the numbers then check it."""
+        if not isinstance(arg, torch.fx.Node):
+            return None
+        if arg in self.scalars:
+            return self.scalars[arg]
+        if arg.op != "get_attr":
+            return None
+        value: Any = self.traced
+        for part in str(arg.target).split("."):
+            value = getattr(value, part, None)
+        if not isinstance(value, torch.Tensor) or value.dim() != 0 or not value.is_floating_point():
+            return None
+        return float(value.detach())
+
+    def _minmax(self, key: Any, node: torch.fx.Node) -> tuple[Step, ...]:
+        """``torch.min(v, c)`` / ``torch.minimum(v, c)`` with a 0-d constant c (either order): v clamped at c
+        (``min`` caps from above, ``max`` from below)."""
+        if len(node.args) != 2 or node.kwargs:
+            raise _Unsupported
+        a, b = node.args
+        c, v = self._scalar(b), a
+        if c is None:
+            c, v = self._scalar(a), b
+        if c is None:
+            raise _Unsupported  # two tensors: no step
+        op = "min" if key in (torch.min, "min", torch.minimum, "minimum") else "max"
+        return self._chain(v) + ((op, c, 0.0),)
 
 
 def _number(value: Any) -> bool:

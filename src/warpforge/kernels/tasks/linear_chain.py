@@ -1,6 +1,9 @@
 """A linear layer followed by a chain of elementwise steps, one fused kernel: ``y = chain(x @ w.T + b)``.
 
 ``x`` is [M, K], ``w`` is [N, K] (an ``nn.Linear`` weight), ``b`` is [N]; ``y`` is [M, N] in the inputs' dtype.
+A step may also read ``p`` [N], a parameter per output column (``PARAM_OPS``: KernelBench 95's ``x +
+self.add_value``); a problem without one is this task with ``p`` zero (:data:`FILL_INPUTS`), which a chain
+without such a step never reads (the tiled and persistent templates load it only with ``PARAM_COLS``).
 The chain is up to 6 steps, each an op of kernels/fx_chain.py ``STEP_OPS`` with up to two scalar arguments,
 applied in order to the fp32 accumulator ``z = x @ w.T + b`` before the one rounding and store; a step may
 read ``z`` itself besides the running value (a residual add ``y + z``). Steps of ``ROW_OPS`` see whole rows (a
@@ -44,8 +47,9 @@ from warpforge.kernels.fx_chain import (
 from warpforge.kernels.taskdef import Member
 
 NAME = "linear_chain"
-DESCRIPTION = ("y = chain(x @ w.T + b): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
-               "(scale, shift, residual add, ReLU, LeakyReLU, GELU, sigmoid, tanh, SiLU, Mish, clamp), a row "
+DESCRIPTION = ("y = chain(x @ w.T + b, p): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
+               "(scale, shift, residual add, a per-column parameter p [N], ReLU, LeakyReLU, GELU, sigmoid, tanh, "
+               "SiLU, Mish, clamp), a row "
                "reduction, softmax or 1-D pooling among them, fused into its epilogue; fp32 accumulation, output "
                "in the input dtype")
 
@@ -72,8 +76,9 @@ SMALL_SHAPES: list[dict[str, int]] = [{"M": 256, "N": 512, "K": 256}]
 # IEEE; plain TF32 is ~1e-3 off, 10x the fp32 tolerance).
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
-# A problem's Linear without bias (``x @ W.T``) is this task with b = 0.
-FILL_INPUTS = {2: 0.0}
+# A problem's Linear without bias (``x @ W.T``) is this task with b = 0; one without a per-column parameter, with
+# a zero p that its chain never reads.
+FILL_INPUTS = {2: 0.0, 3: 0.0}
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -95,8 +100,7 @@ def _pool_kernel(k: float) -> int | None:
 def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float | int]]:
     """The family member computing ``steps`` after the linear layer: (name, reference, template constants)."""
     steps = checked(steps)
-    if any(op in PARAM_OPS for op, _, _ in steps):
-        raise ValueError(f"a Linear's chain takes no parameter tensor (the task's inputs are x, w, b): {steps}")
+    param = any(op in PARAM_OPS for op, _, _ in steps)
     at = {kind: [i + 1 for i, (op, _, _) in enumerate(steps) if op in ops] for kind, ops in (
         ("RED_AT", REDUCE_OPS), ("SOFTMAX_AT", {"row_softmax"}), ("POOL_AT", {"row_pool_max", "row_pool_avg"}))}
     first = min((i for spots in at.values() for i in spots), default=0)
@@ -106,21 +110,26 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
                          f"before: {steps}")
     if at["SOFTMAX_AT"] and at["RED_AT"] or at["POOL_AT"] > (at["RED_AT"] or at["SOFTMAX_AT"] or [7]):
         raise ValueError(f"a chain pools before it reduces or normalizes its rows, and does not do both: {steps}")
+    if param and first:
+        raise ValueError(f"a chain reading the per-column parameter reduces, normalizes or pools no row (the "
+                         f"`rows` template, the only one that does, takes no parameter): {steps}")
     if at["POOL_AT"] and _pool_kernel(steps[at["POOL_AT"][0] - 1][1]) is None:
         raise ValueError(f"a pooling's kernel is a power of two up to {MAX_POOL}: {steps}")
     reduce_at = at["RED_AT"]
     squeeze = bool(reduce_at) and steps[reduce_at[0] - 1][1] == 0.0
 
-    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         ct = _compute_dtype(x.dtype)
         z = F.linear(x.to(ct), w.to(ct), b.to(ct))
-        y = apply_steps(z, steps)
+        y = apply_steps(z, steps, p.to(ct))
         return (y.squeeze(-1) if squeeze else y).to(x.dtype)
 
     constants: dict[str, str | float | int] = dict(step_constants(steps))
     for kind, spots in at.items():  # constants only the `rows` template has: the others cannot compute this member
         if spots:
             constants[kind] = spots[0]
+    if param:  # a constant the `rows` template lacks: it is left out
+        constants["PARAM_COLS"] = True
     return ">".join(step_name(s) for s in steps), reference, constants
 
 
@@ -141,7 +150,10 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     x = torch.randn(m, k, generator=gen, dtype=torch.float32)
     w = torch.randn(n, k, generator=gen, dtype=torch.float32) / math.sqrt(k)
     b = 0.5 * torch.randn(n, generator=gen, dtype=torch.float32)
-    return x.to(dtype).to(device), w.to(dtype).to(device), b.to(dtype).to(device)
+    # p of either sign and 0.5 to 1.5 in size: a step adding it moves z by ~its RMS, one multiplying flips signs,
+    # and one dividing by it stays finite
+    p = (0.5 + torch.rand(n, generator=gen)) * torch.randn(n, generator=gen).sign()
+    return tuple(t.to(dtype).to(device) for t in (x, w, b, p))
 
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
@@ -149,8 +161,8 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     """``large``: x and b times 100, z ~ +-100, where exp(-z) overflows fp32 (a sigmoid or softplus written
     without its stable form gives NaN); ``tiny``: times 1e-4, where tanh written as (1 - e^-2z) / (1 + e^-2z)
     cancels (~3e-4 relative)."""
-    x, w, b = make_inputs(shape, torch.float32, seed, "cpu")
-    sets = {"large": (x * 100.0, w, b * 100.0), "tiny": (x * 1e-4, w, b * 1e-4)}
+    x, w, b, p = make_inputs(shape, torch.float32, seed, "cpu")
+    sets = {"large": (x * 100.0, w, b * 100.0, p), "tiny": (x * 1e-4, w, b * 1e-4, p)}
     return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
 
 
@@ -161,10 +173,10 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
-    # x, w and b read once, y written once: the chain costs no memory traffic, the point of fusing it
+    # x, w, b and p read once, y written once: the chain costs no memory traffic, the point of fusing it
     m, n, k = shape["M"], shape["N"], shape["K"]
     size = torch.tensor([], dtype=dtype).element_size()
-    return float((m * k + n * k + n + m * n) * size)
+    return float((m * k + n * k + 2 * n + m * n) * size)
 
 
 def propose_members(model: torch.nn.Module) -> list[Member]:

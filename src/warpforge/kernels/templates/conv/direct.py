@@ -5,7 +5,8 @@ the group's input channels adds the outer product of an input column and a weigh
 No tensor-core tile is padded: where a group has one or a few channels (a depthwise convolution: one input
 and one output channel a group) the implicit GEMM's 16-wide dot tiles compute mostly zeros, and this loop
 computes none; fp32 FMAs are also exact products, torch's fp32 semantics without a tf32x3 split. A
-transposed convolution gathers as the implicit GEMM does (o + pad - k * dil = i * stride).
+transposed convolution gathers (o + pad - k * dil = i * stride) by phase: a program's outputs share o % stride,
+so it runs only the taps on their stride grid, not all of them masked (at stride 2 in 2-D, a quarter).
 """
 
 import torch
@@ -65,18 +66,10 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _source(o, k, size, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constexpr,
-            TRANSPOSED: tl.constexpr):
-    # The input index an output index o reads at tap k, and whether it exists (in range and, for a transposed
-    # convolution, on the stride's grid).
-    if TRANSPOSED:
-        t = o + PAD - k * DIL
-        i = t // STRIDE
-        ok = (t >= 0) & (t - i * STRIDE == 0) & (i < size)
-    else:
-        i = o * STRIDE - PAD + k * DIL
-        ok = (i >= 0) & (i < size)
-    return i, ok
+def _source(o, k, size, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constexpr):
+    # The input index an output index o of a plain convolution reads at tap k, and whether it exists.
+    i = o * STRIDE - PAD + k * DIL
+    return i, (i >= 0) & (i < size)
 
 
 @triton.jit
@@ -176,8 +169,9 @@ def _chain(z, p, OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.
 @triton.jit
 def _conv_direct_kernel(
     x_ptr, w_ptr, b_ptr, p_ptr, y_ptr,
-    D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M,
+    D, H, W, OD, OH, OW, QD, QH, QW, KD, KH, KW, CIN_G, COUT_G, M,
     sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, sp, syn, syc, syd, syh, syw,
+    PH_D: tl.constexpr, PH_H: tl.constexpr, PH_W: tl.constexpr,
     TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
     PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
     DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
@@ -190,15 +184,26 @@ def _conv_direct_kernel(
     pid_n = tl.program_id(1)
     g = tl.program_id(2)
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_ok = offs_m < M
-    ow = offs_m % OW
-    t = offs_m // OW
-    oh = t % OH
-    t = t // OH
-    od = t % OD
+    # A transposed convolution's program owns output positions of one phase (o % stride fixed per dim): a tap
+    # then feeds all of them or none (o + pad - k * dil on the stride's grid), so only the taps of its phase
+    # run, 1 / stride^d of them (a 4x4 kernel at stride 2: 4 taps of 16). QD, QH, QW: positions per phase
+    # (ceil(O / stride)), M: N * QD * QH * QW; a plain convolution is the one phase, Q = O.
+    phase = pid_m % (PH_D * PH_H * PH_W)
+    r_w = phase % PH_W
+    r_h = (phase // PH_W) % PH_H
+    r_d = phase // (PH_W * PH_H)
+    offs_m = (pid_m // (PH_D * PH_H * PH_W)) * BLOCK_M + tl.arange(0, BLOCK_M)
+    q_w = offs_m % QW
+    t = offs_m // QW
+    q_h = t % QH
+    t = t // QH
+    q_d = t % QD
     # int64 for the batch offset: KernelBench's 16 x 128 x 1024^2 output passes 2^31 elements
-    n = (t // OD).to(tl.int64)
+    n = (t // QD).to(tl.int64)
+    ow = q_w * PH_W + r_w
+    oh = q_h * PH_H + r_h
+    od = q_d * PH_D + r_d
+    m_ok = (offs_m < M) & (ow < OW) & (oh < OH) & (od < OD)
 
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channel within the group
     n_ok = offs_n < COUT_G
@@ -212,19 +217,42 @@ def _conv_direct_kernel(
     x_base = x_ptr + n * sxn + (g * CIN_G).to(tl.int64) * sxc
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kd in range(0, KD):
-        i_d, ok_d = _source(od, kd, D, STRIDE_D, PAD_D, DIL_D, TRANSPOSED)
-        for kh in range(0, KH):
-            i_h, ok_h = _source(oh, kh, H, STRIDE_H, PAD_H, DIL_H, TRANSPOSED)
-            for kw in range(0, KW):
-                i_w, ok_w = _source(ow, kw, W, STRIDE_W, PAD_W, DIL_W, TRANSPOSED)
-                x_ptrs = x_base + i_d * sxd + i_h * sxh + i_w * sxw
-                x_ok = m_ok & ok_d & ok_h & ok_w
-                w_ptrs = w_base + kd * swd + kh * swh + kw * sww
-                for ci in range(0, CIN_G):
-                    xv = tl.load(x_ptrs + ci * sxc, mask=x_ok, other=0.0).to(tl.float32)
-                    wv = tl.load(w_ptrs + ci * w_step, mask=n_ok, other=0.0).to(tl.float32)
-                    acc += xv[:, None] * wv[None, :]
+    if TRANSPOSED:
+        for kd in range(0, KD):
+            e_d = r_d + PAD_D - kd * DIL_D  # the phase's offset to the stride grid: whole taps only
+            if e_d % STRIDE_D == 0:
+                i_d = q_d + e_d // STRIDE_D
+                ok_d = (i_d >= 0) & (i_d < D)
+                for kh in range(0, KH):
+                    e_h = r_h + PAD_H - kh * DIL_H
+                    if e_h % STRIDE_H == 0:
+                        i_h = q_h + e_h // STRIDE_H
+                        ok_h = (i_h >= 0) & (i_h < H)
+                        for kw in range(0, KW):
+                            e_w = r_w + PAD_W - kw * DIL_W
+                            if e_w % STRIDE_W == 0:
+                                i_w = q_w + e_w // STRIDE_W
+                                x_ptrs = x_base + i_d * sxd + i_h * sxh + i_w * sxw
+                                x_ok = m_ok & ok_d & ok_h & (i_w >= 0) & (i_w < W)
+                                w_ptrs = w_base + kd * swd + kh * swh + kw * sww
+                                for ci in range(0, CIN_G):
+                                    xv = tl.load(x_ptrs + ci * sxc, mask=x_ok, other=0.0).to(tl.float32)
+                                    wv = tl.load(w_ptrs + ci * w_step, mask=n_ok, other=0.0).to(tl.float32)
+                                    acc += xv[:, None] * wv[None, :]
+    else:
+        for kd in range(0, KD):
+            i_d, ok_d = _source(od, kd, D, STRIDE_D, PAD_D, DIL_D)
+            for kh in range(0, KH):
+                i_h, ok_h = _source(oh, kh, H, STRIDE_H, PAD_H, DIL_H)
+                for kw in range(0, KW):
+                    i_w, ok_w = _source(ow, kw, W, STRIDE_W, PAD_W, DIL_W)
+                    x_ptrs = x_base + i_d * sxd + i_h * sxh + i_w * sxw
+                    x_ok = m_ok & ok_d & ok_h & ok_w
+                    w_ptrs = w_base + kd * swd + kh * swh + kw * sww
+                    for ci in range(0, CIN_G):
+                        xv = tl.load(x_ptrs + ci * sxc, mask=x_ok, other=0.0).to(tl.float32)
+                        wv = tl.load(w_ptrs + ci * w_step, mask=n_ok, other=0.0).to(tl.float32)
+                        acc += xv[:, None] * wv[None, :]
 
     # the bias and the chain in fp32, before the one rounding; p is read per tile like the bias (BLOCK_N values
     # against BLOCK_M x BLOCK_N outputs) and 1 past the channels, so a div_p step's masked lanes stay finite
@@ -259,15 +287,19 @@ def launch(x, w, b, p, **params):
     OW = _out_size(W, KW, STRIDE_W, PAD_W, DIL_W, OUT_PAD_W)
     y = torch.empty((N, C_out, OD, OH, OW), device=x.device, dtype=x.dtype)
     COUT_G = C_out // groups
-    M = N * OD * OH * OW
+    # a transposed convolution's outputs split by phase, one per stride step in each dim (the kernel's note)
+    ph = (STRIDE_D, STRIDE_H, STRIDE_W) if TRANSPOSED else (1, 1, 1)
+    QD, QH, QW = triton.cdiv(OD, ph[0]), triton.cdiv(OH, ph[1]), triton.cdiv(OW, ph[2])
+    M = N * QD * QH * QW
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
-    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), groups)
+    grid = (triton.cdiv(M, bm) * ph[0] * ph[1] * ph[2], triton.cdiv(COUT_G, bn), groups)
     _conv_direct_kernel[grid](
         x, w, b, p, y,
-        D, H, W, OD, OH, OW, KD, KH, KW, C_in // groups, COUT_G, M,
+        D, H, W, OD, OH, OW, QD, QH, QW, KD, KH, KW, C_in // groups, COUT_G, M,
         x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
         w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0), p.stride(0),
         y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
+        PH_D=ph[0], PH_H=ph[1], PH_W=ph[2],
         TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
         PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
         OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,

@@ -3,7 +3,9 @@ one group, reduced over that group's input channels x kernel taps, the [BLOCK_M,
 the input with its padding masked (no im2col copy in memory).
 
 A transposed convolution is the same GEMM with a gather: output position o takes input i where
-o + pad - k * dil = i * stride, so a tap whose (o + pad - k * dil) is not a multiple of the stride is masked.
+o + pad - k * dil = i * stride. Without dilation a program owns outputs of one phase (o % stride per dim), and
+its K runs over the taps on their stride grid only (k = k0 + j * stride: a quarter of them at stride 2 in 2-D,
+an eighth in 3-D); with dilation every tap runs, the ones off the grid masked.
 The grid's third axis is the group; a group's weight panel is read through w's strides in either layout
 ([C_out, C_in / G, k...] or, transposed, [C_in, C_out / G, k...]).
 """
@@ -173,8 +175,9 @@ def _chain(z, p, OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.
 @triton.jit
 def _conv_kernel(
     x_ptr, w_ptr, b_ptr, p_ptr, y_ptr,
-    D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M, K,
+    D, H, W, OD, OH, OW, QD, QH, QW, KD, KH, KW, JD, JH, JW, CIN_G, COUT_G, M, K,
     sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, sp, syn, syc, syd, syh, syw,
+    PHASED: tl.constexpr, PH_D: tl.constexpr, PH_H: tl.constexpr, PH_W: tl.constexpr,
     TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
     PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
     DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
@@ -187,15 +190,24 @@ def _conv_kernel(
     pid_n = tl.program_id(1)
     g = tl.program_id(2)
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_ok = offs_m < M
-    ow = offs_m % OW
-    t = offs_m // OW
-    oh = t % OH
-    t = t // OH
-    od = t % OD
+    # Phased (the module's note): QD, QH, QW positions per phase (ceil(O / stride)), M = N * QD * QH * QW; else
+    # one phase, Q = O.
+    phase = pid_m % (PH_D * PH_H * PH_W)
+    r_w = phase % PH_W
+    r_h = (phase // PH_W) % PH_H
+    r_d = phase // (PH_W * PH_H)
+    offs_m = (pid_m // (PH_D * PH_H * PH_W)) * BLOCK_M + tl.arange(0, BLOCK_M)
+    q_w = offs_m % QW
+    t = offs_m // QW
+    q_h = t % QH
+    t = t // QH
+    q_d = t % QD
     # int64 for the batch offset: KernelBench's 16 x 128 x 1024^2 output passes 2^31 elements
-    n = (t // OD).to(tl.int64)
+    n = (t // QD).to(tl.int64)
+    ow = q_w * PH_W + r_w
+    oh = q_h * PH_H + r_h
+    od = q_d * PH_D + r_d
+    m_ok = (offs_m < M) & (ow < OW) & (oh < OH) & (od < OD)
 
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channel within the group
     n_ok = offs_n < COUT_G
@@ -214,45 +226,78 @@ def _conv_kernel(
         o_w = ow * STRIDE_W - PAD_W
     x_row = n * sxn + g * CIN_G * sxc
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)  # (input channel of the group, kd, kh, kw), kw fastest
-        k_ok = offs_k < K
-        kw = offs_k % KW
-        r = offs_k // KW
-        kh = r % KH
-        r = r // KH
-        kd = r % KD
-        ci = r // KD
-        if TRANSPOSED:
-            # output o takes input i = (o + pad - k * dil) / stride where that is whole and in range
-            t_d = o_d[:, None] - (kd * DIL_D)[None, :]
-            t_h = o_h[:, None] - (kh * DIL_H)[None, :]
-            t_w = o_w[:, None] - (kw * DIL_W)[None, :]
-            i_d = t_d // STRIDE_D
-            i_h = t_h // STRIDE_H
-            i_w = t_w // STRIDE_W
-            ok = ((t_d >= 0) & (i_d * STRIDE_D == t_d) & (i_d < D) & (t_h >= 0) & (i_h * STRIDE_H == t_h)
-                  & (i_h < H) & (t_w >= 0) & (i_w * STRIDE_W == t_w) & (i_w < W))
+    if PHASED:
+        # the phase's first tap on the stride grid in each dim, and its input offset: output q * S + r takes,
+        # at tap k0 + j * S, input q + (r + pad - k0) / S - j (a whole number by the choice of k0)
+        k0_d = (r_d + PAD_D) % STRIDE_D
+        k0_h = (r_h + PAD_H) % STRIDE_H
+        k0_w = (r_w + PAD_W) % STRIDE_W
+        c_d = (r_d + PAD_D - k0_d) // STRIDE_D
+        c_h = (r_h + PAD_H - k0_h) // STRIDE_H
+        c_w = (r_w + PAD_W - k0_w) // STRIDE_W
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)  # (input channel of the group, jd, jh, jw), jw fastest
+            jw = offs_k % JW
+            r = offs_k // JW
+            jh = r % JH
+            r = r // JH
+            jd = r % JD
+            ci = r // JD
+            kd = k0_d + jd * STRIDE_D
+            kh = k0_h + jh * STRIDE_H
+            kw = k0_w + jw * STRIDE_W
+            # JD = ceil(KD / S): a phase whose first tap is late has one fewer, masked here
+            tap_ok = (offs_k < K) & (kd < KD) & (kh < KH) & (kw < KW)
+            i_d = q_d[:, None] + (c_d - jd)[None, :]
+            i_h = q_h[:, None] + (c_h - jh)[None, :]
+            i_w = q_w[:, None] + (c_w - jw)[None, :]
+            ok = (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H) & (i_w >= 0) & (i_w < W)
             a_ptrs = x_ptr + x_row[:, None] + (ci * sxc)[None, :] + i_d * sxd + i_h * sxh + i_w * sxw
-        else:
-            # input index o * stride - pad + k * dil, in [0, size) unless in the padding
-            k_d = kd * DIL_D
-            k_h = kh * DIL_H
-            k_w = kw * DIL_W
-            ok = ((o_d[:, None] >= -k_d[None, :]) & (o_d[:, None] < (D - k_d)[None, :])
-                  & (o_h[:, None] >= -k_h[None, :]) & (o_h[:, None] < (H - k_h)[None, :])
-                  & (o_w[:, None] >= -k_w[None, :]) & (o_w[:, None] < (W - k_w)[None, :]))
-            x_col = ci * sxc + k_d * sxd + k_h * sxh + k_w * sxw
-            x_origin = x_row + o_d * sxd + o_h * sxh + o_w * sxw
-            a_ptrs = x_ptr + (x_origin[:, None] + x_col[None, :])
-        a = tl.load(a_ptrs, mask=ok & m_ok[:, None] & k_ok[None, :], other=0.0)
-        tap = kd * swd + kh * swh + kw * sww
-        if TRANSPOSED:  # w [C_in, C_out / G, k...]
+            a = tl.load(a_ptrs, mask=ok & m_ok[:, None] & tap_ok[None, :], other=0.0)
+            tap = kd * swd + kh * swh + kw * sww  # w [C_in, C_out / G, k...]
             w_ptrs = w_ptr + (g * CIN_G + ci)[:, None] * sw0 + offs_n[None, :] * sw1 + tap[:, None]
-        else:  # w [C_out, C_in / G, k...]
-            w_ptrs = w_ptr + co[None, :] * sw0 + (ci * sw1 + tap)[:, None]
-        wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = tl.dot(a, wt, acc, input_precision=DOT_PRECISION)
+            wt = tl.load(w_ptrs, mask=tap_ok[:, None] & n_ok[None, :], other=0.0)
+            acc = tl.dot(a, wt, acc, input_precision=DOT_PRECISION)
+    else:
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)  # (input channel of the group, kd, kh, kw), kw fastest
+            k_ok = offs_k < K
+            kw = offs_k % KW
+            r = offs_k // KW
+            kh = r % KH
+            r = r // KH
+            kd = r % KD
+            ci = r // KD
+            if TRANSPOSED:
+                # output o takes input i = (o + pad - k * dil) / stride where that is whole and in range
+                t_d = o_d[:, None] - (kd * DIL_D)[None, :]
+                t_h = o_h[:, None] - (kh * DIL_H)[None, :]
+                t_w = o_w[:, None] - (kw * DIL_W)[None, :]
+                i_d = t_d // STRIDE_D
+                i_h = t_h // STRIDE_H
+                i_w = t_w // STRIDE_W
+                ok = ((t_d >= 0) & (i_d * STRIDE_D == t_d) & (i_d < D) & (t_h >= 0) & (i_h * STRIDE_H == t_h)
+                      & (i_h < H) & (t_w >= 0) & (i_w * STRIDE_W == t_w) & (i_w < W))
+                a_ptrs = x_ptr + x_row[:, None] + (ci * sxc)[None, :] + i_d * sxd + i_h * sxh + i_w * sxw
+            else:
+                # input index o * stride - pad + k * dil, in [0, size) unless in the padding
+                k_d = kd * DIL_D
+                k_h = kh * DIL_H
+                k_w = kw * DIL_W
+                ok = ((o_d[:, None] >= -k_d[None, :]) & (o_d[:, None] < (D - k_d)[None, :])
+                      & (o_h[:, None] >= -k_h[None, :]) & (o_h[:, None] < (H - k_h)[None, :])
+                      & (o_w[:, None] >= -k_w[None, :]) & (o_w[:, None] < (W - k_w)[None, :]))
+                x_col = ci * sxc + k_d * sxd + k_h * sxh + k_w * sxw
+                x_origin = x_row + o_d * sxd + o_h * sxh + o_w * sxw
+                a_ptrs = x_ptr + (x_origin[:, None] + x_col[None, :])
+            a = tl.load(a_ptrs, mask=ok & m_ok[:, None] & k_ok[None, :], other=0.0)
+            tap = kd * swd + kh * swh + kw * sww
+            if TRANSPOSED:  # w [C_in, C_out / G, k...]
+                w_ptrs = w_ptr + (g * CIN_G + ci)[:, None] * sw0 + offs_n[None, :] * sw1 + tap[:, None]
+            else:  # w [C_out, C_in / G, k...]
+                w_ptrs = w_ptr + co[None, :] * sw0 + (ci * sw1 + tap)[:, None]
+            wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+            acc = tl.dot(a, wt, acc, input_precision=DOT_PRECISION)
 
     # the bias and the chain in fp32, before the one rounding; p is read per tile like the bias (BLOCK_N values
     # against BLOCK_M x BLOCK_N outputs) and 1 past the channels, so a div_p step's masked lanes stay finite
@@ -288,18 +333,25 @@ def launch(x, w, b, p, **params):
     y = torch.empty((N, C_out, OD, OH, OW), device=x.device, dtype=x.dtype)
     CIN_G = C_in // groups
     COUT_G = C_out // groups
-    M = N * OD * OH * OW
-    K = CIN_G * KD * KH * KW
+    # a transposed convolution without dilation runs by phase (the module's note): per phase ceil(O / S) output
+    # positions and ceil(k / S) taps in each dim
+    phased = TRANSPOSED and DIL_D == 1 and DIL_H == 1 and DIL_W == 1
+    ph = (STRIDE_D, STRIDE_H, STRIDE_W) if phased else (1, 1, 1)
+    QD, QH, QW = triton.cdiv(OD, ph[0]), triton.cdiv(OH, ph[1]), triton.cdiv(OW, ph[2])
+    JD, JH, JW = triton.cdiv(KD, ph[0]), triton.cdiv(KH, ph[1]), triton.cdiv(KW, ph[2])
+    M = N * QD * QH * QW
+    K = CIN_G * JD * JH * JW
     # fp32 inputs: torch's fp32 convolution is IEEE fp32; TF32 alone is ~1e-3 off, tf32x3 within ~1e-6.
     precision = "tf32x3" if x.dtype == torch.float32 else "tf32"
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
-    grid = (triton.cdiv(M, bm), triton.cdiv(COUT_G, bn), groups)
+    grid = (triton.cdiv(M, bm) * ph[0] * ph[1] * ph[2], triton.cdiv(COUT_G, bn), groups)
     _conv_kernel[grid](
         x, w, b, p, y,
-        D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, M, K,
+        D, H, W, OD, OH, OW, QD, QH, QW, KD, KH, KW, JD, JH, JW, CIN_G, COUT_G, M, K,
         x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
         w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0), p.stride(0),
         y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
+        PHASED=phased, PH_D=ph[0], PH_H=ph[1], PH_W=ph[2],
         TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
         PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
         OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,

@@ -263,7 +263,7 @@ def _linear_rows_kernel(
                      e.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def launch(x, w, b, **params):
+def launch(x, w, b, p, **params):  # p [N]: read by no member this template takes (no PARAM_COLS)
     M, K = x.shape
     N, K2 = w.shape
     assert K == K2, f"in_features differ: x is {tuple(x.shape)}, w is {tuple(w.shape)}"

@@ -30,6 +30,8 @@ B5 = 0.0
 OP6 = "none"
 A6 = 0.0
 B6 = 0.0
+# Whether a step reads p, the per-column parameter [N] (add_p, sub_p, mul_p, div_p): only then is it loaded.
+PARAM_COLS = False
 
 SPACE = {
     "BLOCK_M": [64, 128, 256],
@@ -81,8 +83,9 @@ def _softplus(x):
 
 
 @triton.jit
-def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
-    # One step of the chain on the fp32 tile: y the running value, z the GEMM output with its bias.
+def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
+    # One step of the chain on the fp32 tile: y the running value, z the GEMM output with its bias, p the
+    # per-column parameter ([1, BLOCK_N], fp32).
     if OP == "none":
         out = y
     elif OP == "mul":
@@ -99,6 +102,14 @@ def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = y - z
     elif OP == "mul_z":
         out = y * z
+    elif OP == "add_p":
+        out = y + p
+    elif OP == "sub_p":
+        out = y - p
+    elif OP == "mul_p":
+        out = y * p
+    elif OP == "div_p":
+        out = y / p
     elif OP == "relu":
         out = tl.maximum(y, 0.0)
     elif OP == "leaky_relu":
@@ -132,28 +143,29 @@ def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
 
 
 @triton.jit
-def _chain(z, OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr,
+def _chain(z, p, OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr,
            B2: tl.constexpr, OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr,
            A4: tl.constexpr, B4: tl.constexpr, OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr,
            OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr):
     # Steps past the chain's end are "none": resolved at compile time, they cost nothing.
-    y = _step(z, z, OP1, A1, B1)
-    y = _step(y, z, OP2, A2, B2)
-    y = _step(y, z, OP3, A3, B3)
-    y = _step(y, z, OP4, A4, B4)
-    y = _step(y, z, OP5, A5, B5)
-    y = _step(y, z, OP6, A6, B6)
+    y = _step(z, z, p, OP1, A1, B1)
+    y = _step(y, z, p, OP2, A2, B2)
+    y = _step(y, z, p, OP3, A3, B3)
+    y = _step(y, z, p, OP4, A4, B4)
+    y = _step(y, z, p, OP5, A5, B5)
+    y = _step(y, z, p, OP6, A6, B6)
     return y
 
 
 @triton.jit
 def _linear_chain_kernel(
-    a_ptr, b_ptr, bias_ptr, c_ptr,
+    a_ptr, b_ptr, bias_ptr, p_ptr, c_ptr,
     M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_cm, stride_cn,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_p, stride_cm, stride_cn,
     OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
     OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
     OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
+    PARAM_COLS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
@@ -190,13 +202,17 @@ def _linear_chain_kernel(
     # up to 7 times (and overflow where z passes 65504 but the chain's result does not)
     bias = tl.load(bias_ptr + offs_cn * stride_bias, mask=offs_cn < N, other=0.0)
     z = acc + bias.to(tl.float32)[None, :]
-    y = _chain(z, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
+    if PARAM_COLS:  # 1 past the columns, so a div_p step's masked lanes stay finite
+        pv = tl.load(p_ptr + offs_cn * stride_p, mask=offs_cn < N, other=1.0).to(tl.float32)[None, :]
+    else:
+        pv = z
+    y = _chain(z, pv, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, y.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-def launch(x, w, b, **params):
+def launch(x, w, b, p, **params):
     M, K = x.shape
     N, K2 = w.shape
     assert K == K2, f"in_features differ: x is {tuple(x.shape)}, w is {tuple(w.shape)}"
@@ -206,12 +222,14 @@ def launch(x, w, b, **params):
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _linear_chain_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-        x, w, b, y,
+        x, w, b, p, y,
         M, N, K,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(1),
+        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), p.stride(0), y.stride(0),
+        y.stride(1),
         OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
         OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"], DOT_PRECISION=precision,
+        PARAM_COLS=PARAM_COLS, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
+        DOT_PRECISION=precision,
         num_warps=params["num_warps"], num_stages=params["num_stages"],
     )
     return y

@@ -230,6 +230,70 @@ def test_a_grouped_transposed_problem_with_a_bias_matches(tmp_path: Path) -> Non
     assert match is not None and (match.task, match.member) == PROBLEMS["transposed3d_grouped"][4:], tried
 
 
+HEAVY = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.conv = nn.{module}(in_channels, out_channels, {kernel}, {hyper}bias=False)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+batch_size = 16
+in_channels = 64
+out_channels = 64
+{sizes}
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, {dims})]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels]
+"""
+
+# KernelBench 58's and 80's kind: a 3x5x7 kernel over a strided transposed 3-D convolution (its gather visits
+# every tap of every output), a 5x7 one over a dilated 2-D image; 1e8 to 3e10 multiply-adds at the shapes that
+# 100k input elements alone allowed
+HEAVY_PROBLEMS = {
+    "transposed3d": ("ConvTranspose3d", "(3, 5, 7)", "stride=2, padding=1, ", {"depth": 16, "height": 32, "width": 64}),
+    "conv2d_dilated": ("Conv2d", "(5, 7)", "padding=(2, 3), dilation=(2, 1), ", {"height": 128, "width": 256}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEAVY_PROBLEMS))
+def test_derived_check_shapes_are_capped_by_their_work_and_run(tmp_path: Path, name: str) -> None:
+    from warpforge.kernels.kernelbench import CHECK_MACS
+
+    module, kernel, hyper, sizes = HEAVY_PROBLEMS[name]
+    path = tmp_path / f"{name}.py"
+    path.write_text(HEAVY.format(module=module, kernel=kernel, hyper=hyper, dims=", ".join(sizes),
+                                 sizes="\n".join(f"{d} = {v}" for d, v in sizes.items())))
+    task = load_task_file(path)
+    assert len(task.check_shapes) >= 2, task.check_shapes
+    taps = 3 * 5 * 7 if module.endswith("3d") else 5 * 7
+    for shape in task.check_shapes:
+        x, w = task.make_inputs(shape, torch.float32, 0, "cpu")
+        y = task.reference(x, w)
+        # every output sums its window: all of x's channels (one group) times the kernel's taps
+        macs = y.numel() * x.shape[1] * taps
+        assert macs <= CHECK_MACS, (shape, macs)
+        assert y.shape[2:] == torch.Size(
+            F.conv_transpose3d(x, w, stride=2, padding=1).shape[2:] if module.endswith("3d")
+            else F.conv2d(x, w, padding=(2, 3), dilation=(2, 1)).shape[2:])
+        assert torch.isfinite(y).all()
+        # the judge's hidden shapes draw each size down to half of it: the padded image still holds the
+        # (dilated) kernel there, 2 * 4 + 1 rows and 7 columns
+        if not module.startswith("ConvTranspose"):
+            assert shape["height"] // 2 + 2 * 2 >= 9 and shape["width"] // 2 + 2 * 3 >= 7, shape
+
+
 # KernelBench level 1 (bias-free, so the bias is filled): a 3-D, a 1-D, a depthwise 2-D, a pointwise 2-D and
 # transposed 2-D and 1-D (67, 87 and 64 ship: they run from a fresh clone)
 LEVEL1_MATCHES = {

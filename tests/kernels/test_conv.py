@@ -235,6 +235,82 @@ def test_a_grouped_transposed_problem_with_a_bias_matches(tmp_path: Path) -> Non
     assert match is not None and (match.task, match.member) == PROBLEMS["transposed3d_grouped"][4:], tried
 
 
+HEAVY = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.conv = nn.{module}(in_channels, out_channels, {kernel}, {hyper}bias=False)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+batch_size = 16
+in_channels = 64
+out_channels = 64
+{sizes}
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, {dims})]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels]
+"""
+
+# KernelBench 58's, 80's and 82's kinds: a 3x5x7 kernel over a strided transposed 3-D convolution (its gather
+# visits every tap of every output), a 5x7 one over a dilated 2-D image, a depthwise 3x3 one (a group a
+# channel); 1e8 to 3e10 multiply-adds, or 1e7 taps, at the shapes that 100k input elements alone allowed
+HEAVY_PROBLEMS = {
+    "transposed3d": ("ConvTranspose3d", "(3, 5, 7)", "stride=2, padding=1, ", {"depth": 16, "height": 32, "width": 64}),
+    "conv2d_dilated": ("Conv2d", "(5, 7)", "padding=(2, 3), dilation=(2, 1), ", {"height": 128, "width": 256}),
+    "depthwise2d": ("Conv2d", "3", "groups=in_channels, ", {"height": 256, "width": 256}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEAVY_PROBLEMS))
+def test_derived_check_shapes_are_capped_by_their_work_and_run(tmp_path: Path, name: str) -> None:
+    from warpforge.kernels.kernelbench import CHECK_MACS, CHECK_TAPS, KEEP_AT_MOST
+
+    module, kernel, hyper, sizes = HEAVY_PROBLEMS[name]
+    path = tmp_path / f"{name}.py"
+    path.write_text(HEAVY.format(module=module, kernel=kernel, hyper=hyper, dims=", ".join(sizes),
+                                 sizes="\n".join(f"{d} = {v}" for d, v in sizes.items())))
+    task = load_task_file(path)
+    assert task.check_shapes, task.check_shapes
+    for shape in task.check_shapes:
+        x, w = task.make_inputs(shape, torch.float32, 0, "cpu")
+        y = task.reference(x, w)
+        if module.startswith("ConvTranspose"):
+            truth = F.conv_transpose3d(x, w, stride=2, padding=1)
+        elif "groups" in hyper:
+            truth = F.conv2d(x, w, groups=x.shape[1])
+        else:
+            truth = F.conv2d(x, w, padding=(2, 3), dilation=(2, 1))
+        assert y.shape == truth.shape and torch.isfinite(y).all()
+        # every output sums its window: a group's input channels times the kernel's taps; a direct loop over
+        # tiles of 16 output channels a group steps through every tap of every output position per tile
+        groups = x.shape[1] if "groups" in hyper else 1
+        taps = w[0, 0].numel()
+        positions = y[:, 0].numel()
+        macs = y.numel() * (x.shape[1] // groups) * taps
+        steps = positions * taps * groups * -(-(y.shape[1] // groups) // 16)
+        # within the caps, or as small as the derivation goes: no size above KEEP_AT_MOST left to halve (the
+        # transposed 3-D one's 105 taps over 5 x 5 x 5 inputs are 1.4e5 steps)
+        at_floor = all(v <= KEEP_AT_MOST for v in shape.values())
+        assert (macs <= CHECK_MACS and steps <= CHECK_TAPS) or at_floor, (shape, macs, steps)
+        assert macs < 1e8 and steps < 1e6, (shape, macs, steps)
+        # the judge's hidden shapes draw each size down to half of it: the padded image still holds the
+        # (dilated) kernel there, 2 * 4 + 1 rows and 7 columns
+        if name == "conv2d_dilated":
+            assert shape["height"] // 2 + 2 * 2 >= 9 and shape["width"] // 2 + 2 * 3 >= 7, shape
+
+
 # KernelBench level 1 (bias-free, so the bias is filled): a 3-D, a 1-D, a depthwise 2-D, a pointwise 2-D and
 # transposed 2-D and 1-D (67, 87 and 64 ship: they run from a fresh clone)
 LEVEL1_MATCHES = {
@@ -266,6 +342,22 @@ def test_benchmark_judges_the_shipped_convolutions_ok() -> None:
     rows = {r["problem"]: r for r in json.loads(out.stdout)["rows"]}
     for name, row in rows.items():
         assert row["matched"].startswith("conv") and row["correct"], (name, row["why"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["63_conv_standard_2D__square_input__square_kernel", "58_conv_transposed_3D__"
+                                  "asymmetric_input__asymmetric_kernel"])
+def test_benchmark_judges_convolutions_that_timed_out_ok(name: str,
+                                                         kernelbench_file: Callable[[int, str], Path]) -> None:
+    """Problems whose check shapes held 7e7 to 1.6e8 multiply-adds before the work cap (63 timed out in the
+    judge, then took 453 s; after the cap 255 s, 58 374 s, on a loaded machine), judged end to end at one trial."""
+    path = kernelbench_file(1, name)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(path.parent),
+                          "--problems", name.split("_")[0], "--trials", "1", "--json"],
+                         capture_output=True, text=True, env=env, check=True)
+    row = json.loads(out.stdout)["rows"][0]
+    assert row["matched"].startswith("conv") and row["correct"], (name, row["why"])
 
 
 # ---- the elementwise chain after the convolution (KernelBench level 2) ----

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -51,6 +51,17 @@ FLOOR_ELEMENTS = 1_000_000
 # which with the reference model's own copy measured 1.3 GB resident for VGG19 at batch 1 (143M weights);
 # 2_ShallowWideMLP's benchmark weights (32768 x 32768 twice) would be 17 GB.
 TOTAL_ELEMENTS = 160_000_000
+# Largest work a derived check shape may hold (:class:`Work`): 100k elements bound the inputs, not the work.
+# KernelBench level 1's convolutions derived 1e8-2.7e8 multiply-adds (58, 62, 80: a 3x5x7 or 5x9 kernel over
+# 8-128 channels), and a depthwise one (82) 61504 outputs x 9 taps. The interpreter pays ~1 ms per tile op on
+# this machine's 2 cores (loaded): the conv direct template's launch at 128 positions x 16 channels took 136 s
+# at 7.3e7 multiply-adds (63) and 134 s at 5.5e5 tap steps (82), and the judge's whole check has 240-410 s for
+# ~14 launches. At these caps its slowest configuration is ~10-20 s a launch.
+CHECK_MACS = 10_000_000
+CHECK_TAPS = 100_000
+# While capping the work, a size above KEEP_AT_MOST is halved only where the code also runs at half the halved
+# value: the judge's hidden shapes draw each size from [v/2, 1.2 v + 2], so an image cut to 7 under a 7-wide
+# kernel (which a hidden 3 would break) keeps its size and the channels shrink instead.
 # A generated copy of a problem file may end with this dict (evaluator/judge/matching.py): shape keys of the
 # matched built-in task -> the problem's globals, so that task's templates read their usual keys.
 ALIAS_ATTR = "WARPFORGE_SHAPE_KEYS"
@@ -236,6 +247,56 @@ def _candidates(sizes: list[str], bench: Shape) -> list[tuple[Shape, bool]]:
 
 
 
+class Work(NamedTuple):
+    """What a forward computes, as the interpreter pays for it: multiply-adds (a convolution's counted as its
+    gather computes them, every tap of every output), and a convolution's tap steps: output positions x
+    kernel taps x groups x tiles of 16 output channels a group, the steps of a direct loop that holds a tile
+    of positions x 16 channels (index and mask work per tap, paid once per multiply-add by a depthwise
+    convolution, whose 1-channel groups fill no tile)."""
+
+    macs: int
+    taps: int
+
+    @property
+    def over(self) -> bool:
+        return self.macs > CHECK_MACS or self.taps > CHECK_TAPS
+
+
+def forward_work(model: torch.nn.Module, inputs: list[Any]) -> Work | None:
+    """The :class:`Work` of ``model``'s forward on ``inputs`` (meta tensors: nothing computed); None when the
+    forward cannot be counted there."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    steps: list[int] = []
+
+    def gather_conv(x_shape: list[int], w_shape: list[int], *args: Any, out_shape: list[int] | None = None,
+                    **kwargs: Any) -> int:
+        # FLOPs (2 per multiply-add): out elements x input channels of a group x taps. torch's own count takes
+        # a transposed convolution's input positions, 1/stride^dims of this (1/8 at stride 2 in 3-D).
+        assert out_shape is not None
+        c_out = max(int(out_shape[1]), 1)
+        positions = math.prod(int(d) for d in out_shape) // c_out
+        taps = math.prod(int(d) for d in w_shape[2:])
+        if args[4]:  # (bias, stride, padding, dilation, transposed, ...): w is [C_in, C_out / G, k...]
+            groups = max(c_out // max(int(w_shape[1]), 1), 1)
+            c_in_group = int(w_shape[0]) // groups
+        else:  # w is [C_out, C_in / G, k...]
+            groups = max(int(x_shape[1]) // max(int(w_shape[1]), 1), 1)
+            c_in_group = int(w_shape[1])
+        steps.append(positions * taps * groups * -(-(c_out // groups) // 16))
+        return 2 * positions * c_out * taps * c_in_group
+
+    aten = torch.ops.aten
+    counter = FlopCounterMode(display=False, custom_mapping={aten.convolution: gather_conv,
+                                                             aten._convolution: gather_conv})
+    try:
+        with counter, torch.no_grad():
+            model(*inputs)
+    except Exception:  # noqa: BLE001 - an op without a meta kernel, the user's code at a size it was not written for
+        return None
+    return Work(int(counter.get_total_flops()) // 2, sum(steps))
+
+
 def as_run(model: torch.nn.Module) -> torch.nn.Module:
     """The model as KernelBench runs it: as constructed (nn.Module starts in training mode, so a BatchNorm
     normalizes with the batch's own statistics), with every Dropout module off, since a random mask is no
@@ -411,6 +472,17 @@ class KernelBenchProblem:
         dims = self._input_dims(values)
         return None if dims is None else sum(math.prod(d) for d in dims)
 
+    def _work(self, values: Shape) -> Work | None:
+        """The forward's :class:`Work` at these globals (on meta tensors); None when unknown."""
+        try:
+            with torch.device("meta"):
+                ns = self.source.namespace(values)
+                model = ns["Model"](*ns["get_init_inputs"]())
+                inputs = list(ns["get_inputs"]())
+        except Exception:  # noqa: BLE001 - the user's code at values it was not written for (or without meta)
+            return None
+        return forward_work(model, inputs)
+
     def _meta_failure(self, values: Shape) -> str | None:
         """Why the file's code fails at these globals, found on meta tensors (shapes only, nothing allocated:
         a pooling window larger than the image, an assert on the image size); None when it runs there."""
@@ -452,7 +524,13 @@ class KernelBenchProblem:
                 try:
                     biggest = self.largest_input(values)
                     total = self._total_elements(values) if biggest <= CHECK_ELEMENTS else None
-                    if biggest <= CHECK_ELEMENTS and (total is None or total <= TOTAL_ELEMENTS):
+                    fits = biggest <= CHECK_ELEMENTS and (total is None or total <= TOTAL_ELEMENTS)
+                    # within the elements but over the work: the sizes still large enough to halve go on
+                    # shrinking (none: this is as small as the work cap goes)
+                    heavy: list[str] = []
+                    if fits and (work := self._work(values)) is not None and work.over:
+                        heavy = [n for n in self.size_names if n not in kept and values[n] > KEEP_AT_MOST]
+                    if fits and not heavy:
                         inputs = make(self.public(values), 0)
                         outs = _tensors(reference(*inputs))
                         if outs and all(torch.isfinite(o).all() for o in outs if o.is_floating_point()):
@@ -469,7 +547,7 @@ class KernelBenchProblem:
                     if odd or not out:
                         failures.append(f"{shape_key({n: values[n] for n in self.size_names})} ({why})")
                     break
-                open_sizes = [n for n in self.size_names if n not in kept and values[n] > 1]
+                open_sizes = heavy or [n for n in self.size_names if n not in kept and values[n] > 1]
                 if not open_sizes:
                     if floor is None or biggest < floor[1]:
                         floor = (dict(values), biggest, dict(kept))
@@ -481,7 +559,13 @@ class KernelBenchProblem:
                 if single is not None:
                     kept[name] = single
                     continue
-                if retreat:
+                if heavy:
+                    refused = self._meta_failure(new) or self._meta_failure({**new, name: max(1, new[name] // 2)})
+                    if refused is not None:
+                        kept[name] = (f"{name} stays {values[name]} under the work cap: the code fails at "
+                                      f"{new[name]} or half of it ({refused})")
+                        continue
+                elif retreat:
                     if meta_probe is None:
                         meta_probe = self._meta_failure(self.bench) is None
                     refused = self._meta_failure(new) if meta_probe else None
@@ -493,6 +577,12 @@ class KernelBenchProblem:
         note = ""
         if not out and floor is not None:
             return self._at_floor(floor, reference, make)
+        # A candidate whose sizes all reached KEEP_AT_MOST may still be over the work (8 channels x 8^3 under a
+        # 3x5x7 kernel: 9e7 MACs); while another is within it, the heavy one is left out.
+        works = [self._work(self.globals_of(s)) for s in out]
+        light = [s for s, w in zip(out, works) if w is None or not w.over]
+        known = [(w, s) for s, w in zip(out, works) if w is not None]
+        out = light or ([min(known, key=lambda ws: ws[0].macs)[1]] if known else out)  # else the lightest
         if failures:
             note = (f"check shapes: {self.path.name} could not run at {'; '.join(failures[:3])}"
                     + (f" (derived sizes kept: {', '.join(shape_key(s) for s in out)})" if out else

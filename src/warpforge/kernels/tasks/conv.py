@@ -43,7 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from warpforge.kernels.fx_chain import ROW_OPS, Step, apply_steps, checked, read_chain, step_constants, step_name
+from warpforge.kernels.channel_steps import apply_channel_steps, channel_constants
+from warpforge.kernels.fx_chain import Step, apply_steps, checked, read_chain, step_constants, step_name
 from warpforge.kernels.taskdef import Member
 
 NAME = "conv"
@@ -137,7 +138,8 @@ def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper,
     else:
         y = F.conv3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.dilation, groups)
     if steps:
-        y = apply_steps(y, steps, None if p is None else p.to(ct))
+        apply = apply_channel_steps if channel_constants(steps) else apply_steps
+        y = apply(y, steps, None if p is None else p.to(ct))
     return y.to(x.dtype)
 
 
@@ -150,13 +152,13 @@ def member(hyper: Hyper, steps: tuple[Step, ...] = ()) -> tuple[str, Callable[..
         raise ValueError(f"not a convolution's hyperparameters: {hyper}")
     if steps:
         steps = checked(steps)
-    if any(op in ROW_OPS for op, _, _ in steps):
-        raise ValueError(f"a convolution's chain is elementwise (no reduction over channels): {steps}")
+    # a reduction or softmax over the channels: constants only the `channel_rows` template has
+    rows = channel_constants(steps)
 
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         return conv(x, w, b, hyper, steps, p)
 
-    constants: dict[str, str | float | bool | int] = {**hyper.constants(), **step_constants(steps)}
+    constants: dict[str, str | float | bool | int] = {**hyper.constants(), **step_constants(steps), **rows}
     return ">".join([hyper.name, *map(step_name, steps)]), reference, constants
 
 
@@ -284,7 +286,7 @@ def proposals(model: nn.Module, transposed: bool) -> list[Member]:
         return [Member(*member(hyper))]
     try:
         return [Member(*member(hyper, chain.steps))]
-    except ValueError:  # a reduction over the channels, a chain past 6 steps
+    except ValueError:  # a pooling or a second reduction over the channels, a chain past 6 steps
         return []
 
 

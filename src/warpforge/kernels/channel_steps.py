@@ -6,17 +6,16 @@ that way, the template constants that say where, and the reference.
 kernels/fx_chain.py reads ``dim=1`` reductions and softmaxes as its ``row_*`` steps (a Linear's output row is a
 conv output pixel's channels); here they act on dim 1 of the [N, C, D, H, W] output. Only the conv template
 `channel_rows` (kernels/templates/conv/channel_rows.py), whose programs own every channel of their output
-pixels, computes them, through the constants ``RED_AT`` and ``SOFTMAX_AT`` that every such member sets (the
-other conv templates lack them, so they are no templates of these members); a global average pooling
-(``spatial_mean``, constant ``POOL_AT``) only the template `global_pool`, whose programs add their pixels'
-channel sums into per-image totals.
+pixels, computes them and a global average pooling (``spatial_mean``), through the constants ``RED_AT``,
+``SOFTMAX_AT`` and ``POOL_AT`` that every such member sets (the other conv templates lack them, so they are no
+templates of these members).
 
 Example::
 
     >>> channel_constants((("mul", 2.0, 0.0), ("row_min", 1.0, 0.0)))
-    {'RED_AT': 2, 'SOFTMAX_AT': 0}
+    {'RED_AT': 2, 'SOFTMAX_AT': 0, 'POOL_AT': 0}
     >>> channel_constants((("spatial_mean", 0.0, 0.0), ("add_p", 0.0, 0.0), ("row_logsumexp", 1.0, 0.0)))
-    {'POOL_AT': 1, 'RED_AT': 3, 'SOFTMAX_AT': 0}
+    {'RED_AT': 3, 'SOFTMAX_AT': 0, 'POOL_AT': 1}
     >>> channel_constants((("relu", 0.0, 0.0),))
     {}
 """
@@ -37,8 +36,8 @@ def channel_constants(steps: tuple[Step, ...]) -> dict[str, int]:
 
 
 def _rows(steps: tuple[Step, ...]) -> dict[str, int]:
-    """``RED_AT`` and ``SOFTMAX_AT`` of a chain with one reduction or softmax over the channels (the
-    `channel_rows` template's). Refused: a pooling, two row steps, a reduction without keepdim (the problem's
+    """``RED_AT`` and ``SOFTMAX_AT`` (``POOL_AT`` 0) of a chain with one reduction or softmax over the
+    channels. Refused: a pooling, two row steps, a reduction without keepdim (the problem's
     [N, H, W] has no unit dim where the task's output has its channel), a step after the row step that reads z,
     or p after a reduction (a per-channel parameter would broadcast the one value back over the channels)."""
     spots = [i for i, (op, _, _) in enumerate(steps) if op in ROW_OPS]
@@ -53,12 +52,12 @@ def _rows(steps: tuple[Step, ...]) -> dict[str, int]:
                          f"and pools nothing: {steps}")
     if any(s.endswith("_z") or (reduce and s in PARAM_OPS) for s, _, _ in after):
         raise ValueError(f"no step after a reduction over the channels reads z or a parameter: {steps}")
-    return {"RED_AT": at + 1 if reduce else 0, "SOFTMAX_AT": 0 if reduce else at + 1}
+    return {"RED_AT": at + 1 if reduce else 0, "SOFTMAX_AT": 0 if reduce else at + 1, "POOL_AT": 0}
 
 
 def _pooled(steps: tuple[Step, ...]) -> dict[str, int]:
-    """``POOL_AT``, ``RED_AT`` and ``SOFTMAX_AT`` (always 0) of a chain with one global average pooling (the
-    `global_pool` template's): elementwise steps before it, and after it elementwise steps on the [N, C]
+    """``RED_AT``, ``SOFTMAX_AT`` (always 0) and ``POOL_AT`` of a chain with one global average pooling:
+    elementwise steps before it, and after it elementwise steps on the [N, C]
     means with at most one reduction over the channels (KernelBench 42's logsumexp), no z."""
     at = next(i for i, (op, _, _) in enumerate(steps) if op == "spatial_mean")
     before, after = steps[:at], steps[at + 1:]
@@ -68,7 +67,7 @@ def _pooled(steps: tuple[Step, ...]) -> dict[str, int]:
         raise ValueError(f"a convolution's chain pools globally once, after elementwise steps, and then reads no "
                          f"z and takes no softmax: {steps}")
     red = rows.get("RED_AT", 0)
-    return {"POOL_AT": at + 1, "RED_AT": red and at + 1 + red, "SOFTMAX_AT": 0}
+    return {"RED_AT": red and at + 1 + red, "SOFTMAX_AT": 0, "POOL_AT": at + 1}
 
 
 def apply_channel_steps(y: torch.Tensor, steps: tuple[Step, ...], p: torch.Tensor | None) -> torch.Tensor:

@@ -77,7 +77,7 @@ STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.T
     "row_pool_max": lambda y, z, a, b: F.max_pool1d(y.unsqueeze(1), int(a)).squeeze(1),
     "row_pool_avg": lambda y, z, a, b: F.avg_pool1d(y.unsqueeze(1), int(a)).squeeze(1),
     # A convolution's global average pooling: [N, C, ...] -> [N, C, 1, ...], the mean over every spatial dim
-    # (only a convolution head is read with it, and only the conv template `global_pool` computes it).
+    # (only a convolution head is read with it, and only the conv template `channel_rows` computes it).
     "spatial_mean": lambda y, z, a, b: y.mean(tuple(range(2, y.dim())), keepdim=True),
 }
 # Reductions of each row to one value.

@@ -22,6 +22,11 @@ per output channel (``PARAM_OPS``: ``x + self.bias`` with the bias [C_out, 1, 1]
 task with ``p`` zero, which a chain without such a step never reads. :func:`propose_members` reads the chain
 from the problem's forward after its one ``nn.ConvNd`` (kernels/fx_chain.py ``read_chain``).
 
+A chain may also reduce over the channels (min, max, sum, mean, logsumexp with keepdim: y is [N, 1, OD, OH,
+OW]) or take their softmax, or pool globally (``spatial_mean``: y is [N, C_out, 1, 1, 1], then [N, 1, 1, 1, 1]
+after a reduction over the channels): kernels/channel_steps.py, computed by the template `channel_rows` alone
+(its constants ``RED_AT``, ``SOFTMAX_AT``, ``POOL_AT``).
+
 Example::
 
     >>> from warpforge.kernels.tasks import conv
@@ -50,7 +55,8 @@ from warpforge.kernels.taskdef import Member
 NAME = "conv"
 DESCRIPTION = ("y = chain(conv(x, w) + b, p): a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, "
                "padding, dilation and groups as a member's constants) and up to 6 elementwise steps, p a "
-               "per-channel parameter; fp32 accumulation, output in the input dtype")
+               "per-channel parameter, a reduction or softmax over the channels or a global average pooling among "
+               "them; fp32 accumulation, output in the input dtype")
 
 # The task's own shapes: a 3x3x3 convolution (make_inputs' kernel). G is the group count; the task's shapes use 1.
 # KernelBench level 1's 3-D problems (16 x 3 -> 64 channels at 64^3) and a ResNet-like 2-D layer as unit depth.

@@ -1,16 +1,21 @@
-"""Convolution + chain with programs that own every output channel of their output pixels: a program takes
-BLOCK_M output positions and sweeps each group's channel tiles of BLOCK_N (an implicit-GEMM tile on the tensor
-cores, its bias and the chain's steps in fp32), so a step that reduces over the channels (min, max, sum, mean,
-logsumexp: ``RED_AT``) is folded across the tiles in registers and only [N, 1, OD, OH, OW] values are stored,
-never the [N, C_out, ...] convolution (KernelBench's conv + min/max/logsumexp over dim 1).
+"""Convolution + chain with programs that own every output channel of their output positions: a program takes
+BLOCK_M output positions of one image and sweeps each group's channel tiles of BLOCK_N (an implicit-GEMM tile on
+the tensor cores, its bias and the chain's steps in fp32), so the chain may act across the channels or the
+image, and the [N, C_out, ...] convolution is never stored:
 
-A softmax over the channels (``SOFTMAX_AT``) normalizes a tile in registers when one tile holds every channel
-(one group, C_out <= BLOCK_N: KernelBench's 16 to 128 channels); otherwise a first pass folds each pixel's max
-and rescaled sum and parks its values in fp32 scratch, and a second normalizes them. The steps after the row
-step act on the reduced values, or on the normalized tile (a per-channel parameter there too).
+- ``RED_AT``: a reduction over the channels (min, max, sum, mean, logsumexp; keepdim), folded across the tiles
+  in registers; [N, 1, OD, OH, OW] stored (KernelBench's conv + min/max/logsumexp over dim 1);
+- ``SOFTMAX_AT``: a softmax over the channels, in registers when one tile holds every channel (one group,
+  C_out <= BLOCK_N: KernelBench's 16 to 128 channels); otherwise a first pass folds each position's max and
+  rescaled sum and parks its values in fp32 scratch, and a second normalizes them;
+- ``POOL_AT``: a global average pooling: each program adds its positions' per-channel sums into the image's fp32
+  totals with atomics, and the image's last program to finish (an atomic count) takes the means and applies the
+  steps after the pooling to them, a reduction over the channels among them (``RED_AT`` past ``POOL_AT``:
+  KernelBench 42's logsumexp); [N, C_out, 1, 1, 1] or [N, 1, 1, 1, 1] stored. The totals' order of addition
+  varies from run to run (fp32 atomics: ~1e-7 relative).
 
-Only members that reduce or normalize over the channels are this template's: constraints() accepts no
-configuration for an elementwise chain, which the implicit GEMM computes with the channel tiles in parallel.
+Without any of them (the task's plain member) the tiles are stored as they come: the implicit GEMM's work with
+a group's channel tiles in one program.
 """
 
 import torch
@@ -34,9 +39,9 @@ OUT_PAD_D = 0
 OUT_PAD_H = 0
 OUT_PAD_W = 0
 # The chain (kernels/fx_chain.py steps): each step's op and scalars, "none" ends it; rewritten by the matcher
-# with the steps a problem's forward applies after its convolution. The default: a logsumexp over the channels.
-OP1 = "row_logsumexp"
-A1 = 1.0
+# with the steps a problem's forward applies after its convolution.
+OP1 = "none"
+A1 = 0.0
 B1 = 0.0
 OP2 = "none"
 A2 = 0.0
@@ -53,13 +58,14 @@ B5 = 0.0
 OP6 = "none"
 A6 = 0.0
 B6 = 0.0
-# The step (1-6) that reduces over the channels (keepdim), and the one that takes their softmax; 0: none
-# (kernels/channel_steps.py: every member of this template sets both).
-RED_AT = 1
+# The step (1-6) that reduces over the channels (keepdim), the one that takes their softmax, the one that pools
+# globally; 0: none (kernels/channel_steps.py: a member sets all three, or none for an elementwise chain).
+RED_AT = 0
 SOFTMAX_AT = 0
+POOL_AT = 0
 
 # No tile below 4096 outputs (the implicit GEMM's reason: the interpreter pays per tile op); BLOCK_N 16 for
-# KernelBench's 16-channel problems (58, 78), where a 64-wide tile would compute 3/4 padding.
+# KernelBench's 16-channel problems (58, 78, 96), where a 64-wide tile would compute 3/4 padding.
 SPACE = {
     "BLOCK_M": [128, 256, 64],
     "BLOCK_N": [64, 128, 32, 16],
@@ -70,22 +76,16 @@ SPACE = {
 
 # H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
 _SMEM_BYTES = 232448
-_REDUCE_OPS = ("row_sum", "row_mean", "row_max", "row_min", "row_logsumexp")
 
 
 def constraints(params, shape):
-    ops = (OP1, OP2, OP3, OP4, OP5, OP6)
-    reduce = RED_AT != 0 and ops[RED_AT - 1] in _REDUCE_OPS
-    softmax = SOFTMAX_AT != 0 and ops[SOFTMAX_AT - 1] == "row_softmax"
-    if reduce == softmax:  # an elementwise chain (the implicit GEMM's), or constants that disagree
-        return False
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
     smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
     if smem > _SMEM_BYTES or bm * bn < 4096:
         return False
-    # the fp32 accumulator, the gather's index tiles and the fold's exp tile share 255 registers a thread: 64
-    # accumulator values a thread at most (as the implicit GEMM), 32 index values
+    # the fp32 accumulator and the gather's index tiles share 255 registers a thread: 64 accumulator values a
+    # thread at most (as the implicit GEMM), 32 index values
     return bm * bn <= 2048 * warps and bm * bk <= 1024 * warps
 
 
@@ -246,8 +246,8 @@ def _conv_tile(x_ptr, w_ptr, b_ptr, x_row, o_d, o_h, o_w, m_ok, g, offs_n, co, n
 
 @triton.jit
 def _conv_rows_kernel(
-    x_ptr, w_ptr, b_ptr, p_ptr, y_ptr, s_ptr,
-    D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, G, C_OUT, M, K,
+    x_ptr, w_ptr, b_ptr, p_ptr, y_ptr, s_ptr, t_ptr, c_ptr,
+    D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, G, C_OUT, P, K,
     sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, sp, syn, syc, syd, syh, syw,
     TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
     PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
@@ -255,20 +255,18 @@ def _conv_rows_kernel(
     OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
     OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
     OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
-    RED_AT: tl.constexpr, RED_OP: tl.constexpr, SOFTMAX_AT: tl.constexpr, ONE_TILE: tl.constexpr,
-    PRE_LAST: tl.constexpr,
+    RED_AT: tl.constexpr, RED_OP: tl.constexpr, SOFTMAX_AT: tl.constexpr, POOL_AT: tl.constexpr,
+    ONE_TILE: tl.constexpr, PRE_LAST: tl.constexpr, POOL_LAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_ok = offs_m < M
+    pid_p = tl.program_id(0)
+    img = tl.program_id(1)
+    offs_m = pid_p * BLOCK_M + tl.arange(0, BLOCK_M)  # output position within the image
+    m_ok = offs_m < P
     ow = offs_m % OW
     t = offs_m // OW
     oh = t % OH
-    t = t // OH
-    od = t % OD
-    # int64 for the batch offset: KernelBench's 16 x 128 x 1024^2 output passes 2^31 elements
-    n = (t // OD).to(tl.int64)
+    od = t // OH
     # each output position's window origin in each dim (the gather's), as in the implicit GEMM
     if TRANSPOSED:
         o_d = od + PAD_D
@@ -278,13 +276,15 @@ def _conv_rows_kernel(
         o_d = od * STRIDE_D - PAD_D
         o_h = oh * STRIDE_H - PAD_H
         o_w = ow * STRIDE_W - PAD_W
-    x_row = n * sxn
+    # int64 image offsets: KernelBench's 16 x 128 x 1024^2 output passes 2^31 elements
+    n = img.to(tl.int64)
+    x_row = n * sxn + tl.zeros((BLOCK_M,), dtype=tl.int64)  # per position, as _conv_tile takes it
     y_row = n * syn + od * syd + oh * syh + ow * syw  # channel 0 of each output position
+    s_row = (n * P + offs_m) * C_OUT  # the position's row of the softmax scratch [N * P, C_out]
     # the running fold over the channels: a sum (sum, mean), an extremum, or logsumexp's and softmax's (max,
     # rescaled sum)
-    online: tl.constexpr = RED_OP == "row_logsumexp" or SOFTMAX_AT != 0
     red = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    if RED_OP == "row_max" or online:
+    if RED_OP == "row_max" or RED_OP == "row_logsumexp" or SOFTMAX_AT != 0:
         red = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     if RED_OP == "row_min":
         red = tl.full((BLOCK_M,), float("inf"), tl.float32)
@@ -304,7 +304,12 @@ def _conv_rows_kernel(
                        OP6, A6, B6)
             col = n_ok[None, :]
             y_ptrs = y_ptr + y_row[:, None] + (co * syc)[None, :]
-            if ONE_TILE:
+            if POOL_AT != 0:
+                part = tl.sum(tl.where(m_ok[:, None] & col, y, 0.0), axis=0)
+                tl.atomic_add(t_ptr + img * C_OUT + co, part, mask=n_ok)
+            elif RED_AT == 0 and SOFTMAX_AT == 0:
+                tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & col)
+            elif ONE_TILE:
                 # every channel in this tile: the softmax in registers (masked channels weigh 0)
                 top = tl.max(tl.where(col, y, float("-inf")), axis=1)
                 e = tl.where(col, tl.exp(y - top[:, None]), 0.0)
@@ -320,15 +325,23 @@ def _conv_rows_kernel(
                 red = tl.minimum(red, tl.min(tl.where(col, y, float("inf")), axis=1))
             else:
                 if SOFTMAX_AT != 0:
-                    # the pixel's values wait in fp32 scratch [M, C_out] for its max and sum (pass 2 below)
-                    tl.store(s_ptr + offs_m[:, None] * C_OUT + co[None, :], y, mask=m_ok[:, None] & col)
+                    # the position's values wait in fp32 scratch for its max and sum (pass 2 below)
+                    tl.store(s_ptr + s_row[:, None] + co[None, :], y, mask=m_ok[:, None] & col)
                 # online logsumexp: rescale the running sum to the new maximum
                 top = tl.maximum(red, tl.max(tl.where(col, y, float("-inf")), axis=1))
                 safe = tl.where(top == float("-inf"), 0.0, top)
                 scaled = scaled * tl.exp(red - safe) + tl.sum(tl.where(col, tl.exp(y - safe[:, None]), 0.0),
                                                               axis=1)
                 red = top
-    if RED_AT != 0:
+    if POOL_AT != 0:
+        # every thread's additions before the count (the barrier; the count's acq_rel orders them before it)
+        tl.debug_barrier()
+        done = tl.atomic_add(c_ptr + img, 1)
+        if done == tl.num_programs(0) - 1:
+            _pooled(p_ptr, y_ptr, t_ptr + img * C_OUT, y_ptr + n * syn, C_OUT, P, sp, syc, OP1, A1, B1, OP2, A2,
+                    B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6, RED_AT, RED_OP, POOL_AT, POOL_LAST,
+                    BLOCK_N)
+    elif RED_AT != 0:
         if RED_OP == "row_mean":
             red = red / C_OUT
         if RED_OP == "row_logsumexp":
@@ -336,7 +349,7 @@ def _conv_rows_kernel(
         r = _steps(red, red, red, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
                    OP6, A6, B6)
         tl.store(y_ptr + y_row, r.to(y_ptr.dtype.element_ty), mask=m_ok)
-    if SOFTMAX_AT != 0 and not ONE_TILE:
+    elif SOFTMAX_AT != 0 and not ONE_TILE:
         # pass 2: exp(y - max) / sum from the scratch this program wrote (the barrier makes every thread's
         # stores visible to the others'), then the steps after the softmax
         tl.debug_barrier()
@@ -345,12 +358,67 @@ def _conv_rows_kernel(
             co = c0 + tl.arange(0, BLOCK_N)
             c_ok = co < C_OUT
             mask = m_ok[:, None] & c_ok[None, :]
-            y = tl.load(s_ptr + offs_m[:, None] * C_OUT + co[None, :], mask=mask, other=0.0)
+            y = tl.load(s_ptr + s_row[:, None] + co[None, :], mask=mask, other=0.0)
             pv = tl.load(p_ptr + co * sp, mask=c_ok, other=1.0).to(tl.float32)[None, :]
             e = tl.exp(y - top[:, None]) / scaled[:, None]
             e = _steps(e, e, pv, SOFTMAX_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5,
                        B5, OP6, A6, B6)
             tl.store(y_ptr + y_row[:, None] + (co * syc)[None, :], e.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _pooled(p_ptr, y_ptr, totals, out, C_OUT, P, sp, syc, OP1: tl.constexpr, A1: tl.constexpr,
+            B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr, OP3: tl.constexpr,
+            A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
+            OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr,
+            B6: tl.constexpr, RED_AT: tl.constexpr, RED_OP: tl.constexpr, POOL_AT: tl.constexpr,
+            POOL_LAST: tl.constexpr, BLOCK_N: tl.constexpr):
+    # An image's means (its totals read back by atomics, coherent with the other programs' additions), the steps
+    # after the pooling, and a fold over the channels when one reduces them; stored at out (channel 0).
+    red = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    if RED_OP == "row_max" or RED_OP == "row_logsumexp":
+        red = tl.full((BLOCK_N,), float("-inf"), tl.float32)
+    if RED_OP == "row_min":
+        red = tl.full((BLOCK_N,), float("inf"), tl.float32)
+    scaled = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for c0 in range(0, C_OUT, BLOCK_N):
+        co = c0 + tl.arange(0, BLOCK_N)
+        c_ok = co < C_OUT
+        mean = tl.atomic_add(totals + co, tl.zeros((BLOCK_N,), tl.float32), mask=c_ok) / P
+        pv = tl.load(p_ptr + co * sp, mask=c_ok, other=1.0).to(tl.float32)
+        v = _steps(mean, mean, pv, POOL_AT + 1, POOL_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5,
+                   A5, B5, OP6, A6, B6)
+        # lane-wise folds (each lane its own channels), combined across the lanes below
+        if RED_AT == 0:
+            tl.store(out + co * syc, v.to(y_ptr.dtype.element_ty), mask=c_ok)
+        elif RED_OP == "row_sum" or RED_OP == "row_mean":
+            red += tl.where(c_ok, v, 0.0)
+        elif RED_OP == "row_max":
+            red = tl.maximum(red, tl.where(c_ok, v, float("-inf")))
+        elif RED_OP == "row_min":
+            red = tl.minimum(red, tl.where(c_ok, v, float("inf")))
+        else:
+            # online logsumexp per lane: rescale the lane's sum to its new maximum
+            top = tl.maximum(red, tl.where(c_ok, v, float("-inf")))
+            safe = tl.where(top == float("-inf"), 0.0, top)
+            scaled = scaled * tl.exp(red - safe) + tl.where(c_ok, tl.exp(v - safe), 0.0)
+            red = top
+    if RED_AT != 0:
+        if RED_OP == "row_sum" or RED_OP == "row_mean":
+            r = tl.sum(red, axis=0)
+        elif RED_OP == "row_max":
+            r = tl.max(red, axis=0)
+        elif RED_OP == "row_min":
+            r = tl.min(red, axis=0)
+        else:
+            top = tl.max(red, axis=0)
+            safe = tl.where(top == float("-inf"), 0.0, top)
+            r = tl.where(top == float("-inf"), top, safe + tl.log(tl.sum(scaled * tl.exp(red - safe), axis=0)))
+        if RED_OP == "row_mean":
+            r = r / C_OUT
+        r = _steps(r, r, r, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6,
+                   A6, B6)
+        tl.store(out, r.to(y_ptr.dtype.element_ty))
 
 
 def _out_size(size, k, stride, pad, dil, out_pad):
@@ -373,22 +441,24 @@ def launch(x, w, b, p, **params):
     OH = _out_size(H, KH, STRIDE_H, PAD_H, DIL_H, OUT_PAD_H)
     OW = _out_size(W, KW, STRIDE_W, PAD_W, DIL_W, OUT_PAD_W)
     ops = (OP1, OP2, OP3, OP4, OP5, OP6)
-    assert (RED_AT == 0) != (SOFTMAX_AT == 0), "a member of this template reduces or normalizes its channels"
-    y = torch.empty((N, 1 if RED_AT else C_out, OD, OH, OW), device=x.device, dtype=x.dtype)
-    CIN_G = C_in // groups
-    COUT_G = C_out // groups
-    M = N * OD * OH * OW
-    K = CIN_G * KD * KH * KW
+    P = OD * OH * OW
+    dims = (1, 1, 1) if POOL_AT else (OD, OH, OW)
+    y = torch.empty((N, 1 if RED_AT else C_out, *dims), device=x.device, dtype=x.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     one_tile = bool(SOFTMAX_AT) and groups == 1 and C_out <= bn
     # a softmax over more channels than a tile parks its values in fp32 (the output may be half: exp of a
     # rounded value is off by its rounding times the value, 0.4 at 100 in fp16)
-    scratch = torch.empty((M, C_out), device=x.device, dtype=torch.float32) if SOFTMAX_AT and not one_tile else y
+    scratch = torch.empty((N * P, C_out), device=x.device, dtype=torch.float32) if SOFTMAX_AT and not one_tile \
+        else y
+    # a pooling's per-image channel totals (fp32 whatever the output's dtype) and counts of finished programs
+    totals = torch.zeros((N, C_out) if POOL_AT else (1,), device=x.device, dtype=torch.float32)
+    count = torch.zeros((N if POOL_AT else 1,), device=x.device, dtype=torch.int32)
     # fp32 inputs: torch's fp32 convolution is IEEE fp32; TF32 alone is ~1e-3 off, tf32x3 within ~1e-6.
     precision = "tf32x3" if x.dtype == torch.float32 else "tf32"
-    _conv_rows_kernel[(triton.cdiv(M, bm),)](
-        x, w, b, p, y, scratch,
-        D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, groups, C_out, M, K,
+    _conv_rows_kernel[(triton.cdiv(P, bm), N)](
+        x, w, b, p, y, scratch, totals, count,
+        D, H, W, OD, OH, OW, KD, KH, KW, C_in // groups, C_out // groups, groups, C_out, P,
+        C_in // groups * KD * KH * KW,
         x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
         w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0), p.stride(0),
         y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
@@ -396,8 +466,9 @@ def launch(x, w, b, p, **params):
         PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
         OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
         OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
-        RED_AT=RED_AT, RED_OP=ops[RED_AT - 1] if RED_AT else "none", SOFTMAX_AT=SOFTMAX_AT, ONE_TILE=one_tile,
-        PRE_LAST=(RED_AT or SOFTMAX_AT) - 1,
+        RED_AT=RED_AT, RED_OP=ops[RED_AT - 1] if RED_AT else "none", SOFTMAX_AT=SOFTMAX_AT, POOL_AT=POOL_AT,
+        # the last step on tiles, and the last on a pooling's means before their reduction
+        ONE_TILE=one_tile, PRE_LAST=(POOL_AT or RED_AT or SOFTMAX_AT or 7) - 1, POOL_LAST=(RED_AT or 7) - 1,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
         num_warps=params["num_warps"], num_stages=params["num_stages"],
     )

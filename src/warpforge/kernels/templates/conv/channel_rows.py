@@ -312,7 +312,7 @@ def _conv_rows_kernel(
             elif ONE_TILE:
                 # every channel in this tile: the softmax in registers (masked channels weigh 0)
                 top = tl.max(tl.where(col, y, float("-inf")), axis=1)
-                e = tl.where(col, tl.exp(y - top[:, None]), 0.0)
+                e = tl.exp(tl.where(col, y - top[:, None], float("-inf")))  # (no exp of a masked lane's value)
                 e = e / tl.sum(e, axis=1)[:, None]
                 e = _steps(e, e, pv, SOFTMAX_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5,
                            A5, B5, OP6, A6, B6)
@@ -330,8 +330,8 @@ def _conv_rows_kernel(
                 # online logsumexp: rescale the running sum to the new maximum
                 top = tl.maximum(red, tl.max(tl.where(col, y, float("-inf")), axis=1))
                 safe = tl.where(top == float("-inf"), 0.0, top)
-                scaled = scaled * tl.exp(red - safe) + tl.sum(tl.where(col, tl.exp(y - safe[:, None]), 0.0),
-                                                              axis=1)
+                ex = tl.exp(tl.where(col, y - safe[:, None], float("-inf")))  # (no exp of a masked lane's value)
+                scaled = scaled * tl.exp(red - safe) + tl.sum(ex, axis=1)
                 red = top
     if POOL_AT != 0:
         # every thread's additions before the count (the barrier; the count's acq_rel orders them before it)
@@ -358,7 +358,7 @@ def _conv_rows_kernel(
             co = c0 + tl.arange(0, BLOCK_N)
             c_ok = co < C_OUT
             mask = m_ok[:, None] & c_ok[None, :]
-            y = tl.load(s_ptr + s_row[:, None] + co[None, :], mask=mask, other=0.0)
+            y = tl.load(s_ptr + s_row[:, None] + co[None, :], mask=mask, other=float("-inf"))
             pv = tl.load(p_ptr + co * sp, mask=c_ok, other=1.0).to(tl.float32)[None, :]
             e = tl.exp(y - top[:, None]) / scaled[:, None]
             e = _steps(e, e, pv, SOFTMAX_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5,
@@ -401,7 +401,7 @@ def _pooled(p_ptr, y_ptr, totals, out, C_OUT, P, sp, syc, OP1: tl.constexpr, A1:
             # online logsumexp per lane: rescale the lane's sum to its new maximum
             top = tl.maximum(red, tl.where(c_ok, v, float("-inf")))
             safe = tl.where(top == float("-inf"), 0.0, top)
-            scaled = scaled * tl.exp(red - safe) + tl.where(c_ok, tl.exp(v - safe), 0.0)
+            scaled = scaled * tl.exp(red - safe) + tl.exp(tl.where(c_ok, v - safe, float("-inf")))
             red = top
     if RED_AT != 0:
         if RED_OP == "row_sum" or RED_OP == "row_mean":

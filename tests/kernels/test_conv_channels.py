@@ -234,9 +234,11 @@ def _judge(copy: Path, variant: Path) -> str:
     return result.verdict.value
 
 
-# a reduction over the channels, a softmax with a parameter (reordered inputs), a pooling then a reduction
-JUDGED = ["25_Conv2d_Min_Tanh_Tanh", "91_ConvTranspose2d_Softmax_BiasAdd_Scaling_Sigmoid",
-          "42_ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum_Multiply"]
+# a reduction over the channels; a global pooling. (91's stride-2 transposed gather of 16 taps, 3/4 of them
+# masked, runs past the interpreter's budget on its check shapes on a loaded CPU. 42 is no member at every hidden
+# shape: its bias (C, 1, 1) still broadcasts after the pooling as (C, 2, 3), which the judge may draw, and then
+# the problem sums a logsumexp over 6 positions.)
+JUDGED = ["25_Conv2d_Min_Tanh_Tanh", "67_Conv2d_GELU_GlobalAvgPool"]
 
 
 @pytest.mark.parametrize("name", JUDGED)

@@ -78,6 +78,9 @@ STEP_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.T
     # [M, N] -> [M, N // a], the last N % a columns dropped.
     "row_pool_max": lambda y, z, a, b: F.max_pool1d(y.unsqueeze(1), int(a)).squeeze(1),
     "row_pool_avg": lambda y, z, a, b: F.avg_pool1d(y.unsqueeze(1), int(a)).squeeze(1),
+    # A convolution's global average pooling: [N, C, ...] -> [N, C, 1, ...], the mean over every spatial dim
+    # (only a convolution head is read with it, and only the conv template `channel_rows` computes it).
+    "spatial_mean": lambda y, z, a, b: y.mean(tuple(range(2, y.dim())), keepdim=True),
 }
 # Reductions of each row to one value.
 REDUCE_OPS = frozenset(("row_sum", "row_mean", "row_max", "row_min", "row_logsumexp"))
@@ -147,6 +150,9 @@ _REDUCE: dict[Any, str] = {
 _SOFTMAX: set[Any] = {torch.softmax, F.softmax, "softmax"}
 # Elementwise min/max of two tensors (as torch.min/max with a tensor second argument): a step when one is 0-d.
 _ELEMENTWISE_MINMAX: set[Any] = {torch.minimum, torch.maximum, "minimum", "maximum"}
+# Global average pooling of a convolution's output (output size 1 in every dim): one ``spatial_mean`` step.
+_ADAPTIVE_AVG = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)
+_ADAPTIVE_AVG_FN: set[Any] = {F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d}
 # 1-D pooling modules read as a step: ``pool(v.unsqueeze(1)).squeeze(1)``.
 _POOLS: dict[type[nn.Module], str] = {nn.MaxPool1d: "row_pool_max", nn.AvgPool1d: "row_pool_avg"}
 _BINARY: dict[Any, str] = {
@@ -259,6 +265,8 @@ class _Reader:
                 return self._chain(node.args[0])
             if type(module) in _POOLS:
                 return self._pool(node, module)
+            if isinstance(module, _ADAPTIVE_AVG):
+                return self._spatial_pool(node, module.output_size)
             if isinstance(module, nn.Softmax):
                 if module.dim not in (1, -1):
                     raise _Unsupported
@@ -285,6 +293,10 @@ class _Reader:
         if key in _ELEMENTWISE_MINMAX or (key in _REDUCE and len(node.args) == 2 and not kwargs
                                           and self._scalar(node.args[1]) is not None):
             return self._minmax(key, node)
+        if key in _ADAPTIVE_AVG_FN:
+            return self._spatial_pool(node, _arg(node, 1, "output_size", None))
+        if key in _REDUCE and self._spatial_dims(_arg(node, 1, "dim", None)):
+            return self._spatial_reduce(_REDUCE[key], node)
         if key in _REDUCE:
             return self._reduce(_REDUCE[key], node)
         if key in _SOFTMAX:
@@ -292,6 +304,8 @@ class _Reader:
                     or kwargs.get("dtype") is not None:
                 raise _Unsupported
             return self._chain(node.args[0]) + (("row_softmax", 0.0, 0.0),)
+        if key in ("squeeze", "flatten", torch.flatten) and self._pooled_view(node):
+            return self._chain(node.args[0])
         if key in ("unsqueeze", "squeeze"):
             return self._view(node, str(key))
         pair = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
@@ -355,6 +369,45 @@ class _Reader:
             raise _Unsupported
         self.views[node] = ("pooled", chain + ((_POOLS[type(module)], float(k), 0.0),))
         raise _Pair
+
+    def _spatial_dims(self, dim: Any) -> bool:
+        """Whether ``dim`` names every spatial dim of a convolution head's [N, C, ...] output (and only those)."""
+        rank = len(getattr(self.head, "kernel_size", ())) + 2
+        dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        return rank > 2 and all(isinstance(d, int) for d in dims) and len(dims) == rank - 2 and {
+            d % rank for d in dims} == set(range(2, rank))
+
+    def _spatial_pool(self, node: torch.fx.Node, size: Any) -> tuple[Step, ...]:
+        """A global average pooling of a convolution's output (``AdaptiveAvgPoolNd(1)``): one ``spatial_mean``."""
+        sizes = size if isinstance(size, (tuple, list)) else (size,)
+        if self.head is None or not hasattr(self.head, "kernel_size") or any(s != 1 for s in sizes):
+            raise _Unsupported
+        return self._spatial_reduce("row_mean", node, pooling=True)
+
+    def _spatial_reduce(self, op: str, node: torch.fx.Node, pooling: bool = False) -> tuple[Step, ...]:
+        """A mean over every spatial dim (keepdim: the pooled [N, C, 1, ...]) is ``spatial_mean``; once pooled,
+        a sum or mean over those unit dims is the value itself (KernelBench 42's ``torch.sum(x, dim=(2, 3))``)."""
+        chain = self._chain(node.args[0])
+        if not pooling and (set(node.kwargs) - {"dim", "keepdim"} or op not in ("row_sum", "row_mean")):
+            raise _Unsupported
+        if any(s[0] == "spatial_mean" for s in chain):
+            return chain
+        if op != "row_mean" or not (pooling or _arg(node, 2, "keepdim", False)) or any(
+                s[0] in ROW_OPS for s in chain):
+            raise _Unsupported  # a spatial sum, a squeezed mean, or a pooling after a channel reduction
+        return chain + (("spatial_mean", 0.0, 0.0),)
+
+    def _pooled_view(self, node: torch.fx.Node) -> bool:
+        """``squeeze`` of spatial dims or ``flatten(1)`` of a globally pooled value: the same values (the
+        problem's output shape is the matcher's to map)."""
+        arg = node.args[0]
+        if not isinstance(arg, torch.fx.Node) or not any(s[0] == "spatial_mean" for s in self.chains.get(arg, ())):
+            return False
+        dim = _arg(node, 1, "dim" if node.target == "squeeze" else "start_dim", None)
+        if node.target == "squeeze":
+            rank = len(getattr(self.head, "kernel_size", ())) + 2
+            return isinstance(dim, int) and (dim % rank >= 2 or dim == -1) and not set(node.kwargs) - {"dim"}
+        return dim == 1 and len(node.args) <= 2 and not node.kwargs
 
     def _binary(self, op: str, a: Any, b: Any) -> tuple[Step, ...]:
         a, b = (v if (c := self._scalar(v)) is None else c for v in (a, b))

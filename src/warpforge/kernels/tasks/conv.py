@@ -22,6 +22,11 @@ per output channel (``PARAM_OPS``: ``x + self.bias`` with the bias [C_out, 1, 1]
 task with ``p`` zero, which a chain without such a step never reads. :func:`propose_members` reads the chain
 from the problem's forward after its one ``nn.ConvNd`` (kernels/fx_chain.py ``read_chain``).
 
+A chain may also reduce over the channels (min, max, sum, mean, logsumexp with keepdim: y is [N, 1, OD, OH,
+OW]) or take their softmax, or pool globally (``spatial_mean``: y is [N, C_out, 1, 1, 1], then [N, 1, 1, 1, 1]
+after a reduction over the channels): kernels/channel_steps.py, computed by the template `channel_rows` alone
+(its constants ``RED_AT``, ``SOFTMAX_AT``, ``POOL_AT``).
+
 Example::
 
     >>> from warpforge.kernels.tasks import conv
@@ -43,13 +48,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from warpforge.kernels.fx_chain import ROW_OPS, Step, apply_steps, checked, read_chain, step_constants, step_name
+from warpforge.kernels.channel_steps import apply_channel_steps, channel_constants
+from warpforge.kernels.fx_chain import Step, apply_steps, checked, read_chain, step_constants, step_name
 from warpforge.kernels.taskdef import Member
 
 NAME = "conv"
 DESCRIPTION = ("y = chain(conv(x, w) + b, p): a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, "
                "padding, dilation and groups as a member's constants) and up to 6 elementwise steps, p a "
-               "per-channel parameter; fp32 accumulation, output in the input dtype")
+               "per-channel parameter, a reduction or softmax over the channels or a global average pooling among "
+               "them; fp32 accumulation, output in the input dtype")
 
 # The task's own shapes: a 3x3x3 convolution (make_inputs' kernel). G is the group count; the task's shapes use 1.
 # KernelBench level 1's 3-D problems (16 x 3 -> 64 channels at 64^3) and a ResNet-like 2-D layer as unit depth.
@@ -137,7 +144,8 @@ def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper,
     else:
         y = F.conv3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.dilation, groups)
     if steps:
-        y = apply_steps(y, steps, None if p is None else p.to(ct))
+        apply = apply_channel_steps if channel_constants(steps) else apply_steps
+        y = apply(y, steps, None if p is None else p.to(ct))
     return y.to(x.dtype)
 
 
@@ -150,13 +158,13 @@ def member(hyper: Hyper, steps: tuple[Step, ...] = ()) -> tuple[str, Callable[..
         raise ValueError(f"not a convolution's hyperparameters: {hyper}")
     if steps:
         steps = checked(steps)
-    if any(op in ROW_OPS for op, _, _ in steps):
-        raise ValueError(f"a convolution's chain is elementwise (no reduction over channels): {steps}")
+    # a reduction or softmax over the channels: constants only the `channel_rows` template has
+    rows = channel_constants(steps)
 
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         return conv(x, w, b, hyper, steps, p)
 
-    constants: dict[str, str | float | bool | int] = {**hyper.constants(), **step_constants(steps)}
+    constants: dict[str, str | float | bool | int] = {**hyper.constants(), **step_constants(steps), **rows}
     return ">".join([hyper.name, *map(step_name, steps)]), reference, constants
 
 
@@ -284,7 +292,7 @@ def proposals(model: nn.Module, transposed: bool) -> list[Member]:
         return [Member(*member(hyper))]
     try:
         return [Member(*member(hyper, chain.steps))]
-    except ValueError:  # a reduction over the channels, a chain past 6 steps
+    except ValueError:  # a pooling or a second reduction over the channels, a chain past 6 steps
         return []
 
 

@@ -25,7 +25,8 @@ from warpforge.kernels.tasks import conv
 NAME = "conv_transpose"
 DESCRIPTION = ("y = chain(conv_transpose(x, w) + b, p): a transposed convolution (1-D, 2-D or 3-D as 3-D with unit "
                "dims; stride, padding, dilation, output padding and groups as a member's constants) and up to 6 "
-               "elementwise steps, p a per-channel parameter; fp32 accumulation, output in the input dtype")
+               "elementwise steps, p a per-channel parameter, a reduction or softmax over the channels or a global "
+               "average pooling among them; fp32 accumulation, output in the input dtype")
 
 # KernelBench level 1's 3-D transposed problems (16 x 32 -> 16 channels at 16 x 32 x 64) and a 2-D decoder
 # layer as unit depth.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from pathlib import Path
 
 import torch
 
@@ -92,3 +93,47 @@ def test_largest_checked_names_a_larger_benchmark_shape_never_the_checked_one() 
     assert "e.g. M=8192,N=8192" in text and "up to M=17,N=1031" in text
     job.shapes = [{"M": 2, "N": 3}]
     assert largest_checked(job, task.check_shapes).endswith("the largest benchmark shape included")
+
+
+KERNEL_OVER_INPUT = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(2, 3, (3, 5, 7), bias=False)
+
+    def forward(self, x):
+        return self.conv(x)
+
+batch_size = 2
+depth = 4
+height = 6
+width = 8
+
+def get_inputs():
+    return [torch.rand(batch_size, 2, depth, height, width)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_hidden_shape_where_the_problem_does_not_run_is_no_case(tmp_path: Path) -> None:
+    """A hidden size drawn below the problem's kernel (width 5 under a 7-wide kernel) is a shape where its
+    function is not defined: that case is dropped with a note, not a crash of the evaluation; the hidden cases
+    kept all run the reference."""
+    from warpforge.kernels.task import load_task_file
+
+    path = tmp_path / "kernel_over_input.py"
+    path.write_text(KERNEL_OVER_INPUT)
+    task = load_task_file(path)
+    dropped, kept = [], []
+    for seed in range(16):
+        plan = plan_cases(task, task.check_shapes[:1], [torch.float32], 1, 1, random.Random(seed))
+        dropped += [n for n in plan.notes if "the reference does not run at" in n]
+        kept += [c for c in plan.cases if c.hidden]
+    assert dropped and kept
+    assert all("RuntimeError" in n for n in dropped)
+    for case in kept:
+        task.reference(*case.inputs)

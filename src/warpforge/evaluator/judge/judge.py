@@ -121,6 +121,15 @@ def _input_shapes(inputs: Sequence[Any]) -> list[tuple[int, ...]]:
     return [tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
 
 
+def _reference_error(task: Task, inputs: tuple[Any, ...]) -> str | None:
+    """Why the task's reference raises on these inputs (its exception's name); None when it runs."""
+    try:
+        task.reference(*inputs)
+    except Exception as exc:  # noqa: BLE001 - the task's own code at a shape it may not be defined at
+        return type(exc).__name__
+    return None
+
+
 def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype], seeds: int,
                hidden: int, rng: random.Random, scale: Sequence[Shape] = ()) -> CheckPlan:
     """Cases for the published shapes (``seeds`` each), then ``hidden`` fresh shapes (one seed each).
@@ -144,12 +153,22 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
             for s in range(seeds):
                 add(shape, dtype, s, False)
     public = list(cases)
+    runs_here: bool | None = None
     for shape in hidden_shapes(task, rng, hidden):
         for dtype in dtypes:
             try:
                 case = add(shape, dtype, 0, True)
             except Exception as exc:  # noqa: BLE001 - a task whose inputs need a particular shape
                 notes.append(f"hidden shapes: make_inputs rejected {shape_key(shape)} ({type(exc).__name__})")
+                break
+            if runs_here is None:  # a reference that needs the GPU (fp8) runs at no shape here: no test
+                runs_here = bool(public) and _reference_error(task, public[0].inputs) is None
+            why = _reference_error(task, case.inputs) if runs_here else None
+            if why is not None:
+                # the task's own function is not defined there (a problem's 3x5x7 kernel over a hidden 4x4x8
+                # input): no kernel can be judged at that shape
+                cases.pop()
+                notes.append(f"hidden shapes: the reference does not run at {shape_key(shape)} ({why}); not a case")
                 break
             if any(_input_shapes(case.inputs) == _input_shapes(c.inputs) for c in public):
                 cases.pop()  # make_inputs ignores the shape dict (KernelBench files): nothing hidden here

@@ -141,9 +141,8 @@ JUDGED = {
     "95_Matmul_Add_Swish_Tanh_GELU_Hardtanh": ("tiled", GEMM_PARAMS["tiled"]),
     "31_Conv2d_Min_Add_Multiply": ("implicit_gemm", {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4,
                                                      "num_stages": 2}),
-    # a transposed convolution run by phase (4x4 kernel at stride 2: 4 taps a phase)
-    "5_ConvTranspose2d_Subtract_Tanh": ("implicit_gemm", {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32,
-                                                          "num_warps": 4, "num_stages": 2}),
+    # 5 (a transposed convolution run by phase) is not here: at x1e4 inputs 1 element of 66k, a cancelling sum,
+    # misses by 2.4e-4 where 2.3e-4 is allowed on some seeds (fp32 tl.dot as tf32x3): an open question, not a pass
 }
 
 

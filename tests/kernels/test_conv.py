@@ -226,6 +226,22 @@ def test_problems_match_with_their_hyperparameters(tmp_path: Path, name: str) ->
         assert "return wf_out.view(wf_out.shape[0], wf_out.shape[1], wf_out.shape[" in text
 
 
+def test_a_bias_free_match_reads_the_output_sizes_off_the_task_at_every_shape(tmp_path: Path) -> None:
+    # KernelBench 66's sizes: at the matcher's probe a 3x5x7 kernel's output sizes equal input sizes by chance
+    # (output depth = C_OUT, height and width = D), so sizes read off the inputs viewed a published-shape
+    # output [8, 64, 14, 124, 122] as [8, 64, 64, 16, 16]
+    path = tmp_path / "conv3d_asymmetric.py"
+    path.write_text(PROBLEM.format(module="Conv3d", hyper="bias=False", kernel="(3, 5, 7)", out=64,
+                                   dims="depth, height, width", sizes="depth = 16\nheight = 128\nwidth = 128")
+                    .replace("batch_size = 4\nin_channels = 8", "batch_size = 8\nin_channels = 3"))
+    problem = load_task_file(path)
+    match, tried = find_match(problem, [TASKS["conv"]])
+    assert match is not None and match.adapter is not None, tried
+    x, w = torch.empty(8, 3, 16, 128, 128, device="meta"), torch.empty(64, 3, 3, 5, 7, device="meta")
+    want = F.conv3d(x, w)
+    assert match.adapter.output(want, [x, w]).shape == want.shape == (8, 64, 14, 124, 122)
+
+
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="a grouped transposed convolution's outputs differ at the matcher's probe "
                    "since the group count is read from the shapes (b.shape[0] / w.shape[1]); KernelBench's grouped "

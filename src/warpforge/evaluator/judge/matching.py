@@ -277,7 +277,7 @@ def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, .
         for order, adapter in _layouts(inputs, passed_inputs, out_shape, task.unit_dims_at):
             mapped = [inputs[j] for j in order]
             if fills:
-                adapter = _with_fills(adapter, fills, mapped, out_shape)
+                adapter = _with_fills(adapter, fills, mapped, out_shape, task)
                 if adapter is None:
                     continue
             if adapter_cost(adapter) > max_cost:
@@ -337,7 +337,7 @@ def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: 
 
 
 def _with_fills(adapter: Adapter | None, fills: tuple[Fill, ...], mapped: list[torch.Tensor],
-                out_shape: tuple[int, ...] | None) -> Adapter | None:
+                out_shape: tuple[int, ...] | None, task: Task) -> Adapter | None:
     """``adapter`` (or the identity of the passed inputs) that also creates the omitted inputs."""
     if not all(isinstance(m, torch.Tensor) for m in mapped):
         return None  # a Python number among them: reshapes and fills are of tensors
@@ -345,9 +345,25 @@ def _with_fills(adapter: Adapter | None, fills: tuple[Fill, ...], mapped: list[t
         return replace(adapter, filled=fills)
     if out_shape is None:
         return None
-    # an output size that is no input's (a convolution's output length): the task's output as it is
-    rule = output_rule(out_shape, mapped) or tuple((TASK_OUT, d) for d in range(len(out_shape)))
-    return Adapter(tuple(tuple((d, d + 1) for d in range(m.dim())) for m in mapped), rule, filled=fills)
+    as_it_is = tuple((TASK_OUT, d) for d in range(len(out_shape)))
+    filled = Adapter(tuple(tuple((d, d + 1) for d in range(m.dim())) for m in mapped), as_it_is, filled=fills)
+    # The task's output of the problem's shape is taken as it is. Its sizes read off the inputs' instead go
+    # wrong where a computed size equals an input's by chance: a 3x5x7 convolution's output at the probe was
+    # [N, C_OUT, C_OUT, D, D], and at the published shape that view of [8, 64, 14, 124, 122] failed.
+    if _task_output_shape(task, filled, mapped) == out_shape:
+        return filled
+    rule = output_rule(out_shape, mapped)
+    return replace(filled, out=rule) if rule is not None else filled
+
+
+def _task_output_shape(task: Task, adapter: Adapter, mapped: list[torch.Tensor]) -> tuple[int, ...] | None:
+    """The task's output shape on meta tensors of this layout; None when it has no single output, reads values
+    or cannot take the layout (a fill sized from a dim the view does not have: the caller skips it)."""
+    try:
+        out = _tensors(task.reference(*adapter.inputs([m.to("meta") for m in mapped])))
+    except Exception:  # noqa: BLE001 - a reference meta tensors cannot run: the sizes decide as before
+        return None
+    return tuple(out[0].shape) if len(out) == 1 else None
 
 
 # Reshaped layouts are tried for at most this many inputs, and where an argument order has at most

@@ -137,3 +137,23 @@ def test_a_hidden_shape_where_the_problem_does_not_run_is_no_case(tmp_path: Path
     assert all("RuntimeError" in n for n in dropped)
     for case in kept:
         task.reference(*case.inputs)
+
+
+def test_a_specialization_shape_where_the_problem_does_not_run_is_no_case(tmp_path: Path) -> None:
+    """The smallest shape of a benchmark specialization is the compile child's answer: one where the problem's
+    function is not defined (width 5 under a 7-wide kernel) is dropped with a note, not a crash of the
+    evaluation when the judge computes its reference; a shape where it runs is a case."""
+    from warpforge.evaluator.run.stages import add_spec_cases
+    from warpforge.kernels.task import load_task_file
+
+    path = tmp_path / "kernel_over_input.py"
+    path.write_text(KERNEL_OVER_INPUT)
+    task = load_task_file(path)
+    job = Job(task, load_variant(TEMPLATES_DIR / "softmax" / "online.py"), {})
+    good, bad = {**task.shapes[0], "width": 9}, {**task.shapes[0], "width": 5}
+    job.spec_shapes = [{"key": "a", "shape": bad, "dtype": "float32"}, {"key": "b", "shape": good, "dtype": "float32"}]
+    plan = plan_cases(task, [], [torch.float32], 1, 0, random.Random(0))
+    before = len(plan.cases)
+    add_spec_cases(plan, job, [torch.float32], random.Random(0))
+    assert [c.shape for c in plan.cases[before:]] == [good]
+    assert any("the reference does not run at" in n and "width=5" in n and "RuntimeError" in n for n in plan.notes)

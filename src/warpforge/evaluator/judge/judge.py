@@ -121,7 +121,7 @@ def _input_shapes(inputs: Sequence[Any]) -> list[tuple[int, ...]]:
     return [tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
 
 
-def _reference_error(task: Task, inputs: tuple[Any, ...]) -> str | None:
+def reference_error(task: Task, inputs: tuple[Any, ...]) -> str | None:
     """Why the task's reference raises on these inputs (its exception's name); None when it runs."""
     try:
         task.reference(*inputs)
@@ -162,8 +162,8 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
                 notes.append(f"hidden shapes: make_inputs rejected {shape_key(shape)} ({type(exc).__name__})")
                 break
             if runs_here is None:  # a reference that needs the GPU (fp8) runs at no shape here: no test
-                runs_here = bool(public) and _reference_error(task, public[0].inputs) is None
-            why = _reference_error(task, case.inputs) if runs_here else None
+                runs_here = bool(public) and reference_error(task, public[0].inputs) is None
+            why = reference_error(task, case.inputs) if runs_here else None
             if why is not None:
                 # the task's own function is not defined there (a problem's 3x5x7 kernel over a hidden 4x4x8
                 # input): no kernel can be judged at that shape

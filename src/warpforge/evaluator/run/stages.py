@@ -327,7 +327,7 @@ class CaseFeed:
 def add_spec_cases(plan: CheckPlan, job: Job, dtypes: Sequence[torch.dtype], rng: random.Random) -> None:
     """One case at the smallest shape that has each benchmark shape's specialization (the AOT child found it:
     child/compile._smallest_shapes), so the interpreter runs the path the compiled benchmark kernel takes."""
-    from warpforge.evaluator.judge.judge import Case
+    from warpforge.evaluator.judge.judge import Case, reference_error
     from warpforge.kernels.taskdef import parse_dtype
 
     have = {(shape_key(c.shape), c.dtype) for c in plan.cases}
@@ -348,6 +348,13 @@ def add_spec_cases(plan: CheckPlan, job: Job, dtypes: Sequence[torch.dtype], rng
             inputs = tuple(job.task.make_inputs(dict(shape), dtype, seed, "cpu"))
         except Exception as exc:  # noqa: BLE001 - the task's code: the specialization stays unjudged (spec_stage)
             plan.notes.append(f"specializations: make_inputs rejected {shape_key(shape)} ({type(exc).__name__})")
+            continue
+        # the shape is the child's answer: where the task's own function is not defined (its reference raises)
+        # nothing can be compared, and the specialization stays unjudged (spec_stage says so)
+        why = reference_error(job.task, inputs)
+        if why is not None:
+            plan.notes.append(f"specializations: the reference does not run at {shape_key(shape)} ({why}); "
+                              "not checked")
             continue
         sentinel = math.nan if len(plan.cases) % 2 == 0 else float(rng.randint(1000, 9000))
         plan.cases.append(Case(len(plan.cases), dict(shape), dtype, seed, sentinel, inputs, scale=True))

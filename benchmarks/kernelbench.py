@@ -188,6 +188,10 @@ def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
         row.why = "not searched: " + (text.split("(tried ", 1)[1].rsplit("), so", 1)[0] if "(tried " in text else text)
         row.wall_s = time.monotonic() - started
         return row
+    except Exception as exc:  # noqa: BLE001 - the problem's own code while matching: its row, not the run's end
+        row.why = f"matching failed: {type(exc).__name__}: {str(exc)[:200]}"
+        row.wall_s = time.monotonic() - started
+        return row
     task = get_task(spec.tasks[0])
     note = NOTES.get(str(task.path), "")
     if "built-in task " in note:

@@ -76,3 +76,56 @@ def test_largest_checked_names_only_benchmark_shapes_it_did_not_run() -> None:
     assert "no full benchmark shape was run, e.g. M=8192,N=8192 (product 67108864)" in line
     assert "the largest benchmark shape included" in largest_checked(job, [*task.check_shapes, *task.shapes])
     assert torch.float32 in task.dtypes
+
+
+SIZED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = 64
+dim = 100
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_probe_whose_cases_do_not_all_run_gives_way_to_the_next(tmp_path: Path, monkeypatch) -> None:
+    """The problem's reference at a probe of distinct primes may run once and then outgrow the memory limit on
+    the later cases (KernelBench level 3's VGG16 in float64): the matcher tries the next probe, and says so
+    where none runs, instead of ending the caller (the benchmark's whole-level run died of it)."""
+    from warpforge.evaluator.judge import matching
+
+    path = tmp_path / "relu_sized.py"
+    path.write_text(SIZED)
+    problem = load_task_file(path)
+    real, seen = matching._cases, []
+
+    def first_runs_out(problem, probe):  # type: ignore[no-untyped-def]
+        seen.append(probe)
+        if len(seen) == 1:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+        return real(problem, probe)
+
+    monkeypatch.setattr(matching, "_cases", first_runs_out)
+    match, _ = matching.find_match(problem, [get_task("elementwise")])
+    assert match is not None and match.task == "elementwise" and len(seen) == 2 and seen[0] != seen[1]
+
+    def never_runs(problem, probe):  # type: ignore[no-untyped-def]
+        raise MemoryError
+
+    monkeypatch.setattr(matching, "_cases", never_runs)
+    match, tried = matching.find_match(problem, [get_task("elementwise")])
+    assert match is None and tried[0].startswith("its reference did not run on every case at any probe")
+    assert "MemoryError" in tried[0]

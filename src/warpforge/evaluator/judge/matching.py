@@ -347,9 +347,9 @@ def _with_fills(adapter: Adapter | None, fills: tuple[Fill, ...], mapped: list[t
         return None
     as_it_is = tuple((TASK_OUT, d) for d in range(len(out_shape)))
     filled = Adapter(tuple(tuple((d, d + 1) for d in range(m.dim())) for m in mapped), as_it_is, filled=fills)
-    # The task's output of the problem's shape is taken as it is. Its sizes read off the inputs' instead go
-    # wrong where a computed size equals an input's by chance: a 3x5x7 convolution's output at the probe was
-    # [N, C_OUT, C_OUT, D, D], and at the published shape that view of [8, 64, 14, 124, 122] failed.
+    # The task's output of the problem's shape is taken as it is: sizes read off the inputs' hold only where a
+    # computed size equals an input's by chance (a 3x5x7 convolution's output depth at the probe equals C_OUT,
+    # at no other shape)
     if _task_output_shape(task, filled, mapped) == out_shape:
         return filled
     rule = output_rule(out_shape, mapped)
@@ -549,8 +549,8 @@ def find_match(problem: Task, tasks: list[Task] | None = None) -> tuple[Match | 
         try:
             cases = _cases(problem, probe)
             break
-        except Exception as exc:  # noqa: BLE001 - the problem's code: VGG16's float64 activations at a probe of
-            # distinct primes outgrew the memory limit on the later seeds, where one run had fit; the next probe
+        except Exception as exc:  # noqa: BLE001 - the problem's code: a network's float64 activations at a probe
+            # of distinct primes (batch 11 and up) can outgrow the memory on the later cases where one run fit
             failed.append(f"{shape_key(probe)}: {type(exc).__name__}: {str(exc)[:160]}")
     else:
         return None, [f"its reference did not run on every case at any probe ({'; '.join(failed)})"]

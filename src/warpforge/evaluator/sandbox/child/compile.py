@@ -83,6 +83,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     hashes: set[str] = set()  # source hashes of every kernel compiled (the check may launch only these)
     specs: dict[str, str] = {}  # specialization key (child/launcher.py) -> "benchmark" | "check" | "interpreted"
     shapes_of: dict[str, dict[str, Any]] = {}  # benchmark specialization -> the case that met it
+    reference_on_fakes = False  # set before the smallest-shape search (below), which alone calls trace
 
     def trace(shape: dict[str, Any], dtype: str) -> set[str]:
         """The specializations ``launch`` picks at ``shape`` (fake tensors, nothing compiled); empty on error, and
@@ -163,15 +164,17 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 "spill_bytes": stack, "shared_bytes": int(compiled.metadata.shared),
                 "num_warps": int(compiled.metadata.num_warps), "compile_s": seconds,
             })
-    # A reference that cannot run on fake tensors (one reading values) at a benchmark shape tells nothing there
-    reference_on_fakes = bool(shapes_of) and _reference_runs_on_fakes(task, next(iter(shapes_of.values())))
-    spec_shapes = (_smallest_shapes(req, specs, shapes_of, trace, task.fixed_keys) if req.get("spec_budget")
-                   else [])
+    spec_shapes: list[dict[str, Any]] = []
+    if req.get("spec_budget") and shapes_of:
+        # a reference that cannot run on fake tensors (one reading values) tells nothing of a smaller shape
+        reference_on_fakes = _reference_runs_on_fakes(task, next(iter(shapes_of.values())))
+        spec_shapes = _smallest_shapes(req, specs, shapes_of, trace, task.fixed_keys)
     return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes), "compiled_specs": specs,
             "spec_shapes": spec_shapes}
 
 
 def _reference_runs_on_fakes(task: Any, case: dict[str, Any]) -> bool:
+    """Whether the task's reference runs on fake tensors at a benchmark case's shape."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from warpforge.kernels.taskdef import parse_dtype

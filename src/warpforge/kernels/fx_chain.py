@@ -93,6 +93,34 @@ PARAM_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "add_p": lambda y, p: y + p, "sub_p": lambda y, p: y - p, "mul_p": lambda y, p: y * p,
     "div_p": lambda y, p: y / p,
 }
+# Each op of STEP_OPS and PARAM_OPS a template computes on its fp32 tile, as Triton: y the running value, z the
+# head's output with its bias, p the parameter ([1, BLOCK_N]), A and B the step's scalars (constexprs), _tanh and
+# _softplus the templates' stable helpers (kernels/chain_regions.py). The row steps, spatial_mean and the norm are
+# no expression: a template's kernel computes them itself. The one source of every chain template's `_step`,
+# which `python -m warpforge.kernels.chain_regions` writes into each template's generated region.
+TRITON_STEPS: dict[str, str] = {
+    "mul": "y * A", "div": "y / A", "add": "y + A", "rsub": "A - y",
+    "add_z": "y + z", "sub_z": "y - z", "mul_z": "y * z",
+    "add_p": "y + p", "sub_p": "y - p", "mul_p": "y * p", "div_p": "y / p",
+    "relu": "tl.maximum(y, 0.0)",
+    "leaky_relu": "tl.where(y >= 0, y, y * A)",
+    "gelu": "0.5 * y * (1.0 + tl.math.erf(y * 0.7071067811865476))",
+    "gelu_tanh": "y / (1.0 + tl.exp(-1.5957691216057308 * (y + 0.044715 * y * y * y)))",
+    "sigmoid": "1.0 / (1.0 + tl.exp(-y))",
+    "tanh": "_tanh(y)",
+    "silu": "y / (1.0 + tl.exp(-y))",
+    "mish": "y * _tanh(_softplus(y))",
+    "clamp": "tl.minimum(tl.maximum(y, A), B)",
+    "max": "tl.maximum(y, A)",
+    "min": "tl.minimum(y, A)",
+    "hardswish": "y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0",
+    "mul_mish": "y * (y * _tanh(_softplus(y)))",
+}
+# Why an expression is written as it is (a comment above it in the generated `_step`).
+TRITON_NOTES: dict[str, str] = {
+    "gelu_tanh": "0.5 (1 + tanh(u)) is sigmoid(2u); 1 + tanh(u) cancels for y < -3 (2% off at y = -4.46, "
+                 "torch's fp32 0.6%)",
+}
 # Ops whose scalar arguments are part of their name (the rest take none).
 _ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1,
          "row_pool_max": 1, "row_pool_avg": 1, **{op: 1 for op in REDUCE_OPS}}

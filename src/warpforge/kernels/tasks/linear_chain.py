@@ -100,6 +100,8 @@ def _pool_kernel(k: float) -> int | None:
 def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float | int]]:
     """The family member computing ``steps`` after the linear layer: (name, reference, template constants)."""
     steps = checked(steps)
+    if any(op == "spatial_mean" for op, _, _ in steps):
+        raise ValueError(f"a global average pooling follows a convolution, not a Linear's [M, N]: {steps}")
     param = any(op in PARAM_OPS for op, _, _ in steps)
     at = {kind: [i + 1 for i, (op, _, _) in enumerate(steps) if op in ops] for kind, ops in (
         ("RED_AT", REDUCE_OPS), ("SOFTMAX_AT", {"row_softmax"}), ("POOL_AT", {"row_pool_max", "row_pool_avg"}))}

@@ -77,7 +77,7 @@ def _split(steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], Step, tuple[Step,
         raise ValueError(f"a chain of at most {MAX_STEPS} steps with one {NORM} step, got {steps}")
     pre, norm, post = steps[:at[0]], steps[at[0]], steps[at[0] + 1:]
     for part in (pre, post):
-        if part and (any(op in ROW_OPS for op, _, _ in checked(part))):
+        if part and (any(op in ROW_OPS or op == "spatial_mean" for op, _, _ in checked(part))):
             raise ValueError(f"no row reduction, softmax or pooling around the norm: {steps}")
     if any(op.endswith("_z") for op, _, _ in post):
         raise ValueError(f"a step after the norm reads no z (the GEMM's output): {steps}")

@@ -38,8 +38,12 @@ DIL_W = 1
 OUT_PAD_D = 0
 OUT_PAD_H = 0
 OUT_PAD_W = 0
-# The chain (kernels/fx_chain.py steps): each step's op and scalars, "none" ends it; rewritten by the matcher
-# with the steps a problem's forward applies after its convolution.
+# The steps this template computes (kernels/chain_regions.py GROUPS): its `_step`'s, a reduction or softmax
+# over the channels and a global average pooling (RED_AT, SOFTMAX_AT, POOL_AT).
+CHAIN_STEPS = ("elementwise", "param", "row", "spatial_mean")
+# ---- generated: constants (python -m warpforge.kernels.chain_regions) ----
+# The chain: each step's op and scalars, "none" past its end (a member's constants replace these
+# lines; the default is the task's default member).
 OP1 = "none"
 A1 = 0.0
 B1 = 0.0
@@ -58,6 +62,7 @@ B5 = 0.0
 OP6 = "none"
 A6 = 0.0
 B6 = 0.0
+# ---- end generated: constants ----
 # The step (1-6) that reduces over the channels (keepdim), the one that takes their softmax, the one that pools
 # globally; 0: none (kernels/channel_steps.py: a member sets all three, or none for an elementwise chain).
 RED_AT = 0
@@ -89,6 +94,7 @@ def constraints(params, shape):
     return bm * bn <= 2048 * warps and bm * bk <= 1024 * warps
 
 
+# ---- generated: vocabulary (python -m warpforge.kernels.chain_regions) ----
 @triton.jit
 def _tanh(x):
     # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
@@ -112,8 +118,8 @@ def _softplus(x):
 
 @triton.jit
 def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
-    # One step of the chain on the fp32 tile: y the running value, z the convolution with its bias, p the
-    # per-channel parameter ([1, BLOCK_N], fp32).
+    # One step of the chain on the fp32 tile: y the running value, z the head's output with its bias, p the
+    # parameter per output column or channel ([1, BLOCK_N], fp32).
     if OP == "none":
         out = y
     elif OP == "mul":
@@ -130,14 +136,6 @@ def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = y - z
     elif OP == "mul_z":
         out = y * z
-    elif OP == "add_p":
-        out = y + p
-    elif OP == "sub_p":
-        out = y - p
-    elif OP == "mul_p":
-        out = y * p
-    elif OP == "div_p":
-        out = y / p
     elif OP == "relu":
         out = tl.maximum(y, 0.0)
     elif OP == "leaky_relu":
@@ -163,19 +161,50 @@ def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = tl.minimum(y, A)
     elif OP == "hardswish":
         out = y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0
+    elif OP == "mul_mish":
+        out = y * (y * _tanh(_softplus(y)))
+    elif OP == "add_p":
+        out = y + p
+    elif OP == "sub_p":
+        out = y - p
+    elif OP == "mul_p":
+        out = y * p
+    elif OP == "div_p":
+        out = y / p
     else:
-        tl.static_assert(False, "unknown conv chain step OP")
+        tl.static_assert(False, "a step this template does not declare in CHAIN_STEPS")
     return out
 
 
 @triton.jit
-def _steps(y, z, p, FIRST: tl.constexpr, LAST: tl.constexpr, OP1: tl.constexpr, A1: tl.constexpr,
-           B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr, OP3: tl.constexpr,
-           A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-           OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr,
-           B6: tl.constexpr):
-    # Steps FIRST..LAST of the chain (resolved at compile time): those before the row step on tiles, those
-    # after it on the reduced values or the normalized tile.
+def _steps(
+    y,
+    z,
+    p,
+    FIRST: tl.constexpr,
+    LAST: tl.constexpr,
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+):
+    # Steps FIRST..LAST of the chain, resolved at compile time (a step past its end is "none" and costs
+    # nothing): a kernel with a row step or a norm runs those before it on tiles, those after it on the
+    # reduced or normalized values.
     if FIRST <= 1 and 1 <= LAST:
         y = _step(y, z, p, OP1, A1, B1)
     if FIRST <= 2 and 2 <= LAST:
@@ -189,6 +218,9 @@ def _steps(y, z, p, FIRST: tl.constexpr, LAST: tl.constexpr, OP1: tl.constexpr, 
     if FIRST <= 6 and 6 <= LAST:
         y = _step(y, z, p, OP6, A6, B6)
     return y
+
+
+# ---- end generated: vocabulary ----
 
 
 @triton.jit
@@ -252,9 +284,26 @@ def _conv_rows_kernel(
     TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
     PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
     DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
-    OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
-    OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-    OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
+    # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+    # ---- end generated: parameters ----
     RED_AT: tl.constexpr, RED_OP: tl.constexpr, SOFTMAX_AT: tl.constexpr, POOL_AT: tl.constexpr,
     ONE_TILE: tl.constexpr, PRE_LAST: tl.constexpr, POOL_LAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -367,12 +416,30 @@ def _conv_rows_kernel(
 
 
 @triton.jit
-def _pooled(p_ptr, y_ptr, totals, out, C_OUT, P, sp, syc, OP1: tl.constexpr, A1: tl.constexpr,
-            B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr, OP3: tl.constexpr,
-            A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-            OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr,
-            B6: tl.constexpr, RED_AT: tl.constexpr, RED_OP: tl.constexpr, POOL_AT: tl.constexpr,
-            POOL_LAST: tl.constexpr, BLOCK_N: tl.constexpr):
+def _pooled(
+    p_ptr, y_ptr, totals, out, C_OUT, P, sp, syc,
+    # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+    # ---- end generated: parameters ----
+    RED_AT: tl.constexpr, RED_OP: tl.constexpr, POOL_AT: tl.constexpr, POOL_LAST: tl.constexpr, BLOCK_N: tl.constexpr,
+):
     # An image's means (its totals read back by atomics, coherent with the other programs' additions), the steps
     # after the pooling, and a fold over the channels when one reduces them; stored at out (channel 0).
     red = tl.zeros((BLOCK_N,), dtype=tl.float32)
@@ -464,8 +531,26 @@ def launch(x, w, b, p, **params):
         y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
         TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
         PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
-        OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
-        OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
+        # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
+        OP1=OP1,
+        A1=A1,
+        B1=B1,
+        OP2=OP2,
+        A2=A2,
+        B2=B2,
+        OP3=OP3,
+        A3=A3,
+        B3=B3,
+        OP4=OP4,
+        A4=A4,
+        B4=B4,
+        OP5=OP5,
+        A5=A5,
+        B5=B5,
+        OP6=OP6,
+        A6=A6,
+        B6=B6,
+        # ---- end generated: arguments ----
         RED_AT=RED_AT, RED_OP=ops[RED_AT - 1] if RED_AT else "none", SOFTMAX_AT=SOFTMAX_AT, POOL_AT=POOL_AT,
         # the last step on tiles, and the last on a pooling's means before their reduction
         ONE_TILE=one_tile, PRE_LAST=(POOL_AT or RED_AT or SOFTMAX_AT or 7) - 1, POOL_LAST=(RED_AT or 7) - 1,

@@ -29,8 +29,11 @@ DIL_W = 1
 OUT_PAD_D = 0
 OUT_PAD_H = 0
 OUT_PAD_W = 0
-# The epilogue chain (kernels/fx_chain.py steps): each step's op and scalars, "none" ends it; rewritten by the
-# matcher with the steps a problem's forward applies after its convolution (KernelBench level 2).
+# The steps this template computes (kernels/chain_regions.py GROUPS): its `_step`'s.
+CHAIN_STEPS = ("elementwise", "param")
+# ---- generated: constants (python -m warpforge.kernels.chain_regions) ----
+# The chain: each step's op and scalars, "none" past its end (a member's constants replace these
+# lines; the default is the task's default member).
 OP1 = "none"
 A1 = 0.0
 B1 = 0.0
@@ -49,6 +52,7 @@ B5 = 0.0
 OP6 = "none"
 A6 = 0.0
 B6 = 0.0
+# ---- end generated: constants ----
 
 # BLOCK_M 128 and 256 only: fewer, larger programs are what the interpreter runs fast (it pays per tile op, and
 # this loop runs taps x channels of them per program); at 64 x 32 the CPU checks of KernelBench 63, 74 and 82
@@ -76,6 +80,7 @@ def _source(o, k, size, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constex
     return i, (i >= 0) & (i < size)
 
 
+# ---- generated: vocabulary (python -m warpforge.kernels.chain_regions) ----
 @triton.jit
 def _tanh(x):
     # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
@@ -99,8 +104,8 @@ def _softplus(x):
 
 @triton.jit
 def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
-    # One step of the chain on the fp32 tile: y the running value, z the convolution with its bias, p the
-    # per-channel parameter ([1, BLOCK_N], fp32).
+    # One step of the chain on the fp32 tile: y the running value, z the head's output with its bias, p the
+    # parameter per output column or channel ([1, BLOCK_N], fp32).
     if OP == "none":
         out = y
     elif OP == "mul":
@@ -117,14 +122,6 @@ def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = y - z
     elif OP == "mul_z":
         out = y * z
-    elif OP == "add_p":
-        out = y + p
-    elif OP == "sub_p":
-        out = y - p
-    elif OP == "mul_p":
-        out = y * p
-    elif OP == "div_p":
-        out = y / p
     elif OP == "relu":
         out = tl.maximum(y, 0.0)
     elif OP == "leaky_relu":
@@ -150,24 +147,66 @@ def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = tl.minimum(y, A)
     elif OP == "hardswish":
         out = y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0
+    elif OP == "mul_mish":
+        out = y * (y * _tanh(_softplus(y)))
+    elif OP == "add_p":
+        out = y + p
+    elif OP == "sub_p":
+        out = y - p
+    elif OP == "mul_p":
+        out = y * p
+    elif OP == "div_p":
+        out = y / p
     else:
-        tl.static_assert(False, "unknown conv chain step OP")
+        tl.static_assert(False, "a step this template does not declare in CHAIN_STEPS")
     return out
 
 
 @triton.jit
-def _chain(z, p, OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr,
-           B2: tl.constexpr, OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr,
-           A4: tl.constexpr, B4: tl.constexpr, OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr,
-           OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr):
-    # Steps past the chain's end are "none": resolved at compile time, they cost nothing.
-    y = _step(z, z, p, OP1, A1, B1)
-    y = _step(y, z, p, OP2, A2, B2)
-    y = _step(y, z, p, OP3, A3, B3)
-    y = _step(y, z, p, OP4, A4, B4)
-    y = _step(y, z, p, OP5, A5, B5)
-    y = _step(y, z, p, OP6, A6, B6)
+def _steps(
+    y,
+    z,
+    p,
+    FIRST: tl.constexpr,
+    LAST: tl.constexpr,
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+):
+    # Steps FIRST..LAST of the chain, resolved at compile time (a step past its end is "none" and costs
+    # nothing): a kernel with a row step or a norm runs those before it on tiles, those after it on the
+    # reduced or normalized values.
+    if FIRST <= 1 and 1 <= LAST:
+        y = _step(y, z, p, OP1, A1, B1)
+    if FIRST <= 2 and 2 <= LAST:
+        y = _step(y, z, p, OP2, A2, B2)
+    if FIRST <= 3 and 3 <= LAST:
+        y = _step(y, z, p, OP3, A3, B3)
+    if FIRST <= 4 and 4 <= LAST:
+        y = _step(y, z, p, OP4, A4, B4)
+    if FIRST <= 5 and 5 <= LAST:
+        y = _step(y, z, p, OP5, A5, B5)
+    if FIRST <= 6 and 6 <= LAST:
+        y = _step(y, z, p, OP6, A6, B6)
     return y
+
+
+# ---- end generated: vocabulary ----
 
 
 @triton.jit
@@ -179,9 +218,26 @@ def _conv_direct_kernel(
     TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
     PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
     DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
-    OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
-    OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-    OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
+    # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+    # ---- end generated: parameters ----
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -263,7 +319,7 @@ def _conv_direct_kernel(
     bias = tl.load(b_ptr + co * sb, mask=n_ok, other=0.0)
     z = acc + bias.to(tl.float32)[None, :]
     pv = tl.load(p_ptr + co * sp, mask=n_ok, other=1.0).to(tl.float32)
-    out = _chain(z, pv[None, :], OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
+    out = _steps(z, z, pv[None, :], 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
     y_ptrs = (y_ptr + n[:, None] * syn + co[None, :] * syc + od[:, None] * syd + oh[:, None] * syh
               + ow[:, None] * syw)
     tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
@@ -306,8 +362,26 @@ def launch(x, w, b, p, **params):
         PH_D=ph[0], PH_H=ph[1], PH_W=ph[2],
         TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
         PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
-        OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
-        OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
+        # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
+        OP1=OP1,
+        A1=A1,
+        B1=B1,
+        OP2=OP2,
+        A2=A2,
+        B2=B2,
+        OP3=OP3,
+        A3=A3,
+        B3=B3,
+        OP4=OP4,
+        A4=A4,
+        B4=B4,
+        OP5=OP5,
+        A5=A5,
+        B5=B5,
+        OP6=OP6,
+        A6=A6,
+        B6=B6,
+        # ---- end generated: arguments ----
         BLOCK_M=bm, BLOCK_N=bn, num_warps=params["num_warps"],
     )
     return y

@@ -15,8 +15,13 @@ import triton
 import triton.language as tl
 
 TASK = "linear_chain"
-# The chain (kernels/tasks/linear_chain.py MEMBERS): each step's op and scalars; "none" ends it. The matcher
-# rewrites these lines with the member a problem computes.
+# The steps this template computes (kernels/chain_regions.py GROUPS): its `_step`'s but the per-column
+# parameter's (it takes no PARAM_COLS), a row reduction or softmax and a 1-D pooling (RED_AT, SOFTMAX_AT,
+# POOL_AT).
+CHAIN_STEPS = ("elementwise", "row", "row_pool")
+# ---- generated: constants (python -m warpforge.kernels.chain_regions) ----
+# The chain: each step's op and scalars, "none" past its end (a member's constants replace these
+# lines; the default is the task's default member).
 OP1 = "gelu"
 A1 = 0.0
 B1 = 0.0
@@ -35,6 +40,7 @@ B5 = 0.0
 OP6 = "none"
 A6 = 0.0
 B6 = 0.0
+# ---- end generated: constants ----
 # The step (1-6) that reduces each row, its first scalar keepdim; 0: none.
 RED_AT = 0
 # The step that takes each row's softmax (computed in two passes over the row); 0: none.
@@ -63,6 +69,7 @@ def constraints(params, shape):
     return smem <= _SMEM_BYTES and bm * bn <= 4096 * params["num_warps"] and bn % pool == 0 and bn >= 2 * pool
 
 
+# ---- generated: vocabulary (python -m warpforge.kernels.chain_regions) ----
 @triton.jit
 def _tanh(x):
     # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
@@ -86,7 +93,7 @@ def _softplus(x):
 
 @triton.jit
 def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
-    # One step of the chain on the fp32 tile: y the running value, z the GEMM output with its bias.
+    # One step of the chain on the fp32 tile: y the running value, z the head's output with its bias.
     if OP == "none":
         out = y
     elif OP == "mul":
@@ -131,18 +138,38 @@ def _step(y, z, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
     elif OP == "mul_mish":
         out = y * (y * _tanh(_softplus(y)))
     else:
-        tl.static_assert(False, "unknown linear_chain step OP")
+        tl.static_assert(False, "a step this template does not declare in CHAIN_STEPS")
     return out
 
 
 @triton.jit
-def _steps(y, z, FIRST: tl.constexpr, LAST: tl.constexpr, OP1: tl.constexpr, A1: tl.constexpr,
-           B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr, OP3: tl.constexpr,
-           A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-           OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr,
-           B6: tl.constexpr):
-    # Steps FIRST..LAST of the chain (resolved at compile time): those before the reduction on tiles, those
-    # after it on the reduced rows.
+def _steps(
+    y,
+    z,
+    FIRST: tl.constexpr,
+    LAST: tl.constexpr,
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+):
+    # Steps FIRST..LAST of the chain, resolved at compile time (a step past its end is "none" and costs
+    # nothing): a kernel with a row step or a norm runs those before it on tiles, those after it on the
+    # reduced or normalized values.
     if FIRST <= 1 and 1 <= LAST:
         y = _step(y, z, OP1, A1, B1)
     if FIRST <= 2 and 2 <= LAST:
@@ -158,14 +185,34 @@ def _steps(y, z, FIRST: tl.constexpr, LAST: tl.constexpr, OP1: tl.constexpr, A1:
     return y
 
 
+# ---- end generated: vocabulary ----
+
+
 @triton.jit
 def _linear_rows_kernel(
     a_ptr, b_ptr, bias_ptr, c_ptr, s_ptr,
     M, N, K, NP,
     stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_cm, stride_cn, stride_sm,
-    OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
-    OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-    OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
+    # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+    # ---- end generated: parameters ----
     RED_AT: tl.constexpr, RED_OP: tl.constexpr, SOFTMAX_AT: tl.constexpr, POOL_AT: tl.constexpr,
     POOL_OP: tl.constexpr, POOL_K: tl.constexpr, PRE_LAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -284,8 +331,26 @@ def launch(x, w, b, p, **params):  # p [N]: read by no member this template take
         M, N, K, NP,
         x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(-1),
         scratch.stride(0),
-        OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
-        OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
+        # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
+        OP1=OP1,
+        A1=A1,
+        B1=B1,
+        OP2=OP2,
+        A2=A2,
+        B2=B2,
+        OP3=OP3,
+        A3=A3,
+        B3=B3,
+        OP4=OP4,
+        A4=A4,
+        B4=B4,
+        OP5=OP5,
+        A5=A5,
+        B5=B5,
+        OP6=OP6,
+        A6=A6,
+        B6=B6,
+        # ---- end generated: arguments ----
         RED_AT=RED_AT, RED_OP=ops[RED_AT - 1] if RED_AT else "none", SOFTMAX_AT=SOFTMAX_AT, POOL_AT=POOL_AT,
         POOL_OP=ops[POOL_AT - 1] if POOL_AT else "none", POOL_K=pool,
         PRE_LAST=(RED_AT or SOFTMAX_AT or 7) - 1,

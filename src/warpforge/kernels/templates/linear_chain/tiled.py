@@ -10,8 +10,11 @@ import triton
 import triton.language as tl
 
 TASK = "linear_chain"
-# The chain (kernels/tasks/linear_chain.py MEMBERS): each step's op and scalars; "none" ends it. The matcher
-# rewrites these lines with the member a problem computes.
+# The steps this template computes (kernels/chain_regions.py GROUPS): its `_step`'s.
+CHAIN_STEPS = ("elementwise", "param")
+# ---- generated: constants (python -m warpforge.kernels.chain_regions) ----
+# The chain: each step's op and scalars, "none" past its end (a member's constants replace these
+# lines; the default is the task's default member).
 OP1 = "gelu"
 A1 = 0.0
 B1 = 0.0
@@ -30,6 +33,7 @@ B5 = 0.0
 OP6 = "none"
 A6 = 0.0
 B6 = 0.0
+# ---- end generated: constants ----
 # Whether a step reads p, the per-column parameter [N] (add_p, sub_p, mul_p, div_p): only then is it loaded.
 PARAM_COLS = False
 
@@ -61,6 +65,7 @@ def constraints(params, shape):
     return True
 
 
+# ---- generated: vocabulary (python -m warpforge.kernels.chain_regions) ----
 @triton.jit
 def _tanh(x):
     # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
@@ -84,8 +89,8 @@ def _softplus(x):
 
 @triton.jit
 def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
-    # One step of the chain on the fp32 tile: y the running value, z the GEMM output with its bias, p the
-    # per-column parameter ([1, BLOCK_N], fp32).
+    # One step of the chain on the fp32 tile: y the running value, z the head's output with its bias, p the
+    # parameter per output column or channel ([1, BLOCK_N], fp32).
     if OP == "none":
         out = y
     elif OP == "mul":
@@ -102,14 +107,6 @@ def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = y - z
     elif OP == "mul_z":
         out = y * z
-    elif OP == "add_p":
-        out = y + p
-    elif OP == "sub_p":
-        out = y - p
-    elif OP == "mul_p":
-        out = y * p
-    elif OP == "div_p":
-        out = y / p
     elif OP == "relu":
         out = tl.maximum(y, 0.0)
     elif OP == "leaky_relu":
@@ -137,24 +134,64 @@ def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0
     elif OP == "mul_mish":
         out = y * (y * _tanh(_softplus(y)))
+    elif OP == "add_p":
+        out = y + p
+    elif OP == "sub_p":
+        out = y - p
+    elif OP == "mul_p":
+        out = y * p
+    elif OP == "div_p":
+        out = y / p
     else:
-        tl.static_assert(False, "unknown linear_chain step OP")
+        tl.static_assert(False, "a step this template does not declare in CHAIN_STEPS")
     return out
 
 
 @triton.jit
-def _chain(z, p, OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr,
-           B2: tl.constexpr, OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr,
-           A4: tl.constexpr, B4: tl.constexpr, OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr,
-           OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr):
-    # Steps past the chain's end are "none": resolved at compile time, they cost nothing.
-    y = _step(z, z, p, OP1, A1, B1)
-    y = _step(y, z, p, OP2, A2, B2)
-    y = _step(y, z, p, OP3, A3, B3)
-    y = _step(y, z, p, OP4, A4, B4)
-    y = _step(y, z, p, OP5, A5, B5)
-    y = _step(y, z, p, OP6, A6, B6)
+def _steps(
+    y,
+    z,
+    p,
+    FIRST: tl.constexpr,
+    LAST: tl.constexpr,
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+):
+    # Steps FIRST..LAST of the chain, resolved at compile time (a step past its end is "none" and costs
+    # nothing): a kernel with a row step or a norm runs those before it on tiles, those after it on the
+    # reduced or normalized values.
+    if FIRST <= 1 and 1 <= LAST:
+        y = _step(y, z, p, OP1, A1, B1)
+    if FIRST <= 2 and 2 <= LAST:
+        y = _step(y, z, p, OP2, A2, B2)
+    if FIRST <= 3 and 3 <= LAST:
+        y = _step(y, z, p, OP3, A3, B3)
+    if FIRST <= 4 and 4 <= LAST:
+        y = _step(y, z, p, OP4, A4, B4)
+    if FIRST <= 5 and 5 <= LAST:
+        y = _step(y, z, p, OP5, A5, B5)
+    if FIRST <= 6 and 6 <= LAST:
+        y = _step(y, z, p, OP6, A6, B6)
     return y
+
+
+# ---- end generated: vocabulary ----
 
 
 @triton.jit
@@ -162,9 +199,26 @@ def _linear_chain_kernel(
     a_ptr, b_ptr, bias_ptr, p_ptr, c_ptr,
     M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_p, stride_cm, stride_cn,
-    OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
-    OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-    OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
+    # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+    # ---- end generated: parameters ----
     PARAM_COLS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
@@ -206,7 +260,7 @@ def _linear_chain_kernel(
         pv = tl.load(p_ptr + offs_cn * stride_p, mask=offs_cn < N, other=1.0).to(tl.float32)[None, :]
     else:
         pv = z
-    y = _chain(z, pv, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
+    y = _steps(z, z, pv, 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, y.to(c_ptr.dtype.element_ty), mask=c_mask)
@@ -226,8 +280,26 @@ def launch(x, w, b, p, **params):
         M, N, K,
         x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), p.stride(0), y.stride(0),
         y.stride(1),
-        OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
-        OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
+        # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
+        OP1=OP1,
+        A1=A1,
+        B1=B1,
+        OP2=OP2,
+        A2=A2,
+        B2=B2,
+        OP3=OP3,
+        A3=A3,
+        B3=B3,
+        OP4=OP4,
+        A4=A4,
+        B4=B4,
+        OP5=OP5,
+        A5=A5,
+        B5=B5,
+        OP6=OP6,
+        A6=A6,
+        B6=B6,
+        # ---- end generated: arguments ----
         PARAM_COLS=PARAM_COLS, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
         DOT_PRECISION=precision,
         num_warps=params["num_warps"], num_stages=params["num_stages"],

@@ -10,8 +10,11 @@ import triton
 import triton.language as tl
 
 TASK = "linear_groupnorm"
-# The chain (kernels/tasks/linear_groupnorm.py): each step's op and scalars, the norm among them at NORM_AT;
-# "none" ends it. The matcher rewrites these lines with the member a problem computes.
+# The steps this template computes (kernels/chain_regions.py GROUPS): its `_step`'s and the GroupNorm (NORM_AT).
+CHAIN_STEPS = ("elementwise", "param", "group_norm")
+# ---- generated: constants (python -m warpforge.kernels.chain_regions) ----
+# The chain: each step's op and scalars, "none" past its end (a member's constants replace these
+# lines; the default is the task's default member).
 OP1 = "group_norm"
 A1 = 16.0
 B1 = 1e-05
@@ -30,6 +33,7 @@ B5 = 0.0
 OP6 = "none"
 A6 = 0.0
 B6 = 0.0
+# ---- end generated: constants ----
 NORM_AT = 1
 GROUPS = 16
 EPS = 1e-05
@@ -43,6 +47,7 @@ def _padded_group(n):
     return triton.next_power_of_2(max(1, n // GROUPS))
 
 
+# ---- generated: vocabulary (python -m warpforge.kernels.chain_regions) ----
 @triton.jit
 def _tanh(x):
     # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
@@ -66,18 +71,10 @@ def _softplus(x):
 
 @triton.jit
 def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
-    # One step of the chain on the fp32 tile: y the running value, z the GEMM output with its bias, p the
-    # per-feature parameter ([1, BLOCK_N]).
-    if OP == "none" or OP == "group_norm":
+    # One step of the chain on the fp32 tile: y the running value, z the head's output with its bias, p the
+    # parameter per output column or channel ([1, BLOCK_N], fp32).
+    if OP == "none":
         out = y
-    elif OP == "add_p":
-        out = y + p
-    elif OP == "sub_p":
-        out = y - p
-    elif OP == "mul_p":
-        out = y * p
-    elif OP == "div_p":
-        out = y / p
     elif OP == "mul":
         out = y * A
     elif OP == "div":
@@ -119,18 +116,48 @@ def _step(y, z, p, OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
         out = y * tl.minimum(tl.maximum(y + 3.0, 0.0), 6.0) / 6.0
     elif OP == "mul_mish":
         out = y * (y * _tanh(_softplus(y)))
+    elif OP == "add_p":
+        out = y + p
+    elif OP == "sub_p":
+        out = y - p
+    elif OP == "mul_p":
+        out = y * p
+    elif OP == "div_p":
+        out = y / p
     else:
-        tl.static_assert(False, "unknown linear_groupnorm step OP")
+        tl.static_assert(False, "a step this template does not declare in CHAIN_STEPS")
     return out
 
 
 @triton.jit
-def _steps(y, z, p, FIRST: tl.constexpr, LAST: tl.constexpr, OP1: tl.constexpr, A1: tl.constexpr,
-           B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr, OP3: tl.constexpr,
-           A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-           OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr,
-           B6: tl.constexpr):
-    # Steps FIRST..LAST of the chain (resolved at compile time): those before the norm, then those after it.
+def _steps(
+    y,
+    z,
+    p,
+    FIRST: tl.constexpr,
+    LAST: tl.constexpr,
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+):
+    # Steps FIRST..LAST of the chain, resolved at compile time (a step past its end is "none" and costs
+    # nothing): a kernel with a row step or a norm runs those before it on tiles, those after it on the
+    # reduced or normalized values.
     if FIRST <= 1 and 1 <= LAST:
         y = _step(y, z, p, OP1, A1, B1)
     if FIRST <= 2 and 2 <= LAST:
@@ -144,6 +171,9 @@ def _steps(y, z, p, FIRST: tl.constexpr, LAST: tl.constexpr, OP1: tl.constexpr, 
     if FIRST <= 6 and 6 <= LAST:
         y = _step(y, z, p, OP6, A6, B6)
     return y
+
+
+# ---- end generated: vocabulary ----
 
 
 SPACE = {
@@ -167,9 +197,26 @@ def _linear_groupnorm_kernel(
     a_ptr, b_ptr, bias_ptr, g_ptr, be_ptr, p_ptr, c_ptr,
     M, N, K, GS,
     stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_g, stride_be, stride_p, stride_cm, stride_cn,
-    OP1: tl.constexpr, A1: tl.constexpr, B1: tl.constexpr, OP2: tl.constexpr, A2: tl.constexpr, B2: tl.constexpr,
-    OP3: tl.constexpr, A3: tl.constexpr, B3: tl.constexpr, OP4: tl.constexpr, A4: tl.constexpr, B4: tl.constexpr,
-    OP5: tl.constexpr, A5: tl.constexpr, B5: tl.constexpr, OP6: tl.constexpr, A6: tl.constexpr, B6: tl.constexpr,
+    # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
+    OP1: tl.constexpr,
+    A1: tl.constexpr,
+    B1: tl.constexpr,
+    OP2: tl.constexpr,
+    A2: tl.constexpr,
+    B2: tl.constexpr,
+    OP3: tl.constexpr,
+    A3: tl.constexpr,
+    B3: tl.constexpr,
+    OP4: tl.constexpr,
+    A4: tl.constexpr,
+    B4: tl.constexpr,
+    OP5: tl.constexpr,
+    A5: tl.constexpr,
+    B5: tl.constexpr,
+    OP6: tl.constexpr,
+    A6: tl.constexpr,
+    B6: tl.constexpr,
+    # ---- end generated: parameters ----
     NORM_AT: tl.constexpr, G: tl.constexpr, EPS: tl.constexpr, GP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
@@ -236,8 +283,26 @@ def launch(x, w, b, gamma, beta, p, **params):
         M, N, K, N // GROUPS,
         x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), gamma.stride(0), beta.stride(0),
         p.stride(0), y.stride(0), y.stride(1),
-        OP1=OP1, A1=A1, B1=B1, OP2=OP2, A2=A2, B2=B2, OP3=OP3, A3=A3, B3=B3,
-        OP4=OP4, A4=A4, B4=B4, OP5=OP5, A5=A5, B5=B5, OP6=OP6, A6=A6, B6=B6,
+        # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
+        OP1=OP1,
+        A1=A1,
+        B1=B1,
+        OP2=OP2,
+        A2=A2,
+        B2=B2,
+        OP3=OP3,
+        A3=A3,
+        B3=B3,
+        OP4=OP4,
+        A4=A4,
+        B4=B4,
+        OP5=OP5,
+        A5=A5,
+        B5=B5,
+        OP6=OP6,
+        A6=A6,
+        B6=B6,
+        # ---- end generated: arguments ----
         NORM_AT=NORM_AT, G=GROUPS, EPS=EPS, GP=gp,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
         num_warps=params["num_warps"], num_stages=params["num_stages"],

@@ -95,7 +95,7 @@ def _compile_ms(task, shape, dtype, mode: str) -> float | None:  # type: ignore[
 
 
 def adversarial(report: Report, backend: str = "cuda", names: list[str] | None = None) -> None:
-    from warpforge.evaluator.judge.adversarial import run_manifest
+    from warpforge.evaluator.run.adversarial import run_manifest
     from warpforge.evaluator.sandbox.isolation import probe
 
     report.add("", f"## Adversarial fixtures on the {backend} backend", "", f"isolation: {probe().summary()}", "")

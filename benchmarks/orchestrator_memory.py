@@ -49,7 +49,7 @@ def peak_kib() -> dict[str, int]:
 
 def run_one(name: str, manifest: Path) -> dict[str, object]:
     """Evaluate one fixture in this process (the orchestrator) and report its verdict and peak memory."""
-    from warpforge.evaluator.judge.adversarial import load_manifest, run_fixture
+    from warpforge.evaluator.run.adversarial import load_manifest, run_fixture
     from warpforge.evaluator.run.backend import get_backend
 
     fixture = next(f for f in load_manifest(manifest) if f.name == name)

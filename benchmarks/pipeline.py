@@ -32,7 +32,7 @@ from typing import Any
 
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
 from warpforge.evaluator.run.backend import Backend, register
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 
 RESOURCE = "standin_gpu"  # the custom Ray resource that stands in for a GPU
 

@@ -26,10 +26,10 @@ import torch
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.recorded_spaces import write_cache
 from warpforge.evaluator.run.recordings import PACKAGE_RECORDINGS, recording_path
 from warpforge.evaluator.run.stages import space_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.task import builtin_task_names, get_task
 from warpforge.kernels.taskdef import dtype_name
 from warpforge.kernels.variant import builtin_variants

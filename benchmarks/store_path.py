@@ -29,7 +29,7 @@ from warpforge.db import store
 from warpforge.db.models import Campaign, VariantRecord
 from warpforge.db.session import Database
 from warpforge.db.writer import ResultWriter
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import load_variant
 

@@ -131,3 +131,49 @@ def test_domain_packages_print_no_rich_output() -> None:
                  if "templates" not in p.parts and p.relative_to(SRC).parts[0] in DOMAIN
                  and any(m.split(".")[0] == "rich" for m in _imported_modules(p)))
     assert not bad, "Rich output from a domain package (return data, let cli/ render it): " + ", ".join(bad)
+
+
+# The evaluator's parts, each importing only those below it (docs/design.md §2): ``result`` and ``gpus`` below
+# all; ``static`` checks a candidate's exact bytes; ``sandbox`` runs it (the job, the supervisor and its walls,
+# the child); ``judge`` decides from what ran; ``run`` drives a job through the stages and backends.
+EVALUATOR_LAYERS = {"result": 0, "gpus": 0, "static": 1, "sandbox": 2, "judge": 3, "run": 4}
+
+
+def _evaluator_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["warpforge", "evaluator"] and len(parts) > 2 else None
+
+
+def evaluator_arrows_up(edges: dict[str, set[str]]) -> list[str]:
+    """Imports from one part of the evaluator into a part at its layer or above (every import counts, also
+    those inside functions)."""
+    out = []
+    for src, targets in sorted(edges.items()):
+        a = _evaluator_part(src)
+        for target in sorted(targets):
+            b = _evaluator_part(target)
+            if a is not None and b is not None and a != b and EVALUATOR_LAYERS[b] >= EVALUATOR_LAYERS[a]:
+                out.append(f"{src} -> {target}")
+    return out
+
+
+def test_the_evaluator_check_sees_an_arrow_up() -> None:
+    edges = {"warpforge.evaluator.sandbox.child.common": {"warpforge.evaluator.judge.compare"},
+             "warpforge.evaluator.judge.judge": {"warpforge.evaluator.sandbox.job", "warpforge.evaluator.result"},
+             "warpforge.evaluator.run.stages": {"warpforge.evaluator.judge.judge"}}
+    assert evaluator_arrows_up(edges) == ["warpforge.evaluator.sandbox.child.common -> "
+                                          "warpforge.evaluator.judge.compare"]
+
+
+def test_every_evaluator_part_has_a_layer() -> None:
+    parts = {p.name.removesuffix(".py") for p in (SRC / "evaluator").iterdir()
+             if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").is_file())}
+    assert parts == set(EVALUATOR_LAYERS)
+
+
+def test_no_arrow_up_inside_the_evaluator() -> None:
+    from test_import_graph import graph
+
+    found = evaluator_arrows_up(graph())
+    assert not found, "the evaluator's parts import only those below them (run > judge > sandbox > static > " \
+        "result, gpus): move what both need to the lower part: " + "; ".join(found)

@@ -167,8 +167,8 @@ def pick_params(pool: ChildPool, task: Task, variant: Variant, given: dict[str, 
     When ``given`` names every parameter it is used as it is: the evaluation then checks the constraints and
     answers ``invalid_config`` if they are false.
     """
-    from warpforge.evaluator.run.job import Job
     from warpforge.evaluator.run.stages import space_stage
+    from warpforge.evaluator.sandbox.job import Job
 
     if set(given) >= set(variant.space):
         return dict(given), None, "as given"

@@ -280,8 +280,8 @@ def trusted_pipeline(src: Source, data: bytes, rng: random.Random) -> str:
     """Run one mutant through the trusted side's pre-child pipeline; returns its outcome, raises on a failure."""
     from warpforge.errors import UsageError
     from warpforge.evaluator.result import EvalResult, Verdict
-    from warpforge.evaluator.run.job import Job
     from warpforge.evaluator.run.stages import static_stage
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.evaluator.static.checks import check_source
     from warpforge.kernels.variant import VariantError, check_params, check_space, first_config, parse_variant
 

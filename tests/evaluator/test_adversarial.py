@@ -19,14 +19,14 @@ import pytest
 import torch
 
 from warpforge.evaluator import gpus
-from warpforge.evaluator.judge.adversarial import MANIFEST, fixture_job, load_manifest, run_fixture, run_manifest
 from warpforge.evaluator.judge.compare import lint_task
 from warpforge.evaluator.judge.judge import hidden_shapes, perturb_dim
 from warpforge.evaluator.result import Verdict
+from warpforge.evaluator.run.adversarial import MANIFEST, fixture_job, load_manifest, run_fixture, run_manifest
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import check_stage
 from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, side_stream_finding, wall_clock_finding
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool, child_env
 from warpforge.kernels.task import all_tasks, load_task_file
 from warpforge.kernels.taskdef import shape_key

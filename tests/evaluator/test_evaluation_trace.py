@@ -43,8 +43,8 @@ import torch
 
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.interpret import InterpretBackend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.timing import BenchSettings, bench_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants

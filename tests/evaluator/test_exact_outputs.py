@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from warpforge.evaluator.judge.compare import exact_sentinel
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.sandbox.child.common import ORIGINAL_ALLOC, ORIGINAL_NEW, Sentinel
+from warpforge.evaluator.sandbox.job import Job
+from warpforge.evaluator.sandbox.sentinel import exact_sentinel
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import parse_variant
 

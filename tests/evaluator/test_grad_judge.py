@@ -18,8 +18,8 @@ import torch
 from warpforge.evaluator.judge.gradients import add_grad_outs, input_names
 from warpforge.evaluator.judge.judge import CheckPlan, plan_cases
 from warpforge.evaluator.judge.training import judge_training
-from warpforge.evaluator.run.job import Job, training_check, training_note
 from warpforge.evaluator.sandbox.child.backward import training_call
+from warpforge.evaluator.sandbox.job import Job, training_check, training_note
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, load_variant

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.static import grammar
 from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.task import load_task_file

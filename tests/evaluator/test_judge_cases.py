@@ -13,9 +13,9 @@ import torch
 from warpforge.evaluator.judge.compare import compare_outputs, references
 from warpforge.evaluator.judge.judge import plan_cases
 from warpforge.evaluator.run.interpret import SCALE_BUDGET, scale_shapes
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import largest_checked
 from warpforge.evaluator.sandbox.child.compile import _smallest_shapes
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, load_variant
 

@@ -68,8 +68,8 @@ def test_the_aot_stage_warms_the_cache_and_a_later_child_compiles_nothing_again(
     """The AOT compile child writes its kernels into the candidate's warm cache; a second compiling child for
     the same candidate gets them seeded and adds no entry: every lookup hit (Triton writes an entry per miss).
     The same lookup is what the JIT does on a GPU in the check's and the benchmark's first call."""
-    from warpforge.evaluator.run.job import Job
     from warpforge.evaluator.run.stages import compile_stage, warm_cache
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.evaluator.sandbox.supervisor import ChildPool
     from warpforge.kernels.task import load_task_file
     from warpforge.kernels.variant import load_variant

@@ -19,7 +19,6 @@ import pytest
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run import make_pool
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.pool import (
     Completion,
     EvalPool,
@@ -29,6 +28,7 @@ from warpforge.evaluator.run.pool import (
     PoolError,
 )
 from warpforge.evaluator.run.ray_pool import RayPool
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import load_variant
 

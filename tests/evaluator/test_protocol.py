@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import child_failure, space_stage
 from warpforge.evaluator.sandbox.child.__main__ import seccomp_profile, wall_refusal
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.protocol import check_report, validate_report
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool, Walls, _parse
 from warpforge.kernels.task import load_task_file

@@ -12,9 +12,9 @@ import pytest
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend, resolve_backend_name
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.recorded_spaces import write_cache
 from warpforge.evaluator.run.recordings import recording_path
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import load_variant
 

@@ -21,10 +21,10 @@ import torch
 
 from warpforge.evaluator.judge.judge import Judge, plan_cases
 from warpforge.evaluator.result import Verdict
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import CaseFeed
 from warpforge.evaluator.sandbox import isolation
 from warpforge.evaluator.sandbox.child.seccomp import program
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool, child_env
 from warpforge.evaluator.static.checks import check_source
 from warpforge.kernels.task import load_task_file
@@ -167,7 +167,7 @@ def test_core_rules_see_process_calls_at_module_level() -> None:
 
 
 def test_runtime_only_fixtures_are_also_refused_by_the_strict_rules() -> None:
-    from warpforge.evaluator.judge.adversarial import load_manifest
+    from warpforge.evaluator.run.adversarial import load_manifest
 
     runtime = [f for f in load_manifest(ROOT / "manifest.json") if f.runtime_only]
     assert len(runtime) >= 10

@@ -8,8 +8,8 @@ import pytest
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import space_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.variant import VariantError, load_variant

@@ -170,9 +170,9 @@ def test_sigkill_of_the_orchestrator_leaves_no_candidate_running(tmp_path: Path)
 def test_the_cpu_time_backstop_reaches_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
     """RLIMIT_CPU from the request (sandbox.cpu_backstop_s): at 1 s, spin_forever (which spins at import) is
     killed by the kernel long before its 120 s deadline; at the default, the honest control finishes."""
-    from warpforge.evaluator.run.job import Job
     from warpforge.evaluator.run.stages import space_stage
     from warpforge.evaluator.sandbox import supervisor as sandbox
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.task import load_task_file
     from warpforge.kernels.variant import load_variant
 
@@ -193,7 +193,7 @@ def test_the_cpu_time_backstop_reaches_the_child(monkeypatch: pytest.MonkeyPatch
 _EVAL_ENV_READ = """
 import json, sys
 from pathlib import Path
-from warpforge.evaluator.judge.adversarial import fixture_job, load_manifest
+from warpforge.evaluator.run.adversarial import fixture_job, load_manifest
 from warpforge.evaluator.run.backend import get_backend
 root = Path(sys.argv[1])
 fixture = next(f for f in load_manifest(root / "manifest.json") if f.name == "env_read")

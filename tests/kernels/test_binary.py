@@ -182,7 +182,7 @@ def test_members_are_judged_ok_by_the_real_judge(member: str) -> None:
     flat, div with its denominators on rows); every member's values on every template are
     test_every_member_on_every_template's."""
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
 
     name = f"binary[{member}]"
     variants = builtin_variants(name)

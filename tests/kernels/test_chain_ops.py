@@ -153,7 +153,7 @@ def test_kernelbench_level2_problems_are_judged_ok(name: str, kernelbench_file, 
     several minutes each on a loaded 2-core machine."""
     from warpforge.evaluator.judge.matching import find_match, matched_files
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.task import load_task_file
     from warpforge.kernels.variant import load_variant
 

@@ -10,8 +10,8 @@ import torch
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import BACKENDS, get_backend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import compile_stage, space_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import builtin_task_names, get_task, load_task_file
 from warpforge.kernels.variant import builtin_variants, load_variant

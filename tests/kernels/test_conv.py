@@ -568,7 +568,7 @@ def get_init_inputs():
 
 def _judge(copy: Path, variant: Path, constants: dict | None = None) -> str:
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.variant import load_variant
 
     if constants:

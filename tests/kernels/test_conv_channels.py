@@ -222,7 +222,7 @@ def test_kernelbench_level2_problems_match(name: str, kernelbench_file: Callable
 
 def _judge(copy: Path, variant: Path) -> str:
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.variant import load_variant
 
     backend = get_backend("interpret")

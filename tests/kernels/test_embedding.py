@@ -22,7 +22,7 @@ from warpforge.evaluator.judge.compare import compare_outputs, references
 from warpforge.evaluator.judge.gradients import grad_references
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants, load_variant

@@ -106,7 +106,7 @@ def test_a_row_scale_by_the_wrong_row_is_wrong() -> None:
 @pytest.mark.parametrize(("task_name", "name"), TEMPLATES)
 def test_the_judge_passes_every_template(task_name: str, name: str) -> None:
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
 
     task = get_task(task_name)
     variant = next(v for v in builtin_variants(task_name) if v.name == name)

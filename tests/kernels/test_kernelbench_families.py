@@ -214,8 +214,8 @@ def test_split_k_configurations_that_pass_constraints_compile_in_fp32(tmp_path: 
     """Compile facts, not the formula: the split_k configuration with the most shared memory among those its
     constraints accept for an fp32 problem compiles for sm_90 within its limit (with 2-byte tiles assumed by the
     constraints, the largest one they accepted needed 409600 bytes: out_of_resources)."""
-    from warpforge.evaluator.run.job import Job
     from warpforge.evaluator.run.stages import compile_stage, space_stage
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.evaluator.sandbox.supervisor import ChildPool
     from warpforge.kernels.variant import load_variant
 
@@ -291,7 +291,7 @@ def test_an_fp32_transposed_gemm_is_judged_ok_at_fp32_accuracy(tmp_path: Path) -
     """The judge's faithful tl.dot (TF32 for fp32 inputs unless told otherwise) on the adapted template: the
     templates multiply fp32 as tf32x3, within KernelBench's 1e-4 (TF32 alone is ~1e-3 off and is incorrect)."""
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.variant import load_variant
 
     path = tmp_path / "mm_bt.py"
@@ -316,7 +316,7 @@ def test_a_layernorm_without_affine_is_layernorm_with_its_weights_filled_and_jud
     """``FILL_INPUTS``: the problem passes x alone, the task takes (x, w, b); the adapted launch makes w = 1 and
     b = 0 from x's last dimension, and the judge runs it on the problem's own reference."""
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.variant import load_variant
 
     path = write(tmp_path, "ln_plain", "torch.nn.functional.layer_norm(x, (dim,))", "batch, dim",

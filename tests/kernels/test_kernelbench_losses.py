@@ -173,7 +173,7 @@ def test_kernelbench_losses_are_ok_under_the_interpreter_backend(name: str, tmp_
     ~30 s a problem on 2 cores."""
     from warpforge.evaluator.result import Verdict
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.variant import load_variant
 
     problem = kernelbench(name)

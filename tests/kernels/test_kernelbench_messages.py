@@ -9,8 +9,8 @@ import torch
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import largest_checked
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.kernelbench import NOTES
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.variant import load_variant

@@ -15,8 +15,8 @@ import torch
 
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.sandbox.child.model_new import StateMismatch, load_reference_state
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.model_spec import case_init
 from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.task import load_task_file

@@ -12,7 +12,7 @@ from warpforge.evaluator.judge.matching import find_match
 from warpforge.evaluator.judge.tolerances import tolerance_verdicts
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.kernelbench import CHECK_ELEMENTS
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.variant import parse_variant

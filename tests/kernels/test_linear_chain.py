@@ -441,7 +441,7 @@ def test_a_constant_the_trace_cannot_see_is_decided_by_the_numbers(tmp_path: Pat
 
 def _judge(copy: Path, variant: Path, constants: dict | None = None) -> str:
     from warpforge.evaluator.run.backend import get_backend
-    from warpforge.evaluator.run.job import Job
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.variant import load_variant
 
     if constants:

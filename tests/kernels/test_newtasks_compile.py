@@ -15,8 +15,8 @@ from newtask_harness import load, valid_configs
 from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import compile_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants

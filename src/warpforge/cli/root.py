@@ -338,8 +338,8 @@ def eval_cmd(
     target = check_target(target)
     from warpforge.evaluator.result import Verdict
     from warpforge.evaluator.run.backend import get_backend, usable_backend
-    from warpforge.evaluator.run.job import Job
     from warpforge.evaluator.sandbox.isolation import require_for_untrusted
+    from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.task import get_task
     from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, check_params, check_space, load_variant
     from warpforge.preflight import pick_params

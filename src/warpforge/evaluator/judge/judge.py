@@ -28,16 +28,16 @@ import torch
 from warpforge.evaluator.judge.compare import (
     PrecisionProbe,
     compare_with_spread,
-    exact_sentinel,
     forward_references,
     is_sentinel,
     references,
     refine,
 )
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.protocol import CheckReport, LaunchFacts
 from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, load_saved, read_regular
+from warpforge.evaluator.sandbox.sentinel import exact_sentinel
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 from warpforge.evaluator.static.checks import disallowed_ops
 from warpforge.kernels.taskdef import Shape, Task, dtype_name, shape_key

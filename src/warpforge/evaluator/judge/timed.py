@@ -14,7 +14,7 @@ import torch
 
 from warpforge.evaluator.judge.compare import compare_with_spread, forward_references, references
 from warpforge.evaluator.judge.gradients import recheck_training
-from warpforge.evaluator.run.job import Job, training_check
+from warpforge.evaluator.sandbox.job import Job, training_check
 from warpforge.evaluator.sandbox.readback import OUTPUT_CAP, NotReadable, load_saved, read_regular
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 from warpforge.kernels.taskdef import Shape, shape_key

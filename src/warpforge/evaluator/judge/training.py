@@ -27,7 +27,7 @@ from warpforge.evaluator.judge.compare import Mismatch, compare_outputs, compare
 from warpforge.evaluator.judge.gradients import grad_floors, grad_references, gradient_of, input_names
 from warpforge.evaluator.judge.judge import Case, CheckPlan, Judge
 from warpforge.evaluator.result import EvalResult, Verdict
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome
 
 

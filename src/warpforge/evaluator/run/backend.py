@@ -1,6 +1,6 @@
 """The backend contract: :class:`Backend` with its declared capabilities, its registry, and backend selection.
 
-A backend evaluates a :class:`~warpforge.evaluator.run.job.Job` to exactly one verdict and declares, as
+A backend evaluates a :class:`~warpforge.evaluator.sandbox.job.Job` to exactly one verdict and declares, as
 class attributes, what else it offers (see :class:`Backend`). :meth:`Backend.evaluate` only dispatches to the
 run stages (stages.evaluate_job), which call the backend's ``_evaluate``; nothing here is called back.
 :data:`BACKENDS` names the built-in ones by import path (``interpret``, ``cuda``, ``replay``, each in its own
@@ -27,8 +27,8 @@ import torch
 from warpforge.errors import UsageError
 from warpforge.evaluator.result import EvalResult
 from warpforge.evaluator.run import recordings
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.stages import evaluate_job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.variant import Variant
 from warpforge.registry import Registry

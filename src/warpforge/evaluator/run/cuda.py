@@ -21,10 +21,10 @@ import torch
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend, register
 from warpforge.evaluator.run.interpret import by_path_notes, coverage
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.provenance import fingerprint
 from warpforge.evaluator.run.stages import check_stage, compile_stage, phase_budgets
 from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 

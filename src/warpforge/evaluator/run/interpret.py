@@ -22,9 +22,9 @@ import torch
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend, register
 from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.provenance import fingerprint
 from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked, spec_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.evaluator.static.grammar import kernels_use
 from warpforge.kernels.taskdef import Shape, Task, shape_key

@@ -44,9 +44,9 @@ from warpforge.errors import WarpforgeError
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend
 from warpforge.evaluator.run.interpret import interpret_checks
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.provenance import software_versions
 from warpforge.evaluator.run.stages import compile_stage, static_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.task import get_task
 from warpforge.kernels.taskdef import Task, dtype_name, parse_dtype
 from warpforge.kernels.variant import Variant

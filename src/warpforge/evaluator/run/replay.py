@@ -23,10 +23,10 @@ from pathlib import Path
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.evaluator.result import EvalResult, ShapeResult, Timing, Verdict, aggregate
 from warpforge.evaluator.run.backend import Backend, register
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.provenance import fingerprint
 from warpforge.evaluator.run.recorded_spaces import RecordedSpace, read_space
 from warpforge.evaluator.run.recordings import recordings_root
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.kernels.taskdef import dtype_name, parse_dtype, shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.replay")

@@ -5,7 +5,8 @@ every result carries. Each stage returns either data or a failing :class:`EvalRe
 cuda.py, replay.py) chain them.
 Correctness (``check_stage``) plans its cases here (judge.plan_cases: seeds and hidden shapes from
 this process's unpredictable RNG), runs them in a child, and judges the child's raw facts in
-judge/judge.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.run.job.Job` in job.py.
+judge/judge.py. Timing stages live in timing.py; the typed :class:`~warpforge.evaluator.sandbox.job.Job` in
+sandbox/job.py.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from warpforge.evaluator.judge.gradients import add_grad_outs
 from warpforge.evaluator.judge.judge import CheckPlan, judge_check, plan_cases
 from warpforge.evaluator.judge.training import judge_training
 from warpforge.evaluator.result import EvalResult, Resources, Verdict
-from warpforge.evaluator.run.job import Job, training_check, training_note
 from warpforge.evaluator.run.provenance import software_versions
 from warpforge.evaluator.sandbox import isolation, kernel_cache, model_spec
+from warpforge.evaluator.sandbox.job import Job, training_check, training_note
 from warpforge.evaluator.sandbox.protocol import CheckRequest
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool
 from warpforge.evaluator.static.checks import check_source

@@ -30,7 +30,6 @@ import torch
 from warpforge.evaluator.gpus import peaks_for
 from warpforge.evaluator.judge.timed import recheck_timed_call
 from warpforge.evaluator.result import EvalResult, ShapeResult, Verdict
-from warpforge.evaluator.run.job import Job, training_check
 from warpforge.evaluator.run.stages import (
     CANDIDATE_FILE,
     CONTEXT_S,
@@ -45,6 +44,7 @@ from warpforge.evaluator.run.stages import (
 )
 from warpforge.evaluator.run.stats import quantiles
 from warpforge.evaluator.sandbox import model_spec
+from warpforge.evaluator.sandbox.job import Job, training_check
 from warpforge.evaluator.sandbox.supervisor import ChildPool, Mark
 from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 

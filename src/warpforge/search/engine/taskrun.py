@@ -25,10 +25,10 @@ from warpforge.db.writer import ResultWriter
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run import make_pool
 from warpforge.evaluator.run.backend import BACKENDS, Backend, resolve_backend_name
-from warpforge.evaluator.run.job import Job
 from warpforge.evaluator.run.pool import Completion, EvalPool, JobSpec, PoolConfig, PoolError
 from warpforge.evaluator.run.provenance import software_versions
 from warpforge.evaluator.run.stages import space_stage
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import VariantError, parse_variant

@@ -294,7 +294,7 @@ class OpRecorder(TorchDispatchMode):
 
 class Sentinel:
     """Every fresh allocation is prefilled with a sentinel, so unwritten output shows (integer and boolean
-    ones with ``compare.exact_sentinel``: the dtype's minimum or maximum, True or False).
+    ones with ``sentinel.exact_sentinel``: the dtype's minimum or maximum, True or False).
 
     ``torch.empty``, ``empty_like``, ``empty_strided``, ``Tensor.new_empty`` and ``new_empty_strided``
     are replaced; the caching allocator's free blocks are poisoned too (0xFF bytes are NaN in every
@@ -306,7 +306,7 @@ class Sentinel:
         self.installed: dict[str, Any] = {}
 
     def install(self, value: float) -> None:
-        from warpforge.evaluator.judge.compare import exact_sentinel
+        from warpforge.evaluator.sandbox.sentinel import exact_sentinel
 
         def filled(tensor: torch.Tensor) -> torch.Tensor:
             if tensor.device.type == "meta" or tensor.is_complex():

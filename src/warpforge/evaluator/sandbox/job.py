@@ -1,12 +1,13 @@
 """The typed job the trusted side evaluates: one candidate (task, variant source, parameters) and how to check it.
 
-Its own module, below both the stages that run a job (stages.py, timing.py) and the judge that reads what
-its child reported (judge/judge.py), so that neither imports the other for the type. Whether a job checks
+It sits in sandbox/, below both the stages that run a job (run/stages.py, run/timing.py) and the judge that
+reads what its child reported (judge/judge.py), so that neither imports the other for the type and the judge
+imports nothing of run/ (tests/test_layers.py). Whether a job checks
 the backward (:func:`training_check`) is decided here too: the stages ask it before any child runs.
 
 Example::
 
-    >>> from warpforge.evaluator.run.job import Job
+    >>> from warpforge.evaluator.sandbox.job import Job
     >>> job = Job(get_task("softmax"), load_variant(path), {"BLOCK": 128})      # doctest: +SKIP
     >>> job.result(Verdict.OK).params                                           # doctest: +SKIP
     {'BLOCK': 128}

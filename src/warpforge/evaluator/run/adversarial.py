@@ -10,7 +10,7 @@ of its time before.
 
 Example::
 
-    >>> from warpforge.evaluator.judge.adversarial import run_manifest
+    >>> from warpforge.evaluator.run.adversarial import run_manifest
     >>> outcomes = run_manifest("interpret")                      # doctest: +SKIP
     >>> sum(o.passed for o in outcomes), len(outcomes)            # doctest: +SKIP
     (30, 30)
@@ -27,7 +27,7 @@ from typing import Any
 
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend, get_backend
-from warpforge.evaluator.run.job import Job
+from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.taskdef import Task, TaskError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from warpforge.evaluator.run.stages import compile_stage, space_stage
 from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
 from warpforge.kernels.task import builtin_task_names, get_task, load_task_file
+from warpforge.kernels.taskdef import KINDS, TaskError
 from warpforge.kernels.variant import builtin_variants, load_variant
 
 TASKS = builtin_task_names()
@@ -29,6 +31,26 @@ PLANTED = Path(__file__).parents[1] / "evaluator" / "planted"
 def pool():
     with ChildPool() as p:
         yield p
+
+
+def test_every_task_declares_its_kind_which_the_optimizer_reports() -> None:
+    """Each built-in task module says its role (``KIND``); the model optimizer's regions read it from the task,
+    from no table of its own (9 of 31 tasks were once missing from such a table, reported as "other")."""
+    from warpforge.optimize.match import task_kind
+
+    undeclared = [n for n in TASKS if not hasattr(importlib.import_module(f"warpforge.kernels.tasks.{n}"), "KIND")]
+    assert not undeclared
+    kinds = {n: get_task(n).kind for n in TASKS}
+    assert set(kinds.values()) <= set(KINDS) - {"other"}, kinds
+    assert (kinds["conv"], kinds["linear_groupnorm"], kinds["pool"]) == ("convolution", "gemm", "pooling")
+    assert all(task_kind(n) == k for n, k in kinds.items()) and task_kind("no_such_task") == "other"
+
+
+def test_an_unknown_kind_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "mysoftmax.py"
+    path.write_text(get_task("softmax").path.read_text().replace('KIND = "reduction"', 'KIND = "softmaxes"'))
+    with pytest.raises(TaskError, match="KIND 'softmaxes' is none of gemm"):
+        load_task_file(path)
 
 
 @pytest.mark.parametrize("name", TASKS)

@@ -29,6 +29,7 @@ from types import ModuleType
 from warpforge.kernels.kernelbench import kernelbench_task, missing_import
 from warpforge.kernels.members import member_files, member_task_name, split_member
 from warpforge.kernels.taskdef import (
+    KINDS,
     Member,
     Task,
     TaskError,
@@ -71,6 +72,9 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
     check_shapes = list(module.CHECK_SHAPES)
     if not shapes or not module.DTYPES:
         raise TaskError(f"task file {path} needs at least one entry in SHAPES and DTYPES")
+    kind = str(getattr(module, "KIND", "other"))
+    if kind not in KINDS:
+        raise TaskError(f"task file {path}: KIND {kind!r} is none of {', '.join(KINDS)}")
     return Task(
         name=str(module.NAME),
         description=str(getattr(module, "DESCRIPTION", "")),
@@ -98,6 +102,8 @@ def contract_task(module: ModuleType, path: Path, builtin: bool) -> Task:
         propose=getattr(module, "propose_members", None),
         unit_dims_at=getattr(module, "UNIT_DIMS_AT", None),
         fill_inputs={int(i): float(v) for i, v in getattr(module, "FILL_INPUTS", {}).items()},
+        kind=kind,
+        optional_inputs=tuple(int(i) for i in getattr(module, "OPTIONAL_INPUTS", ())),
     )
 
 

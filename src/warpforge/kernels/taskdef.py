@@ -32,6 +32,12 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-10, 1e-10),
 }
 
+# A task's role in a model's step, its module's ``KIND``: what the model optimizer calls the regions the task
+# computes (optimize/regions.py) and what a by-path problem or a task file without one is ("other").
+KINDS = ("gemm", "convolution", "attention", "normalization", "activation", "elementwise", "reduction", "pooling",
+         "loss", "embedding", "rotary", "quantization", "other")
+
+
 class TaskError(UsageError):
     """A task is unknown or its module breaks the contract; the message says what to do."""
 
@@ -120,6 +126,12 @@ class Task:
     # Optional ``FILL_INPUTS``: {input index: value}: a problem that does not pass that input (a Conv without
     # bias, an InstanceNorm without affine weights) is this task with the input filled with the value.
     fill_inputs: dict[int, float] = field(default_factory=dict)
+    # ``KIND``: one of :data:`KINDS`.
+    kind: str = "other"
+    # Optional ``OPTIONAL_INPUTS``: input indices a caller may leave out (a Linear without bias), which the model
+    # optimizer passes as zeros of the task's shape (optimize/match.py); unlike FILL_INPUTS, no problem is matched
+    # through them.
+    optional_inputs: tuple[int, ...] = ()
 
     def as_member(self, name: str) -> Task:
         """This task computing its member ``name`` (its reference swapped); TaskError naming the members."""

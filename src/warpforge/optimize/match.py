@@ -101,14 +101,9 @@ def _tasks() -> tuple[Task, ...]:
     return tuple(sorted(tasks, key=lambda t: (bool(t.members), t.name)))
 
 
-def _optional(task: Task) -> tuple[int, ...]:
-    import importlib
-
-    try:
-        module = importlib.import_module(f"warpforge.kernels.tasks.{task.name}")
-    except ImportError:
-        return ()
-    return tuple(getattr(module, "OPTIONAL_INPUTS", ()))
+def task_kind(name: str) -> str:
+    """The region kind of a built-in task: its module's KIND (kernels/taskdef.py KINDS); "other" for any other."""
+    return next((t.kind for t in _tasks() if t.name == name), "other")
 
 
 def _probe_inputs(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[Any]] | None:
@@ -294,7 +289,7 @@ def _find(call: Call, tasks: Sequence[Task] | None) -> CallMatch | None:
         if probe is None:
             continue
         where, task_inputs = probe
-        optional = _optional(task)
+        optional = task.optional_inputs
         for order in _assignments(call, task_inputs, optional):
             views = [None if j < 0 else _view(call.tensors[j], task_inputs[i].dim()) for i, j in enumerate(order)]
             if any(v is None for v, j in zip(views, order) if j >= 0):

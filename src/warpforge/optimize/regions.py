@@ -28,17 +28,9 @@ from typing import Any
 import torch
 
 from warpforge.optimize.loose import LooseCut, loose_cuts
-from warpforge.optimize.match import Call, CallMatch, find_call_match
+from warpforge.optimize.match import Call, CallMatch, find_call_match, task_kind
 from warpforge.optimize.trace import FunctionCall, ModuleCall, OpRecord, StepTrace
 
-# The region kind of each built-in task (a kernel family's role in a step).
-TASK_KINDS = {"matmul": "gemm", "linear": "gemm", "fp8_gemm": "gemm", "rmsnorm": "normalization",
-              "layernorm": "normalization", "normalize": "normalization", "swiglu": "activation",
-              "elementwise": "activation", "attention": "attention", "rotary": "rotary",
-              "cross_entropy": "loss", "fused_linear_cross_entropy": "loss", "softmax": "reduction",
-              "log_softmax": "reduction", "reduce": "reduction", "fp8_quant_block": "quantization",
-              "fp8_quant_token": "quantization", "embedding": "embedding", "loss": "loss",
-              "scan": "reduction", "linear_chain": "gemm", "binary": "elementwise"}
 _GEMM_OPS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear"}
 # A module with more tensors than any task takes is never one region (a decoder layer: 9 weights).
 MAX_CALL_TENSORS = 6
@@ -227,7 +219,7 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
         if matches:
             keys = keys_within(f)
             origin = getattr(inspect.unwrap(f.func), "__code__", None) if f.helper else None
-            take(Region(f.key, TASK_KINDS.get(matches[0].task, "other"), source, match=matches[0],
+            take(Region(f.key, task_kind(matches[0].task), source, match=matches[0],
                         outputs=matches if len(matches) > 1 else [],
                         helper_file=origin.co_filename if origin is not None else ""),
                  [o for o in trace.ops if o.call in keys and o.module == f.path])
@@ -246,14 +238,14 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
                 cache[key] = find_call_match(as_call) if as_call is not None else None
             match = cache[key]
             if match is not None:
-                take(Region(path, TASK_KINDS.get(match.task, "other"), "module", match=match),
+                take(Region(path, task_kind(match.task), "module", match=match),
                      [o for o in trace.ops if _within(o.module, path)])
                 return
         # loose runs first: a matched run owns the calls and stateless children (a Dropout) inside it
         inside: set[str] = set()
         for cut in loose_cuts(model, trace, path, find_call_match, loose_cache):
             assert cut.match is not None
-            take(Region(f"{path or '<root>'}::{cut.describe()}#{cut.start}", TASK_KINDS.get(cut.match.task, "other"),
+            take(Region(f"{path or '<root>'}::{cut.describe()}#{cut.start}", task_kind(cut.match.task),
                         "loose", match=cut.match, loose=cut), cut.ops)
             inside |= cut.keys | set(cut.children)
         for child in children.get(path, []):

@@ -27,6 +27,7 @@ import math
 import torch
 
 NAME = "attention"
+KIND = "attention"
 DESCRIPTION = ("attention out = softmax(q k^T / sqrt(D), causal) v; q [B, HQ, S, D], k/v [B, HKV, S, D] (GQA); "
                "forward and backward (dq, dk, dv)")
 
@@ -133,10 +134,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: tuple(t.to(dtype=dtype, device=device) for t in ts) for name, ts in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Two GEMMs (q k^T and p v) of 2*S*S*D each per query head; the causal mask halves the work.
     b, hq, s, d = shape["B"], shape["HQ"], shape["S"], shape["D"]
@@ -148,4 +145,4 @@ def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # q read and out written once, k and v read once per KV head (the ideal of a fused kernel that keeps
     # scores on chip), plus the saved fp32 logsumexp.
     b, hq, hkv, s, d = shape["B"], shape["HQ"], shape["HKV"], shape["S"], shape["D"]
-    return float((2 * b * hq * s * d + 2 * b * hkv * s * d) * _elem_size(dtype) + 4 * b * hq * s)
+    return float((2 * b * hq * s * d + 2 * b * hkv * s * d) * dtype.itemsize + 4 * b * hq * s)

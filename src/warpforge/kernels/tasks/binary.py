@@ -28,6 +28,7 @@ from collections.abc import Callable
 import torch
 
 NAME = "binary"
+KIND = "elementwise"
 DESCRIPTION = ("Binary elementwise op y = op(x, z) on [M, N], z [ZM, ZN] same-shaped or broadcast along rows or "
                "columns (one family: add, sub, mul, div, maximum, minimum, x * sigmoid(z)).")
 
@@ -50,10 +51,6 @@ CHECK_SHAPES: list[dict[str, int]] = [
 ]
 
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
 
 
 def tiled(z: torch.Tensor, m: int, n: int) -> torch.Tensor:
@@ -79,7 +76,7 @@ _OPS: list[tuple[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor], str]
 
 def _reference_of(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
     def reference(x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        c = _compute_dtype(x.dtype)
+        c = torch.promote_types(x.dtype, torch.float32)
         m, n = x.shape[0], x.shape[1]
         # z of x's shape, or a row or column of it: torch's own broadcasting, whose autograd (a patched
         # region's backward in a training step) is what the eager op's is; only a z that tiles x is indexed
@@ -131,10 +128,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {k: (a.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device)) for k, (a, b) in cases.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # One operation per element (a few for x * sigmoid(z)): the roofline is bandwidth.
     return float(shape["M"] * shape["N"])
@@ -142,4 +135,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read and y written once; z read once (a broadcast row or column stays in cache).
-    return float((2 * shape["M"] * shape["N"] + shape["ZM"] * shape["ZN"]) * _elem_size(dtype))
+    return float((2 * shape["M"] * shape["N"] + shape["ZM"] * shape["ZN"]) * dtype.itemsize)

@@ -22,6 +22,7 @@ import math
 import torch
 
 NAME = "bmm"
+KIND = "gemm"
 DESCRIPTION = "C[b] = A[b] @ B[b], A [B, M, K], B [B, K, N]; fp32 accumulation, output in the input dtype"
 
 # KernelBench level 1's 3_Batched_matrix_multiplication (128 x 512x1024 @ 1024x2048), a square batch, and
@@ -47,13 +48,8 @@ SMALL_SHAPES: list[dict[str, int]] = [{"B": 4, "M": 256, "N": 256, "K": 256}]
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
-    return torch.promote_types(dtype, torch.float32)
-
-
 def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    ct = _compute_dtype(a.dtype)
+    ct = torch.promote_types(a.dtype, torch.float32)
     return torch.bmm(a.to(ct), b.to(ct)).to(a.dtype)
 
 

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from warpforge.kernels.taskdef import Member
 
 NAME = "channel_norm"
+KIND = "normalization"
 DESCRIPTION = ("y = (x - mean) * rsqrt(var + eps) * w + b over channel groups of x [N, C, H, W]: batch norm "
                "(running or batch statistics), instance norm, group norm; fp32 statistics")
 
@@ -59,10 +60,6 @@ FILL_INPUTS: dict[int, float] = {1: 1.0, 2: 0.0, 3: 0.0, 4: 1.0, 5: 0}
 KINDS = ("batch", "batch_train", "instance", "group")
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 def member(kind: str, groups: int = 1, eps: float = 1e-5) -> tuple[str, Callable[..., torch.Tensor],
                                                                    dict[str, str | int | float]]:
     """The member normalizing as ``kind`` (one of :data:`KINDS`; ``groups`` for group norm): (name, reference,
@@ -73,7 +70,7 @@ def member(kind: str, groups: int = 1, eps: float = 1e-5) -> tuple[str, Callable
 
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, running_mean: torch.Tensor,
                   running_var: torch.Tensor, num_batches_tracked: torch.Tensor) -> torch.Tensor:
-        ct = _compute_dtype(x.dtype)
+        ct = torch.promote_types(x.dtype, torch.float32)
         v, wc, bc = x.to(ct), w.to(ct), b.to(ct)
         if kind == "batch":
             y = F.batch_norm(v, running_mean.to(ct), running_var.to(ct), wc, bc, training=False, eps=eps)
@@ -121,10 +118,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: (v.to(dtype=dtype, device=device), *(t.to(device) for t in rest)) for name, v in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Statistics (an add and a multiply-add per element) and the normalization (subtract, two multiplies, add).
     return 7.0 * shape["N"] * shape["C"] * shape["H"] * shape["W"]
@@ -132,7 +125,7 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once and y written once (the floor: a two-pass kernel reads x again, from L2 where it fits).
-    return float(2 * shape["N"] * shape["C"] * shape["H"] * shape["W"] * _elem_size(dtype))
+    return float(2 * shape["N"] * shape["C"] * shape["H"] * shape["W"] * dtype.itemsize)
 
 
 def propose_members(model: torch.nn.Module) -> list[Member]:

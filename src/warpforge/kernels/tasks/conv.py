@@ -53,6 +53,7 @@ from warpforge.kernels.fx_chain import Step, apply_steps, checked, read_chain, s
 from warpforge.kernels.taskdef import Member
 
 NAME = "conv"
+KIND = "convolution"
 DESCRIPTION = ("y = chain(conv(x, w) + b, p): a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, "
                "padding, dilation and groups as a member's constants) and up to 6 elementwise steps, p a "
                "per-channel parameter, a reduction or softmax over the channels or a global average pooling among "
@@ -121,11 +122,6 @@ class Hyper:
         return out
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
-    return torch.promote_types(dtype, torch.float32)
-
-
 def groups_of(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, transposed: bool) -> int:
     """The group count the shapes imply (w's channel dim is C_in / G, or transposed C_out / G with b [C_out])."""
     return (b.shape[0] if transposed else x.shape[1]) // w.shape[1]
@@ -135,7 +131,7 @@ def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper,
          steps: tuple[Step, ...] = (), p: torch.Tensor | None = None) -> torch.Tensor:
     """``hyper``'s convolution of 5-D inputs by torch, its group count from the shapes, then ``steps`` (p the
     parameter their ``*_p`` steps read), in fp32 (float64 for float64 inputs), rounded to x's dtype."""
-    ct = _compute_dtype(x.dtype)
+    ct = torch.promote_types(x.dtype, torch.float32)
     x2, w2, b2 = x.to(ct), w.to(ct), b.to(ct)
     groups = groups_of(x, w, b, hyper.transposed)
     if hyper.transposed:

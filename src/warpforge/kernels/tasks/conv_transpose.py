@@ -23,6 +23,7 @@ from warpforge.kernels.taskdef import Member
 from warpforge.kernels.tasks import conv
 
 NAME = "conv_transpose"
+KIND = "convolution"
 DESCRIPTION = ("y = chain(conv_transpose(x, w) + b, p): a transposed convolution (1-D, 2-D or 3-D as 3-D with unit "
                "dims; stride, padding, dilation, output padding and groups as a member's constants) and up to 6 "
                "elementwise steps, p a per-channel parameter, a reduction or softmax over the channels or a global "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 NAME = "cross_entropy"
+KIND = "loss"
 DESCRIPTION = (
     "per-row cross-entropy loss = logsumexp(logits[i]) - logits[i, targets[i]]; logits [M, V] fp16/bf16/fp32, "
     "int64 targets [M]; fp32 output [M] (reduction='none')"

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 NAME = "elementwise"
+KIND = "activation"
 DESCRIPTION = "Unary elementwise op y = op(x) on an [M, N] tensor (one family: ReLU, GELU, SELU, Softplus, ...)."
 
 # Memory-bound: 4096 x 16384 fp32 is 256 MiB in and out, past any L2; the 8192-square and the long-row
@@ -42,10 +43,6 @@ CHECK_SHAPES: list[dict[str, int]] = [
 ]
 
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
 
 
 # No plain exp: the judge's float64 reference of exp(300) is finite where every float32 kernel overflows.
@@ -79,7 +76,7 @@ _OPS: list[tuple[str, Callable[[torch.Tensor], torch.Tensor], str, float, float]
 
 def _reference_of(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
     def reference(x: torch.Tensor) -> torch.Tensor:
-        return fn(x.to(_compute_dtype(x.dtype))).to(x.dtype)
+        return fn(x.to(torch.promote_types(x.dtype, torch.float32))).to(x.dtype)
 
     return reference
 
@@ -106,14 +103,10 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
             "large": ((x * 100.0).to(dtype=dtype, device=device),)}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # A few operations per element whatever the op: the roofline is bandwidth.
     return 4.0 * shape["M"] * shape["N"]
 
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
-    return 2.0 * shape["M"] * shape["N"] * _elem_size(dtype)
+    return 2.0 * shape["M"] * shape["N"] * dtype.itemsize

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 NAME = "embedding"
+KIND = "embedding"
 DESCRIPTION = ("out = weight[ids] (torch.nn.functional.embedding), int64 ids [M] in [0, V), weight [V, N]; "
                "fp16/bf16/fp32, bit-exact gather; backward dW = fp32 index-add of grad rows (ids repeat)")
 

@@ -17,6 +17,7 @@ import math
 import torch
 
 NAME = "fp8_gemm"
+KIND = "gemm"
 DESCRIPTION = ("block-scaled FP8 GEMM out = dequant(A) @ dequant(B)^T, A fp8 [M, K] with 1x128 scales, B fp8 [N, K] "
                "with 128x128 scales; bfloat16 output")
 

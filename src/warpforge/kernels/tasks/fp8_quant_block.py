@@ -14,6 +14,7 @@ import math
 import torch
 
 NAME = "fp8_quant_block"
+KIND = "quantization"
 DESCRIPTION = ("per-block (1 x 128) quantisation of x [M, K] to float8_e4m3fn with float32 scales amax/448 per "
                "group; outputs (q [M, K], scales [M, ceil(K/128)])")
 

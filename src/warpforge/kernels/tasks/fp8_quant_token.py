@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 NAME = "fp8_quant_token"
+KIND = "quantization"
 DESCRIPTION = ("per-token (1 x H) quantisation of x [M, H] to float8_e4m3fn with float32 scales amax/448; "
                "outputs (q [M, H], scales [M])")
 

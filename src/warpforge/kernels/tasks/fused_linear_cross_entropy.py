@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 NAME = "fused_linear_cross_entropy"
+KIND = "loss"
 DESCRIPTION = ("per-row loss of logits = h @ w^T without materialising them; h [M, H], w [V, H], int64 target [M] "
                "(-100 ignored); fp32 loss [M]; forward and backward (dh, dw)")
 
@@ -105,10 +106,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: (a.to(dtype=dtype, device=device), b.to(device), t.to(device)) for name, (a, b, t) in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # The forward's logits GEMM (2*M*V*H) plus ~4 operations per logit (max, exp, sum, target pick); the
     # backward does two GEMMs more (dh, dw) and the logits again if it recomputes them.
@@ -119,7 +116,7 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # h and w read once, int64 targets read, fp32 loss written: never the logits.
     m, hdim, v = shape["M"], shape["H"], shape["V"]
-    return float((m * hdim + v * hdim) * _elem_size(dtype) + 8 * m + 4 * m)
+    return float((m * hdim + v * hdim) * dtype.itemsize + 8 * m + 4 * m)
 
 
 def peak_memory(shape: dict[str, int], dtype: torch.dtype) -> dict[str, float]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 NAME = "layernorm"
+KIND = "normalization"
 DESCRIPTION = "LayerNorm y = (x - mean) / sqrt(var + 1e-5) * w + b over the last dim of [M, N]; w, b [N]."
 
 EPS = 1e-5
@@ -52,11 +53,6 @@ DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16, torch.float32]
 GRAD_INPUTS = (0, 1, 2)
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    # fp16/bf16/fp32 compute in fp32; float64 (the evaluator's ground-truth pass) stays float64.
-    return torch.promote_types(dtype, torch.float32)
-
-
 def grad_scales(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> tuple[float, float, float]:
     """The magnitude of the terms dx, dw and db are computed from (the judge scales atol by it where it exceeds
     the gradient's own RMS; as rmsnorm's): dx = rstd * (w*g - mean(w*g) - xhat * mean(w*g*xhat)) has terms of
@@ -77,7 +73,7 @@ def grad_scales(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, g: torch.Tens
 
 
 def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    ct = _compute_dtype(x.dtype)
+    ct = torch.promote_types(x.dtype, torch.float32)
     y = torch.nn.functional.layer_norm(x.to(ct), (x.shape[-1],), w.to(ct), b.to(ct), eps=EPS)
     return y.to(x.dtype)
 
@@ -95,10 +91,6 @@ def make_inputs(
     w = 1.0 + 0.1 * torch.randn(n, generator=gen)
     b = 0.1 * torch.randn(n, generator=gen)
     return x.to(dtype=dtype, device=device), w.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device)
-
-
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
 
 
 def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
@@ -122,4 +114,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once, y written once, w and b read once.
     m, n = shape["M"], shape["N"]
-    return (2.0 * m * n + 2.0 * n) * _elem_size(dtype)
+    return (2.0 * m * n + 2.0 * n) * dtype.itemsize

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 NAME = "linear"
+KIND = "gemm"
 DESCRIPTION = ("y = x @ w.T + b (torch.nn.functional.linear with bias), x [M, K], w [N, K], b [N]; fp16/bf16 "
                "inputs, fp32 accumulation, output in the input dtype; forward and backward (dx, dw, db)")
 
@@ -70,13 +71,8 @@ ACCUMULATION = torch.float32
 PRECISION_SHAPES: list[dict[str, int]] = [{"M": 16, "N": 16, "K": 4096}]
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
-    return torch.promote_types(dtype, torch.float32)
-
-
 def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    ct = _compute_dtype(x.dtype)
+    ct = torch.promote_types(x.dtype, torch.float32)
     return F.linear(x.to(ct), w.to(ct), b.to(ct)).to(x.dtype)
 
 

@@ -47,6 +47,7 @@ from warpforge.kernels.fx_chain import (
 from warpforge.kernels.taskdef import Member
 
 NAME = "linear_chain"
+KIND = "gemm"
 DESCRIPTION = ("y = chain(x @ w.T + b, p): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
                "(scale, shift, residual add, a per-column parameter p [N], ReLU, LeakyReLU, GELU, sigmoid, tanh, "
                "SiLU, Mish, clamp), a row "
@@ -79,11 +80,6 @@ DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 # A problem's Linear without bias (``x @ W.T``) is this task with b = 0; one without a per-column parameter, with
 # a zero p that its chain never reads.
 FILL_INPUTS = {2: 0.0, 3: 0.0}
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    # fp32 for half inputs, float64 when the evaluator upcasts the inputs for its exact reference
-    return torch.promote_types(dtype, torch.float32)
 
 
 # The `rows` template pools a column tile of BLOCK_N (>= 32) in registers, reshaped to [BLOCK_M, BLOCK_N / k, k]:
@@ -121,7 +117,7 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
     squeeze = bool(reduce_at) and steps[reduce_at[0] - 1][1] == 0.0
 
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        ct = _compute_dtype(x.dtype)
+        ct = torch.promote_types(x.dtype, torch.float32)
         z = F.linear(x.to(ct), w.to(ct), b.to(ct))
         y = apply_steps(z, steps, p.to(ct))
         return (y.squeeze(-1) if squeeze else y).to(x.dtype)

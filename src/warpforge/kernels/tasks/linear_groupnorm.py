@@ -34,6 +34,7 @@ from warpforge.kernels.fx_chain import MAX_STEPS, ROW_OPS, Step, apply_steps, ch
 from warpforge.kernels.taskdef import Member
 
 NAME = "linear_groupnorm"
+KIND = "gemm"
 DESCRIPTION = ("y = post(group_norm(pre(x @ w.T + b), G) * gamma + beta): a linear layer, elementwise steps "
                "(a per-feature parameter among them), a GroupNorm over G contiguous feature groups of each row "
                "and steps after it, fused; fp32 accumulation and statistics, output in the input dtype")
@@ -66,10 +67,6 @@ FILL_INPUTS = {3: 1.0, 4: 0.0, 5: 0.0}
 NORM = "group_norm"
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 def _split(steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], Step, tuple[Step, ...]]:
     """(the steps before the norm, the norm step, the steps after it); ValueError when no such chain."""
     at = [i for i, (op, _, _) in enumerate(steps) if op == NORM]
@@ -95,7 +92,7 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
 
     def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
                   p: torch.Tensor) -> torch.Tensor:
-        ct = _compute_dtype(x.dtype)
+        ct = torch.promote_types(x.dtype, torch.float32)
         z = F.linear(x.to(ct), w.to(ct), b.to(ct))
         y = apply_steps(z, pre, p.to(ct)) if pre else z
         # torch.group_norm: F.group_norm refuses a group of one value (torch agrees: its variance is 0)

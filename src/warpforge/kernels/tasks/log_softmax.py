@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 NAME = "log_softmax"
+KIND = "reduction"
 DESCRIPTION = "Row log-softmax over the last dim of an [M, N] tensor; output in the input dtype."
 
 # Benchmark shapes: attention-sized rows (4096/8192 keys) for many tokens, and a long row (32k) that
@@ -50,13 +51,8 @@ DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 LOGIT_SCALE = 3.0
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    # fp16/bf16/fp32 compute in fp32; float64 (the evaluator's ground-truth pass) stays float64.
-    return torch.promote_types(dtype, torch.float32)
-
-
 def reference(x: torch.Tensor) -> torch.Tensor:
-    xf = x.to(_compute_dtype(x.dtype))
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
     return torch.log_softmax(xf, dim=-1).to(x.dtype)
 
 
@@ -86,10 +82,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: (t.to(dtype=dtype, device=device),) for name, t in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Per element: max, subtract, exp, sum, subtract the log-sum = 5 operations.
     return 5.0 * shape["M"] * shape["N"]
@@ -97,4 +89,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once, y written once.
-    return 2.0 * shape["M"] * shape["N"] * _elem_size(dtype)
+    return 2.0 * shape["M"] * shape["N"] * dtype.itemsize

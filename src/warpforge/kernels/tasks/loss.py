@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 NAME = "loss"
+KIND = "loss"
 DESCRIPTION = ("Elementwise loss of pred and target [M, N] reduced to a scalar: mse, l1, smooth_l1, hinge, kl_div "
                "with mean, sum or batchmean (fp32 accumulation).")
 
@@ -67,10 +68,6 @@ TOLERANCES = {
 }
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 # op -> the elementwise torch loss with reduction "none" (the reduction is applied by _reference_of).
 _LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "mse": lambda p, t: F.mse_loss(p, t, reduction="none"),
@@ -88,7 +85,7 @@ _REDUCTIONS = {"mse": ("mean", "sum"), "l1": ("mean", "sum"), "smooth_l1": ("mea
 
 def _reference_of(op: str, reduction: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     def reference(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        ct = _compute_dtype(pred.dtype)
+        ct = torch.promote_types(pred.dtype, torch.float32)
         elems = _LOSSES[op](pred.to(ct), target.to(ct))
         total = elems.sum()
         if reduction == "mean":
@@ -159,10 +156,6 @@ def precision_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return sets["near_one"]
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # A few operations per element whatever the loss (subtract, multiply, add): the roofline is bandwidth.
     return 4.0 * shape["M"] * shape["N"]
@@ -170,4 +163,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # pred and target read once; the scalar written once.
-    return float((2 * shape["M"] * shape["N"] + 1) * _elem_size(dtype))
+    return float((2 * shape["M"] * shape["N"] + 1) * dtype.itemsize)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 NAME = "masked_cumsum"
+KIND = "reduction"
 DESCRIPTION = "y = cumsum(x * mask, dim=1) of an [M, L, N] tensor with a bool mask of its shape; fp32 accumulation."
 
 # KernelBench's 32768 rows of 32768 (a last-dim scan of a 2-D tensor, N = 1) and a running masked sum along
@@ -70,10 +71,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: (t.to(dtype=dtype, device=device), m.to(device)) for name, (t, m) in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # One select and one add an element.
     return 2.0 * shape["M"] * shape["L"] * shape["N"]
@@ -81,4 +78,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once, the mask (one byte an element) read once, y written once.
-    return float(shape["M"] * shape["L"] * shape["N"] * (2 * _elem_size(dtype) + 1))
+    return float(shape["M"] * shape["L"] * shape["N"] * (2 * dtype.itemsize + 1))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import torch
 
 NAME = "normalize"
+KIND = "normalization"
 DESCRIPTION = "y = x / stat(x over dim 1) of an [M, R, N] tensor: L2, L1 (sum or mean), RMS + eps; no weight."
 
 # KernelBench's shapes: [112, 64, 512 * 512] (RMS over channels), [32768, 65535, 1] (a row norm).
@@ -43,10 +44,6 @@ CHECK_SHAPES: list[dict[str, int]] = [
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 def _stat(op: str, eps: float) -> Callable[[torch.Tensor], torch.Tensor]:
     stats: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
         "l2": lambda x: torch.linalg.vector_norm(x, 2, dim=1, keepdim=True),
@@ -61,7 +58,7 @@ def _reference_of(op: str, eps: float) -> Callable[[torch.Tensor], torch.Tensor]
     stat = _stat(op, eps)
 
     def reference(x: torch.Tensor) -> torch.Tensor:
-        xf = x.to(_compute_dtype(x.dtype))
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))
         return (xf / stat(xf)).to(x.dtype)
 
     return reference
@@ -89,14 +86,10 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
             "tiny": ((x * 1e-3).to(dtype=dtype, device=device),)}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Square (or abs) and add per element for the statistic, one multiply per element for the output.
     return 3.0 * shape["M"] * shape["R"] * shape["N"]
 
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
-    return 2.0 * shape["M"] * shape["R"] * shape["N"] * _elem_size(dtype)
+    return 2.0 * shape["M"] * shape["R"] * shape["N"] * dtype.itemsize

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from warpforge.kernels.taskdef import Member
 
 NAME = "pool"
+KIND = "pooling"
 DESCRIPTION = ("y = max_pool3d / avg_pool3d of x [N, C, D, H, W] (1-D and 2-D as unit dims): kernel, stride, "
                "padding, dilation, ceil_mode, count_include_pad and divisor_override per member; fp32 sums")
 
@@ -59,10 +60,6 @@ Triple = tuple[int, int, int]
 _DIMS = ("D", "H", "W")
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 def _triple(v: int | tuple[int, ...], rank: int, fill: int) -> Triple:
     """A module's per-dim value (an int or one per spatial dim of a ``rank``-D pooling) as (D, H, W), the
     dims the pooling has not filled with ``fill`` (a unit kernel or stride, no padding)."""
@@ -85,7 +82,7 @@ def member(op: str, kernel: Triple, stride: Triple | None = None, padding: Tripl
         raise ValueError(f"padding {padding} over half the window {kernel} (dilation {dilation})")
 
     def reference(x: torch.Tensor) -> torch.Tensor:
-        v = x.to(_compute_dtype(x.dtype))
+        v = x.to(torch.promote_types(x.dtype, torch.float32))
         if op == "max":
             y = F.max_pool3d(v, kernel, stride, padding, dilation, ceil_mode=ceil_mode)
         else:
@@ -142,10 +139,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: (t.to(dtype=dtype, device=device),) for name, t in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def _out_elems(shape: dict[str, int]) -> int:
     # The default member's output (shapes do not carry the member): a 2x2 window, stride 2, over H and W.
     return shape["N"] * shape["C"] * shape["D"] * max(1, shape["H"] // 2) * max(1, shape["W"] // 2)
@@ -159,7 +152,7 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once (windows overlap in cache, not in DRAM traffic), y written once.
     x = shape["N"] * shape["C"] * shape["D"] * shape["H"] * shape["W"]
-    return float((x + _out_elems(shape)) * _elem_size(dtype))
+    return float((x + _out_elems(shape)) * dtype.itemsize)
 
 
 def _pool_module(model: torch.nn.Module) -> torch.nn.Module | None:

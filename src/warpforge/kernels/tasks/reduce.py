@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 
 NAME = "reduce"
+KIND = "reduction"
 DESCRIPTION = "y = op(x, dim=1) of an [M, R, N] tensor: sum, mean, max, min, prod, argmax, argmin (keepdim or not)."
 
 # KernelBench's 128 x 4096 x 4095 and model shapes: a reduction over sequence (R) of [B, S, hidden].
@@ -45,10 +46,6 @@ DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 TOLERANCES = {torch.float32: (1e-4, 1e-4)}
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 _VALUE_OPS: dict[str, Callable[[torch.Tensor, bool], torch.Tensor]] = {
     "sum": lambda x, k: torch.sum(x, dim=1, keepdim=k),
     "mean": lambda x, k: torch.mean(x, dim=1, keepdim=k),
@@ -66,7 +63,7 @@ def _reference_of(op: str, keepdim: bool) -> Callable[[torch.Tensor], torch.Tens
     def reference(x: torch.Tensor) -> torch.Tensor:
         if op in _INDEX_OPS:
             return _INDEX_OPS[op](x, keepdim)
-        return _VALUE_OPS[op](x.to(_compute_dtype(x.dtype)), keepdim).to(x.dtype)
+        return _VALUE_OPS[op](x.to(torch.promote_types(x.dtype, torch.float32)), keepdim).to(x.dtype)
 
     return reference
 
@@ -99,14 +96,10 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {"ties": (ties.to(dtype=dtype, device=device),), "near_one": (near_one.to(dtype=dtype, device=device),)}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     return float(shape["M"] * shape["R"] * shape["N"])
 
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once; the output ([M, N], int64 for an index) written once.
-    return float(shape["M"] * shape["N"] * (shape["R"] * _elem_size(dtype) + 8))
+    return float(shape["M"] * shape["N"] * (shape["R"] * dtype.itemsize + 8))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 NAME = "rmsnorm"
+KIND = "normalization"
 DESCRIPTION = "RMSNorm y = x * rsqrt(mean(x^2) + 1e-6) * w over the last dim of [M, N]; weight [N]."
 
 EPS = 1e-6
@@ -50,13 +51,8 @@ DTYPES: list[torch.dtype] = [torch.float16, torch.bfloat16, torch.float32]
 GRAD_INPUTS = (0, 1)
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    # fp16/bf16/fp32 compute in fp32; float64 (the evaluator's ground-truth pass) stays float64.
-    return torch.promote_types(dtype, torch.float32)
-
-
 def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    ct = _compute_dtype(x.dtype)
+    ct = torch.promote_types(x.dtype, torch.float32)
     xf = x.to(ct)
     rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + EPS)
     return (xf * rstd * w.to(ct)).to(x.dtype)
@@ -100,10 +96,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     sets = {"large_magnitude": x.float() * 300.0, "tiny": x.float() * 1e-3}
     return {name: (t.to(dtype=dtype, device=device), w.to(device)) for name, t in sets.items()}
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Per element: square, accumulate, scale by rstd, scale by w = 4 operations.
     return 4.0 * shape["M"] * shape["N"]
@@ -112,4 +104,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once, y written once, w read once.
     m, n = shape["M"], shape["N"]
-    return (2.0 * m * n + n) * _elem_size(dtype)
+    return (2.0 * m * n + n) * dtype.itemsize

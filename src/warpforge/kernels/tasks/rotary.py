@@ -22,6 +22,7 @@ import random
 import torch
 
 NAME = "rotary"
+KIND = "rotary"
 DESCRIPTION = ("rotary embedding out = x*cos + rotate_half(x)*sin (Llama/NeoX); x [B, H, S, D], cos/sin [S, D]; "
                "forward and backward (dx)")
 
@@ -97,10 +98,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: tuple(t.to(dtype=dtype, device=device) for t in ts) for name, ts in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Per element: two multiplies and an add (x*cos + rot*sin).
     return 3.0 * shape["B"] * shape["H"] * shape["S"] * shape["D"]
@@ -109,4 +106,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read and out written once; cos and sin read once (shared by every batch and head).
     b, h, s, d = shape["B"], shape["H"], shape["S"], shape["D"]
-    return float((2 * b * h * s * d + 2 * s * d) * _elem_size(dtype))
+    return float((2 * b * h * s * d + 2 * s * d) * dtype.itemsize)

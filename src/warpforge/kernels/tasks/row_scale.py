@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 NAME = "row_scale"
+KIND = "elementwise"
 DESCRIPTION = "y = s[:, None] * x (diag(s) @ x): s [M], x [M, N]; one product per element, output in the input dtype"
 
 # KernelBench level 1's 4096 x 4096, and a per-token scale of 16k tokens x 4096 hidden (a row-wise dequantize
@@ -41,12 +42,8 @@ CHECK_SHAPES: list[dict[str, int]] = [
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 def reference(s: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    ct = _compute_dtype(x.dtype)
+    ct = torch.promote_types(x.dtype, torch.float32)
     return (s.to(ct)[:, None] * x.to(ct)).to(x.dtype)
 
 
@@ -73,14 +70,10 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     return float(shape["M"] * shape["N"])
 
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # s once, x read once, y written once
-    return float((shape["M"] + 2 * shape["M"] * shape["N"]) * _elem_size(dtype))
+    return float((shape["M"] + 2 * shape["M"] * shape["N"]) * dtype.itemsize)

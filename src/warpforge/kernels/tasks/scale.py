@@ -22,6 +22,7 @@ import random
 import torch
 
 NAME = "scale"
+KIND = "elementwise"
 DESCRIPTION = "y = x * s: x [M, N], s a Python float given at every call; fp32 product, output in x's dtype"
 
 # KernelBench level 1's 65536 x 16384 fp32 (4 GiB in, 4 GiB out), an 8192-square and long rows.
@@ -42,12 +43,8 @@ CHECK_SHAPES: list[dict[str, int]] = [
 DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 def reference(x: torch.Tensor, s: float) -> torch.Tensor:
-    return (x.to(_compute_dtype(x.dtype)) * s).to(x.dtype)
+    return (x.to(torch.promote_types(x.dtype, torch.float32)) * s).to(x.dtype)
 
 
 def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, float]:
@@ -70,13 +67,9 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {name: (t.to(dtype=dtype, device=device), f) for name, (t, f) in sets.items()}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     return float(shape["M"] * shape["N"])
 
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
-    return 2.0 * shape["M"] * shape["N"] * _elem_size(dtype)
+    return 2.0 * shape["M"] * shape["N"] * dtype.itemsize

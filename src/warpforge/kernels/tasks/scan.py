@@ -30,6 +30,7 @@ from collections.abc import Callable
 import torch
 
 NAME = "scan"
+KIND = "reduction"
 DESCRIPTION = ("y = cumop(x, dim=1) of an [M, L, N] tensor: cumsum and cumprod, inclusive or exclusive, forward or "
                "reverse; fp32 accumulation.")
 
@@ -62,13 +63,9 @@ _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 _IDENTITY = {"sum": 0.0, "prod": 1.0}
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
 def _reference_of(op: str, reverse: bool, exclusive: bool) -> Callable[[torch.Tensor], torch.Tensor]:
     def reference(x: torch.Tensor) -> torch.Tensor:
-        v = x.to(_compute_dtype(x.dtype))
+        v = x.to(torch.promote_types(x.dtype, torch.float32))
         if reverse:
             v = v.flip(1)
         if exclusive:
@@ -118,10 +115,6 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return {"third": (third.to(dtype=dtype, device=device),), "zeros": (zeros.to(dtype=dtype, device=device),)}
 
 
-def _elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # One combine an element (a work-efficient scan does about two; the floor counts one).
     return float(shape["M"] * shape["L"] * shape["N"])
@@ -129,4 +122,4 @@ def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
     # x read once, y (same shape and dtype) written once.
-    return float(2 * shape["M"] * shape["L"] * shape["N"] * _elem_size(dtype))
+    return float(2 * shape["M"] * shape["L"] * shape["N"] * dtype.itemsize)

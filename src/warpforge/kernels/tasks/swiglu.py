@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 NAME = "swiglu"
+KIND = "activation"
 DESCRIPTION = "out = silu(a) * b, a and b [M, N] of the same dtype; elementwise, fp32 math, output in input dtype"
 
 SHAPES: list[dict[str, int]] = [

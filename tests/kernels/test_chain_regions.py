@@ -7,13 +7,25 @@ runs here (the families' own tests run the regenerated templates)."""
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from warpforge.evaluator.static.grammar import check_module
-from warpforge.kernels.chain_regions import GROUPS, KINDS, chain_templates, declared, expand, regions, render
+from warpforge.kernels.chain_regions import (
+    GROUPS,
+    KINDS,
+    chain_templates,
+    declared,
+    expand,
+    region_texts,
+    regions,
+    render,
+)
 from warpforge.kernels.fx_chain import MAX_STEPS, PARAM_OPS, REDUCE_OPS, STEP_OPS, TRITON_STEPS, Step
 from warpforge.kernels.members import template_files, with_constants
 from warpforge.kernels.tasks import conv, linear_chain, linear_groupnorm
@@ -166,3 +178,19 @@ def test_a_template_declaring_less_than_its_task_proposes_is_found() -> None:
     texts["direct"] = texts["direct"].replace('CHAIN_STEPS = ("elementwise", "param")', 'CHAIN_STEPS = ("param",)')
     found = undeclared_proposals("conv", texts)
     assert "conv: mul_mish proposed to direct" in found and not any("implicit_gemm" in f for f in found)
+
+
+def test_ruff_format_keeps_the_regions_as_rendered(tmp_path: Path) -> None:
+    """The tree is formatted with ``ruff format`` (pyproject.toml); a region it rewrote would be stale at once."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (pip install -e '.[dev]')")
+    config = Path(__file__).parents[2] / "pyproject.toml"
+    copies = []
+    for path in TEMPLATES:
+        copy = tmp_path / f"{path.parent.name}_{path.name}"
+        copy.write_text(path.read_text())
+        copies.append((path, copy))
+    subprocess.run([ruff, "format", "--quiet", "--config", str(config), *(str(c) for _, c in copies)], check=True)
+    for path, copy in copies:
+        assert region_texts(copy.read_text()) == region_texts(path.read_text()), _name(path)

@@ -199,6 +199,20 @@ def regions(text: str) -> list[str]:
     return [m["kind"] for m in map(_BEGIN.match, text.split("\n")) if m]
 
 
+def region_texts(text: str) -> list[str]:
+    """Each region of ``text``, its markers included, in order."""
+    lines = text.split("\n")
+    out: list[str] = []
+    start: int | None = None
+    for i, line in enumerate(lines):
+        if _BEGIN.match(line):
+            start = i
+        elif start is not None and line.strip().startswith("# ---- end generated:"):
+            out.append("\n".join(lines[start:i + 1]))
+            start = None
+    return out
+
+
 def is_chain_template(text: str) -> bool:
     """Whether a template takes a chain (the step constants, a ``_step``, a region or a declaration): each such
     template must declare CHAIN_STEPS and carry the regions."""

@@ -28,4 +28,5 @@ test-all: test test-slow
 
 lint: venv
 	.venv/bin/ruff check src tests benchmarks
+	.venv/bin/ruff format --check src tests benchmarks
 	.venv/bin/mypy

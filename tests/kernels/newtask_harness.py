@@ -1,5 +1,5 @@
-"""Shared helpers of the tests of the training and low-precision tasks (attention, rotary, fused linear
-cross-entropy, fp8): load a template, run it under the interpreter with NaN-filled allocations, and compare
+"""Shared helpers of the kernel tests (the training and low-precision tasks', the chains', the older tasks'):
+load a template, run it under the interpreter with NaN-filled allocations, and compare
 its outputs and gradients with the task's reference differentiated by torch autograd in float64."""
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ def load(variant: Variant) -> ModuleType:
     return module
 
 
-def valid_configs(variant: Variant, module: ModuleType, shape: dict[str, int]) -> list[dict[str, Any]]:
+def valid_configs(variant: Variant, module: ModuleType, *shapes: dict[str, int]) -> list[dict[str, Any]]:
+    """The variant's configurations its constraints() accept at every one of ``shapes``."""
     check = getattr(module, "constraints", None)
-    return [c for c in variant.configs() if check is None or check(c, shape)]
+    return [c for c in variant.configs() if check is None or all(check(c, shape) for shape in shapes)]
 
 
 def representative(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,15 +4,13 @@ with the task's gradient tolerance and the evaluator's comparator (evaluator/jud
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
+from newtask_harness import DEVICE, load, nan_allocations, valid_configs
 
 from warpforge.evaluator.judge.compare import compare_outputs, references
 from warpforge.evaluator.judge.gradients import draw_grad_out, grad_references
@@ -20,44 +18,13 @@ from warpforge.kernels.task import get_task
 from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import Variant, builtin_variants
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TRAINING = [(t, v) for t in ("softmax", "layernorm", "cross_entropy")
             for v in builtin_variants(t) if v.has_backward]
 
 
-def _load(variant: Variant) -> ModuleType:
-    assert variant.path is not None
-    spec = importlib.util.spec_from_file_location(f"wf_test_bwd_{variant.task}_{variant.name}", variant.path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _config(variant: Variant, module: ModuleType, shape: dict[str, int]) -> dict[str, Any]:
-    check = getattr(module, "constraints", None)
-    configs = [c for c in variant.configs() if check is None or check(c, shape)]
+    configs = valid_configs(variant, module, shape)
     return configs[len(configs) // 2]  # a middle configuration: neither the smallest blocks nor the largest
-
-
-@contextmanager
-def _nan_allocations() -> Iterator[None]:
-    """Fresh allocations come back NaN-filled, as in the evaluator, so unwritten output shows up."""
-    empty, empty_like = torch.empty, torch.empty_like
-
-    def nan_empty(*args: Any, **kwargs: Any) -> torch.Tensor:
-        t = empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    def nan_empty_like(*args: Any, **kwargs: Any) -> torch.Tensor:
-        t = empty_like(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    torch.empty, torch.empty_like = nan_empty, nan_empty_like  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        torch.empty, torch.empty_like = empty, empty_like  # type: ignore[assignment]
 
 
 def _check(task: Task, module: ModuleType, params: dict[str, Any], inputs: tuple[Any, ...], seed: int,
@@ -65,7 +32,7 @@ def _check(task: Task, module: ModuleType, params: dict[str, Any], inputs: tuple
     """None when forward output and every gradient match; else which one failed and how."""
     grad_out = draw_grad_out(task.reference, inputs, seed)
     moved = tuple(x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in inputs)
-    with _nan_allocations():
+    with nan_allocations():
         out, saved = module.launch_forward(*moved, **params)
         grads = module.launch_backward(grad_out.to(DEVICE), saved, *moved, **params)
     assert isinstance(saved, tuple) and all(type(s) is torch.Tensor for s in saved)
@@ -91,7 +58,7 @@ def test_each_task_ships_a_training_template() -> None:
 @pytest.mark.parametrize(("task_name", "variant"), TRAINING, ids=lambda v: getattr(v, "name", v))
 def test_forward_and_backward_match_autograd(task_name: str, variant: Variant) -> None:
     task = get_task(task_name)
-    module = _load(variant)
+    module = load(variant)
     for shape in task.check_shapes:
         params = _config(variant, module, shape)
         for dtype in task.dtypes:
@@ -129,7 +96,7 @@ class _Broken:
 def test_a_wrong_backward_fails(task_name: str, index: int, how: str) -> None:
     task = get_task(task_name)
     variant = next(v for t, v in TRAINING if t == task_name)
-    module = _load(variant)
+    module = load(variant)
     shape = task.check_shapes[1]
     params = _config(variant, module, shape)
     inputs = task.make_inputs(dict(shape), torch.float32, 7, "cpu")

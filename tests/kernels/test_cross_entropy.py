@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from newtask_harness import load, representative, valid_configs
 
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
@@ -17,27 +16,15 @@ TASK = get_task("cross_entropy")
 VARIANTS = {v.name: v for v in builtin_variants("cross_entropy")}
 
 
-def _load_template(name: str) -> ModuleType:
-    path = TEMPLATES_DIR / "cross_entropy" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_test_cross_entropy_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MODULES = {name: _load_template(name) for name in VARIANTS}
+MODULES = {name: load(v) for name, v in VARIANTS.items()}
 
 
 def _valid_configs(name: str) -> list[dict]:
-    check = getattr(MODULES[name], "constraints", lambda p, s: True)
-    return [c for c in VARIANTS[name].configs() if all(check(c, s) for s in TASK.shapes)]
+    return valid_configs(VARIANTS[name], MODULES[name], *TASK.shapes)
 
 
 def _representative(name: str) -> list[dict]:
-    valid = _valid_configs(name)
-    picks = [valid[0], valid[len(valid) // 2], valid[-1]]
-    return [c for i, c in enumerate(picks) if c not in picks[:i]]
+    return representative(_valid_configs(name))
 
 
 def _expected(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

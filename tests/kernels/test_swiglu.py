@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from newtask_harness import load, representative, valid_configs
 
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
@@ -16,27 +15,15 @@ TASK = get_task("swiglu")
 VARIANTS = {v.name: v for v in builtin_variants("swiglu")}
 
 
-def _load_template(name: str) -> ModuleType:
-    path = TEMPLATES_DIR / "swiglu" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_test_swiglu_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MODULES = {name: _load_template(name) for name in VARIANTS}
+MODULES = {name: load(v) for name, v in VARIANTS.items()}
 
 
 def _valid_configs(name: str) -> list[dict]:
-    check = getattr(MODULES[name], "constraints", lambda p, s: True)
-    return [c for c in VARIANTS[name].configs() if all(check(c, s) for s in TASK.shapes)]
+    return valid_configs(VARIANTS[name], MODULES[name], *TASK.shapes)
 
 
 def _representative(name: str) -> list[dict]:
-    valid = _valid_configs(name)
-    picks = [valid[0], valid[len(valid) // 2], valid[-1]]
-    return [c for i, c in enumerate(picks) if c not in picks[:i]]
+    return representative(_valid_configs(name))
 
 
 def _expected(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

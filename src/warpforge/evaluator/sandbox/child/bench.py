@@ -155,7 +155,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     watch = Watch()
     try:
         module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
         return {"error": error_info(exc, "import")}
     params = req["params"]
     tampered: set[str] = set(watch.tampered())
@@ -202,7 +202,7 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                     call(*args, **params)
             sync(device)
             mark(f"wall_end:{case['id']}")
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - any failure of the candidate's timed calls is reported
             return {"error": error_info(exc, "bench"), "cases": cases}
         record.update({"ms": ms, "pending_ms": pending, "saved": saved, "threads": watch.new_threads()})
         if grad_out is not None:
@@ -223,7 +223,7 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     for i, cand in enumerate(req["candidates"]):
         try:
             modules.append(load_candidate(scratch / cand["file"], name=f"wf_candidate_{i}", sha256=cand.get("sha256")))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
             return {"error": error_info(exc, "import"), "which": i}
         # taken before the next import: replacing it is caught below (a ModelNew's class, likewise)
         launches.append(getattr(modules[-1], "ModelNew" if cand.get("model_new") else "launch"))
@@ -265,7 +265,7 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                     if r == rounds - 1:
                         _save_outputs(out, scratch / f"timed_ab_{i}_{case['id']}.pt")
                     del out
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - any failure of the interleaved calls is reported
         return {"error": error_info(exc, "ab")}
     entries = ["ModelNew" if c.get("model_new") else "launch" for c in req["candidates"]]
     tampered = watch.tampered() + [f"wf_candidate_{i}.{entries[i]}" for i, m in enumerate(modules)

@@ -132,7 +132,7 @@ class _Runner:
                 out, extra = self.call(call, args, params)
             sync(self.device)
             mark("launched")  # ends the candidate's "launch" budget: what follows is the harness's
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - any failure of the candidate's launch is reported
             raise _LaunchError(error_info(exc, "run")) from None
         finally:
             GridOrder.shuffled = False
@@ -180,7 +180,7 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     mark("imported")  # only now does the parent send any case's inputs
     try:
         bad_shape = _check_constraints(module, req["params"], req["constraint_shapes"])
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - constraints() is the candidate's code
         return {"error": error_info(exc, "constraints")}
     if bad_shape is not None:
         return {"invalid_config": bad_shape}

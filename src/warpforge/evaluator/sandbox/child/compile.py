@@ -72,7 +72,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     JITFunction.run = capture  # type: ignore[method-assign]
     try:
         module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
         return {"error": error_info(exc, "import")}
     task = load_task_file(req["task_path"])
     entry = entry_for(module, req)
@@ -125,7 +125,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                     call(*call_args, **req["params"])
                     if req.get("training"):  # the backward's kernels are compiled (and allowed in the check) too
                         trace_training(module, task.reference, inputs, req["params"])
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - any failure of the traced launch is reported
             info = error_info(exc, "trace")
             if isinstance(exc, StateMismatch):
                 info["kind"] = STATE_MISMATCH
@@ -152,7 +152,7 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 compiled = triton_compile(ASTSource(fn, signature, constexprs, attrs), target=target,
                                           options=options.__dict__)
                 seconds = time.perf_counter() - start
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001 - the candidate's kernels compiled: reported
                 return {"error": error_info(exc, "compile"), "kernels": kernels, "compiled_hashes": sorted(hashes),
                         "compiled_specs": specs, "failed_spec": spec_id}
             usage = _resource_usage(compiled.asm["cubin"], scratch)
@@ -237,7 +237,7 @@ def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
 
     try:
         module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
         return {"error": error_info(exc, "import")}
     space: dict[str, list[Any]] = req["space"]
     names = list(space)
@@ -248,6 +248,6 @@ def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             params = dict(zip(names, values))
             if fn is None or all(fn(dict(params), dict(shape)) for shape in req["shapes"]):
                 feasible.append(list(values))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - constraints() is the candidate's code
         return {"error": error_info(exc, "constraints")}
     return {"names": names, "feasible": feasible}

@@ -226,8 +226,18 @@ def chain_templates(root: Path = TEMPLATES_DIR) -> list[Path]:
 
 
 def stale(root: Path = TEMPLATES_DIR) -> list[Path]:
-    """The chain templates whose regions differ from their rendering."""
-    return [p for p in chain_templates(root) if render(p.read_text()) != p.read_text()]
+    """The chain templates whose regions differ from their rendering; ValueError naming the template whose
+    declaration or markers are wrong."""
+    out = []
+    for path in chain_templates(root):
+        text = path.read_text()
+        try:
+            rendered = render(text)
+        except ValueError as err:
+            raise ValueError(f"{path.relative_to(root)}: {err}") from None
+        if rendered != text:
+            out.append(path)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,7 +245,11 @@ def main(argv: list[str] | None = None) -> int:
                                      "from kernels/fx_chain.py (TRITON_STEPS) and kernels/chain_regions.py.")
     parser.add_argument("--check", action="store_true", help="list stale templates and exit 1; write nothing")
     args = parser.parse_args(argv)
-    old = stale()
+    try:
+        old = stale()
+    except ValueError as err:  # a template's declaration or markers: say which rule, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     for path in old:
         print(f"{'stale' if args.check else 'rewrote'}: {path.relative_to(TEMPLATES_DIR)}")
         if not args.check:

@@ -24,11 +24,18 @@ from typing import Any
 
 from warpforge.parallel.calibration import Calibration
 from warpforge.parallel.comm import Group, Network
+from warpforge.parallel.gpus import gpu_model
 from warpforge.parallel.ring import RingCost, ring_cost
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 
 BF16 = 2  # bytes per activation/weight element
 TP_OVERLAP_EXPOSED = 0.25  # with TP overlap, a quarter of the TP traffic (first/last of 4 chunks) shows
+# Transformer Engine's userbuffers as Megatron-Core runs them (TE initialize_ub defaults): the reduce-scatters
+# after proj / fc2 forward ("pipeline") split each GEMM into 4 chunks and take 16 SMs from it for the
+# communication kernels (set_sm_margin); all-gathers run as a ring exchange on copy engines (1 SM).
+UB_PIPELINE_SPLITS = 4
+UB_PIPELINE_SMS = 16
+DEFAULT_SMS = 132  # an H100 SXM's, for a GPU the table does not know
 MOE_OPS = 20  # extra kernels per MoE layer forward (routing, permutation, all-to-all bookkeeping)
 
 
@@ -192,9 +199,9 @@ def _layer_cost(
     """One layer as the sum of its named terms (each a function below; the order of every sum is kept so
     the split changes no prediction)."""
     L = _Layer.of(model, plan, cluster, calib)
-    proj_gemm, casts = attention_projections(L)
+    qkv_gemm, out_gemm, casts = attention_projections(L)
     mlp = moe_mlp(L, casts) if moe else dense_mlp(L, casts)
-    gemm = proj_gemm + mlp.gemm
+    gemm = qkv_gemm + out_gemm + mlp.gemm
     attn = attention_core(L)
     elem = elementwise(L, mlp, moe)
     cast_fwd, cast_bwd = fp8_casts(L, mlp.casts, moe)
@@ -209,7 +216,8 @@ def _layer_cost(
     ep_fwd = mlp.dispatch + mlp.expert_tp  # EP all-to-all and the expert-TP gather/scatter, forward
 
     fwd_compute = gemm + attn.fwd
-    tp_fwd, tp_bwd, tp_mem = tp_exposed(L, tp_collectives(L), gemm)
+    linear = None if moe else (qkv_gemm, out_gemm, mlp.up_gemm, mlp.down_gemm)
+    tp_fwd, tp_bwd, tp_mem = tp_exposed(L, tp_collectives(L), gemm, linear)
     fwd_mem += tp_mem
     bwd_mem += tp_mem
     fwd_comm = tp_fwd + ring.fwd_comm + ep_fwd
@@ -257,14 +265,16 @@ class _Layer:
     sp_div: int  # tp with sequence parallelism (the replicated work is split), else 1
     fp8: bool  # the linear layers' GEMMs in FP8 (Transformer Engine); router, attention, LM head stay BF16
     up: int  # up-projection matrices per MLP (gate + up fused for SwiGLU: 2; GeLU: 1)
+    sms: int  # the GPU's SM count (presets/gpus.yaml)
 
     @staticmethod
     def of(model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration) -> _Layer:
         s_loc = model.seq / plan.cp
+        known = gpu_model(cluster.gpu)
         return _Layer(model, plan, calib, Hw.of(cluster, calib, plan.framework), Network.of(cluster, calib),
                       groups(plan, cluster.gpus_per_node), plan.micro_batch * s_loc, s_loc,
                       model.n_kv_heads * model.head_dim, plan.tp if plan.sp else 1, plan.precision == "fp8",
-                      model.mlp_mats - 1)
+                      model.mlp_mats - 1, known.sms if known else DEFAULT_SMS)
 
 
 @dataclass(frozen=True)
@@ -278,11 +288,11 @@ class Casts:
         return Casts(self.inp + inp, self.out + out)
 
 
-def attention_projections(L: _Layer) -> tuple[float, Casts]:
-    """Forward seconds of the QKV and output projections (TP-split); backward is dgrad + wgrad = 2x."""
+def attention_projections(L: _Layer) -> tuple[float, float, Casts]:
+    """Forward seconds of the QKV and the output projection (TP-split); backward is dgrad + wgrad = 2x."""
     t, h, q, kv, fp8 = L.plan.tp, L.model.hidden, L.model.q_width, L.kv, L.fp8
-    gemm = L.hw.gemm(L.tokens, (q + 2 * kv) / t, h, fp8=fp8) + L.hw.gemm(L.tokens, h, q / t, fp8=fp8)
-    return gemm, Casts(L.tokens * (h + q / t), L.tokens * ((q + 2 * kv) / t + h))
+    qkv, out = L.hw.gemm(L.tokens, (q + 2 * kv) / t, h, fp8=fp8), L.hw.gemm(L.tokens, h, q / t, fp8=fp8)
+    return qkv, out, Casts(L.tokens * (h + q / t), L.tokens * ((q + 2 * kv) / t + h))
 
 
 @dataclass(frozen=True)
@@ -297,13 +307,15 @@ class Mlp:
     routed: float = 0.0  # MoE: token-expert pairs on this GPU (busiest rank)
     dispatch: float = 0.0  # MoE: EP all-to-all dispatch + combine, exposed
     expert_tp: float = 0.0  # MoE: expert-TP all-gather + reduce-scatter
+    up_gemm: float = 0.0  # dense: the up (fc1, gate + up) and down (fc2) GEMMs apart, for TP overlap
+    down_gemm: float = 0.0
 
 
 def dense_mlp(L: _Layer, casts: Casts) -> Mlp:
     t, h, f, fp8 = L.plan.tp, L.model.hidden, L.model.ffn_dim, L.fp8
-    gemm = L.hw.gemm(L.tokens, L.up * f / t, h, fp8=fp8) + L.hw.gemm(L.tokens, h, f / t, fp8=fp8)
+    fc1, fc2 = L.hw.gemm(L.tokens, L.up * f / t, h, fp8=fp8), L.hw.gemm(L.tokens, h, f / t, fp8=fp8)
     casts = casts.plus(L.tokens * (h + f / t), L.tokens * (L.up * f / t + h))
-    return Mlp(gemm, casts, f, L.model.dense_mlp_params())
+    return Mlp(fc1 + fc2, casts, f, L.model.dense_mlp_params(), up_gemm=fc1, down_gemm=fc2)
 
 
 def moe_mlp(L: _Layer, casts: Casts) -> Mlp:
@@ -483,8 +495,12 @@ def tp_collectives(L: _Layer) -> float:
     return 2 * tp_one
 
 
-def tp_exposed(L: _Layer, tp_fwd: float, gemm: float) -> tuple[float, float, float]:
-    """(forward, backward) TP seconds left exposed by TP overlap, and memory-bound seconds it adds to each."""
+def tp_exposed(L: _Layer, tp_fwd: float, gemm: float,
+               linear: tuple[float, float, float, float] | None = None) -> tuple[float, float, float]:
+    """(forward, backward) TP seconds left exposed, and memory-bound seconds the overlap adds to each.
+
+    ``linear``: a dense layer's four forward GEMM times (QKV, output projection, fc1, fc2); with sequence
+    parallelism under Megatron they set what each collective hides behind (``megatron_sp_exposed``)."""
     plan = L.plan
     tp_bwd = tp_fwd
     if plan.overlap_tp_comm and plan.tp > 1 and plan.framework == "torchtitan" and plan.sp:
@@ -499,12 +515,52 @@ def tp_exposed(L: _Layer, tp_fwd: float, gemm: float) -> tuple[float, float, flo
         floor = 2 * rs_one / plan.tp
         reduce = L.hw.mem(2 * act_bytes * (1 + 1 / plan.tp), 2)
         return max(tp_fwd - gemm, floor), max(tp_bwd - 2 * gemm, floor), reduce
+    if linear is not None and plan.tp > 1 and plan.sp and plan.framework != "torchtitan":
+        fwd, bwd = megatron_sp_exposed(L, linear)
+        return fwd, bwd, 0.0
     if plan.overlap_tp_comm and plan.tp > 1:
         # TP communication overlap (Transformer Engine userbuffers): the all-gathers and reduce-scatters
         # run in chunks under the linear GEMMs; the first and last chunk stay exposed.
         return (max(tp_fwd - gemm, TP_OVERLAP_EXPOSED * tp_fwd),
                 max(tp_bwd - 2 * gemm, TP_OVERLAP_EXPOSED * tp_bwd), 0.0)
     return tp_fwd, tp_bwd, 0.0
+
+
+def megatron_sp_exposed(L: _Layer, linear: tuple[float, float, float, float]) -> tuple[float, float]:
+    """Exposed TP seconds (forward, backward) of a dense layer under Megatron's sequence parallelism, each
+    collective against the GEMM it runs beside. Every collective moves one [tokens, hidden] bf16 tensor.
+
+    Forward: all-gather before QKV and fc1, reduce-scatter after the output projection and fc2. Backward
+    (Megatron's linear layers, TE's and its own): the gradient of each reduce-scatter is an all-gather
+    before the output projection's / fc2's dgrad; a column-parallel layer (QKV, fc1) re-gathers its
+    saved input while its dgrad GEMM runs and reduce-scatters its input gradient while its wgrad GEMM
+    runs (bulk overlap): 6 collectives backward for 4 forward.
+
+    Without ``overlap_tp_comm`` the forward collectives and the two backward all-gathers show; the bulk
+    ones show only what their GEMM cannot cover. With it (Transformer Engine's userbuffers, TE's
+    defaults): the all-gathers run as a ring exchange, each of the tp - 1 remote chunks arriving while the
+    previous chunk's GEMM runs (the local chunk goes first); the forward reduce-scatters are pipelined
+    over 4 chunks of their GEMM (the last chunk's share shows) and take 16 SMs from that GEMM meanwhile."""
+    t, grp = L.plan.tp, L.grp["tp"]
+    qkv, out, fc1, fc2 = linear
+    c = L.net.all_gather(BF16 * L.tokens * L.model.hidden, grp)
+
+    def bulk(gemm: float) -> float:
+        return max(0.0, c - gemm)
+
+    backward_bulk = 2 * bulk(qkv) + 2 * bulk(fc1)
+    if not L.plan.overlap_tp_comm:
+        return 4 * c, 2 * c + backward_bulk
+
+    def ring(gemm: float) -> float:
+        return (t - 1) * max(0.0, c / (t - 1) - gemm / t)
+
+    def pipeline(gemm: float) -> float:
+        k = UB_PIPELINE_SPLITS
+        margin = gemm * UB_PIPELINE_SMS / (L.sms - UB_PIPELINE_SMS)  # the GEMM on the SMs left to it
+        return c / k + (k - 1) / k * max(0.0, c - gemm) + margin
+
+    return ring(qkv) + pipeline(out) + ring(fc1) + pipeline(fc2), ring(fc2) + ring(out) + backward_bulk
 
 
 def host_stall(L: _Layer, kernels: int, moe: bool, gpu_fwd: float, gpu_bwd: float) -> tuple[float, float]:

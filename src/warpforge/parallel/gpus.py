@@ -41,6 +41,7 @@ class GpuModel(BaseModel):
     hbm_tbps: float
     peak_tflops: float  # dense bf16
     fp8_tflops: float | None = None  # dense FP8
+    sms: int = 132  # streaming multiprocessors (what communication kernels take from the GEMMs)
 
 
 @lru_cache(maxsize=1)

@@ -31,7 +31,7 @@ from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 DEFAULTS: dict[str, tuple[Any, str, tuple[Any, ...]]] = {
     "micro_batch": (1, "Megatron-LM's and NVIDIA's recipes' usual micro-batch; larger ones run faster when "
                        "they fit", (1, 2, 4, 8)),
-    "recompute": ("selective", "Megatron-Bridge recipes' default: the attention core is replayed",
+    "recompute": ("selective", "the planner's default; NVIDIA's Megatron-Bridge recipes run selective",
                   ("none", "selective", "full")),
     "interleave": (1, "plain 1F1B, Megatron's schedule unless virtual stages are named", (1, 2, 3, 4, 6, 8)),
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from warpforge.parallel.gpus import gpu_model
@@ -39,7 +41,7 @@ def test_power_limit_derates_without_a_tdp_in_the_file() -> None:
     (dict(boost_clock_mhz=1980), "boost_clock_mhz not used"),
     (dict(sustained_clock_mhz=1500, boost_clock_mhz=1980, power_limit_w=500), "power_limit_w / tdp_w not used"),
 ])
-def test_unused_power_fields_are_said_in_one_line(fields: dict[str, object], says: str) -> None:
+def test_unused_power_fields_are_said_in_one_line(fields: dict[str, Any], says: str) -> None:
     c = load_cluster("dgx-h100", **fields)
     notes = predict(load_model("llama3-8b"), c, PlanConfig(dp=8, global_batch=64)).notes
     hits = [n for n in notes if says in n]

@@ -7,16 +7,18 @@ the declared training split (vTrain rows with index % 4 == 0), and prints the st
 rank correlation per dataset and split, plus the memory error, against the targets:
 
 * MAPE <= 10% on each published table (Megatron SC'21, Korthikanti Table 5), held out;
-* Spearman rank correlation >= 0.8 on vTrain's held-out rows;
+* Spearman rank correlation >= 0.95 on vTrain's held-out rows;
 * peak-memory error <= 10% against Korthikanti et al.'s per-GPU memory.
 
 and, for DGX-H100 (NVIDIA's NeMo / Megatron-Bridge tables), step-time MAPE and Spearman per category
 (dense BF16, dense FP8, MoE) with a calibration fitted and scored leave-one-release-out and
-leave-one-model-out: held-out MAPE <= 10% and Spearman >= 0.9 for each category.
+leave-one-model-out: held-out MAPE <= 10% (MoE leave-one-model-out <= 12%) and Spearman >= 0.95 for each
+category; torchtitan's H100 runs, typed from the page's words (the cluster gives only the 500 W power
+limit: the planner knows the part's TDP), held-out throughput MAPE <= 10%. The last table lists every
+claimed source with its held-out MAPE and Spearman against these targets.
 
 Every number is computed here; nothing is copied from a previous run. Exit status: 0 when every target
-is met (or the data is absent: a message says so), 1 otherwise (the H100 MoE target is missed today; the
-report says by how much).
+is met (or the data is absent: a message says so), 1 otherwise (the report says which and by how much).
 
 Usage::
 
@@ -54,7 +56,8 @@ from warpforge.parallel.validation import (  # noqa: E402
 
 FILES = ("megatron_sc21_table1.csv", "korthikanti_table5.csv", "korthikanti_memory.csv",
          "vtrain_a100_single_node.csv")
-MAPE_TARGET, RHO_TARGET, MEM_TARGET = 0.10, 0.8, 0.10
+MAPE_TARGET, RHO_TARGET, MEM_TARGET = 0.10, 0.95, 0.10
+MOE_NEW_MODEL_TARGET = 0.12  # MoE, leave-one-model-out (a new architecture)
 FITTED_YAML = REPO / "src" / "warpforge" / "parallel" / "presets" / "calibration_fitted.yaml"
 BANDS_YAML = REPO / "src" / "warpforge" / "parallel" / "presets" / "error_bands.yaml"
 NEMO_FILES = ("nemo_h100_pretrain.csv", "nemo_models.csv")
@@ -85,6 +88,28 @@ def _korthikanti_errors(mc: Any) -> list[float]:
     return [states / mc.states_gib - 1,
             (states + base.activations / GIB) / (mc.states_gib + mc.act_base_gib) - 1,
             (states + spsel.activations / GIB) / (mc.states_gib + mc.act_sp_sel_gib) - 1]
+
+
+def _claimed_sources(cases: dict[str, list[Case]], fitted: Calibration, held_a100: dict[str, float],
+                     h100: dict[str, Any], tt: tuple[int, float, float, float] | None) -> list[tuple[Any, ...]]:
+    """(source, fold, n, MAPE, Spearman, worst, MAPE target) per published source, held out."""
+    out: list[tuple[Any, ...]] = []
+    for ds, cs in cases.items():
+        sel = [c for c in cs if not c.train]
+        p, m = [step_time(c, fitted) for c in sel], [c.measured_s for c in sel]
+        out.append((f"A100 {ds}", "not fitted" if ds != "vtrain" else "75% of rows", len(sel), held_a100[ds],
+                    spearman(p, m), max(abs(a / b - 1) for a, b in zip(p, m)), MAPE_TARGET))
+    names = {"dense-fp8": "H100 NeMo/Megatron-Bridge dense FP8", "dense-bf16": "H100 NeMo dense BF16",
+             "moe": "H100 MoE (NeMo, model zoo, studies)"}
+    for fold, scores in h100.items():
+        for s in scores:
+            if s.category not in names or s.n < 3:
+                continue
+            target = MOE_NEW_MODEL_TARGET if s.category == "moe" and fold == "leave-one-model-out" else MAPE_TARGET
+            out.append((names[s.category], fold, s.n, s.mape, s.rho, s.max_abs, target))
+    if tt is not None:
+        out.append(("H100 torchtitan (typed: 500 W limit only)", "not fitted", *tt, MAPE_TARGET))
+    return out
 
 
 def pct(x: float) -> str:
@@ -230,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         "source": "A100 held out: " + ", ".join(f"{ds} {m:.1%}" for ds, m in held_a100.items())},
         "memory/megatron": {"mape": round(max(mem_errs), 4), "n": len(mem_errs),
                             "source": "Korthikanti et al. per-GPU memory, largest error (states, totals)"}}
-    h100_fit, h100_failures = None, []
+    h100_fit, h100_failures, h100_scores = None, [], {}
     print("\nA100 targets: " + ("all met" if not failures else "NOT MET: " + "; ".join(failures)))
     if all((root / f).is_file() for f in NEMO_FILES):
         print()
@@ -239,12 +264,15 @@ def main(argv: list[str] | None = None) -> int:
         h100_failures = rep.failures
         bands.update(rep.bands)
         h100_fit = rep.fitted
+        h100_scores = rep.scores
     else:
         print(f"\nH100 validation skipped: {root} lacks {', '.join(NEMO_FILES)}")
 
     from warpforge.parallel.framework_report import torchtitan_report, tracker_report
 
-    for rep_f in (torchtitan_report(table), tracker_report(table)):
+    tt = torchtitan_report(table)
+    tt_held = tt.held_out.get("throughput")
+    for rep_f in (tt, tracker_report(table)):
         print()
         print("\n".join(rep_f.lines))
         h100_failures += rep_f.failures
@@ -252,6 +280,18 @@ def main(argv: list[str] | None = None) -> int:
         summary += rep_f.summary
     print("\nPer framework and quantity (held-out rows unless marked train; worst = largest |error|)")
     print(table(["framework", "quantity", "source", "split", "n", "MAPE", "Spearman", "worst"], summary))
+
+    claimed = _claimed_sources(cases, fitted, held_a100, h100_scores, tt_held)
+    print(f"\nEvery published source the planner claims, held out (step time / throughput): MAPE <= "
+          f"{MAPE_TARGET:.0%} (MoE leave-one-model-out <= {MOE_NEW_MODEL_TARGET:.0%}) and Spearman >= {RHO_TARGET}")
+    rows = []
+    for name, fold, n, m, rho, worst, target in claimed:
+        ok = m <= target and not rho < RHO_TARGET  # nan (one row) cannot miss the rank target
+        if not ok:
+            failures.append(f"{name} ({fold}): MAPE {m:.1%}, Spearman {rho:.3f}")
+        rows.append([name, fold, str(n), f"{m:.1%}", f"{rho:.3f}", f"{worst:.1%}", f"<= {target:.0%}",
+                     "met" if ok else "NOT MET"])
+    print(table(["source", "held out by", "n", "MAPE", "Spearman", "worst", "target", "verdict"], rows))
 
     if args.write_calibration:
         values = {n: getattr(fitted, n) for n in FIT_PARAMS}

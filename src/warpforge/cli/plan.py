@@ -110,11 +110,17 @@ def predict(
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: fill the cluster)."),
     cp: int = typer.Option(1, "--cp", min=1, help="Context-parallel size."),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE; carved out of DP x CP)."),
-    micro_batch: int = typer.Option(1, "--micro-batch", help="Micro-batch size in sequences."),
+    micro_batch: int | None = typer.Option(None, "--micro-batch",
+                                           help="Micro-batch size in sequences (not given: 1, and the "
+                                                "prediction shows the range over 1/2/4/8)."),
     global_batch: int | None = GB, seq: int | None = SEQ,
-    recompute: RecomputeOpt = typer.Option(RecomputeOpt.selective, "--recompute"),
+    recompute: RecomputeOpt | None = typer.Option(None, "--recompute",
+                                                  help="none, selective or full (not given: selective, "
+                                                       "with the range over all three)."),
     zero: int = typer.Option(1, "--zero", help="0 none, 1 distributed optimizer, 2 +grads, 3 +weights."),
-    interleave: int = typer.Option(1, "--interleave", help="Model chunks per pipeline rank (interleaved)."),
+    interleave: int | None = typer.Option(None, "--interleave",
+                                          help="Model chunks per pipeline rank (not given: 1, plain 1F1B, "
+                                               "with the range over the valid counts)."),
     no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
     no_flash: bool = typer.Option(False, "--no-flash", help="Unfused attention instead of FlashAttention."),
     no_overlap: bool = typer.Option(False, "--no-overlap", help="Do not overlap gradient reduction."),
@@ -134,6 +140,7 @@ def predict(
 ) -> None:
     """Predict step time, MFU and peak memory of one plan."""
     from warpforge.cli.plan_render import print_prediction
+    from warpforge.parallel.defaults import DEFAULTS, spread
     from warpforge.parallel.simulator import predict as simulate
 
     if db:  # a URL that names no database (bad scheme, unparseable) stops before anything runs: exit 2
@@ -142,9 +149,13 @@ def predict(
         Database(db, create_dirs=False)
     m, c = _load(model, cluster, nodes, seq)
     sized_from = c.nodes
+    given = {"micro_batch": micro_batch, "recompute": recompute.value if recompute else None,
+             "interleave": interleave}
+    unsaid = [k for k, v in given.items() if v is None]
+    taken = {k: DEFAULTS[k][0] if v is None else v for k, v in given.items()}
     plan, c = _plan_from_opts(m, c, nodes, dict(
-        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
-        recompute=recompute.value, zero=zero, interleave=interleave, sequence_parallel=not no_sp,
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, global_batch=global_batch, **taken,
+        zero=zero, sequence_parallel=not no_sp,
         flash_attention=not no_flash, overlap_grad_reduce=not no_overlap, precision=precision.value,
         expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap,
         pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
@@ -153,6 +164,9 @@ def predict(
     if nodes is None and c.nodes != sized_from:
         pred = pred.model_copy(update={"notes": [
             *pred.notes, f"cluster sized to {c.nodes} nodes for the plan's {plan.gpus} GPUs"]})
+    uncertain = spread(m, c, plan, unsaid)
+    said = [a.line() for a in uncertain.assumed] + ([uncertain.line()] if uncertain.plans else [])
+    pred = pred.model_copy(update={"notes": [*said, *pred.notes]})
     ex = export_plan(m, plan, export.value) if export else None
     stored, store_error = 0, None
     if db:
@@ -164,7 +178,7 @@ def predict(
         except DatabaseError as exc:
             store_error = exc
     if json_out:
-        doc: dict[str, Any] = {**pred.summary(), "hfu": pred.hfu,
+        doc: dict[str, Any] = {**pred.summary(), "hfu": pred.hfu, **uncertain.as_json(),
                                "prediction": pred.model_dump(mode="json")}
         if ex:
             doc["export"] = ex.model_dump()

@@ -10,7 +10,7 @@ Example::
 
     >>> from warpforge.parallel.nemo_report import TARGET_MAPE, TARGET_RHO
     >>> (TARGET_MAPE, TARGET_RHO)
-    (0.1, 0.9)
+    (0.1, 0.95)
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from warpforge.parallel.nemo_fit import (
     step_time,
 )
 
-TARGET_MAPE, TARGET_RHO = 0.10, 0.9
+TARGET_MAPE, TARGET_RHO = 0.10, 0.95
 # A MoE model the fit never saw (leave-one-model-out) is a new architecture, not a new release of a known
-# one: the planner's stated target there is 15% (10% for everything else held out).
-TARGET_MAPE_MOE_NEW_MODEL = 0.15
+# one: the planner's stated target there is 12% (10% for everything else held out).
+TARGET_MAPE_MOE_NEW_MODEL = 0.12
 TARGET_MFU = 0.10  # H100 MFU on Megatron-Core runs, held out
 Table = Callable[[list[str], list[list[str]]], str]
 
@@ -46,6 +46,7 @@ class NemoReport:
     failures: list[str]
     fitted: Calibration
     bands: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
+    scores: dict[str, list[Score]] = field(default_factory=dict)  # held-out fold -> scores per category
 
 
 def _pct(x: float) -> str:
@@ -181,4 +182,5 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
             continue
         bands[key] = {"mape": round(max(lo.mape, lm.mape), 4), "worst": round(max(lo.max_abs, lm.max_abs), 4),
                       "n": lo.n, "source": f"NeMo DGX-H100 {cat} rows, held out (worse of LORO/LOMO)"}
-    return NemoReport(out, failures, fitted, bands)
+    held_scores = {k: v for k, v in by.items() if k.startswith("leave")}
+    return NemoReport(out, failures, fitted, bands, held_scores)

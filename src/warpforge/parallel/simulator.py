@@ -257,6 +257,7 @@ def predict(
         notes.append(f"uses {plan.gpus} of the cluster's {cluster.total_gpus} GPUs")
     if plan.zero >= 2:
         notes.append("ZeRO-2/3 is FSDP-style sharding (torchtitan); Megatron-LM needs its FSDP backend")
+    notes += cluster.power_notes()
     hw_info = hardware_info(cluster)
     if not hw_info.validated:
         notes.append(hw_info.label())

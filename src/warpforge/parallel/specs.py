@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from warpforge.parallel.errors import SpecError
+from warpforge.parallel.gpus import gpu_model
 
 Recompute = Literal["none", "selective", "full"]
 # Megatron's --recompute-modules (with selective recompute): what backward replays. "core_attn" is the
@@ -185,18 +186,59 @@ class ClusterSpec(BaseModel):
     def total_gpus(self) -> int:
         return self.gpus_per_node * self.nodes
 
+    def tdp(self) -> float | None:
+        """The board power a power limit is compared with: the file's ``tdp_w``, else the GPU model's
+        (``presets/gpus.yaml``: an H100 SXM is a 700 W part whether or not the file says so)."""
+        if self.tdp_w:
+            return self.tdp_w
+        known = gpu_model(self.gpu)
+        return known.tdp_w if known else None
+
     def compute_scale(self) -> float:
         """Fraction of the datasheet's peak FLOP/s the GPUs sustain (1 at boost clock / full power).
 
         Tensor-core throughput scales with the SM clock: ``sustained / boost`` when the clocks are given.
-        From a power limit: ``(limit / tdp) ** POWER_EXPONENT``, where the exponent 0.30 comes from two
-        datasheet points of the same 132-SM GH100 die: H100 NVL 835 dense bf16 TFLOP/s at 400 W and
-        H100 SXM 989 at 700 W (ln(835/989) / ln(400/700) = 0.30); a 500 W H100 SXM gets 0.90 x 989 = 893."""
+        From a power limit: ``(limit / tdp) ** POWER_EXPONENT`` (``tdp``: the file's or the GPU model's),
+        where the exponent 0.30 comes from two datasheet points of the same 132-SM GH100 die: H100 NVL 835
+        dense bf16 TFLOP/s at 400 W and H100 SXM 989 at 700 W (ln(835/989) / ln(400/700) = 0.30); a 500 W
+        H100 SXM gets 0.90 x 989 = 893."""
         if self.sustained_clock_mhz and self.boost_clock_mhz:
             return min(1.0, self.sustained_clock_mhz / self.boost_clock_mhz)
-        if self.power_limit_w and self.tdp_w and self.power_limit_w < self.tdp_w:
-            return float((self.power_limit_w / self.tdp_w) ** POWER_EXPONENT)
+        tdp = self.tdp()
+        if self.power_limit_w and tdp and self.power_limit_w < tdp:
+            return float((self.power_limit_w / tdp) ** POWER_EXPONENT)
         return 1.0
+
+    def power_notes(self) -> list[str]:
+        """One line per power / clock field and what the planner made of it: the derating taken (and whose
+        TDP), or why a field set in the file changes nothing (never ignored silently)."""
+        clocks = bool(self.sustained_clock_mhz and self.boost_clock_mhz)
+        out = []
+        if clocks:
+            out.append(f"sustained clock {self.sustained_clock_mhz:g} of {self.boost_clock_mhz:g} MHz boost: "
+                       f"peak FLOP/s x{self.compute_scale():.3f}")
+            if self.power_limit_w or self.tdp_w:
+                out.append("warning: power_limit_w / tdp_w not used: the clocks given set the derating")
+        elif self.sustained_clock_mhz or self.boost_clock_mhz:
+            given = "sustained_clock_mhz" if self.sustained_clock_mhz else "boost_clock_mhz"
+            out.append(f"warning: {given} not used: it needs both sustained_clock_mhz and boost_clock_mhz")
+        if clocks:
+            return out
+        tdp = self.tdp()
+        if self.power_limit_w:
+            if tdp is None:
+                out.append(f"warning: power_limit_w {self.power_limit_w:g} W not used: the TDP of GPU "
+                           f"'{self.gpu}' is not known here; add tdp_w to the cluster file")
+            elif self.power_limit_w < tdp:
+                known = gpu_model(self.gpu)
+                whose = f"{known.name}'s TDP, known" if known and not self.tdp_w else "the file's tdp_w"
+                out.append(f"power limit {self.power_limit_w:g} W of {tdp:g} W ({whose}): peak FLOP/s "
+                           f"x{self.compute_scale():.3f}")
+            else:
+                out.append(f"power limit {self.power_limit_w:g} W is not below the {tdp:g} W TDP: no derating")
+        elif self.tdp_w:
+            out.append(f"warning: tdp_w {self.tdp_w:g} W not used: without power_limit_w nothing is derated")
+        return out
 
     @property
     def gpu_family(self) -> str:

@@ -1,0 +1,127 @@
+"""``warpforge estimate``'s answer: a target's predicted GPU forward time, eager and fused, with bands.
+
+:func:`estimate` walks the target's forward on meta tensors (estimate/walk.py), groups its ops into kernels
+and fusible regions (estimate/kernels.py) and prices each on a GPU preset with the fitted cost model
+(estimate/model.py). ``eager_us`` is every op its own kernel, as PyTorch eager runs it; ``fused_us`` is every
+fusible region as one kernel (what torch.compile's default mode or warpforge's kernels could reach). Each
+comes with a band: the held-out error of its op classes, weighted by their predicted share; a class (or a
+precision) the model was never validated on is named in ``unvalidated`` and widens the band to a factor 2.
+
+Example::
+
+    >>> e = estimate("level1/1_Square_matrix_multiplication_.py", gpu="H100")   # doctest: +SKIP
+    >>> round(e.eager_us)                                                       # doctest: +SKIP
+    2680
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from pydantic import BaseModel
+
+from warpforge.estimate.gpus import GpuPreset, gpu_preset
+from warpforge.estimate.kernels import Kernel, kernels_of, regions_of
+from warpforge.estimate.model import CostModel, precision
+from warpforge.estimate.walk import walk_forward
+
+UNVALIDATED_ERROR = 1.0  # a class never checked against a measurement: a factor-2 band
+
+
+class Band(BaseModel):
+    low_us: float
+    high_us: float
+    error: float  # the relative held-out error it rests on (MAPE)
+
+
+class RegionEstimate(BaseModel):
+    module: str
+    op_class: str  # gemm | conv | attention | reduction | pointwise
+    ops: list[str]
+    eager_us: float
+    fused_us: float
+    kernels: int  # eager kernels (one fused kernel after fusion)
+
+
+class Estimate(BaseModel):
+    target: str
+    gpu: str
+    gpu_basis: str
+    eager_us: float
+    eager_band: Band
+    fused_us: float
+    fused_band: Band
+    regions: list[RegionEstimate]
+    basis: str
+    unvalidated: list[str]
+    tf32_matmul: bool
+    walk_s: float
+
+
+def _class_key(k: Kernel, tf32: bool) -> str:
+    """The validation entry a kernel's error comes from: its op class, qualified by a precision the
+    published timings never ran (KernelBench's problems are all FP32)."""
+    prec = precision(k, tf32)
+    default = "tf32" if (k.kind.startswith("conv") or k.kind == "attention") else "fp32"
+    return k.op_class if prec == default else f"{k.op_class}[{prec}]"
+
+
+def _band(total: float, parts: dict[str, float], errors: dict[str, float]) -> Band:
+    err = sum(t * errors.get(c, UNVALIDATED_ERROR) for c, t in parts.items()) / total if total > 0 else 0.0
+    return Band(low_us=round(total / (1 + err) * 1e6, 3), high_us=round(total * (1 + err) * 1e6, 3),
+                error=round(err, 4))
+
+
+def price(kernels: list[Kernel], gpu: GpuPreset, model: CostModel | None = None, tf32_matmul: bool = False
+          ) -> tuple[float, float, list[RegionEstimate], dict[str, float], dict[str, float]]:
+    """(eager s, fused s, regions, eager s per validation class, fused s per class)."""
+    model = model or CostModel.load()
+    eager_parts: dict[str, float] = {}
+    fused_parts: dict[str, float] = {}
+    rows = []
+    for r in regions_of(kernels):
+        one = r.as_one()
+        eager = 0.0
+        for k in r.kernels:
+            s = model.seconds(k, gpu, tf32_matmul)
+            eager += s
+            key = _class_key(k, tf32_matmul)
+            eager_parts[key] = eager_parts.get(key, 0.0) + s
+        fused = model.seconds(one, gpu, tf32_matmul)
+        key = _class_key(one, tf32_matmul)
+        fused_parts[key] = fused_parts.get(key, 0.0) + fused
+        rows.append(RegionEstimate(module=one.module or "(root)", op_class=one.op_class, ops=list(one.ops),
+                                   eager_us=round(eager * 1e6, 3), fused_us=round(fused * 1e6, 3),
+                                   kernels=len(r.kernels)))
+    return sum(eager_parts.values()), sum(fused_parts.values()), rows, eager_parts, fused_parts
+
+
+def estimate(target: str, gpu: str = "H100", tf32_matmul: bool = False, dtype: torch.dtype | None = None,
+             batch: int = 2, seq: int = 64) -> Estimate:
+    """The target's predicted forward time on ``gpu`` (see module doc). ``dtype`` None: FP32 for a KernelBench
+    file or a function (KernelBench's problems are FP32), BF16 for a transformers config."""
+    from warpforge.optimize.target import load_target
+
+    preset = gpu_preset(gpu)
+    start = time.perf_counter()
+    loaded = load_target(target, batch, seq, dtype or torch.float32)
+    if dtype is None and loaded.kind == "transformers":  # a language model's forward as it is trained
+        loaded = load_target(target, batch, seq, torch.bfloat16)
+    kernels = kernels_of(walk_forward(loaded))
+    walk_s = time.perf_counter() - start
+    model = CostModel.load()
+    eager, fused, rows, eager_parts, fused_parts = price(kernels, preset, model, tf32_matmul)
+    errors = {c: float(v["mape"]) for c, v in model.validation.get("classes", {}).items()}
+    unvalidated = sorted(c for c in {**eager_parts, **fused_parts} if c not in errors)
+    prov = model.provenance
+    fitted = (f"fitted on {prov.get('gpu', '?')} ({prov.get('file', '?')}, {prov.get('problems', '?')} problems)"
+              if prov.get("fitted", True) and prov else "unfitted priors")
+    held = model.validation.get("summary", "no held-out validation recorded")
+    basis = (f"cost model per op class on {preset.name} datasheet peaks (estimate/model.py), {fitted}; "
+             f"held out: {held}; eager = each op its own kernel, fused = each fusible region one kernel; "
+             "a prediction, not a measurement")
+    return Estimate(target=loaded.spec, gpu=preset.name, gpu_basis=preset.basis, eager_us=round(eager * 1e6, 3),
+                    eager_band=_band(eager, eager_parts, errors), fused_us=round(fused * 1e6, 3),
+                    fused_band=_band(fused, fused_parts, errors), regions=rows, basis=basis,
+                    unvalidated=unvalidated, tf32_matmul=tf32_matmul, walk_s=round(walk_s, 2))

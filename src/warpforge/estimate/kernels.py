@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from warpforge.estimate.walk import WalkedOp
+from warpforge.estimate.ops import WalkedOp
 
 GEMM = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "matmul", "linear"}
 CONV = {"convolution", "_convolution", "cudnn_convolution", "conv2d", "conv3d", "conv1d"}
@@ -106,7 +106,7 @@ def _gemm_mnk(op: WalkedOp) -> tuple[int, int, int]:
 
 
 def _rows(op: WalkedOp, kind: str) -> int:
-    """Independent rows of a reduction: each is one block's work in torch's kernels, so few rows idle the GPU
+    """Independent rows of a norm or softmax: each is one block's work in torch's kernels, so few rows idle the GPU
     (level 1's LayerNorm over [64, 256, 256] per sample: 16 rows, 8.1 ms on an H100 for 0.26 GB)."""
     if not op.shapes:
         return 0
@@ -114,8 +114,6 @@ def _rows(op: WalkedOp, kind: str) -> int:
     numel = math.prod(x)
     ints = [int(v) for v in op.flags if isinstance(v, int) and not isinstance(v, bool)]
     name = op.op
-    if kind == "reduction":
-        return op.out_numel
     if name == "native_layer_norm" and len(op.shapes) >= 2:
         return numel // max(1, math.prod(op.shapes[1]))  # the weight's shape is the normalized shape
     if name == "native_group_norm" and len(ints) >= 4:
@@ -134,6 +132,8 @@ def op_kind(op: WalkedOp) -> str:
         return "gemm"
     if name in CONV and len(op.shapes) >= 2:
         return _conv(op)[0]
+    if name == "convolution_backward":  # a training step's (optimize): no forward geometry to read
+        return "conv"
     if name in NORM:
         return "norm"
     if name in REDUCTION:
@@ -167,9 +167,12 @@ def kernels_of(ops: list[WalkedOp]) -> list[Kernel]:
             i = j
             continue
         kind = op_kind(o)
-        mnk = _conv(o)[1] if kind.startswith("conv") else _gemm_mnk(o) if kind == "gemm" else (0, 0, 0)
-        rows = _rows(o, kind) if kind in ("reduction", "norm") else 0
-        window, stride = _conv_geometry(o) if kind.startswith("conv") else (1, 1)
+        forward_conv = kind.startswith("conv") and o.op != "convolution_backward"
+        mnk = _conv(o)[1] if forward_conv else _gemm_mnk(o) if kind == "gemm" else (0, 0, 0)
+        # a plain reduction to few outputs splits its rows over blocks (a mean to a scalar fills the GPU); a
+        # norm's or softmax's kernel gives each row one block
+        rows = _rows(o, kind) if kind == "norm" else 0
+        window, stride = _conv_geometry(o) if forward_conv else (1, 1)
         out.append(Kernel(kind, o.flops, o.bytes, o.dtype, o.module, (o.op,), mnk, rows, window, stride))
         i += 1
     return out

@@ -46,8 +46,8 @@ PRIOR: dict[str, float] = {
     "m_conv_grouped": 0.5, "m_attention": 0.8,
     "m_pointwise": 0.9, "m_reduction": 0.85, "m_norm": 0.45, "m_pool": 0.4, "m_scan": 0.5,
     "m_fused": 0.85, "m_fused_norm": 0.5,
-    "b0": 4e6,
-    "r0": 256.0,  # rows: a reduction over fewer rows than about the SMs' count runs on part of the GPU  # bytes: below a few MB a kernel does not fill the GPU
+    "b0": 4e6,  # bytes: below a few MB a kernel does not fill the GPU
+    "r0": 256.0,  # rows: a norm over fewer rows than about the SMs' count runs on part of the GPU
 }
 
 

@@ -1,7 +1,7 @@
 """``warpforge estimate``'s answer: a target's predicted GPU forward time, eager and fused, with bands.
 
-:func:`estimate` walks the target's forward on meta tensors (estimate/walk.py), groups its ops into kernels
-and fusible regions (estimate/kernels.py) and prices each on a GPU preset with the fitted cost model
+optimize/estimate_target.py walks the target's forward on meta tensors; :func:`estimate_kernels` takes its
+kernels and fusible regions (estimate/kernels.py) and prices each on a GPU preset with the fitted cost model
 (estimate/model.py). ``eager_us`` is every op its own kernel, as PyTorch eager runs it; ``fused_us`` is every
 fusible region as one kernel (what torch.compile's default mode or warpforge's kernels could reach). Each
 comes with a band: the held-out error of its op classes, weighted by their predicted share; a class (or a
@@ -9,22 +9,17 @@ precision) the model was never validated on is named in ``unvalidated`` and wide
 
 Example::
 
-    >>> e = estimate("level1/1_Square_matrix_multiplication_.py", gpu="H100")   # doctest: +SKIP
-    >>> round(e.eager_us)                                                       # doctest: +SKIP
-    2680
+    >>> e = estimate_kernels("mm", kernels, gpu_preset("H100"))   # doctest: +SKIP
+    >>> e.eager_us, e.eager_band                                 # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import time
-
-import torch
 from pydantic import BaseModel
 
-from warpforge.estimate.gpus import GpuPreset, gpu_preset
-from warpforge.estimate.kernels import Kernel, kernels_of, regions_of
+from warpforge.estimate.gpus import GpuPreset
+from warpforge.estimate.kernels import Kernel, regions_of
 from warpforge.estimate.model import CostModel, precision
-from warpforge.estimate.walk import walk_forward
 
 UNVALIDATED_ERROR = 1.0  # a class never checked against a measurement: a factor-2 band
 
@@ -97,31 +92,21 @@ def price(kernels: list[Kernel], gpu: GpuPreset, model: CostModel | None = None,
     return sum(eager_parts.values()), sum(fused_parts.values()), rows, eager_parts, fused_parts
 
 
-def estimate(target: str, gpu: str = "H100", tf32_matmul: bool = False, dtype: torch.dtype | None = None,
-             batch: int = 2, seq: int = 64) -> Estimate:
-    """The target's predicted forward time on ``gpu`` (see module doc). ``dtype`` None: FP32 for a KernelBench
-    file or a function (KernelBench's problems are FP32), BF16 for a transformers config."""
-    from warpforge.optimize.target import load_target
-
-    preset = gpu_preset(gpu)
-    start = time.perf_counter()
-    loaded = load_target(target, batch, seq, dtype or torch.float32)
-    if dtype is None and loaded.kind == "transformers":  # a language model's forward as it is trained
-        loaded = load_target(target, batch, seq, torch.bfloat16)
-    kernels = kernels_of(walk_forward(loaded))
-    walk_s = time.perf_counter() - start
-    model = CostModel.load()
-    eager, fused, rows, eager_parts, fused_parts = price(kernels, preset, model, tf32_matmul)
+def estimate_kernels(target: str, kernels: list[Kernel], gpu: GpuPreset, tf32_matmul: bool = False,
+                     walk_s: float = 0.0, model: CostModel | None = None) -> Estimate:
+    """The estimate of a forward already walked into kernels (see module doc)."""
+    model = model or CostModel.load()
+    eager, fused, rows, eager_parts, fused_parts = price(kernels, gpu, model, tf32_matmul)
     errors = {c: float(v["mape"]) for c, v in model.validation.get("classes", {}).items()}
     unvalidated = sorted(c for c in {**eager_parts, **fused_parts} if c not in errors)
     prov = model.provenance
     fitted = (f"fitted on {prov.get('gpu', '?')} ({prov.get('file', '?')}, {prov.get('problems', '?')} problems)"
-              if prov.get("fitted", True) and prov else "unfitted priors")
+              if prov.get("fitted") else "unfitted priors")
     held = model.validation.get("summary", "no held-out validation recorded")
-    basis = (f"cost model per op class on {preset.name} datasheet peaks (estimate/model.py), {fitted}; "
+    basis = (f"cost model per op class on {gpu.name} datasheet peaks (estimate/model.py), {fitted}; "
              f"held out: {held}; eager = each op its own kernel, fused = each fusible region one kernel; "
              "a prediction, not a measurement")
-    return Estimate(target=loaded.spec, gpu=preset.name, gpu_basis=preset.basis, eager_us=round(eager * 1e6, 3),
+    return Estimate(target=target, gpu=gpu.name, gpu_basis=gpu.basis, eager_us=round(eager * 1e6, 3),
                     eager_band=_band(eager, eager_parts, errors), fused_us=round(fused * 1e6, 3),
                     fused_band=_band(fused, fused_parts, errors), regions=rows, basis=basis,
                     unvalidated=unvalidated, tf32_matmul=tf32_matmul, walk_s=round(walk_s, 2))

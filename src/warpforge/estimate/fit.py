@@ -22,7 +22,7 @@ from warpforge.estimate.model import PRIOR, CostModel
 
 EAGER_KEYS = ("p", "e_gemm", "n0_gemm", "k0_gemm", "e_conv", "e_conv3d", "e_conv_transpose", "e_conv_transpose3d",
               "e_conv_grouped", "n0_conv", "k0_conv", "e_attention", "m_gemm", "m_conv_grouped", "m_pointwise",
-              "m_reduction", "m_norm", "m_pool", "m_scan", "b0", "r0", "a_window", "a_stride")
+              "m_reduction", "m_norm", "m_pool", "m_scan", "b0", "r0", "a_window", "a_stride", "a_pool")
 FUSED_KEYS = ("m_fused", "m_fused_norm")
 _UNBOUNDED = {"p", "n0_gemm", "k0_gemm", "n0_conv", "k0_conv", "b0", "r0"}
 

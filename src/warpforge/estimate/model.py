@@ -2,7 +2,7 @@
 
     t = launch + (t_c^p + t_m^p)^(1/p)
     t_c = FLOPs / (peak[precision] * e[kind] * s(N / n0) * s(K / k0))    compute: GEMM, convolution, attention
-    t_m = bytes / (bandwidth * m[kind] * s(bytes / b0))                  memory: every kernel
+    t_m = bytes / (bandwidth * m[kind] * s(bytes / b0) * s(rows / r0))   memory: every kernel (rows: a norm's)
     s(x) = x / (1 + x)                                                   small sizes fill fewer SMs
 
 ``precision`` is what torch runs by default: an FP32 matmul on FP32 cores (``allow_tf32`` is off for
@@ -40,7 +40,8 @@ PRIOR: dict[str, float] = {
     "e_gemm": 0.8, "n0_gemm": 64.0, "k0_gemm": 64.0,
     "e_conv": 0.4, "e_conv3d": 0.3, "e_conv_transpose": 0.3, "e_conv_transpose3d": 0.1, "e_conv_grouped": 0.05,
     "n0_conv": 32.0, "k0_conv": 32.0,
-    "a_window": 0.01, "a_stride": 0.01,  # power laws in a convolution's kernel volume (over 3x3) and stride
+    # power laws: a convolution's kernel volume (over 3x3) and a transposed one's stride; a pool's overlap
+    "a_window": 0.01, "a_stride": 0.01, "a_pool": 0.3,
     "e_attention": 0.5,
     "m_gemm": 0.8, "m_conv": 0.8, "m_conv3d": 0.8, "m_conv_transpose": 0.8, "m_conv_transpose3d": 0.8,
     "m_conv_grouped": 0.5, "m_attention": 0.8,
@@ -81,6 +82,8 @@ class CostModel:
         bw = gpu.hbm_tbps * 1e12 * p[f"m_{k.kind}"] * _s(k.bytes / p["b0"])
         if k.rows:
             bw *= _s(k.rows / p["r0"])
+        if k.kind == "pool" and k.window > k.stride:  # overlapping windows read each input again
+            bw /= (k.window / k.stride) ** p["a_pool"]
         t_m = k.bytes / bw
         t_c = 0.0
         if k.kind in COMPUTE and k.flops > 0:

@@ -3,14 +3,16 @@
     t = launch + (t_c^p + t_m^p)^(1/p)
     t_c = FLOPs / (peak[precision] * e[kind] * s(N / n0) * s(K / k0))    compute: GEMM, convolution, attention
     t_m = bytes / (bandwidth * m[kind] * s(bytes / b0) * s(rows / r0))   memory: every kernel (rows: a norm's)
+    b0 = bandwidth * t0                                                  Little's law
     s(x) = x / (1 + x)                                                   small sizes fill fewer SMs
 
 ``precision`` is what torch runs by default: an FP32 matmul on FP32 cores (``allow_tf32`` is off for
 matmuls; level 1's 4096^3 FP32 matmul takes 2.66 ms on an H100 SXM, 77% of its 67 TF FP32 peak, where a
 TF32 or BF16 roofline says 0.14-0.28 ms), an FP32 convolution on TF32 tensor cores (cuDNN's ``allow_tf32``
-is on), BF16/FP16 on tensor cores. ``e``, ``m``, ``n0``, ``k0``, ``b0`` and ``p`` are fitted
-(benchmarks/estimate_validation.py) on one GPU's published timings; the launch cost is a prior, not fitted
-(KernelBench's problems run 0.5-50 ms, where a few microseconds per kernel cannot be told apart).
+is on), BF16/FP16 on tensor cores. ``e``, ``m``, ``n0``, ``k0``, ``r0`` and ``p`` are fitted
+(benchmarks/estimate_validation.py) on one GPU's published timings; the launch cost and ``t0`` are priors, not
+fitted (KernelBench's problems run 0.5-50 ms on tensors of 10 MB and more, where a few microseconds per kernel
+and the small-tensor regime cannot be told apart).
 
 Example::
 
@@ -47,7 +49,8 @@ PRIOR: dict[str, float] = {
     "m_conv_grouped": 0.5, "m_attention": 0.8,
     "m_pointwise": 0.9, "m_reduction": 0.85, "m_norm": 0.45, "m_pool": 0.4, "m_scan": 0.5,
     "m_fused": 0.85, "m_fused_norm": 0.5,
-    "b0": 4e6,  # bytes: below a few MB a kernel does not fill the GPU
+    "l2_gain": 1.5,  # L2's bandwidth over HBM's for a memory-bound kernel whose bytes fit in L2
+    "t0_us": 1.0,  # HBM latency with the queueing to fill it: a prior (KernelBench's tensors are all far larger)
     "r0": 256.0,  # rows: a norm over fewer rows than about the SMs' count runs on part of the GPU
 }
 
@@ -79,9 +82,13 @@ class CostModel:
 
     def seconds(self, k: Kernel, gpu: GpuPreset, tf32_matmul: bool = False) -> float:
         p = self.params
-        bw = gpu.hbm_tbps * 1e12 * p[f"m_{k.kind}"] * _s(k.bytes / p["b0"])
+        # Little's law: a kernel moving fewer bytes than bandwidth x memory latency cannot keep HBM busy
+        bw = gpu.hbm_tbps * 1e12 * p[f"m_{k.kind}"] * _s(k.bytes / (gpu.hbm_tbps * 1e12 * p["t0_us"] * 1e-6))
         if k.rows:
             bw *= _s(k.rows / p["r0"])
+        if k.kind not in COMPUTE and k.bytes <= gpu.l2_mb * 1e6:
+            # it fits in L2, where the kernel before it left its input: read at L2's bandwidth, not HBM's
+            bw *= p["l2_gain"]
         if k.kind == "pool" and k.window > k.stride:  # overlapping windows read each input again
             bw /= (k.window / k.stride) ** p["a_pool"]
         t_m = k.bytes / bw

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from warpforge.estimate.gpus import GpuPreset
-from warpforge.estimate.kernels import Kernel, regions_of
+from warpforge.estimate.kernels import COMPUTE, Kernel, regions_of
 from warpforge.estimate.model import CostModel, precision
 
 UNVALIDATED_ERROR = 1.0  # a class never checked against a measurement: a factor-2 band
@@ -56,7 +56,10 @@ class Estimate(BaseModel):
 
 def _class_key(k: Kernel, tf32: bool) -> str:
     """The validation entry a kernel's error comes from: its op class, qualified by a precision the
-    published timings never ran (KernelBench's problems are all FP32)."""
+    published timings never ran (KernelBench's problems are all FP32). A memory-bound kernel's time is its
+    bytes, whatever their type: only compute classes are qualified."""
+    if k.kind not in COMPUTE:
+        return k.op_class
     prec = precision(k, tf32)
     default = "tf32" if (k.kind.startswith("conv") or k.kind == "attention") else "fp32"
     return k.op_class if prec == default else f"{k.op_class}[{prec}]"

@@ -65,3 +65,36 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
                   "reads.py")
     values = runner.invoke(app, ["estimate", str(reads)])
     assert values.exit_code == 2 and "meta tensors" in values.output and "Traceback" not in values.output
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 128)
+        self.norm = torch.nn.LayerNorm(128)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(self.norm(self.proj(x)))
+
+
+def test_optimize_prices_a_training_step_with_the_model_never_under_the_roofline() -> None:
+    from warpforge.estimate.step import step_peaks
+    from warpforge.evaluator.gpus import peaks_for
+    from warpforge.optimize.estimate_target import priced_trace
+    from warpforge.optimize.regions import cut_regions
+
+    roofline = peaks_for("H100")
+    peaks = step_peaks("H100")
+    assert roofline is not None and peaks is not None
+
+    def step(p: object) -> list[float]:
+        torch.manual_seed(0)
+        model = _Block()
+        trace = priced_trace(model, (torch.randn(32, 64),), lambda y: y.pow(2).mean(), p)  # type: ignore[arg-type]
+        assert any(o.backward for o in trace.ops) and cut_regions(model, trace)
+        return [o.seconds for o in trace.ops]
+
+    model_s, sol_s = step(peaks), step(roofline)
+    assert len(model_s) == len(sol_s)
+    launch = peaks.model.params["launch_us"] * 1e-6  # type: ignore[union-attr]
+    assert all(m >= max(s, launch) for m, s in zip(model_s, sol_s))

@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "baseline_time_torch.json (eager) and baseline_time_torch_compile_inductor_default.json "
                     "(fused regions), levels 1-2",
             "dropped": fit_t.dropped}
-        model.validation = {"summary": summary, "classes": classes,
+        model.validation = {"summary": summary, "classes": classes, "gpus": [sxm.name, *(t.gpu for t in held)],
                             "note": "each class's band: its worst held-out MAPE (by problem on h100-sxm, by GPU "
                                     f"on the others) over sets with at least {MIN_VALIDATED} of its problems; "
                                     "classes and precisions absent here were never validated"}

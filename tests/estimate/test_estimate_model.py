@@ -108,6 +108,10 @@ def test_bands_name_what_was_never_validated() -> None:
     # KernelBench's problems are all FP32: a BF16 GEMM's class was never checked against a measurement
     assert e.unvalidated == ["gemm[bf16]"] and e.eager_band.error == 1.0
     assert estimate_kernels("mm", kernels_of([MATMUL]), h100, tf32_matmul=True).unvalidated == ["gemm[tf32]"]
+    # held out on the H100 PCIe; a B200 is its datasheet only
+    assert estimate_kernels("mm", kernels_of([MATMUL]), gpu_preset("h100-pcie")).unvalidated == []
+    assert estimate_kernels("mm", kernels_of([MATMUL]), gpu_preset("b200")).unvalidated == [
+        "b200 (no measured timing of this GPU checked)"]
 
 
 def test_optimize_prices_with_the_model_where_a_preset_exists() -> None:

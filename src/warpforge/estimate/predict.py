@@ -5,7 +5,8 @@ kernels and fusible regions (estimate/kernels.py) and prices each on a GPU prese
 (estimate/model.py). ``eager_us`` is every op its own kernel, as PyTorch eager runs it; ``fused_us`` is every
 fusible region as one kernel (what torch.compile's default mode or warpforge's kernels could reach). Each
 comes with a band: the held-out error of its op classes, weighted by their predicted share; a class (or a
-precision) the model was never validated on is named in ``unvalidated`` and widens the band to a factor 2.
+precision) the model was never validated on is named in ``unvalidated`` and widens the band to a factor 2; a
+GPU whose published timings never checked the model (its datasheet only) is named there too.
 
 Example::
 
@@ -102,6 +103,8 @@ def estimate_kernels(target: str, kernels: list[Kernel], gpu: GpuPreset, tf32_ma
     eager, fused, rows, eager_parts, fused_parts = price(kernels, gpu, model, tf32_matmul)
     errors = {c: float(v["mape"]) for c, v in model.validation.get("classes", {}).items()}
     unvalidated = sorted(c for c in {**eager_parts, **fused_parts} if c not in errors)
+    if gpu.name not in model.validation.get("gpus", []):  # its datasheet only: no published timing checked
+        unvalidated.append(f"{gpu.name} (no measured timing of this GPU checked)")
     prov = model.provenance
     fitted = (f"fitted on {prov.get('gpu', '?')} ({prov.get('file', '?')}, {prov.get('problems', '?')} problems)"
               if prov.get("fitted") else "unfitted priors")

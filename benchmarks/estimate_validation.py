@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if v["mape"] >= classes.get(c, {}).get("mape", -1.0):
                         classes[c] = {"mape": v["mape"], "n": v["n"]}
         summary = "; ".join(f"{where}: MAPE {res['levels 1+2']['mape']:.1%}, Spearman "
-                            f"{res['levels 1+2']['spearman']:.2f}" for where, res in results.items())
+                            f"{res['levels 1+2']['spearman']:.3f}" for where, res in results.items())
         model.provenance = {
             "fitted": True, "gpu": sxm.name, "problems": len(keys),
             "file": f"ScalingIntelligence/KernelBench@{fit_t.commit[:10]} results/timing/{fit_t.folder}/"

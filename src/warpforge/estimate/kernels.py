@@ -56,7 +56,7 @@ class Kernel:
     dtype: torch.dtype
     module: str
     ops: tuple[str, ...]  # the aten ops it runs
-    gemm_mnk: tuple[int, int, int] = (0, 0, 0)  # GEMM (M, N, K); a convolution's (positions, C_out, C_in) per group
+    gemm_mnk: tuple[int, int, int] = (0, 0, 0)  # GEMM (M, N, K); a convolution's implicit GEMM, per group
     rows: int = 0  # a reduction's independent rows (its parallelism); 0 where unknown
     window: int = 1  # a convolution's or pool's kernel volume (positions a weight slides over)
     stride: int = 1  # a convolution's largest stride; a pool's stride volume
@@ -93,11 +93,10 @@ def _conv(op: WalkedOp) -> tuple[str, tuple[int, int, int]]:
     kvol = math.prod(w[2:])
     c_in = x[1]
     c_out = w[1] * groups if transposed else w[0]
-    # implicit GEMM: M = output positions (approximated by the input's), N = C_out / g; cuDNN's efficiency
-    # follows the input channels per group (3-channel inputs run at a fraction of 32-channel ones), not K
-    del kvol
-    m = x[0] * math.prod(x[2:])
-    n, k = max(1, c_out // groups), max(1, c_in // groups)
+    # cuDNN's implicit GEMM: M = output positions, N = C_out / g, K = C_in / g x kernel volume (level 1's
+    # AlexNet conv over 3 channels, 11x11: K = 363; a 3x3 over 3 channels: K = 27, a fraction of a tensor-core tile)
+    m = op.out_numel // max(1, c_out) if op.out_numel else x[0] * math.prod(x[2:])
+    n, k = max(1, c_out // groups), max(1, c_in // groups) * kvol
     if groups > 1 and not transposed:
         kind = "conv_grouped"
     elif transposed:

@@ -61,6 +61,8 @@ def precision(kernel: Kernel, tf32_matmul: bool = False) -> str:
         return "bf16"
     if kernel.kind == "gemm":
         return "tf32" if tf32_matmul else "fp32"
+    if kernel.kind == "conv_grouped":
+        return "fp32"  # cuDNN's grouped and depthwise kernels: direct convolutions on FP32 cores
     if kernel.kind.startswith("conv") or kernel.kind == "attention":
         return "tf32"  # cuDNN's allow_tf32; SDPA's FP32 kernels (level 1's 97: 130 TFLOP/s on an H100 SXM)
     return "fp32"
@@ -89,17 +91,17 @@ class CostModel:
         if k.kind not in COMPUTE and k.bytes <= gpu.l2_mb * 1e6:
             # it fits in L2, where the kernel before it left its input: read at L2's bandwidth, not HBM's
             bw *= p["l2_gain"]
-        if k.kind == "pool" and k.window > k.stride:  # overlapping windows read each input again
+        if k.kind in ("pool", "conv_grouped") and k.window > k.stride:  # overlapping windows read each input again
             bw /= (k.window / k.stride) ** p["a_pool"]
         t_m = k.bytes / bw
         t_c = 0.0
         if k.kind in COMPUTE and k.flops > 0:
             fam = "gemm" if k.kind == "gemm" else "conv" if k.kind.startswith("conv") else ""
             eff = p[f"e_{k.kind}"]
-            if fam and k.gemm_mnk[1] > 0:
+            if fam and k.gemm_mnk[1] > 0 and k.kind != "conv_grouped":
                 _, n, kk = k.gemm_mnk
                 eff *= _s(n / p[f"n0_{fam}"]) * _s(kk / p[f"k0_{fam}"])
-            if fam == "conv":
+            if fam == "conv" and k.kind != "conv_grouped":
                 # a strided transposed convolution runs as cuDNN's data-gradient kernel, slower per FLOP the
                 # larger the stride; a strided forward one is an implicit GEMM over fewer positions
                 stride = k.stride if "transpose" in k.kind else 1

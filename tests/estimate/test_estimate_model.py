@@ -119,6 +119,8 @@ def test_a_depthwise_convolution_is_a_direct_one_on_fp32_cores() -> None:
     # a 7x7 window re-reads each input more than a 3x3 one (from cache): slower per byte moved
     big = kernels_of([_depthwise(7)])[0]
     assert model.seconds(big, h100) / big.bytes > model.seconds(dw, h100) / dw.bytes
+    # FP32 is what KernelBench's depthwise problems ran at: validated, not a precision never checked
+    assert estimate_kernels("dw", [dw], h100).unvalidated == []
 
 
 def test_bands_name_what_was_never_validated() -> None:

@@ -9,10 +9,12 @@
 ``precision`` is what torch runs by default: an FP32 matmul on FP32 cores (``allow_tf32`` is off for
 matmuls; level 1's 4096^3 FP32 matmul takes 2.66 ms on an H100 SXM, 77% of its 67 TF FP32 peak, where a
 TF32 or BF16 roofline says 0.14-0.28 ms), an FP32 convolution on TF32 tensor cores (cuDNN's ``allow_tf32``
-is on), BF16/FP16 on tensor cores. ``e``, ``m``, ``n0``, ``k0``, ``r0`` and ``p`` are fitted
-(benchmarks/estimate_validation.py) on one GPU's published timings; the launch cost and ``t0`` are priors, not
-fitted (KernelBench's problems run 0.5-50 ms on tensors of 10 MB and more, where a few microseconds per kernel
-and the small-tensor regime cannot be told apart).
+is on; a grouped or depthwise one, one or few channels per group, on FP32 cores), BF16/FP16 on tensor cores.
+A convolution's N and K are its implicit GEMM's: C_out / groups and C_in / groups x kernel volume.
+``e``, ``m``, ``n0``, ``k0``, ``r0`` and ``p`` are fitted (benchmarks/estimate_validation.py) on one GPU's
+published timings; the launch cost, ``t0`` and L2's gain only within physical ranges (estimate/fit.py), where
+they end at a bound: KernelBench's problems run 0.5-50 ms on tensors of 10 MB and more, where a few
+microseconds per kernel and the small-tensor regime cannot be told apart.
 
 Example::
 

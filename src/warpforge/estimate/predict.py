@@ -16,6 +16,9 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import torch
 from pydantic import BaseModel
 
 from warpforge.estimate.gpus import GpuPreset
@@ -62,7 +65,7 @@ def _class_key(k: Kernel, tf32: bool) -> str:
     if k.kind not in COMPUTE:
         return k.op_class
     prec = precision(k, tf32)
-    default = "tf32" if (k.kind.startswith("conv") or k.kind == "attention") else "fp32"
+    default = precision(replace(k, dtype=torch.float32))  # what KernelBench's FP32 problems ran at
     return k.op_class if prec == default else f"{k.op_class}[{prec}]"
 
 

@@ -171,7 +171,7 @@ def table(title: str, rows: list[Row]) -> dict[str, dict[str, float]]:
     for name, sel in groups:
         if not sel:
             continue
-        mape = sum(r.ape for r in sel) / len(sel)
+        mape = round(sum(r.ape for r in sel) / len(sel), 4)  # as stored: the summary a report quotes agrees
         rho = spearman([r.predicted for r in sel], [r.measured for r in sel])
         print(f"  {name:<22} {len(sel):>4} {mape:>7.1%} {rho:>9.3f}")
         out[name] = {"mape": round(mape, 4), "spearman": round(rho, 4), "n": len(sel)}

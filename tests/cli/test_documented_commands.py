@@ -82,7 +82,8 @@ NOT_RUN_RULES = {
     "compiled for sm_90)": r"warpforge run (?!tests/)",
     "a long run (make's set-up and campaign, a benchmark at 100,000 evaluations)": r"^make |--evaluations 100000",
     "the browser suite (3-5 min, chromium)": r"-m browser",
-    "reads ../shared, the benchmark data beside the repository (minutes per run)": r"\.\./shared|planner_validation",
+    "reads ../shared, the benchmark data beside the repository (minutes per run)":
+        r"\.\./shared|planner_validation|estimate_validation",
     "serves until stopped (its --check is tested in tests/dashboard)": r"warpforge dashboard(?!.*--check)",
 }
 SLOW_RULES = {

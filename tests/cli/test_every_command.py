@@ -61,12 +61,13 @@ def _required(name: str, command: Any, tmp: Path) -> list[str]:
             args.append(str(tmp / "space.json"))
         elif p.name == "dest":
             args += ["--dest", str(tmp / "out")]
-        elif p.name == "target":  # optimize: a model file in KernelBench's format
+        elif p.name == "target":  # optimize, estimate: a model file in KernelBench's format
             model = tmp / "model.py"
             model.write_text("import torch\nclass Model(torch.nn.Linear):\n    pass\n"
                              "def get_inputs():\n    return [torch.randn(2, 4)]\n"
                              "def get_init_inputs():\n    return [4, 4]\n")
-            args += [str(model), "--out", str(tmp / "opt")]
+            takes_out = any("--out" in getattr(q, "opts", ()) for q in command.params)
+            args += [str(model), *(["--out", str(tmp / "opt")] if takes_out else [])]
         else:
             assert p.name in VALUES, f"{name}: add a value for its required parameter {p.name!r} to VALUES"
             args += VALUES[p.name]

@@ -449,6 +449,7 @@ def _mount_subsystems() -> None:
     from warpforge.cli.agent import app as agent_app
     from warpforge.cli.bench import bench_search
     from warpforge.cli.dashboard import dashboard
+    from warpforge.cli.estimate import estimate_command
     from warpforge.cli.export import export
     from warpforge.cli.optimize import optimize_command
     from warpforge.cli.plan import app as plan_app
@@ -463,6 +464,7 @@ def _mount_subsystems() -> None:
     app.command("problems")(problems_command)
     app.command("export")(export)
     app.command("optimize")(optimize_command)
+    app.command("estimate")(estimate_command)
     app.command("dashboard")(dashboard)
     app.add_typer(plan_app, name="plan")
     app.add_typer(agent_app, name="agent")

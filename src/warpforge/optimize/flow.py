@@ -35,13 +35,14 @@ from pathlib import Path
 import torch
 
 from warpforge.errors import UsageError
+from warpforge.estimate.step import step_basis, step_peaks
 from warpforge.evaluator.gpus import GpuPeaks, peaks_for
+from warpforge.optimize.estimate_target import priced_trace
 from warpforge.optimize.patch_spec import PatchSpec
 from warpforge.optimize.plans import PlanSection
 from warpforge.optimize.regions import Region, coverage, cut_regions, model_coverage
 from warpforge.optimize.report import Checks, OptimizeReport, RegionRow, SpeedupEstimate
 from warpforge.optimize.target import Target, load_target
-from warpforge.optimize.trace import trace_step
 
 
 @dataclass
@@ -281,7 +282,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     from warpforge.kernels.taskdef import dtype_name, parse_dtype
 
     dtype = parse_dtype(opts.dtype)
-    peaks = _peaks(opts.gpu)
+    peaks = step_peaks(opts.gpu) or _peaks(opts.gpu)
     target = load_target(opts.target, opts.batch, opts.seq, dtype)
     from warpforge.db.session import Database
 
@@ -292,7 +293,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
 
     opts.on_stage("profile one step")
     model, inputs = target.build(opts.seed)
-    trace = trace_step(model, inputs, target.loss if opts.train else None, peaks)
+    trace = priced_trace(model, inputs, target.loss if opts.train else None, peaks)
     opts.on_stage("cut and match regions")
     regions = cut_regions(model, trace)
     trace.streams.clear()  # the forward's tensors themselves: a loose region keeps its own run's
@@ -333,6 +334,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     basis = (f"speed of light on {peaks.name} per op of the eager step (max of FLOPs / peak and bytes / bandwidth; "
              "each op its own kernel) against the patched regions' forward as one kernel at the task's FLOPs and "
              "bytes; backward ops unchanged; an estimate, not a time")
+    basis = step_basis(peaks) or basis
     report = OptimizeReport(
         target=target.spec, kind=target.kind, train=opts.train, dtype=opts.dtype, batch=opts.batch, seq=opts.seq,
         gpu=peaks.name, regions=rows, coverage=round(coverage(regions), 4), checks=checks,

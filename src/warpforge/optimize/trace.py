@@ -147,8 +147,10 @@ def _bytes(values: Any) -> float:
     seen: set[tuple[int, int]] = set()
     total = 0
     for t in tree_flatten(values)[0]:
-        if isinstance(t, torch.Tensor) and t.device.type != "meta":
-            key = (t.untyped_storage().data_ptr(), int(t.storage_offset()))
+        if isinstance(t, torch.Tensor):
+            # the storage's identity, not its data pointer: a meta or fake tensor (warpforge estimate's real
+            # sizes with nothing allocated) has none, and every one would count as the same
+            key = (t.untyped_storage()._cdata, int(t.storage_offset()))
             if key in seen:
                 continue
             seen.add(key)

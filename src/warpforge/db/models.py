@@ -170,6 +170,43 @@ def _static_facts(mapper: Any, connection: Any, row: Evaluation) -> None:
         setattr(row, name, value)
 
 
+class StaticConfig(Base):
+    """The static ranking's rows, kept by the database itself: per task and scope, each configuration
+    (source, parameters) verified ``ok`` by a search evaluation, with its newest such evaluation and that
+    evaluation's ranking key (``Reader._static_key``'s order).
+
+    A trigger on ``wf_evaluations`` (revision 0007_static_summary) upserts the row in the inserting
+    statement's own transaction, so a summary row cannot disagree with the evaluations: a crash loses both or
+    neither, and every writer (the campaign's batches, ``store.save_evaluation``, a bulk insert) is covered.
+    Reading it replaces a ``GROUP BY`` over every ok evaluation of a task per request (0.4-0.6 s for the
+    leaderboard at 100,000 CPU evaluations, 0.75 s for ``best --static``; benchmarks/dashboard_routes.py).
+
+    Never written by Python: only the trigger and the migration's backfill write it. Evaluations are
+    append-only, so a row only ever moves to a newer evaluation.
+    """
+
+    __tablename__ = "wf_static_configs"
+    __table_args__ = (
+        # The first rows of one target's ranking are an index walk (ORDER BY the key LIMIT n), its count an
+        # index range; variant_hash makes a variant's rows (the variant page) covered too.
+        Index("ix_wf_static_rank", "task", "scope", "target", "key_spill", "key_occupancy", "key_registers",
+              "key_shared", "evaluation_id", "variant_hash"),
+    )
+
+    task: Mapped[str] = mapped_column(String(200), primary_key=True)
+    scope: Mapped[int] = mapped_column(Integer, primary_key=True)  # 0: every campaign; else one campaign's id
+    variant_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    params_key: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    evaluation_id: Mapped[int] = mapped_column(Integer)  # the newest ok search evaluation (no FK: a summary)
+    target: Mapped[str | None] = mapped_column(String(100))  # its static_target; None: stored without facts
+    # The key, never NULL so that an index orders it: fewest spills, highest occupancy (stored negated), fewest
+    # registers, least shared memory; an unknown fact is 1e30 (occupancy: 1), after every known value.
+    key_spill: Mapped[float] = mapped_column(Float)
+    key_occupancy: Mapped[float] = mapped_column(Float)
+    key_registers: Mapped[float] = mapped_column(Float)
+    key_shared: Mapped[float] = mapped_column(Float)
+
+
 class Measurement(Base):
     """Per-shape times of one evaluation (p20/p50/p80 ms), candidate and reference measured alike."""
 

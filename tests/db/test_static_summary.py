@@ -1,0 +1,233 @@
+"""The static ranking's summary rows (``wf_static_configs``, revision 0007_static_summary), which a trigger keeps
+in the evaluations' own transaction, against the row-by-row computation, on SQLite and PostgreSQL.
+
+The expected values are computed here from the evaluation rows themselves: per scope (every campaign, one
+campaign) the newest search evaluation verified ok of each (source, parameters), ranked per target by
+``compile_facts.static_rank`` of its stored result document (the Python sort key; not the stored columns the
+trigger reads), ties by id, rows without facts last in every target. Checked after writes through every write
+path (the campaign's batched writer, ``store.save_evaluation``, ORM rows, a bulk insert), after a writer killed
+inside its transaction, and after the migration's backfill of rows stored before the summary existed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, select
+
+from warpforge.compile_facts import static_rank, static_ranking
+from warpforge.db import store
+from warpforge.db.models import Campaign, Evaluation, StaticConfig, VariantRecord
+from warpforge.db.queries import Reader
+from warpforge.db.session import Database
+from warpforge.db.writer import ResultWriter
+from warpforge.evaluator.result import EvalResult, Verdict
+from warpforge.kernels.task import load_task_file
+
+PLANTED = Path(__file__).parents[1] / "evaluator" / "planted"
+VARIANTS = ("a" * 64, "b" * 64, "c" * 64)
+
+
+def _seed() -> int:
+    return int(os.environ.get("WARPFORGE_TEST_SEED", random.randrange(2**32)))
+
+
+def _result(rng: random.Random) -> EvalResult:
+    """A CPU result: a configuration drawn from a small space (repeats), compile facts for one of two targets,
+    unknown facts or none at all now and then; verdicts other than ok too."""
+    target = rng.choice(["sm_90", "sm_90", "sm_80"])
+    resources = [] if rng.random() < 0.1 else [
+        {"kernel": f"k{k}", "target": target, "registers": rng.choice([32, 64, 96, 128, None]),
+         "num_warps": rng.choice([4, 8]), "shared_bytes": rng.choice([0, 16384, 100_000]),
+         "spill_bytes": rng.choice([0, 0, 0, 8])} for k in range(rng.randrange(1, 3))]
+    verdict = Verdict.OK if rng.random() < 0.75 else rng.choice([Verdict.INCORRECT, Verdict.COMPILE_ERROR])
+    return EvalResult(verdict=verdict, task="double", params={"B": rng.randrange(12)}, backend="interpret",
+                      resources=resources, versions={"torch": "2.13.0", "triton": "3.9.0"})
+
+
+def _setup(url: str, revision: str = "head") -> tuple[Database, Any, dict[str, int], dict[str, int]]:
+    db = Database(url)
+    db.upgrade(revision)
+    task = load_task_file(PLANTED / "task_double.py")
+    with db.session() as s:
+        campaigns = {n: store.create_campaign(s, n, {}).id for n in ("a", "b", "c")}
+        rows = [VariantRecord(source_hash=h, task="double", name=f"v{i}", source=f"# {i}", space={})
+                for i, h in enumerate(VARIANTS)]
+        s.add_all(rows)
+        s.flush()
+        variants = {r.source_hash: r.id for r in rows}
+    return db, task, campaigns, variants
+
+
+def _write(db: Database, task: Any, campaigns: dict[str, int], variants: dict[str, int], rng: random.Random,
+           n: int = 40) -> None:
+    """``n`` evaluations through each write path, some of them final re-benchmarks (never ranked)."""
+    writer = ResultWriter(db, campaigns["a"])  # the campaign's path: batches on one connection
+    for i in range(n):
+        h = rng.choice(VARIANTS)
+        writer.add(_result(rng), task=task, variant_id=variants[h], variant_hash=h, final=rng.random() < 0.1)
+        if i % 7 == 6:
+            writer.flush()
+    writer.close()
+    with db.session() as s:  # store.save_evaluation (ORM), into campaign b and into no campaign
+        for i in range(n):
+            h = rng.choice(VARIANTS)
+            campaign = s.get(Campaign, campaigns["b"]) if i % 4 else None
+            store.save_evaluation(s, _result(rng), task=task, variant=s.get(VariantRecord, variants[h]),
+                                  campaign=campaign, final=rng.random() < 0.1)
+    rows = []  # a bulk insert, as benchmarks/dashboard_routes.py fills a database
+    for _ in range(n):
+        h = rng.choice(VARIANTS)
+        values = store.evaluation_values(_result(rng), task=task, variant_hash=h, final=rng.random() < 0.1)
+        rows.append(values | {"campaign_id": campaigns["c"], "variant_id": variants[h]})
+    with db.session() as s:
+        s.execute(insert(Evaluation), rows)
+
+
+def _evaluations(db: Database) -> list[tuple[Any, ...]]:
+    with db.engine.connect() as conn:
+        return list(conn.execute(select(Evaluation.id, Evaluation.campaign_id, Evaluation.task,
+                                        Evaluation.variant_hash, Evaluation.params_key, Evaluation.verdict,
+                                        Evaluation.final, Evaluation.result).order_by(Evaluation.id)))
+
+
+def _newest(rows: list[tuple[Any, ...]], campaign_id: int | None) -> dict[tuple[str, str, str], tuple[int, Any]]:
+    """(task, source, params) -> (id, resources) of the newest ok search evaluation, in one scope."""
+    newest: dict[tuple[str, str, str], tuple[int, Any]] = {}
+    for id_, cid, task, h, key, verdict, final, result in rows:
+        if verdict == "ok" and not final and (campaign_id is None or cid == campaign_id):
+            newest[(task, h, key)] = (id_, (result or {}).get("resources") or [])
+    return newest
+
+
+def _target(resources: Any) -> str | None:
+    return resources[0]["target"] if resources else None
+
+
+def _expected_summary(db: Database) -> dict[tuple[str, int, str, str], tuple[Any, ...]]:
+    rows = _evaluations(db)
+    out = {}
+    for scope in {0} | {r[1] for r in rows if r[1] is not None}:
+        for (task, h, key), (id_, resources) in _newest(rows, scope or None).items():
+            # the stored key: an unknown fact 1e30, an unknown occupancy 1 (static_rank: inf for both)
+            spill, occ, regs, shared = static_rank(resources)
+            known = [1e30 if math.isinf(v) else v for v in (spill, regs, shared)]
+            out[(task, scope, h, key)] = (id_, _target(resources), known[0], 1.0 if math.isinf(occ) else occ,
+                                          *known[1:])
+    return out
+
+
+def _summary(db: Database) -> dict[tuple[str, int, str, str], tuple[Any, ...]]:
+    c = StaticConfig
+    with db.engine.connect() as conn:
+        return {tuple(r[:4]): tuple(r[4:]) for r in conn.execute(  # type: ignore[misc]
+            select(c.task, c.scope, c.variant_hash, c.params_key, c.evaluation_id, c.target, c.key_spill,
+                   c.key_occupancy, c.key_registers, c.key_shared))}
+
+
+def _expected_ranking(rows: list[tuple[Any, ...]], campaign_id: int | None) -> dict[str, list[int]]:
+    newest = _newest(rows, campaign_id)
+    targets = sorted({t for _, res in newest.values() if (t := _target(res)) is not None}) or [None]
+    ranking = {t or "unknown target": [i for _, i in sorted((static_rank(res), i) for i, res in newest.values()
+                                                            if _target(res) in (t, None))] for t in targets}
+    return {t: ids for t, ids in ranking.items() if ids}
+
+
+def _check(db: Database, campaigns: dict[str, int], seed: int) -> None:
+    """The summary holds exactly the rows the evaluations imply, and every static read agrees with them."""
+    assert _summary(db) == _expected_summary(db), f"seed {seed}"
+    rows, reader = _evaluations(db), Reader(db.url)
+    for name, cid in [(None, None), *campaigns.items()]:
+        expected = _expected_ranking(rows, cid)
+        ranked = static_ranking(reader, "double", name)
+        assert {t: [r.evaluation_id for r in ranked[t].rows] for t in ranked} == expected, f"seed {seed}"
+        assert {t: ranked[t].total for t in ranked} == {t: len(ids) for t, ids in expected.items()}
+        first = static_ranking(reader, "double", name, limit=3)
+        assert {t: [(r.rank, r.evaluation_id) for r in first[t].rows] for t in first} == \
+            {t: list(enumerate(ids[:3], 1)) for t, ids in expected.items()}, f"seed {seed}"
+        for h in VARIANTS[:2]:  # a variant's rows keep their rank among all (a few counted, more placed)
+            mine = {r[0] for r in rows if r[3] == h}
+            want = {t: [(k, i) for k, i in enumerate(ids, 1) if i in mine] for t, ids in expected.items()}
+            got = static_ranking(reader, "double", name, variant_hash=h)
+            assert {t: [(r.rank, r.evaluation_id) for r in got[t].rows] for t in got} == \
+                {t: rows for t, rows in want.items() if rows}, f"seed {seed}"
+            got = static_ranking(reader, "double", name, limit=2, variant_hash=h)
+            assert {t: [(r.rank, r.evaluation_id) for r in got[t].rows] for t in got} == \
+                {t: rows[:2] for t, rows in want.items() if rows}, f"seed {seed}"
+    assert reader.ok_campaigns("double") == sorted(
+        n for n, cid in campaigns.items() if _newest(rows, cid))
+    reader.db.engine.dispose()
+
+
+def test_the_summary_agrees_with_the_rows_written_by_every_path(db_url: str) -> None:
+    seed = _seed()
+    db, task, campaigns, variants = _setup(db_url)
+    _write(db, task, campaigns, variants, random.Random(seed))
+    assert len(_summary(db)) > 20, f"seed {seed}"  # the draw holds something to rank in every scope
+    _check(db, campaigns, seed)
+    db.engine.dispose()
+
+
+CHILD = """
+import json, os, signal, sys
+from sqlalchemy import event
+from warpforge.db.session import Database
+from warpforge.db.writer import ResultWriter
+from warpforge.evaluator.result import EvalResult
+from warpforge.kernels.task import load_task_file
+
+url, task_file, campaign, batches = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+db = Database(url)
+task = load_task_file(task_file)
+writer = ResultWriter(db, campaign)
+for n, batch in enumerate(batches):
+    if n == len(batches) - 1:  # the last batch dies inside its transaction, after its rows were inserted
+        @event.listens_for(db.engine, "after_cursor_execute")
+        def die(conn, cursor, statement, *args):
+            if statement.lstrip().upper().startswith("INSERT INTO WF_EVALUATIONS"):
+                os.kill(os.getpid(), signal.SIGKILL)
+    for result, variant_id, variant_hash in batch:
+        writer.add(EvalResult.model_validate(result), task=task, variant_id=variant_id, variant_hash=variant_hash)
+    writer.flush()
+"""
+
+
+def test_a_writer_killed_inside_its_transaction_leaves_summary_and_rows_in_step(db_url: str) -> None:
+    """kill -9 after the last batch's evaluations (and so its summary rows) were inserted, before the commit:
+    the database keeps the committed batches and nothing of the last, in the table and in the summary alike."""
+    seed = _seed()
+    rng = random.Random(seed)
+    db, task, campaigns, variants = _setup(db_url)
+    batches = [[(_result(rng).model_copy(update={"verdict": Verdict.OK}).model_dump(mode="json"), variants[h], h)
+                for h in rng.choices(VARIANTS, k=6)] for _ in range(3)]
+    child = subprocess.run([sys.executable, "-c", CHILD, db.url, str(PLANTED / "task_double.py"),
+                            str(campaigns["a"]), json.dumps(batches)], capture_output=True, text=True, timeout=120)
+    assert child.returncode == -9, child.stderr  # killed, as planned
+    assert len(_evaluations(db)) == 12, f"seed {seed}"  # two committed batches, none of the third
+    _check(db, campaigns, seed)
+    _write(db, task, campaigns, variants, rng, n=10)  # and the next writes keep it so
+    _check(db, campaigns, seed)
+    db.engine.dispose()
+
+
+def test_the_migration_backfills_rows_stored_before_it(db_url: str) -> None:
+    seed = _seed()
+    rng = random.Random(seed)
+    db, task, campaigns, variants = _setup(db_url, "0006")
+    _write(db, task, campaigns, variants, rng)  # stored before the summary and its trigger existed
+    db.upgrade()
+    _check(db, campaigns, seed)
+    db.downgrade("0006")
+    _write(db, task, campaigns, variants, rng, n=10)  # rows the dropped summary never saw
+    db.upgrade()
+    _check(db, campaigns, seed)
+    _write(db, task, campaigns, variants, rng, n=10)  # the trigger takes over from the backfill
+    _check(db, campaigns, seed)
+    db.engine.dispose()

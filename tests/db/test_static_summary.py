@@ -24,7 +24,7 @@ from sqlalchemy import insert, select
 
 from warpforge.compile_facts import static_rank, static_ranking
 from warpforge.db import store
-from warpforge.db.models import Campaign, Evaluation, StaticConfig, VariantRecord
+from warpforge.db.models import Campaign, Evaluation, StaticConfig, StaticCount, VariantRecord
 from warpforge.db.queries import Reader
 from warpforge.db.session import Database
 from warpforge.db.writer import ResultWriter
@@ -142,25 +142,33 @@ def _expected_ranking(rows: list[tuple[Any, ...]], campaign_id: int | None) -> d
 
 def _check(db: Database, campaigns: dict[str, int], seed: int) -> None:
     """The summary holds exactly the rows the evaluations imply, and every static read agrees with them."""
-    assert _summary(db) == _expected_summary(db), f"seed {seed}"
+    expected_summary = _expected_summary(db)
+    assert _summary(db) == expected_summary, f"seed {seed}"
+    counts: dict[tuple[str, int, str], int] = {}
+    for (task, scope, _, _), (_, target, *_) in expected_summary.items():
+        counts[(task, scope, target or "")] = counts.get((task, scope, target or ""), 0) + 1
+    with db.engine.connect() as conn:
+        stored = {(t, sc, tg): n for t, sc, tg, n in conn.execute(
+            select(StaticCount.task, StaticCount.scope, StaticCount.target, StaticCount.configs)) if n}
+    assert stored == counts, f"seed {seed}"
     rows, reader = _evaluations(db), Reader(db.url)
     for name, cid in [(None, None), *campaigns.items()]:
         expected = _expected_ranking(rows, cid)
         ranked = static_ranking(reader, "double", name)
         assert {t: [r.evaluation_id for r in ranked[t].rows] for t in ranked} == expected, f"seed {seed}"
         assert {t: ranked[t].total for t in ranked} == {t: len(ids) for t, ids in expected.items()}
+        if name not in (None, "a"):
+            continue  # the first rows and a variant's: in every campaign's scope and one campaign's
         first = static_ranking(reader, "double", name, limit=3)
         assert {t: [(r.rank, r.evaluation_id) for r in first[t].rows] for t in first} == \
             {t: list(enumerate(ids[:3], 1)) for t, ids in expected.items()}, f"seed {seed}"
-        for h in VARIANTS[:2]:  # a variant's rows keep their rank among all (a few counted, more placed)
-            mine = {r[0] for r in rows if r[3] == h}
-            want = {t: [(k, i) for k, i in enumerate(ids, 1) if i in mine] for t, ids in expected.items()}
-            got = static_ranking(reader, "double", name, variant_hash=h)
+        mine = {r[0] for r in rows if r[3] == VARIANTS[0]}  # its rows keep their rank among all
+        want = {t: [(k, i) for k, i in enumerate(ids, 1) if i in mine] for t, ids in expected.items()}
+        want = {t: ranks for t, ranks in want.items() if ranks}
+        for limit in (None, 2):  # more than three rows are placed in the whole order, a few counted
+            got = static_ranking(reader, "double", name, limit=limit, variant_hash=VARIANTS[0])
             assert {t: [(r.rank, r.evaluation_id) for r in got[t].rows] for t in got} == \
-                {t: rows for t, rows in want.items() if rows}, f"seed {seed}"
-            got = static_ranking(reader, "double", name, limit=2, variant_hash=h)
-            assert {t: [(r.rank, r.evaluation_id) for r in got[t].rows] for t in got} == \
-                {t: rows[:2] for t, rows in want.items() if rows}, f"seed {seed}"
+                {t: ranks[:limit] for t, ranks in want.items()}, f"seed {seed}"
     assert reader.ok_campaigns("double") == sorted(
         n for n, cid in campaigns.items() if _newest(rows, cid))
     reader.db.engine.dispose()
@@ -175,42 +183,43 @@ def test_the_summary_agrees_with_the_rows_written_by_every_path(db_url: str) -> 
     db.engine.dispose()
 
 
+# A writer's transaction killed after its evaluations (and so, through the trigger, their summary rows) were
+# inserted, before the commit. SQLAlchemy alone: the child starts in about a second (warpforge's writer imports torch).
 CHILD = """
-import json, os, signal, sys
-from sqlalchemy import event
-from warpforge.db.session import Database
-from warpforge.db.writer import ResultWriter
-from warpforge.evaluator.result import EvalResult
-from warpforge.kernels.task import load_task_file
-
-url, task_file, campaign, batches = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
-db = Database(url)
-task = load_task_file(task_file)
-writer = ResultWriter(db, campaign)
-for n, batch in enumerate(batches):
-    if n == len(batches) - 1:  # the last batch dies inside its transaction, after its rows were inserted
-        @event.listens_for(db.engine, "after_cursor_execute")
-        def die(conn, cursor, statement, *args):
-            if statement.lstrip().upper().startswith("INSERT INTO WF_EVALUATIONS"):
-                os.kill(os.getpid(), signal.SIGKILL)
-    for result, variant_id, variant_hash in batch:
-        writer.add(EvalResult.model_validate(result), task=task, variant_id=variant_id, variant_hash=variant_hash)
-    writer.flush()
+import datetime, json, os, signal, sys
+from sqlalchemy import MetaData, Table, create_engine, func, select
+url, rows = sys.argv[1], json.loads(sys.argv[2])
+for row in rows:
+    row["created_at"] = datetime.datetime.fromisoformat(row["created_at"])
+with create_engine(url).connect() as conn:
+    conn.begin()
+    meta = MetaData()
+    conn.execute(Table("wf_evaluations", meta, autoload_with=conn).insert(), rows)
+    summary = Table("wf_static_configs", meta, autoload_with=conn)
+    print(conn.scalar(select(func.count()).select_from(summary)), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
 def test_a_writer_killed_inside_its_transaction_leaves_summary_and_rows_in_step(db_url: str) -> None:
-    """kill -9 after the last batch's evaluations (and so its summary rows) were inserted, before the commit:
-    the database keeps the committed batches and nothing of the last, in the table and in the summary alike."""
+    """kill -9 inside a transaction that inserted evaluations: the database keeps what was committed before and
+    nothing of that transaction, in the evaluations and in the summary alike."""
     seed = _seed()
     rng = random.Random(seed)
     db, task, campaigns, variants = _setup(db_url)
-    batches = [[(_result(rng).model_copy(update={"verdict": Verdict.OK}).model_dump(mode="json"), variants[h], h)
-                for h in rng.choices(VARIANTS, k=6)] for _ in range(3)]
-    child = subprocess.run([sys.executable, "-c", CHILD, db.url, str(PLANTED / "task_double.py"),
-                            str(campaigns["a"]), json.dumps(batches)], capture_output=True, text=True, timeout=120)
+    _write(db, task, campaigns, variants, rng, n=15)
+    before = _summary(db)
+    rows = []
+    for _ in range(20):
+        h = rng.choice(VARIANTS)
+        result = _result(rng).model_copy(update={"verdict": Verdict.OK, "params": {"B": 100 + rng.randrange(12)}})
+        rows.append(store.evaluation_values(result, task=task, variant_hash=h) | {
+            "campaign_id": campaigns["a"], "variant_id": variants[h], "created_at": "2026-12-07T18:00:00+00:00"})
+    child = subprocess.run([sys.executable, "-c", CHILD, db.url, json.dumps(rows)], capture_output=True, text=True,
+                           timeout=120)
     assert child.returncode == -9, child.stderr  # killed, as planned
-    assert len(_evaluations(db)) == 12, f"seed {seed}"  # two committed batches, none of the third
+    assert int(child.stdout) > len(before), f"seed {seed}"  # its transaction had written summary rows
+    assert _summary(db) == before, f"seed {seed}"  # gone with it
     _check(db, campaigns, seed)
     _write(db, task, campaigns, variants, rng, n=10)  # and the next writes keep it so
     _check(db, campaigns, seed)

@@ -33,7 +33,16 @@ from sqlalchemy.orm import Session
 
 from warpforge.db import agent_reads, optimize_reads
 from warpforge.db.counts import CountCache
-from warpforge.db.models import Campaign, Evaluation, Measurement, Plan, StaticConfig, TaskRecord, VariantRecord
+from warpforge.db.models import (
+    Campaign,
+    Evaluation,
+    Measurement,
+    Plan,
+    StaticConfig,
+    StaticCount,
+    TaskRecord,
+    VariantRecord,
+)
 from warpforge.db.models import Decision as DecisionRecord
 from warpforge.db.paging import SORTS, page_ids, parse_sort
 from warpforge.db.rows import (
@@ -352,8 +361,8 @@ class Reader:
     def _static_where(task: str, campaign: str | None, variant_hash: str | None = None) -> list[Any]:
         """The summary rows (``wf_static_configs``) of the task's ranking in a scope: every campaign, or one."""
         c = StaticConfig
-        scope = 0 if campaign is None else select(Campaign.id).where(Campaign.name == campaign).scalar_subquery()
-        return [c.task == task, c.scope == scope, *([c.variant_hash == variant_hash] if variant_hash else [])]
+        return [c.task == task, c.scope == _scope(campaign),
+                *([c.variant_hash == variant_hash] if variant_hash else [])]
 
     @staticmethod
     def _static_parts(target: str | None) -> list[Any]:
@@ -370,10 +379,10 @@ class Reader:
 
     def static_counts(self, task: str, campaign: str | None = None) -> dict[str | None, int]:
         """Target (None: stored without facts) -> how many configurations the static ranking holds for it."""
-        c = StaticConfig
+        c = StaticCount  # kept by the database with the rows it counts: read, not counted
         with self._session() as s:
-            return {t: int(n) for t, n in s.execute(select(c.target, func.count()).where(
-                *self._static_where(task, campaign)).group_by(c.target))}
+            return {t or None: int(n) for t, n in s.execute(select(c.target, c.configs).where(
+                c.task == task, c.scope == _scope(campaign), c.configs > 0))}
 
     def static_top(self, task: str, target: str | None, campaign: str | None = None,
                    limit: int | None = 10, variant_hash: str | None = None) -> list[tuple[int, tuple[Any, ...]]]:
@@ -403,7 +412,8 @@ class Reader:
         """Names of the campaigns holding a search evaluation of the task verified ``ok``, by name."""
         with self._session() as s:
             return sorted(s.scalars(select(Campaign.name).where(Campaign.id.in_(
-                select(StaticConfig.scope).where(StaticConfig.task == task, StaticConfig.scope != 0).distinct()))))
+                select(StaticCount.scope).where(StaticCount.task == task, StaticCount.scope != 0,
+                                                StaticCount.configs > 0)))))
 
     def evaluation_rows(self, ids: Sequence[int]) -> dict[int, EvaluationRow]:
         """Evaluation id -> its row (as pages list them), for the given ids only."""
@@ -430,6 +440,13 @@ class Reader:
                     if (text.endswith(".py") or "/" in text) and PurePath(text).stem == name and text not in found:
                         found.append(text)
         return tuple(found)
+
+    def holds_task(self, name: str) -> bool:
+        """Whether the database holds anything for the task ``name`` (``stored_task_names`` has it): an index
+        look-up per table, where listing every name reads every evaluation's (0.15 s of ``best`` at 100,000)."""
+        with self._session() as s:
+            return any(s.scalar(select(column).where(column == name).limit(1)) is not None
+                       for column in (TaskRecord.name, Evaluation.task, DecisionRecord.task))
 
     def stored_task_names(self) -> tuple[str, ...]:
         """Names of the tasks the database holds anything for (evaluations or decisions), sorted."""
@@ -503,6 +520,11 @@ def _filters(*, campaign: str | None = None, task: str | None = None, verdict: s
     if final is not None:
         filters.append(Evaluation.final.is_(final))
     return filters
+
+
+def _scope(campaign: str | None) -> Any:
+    """The static summaries' scope of a campaign name: 0 for every campaign, else the campaign's id."""
+    return 0 if campaign is None else select(Campaign.id).where(Campaign.name == campaign).scalar_subquery()
 
 
 def _joined() -> Select[Any]:

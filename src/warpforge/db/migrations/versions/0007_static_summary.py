@@ -1,16 +1,18 @@
-"""the static ranking's rows kept by the database (wf_static_configs and its trigger)
+"""the static ranking's rows and their counts kept by the database (wf_static_configs, wf_static_counts)
 
 Revision ID: 0007_static_summary
 Revises: 0006
 Create Date: 2026-12-07 18:00:00
 
-A summary table, an index, and a trigger on wf_evaluations that keeps the table in the inserting statement's
-transaction (SQLite: a trigger; PostgreSQL: a trigger and its function). The upgrade backfills the table from
-the stored evaluations in two INSERT ... SELECTs, so an old database ranks as a new one. Downgrading drops the
-three: the table holds nothing the evaluations do not.
+Two summary tables and their triggers, which keep them in the inserting statement's transaction (PostgreSQL:
+each trigger with its function): wf_static_configs (each ok configuration's newest evaluation and ranking key,
+per task and scope), kept by a trigger on wf_evaluations, and wf_static_counts (its rows per target), kept by
+triggers on wf_static_configs. The upgrade backfills them from the stored evaluations in two INSERT ... SELECTs,
+so an old database ranks as a new one. Downgrading drops them: they hold nothing the evaluations do not.
 
 A later migration that re-creates wf_evaluations on SQLite (``batch_alter_table`` copies and drops it) drops
-its triggers with it and must create this one again: tests/db/test_static_summary.py fails if it does not.
+its triggers with it and must create wf_static_configs_keep again: tests/db/test_static_summary.py fails if it
+does not.
 """
 from typing import Sequence, Union
 
@@ -37,6 +39,14 @@ UPSERT = (f'INSERT INTO wf_static_configs ({COLUMNS}) '
           'key_occupancy = excluded.key_occupancy, key_registers = excluded.key_registers, '
           'key_shared = excluded.key_shared WHERE excluded.evaluation_id > wf_static_configs.evaluation_id')
 WHEN = "NEW.verdict = 'ok' AND NOT NEW.final"  # a search evaluation verified ok (not the final re-benchmark)
+# wf_static_counts follows wf_static_configs: a new configuration counts in its target; one whose newest
+# evaluation has another target moves ("": without facts, since a key column is never NULL).
+COUNT_UP = ("INSERT INTO wf_static_counts (task, scope, target, configs) "
+            "VALUES (NEW.task, NEW.scope, coalesce(NEW.target, ''), 1) "
+            "ON CONFLICT (task, scope, target) DO UPDATE SET configs = wf_static_counts.configs + 1")
+COUNT_DOWN = ("UPDATE wf_static_counts SET configs = configs - 1 "
+              "WHERE task = OLD.task AND scope = OLD.scope AND target = coalesce(OLD.target, '')")
+MOVED = "coalesce(NEW.target, '') <> coalesce(OLD.target, '')"
 
 
 def upgrade() -> None:
@@ -56,20 +66,39 @@ def upgrade() -> None:
     op.create_index('ix_wf_static_rank', 'wf_static_configs',
                     ['task', 'scope', 'target', 'key_spill', 'key_occupancy', 'key_registers', 'key_shared',
                      'evaluation_id', 'variant_hash'], unique=False)
+    op.create_table('wf_static_counts',
+    sa.Column('task', sa.String(length=200), nullable=False),
+    sa.Column('scope', sa.Integer(), nullable=False),
+    sa.Column('target', sa.String(length=100), nullable=False),
+    sa.Column('configs', sa.Integer(), nullable=False),
+    sa.PrimaryKeyConstraint('task', 'scope', 'target')
+    )
+    # The triggers first, the backfill after: on PostgreSQL creating a trigger locks wf_evaluations against
+    # inserts until this transaction commits, so no row stored meanwhile escapes both.
     if op.get_bind().dialect.name == 'sqlite':
         op.execute(f'CREATE TRIGGER wf_static_configs_keep AFTER INSERT ON wf_evaluations WHEN {WHEN} '
                    f'BEGIN {UPSERT}; END')
+        op.execute(f'CREATE TRIGGER wf_static_counts_add AFTER INSERT ON wf_static_configs BEGIN {COUNT_UP}; END')
+        op.execute(f'CREATE TRIGGER wf_static_counts_move AFTER UPDATE ON wf_static_configs WHEN {MOVED} '
+                   f'BEGIN {COUNT_DOWN}; {COUNT_UP}; END')
     else:
         op.execute('CREATE FUNCTION wf_static_configs_keep() RETURNS trigger LANGUAGE plpgsql AS $$ '
                    f'BEGIN {UPSERT}; RETURN NULL; END $$')
         op.execute(f'CREATE TRIGGER wf_static_configs_keep AFTER INSERT ON wf_evaluations FOR EACH ROW '
                    f'WHEN ({WHEN}) EXECUTE FUNCTION wf_static_configs_keep()')
+        op.execute('CREATE FUNCTION wf_static_counts_keep() RETURNS trigger LANGUAGE plpgsql AS $$ '
+                   f"BEGIN IF TG_OP = 'UPDATE' THEN {COUNT_DOWN}; END IF; {COUNT_UP}; RETURN NULL; END $$")
+        op.execute('CREATE TRIGGER wf_static_counts_add AFTER INSERT ON wf_static_configs FOR EACH ROW '
+                   'EXECUTE FUNCTION wf_static_counts_keep()')
+        op.execute(f'CREATE TRIGGER wf_static_counts_move AFTER UPDATE ON wf_static_configs FOR EACH ROW '
+                   f'WHEN ({MOVED}) EXECUTE FUNCTION wf_static_counts_keep()')
     _backfill()
 
 
 def _backfill() -> None:
     """The rows the trigger would have written, from the evaluations stored before it existed: per scope, the
-    newest ok search evaluation of each configuration (what Reader's static ranking read per request)."""
+    newest ok search evaluation of each configuration (what Reader's static ranking read per request). The
+    counts follow through their triggers."""
     ok = "verdict = 'ok' AND NOT final"
     for scope, per, where in (('0', '', ''), ('e.campaign_id', 'campaign_id, ', ' AND campaign_id IS NOT NULL')):
         op.execute(f'INSERT INTO wf_static_configs ({COLUMNS}) SELECT {KEY.format(e="e", scope=scope)} '
@@ -78,9 +107,13 @@ def _backfill() -> None:
 
 
 def downgrade() -> None:
-    op.execute('DROP TRIGGER wf_static_configs_keep' + ('' if op.get_bind().dialect.name == 'sqlite'
-                                                        else ' ON wf_evaluations'))
-    if op.get_bind().dialect.name != 'sqlite':
+    sqlite = op.get_bind().dialect.name == 'sqlite'
+    for trigger, table in (('wf_static_counts_move', 'wf_static_configs'), ('wf_static_counts_add', 'wf_static_configs'),
+                           ('wf_static_configs_keep', 'wf_evaluations')):
+        op.execute(f'DROP TRIGGER {trigger}' + ('' if sqlite else f' ON {table}'))
+    if not sqlite:
+        op.execute('DROP FUNCTION wf_static_counts_keep()')
         op.execute('DROP FUNCTION wf_static_configs_keep()')
+    op.drop_table('wf_static_counts')
     op.drop_index('ix_wf_static_rank', table_name='wf_static_configs')
     op.drop_table('wf_static_configs')

@@ -17,10 +17,12 @@ import os
 import random
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 
 from warpforge.compile_facts import static_rank, static_ranking
 from warpforge.db import store
@@ -238,5 +240,51 @@ def test_the_migration_backfills_rows_stored_before_it(db_url: str) -> None:
     db.upgrade()
     _check(db, campaigns, seed)
     _write(db, task, campaigns, variants, rng, n=10)  # the trigger takes over from the backfill
+    _check(db, campaigns, seed)
+    db.engine.dispose()
+
+
+def test_a_writer_chosen_as_a_deadlocks_victim_writes_its_batch_again(fresh_postgres: str) -> None:
+    """Two campaigns store the same two configurations at once, in opposite orders: on PostgreSQL their triggers
+    wait on each other's summary rows, the server aborts one transaction (the writer's here: it looks for a deadlock
+    first), and the writer writes its batch again once the other has committed."""
+    seed = _seed()
+    # Each backend looks for a deadlock once, deadlock_timeout after it starts waiting: the writer's 3 s after it
+    # waits (the other starts waiting well within that), the other's 60 s after.
+    db, task, campaigns, variants = _setup(fresh_postgres + "?options=-c%20deadlock_timeout%3D3s")
+    h = VARIANTS[0]
+
+    def result(b: int) -> EvalResult:
+        return EvalResult(verdict=Verdict.OK, task="double", params={"B": b}, backend="interpret", resources=[
+            {"kernel": "k", "target": "sm_90", "registers": 32 * b, "num_warps": 4, "shared_bytes": 0,
+             "spill_bytes": 0}])
+
+    def row(b: int) -> dict[str, Any]:
+        return store.evaluation_values(result(b), task=task, variant_hash=h) | {
+            "campaign_id": campaigns["b"], "variant_id": variants[h]}
+
+    other, watch = db.engine.connect(), db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+    transaction = other.begin()
+    other.exec_driver_sql("SET deadlock_timeout = '60s'")
+    other.execute(insert(Evaluation), [row(2)])  # holds B=2's summary row of every campaign's scope
+    writer = ResultWriter(db, campaigns["a"])
+    for b in (1, 2):
+        writer.add(result(b), task=task, variant_id=variants[h], variant_hash=h)
+    written: list[int] = []
+    thread = threading.Thread(target=lambda: written.append(writer.flush()))
+    thread.start()
+    for _ in range(600):  # until the writer waits for B=2's row (it holds B=1's)
+        if watch.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")):
+            break
+        time.sleep(0.05)
+    other.execute(insert(Evaluation), [row(1)])  # waits for the writer's B=1: a deadlock, the writer aborted
+    transaction.commit()
+    thread.join(120)
+    assert written == [2] and writer.flushes == 1, f"seed {seed}"
+    writer.close()
+    other.close()
+    watch.close()
+    # the other's two rows and the writer's second attempt; ids 2 and 3 went to its first, rolled back
+    assert [r[0] for r in _evaluations(db)] == [1, 4, 5, 6], f"seed {seed}"
     _check(db, campaigns, seed)
     db.engine.dispose()

@@ -8,7 +8,9 @@ Two summary tables and their triggers, which keep them in the inserting statemen
 each trigger with its function): wf_static_configs (each ok configuration's newest evaluation and ranking key,
 per task and scope), kept by a trigger on wf_evaluations, and wf_static_counts (its rows per target), kept by
 triggers on wf_static_configs. The upgrade backfills them from the stored evaluations in two INSERT ... SELECTs,
-so an old database ranks as a new one. Downgrading drops them: they hold nothing the evaluations do not.
+so an old database ranks as a new one, and drops the index revision 0005 made for the ranking's per-request
+GROUP BY (no reader left). Downgrading drops the tables (they hold nothing the evaluations do not) and
+makes that index again.
 
 A later migration that re-creates wf_evaluations on SQLite (``batch_alter_table`` copies and drops it) drops
 its triggers with it and must create wf_static_configs_keep again: tests/db/test_static_summary.py fails if it
@@ -93,6 +95,8 @@ def upgrade() -> None:
         op.execute(f'CREATE TRIGGER wf_static_counts_move AFTER UPDATE ON wf_static_configs FOR EACH ROW '
                    f'WHEN ({MOVED}) EXECUTE FUNCTION wf_static_counts_keep()')
     _backfill()
+    # The index revision 0005 kept for the ranking's per-request GROUP BY: the backfill was its last reader.
+    op.drop_index('ix_wf_eval_task_config', table_name='wf_evaluations')
 
 
 def _backfill() -> None:
@@ -107,6 +111,9 @@ def _backfill() -> None:
 
 
 def downgrade() -> None:
+    op.create_index('ix_wf_eval_task_config', 'wf_evaluations', ['task', 'verdict', 'final', 'variant_hash',
+                    'params_key', 'id', 'static_target', 'static_spill', 'static_occupancy', 'static_registers',
+                    'static_shared', 'campaign_id'], unique=False)
     sqlite = op.get_bind().dialect.name == 'sqlite'
     for trigger, table in (('wf_static_counts_move', 'wf_static_configs'), ('wf_static_counts_add', 'wf_static_configs'),
                            ('wf_static_configs_keep', 'wf_evaluations')):

@@ -84,11 +84,12 @@ def _write(db: Database, task: Any, campaigns: dict[str, int], variants: dict[st
             campaign = s.get(Campaign, campaigns["b"]) if i % 4 else None
             store.save_evaluation(s, _result(rng), task=task, variant=s.get(VariantRecord, variants[h]),
                                   campaign=campaign, final=rng.random() < 0.1)
-    rows = []  # a bulk insert, as benchmarks/dashboard_routes.py fills a database
-    for _ in range(n):
+    rows = []  # a bulk insert, as benchmarks/dashboard_routes.py fills a database; a second task among them
+    for i in range(n):
         h = rng.choice(VARIANTS)
         values = store.evaluation_values(_result(rng), task=task, variant_hash=h, final=rng.random() < 0.1)
-        rows.append(values | {"campaign_id": campaigns["c"], "variant_id": variants[h]})
+        rows.append(values | {"campaign_id": campaigns["c"], "variant_id": variants[h]}
+                    | ({"task": "triple"} if i % 3 == 0 else {}))
     with db.session() as s:
         s.execute(insert(Evaluation), rows)
 
@@ -134,8 +135,9 @@ def _summary(db: Database) -> dict[tuple[str, int, str, str], tuple[Any, ...]]:
                    c.key_occupancy, c.key_registers, c.key_shared))}
 
 
-def _expected_ranking(rows: list[tuple[Any, ...]], campaign_id: int | None) -> dict[str, list[int]]:
-    newest = _newest(rows, campaign_id)
+def _expected_ranking(rows: list[tuple[Any, ...]], campaign_id: int | None,
+                      task: str = "double") -> dict[str, list[int]]:
+    newest = {k: v for k, v in _newest(rows, campaign_id).items() if k[0] == task}
     targets = sorted({t for _, res in newest.values() if (t := _target(res)) is not None}) or [None]
     ranking = {t or "unknown target": [i for _, i in sorted((static_rank(res), i) for i, res in newest.values()
                                                             if _target(res) in (t, None))] for t in targets}
@@ -171,8 +173,10 @@ def _check(db: Database, campaigns: dict[str, int], seed: int) -> None:
             got = static_ranking(reader, "double", name, limit=limit, variant_hash=VARIANTS[0])
             assert {t: [(r.rank, r.evaluation_id) for r in got[t].rows] for t in got} == \
                 {t: ranks[:limit] for t, ranks in want.items()}, f"seed {seed}"
+    ranked = static_ranking(reader, "triple")  # the other task's ranking holds only its own rows
+    assert {t: [r.evaluation_id for r in ranked[t].rows] for t in ranked} == _expected_ranking(rows, None, "triple")
     assert reader.ok_campaigns("double") == sorted(
-        n for n, cid in campaigns.items() if _newest(rows, cid))
+        n for n, cid in campaigns.items() if any(k[0] == "double" for k in _newest(rows, cid)))
     reader.db.engine.dispose()
 
 

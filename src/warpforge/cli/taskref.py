@@ -82,14 +82,12 @@ def unknown_task_message(reader: Any, task: str) -> str | None:
     """None when ``task`` is built in or the database holds results for it; else the one-line error, with the
     closest known name and every by-path task the database holds (``warpforge tasks`` lists only the built-in
     ones and the files it is given)."""
-    held = list(reader.stored_task_names())
-    if task in held:
-        return None
     from warpforge.kernels.task import builtin_task_names
 
     builtin = builtin_task_names()
-    if task in builtin:
+    if task in builtin or reader.holds_task(task):
         return None
+    held = list(reader.stored_task_names())  # only to say what the database does hold
     stored = [t for t in held if t not in builtin]
     close = difflib.get_close_matches(task, builtin + stored, n=1, cutoff=0.6)
     by_path = [t if (file := runnable(reader, t)) == t else f"{t} ({file})" for t in stored]

@@ -105,9 +105,13 @@ class ResultWriter:
             try:
                 self._write(batch)
             except SQLDatabaseError as exc:
-                if not exc.connection_invalidated:
+                if not (exc.connection_invalidated or _deadlock(exc)):
                     raise
-                self._release()  # the server went away (a PostgreSQL restart): once more on a new connection
+                # The server went away (a PostgreSQL restart), or chose this batch as a deadlock's victim (two
+                # campaigns storing the same configurations at once: the static summary's trigger upserts the
+                # same wf_static_configs rows in each batch's order) and rolled it back: once more, on a new
+                # connection.
+                self._release()
                 self._write(batch)
         except IntegrityError:
             self._release()
@@ -172,3 +176,9 @@ class ResultWriter:
             except Exception:  # noqa: BLE001 - a dead connection: nothing left to give back
                 pass
             self._conn = None
+
+
+def _deadlock(exc: SQLDatabaseError) -> bool:
+    """PostgreSQL aborted the transaction as a deadlock's victim (SQLSTATE 40P01; psycopg 3 or psycopg2)."""
+    orig = exc.orig
+    return (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == "40P01"

@@ -1,4 +1,4 @@
-"""The variant grammar (evaluator/static/grammar.py): honest code passes, each production refuses what it does not
+"""The variant grammar (evaluator/static/grammar/): honest code passes, each production refuses what it does not
 name with its own rule, parse failures are findings, and nothing of the candidate runs before the check."""
 
 from __future__ import annotations

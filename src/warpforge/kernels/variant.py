@@ -29,7 +29,7 @@ from warpforge.kernels.space_values import REASON, SpaceRefused, space_from_node
 
 class VariantError(UsageError):
     """A variant file breaks the contract; the message says what to fix. ``reason``: the grammar rule
-    (evaluator/static/grammar.py) when the source could not even be read (too large, too deep, not parsable)."""
+    (evaluator/static/grammar/) when the source could not even be read (too large, too deep, not parsable)."""
 
     def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
@@ -219,7 +219,7 @@ def load_variant(path: str | Path) -> Variant:
     p = Path(path)
     if not p.is_file():
         raise VariantError(f"variant file {p} does not exist")
-    try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/static/grammar.py)
+    try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/static/grammar/)
         source = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise VariantError(f"{p}: not UTF-8 text (byte {exc.start}): a variant file is UTF-8 only",

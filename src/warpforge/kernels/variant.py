@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.errors import UsageError
+from warpforge.kernels.autotune_space import autotune_space
 from warpforge.kernels.members import TEMPLATES_DIR as TEMPLATES_DIR  # the shipped templates, defined there
 from warpforge.kernels.members import split_member, template_files
 from warpforge.kernels.source_limits import SourceRefused, parse_limited
@@ -123,8 +124,14 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
         missing = ({"launch_forward", "launch_backward"} - training).pop()
         raise VariantError(f"{where}: defines {training.pop()} but not {missing}: a training variant defines both "
                            "(docs/design.md §3.2)")
-    if space is None:
-        space = {}
+    try:  # an autotuned kernel's configurations are the space (kernels/autotune_space.py)
+        tuned = autotune_space(tree)
+    except SpaceRefused as exc:
+        raise VariantError(f"{where}: decorator: {exc}", "decorator") from None
+    if tuned is not None and space is not None:
+        raise VariantError(f"{where}: {REASON}: SPACE beside @triton.autotune: the autotuned kernel's configurations "
+                           "are the space; drop SPACE (or the decorator)", REASON)
+    space = tuned if tuned is not None else space or {}
     return Variant(
         name=name,
         task=task,

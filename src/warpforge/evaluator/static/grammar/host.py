@@ -40,7 +40,9 @@ class HostCheck:
         self.locals = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a}
         self.locals |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
         self.read_only: set[int] = set()  # ids of Name nodes in a read-only position (`v in NAME`, len(NAME))
-        self.module_names = set(grammar.modules) | grammar.constants | grammar.jit | grammar.host
+        self.module_names = set(grammar.modules) | grammar.constants | grammar.jit | grammar.host | set(grammar.aliases)
+        # locals bound to a ``lambda META: (...)`` grid: used only as ``kernel[NAME]`` (checked there, per kernel)
+        self.grid_lambdas: dict[str, ast.Lambda] = {}
         # launch's positional inputs are tensors; a helper's or constraints' parameters are shape values
         self.tensors: set[str] = set()
         # The entry points (launch, launch_forward, launch_backward; ModelNew.forward in the ModelNew section below)
@@ -87,6 +89,8 @@ class HostCheck:
             return any(self.is_tensor(e.value if isinstance(e, ast.Starred) else e) for e in node.elts)
         if isinstance(node, ast.Dict):  # {'a': x}['a'] is x
             return any(self.is_tensor(v) for v in [*node.keys, *node.values] if v is not None)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.g.aliases:
+            return False  # an alias stands for a triton or tl function: no tensor comes out on the host
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             canonical = self.g.canonical(node.func)
             if canonical:
@@ -120,7 +124,14 @@ class HostCheck:
                             "local names only (no attribute or element stores: hooks and in-place compute)")
 
     def stmt(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Assign):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+            target = node.targets[0]
+            if len(node.targets) != 1 or not isinstance(target, ast.Name) or target.id in self.module_names \
+                    or target.id in self.locals:
+                raise self.fail("kernel_use", node, "a lambda is bound once, to a new local name, as a grid "
+                                "(`grid = lambda META: (triton.cdiv(n, META['BLOCK']),)`)")
+            self.grid_lambdas[target.id] = node.value
+        elif isinstance(node, ast.Assign):
             self.expr(node.value)
             for t in node.targets:
                 self.bind(t, node.value)
@@ -189,6 +200,9 @@ class HostCheck:
         if isinstance(node, ast.Constant):
             return
         if isinstance(node, ast.Name):
+            if node.id in self.grid_lambdas:
+                raise self.fail("kernel_use", node, f"the grid lambda {node.id} used as a value: it appears only as "
+                                f"kernel[{node.id}](...)")
             if node.id in self.g.mutable and node.id not in self.locals and id(node) not in self.read_only:
                 raise self.fail("host_name", node, f"{node.id} is a list, dict or set bound at module level: host "
                                 "code reads it only as `v in NAME` or len(NAME) (an alias of it would carry state "
@@ -264,6 +278,8 @@ class HostCheck:
                             "f-string outside messages, walrus, await or yield)")
 
     def _name_use(self, name: str) -> str:
+        if name in self.g.aliases:
+            return f"the alias {name} (of {self.g.aliases[name]}) used as a value: functions are only called"
         if name in self.g.jit:
             return f"the kernel {name} used as a value: a kernel appears only as {name}[grid](args)"
         if name in self.g.host:
@@ -308,8 +324,8 @@ class HostCheck:
             if not (isinstance(func.value, ast.Name) and func.value.id in self.g.jit):
                 raise self.fail("kernel_use", node, f"{ast.unparse(func)[:60]}(...): only a @triton.jit function "
                                 "of this module is launched with [grid]")
-            self.grid(func.slice)
             self.launch_args(func.value.id, node)
+            self.grid(func.slice, func.value.id, node)
             return
         if isinstance(func, ast.Name):
             if func.id in HOST_BUILTINS or func.id in self.g.host:
@@ -322,6 +338,9 @@ class HostCheck:
                     elif func.id != "len":
                         self.untensored(a, f"passed to {func.id}() (builtins and helpers take shape values)")
                 return
+            if func.id in self.g.aliases:
+                self.allowlisted_call(node, func.id, self.g.aliases[func.id])
+                return
             if func.id in self.g.jit:
                 raise self.fail("kernel_use", node, f"{func.id}(...) without a grid: launch kernels as "
                                 f"{func.id}[grid](...)")
@@ -333,17 +352,8 @@ class HostCheck:
         dotted = _dotted(func)
         canonical = self.g.canonical(func)
         if canonical:
-            module = canonical.rpartition(".")[0]
-            allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
-            if func.attr in allowed:
-                if module == "torch" and func.attr in TENSOR_ALLOC and not self.entry:
-                    raise self.fail("tensor_use", node, f"{dotted}() outside launch(): constraints and helpers "
-                                    "compute on shape values only (no allocation)")
-                self.shape_args(node, func.attr if module == "torch" else "")
-                return
-            raise self.fail("torch_compute_call" if module == "torch" else "host_name", node,
-                            f"calls {dotted}(): host code may call torch.{{{', '.join(sorted(ALLOC_CALLS))}}}, "
-                            f"triton.cdiv/next_power_of_2 and math.{{{', '.join(sorted(MATH_CALLS))}}} only")
+            self.allowlisted_call(node, dotted or "", canonical)
+            return
         if isinstance(func.value, ast.Name) and func.value.id in self.g.jit:
             raise self.fail("kernel_use", node, f"{dotted}(): a kernel's methods (add_pre_run_hook, run, warmup) "
                             "are not part of a variant")
@@ -352,6 +362,21 @@ class HostCheck:
             raise self.fail("torch_compute_call", node, f".{func.attr}() on a value: host code may call only "
                             f"{', '.join(sorted(TENSOR_METHODS))}; compute belongs in a @triton.jit kernel")
         self.shape_args(node, func.attr)
+
+    def allowlisted_call(self, node: ast.Call, dotted: str, canonical: str) -> None:
+        """A call of a module's function (``torch.empty``, ``triton.cdiv``, ``math.ceil``), written out or through
+        an alias (``cdiv = triton.cdiv``): the same allowlist either way."""
+        module, _, attr = canonical.rpartition(".")
+        allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
+        if attr in allowed:
+            if module == "torch" and attr in TENSOR_ALLOC and not self.entry:
+                raise self.fail("tensor_use", node, f"{dotted}() outside launch(): constraints and helpers "
+                                "compute on shape values only (no allocation)")
+            self.shape_args(node, attr if module == "torch" else "")
+            return
+        raise self.fail("torch_compute_call" if module == "torch" else "host_name", node,
+                        f"calls {dotted}(): host code may call torch.{{{', '.join(sorted(ALLOC_CALLS))}}}, "
+                        f"triton.cdiv/next_power_of_2 and math.{{{', '.join(sorted(MATH_CALLS))}}} only")
 
     def launch_args(self, kernel: str, node: ast.Call) -> None:
         """[kernel_argument] a tensor reaches only a pointer parameter (one without tl.constexpr: under the
@@ -390,8 +415,17 @@ class HostCheck:
             self.untensored(a, f"passed to {name or _dotted(node.func)}() (it takes shape values; only a "
                             "*_like/view_as template is a tensor)")
 
-    def grid(self, node: ast.expr) -> None:
-        """[kernel_use] a grid is a tuple of arithmetic, or a local holding one (never a callable)."""
+    def grid(self, node: ast.expr, kernel: str = "", launch: ast.Call | None = None) -> None:
+        """[kernel_use] a grid is a tuple of arithmetic, a local holding one, or ``lambda META: (...)`` (written
+        there or bound to a local) whose tuple reads ``META["NAME"]`` only for a parameter of the launched kernel
+        that gets no tensor (grammar/idioms.py)."""
+        if isinstance(node, ast.Name) and node.id in self.grid_lambdas:
+            node = self.grid_lambdas[node.id]
+        if isinstance(node, ast.Lambda):
+            from warpforge.evaluator.static.grammar.idioms import check_grid_lambda
+
+            check_grid_lambda(self, node, kernel, launch)
+            return
         if isinstance(node, ast.Tuple):
             for e in node.elts:
                 self.untensored(e, "in a grid (a grid is read on the host)", "host_read")

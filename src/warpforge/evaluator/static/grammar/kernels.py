@@ -7,9 +7,16 @@ import ast
 from collections.abc import Iterator
 
 from warpforge.evaluator.static.grammar.host import HostCheck
+from warpforge.evaluator.static.grammar.idioms import (
+    check_decorators,
+    decorator_nodes,
+    decorator_prefix,
+)
 from warpforge.evaluator.static.grammar.model_new import check_class, check_methods, exempt_nodes
 from warpforge.evaluator.static.grammar.rules import (
+    ALIAS_REFUSED,
     ALLOC_CALLS,
+    ANNOTATION_TYPES,
     DTYPES,
     DYNAMIC_CALLS,
     FORBIDDEN_NAMES,
@@ -21,6 +28,8 @@ from warpforge.evaluator.static.grammar.rules import (
     JIT_BUILTINS,
     JIT_NAMESPACES,
     JIT_OPTIONS,
+    LIBDEVICE,
+    LIBDEVICE_PARENTS,
     MATH_VALUES,
     TORCH_VALUES,
     TRITON_CALLS,
@@ -33,6 +42,7 @@ from warpforge.evaluator.static.grammar.rules import (
     jit_value_attrs,
     parse_limited,
 )
+from warpforge.kernels.autotune_space import autotune_space
 from warpforge.kernels.space_values import SpaceRefused, space_from_node
 
 
@@ -51,17 +61,30 @@ class Grammar:
         # ModelNew (the ModelNew section below): nodes its productions allow that the everywhere-rules would refuse
         # (``super().__init__()``, ``nn.Linear``, ``torch.randn`` inside ``nn.Parameter``)
         self.exempt: set[int] = set()
+        # module-level names that stand for a function of a kernel namespace or a triton helper ("tanh" ->
+        # "triton.language.extra.libdevice.tanh"): every use is checked as that dotted name's
+        self.aliases: dict[str, str] = {}
+        self.imported: set[str] = set()  # the aliases bound by ``from ...libdevice import NAME``
 
     def check(self) -> None:
 
         self._imports()
+        self._aliases()
         self.exempt = exempt_nodes(self)
+        for fn in self._functions():
+            self.exempt |= decorator_nodes(self, fn)
         self._everywhere()
         self._collect()
         for fn in self._functions():
             if fn.name in self.jit:
                 self._jit_body(fn)
         self._module()
+        for fn in self._functions():
+            check_decorators(self, fn)
+        try:  # the configurations become the variant's space (kernels/autotune_space.py)
+            autotune_space(self.tree)
+        except SpaceRefused as exc:
+            raise _fail("decorator", str(exc)) from None
         for fn in self._functions():
             if fn.name in self.host:
                 HostCheck(self, fn).check()
@@ -79,6 +102,8 @@ class Grammar:
                 if node.module == "torch" and node.level == 0 and [(a.name, a.asname) for a in node.names] == \
                         [("nn", None)]:  # `from torch import nn`: the same binding as `import torch.nn as nn`
                     self.modules["nn"] = "torch.nn"
+                    continue
+                if node.level == 0 and self._libdevice_import(node):
                     continue
                 hint = _rewrite(node.module, *(a.name for a in node.names)) \
                     if (node.module or "").partition(".")[0] == "triton" and node.level == 0 else ""
@@ -98,6 +123,43 @@ class Grammar:
                 hint = _rewrite(alias.name) if alias.name.partition(".")[0] == "triton" else ""
                 raise _fail("forbidden_import", f"line {node.lineno}: imports {alias.name}: a variant may import "
                             "only torch, triton, math and triton.language as tl" + hint)
+
+    def _libdevice_import(self, node: ast.ImportFrom) -> bool:
+        """[forbidden_import] ``from triton.language.extra[.cuda] import libdevice`` binds the module;
+        ``from triton.language.extra[.cuda].libdevice import rsqrt, tanh as th`` binds aliases of its functions
+        (each a public function of that module, checked where it is used as ``libdevice.NAME`` would be)."""
+        names = [(a.name, a.asname) for a in node.names]
+        if node.module in LIBDEVICE_PARENTS and names == [("libdevice", None)]:
+            self.modules["libdevice"] = f"{node.module}.libdevice"
+            return True
+        if node.module not in LIBDEVICE:
+            return False
+        for name, asname in names:
+            canonical = f"{node.module}.{name}"
+            if name == "*" or name.startswith("_") or _is_module(canonical) or not _is_callable(canonical):
+                raise _fail("forbidden_import", f"line {node.lineno}: from {node.module} import {name}: only its "
+                            "public functions are imported by name")
+            self.aliases[asname or name] = canonical
+            self.imported.add(asname or name)
+        return True
+
+    def _aliases(self) -> None:
+        """[module_constant] ``NAME = tl.exp``, ``tanh = libdevice.tanh``, ``cdiv = triton.cdiv``: a module-level
+        name bound to a function of a kernel namespace (JIT_NAMESPACES) or to triton.cdiv/next_power_of_2 is an
+        alias; every use of it is checked as the dotted name it stands for would be (``canonical``). A module,
+        a value that is not a function, torch's or anything else stays a literal's production."""
+        for node in self.tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Attribute)):
+                continue
+            canonical = self.canonical(node.value)
+            namespace, _, attr = canonical.rpartition(".")
+            if namespace == "triton" and attr in TRITON_CALLS or namespace in JIT_NAMESPACES and namespace != "math" \
+                    and not attr.startswith("_") and not _is_module(canonical) and _is_callable(canonical) \
+                    and canonical not in ALIAS_REFUSED:
+                if node.targets[0].id in self.imported:
+                    raise _fail("rebinding", f"line {node.lineno}: {node.targets[0].id} is imported and bound again")
+                self.aliases[node.targets[0].id] = canonical
 
     # -- rules that hold in every production ----------------------------------------------------
     def _everywhere(self) -> None:
@@ -153,6 +215,7 @@ class Grammar:
 
     def _module(self) -> None:
         bound: dict[str, int] = {name: 0 for name in self.modules}
+        bound |= {name: 0 for name in self.imported}
         for node in self.tree.body:
             names: list[str] = []
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -173,6 +236,10 @@ class Grammar:
                 if len(targets) != 1 or not isinstance(targets[0], ast.Name) or node.value is None:
                     raise _fail("module_constant", f"line {node.lineno}: a module-level assignment binds one name "
                                 "to a literal")
+                if targets[0].id in self.aliases:  # checked where it is used, as the name it stands for
+                    names = [targets[0].id]
+                    self._bind_once(node, names, bound)
+                    continue
                 if targets[0].id == "SPACE":  # typed from the tree: it becomes JSON, Optuna choices, stored rows
                     try:
                         space_from_node(node.value)
@@ -194,25 +261,31 @@ class Grammar:
                 raise _fail("module_statement", f"line {node.lineno}: a {type(node).__name__} statement at module "
                             "level: a variant module holds imports, literal constants, SPACE, constraints, "
                             "@triton.jit functions and launch only")
+            self._bind_once(node, names, bound)
             for name in names:
-                if name in bound:
-                    raise _fail("rebinding", f"line {node.lineno}: {name} is bound twice at module level: each "
-                                "name (jit functions included) is defined once")
-                bound[name] = node.lineno
                 if isinstance(node, (ast.Assign, ast.AnnAssign)):
                     self.constants.add(name)
                     if not self._immutable(node.value):
                         self.mutable.add(name)
 
+    def _bind_once(self, node: ast.stmt, names: list[str], bound: dict[str, int]) -> None:
+        """[rebinding] each module-level name once (imported aliases included)."""
+        for name in names:
+            if name in bound:
+                raise _fail("rebinding", f"line {node.lineno}: {name} is bound twice at module level: each "
+                            "name (jit functions and aliases included) is defined once")
+            bound[name] = node.lineno
+
     def _signature(self, fn: ast.FunctionDef) -> None:
-        for dec in fn.decorator_list:
+        prefix = len(decorator_prefix(self, fn))  # autotune, heuristics: grammar/idioms.py
+        for dec in fn.decorator_list[prefix:]:
             call = dec if isinstance(dec, ast.Call) else None
             target = call.func if call else dec
-            if _dotted(target) != "triton.jit" or len(fn.decorator_list) != 1:
+            if _dotted(target) != "triton.jit" or len(fn.decorator_list) != prefix + 1:
                 name = (_dotted(target) or "").rpartition(".")[2]
-                raise _fail("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: the only "
-                            "decorator is @triton.jit (autotune and heuristics take callables and hooks)"
-                            + _rewrite(name))
+                raise _fail("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: a kernel is "
+                            "decorated @triton.jit, last, with @triton.autotune(configs=..., key=...) and "
+                            "@triton.heuristics({...}) above it in that order" + _rewrite(name))
             if call and (call.args or any(k.arg not in JIT_OPTIONS or not self._literal(k.value)
                                           for k in call.keywords)):
                 raise _fail("decorator", f"line {fn.lineno}: @triton.jit(...) takes only literal "
@@ -227,7 +300,9 @@ class Grammar:
                 raise _fail("module_statement", f"line {fn.lineno}: annotation {ast.unparse(a.annotation)[:40]} "
                             f"of {fn.name}: annotations are names or tl.constexpr")
         if fn.returns is not None and not self._annotation(fn.returns):
-            raise _fail("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation is not a name")
+            raise _fail("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation "
+                        f"{ast.unparse(fn.returns)[:40]}: annotations are int, float, bool, str, tuple, dict, "
+                        "tl.tensor, tl.constexpr, tl.dtype or a string")
 
     def _immutable(self, node: ast.AST | None) -> bool:
         """No list, dict or set display in ``node``, nor a mutable constant: a default or a module constant
@@ -240,7 +315,8 @@ class Grammar:
             return True
         if isinstance(node, ast.Name):
             return node.id in {"int", "float", "bool", "str", "dict", "tuple"}
-        return self.canonical(node) == "triton.language.constexpr" or self._literal(node)
+        # Triton's value types (``-> tl.tensor`` on a jit helper) are names, read once when the def runs
+        return self.canonical(node) in ANNOTATION_TYPES or self._literal(node)
 
     def _literal(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Constant):
@@ -279,6 +355,8 @@ class Grammar:
         if dotted is None:
             return ""
         first, _, rest = dotted.partition(".")
+        if first in self.aliases:  # a function alias has no members: ``tanh.fn`` is no dotted name of the grammar
+            return "" if rest else self.aliases[first]
         module = self.modules.get(first)
         if module is None:
             return ""
@@ -291,13 +369,13 @@ class Grammar:
         for node in body:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 local.add(node.id)
-        modules = {name for name, mod in self.modules.items() if mod in ("triton", "triton.language", "math")}
+        modules = {name for name, mod in self.modules.items()
+                   if mod in ("triton", "triton.language", "math") or mod in LIBDEVICE}
         # scalar constants only: a list, dict or set would be Python state under the interpreter
-        # (``CALLS.append(1)`` in a kernel counted calls)
-        constants = {n.targets[0].id for n in self.tree.body if isinstance(n, ast.Assign)
-                     and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and self._literal_early(n.value)
-                     and n.targets[0].id not in self._mutable_early()}
-        allowed = local | self.jit | constants | modules | JIT_BUILTINS | {fn.name}
+        # (``CALLS.append(1)`` in a kernel counted calls); ``_MODE: tl.constexpr = tl.constexpr(0)`` is one
+        constants = {name for name, value in self._module_values() if name not in self.aliases
+                     and self._literal_early(value) and name not in self._mutable_early()}
+        allowed = local | self.jit | constants | modules | set(self.aliases) | JIT_BUILTINS | {fn.name}
         parent = {id(child): node for node in body for child in ast.iter_child_nodes(node)}
         for node in body:
             if isinstance(node, JIT_BANNED_NODES):
@@ -314,10 +392,10 @@ class Grammar:
                             f"{ast.unparse(node)[:40]}: a kernel binds local names only (stores go through tl.store)")
             if isinstance(node, ast.Attribute) and (
                     isinstance(node.value, ast.Constant)
-                    or isinstance(node.value, ast.Name) and node.value.id in self.jit):
+                    or isinstance(node.value, ast.Name) and node.value.id in self.jit | set(self.aliases)):
                 raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
-                            f"{ast.unparse(node)[:40]}: a jit function is only called, a string has no methods "
-                            "in a kernel")
+                            f"{ast.unparse(node)[:40]}: a jit function or an alias of one is only called, a string "
+                            "has no methods in a kernel")
             if isinstance(node, ast.Attribute) and self.canonical(node):
                 self._jit_member(fn, node, parent.get(id(node)))
             elif isinstance(node, ast.Attribute) and node.attr not in jit_value_attrs():
@@ -337,7 +415,7 @@ class Grammar:
         argument = isinstance(parent, ast.Call) and node in parent.args or isinstance(parent, ast.keyword)
         if name in self.modules and not (isinstance(parent, ast.Attribute) and parent.value is node) \
                 or name in JIT_BUILTINS and not callee \
-                or name in self.jit and not (callee or argument):
+                or (name in self.jit or name in self.aliases) and not (callee or argument):
             raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses {name} as a "
                         "value: modules are named only as tl.member, builtins and jit functions only called")
 
@@ -374,11 +452,18 @@ class Grammar:
                 mutable |= {t.id for t in targets if isinstance(t, ast.Name)}
         return mutable
 
+    def _module_values(self) -> Iterator[tuple[str, ast.expr]]:
+        """Each module-level ``NAME = value`` and ``NAME: annotation = value``."""
+        for n in self.tree.body:
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                yield n.targets[0].id, n.value
+            elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+                yield n.target.id, n.value
+
     def _literal_early(self, node: ast.AST) -> bool:
         """A literal judged before ``constants`` is filled (jit bodies are checked before module statements)."""
         if isinstance(node, ast.Name):
-            return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.id
-                                                         for t in n.targets) for n in self.tree.body)
+            return node.id not in self.aliases and any(name == node.id for name, _ in self._module_values())
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return all(self._literal_early(e) for e in node.elts)
         if isinstance(node, ast.BinOp):

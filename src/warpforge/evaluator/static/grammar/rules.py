@@ -70,6 +70,15 @@ JIT_OPTIONS = {"do_not_specialize", "do_not_specialize_on_alignment", "debug", "
 # ``launch_backward(grad_out, saved, *inputs, **params) -> grads``. Their positional parameters are tensors
 # (``saved`` is a tuple of them: unpacked or indexed, its items are tensors), and only they allocate and launch.
 LAUNCHERS = frozenset({"launch", "launch_forward", "launch_backward"})
+# libdevice, as users import it: the module (``from triton.language.extra import libdevice``) or its functions
+# (``from triton.language.extra.libdevice import rsqrt``); the interpreter child runs them (child/libdevice.py).
+LIBDEVICE_PARENTS = {"triton.language.extra", "triton.language.extra.cuda"}
+LIBDEVICE = {"triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice"}
+# Functions of the kernel namespaces that are no alias target: they take or make callables and hooks.
+ALIAS_REFUSED = {"triton.language.constexpr"}
+# Annotations beyond the builtin names: Triton's value types (a jit helper's ``-> tl.tensor``).
+ANNOTATION_TYPES = {"triton.language.constexpr", "triton.language.tensor", "triton.language.dtype",
+                    "triton.language.tuple"}
 JIT_NAMESPACES = {"triton.language", "triton.language.math", "triton.language.extra",
                   "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice",
                   "triton.language.extra.libdevice", "math"}
@@ -104,13 +113,13 @@ def parse_limited(source: str, cookie: bool = True) -> ast.Module:
 
 
 # The allowed rewrite of the Triton idioms users and LLMs write most, said with the refusal (the rule is unchanged).
-_AUTOTUNE = ("; rewrite: put the configurations in the variant's SPACE (e.g. SPACE = {'BLOCK': [128, 256], "
-             "'num_warps': [4, 8]}): the search tunes them, launch receives each as a keyword parameter and the "
-             "kernel takes them as tl.constexpr arguments (num_warps and num_stages as launch options: "
-             "k[grid](..., num_warps=num_warps)); decorate the kernel with @triton.jit alone")
-_HEURISTICS = ("; rewrite: compute the value in launch (or ModelNew.forward) on the host (e.g. EVEN_N = "
-               "N % BLOCK_N == 0) and pass it to the kernel as a tl.constexpr argument; decorate the kernel with "
-               "@triton.jit alone")
+_AUTOTUNE = ("; rewrite: @triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=4, num_stages=2), ...], "
+             "key=['n']) directly above @triton.jit (the trusted side chooses among the configurations; no hooks, "
+             "prune_configs_by or reset_to_zero), or put the values in the variant's SPACE (e.g. SPACE = "
+             "{'BLOCK': [128, 256], 'num_warps': [4, 8]}) and pass them from launch as tl.constexpr arguments")
+_HEURISTICS = ("; rewrite: @triton.heuristics({'EVEN_N': lambda args: args['N'] % args['BLOCK_N'] == 0}) "
+               "between @triton.autotune and @triton.jit (each lambda one expression on args['NAME']), or compute "
+               "the value in launch on the host and pass it as a tl.constexpr argument")
 _REWRITES = {"autotune": _AUTOTUNE, "autotuner": _AUTOTUNE, "Autotuner": _AUTOTUNE, "Config": _AUTOTUNE,
              "heuristics": _HEURISTICS, "Heuristics": _HEURISTICS}
 

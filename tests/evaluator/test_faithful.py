@@ -110,3 +110,24 @@ def test_interpreted_launch_fp32_scalars_and_torch_inside_the_kernel() -> None:
     assert values == "[0.0, 0.0]"
     # torch's max (and .item's _local_scalar_dense) ran inside the kernel: recorded, never paused
     assert "'in_kernel:max'" in ops and "in_kernel:new_empty" not in ops
+
+
+def test_a_kernel_parameter_named_like_a_launch_option_is_rebuilt_once() -> None:
+    """The fused-softmax tutorial's kernel takes ``num_stages`` as a parameter, by position: the rebuilt launch
+    binds it once (before, it came back positional and as a keyword: "multiple values", kernel_argument_type, in
+    the runs whose hidden shape needed one more compile)."""
+    import inspect
+
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tutorial(y_ptr, n, BLOCK: tl.constexpr, num_stages: tl.constexpr):
+        tl.store(y_ptr + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32), mask=tl.arange(0, BLOCK) < n)
+
+    spec = specialization(tutorial, (torch.zeros(4), 3, 16, 2), {"num_warps": 8}, "h")
+    args, options = rebuild_arguments(spec)
+    assert options == {"num_warps": 8}
+    inspect.signature(tutorial.fn).bind(*args, **{k: v for k, v in options.items()
+                                                  if k in inspect.signature(tutorial.fn).parameters})
+    assert spec_key(specialization(tutorial, tuple(args), options, "h")) == spec_key(spec)

@@ -24,7 +24,9 @@ def _geglu_tanh_forward_kernel(a, b, c, stride, n_rows, n_cols: tl.constexpr, BL
     for r in range(ROWS):
         row = tl.program_id(0) * ROWS + r
         col_offsets = tl.arange(0, BLOCK_SIZE)
-        mask = (col_offsets < n_cols) & (row < n_rows)
+        # rows past n_rows (last program) get an empty mask; Triton's interpreter refuses a block mask & a
+        # scalar bool ("mask has unsupported dtype"), so the row limit goes into the column bound
+        mask = col_offsets < tl.where(row < n_rows, n_cols, 0)
         a_row = tl.load(a + row * stride + col_offsets, mask=mask, other=0).to(tl.float32)
         b_row = tl.load(b + row * stride + col_offsets, mask=mask, other=0)
         tl.store(c + row * stride + col_offsets, gelu_tanh(a_row) * b_row, mask=mask)

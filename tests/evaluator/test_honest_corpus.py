@@ -21,18 +21,33 @@ HONEST = Path(__file__).parent / "honest"
 CORPUS = {
     "vector_add": "p_add",  # tutorial 01: lambda META grid
     "fused_softmax": "p_softmax",  # tutorial 02: a num_stages kernel parameter, by position
-    "matmul_autotune": "p_matmul",  # tutorial 03: @triton.autotune, triton.Config, lambda grid
+    "matmul_autotune": "p_matmul",  # tutorial 03: @triton.autotune, triton.Config, lambda grid, fp16
     "rmsnorm_libdevice": "p_rmsnorm",  # Liger: libdevice rsqrt by name, annotated constexpr, return annotation
     "swiglu": "p_swiglu",  # Liger: @triton.heuristics, jit helper with a return annotation
     "geglu_libdevice": "p_geglu",  # Liger: libdevice module, alias of libdevice.tanh and triton.cdiv
     "cross_entropy": "p_cross_entropy",  # Liger: online softmax, annotated constexpr mode
     "argmax": "p_argmax",  # FlagGems: tl.argmax, alias of triton.next_power_of_2
+    "layer_norm": "p_layer_norm",  # tutorial 05: two-pass mean and variance (constant rows: conditioning)
 }
 
 
 def test_every_answer_of_the_corpus_is_judged() -> None:
     answers = {p.stem for p in HONEST.glob("*.py") if not p.name.startswith("p_")}
     assert answers == set(CORPUS), answers ^ set(CORPUS)
+
+
+def test_a_kernelbench_problem_is_judged_in_its_inputs_dtype() -> None:
+    """fp16 inputs (the matmul tutorial's) make an fp16 task, with the built-in tasks' fp16 tolerances; fp32 stays."""
+    import torch
+
+    from warpforge.kernels.taskdef import DEFAULT_TOLERANCES
+
+    fp16 = load_task_file(HONEST / "p_matmul.py")
+    assert fp16.dtypes == [torch.float16]
+    assert fp16.tolerance(torch.float16) == DEFAULT_TOLERANCES[torch.float16]
+    inputs = fp16.make_inputs(fp16.check_shapes[0], torch.float16, 0, "cpu")
+    assert all(x.dtype == torch.float16 for x in inputs)
+    assert load_task_file(HONEST / "p_add.py").dtypes == [torch.float32]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Matrix product (KernelBench format, small odd sizes)."""
+"""Matrix product in fp16 (KernelBench format, small odd sizes): judged in fp16, its inputs' dtype."""
 import torch
 import torch.nn as nn
 
@@ -12,7 +12,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(67, 45), torch.randn(45, 53)]
+    return [torch.randn(67, 45, dtype=torch.float16), torch.randn(45, 53, dtype=torch.float16)]
 
 
 def get_init_inputs():

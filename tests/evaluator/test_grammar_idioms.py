@@ -68,8 +68,8 @@ TUNED_LINE = "k[lambda META: (triton.cdiv(n, META['BLOCK']),)](x, y, n)"
 def test_autotune_configurations_are_the_space_read_as_data() -> None:
     source = variant(line=TUNED_LINE, kernel=AUTOTUNE + KERNEL).replace("SPACE = {'B': [1]}\n", "")
     assert check_module(source) is None
-    assert parse_variant(source, "tuned").space == {"@config": ["#0 BLOCK=128,num_warps=4",
-                                                                "#1 BLOCK=256,num_warps=8,num_stages=2"]}
+    assert parse_variant(source, "tuned").space == {"@config": ['#0 {"BLOCK":128,"num_warps":4}',
+                                                                '#1 {"BLOCK":256,"num_warps":8,"num_stages":2}']}
     with pytest.raises(VariantError, match="SPACE beside @triton.autotune"):
         parse_variant(variant(line=TUNED_LINE, kernel=AUTOTUNE + KERNEL), "both")
 
@@ -151,3 +151,20 @@ def test_a_refused_idiom_names_the_rule_and_the_rewrite() -> None:
     finding = check_module(variant(kernel="@triton.jit\n" + HEURISTICS + KERNEL.removeprefix("@triton.jit\n")))
     assert finding is not None and finding.reason == "forbidden_import" and "rewrite: @triton.heuristics({" in \
         finding.message
+
+
+def test_a_list_of_configurations_is_a_space_tried_in_order() -> None:
+    from warpforge.kernels.space_values import expand
+
+    source = variant(line="k[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK, num_warps=num_warps)").replace(
+        "SPACE = {'B': [1]}", "SPACE = [{'BLOCK': 64, 'num_warps': 2}, {'BLOCK': 128, 'num_warps': 4}]").replace(
+        "def launch(x):", "def launch(x, BLOCK=64, num_warps=2):")
+    assert check_module(source) is None
+    space = parse_variant(source, "listed").space
+    assert space == {"@config": ['#0 {"BLOCK":64,"num_warps":2}', '#1 {"BLOCK":128,"num_warps":4}']}
+    assert expand({"@config": space["@config"][1]}) == {"BLOCK": 128, "num_warps": 4}  # what launch receives
+    for bad in ("SPACE = []", "SPACE = [{'BLOCK': x}]", "SPACE = [1, 2]", "SPACE = [{'@config': 1}]",
+                "SPACE = [{'B': [1, 2]}]"):
+        finding = check_module(source.replace(
+            "SPACE = [{'BLOCK': 64, 'num_warps': 2}, {'BLOCK': 128, 'num_warps': 4}]", bad))
+        assert finding is not None and finding.reason == "space_value", (bad, finding)

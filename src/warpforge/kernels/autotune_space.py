@@ -1,10 +1,10 @@
 """An autotuned kernel's configurations as the variant's space, read from the syntax tree (never evaluated).
 
 ``@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=4), ...], key=[...])`` names the
-configurations a user wants tried; here they become the space: one parameter, AUTOTUNE_PARAM, whose values are
-labels of the configurations in order (``#0 BLOCK=128,num_warps=4``). The trusted side chooses one as it chooses
-any point of a space (``eval`` the first that fits, the search any); the child hands the autotuner only that one
-(evaluator/sandbox/child/autotune.py). AUTOTUNE_PARAM is no identifier, so no SPACE written by hand can name it.
+configurations a user wants tried; here they become the space as a list of configurations: one parameter,
+AUTOTUNE_PARAM (kernels/space_values.CONFIG_PARAM), whose values label them in order. The trusted side chooses one
+as it chooses any point of a space (``eval`` the first that fits, the search any); the child hands the autotuner
+only that one (evaluator/sandbox/child/autotune.py). The parameter is no identifier, so no SPACE dict can name it.
 
 Example::
 
@@ -12,7 +12,7 @@ Example::
     >>> src = ("@triton.autotune(configs=[triton.Config({'B': 64}, num_warps=2), triton.Config({'B': 128})], "
     ...        "key=['n'])\\n@triton.jit\\ndef k(x, n, B: tl.constexpr):\\n    pass\\n")
     >>> autotune_space(ast.parse(src))
-    {'@config': ['#0 B=64,num_warps=2', '#1 B=128']}
+    {'@config': ['#0 {"B":64,"num_warps":2}', '#1 {"B":128}']}
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from warpforge.kernels.space_values import SpaceRefused, _value
+from warpforge.kernels.space_values import CONFIG_PARAM, SpaceRefused, _value, config_label
 
-AUTOTUNE_PARAM = "@config"
+AUTOTUNE_PARAM = CONFIG_PARAM
 CONFIG_OPTIONS = {"num_warps", "num_stages"}
 
 
@@ -60,19 +60,6 @@ def config_values(config: ast.Call) -> dict[str, Any]:
             raise SpaceRefused(f"{kw.arg}={ast.unparse(kw.value)[:20]}: a positive integer")
         out[kw.arg] = value
     return out
-
-
-def config_label(index: int, values: dict[str, Any]) -> str:
-    """A configuration as the space shows it, its position first (``#1 BLOCK=128,num_warps=4``)."""
-    return f"#{index} " + ",".join(f"{k}={v!r}" for k, v in values.items())
-
-
-def config_index(label: str) -> int:
-    """The position a label names (``#1 ...`` -> 1); ValueError for anything else."""
-    head, _, _ = label.partition(" ")
-    if not head.startswith("#") or not head[1:].isdigit():
-        raise ValueError(f"{label!r} is not a configuration label")
-    return int(head[1:])
 
 
 def autotune_space(tree: ast.Module) -> dict[str, list[str]] | None:

@@ -343,9 +343,11 @@ class Grammar:
     def space_keys(self) -> set[str]:
         """The string keys of a module-level ``SPACE = {...}`` dict literal (the tuning parameters)."""
         for node in self.tree.body:
-            if isinstance(node, ast.Assign) and [_dotted(t) for t in node.targets] == ["SPACE"] \
-                    and isinstance(node.value, ast.Dict):
-                return {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if isinstance(node, ast.Assign) and [_dotted(t) for t in node.targets] == ["SPACE"]:
+                # a dict of lists, or a list of configurations (each a dict: its keys are launch's keywords)
+                tables = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+                return {k.value for d in tables if isinstance(d, ast.Dict) for k in d.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)}
         return set()
 
     def canonical(self, node: ast.AST) -> str:

@@ -98,6 +98,7 @@ def main() -> None:
     from warpforge.evaluator.sandbox.child.check import run_check
     from warpforge.evaluator.sandbox.child.compile import run_compile, run_space
     from warpforge.evaluator.sandbox.child.seccomp import SeccompError, install
+    from warpforge.kernels.space_values import expand
 
     if child_common.INTERPRET:
         import triton.runtime.interpreter
@@ -123,6 +124,8 @@ def main() -> None:
     # Before the candidate: the autotuner runs the configuration the trusted side chose (child/autotune.py), and
     # the interpreter runs libdevice as the compiled kernel does (child/libdevice.py)
     autotune.install(req.setdefault("params", {}))
+    for candidate in req.get("candidates") or []:  # A/B: a list-form SPACE's label, as its values
+        candidate["params"] = expand(candidate.get("params") or {})
     if child_common.INTERPRET:
         libdevice.install()
     handlers: dict[str, Any] = {"check": run_check, "compile": run_compile, "bench": run_bench,

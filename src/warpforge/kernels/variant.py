@@ -25,7 +25,7 @@ from warpforge.kernels.autotune_space import autotune_space
 from warpforge.kernels.members import TEMPLATES_DIR as TEMPLATES_DIR  # the shipped templates, defined there
 from warpforge.kernels.members import split_member, template_files
 from warpforge.kernels.source_limits import SourceRefused, parse_limited
-from warpforge.kernels.space_values import REASON, SpaceRefused, space_from_node
+from warpforge.kernels.space_values import CONFIG_PARAM, REASON, SpaceRefused, space_from_node
 
 
 class VariantError(UsageError):
@@ -242,3 +242,19 @@ def builtin_variants(task: str) -> list[Variant]:
 
         return [load_variant(p) for p in member_templates(task)]
     return [load_variant(p) for p in template_files(task)]
+
+
+def next_configuration(variant: Variant, params: dict[str, Any]) -> dict[str, Any] | None:
+    """``params`` with the configuration after the one it names, for a space given as a list of configurations
+    (a list-form SPACE or an autotuned kernel's): ``eval`` tries them in order and takes the first that fits, as
+    Triton's autotuner skips one that does not (out of resources); None past the last or for a product SPACE.
+
+        >>> v = Variant(name="v", task="t", source="", space={"@config": ["#0 {}", "#1 {}"]}, has_constraints=False)
+        >>> next_configuration(v, {"@config": "#0 {}"}), next_configuration(v, {"@config": "#1 {}"})
+        ({'@config': '#1 {}'}, None)
+    """
+    labels = variant.space.get(CONFIG_PARAM, [])
+    label = params.get(CONFIG_PARAM)
+    if label not in labels or labels.index(label) + 1 >= len(labels):
+        return None
+    return {**params, CONFIG_PARAM: labels[labels.index(label) + 1]}

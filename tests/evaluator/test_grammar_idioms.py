@@ -168,3 +168,14 @@ def test_a_list_of_configurations_is_a_space_tried_in_order() -> None:
         finding = check_module(source.replace(
             "SPACE = [{'BLOCK': 64, 'num_warps': 2}, {'BLOCK': 128, 'num_warps': 4}]", bad))
         assert finding is not None and finding.reason == "space_value", (bad, finding)
+
+
+def test_eval_tries_the_configurations_in_order() -> None:
+    from warpforge.kernels.variant import next_configuration
+
+    source = variant(line=TUNED_LINE, kernel=AUTOTUNE + KERNEL).replace("SPACE = {'B': [1]}\n", "")
+    tuned = parse_variant(source, "tuned")
+    first, second = tuned.space["@config"]
+    assert next_configuration(tuned, {"@config": first}) == {"@config": second}
+    assert next_configuration(tuned, {"@config": second}) is None  # past the last: the verdict stands
+    assert next_configuration(parse_variant(variant(), "plain"), {"B": 1}) is None  # a product SPACE: no order

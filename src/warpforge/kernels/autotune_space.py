@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from warpforge.kernels.space_values import CONFIG_PARAM, SpaceRefused, _value, config_label
+from warpforge.kernels.space_values import CONFIG_PARAM, SpaceRefused, config_label, typed_value
 
 AUTOTUNE_PARAM = CONFIG_PARAM
 CONFIG_OPTIONS = {"num_warps", "num_stages"}
@@ -50,12 +50,12 @@ def config_values(config: ast.Call) -> dict[str, Any]:
             raise SpaceRefused(f"{ast.unparse(k) if k else '**'} in a triton.Config: its keys are parameter names")
         if k.value in out:
             raise SpaceRefused(f"{k.value!r} twice in a triton.Config")
-        out[k.value] = _value(k.value, v)
+        out[k.value] = typed_value(k.value, v)
     for kw in config.keywords:
         if kw.arg not in CONFIG_OPTIONS:
             raise SpaceRefused(f"triton.Config takes num_warps and num_stages only ({kw.arg or '**'} is a hook or an "
                                "option the search does not tune)")
-        value = _value(kw.arg, kw.value)
+        value = typed_value(kw.arg, kw.value)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise SpaceRefused(f"{kw.arg}={ast.unparse(kw.value)[:20]}: a positive integer")
         out[kw.arg] = value

@@ -61,7 +61,7 @@ def _shown(node: ast.AST) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _value(name: str, node: ast.AST) -> Any:
+def typed_value(name: str, node: ast.AST) -> Any:
     sign = 1
     inner = node
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -139,7 +139,7 @@ def configuration(node: ast.AST, index: int) -> dict[str, Any]:
                                "identifier strings")
         if key.value in out:
             raise SpaceRefused(f"SPACE[{index}] names {key.value!r} twice")
-        out[key.value] = _value(key.value, value)
+        out[key.value] = typed_value(key.value, value)
     return out
 
 
@@ -168,7 +168,7 @@ def space_from_node(node: ast.AST) -> dict[str, list[Any]]:
         if not isinstance(values, (ast.List, ast.Tuple)) or not values.elts:
             raise SpaceRefused(f"SPACE[{name!r}] = {_shown(values)}: each parameter maps to a non-empty list of "
                                f"{ALLOWED} literals")
-        space[name] = [_value(name, element) for element in values.elts]
+        space[name] = [typed_value(name, element) for element in values.elts]
     size = math.prod(len(v) for v in space.values())  # lengths only: the product itself is never built
     if size > MAX_CONFIGS:
         sizes = " x ".join(str(len(v)) for v in space.values())

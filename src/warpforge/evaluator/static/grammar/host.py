@@ -5,7 +5,6 @@ views and shape reads (the package docstring states them)."""
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
 from warpforge.evaluator.static.grammar.rules import (
     ALLOC_CALLS,
@@ -23,18 +22,16 @@ from warpforge.evaluator.static.grammar.rules import (
     TORCH_VALUES,
     TRITON_CALLS,
     GrammarError,
-    _dotted,
-    _fail,
+    GrammarView,
+    dotted_name,
+    refuse,
 )
-
-if TYPE_CHECKING:
-    from warpforge.evaluator.static.grammar.kernels import Grammar
 
 
 class HostCheck:
     """Host code (launch, constraints, helpers) against the host productions."""
 
-    def __init__(self, grammar: Grammar, fn: ast.FunctionDef) -> None:
+    def __init__(self, grammar: GrammarView, fn: ast.FunctionDef) -> None:
         self.g, self.fn = grammar, fn
         args = fn.args
         self.locals = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a}
@@ -65,7 +62,7 @@ class HostCheck:
 
     def fail(self, reason: str, node: ast.AST, what: str) -> GrammarError:
         line = getattr(node, "lineno", self.fn.lineno)
-        return _fail(reason, f"line {line}: in {self.fn.name}: {what}")
+        return refuse(reason, f"line {line}: in {self.fn.name}: {what}")
 
     def check(self) -> None:
         shadow = self.locals & self.module_names
@@ -291,7 +288,7 @@ class HostCheck:
         return f"'{name}' is not a parameter, a local or a module constant"
 
     def attribute(self, node: ast.Attribute) -> None:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         canonical = self.g.canonical(node)
         if canonical:
             module = canonical.rpartition(".")[0]
@@ -349,7 +346,7 @@ class HostCheck:
                             f"{', '.join(sorted(HOST_BUILTINS))} and its own helpers")
         if not isinstance(func, ast.Attribute):
             raise self.fail("host_name", node, f"calls {ast.unparse(func)[:60]}: not a name of the host grammar")
-        dotted = _dotted(func)
+        dotted = dotted_name(func)
         canonical = self.g.canonical(func)
         if canonical:
             self.allowlisted_call(node, dotted or "", canonical)
@@ -412,18 +409,16 @@ class HostCheck:
         if name in TEMPLATE_ARG and args and not isinstance(node.args[0], ast.Starred):
             args = args[1:]
         for a in [*args, *(k.value for k in node.keywords)]:
-            self.untensored(a, f"passed to {name or _dotted(node.func)}() (it takes shape values; only a "
+            self.untensored(a, f"passed to {name or dotted_name(node.func)}() (it takes shape values; only a "
                             "*_like/view_as template is a tensor)")
 
     def grid(self, node: ast.expr, kernel: str = "", launch: ast.Call | None = None) -> None:
         """[kernel_use] a grid is a tuple of arithmetic, a local holding one, or ``lambda META: (...)`` (written
         there or bound to a local) whose tuple reads ``META["NAME"]`` only for a parameter of the launched kernel
-        that gets no tensor (grammar/idioms.py)."""
+        that gets no tensor (check_grid_lambda)."""
         if isinstance(node, ast.Name) and node.id in self.grid_lambdas:
             node = self.grid_lambdas[node.id]
         if isinstance(node, ast.Lambda):
-            from warpforge.evaluator.static.grammar.idioms import check_grid_lambda
-
             check_grid_lambda(self, node, kernel, launch)
             return
         if isinstance(node, ast.Tuple):
@@ -436,3 +431,73 @@ class HostCheck:
             return  # a local holds a value of this grammar, never a callable
         raise self.fail("kernel_use", node, f"grid {ast.unparse(node)[:60]}: a grid is a tuple of arithmetic on "
                         "shapes and parameters (no lambda, no function)")
+
+
+class LambdaCheck(HostCheck):
+    """One lambda's body as host code, its parameter read only as ``PARAM["KEY"]`` for the keys given
+    (each mapped to whether it is a tensor)."""
+
+    def __init__(self, outer: HostCheck | None, g: GrammarView, lam: ast.Lambda, keys: dict[str, bool],
+                 what: str) -> None:
+        args = lam.args
+        if args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults \
+                or len(args.args) != 1:
+            raise refuse("kernel_use" if what == "grid" else "decorator",
+                        f"line {lam.lineno}: {ast.unparse(lam)[:60]}: a {what} lambda takes one parameter "
+                        "(`lambda META: ...`), no defaults")
+        fn = ast.FunctionDef(name=f"a {what} lambda", args=ast.arguments(posonlyargs=[], args=[], vararg=None,
+                             kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]), body=[], decorator_list=[],
+                             returns=None, type_comment=None, lineno=lam.lineno, col_offset=lam.col_offset)
+        super().__init__(g, fn)
+        self.param = args.args[0].arg
+        self.keys = keys
+        self.what = what
+        if outer is not None:  # a grid lambda reads launch's locals (a closure)
+            self.locals |= outer.locals
+            self.tensors |= outer.tensors
+        if self.param in self.module_names or self.param in self.locals:
+            raise self.fail("host_name", lam, f"the lambda's parameter {self.param} shadows a name")
+
+    def key(self, node: ast.AST) -> str | None:
+        """``KEY`` when ``node`` is ``PARAM["KEY"]``."""
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == self.param:
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str) \
+                    and node.slice.value in self.keys:
+                return node.slice.value
+            raise self.fail("kernel_use" if self.what == "grid" else "decorator", node,
+                            f"{ast.unparse(node)[:60]}: a {self.what} lambda reads {self.param}[\"NAME\"] only for "
+                            f"{', '.join(sorted(self.keys)) or 'no name'}")
+        return None
+
+    def is_tensor(self, node: ast.AST | None) -> bool:
+        name = self.key(node) if node is not None else None
+        if name is not None:
+            return self.keys[name]
+        return super().is_tensor(node)
+
+    def expr(self, node: ast.expr) -> None:
+        if self.key(node) is not None:
+            return
+        if isinstance(node, ast.Name) and node.id == self.param:
+            raise self.fail("kernel_use" if self.what == "grid" else "decorator", node,
+                            f"{self.param} used as a value: a {self.what} lambda reads only {self.param}[\"NAME\"]")
+        super().expr(node)
+
+
+def check_grid_lambda(host: HostCheck, lam: ast.Lambda, kernel: str, launch: ast.Call | None) -> None:
+    """[kernel_use] ``kernel[lambda META: (...)](...)``: each element host arithmetic on launch's locals and
+    ``META["P"]`` for P a parameter of ``kernel`` that the launch (or the autotuner) gives no tensor."""
+    names, constexprs = host.g.jit_params.get(kernel, ([], set()))
+    given: dict[str, ast.expr] = {}
+    if launch is not None:
+        given = {names[i]: a for i, a in enumerate(launch.args) if i < len(names)}
+        given |= {k.arg: k.value for k in launch.keywords if k.arg is not None}
+    keys = {p: p not in constexprs and p in given and host.is_tensor(given[p]) for p in names}
+    keys = {p: tensor for p, tensor in keys.items() if not tensor}
+    check = LambdaCheck(host, host.g, lam, keys, "grid")
+    if not isinstance(lam.body, ast.Tuple) or not lam.body.elts:
+        raise check.fail("kernel_use", lam, f"grid {ast.unparse(lam)[:60]}: a grid lambda returns a tuple "
+                         "(`lambda META: (triton.cdiv(n, META['BLOCK']),)`)")
+    for e in lam.body.elts:
+        check.untensored(e, "in a grid (a grid is read on the host)", "host_read")
+        check.expr(e)

@@ -34,13 +34,13 @@ from warpforge.evaluator.static.grammar.rules import (
     TORCH_VALUES,
     TRITON_CALLS,
     GrammarError,
-    _dotted,
-    _fail,
-    _is_callable,
-    _is_module,
-    _rewrite,
+    dotted_name,
+    is_callable,
+    is_module,
     jit_value_attrs,
     parse_limited,
+    refuse,
+    rewrite_hint,
 )
 from warpforge.kernels.autotune_space import autotune_space
 from warpforge.kernels.space_values import SpaceRefused, space_from_node
@@ -84,7 +84,7 @@ class Grammar:
         try:  # the configurations become the variant's space (kernels/autotune_space.py)
             autotune_space(self.tree)
         except SpaceRefused as exc:
-            raise _fail("decorator", str(exc)) from None
+            raise refuse("decorator", str(exc)) from None
         for fn in self._functions():
             if fn.name in self.host:
                 HostCheck(self, fn).check()
@@ -105,9 +105,9 @@ class Grammar:
                     continue
                 if node.level == 0 and self._libdevice_import(node):
                     continue
-                hint = _rewrite(node.module, *(a.name for a in node.names)) \
+                hint = rewrite_hint(node.module, *(a.name for a in node.names)) \
                     if (node.module or "").partition(".")[0] == "triton" and node.level == 0 else ""
-                raise _fail("forbidden_import", f"line {node.lineno}: from {node.module or '.'} import ...: a "
+                raise refuse("forbidden_import", f"line {node.lineno}: from {node.module or '.'} import ...: a "
                             "variant imports only with `import torch`, `import triton`, `import math` and "
                             "`import triton.language as tl`" + hint)
             if not isinstance(node, ast.Import):
@@ -118,10 +118,10 @@ class Grammar:
                     self.modules[alias.asname or alias.name] = alias.name
                     continue
                 if alias.name in {name for name, _ in IMPORTS}:
-                    raise _fail("module_alias", f"line {node.lineno}: `import {alias.name} as {alias.asname}`: "
+                    raise refuse("module_alias", f"line {node.lineno}: `import {alias.name} as {alias.asname}`: "
                                 "modules keep their own names (an alias hides what is reached through it)")
-                hint = _rewrite(alias.name) if alias.name.partition(".")[0] == "triton" else ""
-                raise _fail("forbidden_import", f"line {node.lineno}: imports {alias.name}: a variant may import "
+                hint = rewrite_hint(alias.name) if alias.name.partition(".")[0] == "triton" else ""
+                raise refuse("forbidden_import", f"line {node.lineno}: imports {alias.name}: a variant may import "
                             "only torch, triton, math and triton.language as tl" + hint)
 
     def _libdevice_import(self, node: ast.ImportFrom) -> bool:
@@ -136,8 +136,8 @@ class Grammar:
             return False
         for name, asname in names:
             canonical = f"{node.module}.{name}"
-            if name == "*" or name.startswith("_") or _is_module(canonical) or not _is_callable(canonical):
-                raise _fail("forbidden_import", f"line {node.lineno}: from {node.module} import {name}: only its "
+            if name == "*" or name.startswith("_") or is_module(canonical) or not is_callable(canonical):
+                raise refuse("forbidden_import", f"line {node.lineno}: from {node.module} import {name}: only its "
                             "public functions are imported by name")
             self.aliases[asname or name] = canonical
             self.imported.add(asname or name)
@@ -155,10 +155,10 @@ class Grammar:
             canonical = self.canonical(node.value)
             namespace, _, attr = canonical.rpartition(".")
             if namespace == "triton" and attr in TRITON_CALLS or namespace in JIT_NAMESPACES and namespace != "math" \
-                    and not attr.startswith("_") and not _is_module(canonical) and _is_callable(canonical) \
+                    and not attr.startswith("_") and not is_module(canonical) and is_callable(canonical) \
                     and canonical not in ALIAS_REFUSED:
                 if node.targets[0].id in self.imported:
-                    raise _fail("rebinding", f"line {node.lineno}: {node.targets[0].id} is imported and bound again")
+                    raise refuse("rebinding", f"line {node.lineno}: {node.targets[0].id} is imported and bound again")
                 self.aliases[node.targets[0].id] = canonical
 
     # -- rules that hold in every production ----------------------------------------------------
@@ -167,12 +167,12 @@ class Grammar:
             if id(node) in self.exempt:
                 continue
             if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                raise _fail("private_access", f"line {node.lineno}: the private attribute .{node.attr}: a variant "
+                raise refuse("private_access", f"line {node.lineno}: the private attribute .{node.attr}: a variant "
                             "may not reach interpreter, torch or harness internals")
             if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
-                raise _fail("dynamic_access", f"line {node.lineno}: uses {node.id}")
+                raise refuse("dynamic_access", f"line {node.lineno}: uses {node.id}")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CALLS:
-                raise _fail("dynamic_access", f"line {node.lineno}: calls {node.func.id}(): a variant may not look "
+                raise refuse("dynamic_access", f"line {node.lineno}: calls {node.func.id}(): a variant may not look "
                             "up, open or run code dynamically")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 attr = node.func.attr
@@ -181,21 +181,21 @@ class Grammar:
                     or any(k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value == "cpu"
                            for k in node.keywords))
                 if attr in HOST_READS or to_cpu:
-                    raise _fail("host_read", f"line {node.lineno}: .{attr}(){' to the CPU' if to_cpu else ''}: "
+                    raise refuse("host_read", f"line {node.lineno}: .{attr}(){' to the CPU' if to_cpu else ''}: "
                                 "reading tensor memory on the host is computing outside the kernels")
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 module = self.modules.get(node.value.id)
                 if module == "torch" and node.attr not in TORCH_VALUES | ALLOC_CALLS:
-                    raise _fail("torch_compute_call", f"line {node.lineno}: torch.{node.attr}: host code may use "
+                    raise refuse("torch_compute_call", f"line {node.lineno}: torch.{node.attr}: host code may use "
                                 "torch only to allocate (" + ", ".join(sorted(ALLOC_CALLS)) + ") and name dtypes")
                 if module == "torch.nn":
-                    raise _fail("torch_compute_call", f"line {node.lineno}: nn.{node.attr}: nn names only ModelNew's "
+                    raise refuse("torch_compute_call", f"line {node.lineno}: nn.{node.attr}: nn names only ModelNew's "
                                 "base (nn.Module), nn.Parameter and parameter-holding modules built in its __init__ "
                                 "(never called: their computation is torch's)")
                 if module == "triton" and node.attr not in TRITON_CALLS | {"jit", "language"}:
-                    raise _fail("forbidden_import", f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
+                    raise refuse("forbidden_import", f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
                                 "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant"
-                                + _rewrite(node.attr))
+                                + rewrite_hint(node.attr))
 
     # -- module statements -------------------------------------------------------------------------
     def _collect(self) -> None:
@@ -206,9 +206,9 @@ class Grammar:
                     a = node.args
                     params = [p for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
                     self.jit_params[node.name] = ([p.arg for p in params], {
-                        p.arg for p in params if p.annotation is not None and self._is_constexpr(p.annotation)})
+                        p.arg for p in params if p.annotation is not None and self.is_constexpr(p.annotation)})
 
-    def _is_constexpr(self, node: ast.AST) -> bool:
+    def is_constexpr(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value.replace(" ", "").split(".")[-1] == "constexpr"
         return self.canonical(node) == "triton.language.constexpr"
@@ -224,17 +224,17 @@ class Grammar:
                     isinstance(node.value.value, str):
                 continue
             if isinstance(node, ast.FunctionDef):
-                self._signature(node)
+                self.signature(node)
                 names = [node.name]
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if isinstance(node, ast.AnnAssign) and not self._annotation(node.annotation):
                     # a module-level annotation is evaluated at import: `X: <any call> = 1` ran that call
-                    raise _fail("module_constant", f"line {node.lineno}: the annotation "
+                    raise refuse("module_constant", f"line {node.lineno}: the annotation "
                                 f"{ast.unparse(node.annotation)[:40]}: annotations are names, literals or "
                                 "tl.constexpr")
                 if len(targets) != 1 or not isinstance(targets[0], ast.Name) or node.value is None:
-                    raise _fail("module_constant", f"line {node.lineno}: a module-level assignment binds one name "
+                    raise refuse("module_constant", f"line {node.lineno}: a module-level assignment binds one name "
                                 "to a literal")
                 if targets[0].id in self.aliases:  # checked where it is used, as the name it stands for
                     names = [targets[0].id]
@@ -244,9 +244,9 @@ class Grammar:
                     try:
                         space_from_node(node.value)
                     except SpaceRefused as exc:
-                        raise _fail(exc.reason, f"line {node.lineno}: {exc}") from None
+                        raise refuse(exc.reason, f"line {node.lineno}: {exc}") from None
                 if not self._literal(node.value):
-                    raise _fail("module_constant", f"line {node.lineno}: {targets[0].id} = "
+                    raise refuse("module_constant", f"line {node.lineno}: {targets[0].id} = "
                                 f"{ast.unparse(node.value)[:60]}: module-level values are literals, arithmetic on "
                                 "earlier constants, or dtypes")
                 names = [targets[0].id]
@@ -255,10 +255,10 @@ class Grammar:
                 check_class(self, node)
                 names = [node.name]
             elif isinstance(node, ast.ClassDef):
-                raise _fail("module_statement", f"line {node.lineno}: class {node.name}: a variant defines no "
+                raise refuse("module_statement", f"line {node.lineno}: class {node.name}: a variant defines no "
                             "classes but KernelBench's `class ModelNew(nn.Module)`")
             else:
-                raise _fail("module_statement", f"line {node.lineno}: a {type(node).__name__} statement at module "
+                raise refuse("module_statement", f"line {node.lineno}: a {type(node).__name__} statement at module "
                             "level: a variant module holds imports, literal constants, SPACE, constraints, "
                             "@triton.jit functions and launch only")
             self._bind_once(node, names, bound)
@@ -272,35 +272,35 @@ class Grammar:
         """[rebinding] each module-level name once (imported aliases included)."""
         for name in names:
             if name in bound:
-                raise _fail("rebinding", f"line {node.lineno}: {name} is bound twice at module level: each "
+                raise refuse("rebinding", f"line {node.lineno}: {name} is bound twice at module level: each "
                             "name (jit functions and aliases included) is defined once")
             bound[name] = node.lineno
 
-    def _signature(self, fn: ast.FunctionDef) -> None:
+    def signature(self, fn: ast.FunctionDef) -> None:
         prefix = len(decorator_prefix(self, fn))  # autotune, heuristics: grammar/idioms.py
         for dec in fn.decorator_list[prefix:]:
             call = dec if isinstance(dec, ast.Call) else None
             target = call.func if call else dec
-            if _dotted(target) != "triton.jit" or len(fn.decorator_list) != prefix + 1:
-                name = (_dotted(target) or "").rpartition(".")[2]
-                raise _fail("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: a kernel is "
+            if dotted_name(target) != "triton.jit" or len(fn.decorator_list) != prefix + 1:
+                name = (dotted_name(target) or "").rpartition(".")[2]
+                raise refuse("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: a kernel is "
                             "decorated @triton.jit, last, with @triton.autotune(configs=..., key=...) and "
-                            "@triton.heuristics({...}) above it in that order" + _rewrite(name))
+                            "@triton.heuristics({...}) above it in that order" + rewrite_hint(name))
             if call and (call.args or any(k.arg not in JIT_OPTIONS or not self._literal(k.value)
                                           for k in call.keywords)):
-                raise _fail("decorator", f"line {fn.lineno}: @triton.jit(...) takes only literal "
+                raise refuse("decorator", f"line {fn.lineno}: @triton.jit(...) takes only literal "
                             f"{', '.join(sorted(JIT_OPTIONS))}")
         args = fn.args
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
             if not self._literal(default) or not self._immutable(default):
-                raise _fail("module_constant", f"line {fn.lineno}: {fn.name}'s default "
+                raise refuse("module_constant", f"line {fn.lineno}: {fn.name}'s default "
                             f"{ast.unparse(default)[:40]} is not a literal")
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
             if a is not None and a.annotation is not None and not self._annotation(a.annotation):
-                raise _fail("module_statement", f"line {fn.lineno}: annotation {ast.unparse(a.annotation)[:40]} "
+                raise refuse("module_statement", f"line {fn.lineno}: annotation {ast.unparse(a.annotation)[:40]} "
                             f"of {fn.name}: annotations are names or tl.constexpr")
         if fn.returns is not None and not self._annotation(fn.returns):
-            raise _fail("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation "
+            raise refuse("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation "
                         f"{ast.unparse(fn.returns)[:40]}: annotations are int, float, bool, str, tuple, dict, "
                         "tl.tensor, tl.constexpr, tl.dtype or a string")
 
@@ -343,7 +343,7 @@ class Grammar:
     def space_keys(self) -> set[str]:
         """The string keys of a module-level ``SPACE = {...}`` dict literal (the tuning parameters)."""
         for node in self.tree.body:
-            if isinstance(node, ast.Assign) and [_dotted(t) for t in node.targets] == ["SPACE"]:
+            if isinstance(node, ast.Assign) and [dotted_name(t) for t in node.targets] == ["SPACE"]:
                 # a dict of lists, or a list of configurations (each a dict: its keys are launch's keywords)
                 tables = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
                 return {k.value for d in tables if isinstance(d, ast.Dict) for k in d.keys
@@ -353,7 +353,7 @@ class Grammar:
     def canonical(self, node: ast.AST) -> str:
         """The dotted name with its first part resolved to the module it names ("tl.float32" ->
         "triton.language.float32"); "" when the base is not an imported module."""
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None:
             return ""
         first, _, rest = dotted.partition(".")
@@ -381,31 +381,31 @@ class Grammar:
         parent = {id(child): node for node in body for child in ast.iter_child_nodes(node)}
         for node in body:
             if isinstance(node, JIT_BANNED_NODES):
-                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' contains a "
+                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' contains a "
                             f"{type(node).__name__} statement: kernels are Triton code only")
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
                 self._jit_name_use(fn, node, parent.get(id(node)))
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in allowed:
-                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses "
+                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses "
                             f"'{node.id}', which is not tl, triton, a parameter, a local, a constant or another "
                             "jit function (names the interpreter injects, such as np, are not)")
             if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
-                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' stores into "
+                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' stores into "
                             f"{ast.unparse(node)[:40]}: a kernel binds local names only (stores go through tl.store)")
             if isinstance(node, ast.Attribute) and (
                     isinstance(node.value, ast.Constant)
                     or isinstance(node.value, ast.Name) and node.value.id in self.jit | set(self.aliases)):
-                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
                             f"{ast.unparse(node)[:40]}: a jit function or an alias of one is only called, a string "
                             "has no methods in a kernel")
             if isinstance(node, ast.Attribute) and self.canonical(node):
                 self._jit_member(fn, node, parent.get(id(node)))
             elif isinstance(node, ast.Attribute) and node.attr not in jit_value_attrs():
-                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
                             f".{node.attr}: a kernel reads only the attributes of Triton tensors, dtypes and "
                             "constexprs (shape, dtype, to, ...)")
             if isinstance(node, ast.Attribute) and node.attr in JIT_BANNED_ATTRS:
-                raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
                             f".{node.attr} (the interpreter's raw buffers)")
 
     def _jit_name_use(self, fn: ast.FunctionDef, node: ast.Name, parent: ast.AST | None) -> None:
@@ -418,7 +418,7 @@ class Grammar:
         if name in self.modules and not (isinstance(parent, ast.Attribute) and parent.value is node) \
                 or name in JIT_BUILTINS and not callee \
                 or (name in self.jit or name in self.aliases) and not (callee or argument):
-            raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses {name} as a "
+            raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses {name} as a "
                         "value: modules are named only as tl.member, builtins and jit functions only called")
 
     def _jit_member(self, fn: ast.FunctionDef, node: ast.Attribute, parent: ast.AST | None) -> None:
@@ -430,15 +430,15 @@ class Grammar:
             return
         if canonical in JIT_NAMESPACES and isinstance(parent, ast.Attribute) and parent.value is node:
             return
-        if namespace in JIT_NAMESPACES and not _is_module(canonical):
+        if namespace in JIT_NAMESPACES and not is_module(canonical):
             called = isinstance(parent, ast.Call) and (parent.func is node or node in parent.args) \
                 or isinstance(parent, ast.keyword) or isinstance(parent, ast.AnnAssign) and parent.annotation is node
-            if called or not _is_callable(canonical):
+            if called or not is_callable(canonical):
                 return  # a function is called or passed; a value (tl.float32, math.pi) is a value
-            raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' binds "
+            raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' binds "
                         f"{ast.unparse(node)[:40]} as a value: functions of tl are only called (`s = tl.sum` then "
                         "s.fn, s.cache, s.add_pre_run_hook reach Triton's objects)")
-        raise _fail("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' names "
+        raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' names "
                     f"{ast.unparse(node)[:40]}: a kernel uses members of tl, tl.math, tl.extra.cuda.libdevice "
                     "and math only (no module as a value, no other module)")
 

@@ -41,14 +41,9 @@ from __future__ import annotations
 
 import ast
 import functools
-from typing import TYPE_CHECKING
 
 from warpforge.evaluator.static.grammar.host import HostCheck
-from warpforge.evaluator.static.grammar.rules import DTYPES, HOST_BUILTINS, GrammarError, _fail
-
-if TYPE_CHECKING:
-    from warpforge.evaluator.static.grammar.kernels import Grammar
-
+from warpforge.evaluator.static.grammar.rules import DTYPES, HOST_BUILTINS, GrammarError, GrammarView, refuse
 
 # Modules that hold parameters and are only ever built, never called (their forward is torch's compute).
 PARAM_MODULES = {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
@@ -71,7 +66,7 @@ def module_names() -> frozenset[str]:
     return frozenset(dir(torch.nn.Module)) | frozenset(dir(torch.nn.Module()))  # instance ones: training
 
 
-def _model_new(g: Grammar) -> ast.ClassDef | None:
+def _model_new(g: GrammarView) -> ast.ClassDef | None:
     return next((n for n in g.tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
 
 
@@ -96,7 +91,7 @@ def _self_attr(node: ast.AST, me: str) -> str | None:
     return None
 
 
-def exempt_nodes(g: Grammar) -> set[int]:
+def exempt_nodes(g: GrammarView) -> set[int]:
     """Nodes of ModelNew's productions that the everywhere-rules refuse elsewhere: the ``super().__init__()``
     call, the ``nn.Module`` base, and in ``__init__`` the ``nn.Parameter``/``nn.<PARAM_MODULES>``
     constructors and the ``torch.<TENSOR_CTORS>`` inside them. Anything else keeps its rule."""
@@ -138,42 +133,42 @@ def exempt_nodes(g: Grammar) -> set[int]:
     return out
 
 
-def check_class(g: Grammar, cls: ast.ClassDef) -> None:
+def check_class(g: GrammarView, cls: ast.ClassDef) -> None:
     """[model_new_class] the class statement and its body's shape (the methods are checked by check_methods)."""
     where = f"line {cls.lineno}: class ModelNew"
     if cls.decorator_list:
-        raise _fail("decorator", f"{where}: a decorator on ModelNew (it could replace the class)")
+        raise refuse("decorator", f"{where}: a decorator on ModelNew (it could replace the class)")
     if cls.keywords:
-        raise _fail("model_new_class", f"{where}: keywords in the class statement (a metaclass runs code and "
+        raise refuse("model_new_class", f"{where}: keywords in the class statement (a metaclass runs code and "
                     "shapes the class): ModelNew is `class ModelNew(nn.Module):`")
     if len(cls.bases) != 1 or g.canonical(cls.bases[0]) != "torch.nn.Module":
-        raise _fail("model_new_class", f"{where}: its one base is nn.Module (`import torch.nn as nn`)")
+        raise refuse("model_new_class", f"{where}: its one base is nn.Module (`import torch.nn as nn`)")
     seen: set[str] = set()
     for i, node in enumerate(cls.body):
         if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
                 and isinstance(node.value.value, str):
             continue
         if isinstance(node, ast.FunctionDef) and node.decorator_list:
-            raise _fail("decorator", f"line {node.lineno}: @{ast.unparse(node.decorator_list[0])[:40]} on "
+            raise refuse("decorator", f"line {node.lineno}: @{ast.unparse(node.decorator_list[0])[:40]} on "
                         f"ModelNew.{node.name}: ModelNew's methods are plain (no property, staticmethod, jit)")
         if not isinstance(node, ast.FunctionDef) or node.name not in {"__init__", "forward"} or node.name in seen:
             what = f"def {node.name}" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
                 f"a {type(node).__name__} statement"
-            raise _fail("model_new_class", f"line {node.lineno}: {what} in ModelNew: it defines only __init__ and "
+            raise refuse("model_new_class", f"line {node.lineno}: {what} in ModelNew: it defines only __init__ and "
                         "forward, once each (the harness loads the state and calls it with nn.Module's own "
                         "functions; no class attribute, no override)")
         seen.add(node.name)
         args = node.args
         if not args.args or args.posonlyargs or node.name == "__init__" and (args.vararg or args.kwarg
                                                                               or args.kwonlyargs):
-            raise _fail("model_new_class", f"line {node.lineno}: ModelNew.{node.name}'s parameters: "
+            raise refuse("model_new_class", f"line {node.lineno}: ModelNew.{node.name}'s parameters: "
                         "`def __init__(self, a, b)` (the init inputs) and `def forward(self, x, ...)`")
-        g._signature(node)
+        g.signature(node)
     if "forward" not in seen:
-        raise _fail("model_new_class", f"{where}: defines no forward(self, ...)")
+        raise refuse("model_new_class", f"{where}: defines no forward(self, ...)")
 
 
-def check_methods(g: Grammar) -> None:
+def check_methods(g: GrammarView) -> None:
     """``__init__`` against the init productions, then ``forward`` as host code."""
     cls = _model_new(g)
     if cls is None:
@@ -201,14 +196,14 @@ class ModelState:
 class InitCheck:
     """[model_new_init] ModelNew.__init__: it builds parameters and reads its init inputs, nothing else."""
 
-    def __init__(self, g: Grammar, fn: ast.FunctionDef) -> None:
+    def __init__(self, g: GrammarView, fn: ast.FunctionDef) -> None:
         self.g, self.fn = g, fn
         self.me = fn.args.args[0].arg
         self.locals = {a.arg for a in fn.args.args[1:]}
         self.state = ModelState()
 
     def fail(self, node: ast.AST, what: str, reason: str = "model_new_init") -> GrammarError:
-        return _fail(reason, f"line {getattr(node, 'lineno', self.fn.lineno)}: in ModelNew.__init__: {what}")
+        return refuse(reason, f"line {getattr(node, 'lineno', self.fn.lineno)}: in ModelNew.__init__: {what}")
 
     def check(self) -> ModelState:
         shadow = self.locals & (set(self.g.modules) | self.g.constants | self.g.jit | self.g.host)
@@ -349,7 +344,7 @@ class InitCheck:
 class ForwardCheck(HostCheck):
     """ModelNew.forward: the host productions of ``launch``, with self's tensors and values typed."""
 
-    def __init__(self, g: Grammar, fn: ast.FunctionDef, model: ModelState) -> None:
+    def __init__(self, g: GrammarView, fn: ast.FunctionDef, model: ModelState) -> None:
         super().__init__(g, fn)
         self.model = model
         self.me = fn.args.args[0].arg

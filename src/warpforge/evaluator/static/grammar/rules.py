@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from typing import Protocol
 
 from warpforge.evaluator.static.vocab import StaticFinding
 from warpforge.kernels import source_limits as limits
@@ -92,7 +93,7 @@ class GrammarError(Exception):
         self.finding = StaticFinding(reason, message)
 
 
-def _fail(reason: str, message: str) -> GrammarError:
+def refuse(reason: str, message: str) -> GrammarError:
     return GrammarError(reason, message)
 
 
@@ -101,7 +102,7 @@ def check_source_text(source: str, cookie: bool = True) -> None:
     try:
         limits.check_source_text(source, cookie)
     except limits.SourceRefused as err:
-        raise _fail(err.reason, str(err)) from None
+        raise refuse(err.reason, str(err)) from None
 
 
 def parse_limited(source: str, cookie: bool = True) -> ast.Module:
@@ -109,7 +110,7 @@ def parse_limited(source: str, cookie: bool = True) -> ast.Module:
     try:
         return limits.parse_limited(source, cookie)
     except limits.SourceRefused as err:
-        raise _fail(err.reason, str(err)) from None
+        raise refuse(err.reason, str(err)) from None
 
 
 # The allowed rewrite of the Triton idioms users and LLMs write most, said with the refusal (the rule is unchanged).
@@ -124,7 +125,7 @@ _REWRITES = {"autotune": _AUTOTUNE, "autotuner": _AUTOTUNE, "Autotuner": _AUTOTU
              "heuristics": _HEURISTICS, "Heuristics": _HEURISTICS}
 
 
-def _rewrite(*names: str | None) -> str:
+def rewrite_hint(*names: str | None) -> str:
     """The rewrite hint for the first of ``names`` (dotted, judged by the last part) that is a refused idiom."""
     for name in names:
         hint = _REWRITES.get((name or "").rpartition(".")[2])
@@ -133,7 +134,7 @@ def _rewrite(*names: str | None) -> str:
     return ""
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -144,7 +145,7 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _is_module(dotted: str) -> bool:
+def is_module(dotted: str) -> bool:
     """Whether ``dotted`` (a canonical name under a JIT_NAMESPACES module) is a module; imports only the
     trusted namespaces themselves, looks members up with getattr (the name has no ``_``: private_access)."""
     import importlib
@@ -168,7 +169,7 @@ def jit_value_attrs() -> frozenset[str]:
                      - JIT_CODEGEN_ATTRS)
 
 
-def _is_callable(dotted: str) -> bool:
+def is_callable(dotted: str) -> bool:
     """Whether ``dotted`` (a member of a JIT_NAMESPACES module, not itself a module) is a function or a class."""
     import importlib
 
@@ -177,3 +178,25 @@ def _is_callable(dotted: str) -> bool:
         return callable(getattr(importlib.import_module(namespace), attr, None))
     except ImportError:
         return True
+
+
+class GrammarView(Protocol):
+    """What the host, idiom and ModelNew checks read of one module's check (kernels.Grammar): its names and their
+    kinds, each kernel's parameters, and name resolution."""
+
+    tree: ast.Module
+    modules: dict[str, str]
+    constants: set[str]
+    mutable: set[str]
+    jit: set[str]
+    host: set[str]
+    aliases: dict[str, str]
+    jit_params: dict[str, tuple[list[str], set[str]]]
+
+    def canonical(self, node: ast.AST) -> str: ...
+
+    def space_keys(self) -> set[str]: ...
+
+    def is_constexpr(self, node: ast.AST) -> bool: ...
+
+    def signature(self, fn: ast.FunctionDef) -> None: ...

@@ -89,7 +89,17 @@ PROBE = textwrap.dedent("""
     def scalar(y_ptr, s, T: tl.constexpr):
         tl.store(y_ptr + tl.arange(0, 2), tl.full((2,), s - 1.0, tl.float32) + T.max().item())
 
+    @triton.jit
+    def cast(v, dtype):
+        return v.to(dtype.value)  # a constexpr in a jit helper, as compiled
+
+    @triton.jit
+    def to_dtype(y_ptr, DT: tl.constexpr):
+        tl.store(y_ptr + tl.arange(0, 2), cast(tl.full((2,), 1.5, tl.float32), DT).to(tl.float32))
+
     y = torch.zeros(2)
+    to_dtype[(1,)](y, DT=tl.int32)
+    print("dtype", y.tolist())
     launcher.specialization = lambda *a: {"hash": "h", "args": [], "options": {}}  # a hole in the typing
     recorder = OpRecorder(gate)
     with recorder:
@@ -105,8 +115,30 @@ def test_interpreted_launch_fp32_scalars_and_torch_inside_the_kernel() -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
+    assert "dtype [1.0, 1.0]" in out.stdout  # a dtype constexpr reaches a jit helper as a tl.constexpr
     ops, values = out.stdout.strip().splitlines()[-1].rsplit("] ", 1)
     # the Python float argument is fp32 as on the GPU: fp32(1 + 2**-30) - 1 == 0 (fp64 would give 9.3e-10)
     assert values == "[0.0, 0.0]"
     # torch's max (and .item's _local_scalar_dense) ran inside the kernel: recorded, never paused
     assert "'in_kernel:max'" in ops and "in_kernel:new_empty" not in ops
+
+
+def test_a_kernel_parameter_named_like_a_launch_option_is_rebuilt_once() -> None:
+    """The fused-softmax tutorial's kernel takes ``num_stages`` as a parameter, by position: the rebuilt launch
+    binds it once (before, it came back positional and as a keyword: "multiple values", kernel_argument_type, in
+    the runs whose hidden shape needed one more compile)."""
+    import inspect
+
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tutorial(y_ptr, n, BLOCK: tl.constexpr, num_stages: tl.constexpr):
+        tl.store(y_ptr + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32), mask=tl.arange(0, BLOCK) < n)
+
+    spec = specialization(tutorial, (torch.zeros(4), 3, 16, 2), {"num_warps": 8}, "h")
+    args, options = rebuild_arguments(spec)
+    assert options == {"num_warps": 8}
+    inspect.signature(tutorial.fn).bind(*args, **{k: v for k, v in options.items()
+                                                  if k in inspect.signature(tutorial.fn).parameters})
+    assert spec_key(specialization(tutorial, tuple(args), options, "h")) == spec_key(spec)

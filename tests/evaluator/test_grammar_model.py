@@ -1,4 +1,4 @@
-"""KernelBench's ``class ModelNew(nn.Module)`` under the variant grammar (evaluator/static/grammar.py, ModelNew).
+"""KernelBench's ``class ModelNew(nn.Module)`` under the variant grammar (evaluator/static/grammar/model_new.py).
 
 An honest answer passes; every way for torch (or the candidate's own override of nn.Module's machinery)
 to compute the answer or dodge the loaded state is refused, each with its named rule.

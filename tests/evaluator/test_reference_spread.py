@@ -136,3 +136,49 @@ def test_a_gradient_summed_in_another_order_gets_the_same_second_opinion() -> No
         wrong[0, 0] += 1e-2 * float(g64[0].abs().max())
         found = compare_with_spread([wrong], [g64[0]], [glp[0]], ATOL, RTOL, grad_of, (x, w), seed)
         assert found is not None and found.bad == 1
+
+
+def _layer_norm(x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), eps=1e-5)
+
+
+def _two_pass(x: torch.Tensor) -> torch.Tensor:
+    """Triton's layer-norm tutorial in fp32: the mean by a blocked sum (128-wide blocks), then the centred variance."""
+    n = x.shape[-1]
+    blocks = torch.nn.functional.pad(x, (0, (-n) % 128)).view(x.shape[0], -1, 128)
+    mean = blocks.sum(-1).sum(-1, keepdim=True) / n
+    xc = x - mean
+    var = (xc * xc).sum(-1, keepdim=True) / n
+    return xc * torch.rsqrt(var + 1e-5)
+
+
+def _no_eps(x: torch.Tensor) -> torch.Tensor:
+    """The two-pass kernel without the eps under the square root: within tolerance on random rows (var ~ 1),
+    wrong on constant ones (var ~ 0)."""
+    n = x.shape[-1]
+    mean = x.sum(-1, keepdim=True) / n
+    xc = x - mean
+    return xc * torch.rsqrt((xc * xc).sum(-1, keepdim=True) / n)
+
+
+def test_constant_rows_allow_what_the_problem_does_to_an_ulp_of_its_inputs() -> None:
+    """Constant rows into a layer norm (the adversarial 'constant along rows' inputs of every KernelBench problem):
+    the allowance comes from the float64 reference on inputs moved by one ulp. The accurate two-pass kernel passes
+    there, and failed before (every element out: no second opinion); one without the eps does not pass."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(16, 1, generator=gen) * 3).expand(16, 1031).contiguous()
+    refs = forward_references(_layer_norm)
+    r64, rlp = references(_layer_norm, (x,))
+    honest, wrong = [_two_pass(x)], [_no_eps(x)]
+    before = compare_with_spread(honest, r64, rlp, ATOL, RTOL, refs, (x,))
+    assert before is not None and before.reason == "wrong_values" and not before.rare  # what it was
+    assert compare_with_spread(honest, r64, rlp, ATOL, RTOL, refs, (x,), conditioned=True) is None
+    found = compare_with_spread(wrong, r64, rlp, ATOL, RTOL, refs, (x,), conditioned=True)
+    assert found is not None and found.reason in ("wrong_values", "non_finite_output"), found
+    # and on random rows, where the problem is well conditioned, the allowance adds nothing a wrong kernel could use
+    y = torch.randn(16, 1031, generator=gen)
+    r64, rlp = references(_layer_norm, (y,))
+    assert compare_with_spread([_two_pass(y)], r64, rlp, ATOL, RTOL, refs, (y,), conditioned=True) is None
+    assert compare_with_spread([_no_eps(y)], r64, rlp, ATOL, RTOL, refs, (y,), conditioned=True) is None
+    off = [_two_pass(y) * (1 + 1e-3)]
+    assert compare_with_spread(off, r64, rlp, ATOL, RTOL, refs, (y,), conditioned=True) is not None

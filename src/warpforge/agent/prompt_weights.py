@@ -2,7 +2,7 @@
 
 It tells the model the state's names, shapes and order, the two answer forms (a ``launch`` that takes the
 state as trailing inputs; KernelBench's ``class ModelNew(nn.Module)``), and the kernels-only rule as it
-applies to them (evaluator/static/grammar.py, its ModelNew section). Shapes come from building the module on
+applies to them (evaluator/static/grammar/model_new.py). Shapes come from building the module on
 the meta device: no memory, however large the problem.
 
 Example::

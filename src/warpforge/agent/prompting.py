@@ -74,7 +74,7 @@ def example_variant() -> str:
 @lru_cache(maxsize=1)
 def strict_rules() -> dict[str, str]:
     """The evaluator's strict static rules, worded for the system prompt from the evaluator's own allowlists
-    (evaluator/static/grammar.py and vocab.py: read, never copied), so a candidate is never rejected for a rule it
+    (evaluator/static/grammar/ and vocab.py: read, never copied), so a candidate is never rejected for a rule it
     was not told."""
     from warpforge.evaluator.static import grammar as st
     from warpforge.evaluator.static.checks import ALLOWED_TORCH

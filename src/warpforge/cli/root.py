@@ -341,7 +341,14 @@ def eval_cmd(
     from warpforge.evaluator.sandbox.isolation import require_for_untrusted
     from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.task import get_task
-    from warpforge.kernels.variant import TEMPLATES_DIR, VariantError, check_params, check_space, load_variant
+    from warpforge.kernels.variant import (
+        TEMPLATES_DIR,
+        VariantError,
+        check_params,
+        check_space,
+        load_variant,
+        next_configuration,
+    )
     from warpforge.preflight import pick_params
 
     if TEMPLATES_DIR.resolve() not in variant_file.resolve().parents:  # not shipped: the sandbox or the flag
@@ -368,6 +375,15 @@ def eval_cmd(
                 f"{', '.join(','.join(f'{k}={v}' for k, v in sh.items()) for sh in task.shapes)}: "
                 + ("choose other --params" if given else "widen SPACE or fix constraints()"))
         result = failure or engine.evaluate(Job(task, variant, chosen or {}, target=target, timeout_s=timeout))
+        skipped: list[str] = []
+        while result.verdict is Verdict.INVALID_CONFIG and chosen and "@config" not in given:
+            following = next_configuration(variant, chosen)  # as autotune skips a configuration that does not fit
+            if following is None:
+                break
+            skipped.append(str(chosen["@config"]).partition(" ")[0])
+            chosen, how = following, f"the first configuration that fits; {', '.join(skipped)} did not: " \
+                f"{result.reason}"
+            result = engine.evaluate(Job(task, variant, chosen, target=target, timeout_s=timeout))
     finally:
         engine.close()
     if json_out:

@@ -688,6 +688,19 @@ def _adversarial(x: torch.Tensor) -> dict[str, torch.Tensor]:
     }
 
 
+def problem_dtype(module: ModuleType) -> torch.dtype:
+    """The dtype a problem is judged in: fp16 or bf16 when every floating input ``get_inputs()`` makes is (drawn on
+    meta tensors: nothing allocated), else fp32. A kernel written for fp16 (Triton's matmul tutorial) is judged in
+    fp16, with the tolerances every built-in task has for it; its weights are cast alike."""
+    try:
+        with torch.device("meta"):
+            sample = _tensors(list(module.get_inputs()))
+    except Exception:  # noqa: BLE001 - an input drawn from values (.item()) cannot be drawn on meta: fp32 as before
+        return torch.float32
+    kinds = {t.dtype for t in sample if t.is_floating_point()}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {torch.float16, torch.bfloat16} else torch.float32
+
+
 def kernelbench_task(module: ModuleType, path: Path) -> Task:
     """Adapt a KernelBench module to the task contract."""
     try:
@@ -743,6 +756,10 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
             try:
                 ref = _tensors(reference(*tuple(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point()
                                                 else v for v in inputs)))
+                # in a half dtype the problem's own output can overflow (an fp16 matmul of x1e4 inputs is inf in
+                # torch too): such inputs judge no implementation
+                if dtype in (torch.float16, torch.bfloat16):
+                    ref += _tensors(reference(*inputs))
             except Exception:  # noqa: BLE001 - e.g. a problem defined only on positive inputs
                 continue
             if ref and all(torch.isfinite(r).all() for r in ref if r.is_floating_point()):
@@ -808,7 +825,7 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
     doc = (module.__doc__ or module.Model.__doc__ or "").strip().splitlines()
     return Task(name=path.stem, description=doc[0] if doc else f"KernelBench problem {path.stem}", path=path,
                 reference=reference, make_inputs=make_inputs, shapes=[bench], check_shapes=check_shapes or [bench],
-                dtypes=[torch.float32], flops=flops, bytes_moved=bytes_moved, builtin=False,
+                dtypes=[problem_dtype(module)], flops=flops, bytes_moved=bytes_moved, builtin=False,
                 param_names=param_names, init_inputs=problem.init_inputs, model=problem.model,
                 adversarial_inputs=adversarial_inputs,
                 fixed_keys=problem.fixed_keys())

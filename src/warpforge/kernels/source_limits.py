@@ -1,7 +1,7 @@
 """Reading a variant's text within limits, before anything else looks at it.
 
 Both the variant loader (kernels/variant.py reads TASK and SPACE) and the evaluator's grammar
-(evaluator/static/grammar.py) parse candidate text; both go through :func:`parse_limited`, so a huge, deep or
+(evaluator/static/grammar/) parse candidate text; both go through :func:`parse_limited`, so a huge, deep or
 non-UTF-8 source is refused the same way everywhere, and a parser failure is a :class:`SourceRefused`
 with a rule name, never a ``RecursionError`` reaching a user. It lives in ``kernels`` because the
 loader is here and the evaluator depends on kernels, not the other way round.

@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import json
 import math
 import unicodedata
 from typing import Any
@@ -60,7 +61,7 @@ def _shown(node: ast.AST) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _value(name: str, node: ast.AST) -> Any:
+def typed_value(name: str, node: ast.AST) -> Any:
     sign = 1
     inner = node
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -95,8 +96,60 @@ def _value(name: str, node: ast.AST) -> Any:
     return value
 
 
+# A space given as a list of configurations (``SPACE = [{'BLOCK': 64, 'num_warps': 4}, ...]``, or an autotuned
+# kernel's triton.Config list: kernels/autotune_space.py) is one parameter, CONFIG_PARAM, whose values label the
+# configurations in order (``#1 {"BLOCK":128,"num_warps":4}``); the child turns the label chosen back into the
+# keyword parameters launch receives (evaluator/sandbox/child/autotune.py). CONFIG_PARAM is no identifier: no
+# SPACE written as a dict can name it.
+CONFIG_PARAM = "@config"
+
+
+def config_label(index: int, values: dict[str, Any]) -> str:
+    """A configuration as the space shows it, its position first (``#1 {"BLOCK":128,"num_warps":4}``)."""
+    return f"#{index} " + json.dumps(values, separators=(",", ":"))
+
+
+def label_values(label: str) -> tuple[int, dict[str, Any]]:
+    """The position and values a label names; ValueError for anything else."""
+    head, _, body = str(label).partition(" ")
+    values = json.loads(body) if body else None
+    if not head.startswith("#") or not head[1:].isdigit() or not isinstance(values, dict):
+        raise ValueError(f"{label!r} is not a configuration label")
+    return int(head[1:]), values
+
+
+def expand(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with a configuration label replaced by the values it names (constraints and launch see those)."""
+    if CONFIG_PARAM not in params:
+        return params
+    rest = {k: v for k, v in params.items() if k != CONFIG_PARAM}
+    return {**rest, **label_values(params[CONFIG_PARAM])[1]}
+
+
+def configuration(node: ast.AST, index: int) -> dict[str, Any]:
+    """One ``{'NAME': literal, ...}`` configuration of a list-form SPACE."""
+    if not isinstance(node, ast.Dict):
+        raise SpaceRefused(f"SPACE[{index}] = {_shown(node)}: a list-form SPACE holds dict literals, e.g. "
+                           "[{'BLOCK': 64, 'num_warps': 4}, {'BLOCK': 128, 'num_warps': 8}]")
+    out: dict[str, Any] = {}
+    for key, value in zip(node.keys, node.values):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isascii()
+                and key.value.isidentifier()):
+            raise SpaceRefused(f"SPACE[{index}] key {_shown(key) if key else '**'}: parameter names are ASCII "
+                               "identifier strings")
+        if key.value in out:
+            raise SpaceRefused(f"SPACE[{index}] names {key.value!r} twice")
+        out[key.value] = typed_value(key.value, value)
+    return out
+
+
 def space_from_node(node: ast.AST) -> dict[str, list[Any]]:
-    """The SPACE dict from its syntax node (never evaluated); SpaceRefused when it is not one."""
+    """The SPACE dict from its syntax node (never evaluated); SpaceRefused when it is not one. A list of dict
+    literals is the list-of-configurations form: ``{CONFIG_PARAM: [label, ...]}``, tried in order."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        if not node.elts or len(node.elts) > MAX_CONFIGS:
+            raise SpaceRefused(f"SPACE = {_shown(node)}: a list-form SPACE holds 1 to {MAX_CONFIGS} configurations")
+        return {CONFIG_PARAM: [config_label(i, configuration(e, i)) for i, e in enumerate(node.elts)]}
     if not isinstance(node, ast.Dict):
         raise SpaceRefused(f"SPACE = {_shown(node)}: SPACE must be a literal dict of lists (no names or calls), e.g. "
                            "{'BLOCK': [64, 128], 'num_warps': [4, 8]}")
@@ -115,7 +168,7 @@ def space_from_node(node: ast.AST) -> dict[str, list[Any]]:
         if not isinstance(values, (ast.List, ast.Tuple)) or not values.elts:
             raise SpaceRefused(f"SPACE[{name!r}] = {_shown(values)}: each parameter maps to a non-empty list of "
                                f"{ALLOWED} literals")
-        space[name] = [_value(name, element) for element in values.elts]
+        space[name] = [typed_value(name, element) for element in values.elts]
     size = math.prod(len(v) for v in space.values())  # lengths only: the product itself is never built
     if size > MAX_CONFIGS:
         sizes = " x ".join(str(len(v)) for v in space.values())

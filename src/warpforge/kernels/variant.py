@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.errors import UsageError
+from warpforge.kernels.autotune_space import autotune_space
 from warpforge.kernels.members import TEMPLATES_DIR as TEMPLATES_DIR  # the shipped templates, defined there
 from warpforge.kernels.members import split_member, template_files
 from warpforge.kernels.source_limits import SourceRefused, parse_limited
-from warpforge.kernels.space_values import REASON, SpaceRefused, space_from_node
+from warpforge.kernels.space_values import CONFIG_PARAM, REASON, SpaceRefused, space_from_node
 
 
 class VariantError(UsageError):
     """A variant file breaks the contract; the message says what to fix. ``reason``: the grammar rule
-    (evaluator/static/grammar.py) when the source could not even be read (too large, too deep, not parsable)."""
+    (evaluator/static/grammar/) when the source could not even be read (too large, too deep, not parsable)."""
 
     def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
@@ -123,8 +124,14 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
         missing = ({"launch_forward", "launch_backward"} - training).pop()
         raise VariantError(f"{where}: defines {training.pop()} but not {missing}: a training variant defines both "
                            "(docs/design.md §3.2)")
-    if space is None:
-        space = {}
+    try:  # an autotuned kernel's configurations are the space (kernels/autotune_space.py)
+        tuned = autotune_space(tree)
+    except SpaceRefused as exc:
+        raise VariantError(f"{where}: decorator: {exc}", "decorator") from None
+    if tuned is not None and space is not None:
+        raise VariantError(f"{where}: {REASON}: SPACE beside @triton.autotune: the autotuned kernel's configurations "
+                           "are the space; drop SPACE (or the decorator)", REASON)
+    space = tuned if tuned is not None else space or {}
     return Variant(
         name=name,
         task=task,
@@ -219,7 +226,7 @@ def load_variant(path: str | Path) -> Variant:
     p = Path(path)
     if not p.is_file():
         raise VariantError(f"variant file {p} does not exist")
-    try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/static/grammar.py)
+    try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/static/grammar/)
         source = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise VariantError(f"{p}: not UTF-8 text (byte {exc.start}): a variant file is UTF-8 only",
@@ -235,3 +242,19 @@ def builtin_variants(task: str) -> list[Variant]:
 
         return [load_variant(p) for p in member_templates(task)]
     return [load_variant(p) for p in template_files(task)]
+
+
+def next_configuration(variant: Variant, params: dict[str, Any]) -> dict[str, Any] | None:
+    """``params`` with the configuration after the one it names, for a space given as a list of configurations
+    (a list-form SPACE or an autotuned kernel's): ``eval`` tries them in order and takes the first that fits, as
+    Triton's autotuner skips one that does not (out of resources); None past the last or for a product SPACE.
+
+        >>> v = Variant(name="v", task="t", source="", space={"@config": ["#0 {}", "#1 {}"]}, has_constraints=False)
+        >>> next_configuration(v, {"@config": "#0 {}"}), next_configuration(v, {"@config": "#1 {}"})
+        ({'@config': '#1 {}'}, None)
+    """
+    labels = variant.space.get(CONFIG_PARAM, [])
+    label = params.get(CONFIG_PARAM)
+    if label not in labels or labels.index(label) + 1 >= len(labels):
+        return None
+    return {**params, CONFIG_PARAM: labels[labels.index(label) + 1]}

@@ -440,7 +440,8 @@ class Judge:
         outputs part by part)."""
         r64, rlp = self.refs(case)
         return compare_with_spread(outs, r64, rlp, *self.job.task.tolerance(case.dtype),
-                                   forward_references(self.job.task.reference, self.ref_device), case.inputs, case.seed)
+                                   forward_references(self.job.task.reference, self.ref_device), case.inputs, case.seed,
+                                   conditioned=bool(case.adversarial))
 
     def _values(self) -> EvalResult | None:
         previous: list[tuple[Case, list[torch.Tensor]]] = []

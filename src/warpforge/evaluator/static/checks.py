@@ -5,7 +5,7 @@ matmul inside ``launch`` is cuBLAS, not a found kernel) nor reach the reference.
 
 - ``core``: torch compute calls and methods, forbidden imports, process creation (anywhere, module
   level included);
-- ``strict`` (the default): the variant grammar (grammar.py), an allowlist of what a variant module
+- ``strict`` (the default): the variant grammar (grammar/), an allowlist of what a variant module
   may contain, module level and host code and kernels; whatever it does not name is refused with the
   rule it broke.
 
@@ -70,7 +70,7 @@ def _torch_aliases(tree: ast.Module) -> set[str]:
 def check_source(source: str, rules: str = "strict") -> StaticFinding | None:
     """The first static rule the source breaks, or None (``rules``: ``strict`` or ``core``).
 
-    ``strict`` is the variant grammar (grammar.py). ``core`` keeps the source rules (UTF-8 only, size and
+    ``strict`` is the variant grammar (grammar/). ``core`` keeps the source rules (UTF-8 only, size and
     depth limits: the exact-bytes guarantee holds for every rule set) and the blocklist below, so the
     adversarial manifest can prove the run-time layers behind the grammar on their own.
     """

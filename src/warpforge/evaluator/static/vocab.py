@@ -1,9 +1,9 @@
-"""What the static rule sets share (checks.py's ``core`` blocklist, grammar.py's ``strict`` grammar): the
+"""What the static rule sets share (checks.py's ``core`` blocklist, grammar/'s ``strict`` grammar): the
 finding type, the torch names the ``core`` blocklist lets a launch use, and how a ``@triton.jit`` function
 is recognised.
 
 Its own module so that the two rule sets import it and not each other (checks.py runs the strict rules
-first, grammar.py needs this vocabulary).
+first, grammar/ needs this vocabulary).
 
 Example::
 

@@ -92,11 +92,13 @@ def main() -> None:
     import torch
     import triton.runtime.jit
 
+    from warpforge.evaluator.sandbox.child import autotune, libdevice
     from warpforge.evaluator.sandbox.child import common as child_common
     from warpforge.evaluator.sandbox.child.bench import run_ab, run_bench, run_reference
     from warpforge.evaluator.sandbox.child.check import run_check
     from warpforge.evaluator.sandbox.child.compile import run_compile, run_space
     from warpforge.evaluator.sandbox.child.seccomp import SeccompError, install
+    from warpforge.kernels.space_values import expand
 
     if child_common.INTERPRET:
         import triton.runtime.interpreter
@@ -119,6 +121,13 @@ def main() -> None:
         # sends SIGKILL (SIGXCPU alone can be ignored, and is, by a disposition inherited from the parent)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     scratch = Path(req["scratch"])
+    # Before the candidate: the autotuner runs the configuration the trusted side chose (child/autotune.py), and
+    # the interpreter runs libdevice as the compiled kernel does (child/libdevice.py)
+    autotune.install(req.setdefault("params", {}))
+    for candidate in req.get("candidates") or []:  # A/B: a list-form SPACE's label, as its values
+        candidate["params"] = expand(candidate.get("params") or {})
+    if child_common.INTERPRET:
+        libdevice.install()
     handlers: dict[str, Any] = {"check": run_check, "compile": run_compile, "bench": run_bench,
                                 "space": run_space, "reference": run_reference, "ab": run_ab}
     if req.get("triton_cache"):  # the warm kernel cache the parent seeded (evaluator/sandbox/kernel_cache.py); Triton

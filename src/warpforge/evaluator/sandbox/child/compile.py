@@ -234,6 +234,7 @@ def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     import itertools
 
     from warpforge.evaluator.sandbox.child.common import error_info, load_candidate
+    from warpforge.kernels.space_values import expand
 
     try:
         module = load_candidate(scratch / req["candidate"], sha256=req.get("candidate_sha256"))
@@ -245,7 +246,7 @@ def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     fn = getattr(module, "constraints", None)
     try:
         for values in itertools.product(*(space[n] for n in names)):
-            params = dict(zip(names, values))
+            params = expand(dict(zip(names, values)))  # a configuration label: its values
             if fn is None or all(fn(dict(params), dict(shape)) for shape in req["shapes"]):
                 feasible.append(list(values))
     except BaseException as exc:  # noqa: BLE001 - constraints() is the candidate's code

@@ -125,3 +125,42 @@ def install() -> None:
     builder.create_fp_to_si = fp_to_int
     builder.create_fp_to_ui = fp_to_int
     builder._warpforge_faithful = True
+    _strict_truth(interp)
+
+
+class BlockTruthRefused(TypeError):
+    """``and``/``or``/``not`` (or ``if``) on a block tensor in a kernel."""
+
+
+BLOCK_TRUTH = ("and/or/not on a block tensor in a kernel: the compiled kernel combines both operands elementwise "
+               "(andi/ori), the interpreter keeps one of them; rewrite: (a) & (b), (a) | (b), ~a or a == 0")
+
+
+def _strict_truth(interp: Any) -> None:
+    """The truth value of a block tensor raises (BLOCK_TRUTH): under the interpreter ``mask_a and mask_b`` was
+    ``mask_b`` (``tensor.__bool__`` is True for any block), so the CPU checked another mask than the GPU runs.
+    A scalar keeps its truth value (``if x > 0:`` on a loaded scalar). Patched where the interpreter patches
+    ``__bool__`` at each launch (``_patch_lang_tensor``), after it."""
+    original = getattr(interp, "_patch_lang_tensor", None)
+    if original is None:
+        raise InterpreterLayout("triton.runtime.interpreter has no _patch_lang_tensor")
+
+    import sys
+    from pathlib import Path
+
+    triton_dir = str(Path(interp.__file__).parents[1])
+
+    def truth(self: Any) -> bool:
+        data = self.handle.data
+        if data.size == 1:
+            return bool(data)
+        # Triton's own code asks whether an optional block is there (``other.handle if other else None``)
+        if sys._getframe(1).f_code.co_filename.startswith(triton_dir):
+            return True
+        raise BlockTruthRefused(BLOCK_TRUTH)
+
+    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__bool__", truth)
+
+    interp._patch_lang_tensor = patch_lang_tensor

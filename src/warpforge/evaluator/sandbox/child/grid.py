@@ -91,6 +91,7 @@ class GridOrder:
         import inspect
 
         import triton
+        import triton.language as tl
         from triton.runtime import interpreter as interp
 
         check_layout()
@@ -113,8 +114,10 @@ class GridOrder:
             patch_scope = interp._patch_lang(self.fn)
             try:
                 args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
-                args = {name: arg if name in self.constexprs else
-                        _fp32(arg) if isinstance(arg, float) else interp._implicit_cvt(arg)
+                # a dtype constexpr reaches the kernel as the compiler passes it, a tl.constexpr (``DT.value`` in
+                # a jit helper failed only on the CPU); other constexprs stay the Python values they compile to
+                args = {name: (tl.constexpr(arg) if isinstance(arg, tl.dtype) else arg) if name in self.constexprs
+                        else _fp32(arg) if isinstance(arg, float) else interp._implicit_cvt(arg)
                         for name, arg in args.items()}
                 grid = self.grid(args) if callable(self.grid) else self.grid
                 assert len(grid) <= 3, "grid must have at most 3 dimensions"

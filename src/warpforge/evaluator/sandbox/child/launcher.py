@@ -194,4 +194,7 @@ def rebuild_arguments(spec: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
             args.append(tl.dtype(v["dtype"]) if isinstance(v, dict) else v)
         else:
             args.append(value(entry[1:]))
-    return args, dict(spec["options"])
+    # A kernel parameter named like a launch option (the fused-softmax tutorial's ``num_stages``) is bound by
+    # position above; the option then keeps its default, as at the launch (one value per name)
+    names = {entry[0] for entry in spec["args"]}
+    return args, {k: v for k, v in spec["options"].items() if k not in names}

@@ -6,7 +6,7 @@ initialisation) happens before the observed call and is never judged as the cand
 
 - ``launch`` variants: ``call`` is the module's ``launch``, ``args`` the case's inputs (by-path tasks:
   ``*inputs, *state``).
-- ``ModelNew`` variants (grammar.py, its ModelNew section): the case's leading inputs are ``get_inputs()``, its trailing
+- ``ModelNew`` variants (grammar/model_new.py): the case's leading inputs are ``get_inputs()``, its trailing
   ``len(param_names)`` inputs the reference's state. The model is built as ``ModelNew(*init)`` (the
   task's init inputs, sent as JSON with the case); its state must have exactly the reference's names and
   shapes (else :class:`StateMismatch`, whose message names both), and is then *replaced* by the case's

@@ -32,6 +32,7 @@ from warpforge.export.op_plan import OpPlan
 from warpforge.export.source import (
     OpSignature,
     TrainingFacts,
+    check_standalone,
     effective_grad_tolerances,
     effective_tolerances,
     op_signature,
@@ -39,6 +40,7 @@ from warpforge.export.source import (
     training_facts,
     wrap_launches,
 )
+from warpforge.export.standalone import standalone_source
 from warpforge.kernels.taskdef import dtype_name
 
 RUNTIME = Path(__file__).parent / "runtime"
@@ -150,7 +152,8 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
         info = dict(plan.info)
         info_all[op] = info
         pkg[f"_kernels/{op}.py"] = wrap_launches(plan.variant_source).encode()
-        pkg[f"_reference/{op}.py"] = reference_copy(plan.task_source or plan.task.path.read_text(), ns).encode()
+        task_text = plan.task_source or plan.task.path.read_text()
+        pkg[f"_reference/{op}.py"] = reference_copy(standalone_source(task_text, f"task {op}"), ns).encode()
         for table in plan.tables:
             pkg[f"configs/{op}/{gpu_slug(table.gpu)}.json"] = _json({"op": op, **table.to_json()})
         first_tensor = next(n for n, k in sig.inputs if k == "tensor")
@@ -211,6 +214,9 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
             '"""Make the hf-kernels build variant importable by name for the generated tests."""\n\n'
             "import sys\nfrom pathlib import Path\n\n"
             f'sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "{HF_VARIANT}"))\n').encode()
+    for rel, data in files.items():  # the package runs with torch and triton only: refuse it otherwise, loudly
+        if rel.endswith(".py"):
+            check_standalone(data.decode(), rel)
     return dict(sorted(files.items()))
 
 

@@ -259,8 +259,9 @@ def imports_warpforge(source: str) -> bool:
     return False
 
 
-def standalone_source(source: str, what: str) -> str:
-    """``source`` (a task module) with every warpforge definition it uses written in (module docstring)."""
+def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CONTRACT) -> str:
+    """``source`` (a task module) with every warpforge definition it uses written in (module docstring);
+    ``roots``: the names whose definitions are kept (None: every statement, for a runtime module)."""
     if not imports_warpforge(source):
         return source
     tree = ast.parse(source)
@@ -284,8 +285,8 @@ def standalone_source(source: str, what: str) -> str:
     for i, node in enumerate(body):
         for n in _bound(node):
             binders.setdefault(n, []).append(i)
-    keep: set[int] = {i for i, node in enumerate(body) if not _bound(node)}
-    todo = [n for n in CONTRACT if n in binders]
+    keep: set[int] = {i for i, node in enumerate(body) if not _bound(node) or roots is None}
+    todo = [n for n in (roots or ()) if n in binders] or [n for i in keep for n in _used(body[i])]
     seen: set[str] = set()
     while todo:
         n = todo.pop()
@@ -308,7 +309,7 @@ def standalone_source(source: str, what: str) -> str:
 
     # Names imported from warpforge that the kept code uses, and the attributes read of a module alias.
     for name, module in imported.items():
-        if name in used:
+        if name in used or roots is None:  # a runtime module's imports are its surface: all written in
             inliner._import_from(next(n for n in body if isinstance(n, ast.ImportFrom) and n.module == module
                                       and any((a.asname or a.name) == name for a in n.names)), {name})
     attr_edits: list[tuple[int, int, int, str]] = []
@@ -376,7 +377,7 @@ def standalone_source(source: str, what: str) -> str:
                     extra_imports.append(text)
         chunks = inliner.block(mod)
         if chunks:
-            blocks.append(f"\n\n# ---- written in at export from {name} (the definitions this task uses) ----\n"
+            blocks.append(f"\n\n# ---- written in at export from {name} (the definitions used below) ----\n"
                           + "\n".join(chunks))
     text_lines: list[str] = []
     for lineno, line in enumerate(out, start=1):
@@ -384,7 +385,7 @@ def standalone_source(source: str, what: str) -> str:
             text_lines.append(line)
         if lineno == after:
             text_lines.extend(f"{imp}\n" for imp in extra_imports)
-            text_lines.append("".join(blocks) + ("\n\n# ---- the task ----\n" if blocks else ""))
+            text_lines.append("".join(blocks) + ("\n\n# ---- this module ----\n" if blocks else ""))
     result = re.sub(r"\n{4,}", "\n\n\n", "".join(text_lines))
     if imports_warpforge(result):
         raise SourceError(f"{what} still imports warpforge where it cannot be written in (an import inside a "

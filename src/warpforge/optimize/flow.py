@@ -329,7 +329,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def run_shipped_proof(package_dir: Path) -> Checks:
     """Run the package's own model comparison (its tests/test_patched_model.py) with warpforge blocked."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(package_dir)
+    env.update(PYTHONPATH=str(package_dir), PYTHONDONTWRITEBYTECODE="1")  # nothing written into the package
     if not torch.cuda.is_available():
         env["TRITON_INTERPRET"] = "1"
     script = package_dir / "tests" / "test_patched_model.py"

@@ -72,4 +72,7 @@ def write_optimize_package(tmp: Path, dest: Path, ns: str = NS) -> dict[str, Any
                     "untimed": True, "regions": [{"name": "act", "task": "swiglu", "status": "verified"}]},
     }
     write_package(dest, [plan], ns, dump_patches([spec]), source)
-    return {"url": url, "plan": plan, "source": source}
+    # what the database keeps of a run (optimize/flow.py writes it beside report.json; the report stores it)
+    stored = {"version": 1, "namespace": ns, "patches": dump_patches([spec]), "campaigns": {"swiglu": "c1"},
+              **source}
+    return {"url": url, "plan": plan, "package_source": stored}

@@ -87,3 +87,37 @@ def test_patch_refuses_an_unknown_region_and_another_model(package: tuple[Path, 
     with pytest.raises(ValueError, match="the model has no module act"):
         pkg.patch(torch.nn.Sequential(torch.nn.Linear(2, 2)))
     assert pkg.patch(model, regions=[]) == []
+
+
+def test_export_writes_a_stored_runs_package_again(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from warpforge.cli import app
+    from warpforge.db.optimize_store import OptimizeRunRecord, write_optimize_run
+
+    made = write_optimize_package(tmp_path, tmp_path / "package")
+    url = made["url"]
+
+    def record(report: dict[str, Any]) -> OptimizeRunRecord:
+        return OptimizeRunRecord(target="model.py", kind="kernelbench", mode="train", dtype="float32", gpu="H100",
+                                 coverage=0.5, speedup=None, measured=False, regions=1, patched=1, report=report,
+                                 warpforge_version="0")
+
+    write_optimize_run(url, record({"package_source": made["package_source"]}))
+    write_optimize_run(url, record({}))  # a run stored without its package
+    runner = CliRunner()
+    res = runner.invoke(app, ["export", "--optimize-run", "1", "--dest", str(tmp_path / "again"), "--db", url])
+    assert res.exit_code == 0, res.output
+    assert "pip install" in res.output and f"{NS}.patch(model)" in res.output
+    ours = sorted(p.relative_to(tmp_path / "package") for p in (tmp_path / "package").rglob("*") if p.is_file())
+    assert ours == sorted(p.relative_to(tmp_path / "again") for p in (tmp_path / "again").rglob("*") if p.is_file())
+    for rel in ours:  # the same bytes from the database alone
+        assert (tmp_path / "package" / rel).read_bytes() == (tmp_path / "again" / rel).read_bytes(), rel
+    res = runner.invoke(app, ["export", "--optimize-run", "2", "--dest", str(tmp_path / "x"), "--db", url])
+    assert res.exit_code == 1 and "stored no package" in res.output
+    res = runner.invoke(app, ["export", "--optimize-run", "9", "--dest", str(tmp_path / "x"), "--db", url])
+    assert res.exit_code == 2 and "no optimize run 9" in res.output
+    res = runner.invoke(app, ["export", "swiglu", "--optimize-run", "1", "--dest", str(tmp_path / "x"), "--db", url])
+    assert res.exit_code == 2 and "name no tasks" in res.output
+    res = runner.invoke(app, ["export", "--dest", str(tmp_path / "x"), "--db", url])
+    assert res.exit_code == 2 and "--optimize-run ID" in res.output

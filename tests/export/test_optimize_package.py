@@ -5,6 +5,7 @@ README's three lines, and the refusals of a wrong model or region."""
 from __future__ import annotations
 
 import ast
+import fnmatch
 import importlib
 import json
 import sys
@@ -14,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import tomllib
 import torch
 from optimize_fill import MODEL, NS, write_optimize_package
 
@@ -57,6 +59,12 @@ def test_the_package_carries_its_patcher_and_imports_no_warpforge(package: tuple
     readme = (dest / "README.md").read_text().splitlines()
     assert readme[2:7] == ["```", "pip install ./package", f"import {NS}", f"{NS}.patch(model)", "```"], readme[:8]
     assert "The kernels are untimed" in (dest / "README.md").read_text()
+    # every data file of the package is one pip installs (patches.json was left out once)
+    patterns = tomllib.loads((dest / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][NS]
+    for path in (dest / NS).rglob("*"):
+        rel = str(path.relative_to(dest / NS))
+        if path.is_file() and path.suffix != ".py" and "__pycache__" not in rel:
+            assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel
 
 
 def test_patch_runs_the_kernel_and_unpatch_restores(package: tuple[Path, ModuleType]) -> None:

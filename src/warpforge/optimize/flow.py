@@ -446,7 +446,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
                       bundle_source, checks)
         # what `warpforge export --optimize-run ID` writes the package again from (stored with the report)
         source = {"version": 1, "namespace": opts.namespace, "patches": (opts.out / "patches.json").read_text(),
-                  "campaigns": {p.task.name: campaigns[p.task.name] for p in export_plans},
+                  "campaigns": {t: c for t, c in campaigns.items() if t not in refused},
                   "checks": json.loads(checks.model_dump_json()), **bundle_source}
         (opts.out / PACKAGE_SOURCE).write_text(json.dumps(source, indent=2, sort_keys=True) + "\n")
 

@@ -328,6 +328,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def run_shipped_proof(package_dir: Path) -> Checks:
     """Run the package's own model comparison (its tests/test_patched_model.py) with warpforge blocked."""
+    package_dir = package_dir.resolve()  # the process runs in it: a relative --out would be read twice over
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(package_dir), PYTHONDONTWRITEBYTECODE="1")  # nothing written into the package
     if not torch.cuda.is_available():

@@ -1,16 +1,20 @@
-"""Round trip: campaigns fill a database, export writes a package, a fresh venv with only torch and triton runs it.
+"""Round trip: campaigns fill a database, export writes a package, a fresh venv with torch, triton and transformers
+runs it.
 
 - untimed: a real CPU campaign (interpret backend, 3 trials) on rmsnorm, exported with allow_untimed;
 - timed: a real replay campaign on swiglu over a recording written here for the ``flat`` template. No
   warpforge recording matches a template (src/warpforge/recordings/ is empty; shared/spaces holds CUDA-C
   spaces of other kernels), so the recording's times are SYNTHETIC, labelled so in its GPU name; what this
   proves is the path (replay -> stored recorded times -> decision -> tables -> package), not a speedup;
-- the package is pip-installed into a fresh ``python -m venv`` that gets torch and triton (its runtime), plus
-  pytest and numpy for the tests (Triton's interpreter imports numpy; triton does not depend on it), and its
-  generated tests run there under TRITON_INTERPRET=1 (the Triton kernels in the interpreter on the CPU);
+- the package is pip-installed into one fresh ``python -m venv`` (made once for the module) that gets torch and
+  triton (its runtime) and transformers, plus pytest and numpy for the tests (Triton's interpreter imports
+  numpy; triton does not depend on it), and its generated tests run there under TRITON_INTERPRET=1 (the Triton
+  kernels in the interpreter on the CPU);
 - re-export is byte-identical; the hf-kernels layout loads through ``kernels.get_local_kernel``; the
-  ``--patch`` helper is checked on a tiny random Llama (transformers, in the project venv), forward and three
+  ``--patch`` helper is checked on a tiny random Llama (transformers, in the fresh venv), forward and three
   training steps;
+- an optimize run's package (tests/export/optimize_fill.py) installed there runs its own tests: the model
+  rebuilt from its bundled file, patched by ``patch(model)``, against the unpatched one (outputs, losses, gradients);
 - rmsnorm and swiglu train: the generated tests compare their gradients with torch autograd, and a training
   step in the fresh venv compares the gradients of a norm -> projections -> SwiGLU block with plain PyTorch.
 
@@ -124,7 +128,8 @@ def test_reexport_is_byte_identical(exported: dict[str, Any]) -> None:
 
 
 def _fresh_venv(tmp: Path) -> Path:
-    """torch and triton (the package's runtime), pytest and numpy (Triton's interpreter imports numpy)."""
+    """torch and triton (the package's runtime), transformers (what an optimize package's tests rebuild a
+    causal LM with, and the --patch helper's tests), pytest and numpy (Triton's interpreter imports numpy)."""
     reuse = os.environ.get("WARPFORGE_TEST_EXPORT_VENV")  # development only: a venv this test made before
     if reuse and (Path(reuse) / "bin" / "python").exists():
         return Path(reuse) / "bin" / "python"
@@ -141,18 +146,26 @@ def _fresh_venv(tmp: Path) -> Path:
     if subprocess.run([*pip, "--no-index", "--no-deps", f"torch=={torch_version}"]).returncode != 0:
         subprocess.run([*pip, "--no-deps", f"torch=={torch_version}", "--index-url",
                         "https://download.pytorch.org/whl/cpu"], check=True, timeout=1500)
-    subprocess.run([*pip, f"torch=={torch_version}", f"triton=={triton.__version__}", "pytest", "numpy"],
-                   check=True, timeout=1500)
+    import transformers
+
+    subprocess.run([*pip, f"torch=={torch_version}", f"triton=={triton.__version__}",
+                    f"transformers=={transformers.__version__}", "pytest", "numpy"], check=True, timeout=1500)
     return py
 
 
-# A fresh venv (~400 MB of wheels) plus the generated suite under the interpreter, gradient tests included
-# (about 2 minutes on 2 busy cores for rmsnorm and swiglu): past the suite's 600 s default on a cold cache.
-@pytest.mark.timeout(1800)
+@pytest.fixture(scope="module")
+def venv(exported: dict[str, Any]) -> Path:
+    """One fresh venv for the module's tests (~90 s to make: once, not per test)."""
+    return _fresh_venv(exported["tmp"])
+
+
+# The fresh venv (~400 MB of wheels with transformers, made here for the module) plus the generated suite under
+# the interpreter, gradient tests and the tiny Llama included: 30 min was too little under a load of 15.
+@pytest.mark.timeout(3600)
 @pytest.mark.long
-def test_fresh_venv_runs_the_generated_tests(exported: dict[str, Any]) -> None:
+def test_fresh_venv_runs_the_generated_tests(exported: dict[str, Any], venv: Path) -> None:
     tmp, dest = exported["tmp"], exported["dest"]
-    py = _fresh_venv(tmp)
+    py = venv
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", "--no-build-isolation",
                     str(dest)], check=True, timeout=600)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -169,8 +182,8 @@ def test_fresh_venv_runs_the_generated_tests(exported: dict[str, Any]) -> None:
     tail = run.stdout[-3000:]
     assert run.returncode == 0, tail
     assert " passed" in tail and "failed" not in tail, tail
-    # test_patch needs transformers, which the fresh venv has not: skipped there, run below
-    assert "transformers" in tail, tail
+    # the --patch helper's tests (a tiny Llama, transformers in the venv) ran there, none skipped for it
+    assert "transformers" not in tail, tail
 
 
 TRAINING_STEP = """
@@ -210,11 +223,11 @@ print("trained", len(got), "gradients equal torch's; loss", before, "->", after)
 """
 
 
-def test_fresh_venv_trains_through_the_ops(exported: dict[str, Any]) -> None:
+def test_fresh_venv_trains_through_the_ops(exported: dict[str, Any], venv: Path) -> None:
     """A training step in the fresh venv (no warpforge): RMSNorm -> gate/up -> SwiGLU, the gradients of the norm
     weight and both projections against plain PyTorch autograd, kernels in the interpreter."""
     tmp, dest = exported["tmp"], exported["dest"]
-    py = _fresh_venv(tmp)
+    py = venv
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(dest)],
                    check=True, timeout=600)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -225,14 +238,31 @@ def test_fresh_venv_trains_through_the_ops(exported: dict[str, Any]) -> None:
     assert run.stdout.startswith("trained 5 gradients equal torch's"), run.stdout
 
 
-def test_patch_helper_on_a_tiny_llama(exported: dict[str, Any]) -> None:
-    pytest.importorskip("transformers")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(exported["dest"]))
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(exported["dest"] / "tests" / "test_patch.py")], cwd=exported["tmp"], env=env,
-                         capture_output=True, text=True, timeout=900)
-    # the forward comparison and, the ops training, three AdamW steps against the unpatched model
-    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout[-3000:]
+@pytest.mark.timeout(1800)
+def test_fresh_venv_patches_a_model_with_an_optimize_package(exported: dict[str, Any], venv: Path) -> None:
+    """An optimize run's package (tests/export/optimize_fill.py: swiglu's winner and one region's patch) installed
+    in the fresh venv: its own tests rebuild the model from the bundled file, patch it, and compare outputs, two
+    SGD steps' losses and the gradients with the unpatched model (kernels in the interpreter); unpatch restores."""
+    from optimize_fill import NS as OPT_NS
+    from optimize_fill import write_optimize_package
+
+    tmp = exported["tmp"]
+    dest = tmp / "optimize-package"
+    (tmp / "optimize-db").mkdir(exist_ok=True)
+    write_optimize_package(tmp / "optimize-db", dest)
+    subprocess.run([str(venv), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(dest)],
+                   check=True, timeout=600)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["TRITON_INTERPRET"] = "1"
+    run = subprocess.run([str(venv), "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rs",
+                          str(dest / "tests" / "test_patched_model.py")], cwd=tmp, env=env, capture_output=True,
+                         text=True, timeout=1500)
+    print(run.stdout[-4000:])  # the fresh-venv run, as the closing note quotes it
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    probe = subprocess.run([str(venv), "-c", f"import importlib.util, {OPT_NS}; "
+                            f"print(importlib.util.find_spec('warpforge') is None, {OPT_NS}.regions())"],
+                           cwd=tmp, env=env, capture_output=True, text=True)
+    assert probe.stdout.strip() == "True ['act']", probe.stdout + probe.stderr[-2000:]
 
 
 def test_hf_kernels_layout_loads_through_the_local_loader(exported: dict[str, Any]) -> None:

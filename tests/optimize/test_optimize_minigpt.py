@@ -69,3 +69,65 @@ def test_optimize_the_minigpt_block_covers_its_attention_and_proves_three_steps(
     # the step's own loss (the output's mean square) has a task and is said not to be patched, with why
     loss = next(r for r in regions if r["kind"] == "loss")
     assert loss["task"].startswith("loss[mse_mean]") and not loss["patched"] and "stand-in" in loss["status"]
+    _the_package_patches_a_fresh_model_without_warpforge(tmp_path)
+    _export_writes_the_same_package_from_the_stored_run(tmp_path)
+
+
+FRESH_MODEL = """
+import json, sys
+sys.modules["warpforge"] = None  # the package alone: any `import warpforge...` raises
+import importlib.util
+import torch
+import wf_opt
+
+spec = importlib.util.spec_from_file_location("minigpt", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+torch.manual_seed(1)  # not the proof's seed: a model of the same code, other weights
+model = module.Model(*module.get_init_inputs()).half()
+inputs = [t.half() for t in module.get_inputs()]
+with torch.no_grad():
+    want = model(*inputs).float()
+    names = wf_opt.patch(model)
+    got = model(*inputs).float()
+report = wf_opt.patch_report(model)
+wf_opt.unpatch(model)
+with torch.no_grad():
+    again = model(*inputs).float()
+print(json.dumps({"patched": names, "kernel": report["kernel"], "diff": float((got - want).abs().max()),
+                  "scale": float(want.abs().max()), "unpatched_equal": bool(torch.equal(again, want)),
+                  "regions": wf_opt.regions()}))
+"""
+
+
+def _the_package_patches_a_fresh_model_without_warpforge(tmp_path: Path) -> None:
+    """The package optimize wrote, in a process where warpforge cannot be imported: patch(model) on a model built
+    afresh from the file patches every verified region, runs their kernels (interpreter) and gives the unpatched
+    model's output within the proof's float16 tolerance; unpatch gives it back bit for bit."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(tmp_path / "opt" / "package"), TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
+    run = subprocess.run([sys.executable, "-c", FRESH_MODEL, str(tmp_path / "minigpt.py")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=1500)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["patched"] == result["regions"] and len(result["patched"]) >= 5, result
+    assert set(result["kernel"]) == set(result["patched"]), result  # every region ran its kernel
+    assert result["diff"] <= 1e-2 * max(result["scale"], 1.0), result  # prove.py's float16 output tolerance
+    assert result["unpatched_equal"], result
+
+
+def _export_writes_the_same_package_from_the_stored_run(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from warpforge.cli import app
+
+    dest = tmp_path / "again"
+    res = CliRunner().invoke(app, ["export", "--optimize-run", "1", "--dest", str(dest), "--db",
+                                   f"sqlite:///{tmp_path / 'wf.db'}", "--json"])
+    assert res.exit_code == 0, res.output
+    package = tmp_path / "opt" / "package"
+    files = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file()
+                   and "__pycache__" not in p.parts)
+    assert files == sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    for rel in files:
+        assert (package / rel).read_bytes() == (dest / rel).read_bytes(), rel

@@ -46,7 +46,7 @@ def test_a_report_that_cannot_be_stored_is_said_and_exits_1(tmp_path: Path, flow
     import warpforge.optimize.store as store
     from warpforge.db.session import DatabaseError
 
-    def refused(url: str | None, report: Any) -> int:
+    def refused(url: str | None, report: Any, package_source: Any = None) -> int:
         raise DatabaseError("database is locked")
 
     monkeypatch.setattr(store, "store_report", refused)

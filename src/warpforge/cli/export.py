@@ -26,7 +26,7 @@ out = Console()
 
 
 def export(
-    task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
+    task_names: list[str] = typer.Argument(None, metavar="TASK...", help="task names or task files"),
     dest: Path = typer.Option(..., "--dest", help="directory to write the package into (created; re-export "
                               "into it is idempotent)"),
     namespace: str = typer.Option("wf_kernels", "--namespace", help="torch.library namespace and Python package "
@@ -40,9 +40,18 @@ def export(
                                        "never timed)"),
     patch: bool = typer.Option(False, "--patch", help="also write apply_NS_kernels(model) for Hugging Face "
                                "transformers models"),
+    optimize_run: int | None = typer.Option(None, "--optimize-run", metavar="ID", help="write the package of a "
+                                            "stored `warpforge optimize` run instead (its ops and patch(model))"),
     json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
 ) -> None:
     """Export each task's accepted winner as a torch.library.triton_op package (tests, benchmark, configs)."""
+    if optimize_run is not None:
+        _export_optimize_run(optimize_run, task_names, dest, namespace, db, json_out)
+        return
+    if not task_names:
+        from warpforge.errors import UsageError
+
+        raise UsageError("name the tasks to export (warpforge export rmsnorm --dest DIR), or --optimize-run ID")
     from warpforge.db.queries import Reader
     from warpforge.export.package import FORMATS, ExportUsageError, check_namespace, render_package, write_tree
     from warpforge.export.plan import plan_task
@@ -76,3 +85,34 @@ def export(
         out.print(f"{op}{note}", highlight=False)  # stored names escaped; only the note is markup
     out.print(f"{dest}: {len(report.written)} file(s) written, {len(report.unchanged)} unchanged, "
               f"{len(report.removed)} removed", highlight=False, markup=False)
+
+
+def _export_optimize_run(run_id: int, task_names: list[str] | None, dest: Path, namespace: str, db: str | None,
+                         json_out: bool) -> None:
+    """The package of a stored optimize run, written again from the database (the report's package_source)."""
+    from warpforge.db.queries import Reader
+    from warpforge.errors import UsageError
+    from warpforge.export.op_plan import ExportRefused
+    from warpforge.export.package import check_namespace
+    from warpforge.optimize.flow import package_from_source
+
+    if task_names:
+        raise UsageError("--optimize-run writes that run's package: name no tasks with it")
+    if namespace != "wf_kernels":
+        check_namespace(namespace)
+    run = Reader(db).optimize_run(run_id)
+    if run is None:
+        raise UsageError(f"no optimize run {run_id} in the database: `warpforge dashboard` lists them at /optimize")
+    source = run.report.get("package_source")
+    if not source:
+        raise ExportRefused(f"optimize run {run_id} stored no package: nothing was patched and proven, or the run "
+                            "predates stored packages; run warpforge optimize again")
+    ns = package_from_source(source, dest, db, None if namespace == "wf_kernels" else namespace)
+    payload = {"dest": str(dest), "namespace": ns, "optimize_run": run_id, "campaigns": source["campaigns"],
+               "regions": len(json.loads(source["patches"]).get("patches", []))}
+    if json_out:
+        sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        return
+    out.print(f"{dest}: the package of optimize run {run_id} ({ns}: {payload['regions']} region(s), "
+              f"{len(source['campaigns'])} op(s)); pip install {dest}, then {ns}.patch(model)", highlight=False,
+              markup=False)

@@ -71,7 +71,7 @@ def optimize_command(
                            plan_seq=plan_seq, global_batch=global_batch,
                            on_stage=lambda s: err.print(f"[bold]optimize[/bold]: {escape(s)}", highlight=False))
     report = optimize(opts)
-    stored, store_error = _store(db, report)
+    stored, store_error = _store(db, report, out_dir)
     if json_out:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -114,13 +114,17 @@ def optimize_command(
         raise typer.Exit(1)
 
 
-def _store(db: str | None, report: OptimizeReport) -> tuple[str, str]:
+def _store(db: str | None, report: OptimizeReport, out_dir: Path) -> tuple[str, str]:
     """Store the report for the dashboard: (the line saying where, ""), or ("", why it could not be stored)."""
+    import json
+
     from warpforge.db.session import DatabaseError, default_url, mask_url
+    from warpforge.optimize.flow import PACKAGE_SOURCE
     from warpforge.optimize.store import store_report
 
+    source = out_dir / PACKAGE_SOURCE
     try:
-        run_id = store_report(db, report)
+        run_id = store_report(db, report, json.loads(source.read_text()) if source.is_file() else None)
     except DatabaseError as exc:
         return "", str(exc)
     return (f"stored: optimize run {run_id} in {mask_url(db or default_url())} "

@@ -29,9 +29,11 @@ from typing import Any
 
 from warpforge.errors import UsageError
 from warpforge.export.op_plan import OpPlan
+from warpforge.export.optimize_package import OptimizeBundle
 from warpforge.export.source import (
     OpSignature,
     TrainingFacts,
+    check_standalone,
     effective_grad_tolerances,
     effective_tolerances,
     op_signature,
@@ -39,6 +41,7 @@ from warpforge.export.source import (
     training_facts,
     wrap_launches,
 )
+from warpforge.export.standalone import standalone_source
 from warpforge.kernels.taskdef import dtype_name
 
 RUNTIME = Path(__file__).parent / "runtime"
@@ -130,9 +133,14 @@ def reference_copy(source: str, ns: str) -> str:
     return re.sub(r"(>>>\s+)from warpforge\.kernels\.tasks import ", rf"\1from {ns}._reference import ", source)
 
 
-def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bool = False) -> dict[str, bytes]:
-    """Every file of the exported package, by relative path (see the module docstring)."""
+def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bool = False,
+                   optimize: OptimizeBundle | None = None) -> dict[str, bytes]:
+    """Every file of the exported package, by relative path (see the module docstring); ``optimize``: an optimize
+    run's patch of a model (export/optimize_package.py), ``patch(model)`` in the package."""
     check_namespace(ns)
+    if patch and optimize is not None:
+        raise ExportUsageError("--patch (apply_NS_kernels by module structure) and an optimize run's patch(model) "
+                               "are two ways to patch: export them into separate packages")
     if fmt not in FORMATS:
         raise ExportUsageError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     env = _env()
@@ -150,7 +158,8 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
         info = dict(plan.info)
         info_all[op] = info
         pkg[f"_kernels/{op}.py"] = wrap_launches(plan.variant_source).encode()
-        pkg[f"_reference/{op}.py"] = reference_copy(plan.task_source or plan.task.path.read_text(), ns).encode()
+        task_text = plan.task_source or plan.task.path.read_text()
+        pkg[f"_reference/{op}.py"] = reference_copy(standalone_source(task_text, f"task {op}"), ns).encode()
         for table in plan.tables:
             pkg[f"configs/{op}/{gpu_slug(table.gpu)}.json"] = _json({"op": op, **table.to_json()})
         first_tensor = next(n for n, k in sig.inputs if k == "tensor")
@@ -182,7 +191,11 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
     pkg["_kernels/__init__.py"] = b'"""The winning Triton kernels and launchers, one module per op."""\n'
     pkg["_reference/__init__.py"] = b'"""The tasks\' PyTorch references (ground truth, CPU path), one per op."""\n'
     pkg["py.typed"] = b""
-    pkg["__init__.py"] = env.get_template("__init__.py.j2").render(ns=ns, ops=ops).encode()
+    pkg["__init__.py"] = env.get_template("__init__.py.j2").render(ns=ns, ops=ops,
+                                                                   optimize=optimize is not None).encode()
+    if optimize is not None:
+        pkg.update(optimize.package_files)
+        root.update(optimize.root_files)
     patch_kinds: list[str] = []
     if patch:
         from warpforge.export.patch import render_patch
@@ -192,7 +205,8 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
             (root if path.startswith("tests/") else pkg)[path] = data
     root["README.md"] = env.get_template("README.md.j2").render(
         ns=ns, plans=rows, triton_version=triton_version, any_untimed=bool(untimed_ops), untimed_ops=untimed_ops,
-        patch=patch, patch_kinds=patch_kinds, trained=trained).encode()
+        patch=patch, patch_kinds=patch_kinds, trained=trained,
+        optimize=optimize.readme if optimize is not None else None).encode()
     root["bench.py"] = env.get_template("bench.py.j2").render(
         ns=ns, ops=ops, shapes=json.dumps(shapes_for_bench, indent=4, sort_keys=True)).encode()
     if fmt == "package":
@@ -211,6 +225,9 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
             '"""Make the hf-kernels build variant importable by name for the generated tests."""\n\n'
             "import sys\nfrom pathlib import Path\n\n"
             f'sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "{HF_VARIANT}"))\n').encode()
+    for rel, data in files.items():  # the package runs with torch and triton only: refuse it otherwise, loudly
+        if rel.endswith(".py"):
+            check_standalone(data.decode(), rel)
     return dict(sorted(files.items()))
 
 

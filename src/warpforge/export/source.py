@@ -92,7 +92,9 @@ def check_standalone(source: str, what: str) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
         if any(n == "warpforge" or n.startswith("warpforge.") for n in names):
-            raise SourceError(f"{what} imports warpforge; the exported package must not: inline what it uses")
+            line = getattr(node, "lineno", 0)
+            raise SourceError(f"{what} imports {', '.join(names)} (line {line}); the exported package must run "
+                              "without warpforge: inline what it uses")
 
 
 @dataclass(frozen=True)

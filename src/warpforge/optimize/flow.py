@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -38,7 +39,7 @@ from warpforge.errors import UsageError
 from warpforge.estimate.step import step_basis, step_peaks
 from warpforge.evaluator.gpus import GpuPeaks, peaks_for
 from warpforge.optimize.estimate_target import priced_trace
-from warpforge.optimize.patch_spec import PatchSpec
+from warpforge.optimize.patch_spec import PatchSpec, dump_patches
 from warpforge.optimize.plans import PlanSection
 from warpforge.optimize.regions import Region, coverage, cut_regions, model_coverage
 from warpforge.optimize.report import Checks, OptimizeReport, RegionRow, SpeedupEstimate
@@ -174,11 +175,10 @@ def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> tuple[d
     return names, used
 
 
-def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, str], bool]:
-    """The exported package of every task with a verified winner; (dir, task -> why not, untimed)."""
+def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[list[Any], dict[str, str]]:
+    """The export plans of every task with a verified winner (export/plan.py); (plans, task -> why not)."""
     from warpforge.db.queries import Reader
     from warpforge.export.op_plan import ExportRefused
-    from warpforge.export.package import render_package, write_tree
     from warpforge.export.plan import plan_task
     from warpforge.kernels.task import get_task
 
@@ -198,10 +198,35 @@ def _export(tasks: list[str], opts: OptimizeOptions) -> tuple[Path, dict[str, st
             refused[name] = f"the winner ({plan.variant_name}) has no backward kernel (a training step needs one)"
             continue
         plans.append(plan)
-    dest = opts.out / "package"
-    if plans:
-        write_tree(dest, render_package(plans, opts.namespace, "package", patch=False))
-    return dest, refused, any(p.untimed for p in plans)
+    return plans, refused
+
+
+def _settings(opts: OptimizeOptions, target: Target) -> dict[str, Any]:
+    """How the proof built and stepped the target: what the package's tests rebuild it with (tests/target.json)."""
+    from warpforge.optimize.prove import TOLERANCES
+
+    out_rtol, loss_rtol, grad_rtol = TOLERANCES.get(target.dtype, TOLERANCES[torch.float32])
+    return {"kind": target.kind, "file": Path(target.spec).name if target.kind == "kernelbench" else "",
+            "batch": target.batch, "seq": target.seq, "dtype": opts.dtype, "seed": opts.seed, "steps": opts.steps,
+            "lr": opts.lr, "train": opts.train,
+            "tolerances": {"output": out_rtol, "loss": loss_rtol, "grad": grad_rtol}}
+
+
+def write_package(dest: Path, plans: list[Any], ns: str, patches_text: str, bundle_source: dict[str, Any],
+                  checks: Checks | None = None) -> None:
+    """The optimize run's package: the ops and ``patch(model)`` over the patches of ``patches_text``
+    (export/optimize_package.py). ``bundle_source``: the target's files and settings and the README's facts."""
+    from warpforge.export.optimize_package import optimize_bundle
+    from warpforge.export.package import render_package, write_tree
+
+    summary = dict(bundle_source["summary"], proven=checks is not None)
+    if checks is not None:
+        summary.update(checks.model_dump(include={"max_abs_diff", "output_tolerance", "losses_match",
+                                                  "grads_match", "grad_max_rel_diff", "interpreted"}))
+    bundle = optimize_bundle(ns, patches_text, bundle_source["model_prefix"],
+                             {k: v.encode() for k, v in bundle_source["target"].items()},
+                             bundle_source["settings"], summary)
+    write_tree(dest, render_package(plans, ns, "package", optimize=bundle))
 
 
 def _specs_for(region: Region, dtypes: list[str], train: bool = False) -> list[PatchSpec]:
@@ -248,12 +273,37 @@ def _loose_spec(region: Region, dtypes: list[str], train: bool) -> PatchSpec:
         loose_guard=cut.guard, reference_backward=train and not m.has_backward)
 
 
-def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], package_dir: Path) -> Checks:
-    patches = opts.out / "patches.json"
-    patches.write_text(json.dumps([s.model_dump() for s in specs], indent=2) + "\n")
-    request = {"target": target.spec, "batch": target.batch, "seq": target.seq, "dtype": opts.dtype,
-               "train": opts.train, "steps": opts.steps, "seed": opts.seed, "lr": opts.lr,
-               "package_dir": str(package_dir), "namespace": opts.namespace, "patches": str(patches)}
+class _CampaignReader:
+    """A read layer that sees one campaign's decisions only: the package of a stored run takes the winners that
+    run's campaigns accepted, not a later campaign's."""
+
+    def __init__(self, reader: Any, campaign: str) -> None:
+        self._reader, self._campaign = reader, campaign
+
+    def decisions(self, *, campaign: str | None = None, task: str | None = None, gpu: str | None = None) -> Any:
+        return self._reader.decisions(campaign=self._campaign, task=task, gpu=gpu)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
+def package_from_source(source: dict[str, Any], dest: Path, db: str | None, namespace: str | None = None) -> str:
+    """Write a stored optimize run's package (``package_source`` of its report) into ``dest``, its ops planned
+    from the run's own campaigns; returns the namespace. ExportRefused where a campaign's winner is gone."""
+    from warpforge.db.queries import Reader
+    from warpforge.export.plan import plan_task
+    from warpforge.kernels.task import get_task
+
+    reader = Reader(db)
+    plans = [plan_task(_CampaignReader(reader, campaign), get_task(task), allow_untimed=True)
+             for task, campaign in sorted(source["campaigns"].items())]
+    ns = namespace or str(source["namespace"])
+    checks = Checks.model_validate(source["checks"]) if source.get("checks") else None
+    write_package(dest, plans, ns, str(source["patches"]), source, checks)
+    return ns
+
+
+def _run_prove(request: dict[str, Any]) -> Checks:
     env = dict(os.environ)
     if not torch.cuda.is_available():
         env["TRITON_INTERPRET"] = "1"  # the exported Triton kernels themselves, in the interpreter
@@ -264,6 +314,63 @@ def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], packag
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return Checks(error=f"the proof's process failed (exit {proc.returncode}): {tail}")
     return Checks.model_validate_json(lines[-1])
+
+
+PACKAGE_SOURCE = "package_source.json"  # beside report.json: what the database keeps to write the package again
+
+# The shipped proof: the package's own tests/test_patched_model.py, run where importing warpforge fails.
+SHIPPED_PROOF = """
+import runpy, sys
+sys.modules["warpforge"] = None  # what ships is proven: the package alone, warpforge not importable
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_shipped_proof(package_dir: Path) -> Checks:
+    """Run the package's own model comparison (its tests/test_patched_model.py) with warpforge blocked."""
+    package_dir = package_dir.resolve()  # the process runs in it: a relative --out would be read twice over
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(package_dir), PYTHONDONTWRITEBYTECODE="1")  # nothing written into the package
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"
+    script = package_dir / "tests" / "test_patched_model.py"
+    proc = subprocess.run([sys.executable, "-c", SHIPPED_PROOF, str(script)], capture_output=True, text=True,
+                          env=env, cwd=package_dir, timeout=3600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return Checks(error=f"the package's own proof failed (exit {proc.returncode}): {tail}")
+    return Checks.model_validate_json(lines[-1])
+
+
+def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], plans: list[Any],
+           bundle_source: dict[str, Any]) -> Checks:
+    """Each op at its region's shape (optimize/prove.py, warpforge's judge), then the patched model against
+    the unpatched one by the package's own test with warpforge blocked, over the regions whose ops passed
+    (a target without a bundled copy, ``module:function``, is compared by optimize/prove.py)."""
+    from warpforge.optimize.patch_spec import load_patches
+
+    package_dir = opts.out / "package"
+    patches = opts.out / "patches.json"
+    patches.write_text(dump_patches(specs))
+    write_package(package_dir, plans, opts.namespace, patches.read_text(), bundle_source)
+    request = {"target": target.spec, "batch": target.batch, "seq": target.seq, "dtype": opts.dtype,
+               "train": opts.train, "steps": opts.steps, "seed": opts.seed, "lr": opts.lr,
+               "package_dir": str(package_dir), "namespace": opts.namespace, "patches": str(patches),
+               "ops_only": bool(bundle_source["target"])}
+    checks = _run_prove(request)
+    if checks.error or not bundle_source["target"]:
+        return checks
+    refused = dict(checks.fallback)
+    proven = [s for s in load_patches(patches.read_text()) if s.region not in refused]
+    patches.write_text(dump_patches(proven))
+    if not proven:
+        return Checks(fallback=refused, error="no region's op passed its check at the region's shape")
+    write_package(package_dir, plans, opts.namespace, patches.read_text(), bundle_source)
+    checks = run_shipped_proof(package_dir)
+    checks.fallback = {**checks.fallback, **refused}
+    return checks
 
 
 def _plans(opts: OptimizeOptions, target: Target) -> PlanSection:
@@ -289,6 +396,7 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     Database(opts.db).upgrade()  # a database it cannot write is said now, before minutes of profiling and search
     plans = _plans(opts, target) if opts.cluster else None  # a bad --cluster is said now too
     opts.out.mkdir(parents=True, exist_ok=True)
+    (opts.out / PACKAGE_SOURCE).unlink(missing_ok=True)  # an earlier run's: this one writes its own, or none
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
 
     opts.on_stage("profile one step")
@@ -310,7 +418,9 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
     budget = allocate(wanted, gains, opts.trials)
     campaigns, budget = _search(budget, opts, stamp) if budget else ({}, {})
     opts.on_stage("export the winners")
-    package_dir, refused, untimed = _export(sorted(campaigns), opts) if campaigns else (opts.out, {}, False)
+    export_plans, refused = _export(sorted(campaigns), opts) if campaigns else ([], {})
+    untimed = any(p.untimed for p in export_plans)
+    package_dir = opts.out / "package" if export_plans else opts.out
     specs = []
     for r in wanted:
         assert r.match is not None
@@ -320,7 +430,27 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
         specs += _specs_for(r, [dtype_name(d) for d in get_task(r.match.task).dtypes], opts.train)
     opts.on_stage("patch and prove" + (f" ({opts.steps} training steps)" if opts.train else ""))
     nothing = Checks(error="nothing was patched, so nothing to prove")
-    checks = _prove(opts, target, specs, package_dir) if specs else nothing
+    from warpforge.export.optimize_package import target_files
+
+    task_of = {s.region: s.task or s.op for s in specs}
+    bundle_source: dict[str, Any] = {
+        "model_prefix": "lm." if target.kind == "transformers" else "",
+        "target": {k: v.decode() for k, v in target_files(target.kind, target.spec).items()},
+        "settings": _settings(opts, target),
+        "summary": {"target": target.name, "dtype": opts.dtype, "batch": target.batch, "seq": target.seq,
+                    "train": opts.train, "steps": opts.steps, "untimed": untimed,
+                    "regions": [{"name": r, "task": task_of[r], "status": "verified"} for r in sorted(task_of)]}}
+    checks = _prove(opts, target, specs, export_plans, bundle_source) if specs else nothing
+    if specs and not checks.error:
+        patched_now = [row for row in bundle_source["summary"]["regions"] if row["name"] in checks.kernel_calls]
+        bundle_source["summary"]["regions"] = patched_now
+        write_package(package_dir, export_plans, opts.namespace, (opts.out / "patches.json").read_text(),
+                      bundle_source, checks)
+        # what `warpforge export --optimize-run ID` writes the package again from (stored with the report)
+        source = {"version": 1, "namespace": opts.namespace, "patches": (opts.out / "patches.json").read_text(),
+                  "campaigns": {t: c for t, c in campaigns.items() if t not in refused},
+                  "checks": json.loads(checks.model_dump_json()), **bundle_source}
+        (opts.out / PACKAGE_SOURCE).write_text(json.dumps(source, indent=2, sort_keys=True) + "\n")
 
     patched = set(checks.kernel_calls)
     after_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.name in patched)

@@ -1,13 +1,33 @@
 """What patching one region means, as stored beside an exported package: the region, the op and how the call's
 tensors map onto the task's inputs. Its own module: the patcher of ordinary calls (optimize/patching.py) and
-that of loose tensor ops (optimize/loose_patch.py) both read it."""
+that of loose tensor ops (optimize/loose_patch.py) both read it, and so does the exported package, which gets
+this module written into its ``_patching.py`` (export/optimize_package.py): a plain dataclass, nothing but the
+standard library, so the package needs no pydantic.
+
+``patches.json`` is versioned data: ``{"format": "warpforge-patches", "version": 1, "patches": [...]}``
+(:func:`dump_patches`, :func:`load_patches`; a bare list, the first form, still loads).
+
+Example::
+
+    >>> spec = PatchSpec(region="ln", module="ln", op="layernorm", shape={"M": 4, "N": 8}, order=[0, 1, 2],
+    ...                  flatten=[True, False, False], ranks=[2, 1, 1], dtypes=["float32"])
+    >>> load_patches(dump_patches([spec])) == [spec]
+    True
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+PATCHES_FORMAT = "warpforge-patches"
+PATCHES_VERSION = 1
 
 
-class PatchSpec(BaseModel):
+@dataclass(kw_only=True)
+class PatchSpec:
     """One region's patch (stored as JSON beside the exported package)."""
 
     region: str  # module path, or "path::function#i"
@@ -19,7 +39,7 @@ class PatchSpec(BaseModel):
     order: list[int]  # task input i is the call's tensor order[i]; -1 absent (zeros of zero_shapes)
     flatten: list[bool]
     ranks: list[int]  # the task inputs' ranks (a flattened tensor merges its leading dimensions into one)
-    zero_shapes: list[list[int]] = []
+    zero_shapes: list[list[int]] = field(default_factory=list)
     reduce: str = ""
     ignore_index: int | None = None
     dtypes: list[str]  # the dtypes the task verified
@@ -35,12 +55,43 @@ class PatchSpec(BaseModel):
     # ([position, index among that call's tensors]).
     loose_start: int = -1
     loose_end: int = -1
-    loose_names: list[str] = []  # the names of the module's calls at positions 0..loose_end, as traced
-    loose_reads: list[list[int]] = []
-    loose_input_shapes: list[list[int]] = []
-    loose_input_dtypes: list[str] = []
-    loose_input_floating: list[bool] = []  # in the call's own floating dtype (else loose_input_dtypes')
-    loose_output_shape: list[int] = []
-    loose_placeholders: list[list[tuple[list[int], list[int], str]]] = []  # per position start..end-1: its tensors
-    loose_tuples: list[bool] = []  # per position start..end-1: it returned a tuple of them
-    loose_guard: list[list[int]] = []  # the shapes of the module's tensor arguments, as traced
+    loose_names: list[str] = field(default_factory=list)  # the names of the module's calls at 0..loose_end, as traced
+    loose_reads: list[list[int]] = field(default_factory=list)
+    loose_input_shapes: list[list[int]] = field(default_factory=list)
+    loose_input_dtypes: list[str] = field(default_factory=list)
+    loose_input_floating: list[bool] = field(default_factory=list)  # in the call's own floating dtype
+    loose_output_shape: list[int] = field(default_factory=list)
+    # per position start..end-1: its tensors as (shape, stride, dtype)
+    loose_placeholders: list[list[Any]] = field(default_factory=list)
+    loose_tuples: list[bool] = field(default_factory=list)  # per position start..end-1: it returned a tuple of them
+    loose_guard: list[list[int]] = field(default_factory=list)  # the shapes of the module's tensor arguments
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PatchSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"a patch entry has fields this version does not know: {', '.join(unknown)}")
+        return cls(**data)
+
+
+def dump_patches(specs: list[PatchSpec]) -> str:
+    """``patches.json``'s text: the format, its version and every region's patch."""
+    doc = {"format": PATCHES_FORMAT, "version": PATCHES_VERSION, "patches": [s.to_json() for s in specs]}
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def load_patches(text: str) -> list[PatchSpec]:
+    """The patches of a ``patches.json`` text; ValueError for another format or a newer version."""
+    doc = json.loads(text)
+    if isinstance(doc, list):  # the first form: the entries alone
+        return [PatchSpec.from_json(d) for d in doc]
+    if not isinstance(doc, dict) or doc.get("format") != PATCHES_FORMAT:
+        raise ValueError(f"not a {PATCHES_FORMAT} document")
+    if int(doc.get("version", 0)) > PATCHES_VERSION:
+        raise ValueError(f"patches version {doc['version']} is newer than this reader's ({PATCHES_VERSION}): "
+                         "export the package again with this warpforge")
+    return [PatchSpec.from_json(d) for d in doc["patches"]]

@@ -39,7 +39,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from warpforge.optimize.loose_patch import LoosePatcher
-from warpforge.optimize.patch_spec import PatchSpec
+from warpforge.optimize.patch_spec import PatchSpec, load_patches  # noqa: F401 - the package's copy reads with it
 from warpforge.optimize.trace import helper_callable
 
 
@@ -47,6 +47,11 @@ from warpforge.optimize.trace import helper_callable
 class PatchCounters:
     kernel: dict[str, int] = field(default_factory=dict)  # region -> calls that ran the exported kernel
     fallback: dict[str, str] = field(default_factory=dict)  # region -> why a call ran the original code
+    undo: list[Callable[[], None]] = field(default_factory=list)  # what remove_patches runs, newest first
+
+    def fallbacks(self) -> dict[str, str]:
+        """Regions that never ran their kernel, and why their calls ran the original code."""
+        return {k: v for k, v in self.fallback.items() if k not in self.kernel}
 
 
 def _tensors_of(args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
@@ -232,7 +237,8 @@ def _helper_wrapper(original: Callable[..., Any], specs: dict[str, list[PatchSpe
     return helper
 
 
-def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callable[[Callable[..., Any]], Any]) -> None:
+def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callable[[Callable[..., Any]], Any],
+                    undo: list[Callable[[], None]]) -> None:
     """Rebind each helper name (name -> its defining file; "" for any) in the globals of every class file of
     ``model`` (once per file), where it names that file's function: a namesake from another file is kept."""
     done: set[int] = set()
@@ -244,8 +250,22 @@ def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callabl
         done.add(id(scope))
         for name, file in names.items():
             found = helper_callable(scope.get(name))
-            if found is not None and (not file or inspect.unwrap(found).__code__.co_filename == file):
+            code_file = inspect.unwrap(found).__code__.co_filename if found is not None else ""
+            # the same file, or one of its name (the model's code installed elsewhere: an exported package's
+            # tests rebuild the model from their own copy of its file)
+            if found is not None and (not file or code_file == file or code_file.rsplit("/", 1)[-1] == file.rsplit(
+                    "/", 1)[-1]):
+                undo.append(_restorer(scope, name))
                 scope[name] = wrap(found)
+
+
+def _restorer(scope: dict[str, Any], name: str) -> Callable[[], None]:
+    before = scope[name]
+
+    def restore() -> None:
+        scope[name] = before
+
+    return restore
 
 
 class _FunctionSwap(TorchFunctionMode):
@@ -300,6 +320,7 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
             by_module.setdefault(spec.module, []).append(spec)
         else:
             target = modules[spec.module]
+            counters.undo.append(_forward_restorer(target))
             target.forward = _module_forward(target, spec, package, counters)  # type: ignore[method-assign]
     if by_module:
         active: list[str] = []
@@ -314,14 +335,19 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
         def leave(module: torch.nn.Module, args: Any, output: Any) -> None:
             active.pop()  # returns None: a forward hook's result would replace the module's output
 
+        handles = []
         for path, module in modules.items():
-            module.register_forward_pre_hook(enter(path))
-            module.register_forward_hook(leave)
+            handles.append(module.register_forward_pre_hook(enter(path)))
+            handles.append(module.register_forward_hook(leave))
         for path, patcher in loose.items():
-            modules[path].register_forward_pre_hook(lambda m, a, k, p=patcher: p.enter(a, k), with_kwargs=True)
+            handles.append(modules[path].register_forward_pre_hook(lambda m, a, k, p=patcher: p.enter(a, k),
+                                                                   with_kwargs=True))
+        counters.undo.extend(h.remove for h in handles)
         helpers = {s.function: s.helper_file for s in specs if s.helper}
         if helpers:
-            _rebind_helpers(model, helpers, lambda f: _helper_wrapper(f, by_module, active, package, counters))
+            _rebind_helpers(model, helpers, lambda f: _helper_wrapper(f, by_module, active, package, counters),
+                            counters.undo)
+        counters.undo.append(_forward_restorer(model))
         root_forward = model.forward
 
         def forward(*args: Any, **kwargs: Any) -> Any:
@@ -330,3 +356,22 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
 
         model.forward = forward  # type: ignore[method-assign]
     return counters
+
+
+def _forward_restorer(module: torch.nn.Module) -> Callable[[], None]:
+    """Undo a replaced ``forward``: the instance's own one back, or none (its class's runs again)."""
+    own = module.__dict__.get("forward")
+
+    def restore() -> None:
+        if own is None:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = own  # type: ignore[method-assign]
+
+    return restore
+
+
+def remove_patches(counters: PatchCounters) -> None:
+    """Undo what :func:`apply_patches` did, newest first: forwards, hooks and rebound helpers as they were."""
+    while counters.undo:
+        counters.undo.pop()()

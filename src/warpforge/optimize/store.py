@@ -12,7 +12,7 @@ Example::
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from warpforge import __version__
 from warpforge.optimize.report import OptimizeReport
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from warpforge.db.optimize_store import OptimizeRunRecord
 
 
-def run_record(report: OptimizeReport) -> OptimizeRunRecord:
-    """The ``wf_optimize_runs`` row of a report: the listed columns taken from it, and the report whole."""
+def run_record(report: OptimizeReport, package_source: dict[str, Any] | None = None) -> OptimizeRunRecord:
+    """The ``wf_optimize_runs`` row of a report: the listed columns taken from it, and the report whole, with
+    ``package_source`` under that key (the patches, the target's files and settings, the campaigns:
+    ``warpforge export --optimize-run ID`` writes the package again from it, on any machine with the database)."""
     from warpforge.db.optimize_store import OptimizeRunRecord
 
     s = report.speedup
@@ -31,11 +33,12 @@ def run_record(report: OptimizeReport) -> OptimizeRunRecord:
         target=report.target[:1000], kind=report.kind, mode="train" if report.train else "infer", dtype=report.dtype,
         gpu=report.gpu, coverage=report.coverage, speedup=s.measured if measured else s.estimated,
         measured=measured, regions=len(report.regions), patched=sum(r.patched for r in report.regions),
-        report=json.loads(report.model_dump_json()), warpforge_version=__version__)
+        report=json.loads(report.model_dump_json()) | ({"package_source": package_source} if package_source else {}),
+        warpforge_version=__version__)
 
 
-def store_report(url: str | None, report: OptimizeReport) -> int:
+def store_report(url: str | None, report: OptimizeReport, package_source: dict[str, Any] | None = None) -> int:
     """Insert the report as one run (migrating the database first); returns the run's id."""
     from warpforge.db.optimize_store import write_optimize_run
 
-    return write_optimize_run(url, run_record(report))
+    return write_optimize_run(url, run_record(report, package_source))

@@ -38,12 +38,14 @@ def scripted_server() -> Any:
 
     good = (ANSWERS / "double_good_v2.py").read_text()
     plan_cycle_marker = "propose parallelism plans"  # plan prompts (agent/prompts/plan_system.j2) say this
-    cycle = [code_reply(good, prompt_tokens=1500, completion_tokens=400),
-             code_reply((ANSWERS / "double_wrong.py").read_text(), prompt_tokens=1500, completion_tokens=400),
-             code_reply((ANSWERS / "double_hack_dynamic.py").read_text(), prompt_tokens=1500, completion_tokens=200),
-             Reply(content="Use a bigger block.", prompt_tokens=1500, completion_tokens=20),
-             code_reply(good.replace("[256, 512]", "[1024]"), prompt_tokens=1600, completion_tokens=400),
-             code_reply("# again\n" + good, prompt_tokens=1500, completion_tokens=400)]
+    cycle = [
+        code_reply(good, prompt_tokens=1500, completion_tokens=400),
+        code_reply((ANSWERS / "double_wrong.py").read_text(), prompt_tokens=1500, completion_tokens=400),
+        code_reply((ANSWERS / "double_hack_dynamic.py").read_text(), prompt_tokens=1500, completion_tokens=200),
+        Reply(content="Use a bigger block.", prompt_tokens=1500, completion_tokens=20),
+        code_reply(good.replace("[256, 512]", "[1024]"), prompt_tokens=1600, completion_tokens=400),
+        code_reply("# again\n" + good, prompt_tokens=1500, completion_tokens=400),
+    ]
     server = ScriptedServer([])
     kernel_calls = [0]
 
@@ -74,12 +76,17 @@ def scripted_planner(body: dict[str, Any]) -> Any:
     prompt = str(body["messages"][-1]["content"])
     m = re.search(r"^#1 `[^`]*` (\{.*\})$", prompt, re.M)
     best = json.loads(m.group(1)) if m else {}
-    plans = [{"plan": best, "rationale": "the best plan so far, as a control"},
-             {"plan": {"tp": 1, "pp": 1, "cp": 1, "zero": 0, "recompute": "none"},
-              "rationale": "no sharding, no recompute: the fastest if it fits"},
-             {"plan": {"tp": 3}, "rationale": "an odd TP"}]
-    return Reply(content="```json\n" + json.dumps({"plans": plans}) + "\n```", prompt_tokens=3000,
-                 completion_tokens=250)
+    plans = [
+        {"plan": best, "rationale": "the best plan so far, as a control"},
+        {
+            "plan": {"tp": 1, "pp": 1, "cp": 1, "zero": 0, "recompute": "none"},
+            "rationale": "no sharding, no recompute: the fastest if it fits",
+        },
+        {"plan": {"tp": 3}, "rationale": "an odd TP"},
+    ]
+    return Reply(
+        content="```json\n" + json.dumps({"plans": plans}) + "\n```", prompt_tokens=3000, completion_tokens=250
+    )
 
 
 def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]]:
@@ -93,8 +100,11 @@ def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]
     from warpforge.parallel import load_cluster, load_model
     from warpforge.parallel.plan_agent.agent import PlanAgent, PlanAgentSettings, SearchOptions
 
-    presets = PLAN_PRESETS_ALL if args.plan_presets == "all" else (
-        tuple(args.plan_presets.split(",")) if args.plan_presets else PLAN_PRESETS)
+    presets = (
+        PLAN_PRESETS_ALL
+        if args.plan_presets == "all"
+        else (tuple(args.plan_presets.split(",")) if args.plan_presets else PLAN_PRESETS)
+    )
     llm = load_llm_config()
     rows = []
     for i, preset in enumerate(presets):
@@ -102,8 +112,15 @@ def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]
         cluster_name, _, nodes = rest.partition(":")
         model, cluster = load_model(model_name), load_cluster(cluster_name, nodes=int(nodes or 1))
         name = f"agent-eval-plans-{int(time.time())}-{i}"
-        agent = PlanAgent(model, cluster, SearchOptions(), PlanAgentSettings(max_calls=args.plan_calls, seed=0),
-                          llm=llm, db_url=db_url, campaign=name)
+        agent = PlanAgent(
+            model,
+            cluster,
+            SearchOptions(),
+            PlanAgentSettings(max_calls=args.plan_calls, seed=0),
+            llm=llm,
+            db_url=db_url,
+            campaign=name,
+        )
         started = time.monotonic()
         res = asyncio.run(agent.run())
         wall = time.monotonic() - started
@@ -117,9 +134,18 @@ def evaluate_plans(args: argparse.Namespace, db_url: str) -> list[dict[str, Any]
             if p.rank is not None:
                 m["best_rank"] = min(m.get("best_rank") or p.rank, p.rank)
         for model_label, m in per.items():
-            rows.append({"model": model_label, "preset": preset, **dict(m), "calls": res.calls,
-                         "tokens": res.prompt_tokens + res.completion_tokens, "cost_usd": res.cost_usd,
-                         "stop_reason": res.stop_reason, "wall_s": wall})
+            rows.append(
+                {
+                    "model": model_label,
+                    "preset": preset,
+                    **dict(m),
+                    "calls": res.calls,
+                    "tokens": res.prompt_tokens + res.completion_tokens,
+                    "cost_usd": res.cost_usd,
+                    "stop_reason": res.stop_reason,
+                    "wall_s": wall,
+                }
+            )
     return rows
 
 
@@ -136,9 +162,20 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     walls: dict[str, tuple[str, float, Any]] = {}
     for i, task in enumerate(tasks):
         name = f"agent-eval-{int(time.time())}-{i}"
-        spec = CampaignSpec(name=name, tasks=[task], trials=args.trials, proposer="llm", backend=args.backend,
-                            proposer_config={"max_calls": args.max_calls, "in_flight": args.in_flight, "seed": 0},
-                            sampler="random", seed=0, db_url=db_url, top_k=0, seeds=1, workers=args.workers)
+        spec = CampaignSpec(
+            name=name,
+            tasks=[task],
+            trials=args.trials,
+            proposer="llm",
+            backend=args.backend,
+            proposer_config={"max_calls": args.max_calls, "in_flight": args.in_flight, "seed": 0},
+            sampler="random",
+            seed=0,
+            db_url=db_url,
+            top_k=0,
+            seeds=1,
+            workers=args.workers,
+        )
         started = time.monotonic()
         summary = run_campaign(spec)
         walls[task] = (name, time.monotonic() - started, summary.tasks[0])
@@ -148,13 +185,18 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     with engine.connect() as conn:
         for task, (name, wall, summary) in walls.items():
             cid = conn.execute(text("select id from wf_campaigns where name = :n"), {"n": name}).scalar()
-            calls = conn.execute(text("select call_key, model, outcome, variant_hash, prompt_tokens, completion_tokens,"
-                                      " cost_usd from wf_agent_calls where campaign_id = :c order by id"),
-                                 {"c": cid}).all()
+            calls = conn.execute(
+                text(
+                    "select call_key, model, outcome, variant_hash, prompt_tokens, completion_tokens,"
+                    " cost_usd from wf_agent_calls where campaign_id = :c order by id"
+                ),
+                {"c": cid},
+            ).all()
             verdicts: dict[str, set[str]] = defaultdict(set)
             busy = 0.0
-            for vh, verdict, wall_s in conn.execute(text("select variant_hash, verdict, wall_s from wf_evaluations "
-                                                         "where campaign_id = :c"), {"c": cid}):
+            for vh, verdict, wall_s in conn.execute(
+                text("select variant_hash, verdict, wall_s from wf_evaluations where campaign_id = :c"), {"c": cid}
+            ):
                 verdicts[vh].add(verdict)
                 busy += wall_s or 0.0
             last: dict[str, Any] = {}
@@ -174,12 +216,19 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             for c in calls:
                 per_model[c.model]["tokens"] += c.prompt_tokens + c.completion_tokens
                 per_model[c.model]["cost"] += c.cost_usd
-            per_task.append({"task": Path(task).stem, "calls": len(calls), "correct_llm_variants": correct,
-                             "best_speedup": summary.best_speedup, "tokens": sum(c.prompt_tokens + c.completion_tokens
-                                                                                 for c in calls),
-                             "cost_usd": sum(c.cost_usd for c in calls), "wall_s": wall,
-                             "busy_share": busy / (wall * max(args.workers, 1)) if wall else 0.0,
-                             "notes": list(summary.notes)})
+            per_task.append(
+                {
+                    "task": Path(task).stem,
+                    "calls": len(calls),
+                    "correct_llm_variants": correct,
+                    "best_speedup": summary.best_speedup,
+                    "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls),
+                    "cost_usd": sum(c.cost_usd for c in calls),
+                    "wall_s": wall,
+                    "busy_share": busy / (wall * max(args.workers, 1)) if wall else 0.0,
+                    "notes": list(summary.notes),
+                }
+            )
     engine.dispose()
     models = {k: dict(v) for k, v in per_model.items()}
     return {"db": db_url, "models": models, "tasks": per_task, "plans": plans}
@@ -192,8 +241,11 @@ def pct(n: float, d: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scripted", action="store_true", help="start the scripted server (no real model)")
-    parser.add_argument("--tasks", default=None, help="comma-separated task names or files (default: softmax; "
-                        "with --scripted the tiny test task)")
+    parser.add_argument(
+        "--tasks",
+        default=None,
+        help="comma-separated task names or files (default: softmax; with --scripted the tiny test task)",
+    )
     parser.add_argument("--backend", default="interpret")
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--max-calls", type=int, default=6)
@@ -203,8 +255,11 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plans-only", action="store_true", help="only the plan proposer (no kernel campaigns)")
     parser.add_argument("--no-plans", action="store_true", help="only the kernel campaigns")
-    parser.add_argument("--plan-presets", default=None, help="comma-separated model@cluster:nodes, or 'all' "
-                        f"(default: {','.join(PLAN_PRESETS)})")
+    parser.add_argument(
+        "--plan-presets",
+        default=None,
+        help=f"comma-separated model@cluster:nodes, or 'all' (default: {','.join(PLAN_PRESETS)})",
+    )
     parser.add_argument("--plan-calls", type=int, default=2, help="LLM calls per plan campaign")
     args = parser.parse_args()
     server = None
@@ -221,25 +276,33 @@ def main() -> int:
         print(json.dumps(report, indent=2, default=str))
         return 0
     if report["plans"]:
-        print(f"{'model':<12} {'preset':<28} {'plans':>5} {'top 5':>5} {'best':>5} {'ranked':>6} {'no fit':>6} "
-              f"{'invalid':>7} {'dup':>4} {'calls':>5} {'tokens':>7} {'USD':>7} {'stop':>6}")
+        print(
+            f"{'model':<12} {'preset':<28} {'plans':>5} {'top 5':>5} {'best':>5} {'ranked':>6} {'no fit':>6} "
+            f"{'invalid':>7} {'dup':>4} {'calls':>5} {'tokens':>7} {'USD':>7} {'stop':>6}"
+        )
         for r in report["plans"]:
-            print(f"{r['model']:<12} {r['preset']:<28} {r['proposed']:>5} {r.get('top5', 0):>5} "
-                  f"{r.get('best_rank') or '-':>5} {r.get('ranked', 0):>6} {r.get('does_not_fit', 0):>6} "
-                  f"{r.get('invalid', 0):>7} {r.get('duplicate', 0):>4} {r['calls']:>5} {r['tokens']:>7} "
-                  f"{r['cost_usd']:>7.4f} {r['stop_reason']:>6}")
+            print(
+                f"{r['model']:<12} {r['preset']:<28} {r['proposed']:>5} {r.get('top5', 0):>5} "
+                f"{r.get('best_rank') or '-':>5} {r.get('ranked', 0):>6} {r.get('does_not_fit', 0):>6} "
+                f"{r.get('invalid', 0):>7} {r.get('duplicate', 0):>4} {r['calls']:>5} {r['tokens']:>7} "
+                f"{r['cost_usd']:>7.4f} {r['stop_reason']:>6}"
+            )
     if args.plans_only:
         return 0
     print(f"{'model':<20} {'proposals':>9} {'parsed':>7} {'compiled':>8} {'correct':>8} {'tokens':>8} {'USD':>8}")
     for model, m in report["models"].items():
-        print(f"{model:<20} {m['proposals']:>9} {pct(m['parsed'], m['proposals']):>7} "
-              f"{pct(m['compiled'], m['accepted']):>8} {pct(m['correct'], m['accepted']):>8} {m['tokens']:>8} "
-              f"{m['cost']:>8.4f}")
+        print(
+            f"{model:<20} {m['proposals']:>9} {pct(m['parsed'], m['proposals']):>7} "
+            f"{pct(m['compiled'], m['accepted']):>8} {pct(m['correct'], m['accepted']):>8} {m['tokens']:>8} "
+            f"{m['cost']:>8.4f}"
+        )
     print(f"{'task':<20} {'calls':>5} {'best':>14} {'tokens':>8} {'USD':>8} {'wall s':>7} {'busy':>5}")
     for t in report["tasks"]:
-        best = (f"{t['best_speedup']:.3g}x" if t["best_speedup"] else f"{t['correct_llm_variants']} correct")
-        print(f"{t['task']:<20} {t['calls']:>5} {best:>14} {t['tokens']:>8} {t['cost_usd']:>8.4f} "
-              f"{t['wall_s']:>7.1f} {pct(t['busy_share'], 1):>5}")
+        best = f"{t['best_speedup']:.3g}x" if t["best_speedup"] else f"{t['correct_llm_variants']} correct"
+        print(
+            f"{t['task']:<20} {t['calls']:>5} {best:>14} {t['tokens']:>8} {t['cost_usd']:>8.4f} "
+            f"{t['wall_s']:>7.1f} {pct(t['busy_share'], 1):>5}"
+        )
         for note in t["notes"]:
             print(f"  {note}")
     return 0

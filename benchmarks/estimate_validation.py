@@ -62,8 +62,7 @@ MIN_VALIDATED = 5  # problems of a class, on one held-out set, before its error 
 
 
 def git(snapshot: Path, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(snapshot), *args], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(["git", "--git-dir", str(snapshot), *args], capture_output=True, text=True, check=True).stdout
 
 
 @dataclass
@@ -96,8 +95,9 @@ def load_timings(snapshot: Path, gpu: str, folder: str) -> Timings | None:
         return None
     eager_doc = json.loads(git(snapshot, "show", f"{newest}:{path}"))
     try:
-        compiled_doc = json.loads(git(snapshot, "show", f"{newest}:results/timing/{folder}/"
-                                                      "baseline_time_torch_compile_inductor_default.json"))
+        compiled_doc = json.loads(
+            git(snapshot, "show", f"{newest}:results/timing/{folder}/baseline_time_torch_compile_inductor_default.json")
+        )
     except subprocess.CalledProcessError:
         compiled_doc = {}
     eager, compiled, dropped = {}, {}, []
@@ -178,21 +178,30 @@ def table(title: str, rows: list[Row]) -> dict[str, dict[str, float]]:
     return out
 
 
-def problems(keys: Sequence[str], kernels: dict[str, list[Kernel]], times: dict[str, float],
-             fused: bool = False) -> list[Problem]:
-    return [Problem(k, fused_of(kernels[k]) if fused else tuple(kernels[k]), times[k]) for k in keys
-            if k in kernels and k in times]
+def problems(
+    keys: Sequence[str], kernels: dict[str, list[Kernel]], times: dict[str, float], fused: bool = False
+) -> list[Problem]:
+    return [
+        Problem(k, fused_of(kernels[k]) if fused else tuple(kernels[k]), times[k])
+        for k in keys
+        if k in kernels and k in times
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--snapshot", default=os.environ.get("WARPFORGE_KERNELBENCH_GIT"),
-                    help="a git directory of ScalingIntelligence/KernelBench (default $WARPFORGE_KERNELBENCH_GIT)")
+    ap.add_argument(
+        "--snapshot",
+        default=os.environ.get("WARPFORGE_KERNELBENCH_GIT"),
+        help="a git directory of ScalingIntelligence/KernelBench (default $WARPFORGE_KERNELBENCH_GIT)",
+    )
     ap.add_argument("--write", action="store_true", help="store the fit and its held-out errors in the package")
     args = ap.parse_args(argv)
     if not args.snapshot or not Path(args.snapshot).is_dir():
-        print("no KernelBench snapshot: pass --snapshot (a git directory of ScalingIntelligence/KernelBench) "
-              "or set WARPFORGE_KERNELBENCH_GIT. Nothing was validated.")
+        print(
+            "no KernelBench snapshot: pass --snapshot (a git directory of ScalingIntelligence/KernelBench) "
+            "or set WARPFORGE_KERNELBENCH_GIT. Nothing was validated."
+        )
         return 0
     if not PROBLEMS.is_dir():
         print(f"{PROBLEMS} is absent: no problems to walk. Nothing was validated.")
@@ -205,9 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     held = [t for t in (load_timings(snapshot, g, f) for g, f in HELD_GPUS) if t is not None]
     for t in (fit_t, *held):
-        print(f"{t.gpu}: results/timing/{t.folder} recorded at {t.commit[:10]}: {len(t.eager)} problems "
-              f"(levels 1-2), {len(t.compiled)} with torch.compile; dropped (problem file changed since): "
-              f"{', '.join(t.dropped) or 'none'}")
+        print(
+            f"{t.gpu}: results/timing/{t.folder} recorded at {t.commit[:10]}: {len(t.eager)} problems "
+            f"(levels 1-2), {len(t.compiled)} with torch.compile; dropped (problem file changed since): "
+            f"{', '.join(t.dropped) or 'none'}"
+        )
     names = sorted(set(fit_t.eager).union(*(t.eager for t in held)))
     kernels, slowest = walk_all(names)
     print(f"walked {len(kernels)} problems on meta tensors; slowest walk {slowest:.1f} s")
@@ -226,38 +237,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         test = keys[fold::FOLDS]
         train = [k for k in keys if k not in test]
         p = fit_params(problems(train, kernels, fit_t.eager), sxm, EAGER_KEYS)
-        p = fit_params(problems([k for k in train if k.startswith("level2")], kernels, fit_t.compiled, True),
-                       sxm, FUSED_KEYS, start=p)
+        p = fit_params(
+            problems([k for k in train if k.startswith("level2")], kernels, fit_t.compiled, True),
+            sxm,
+            FUSED_KEYS,
+            start=p,
+        )
         m = CostModel(p)
         for k in test:
             cv.append(Row(k, dominant(m, kernels[k], sxm), predict(m, kernels[k], sxm), fit_t.eager[k]))
             if k.startswith("level2") and k in fit_t.compiled:
                 ratio = predict(m, kernels[k], sxm) / predict(m, fused_of(kernels[k]), sxm)
                 cv_ratio.append(Row(k, dominant(m, kernels[k], sxm), ratio, fit_t.eager[k] / fit_t.compiled[k]))
-    results = {"h100-sxm, held out by problem (5-fold)": table(
-        f"eager forward, {sxm.name}, held out by problem ({FOLDS}-fold)", cv)}
+    results = {
+        "h100-sxm, held out by problem (5-fold)": table(
+            f"eager forward, {sxm.name}, held out by problem ({FOLDS}-fold)", cv
+        )
+    }
     table(f"level 2 eager/fused ratio vs measured eager/torch.compile, {sxm.name}, held out by problem", cv_ratio)
 
     verdict = 0
     for t in held:
         gpu = gpu_preset(t.gpu)
-        rows = [Row(k, dominant(model, kernels[k], gpu), predict(model, kernels[k], gpu), s)
-                for k, s in sorted(t.eager.items()) if k in kernels]
+        rows = [
+            Row(k, dominant(model, kernels[k], gpu), predict(model, kernels[k], gpu), s)
+            for k, s in sorted(t.eager.items())
+            if k in kernels
+        ]
         res = table(f"eager forward, {gpu.name}, held out by GPU (fitted on {sxm.name} only)", rows)
         results[f"{gpu.name}, held out by GPU"] = res
-        ratio_rows = [Row(k, dominant(model, kernels[k], gpu),
-                          predict(model, kernels[k], gpu) / predict(model, fused_of(kernels[k]), gpu),
-                          t.eager[k] / t.compiled[k]) for k in sorted(t.compiled) if k.startswith("level2")
-                      and k in kernels and k in t.eager]
-        ratio = table(f"level 2 eager/fused ratio vs measured eager/torch.compile, {gpu.name}, held out by GPU",
-                      ratio_rows) if ratio_rows else {}
+        ratio_rows = [
+            Row(
+                k,
+                dominant(model, kernels[k], gpu),
+                predict(model, kernels[k], gpu) / predict(model, fused_of(kernels[k]), gpu),
+                t.eager[k] / t.compiled[k],
+            )
+            for k in sorted(t.compiled)
+            if k.startswith("level2") and k in kernels and k in t.eager
+        ]
+        ratio = (
+            table(f"level 2 eager/fused ratio vs measured eager/torch.compile, {gpu.name}, held out by GPU", ratio_rows)
+            if ratio_rows
+            else {}
+        )
         both = res["levels 1+2"]
         ok = both["mape"] <= TARGET_MAPE and both["spearman"] >= TARGET_RHO
         ratio_ok = bool(ratio) and ratio["levels 1+2"]["mape"] <= TARGET_RATIO
-        print(f"  targets on {gpu.name}: eager MAPE {both['mape']:.1%} (<= 25%), Spearman "
-              f"{both['spearman']:.3f} (>= 0.9): {'met' if ok else 'MISSED'}; level-2 ratio: "
-              + (f"MAPE {ratio['levels 1+2']['mape']:.1%} (<= 25%): {'met' if ratio_ok else 'MISSED'}"
-                 if ratio else "no torch.compile timings"))
+        print(
+            f"  targets on {gpu.name}: eager MAPE {both['mape']:.1%} (<= 25%), Spearman "
+            f"{both['spearman']:.3f} (>= 0.9): {'met' if ok else 'MISSED'}; level-2 ratio: "
+            + (
+                f"MAPE {ratio['levels 1+2']['mape']:.1%} (<= 25%): {'met' if ratio_ok else 'MISSED'}"
+                if ratio
+                else "no torch.compile timings"
+            )
+        )
         if t.gpu == "h100-pcie" and not (ok and ratio_ok):
             verdict = 1
     print(f"\nslowest walk {slowest:.1f} s per problem (target: an estimate under 2 minutes)")
@@ -270,18 +305,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     c = name.removeprefix("class ")
                     if v["mape"] >= classes.get(c, {}).get("mape", -1.0):
                         classes[c] = {"mape": v["mape"], "n": v["n"]}
-        summary = "; ".join(f"{where}: MAPE {res['levels 1+2']['mape']:.1%}, Spearman "
-                            f"{res['levels 1+2']['spearman']:.3f}" for where, res in results.items())
+        summary = "; ".join(
+            f"{where}: MAPE {res['levels 1+2']['mape']:.1%}, Spearman {res['levels 1+2']['spearman']:.3f}"
+            for where, res in results.items()
+        )
         model.provenance = {
-            "fitted": True, "gpu": sxm.name, "problems": len(keys),
+            "fitted": True,
+            "gpu": sxm.name,
+            "problems": len(keys),
             "file": f"ScalingIntelligence/KernelBench@{fit_t.commit[:10]} results/timing/{fit_t.folder}/"
-                    "baseline_time_torch.json (eager) and baseline_time_torch_compile_inductor_default.json "
-                    "(fused regions), levels 1-2",
-            "dropped": fit_t.dropped}
-        model.validation = {"summary": summary, "classes": classes, "gpus": [sxm.name, *(t.gpu for t in held)],
-                            "note": "each class's band: its worst held-out MAPE (by problem on h100-sxm, by GPU "
-                                    f"on the others) over sets with at least {MIN_VALIDATED} of its problems; "
-                                    "classes and precisions absent here were never validated"}
+            "baseline_time_torch.json (eager) and baseline_time_torch_compile_inductor_default.json "
+            "(fused regions), levels 1-2",
+            "dropped": fit_t.dropped,
+        }
+        model.validation = {
+            "summary": summary,
+            "classes": classes,
+            "gpus": [sxm.name, *(t.gpu for t in held)],
+            "note": "each class's band: its worst held-out MAPE (by problem on h100-sxm, by GPU "
+            f"on the others) over sets with at least {MIN_VALIDATED} of its problems; "
+            "classes and precisions absent here were never validated",
+        }
         model.save()
         print(f"wrote {FITTED.relative_to(REPO)}")
     return verdict

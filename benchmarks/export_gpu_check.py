@@ -25,9 +25,11 @@ from warpforge.export.plan import GpuTable, OpPlan, TunedEntry
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants
 
-CHOICE = {"rmsnorm": ("single_pass", {"ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 2}),
-          "swiglu": ("flat", {"BLOCK": 4096, "num_warps": 8, "num_stages": 1}),
-          "cross_entropy": ("online", {"BLOCK_V": 4096, "num_warps": 8, "num_stages": 2})}
+CHOICE = {
+    "rmsnorm": ("single_pass", {"ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 2}),
+    "swiglu": ("flat", {"BLOCK": 4096, "num_warps": 8, "num_stages": 1}),
+    "cross_entropy": ("online", {"BLOCK_V": 4096, "num_warps": 8, "num_stages": 2}),
+}
 
 
 def build(out: Path, gpu: str) -> None:
@@ -36,12 +38,26 @@ def build(out: Path, gpu: str) -> None:
         task = get_task(name)
         v = next(x for x in builtin_variants(name) if x.name == vname)
         table = GpuTable(gpu, "recorded", params, tuple(TunedEntry(s, "float16", params, None, 0) for s in task.shapes))
-        info = {"op": name, "task": name, "gpu": gpu, "gpus": [gpu], "timing_source": "recorded", "backend": "hand",
-                "campaign": "export_gpu_check (hand-picked configurations, not a campaign)", "variant": v.name,
-                "variant_hash": v.source_hash, "params": params, "objective_ms": None, "speedup_vs_eager": None,
-                "speedup_vs_eager_interval": [None, None], "speedup_vs_torch_compile": None,
-                "speedup_note": "hand-picked configuration, never tuned", "untimed": False, "date": None,
-                "versions": {"torch": torch.__version__, "triton": triton.__version__}}
+        info = {
+            "op": name,
+            "task": name,
+            "gpu": gpu,
+            "gpus": [gpu],
+            "timing_source": "recorded",
+            "backend": "hand",
+            "campaign": "export_gpu_check (hand-picked configurations, not a campaign)",
+            "variant": v.name,
+            "variant_hash": v.source_hash,
+            "params": params,
+            "objective_ms": None,
+            "speedup_vs_eager": None,
+            "speedup_vs_eager_interval": [None, None],
+            "speedup_vs_torch_compile": None,
+            "speedup_note": "hand-picked configuration, never tuned",
+            "untimed": False,
+            "date": None,
+            "versions": {"torch": torch.__version__, "triton": triton.__version__},
+        }
         plans.append(OpPlan(task, v.name, v.source_hash, v.source, (table,), info, False, ("float16",)))
     write_tree(out, render_package(plans, "wfk_gpu", patch=True))
 

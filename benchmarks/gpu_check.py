@@ -68,16 +68,20 @@ def _ceiling_ms() -> tuple[float, float]:
     dst = torch.empty_like(src)
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)  # random data: zeros run faster
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    return (float(do_bench(lambda: dst.copy_(src), warmup=10, rep=100)),
-            float(do_bench(lambda: a @ b, warmup=10, rep=200)))
+    return (
+        float(do_bench(lambda: dst.copy_(src), warmup=10, rep=100)),
+        float(do_bench(lambda: a @ b, warmup=10, rep=200)),
+    )
 
 
 def ceilings() -> list[str]:
     """Copy bandwidth and bf16 matrix rate, measured here (METHOD.md: measure the ceilings, don't quote them)."""
     copy_ms, mm_ms = _ceiling_ms()
     torch.cuda.empty_cache()
-    return [f"- copy: {2 * COPY_BYTES / copy_ms / 1e6:.0f} GB/s (bytes read + written, 1 GiB device to device)",
-            f"- bf16 matrix product 8192^3 on random data: {2 * 8192**3 / mm_ms / 1e9:.0f} TFLOP/s"]
+    return [
+        f"- copy: {2 * COPY_BYTES / copy_ms / 1e6:.0f} GB/s (bytes read + written, 1 GiB device to device)",
+        f"- bf16 matrix product 8192^3 on random data: {2 * 8192**3 / mm_ms / 1e9:.0f} TFLOP/s",
+    ]
 
 
 def _compile_ms(task, shape, dtype, mode: str) -> float | None:  # type: ignore[no-untyped-def]
@@ -99,14 +103,27 @@ def adversarial(report: Report, backend: str = "cuda", names: list[str] | None =
     from warpforge.evaluator.sandbox.isolation import probe
 
     report.add("", f"## Adversarial fixtures on the {backend} backend", "", f"isolation: {probe().summary()}", "")
-    outcomes = run_manifest(backend, names=names, on_outcome=lambda o: report.add(
-        f"- {'ok  ' if o.passed else 'MISS'} {o}" + (f" -- {o.message[:300]}" if not o.passed else "")
-        + (f" [{'; '.join(o.notes)}]" if o.notes else "")))
+    outcomes = run_manifest(
+        backend,
+        names=names,
+        on_outcome=lambda o: report.add(
+            f"- {'ok  ' if o.passed else 'MISS'} {o}"
+            + (f" -- {o.message[:300]}" if not o.passed else "")
+            + (f" [{'; '.join(o.notes)}]" if o.notes else "")
+        ),
+    )
     report.add("", f"{sum(o.passed for o in outcomes)}/{len(outcomes)} fixtures ended as expected")
 
 
-def campaigns(report: Report, tasks: list[str], budget_s: float, trials: int, db_url: str, backend: str = "cuda",
-              compile_mode: str = "max-autotune") -> None:
+def campaigns(
+    report: Report,
+    tasks: list[str],
+    budget_s: float,
+    trials: int,
+    db_url: str,
+    backend: str = "cuda",
+    compile_mode: str = "max-autotune",
+) -> None:
     from warpforge.db import store
     from warpforge.db.session import Database
     from warpforge.kernels.task import get_task
@@ -114,9 +131,16 @@ def campaigns(report: Report, tasks: list[str], budget_s: float, trials: int, db
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
     from warpforge.search.engine.summary import Event
 
-    header = ["task", "best variant and params", "shape", "time ms (p50)", "vs eager",
-              f"vs torch.compile ({compile_mode})",
-              "roofline", "campaign"]
+    header = [
+        "task",
+        "best variant and params",
+        "shape",
+        "time ms (p50)",
+        "vs eager",
+        f"vs torch.compile ({compile_mode})",
+        "roofline",
+        "campaign",
+    ]
     table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     vs_compile: list[float] = []  # candidate speedup over torch.compile, per task and shape
     share = budget_s / max(len(tasks), 1)
@@ -124,23 +148,33 @@ def campaigns(report: Report, tasks: list[str], budget_s: float, trials: int, db
 
     def on_event(e: Event) -> None:
         now = time.monotonic()
-        report.add(f"- {e.task} {e.variant} {e.done}/{e.total}: {e.result.summary()} "
-                   f"[{e.result.params}] ({now - last[0]:.1f} s)")
+        report.add(
+            f"- {e.task} {e.variant} {e.done}/{e.total}: {e.result.summary()} "
+            f"[{e.result.params}] ({now - last[0]:.1f} s)"
+        )
         last[0] = now
 
     for name in tasks:
         task = get_task(name)
         report.add("", f"## Campaign: {name} ({share:.0f} s share, search 70% of it)", "")
         # The search stops at its deadline; the final re-benchmark of the best comes after it.
-        spec = CampaignSpec(name=f"gpucheck-{name}-{int(time.time())}", tasks=[name], trials=trials,
-                            time_budget_s=0.7 * share, backend=backend, db_url=db_url, top_k=1)
+        spec = CampaignSpec(
+            name=f"gpucheck-{name}-{int(time.time())}",
+            tasks=[name],
+            trials=trials,
+            time_budget_s=0.7 * share,
+            backend=backend,
+            db_url=db_url,
+            top_k=1,
+        )
         start = last[0] = time.monotonic()
         summary = run_campaign(spec, on_event=on_event).tasks[0]
         wall = time.monotonic() - start
         report.add(f"campaign done: {summary.evaluations} evaluations in {wall:.0f} s; {summary.acceptance}")
         if backend != "cuda":  # the dry run: the interpreter checks correctness, it never times
-            table.append(f"| {name} | - | - | no time ({backend}) | - | - | - | {summary.evaluations} evals "
-                         f"({wall:.0f}s) |")
+            table.append(
+                f"| {name} | - | - | no time ({backend}) | - | - | - | {summary.evaluations} evals ({wall:.0f}s) |"
+            )
             continue
         if summary.best_params is None:
             table.append(f"| {name} | - | - | - | - | - | - | {summary.evaluations} evals, none ok ({wall:.0f}s) |")
@@ -153,18 +187,31 @@ def campaigns(report: Report, tasks: list[str], budget_s: float, trials: int, db
             compiled = _compile_ms(task, sr.shape, parse_dtype(sr.dtype), compile_mode)
             if compiled and sr.p50_ms:
                 vs_compile.append(compiled / sr.p50_ms)
-            table.append("| " + " | ".join([
-                name, f"{summary.best_variant} {best.params}", shape_key(sr.shape), f"{sr.p50_ms:.4g}",
-                f"{sr.speedup:.2f}x" if sr.speedup else "-",
-                f"{compiled / sr.p50_ms:.2f}x" if compiled and sr.p50_ms else "-",
-                f"{sr.roofline_pct:.0f}%" if sr.roofline_pct is not None else "-",
-                f"{summary.evaluations} evals ({wall:.0f}s)"]) + " |")
+            table.append(
+                "| "
+                + " | ".join(
+                    [
+                        name,
+                        f"{summary.best_variant} {best.params}",
+                        shape_key(sr.shape),
+                        f"{sr.p50_ms:.4g}",
+                        f"{sr.speedup:.2f}x" if sr.speedup else "-",
+                        f"{compiled / sr.p50_ms:.2f}x" if compiled and sr.p50_ms else "-",
+                        f"{sr.roofline_pct:.0f}%" if sr.roofline_pct is not None else "-",
+                        f"{summary.evaluations} evals ({wall:.0f}s)",
+                    ]
+                )
+                + " |"
+            )
         report.add("", "## Best per task so far", "", *table)
     report.add("", "## Best per task", "", *table)
     if vs_compile:
         geo = math.exp(sum(math.log(r) for r in vs_compile) / len(vs_compile))
-        report.add("", f"geomean speedup vs torch.compile({compile_mode}): {geo:.2f}x over {len(vs_compile)} "
-                   "shapes (target >= 1.1x)")
+        report.add(
+            "",
+            f"geomean speedup vs torch.compile({compile_mode}): {geo:.2f}x over {len(vs_compile)} "
+            "shapes (target >= 1.1x)",
+        )
 
 
 def main() -> int:
@@ -195,18 +242,29 @@ def main() -> int:
     suffix = "" if stages == ["ceilings", "manifest", "campaigns"] else "_" + "-".join(stages)
     report = Report([f / f"gpu_check_{slug}_{date}{suffix}.md" for f in folders])
     start = time.monotonic()
-    report.add(f"# gpu_check on {gpu}, {date} (torch {torch.__version__}, Triton {triton.__version__}, "
-               f"backend {backend})", "")
+    report.add(
+        f"# gpu_check on {gpu}, {date} (torch {torch.__version__}, Triton {triton.__version__}, backend {backend})", ""
+    )
     if "ceilings" in stages:
-        report.add("## Ceilings measured here", "",
-                   *(ceilings() if backend == "cuda" else ["- skipped: no GPU (dry run); measured first on a GPU"]))
+        report.add(
+            "## Ceilings measured here",
+            "",
+            *(ceilings() if backend == "cuda" else ["- skipped: no GPU (dry run); measured first on a GPU"]),
+        )
     if "manifest" in stages:
         adversarial(report, backend, args.fixtures.split(",") if args.fixtures else None)
     if "campaigns" in stages:
         if backend != "cuda":
             report.add("", f"torch.compile(mode={args.compile_mode!r}) comparison: skipped (no GPU, dry run)")
-        campaigns(report, args.tasks.split(","), args.budget_s, args.trials,
-                  f"sqlite:///{tempfile.mkdtemp()}/gpu_check.db", backend, args.compile_mode)
+        campaigns(
+            report,
+            args.tasks.split(","),
+            args.budget_s,
+            args.trials,
+            f"sqlite:///{tempfile.mkdtemp()}/gpu_check.db",
+            backend,
+            args.compile_mode,
+        )
     report.add("", f"total wall time {time.monotonic() - start:.0f} s")
     return 0
 

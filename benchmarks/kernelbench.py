@@ -67,9 +67,13 @@ class Row:
 def _pick(level_dir: Path, wanted: str | None) -> list[Path]:
     """The problems of one level's folder, or of every ``level*`` folder under a benchmark root, in order."""
     levels = sorted((d for d in level_dir.glob("level*") if d.is_dir()), key=lambda d: (len(d.name), d.name))
-    files = [p for folder in (levels or [level_dir])
-             for p in sorted(folder.glob("*.py"), key=lambda p: (int(p.stem.split("_")[0]) if p.stem[0].isdigit()
-                                                                  else 0, p.stem))]
+    files = [
+        p
+        for folder in (levels or [level_dir])
+        for p in sorted(
+            folder.glob("*.py"), key=lambda p: (int(p.stem.split("_")[0]) if p.stem[0].isdigit() else 0, p.stem)
+        )
+    ]
     if not wanted:
         return files
     out = []
@@ -107,8 +111,10 @@ def _tolerances(task: Any, variant_path: Path, params: dict[str, Any]) -> tuple[
     ref64, ref = references(task.reference, [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs], "cpu")
     v = tolerance_verdicts(out.cpu(), ref64[0], ref[0], task)
     word = {True: "pass", False: "fail"}
-    return (f"{word[v.warpforge]} ({v.warpforge_rule})",
-            f"{word[v.kernelbench]} at 1e-4, {word[v.kernelbench_v0]} at 1e-2 (max err {v.max_abs_err:.2g})")
+    return (
+        f"{word[v.warpforge]} ({v.warpforge_rule})",
+        f"{word[v.kernelbench]} at 1e-4, {word[v.kernelbench_v0]} at 1e-2 (max err {v.max_abs_err:.2g})",
+    )
 
 
 def _compile_speedup(task: Any, best_ms: float | None) -> float | str | None:
@@ -160,10 +166,17 @@ def summaries(rows: list[Row]) -> list[dict[str, Any]]:
     for level in sorted({r.level for r in rows}, key=lambda name: (len(name), name)):
         mine = [r for r in rows if r.level == level]
         families = Counter(r.matched.split(" ")[0].split("[")[0] for r in mine if r.matched != "-")
-        out.append({"level": level, "problems": len(mine), "loads": sum(r.loaded for r in mine),
-                    "reference_runs": sum(r.reference_runs for r in mine),
-                    "matched": sum(r.matched != "-" for r in mine), "ok": sum(r.correct for r in mine),
-                    "families": dict(families.most_common())})
+        out.append(
+            {
+                "level": level,
+                "problems": len(mine),
+                "loads": sum(r.loaded for r in mine),
+                "reference_runs": sum(r.reference_runs for r in mine),
+                "matched": sum(r.matched != "-" for r in mine),
+                "ok": sum(r.correct for r in mine),
+                "families": dict(families.most_common()),
+            }
+        )
     return out
 
 
@@ -178,9 +191,17 @@ def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
     started = time.monotonic()
     _load_and_run_reference(path, row)
     proposer = "template" if args.proposer == "templates" else "llm"
-    spec = CampaignSpec(name=f"kb-{path.stem}-{int(time.time() * 1000)}", tasks=[str(path)], trials=args.trials,
-                        proposer=proposer, backend=args.backend, db_url=db_url, top_k=0, seed=0,
-                        proposer_config={"max_calls": args.max_calls, "seed": 0} if proposer == "llm" else {})
+    spec = CampaignSpec(
+        name=f"kb-{path.stem}-{int(time.time() * 1000)}",
+        tasks=[str(path)],
+        trials=args.trials,
+        proposer=proposer,
+        backend=args.backend,
+        db_url=db_url,
+        top_k=0,
+        seed=0,
+        proposer_config={"max_calls": args.max_calls, "seed": 0} if proposer == "llm" else {},
+    )
     try:
         spec = check_run(spec)
     except UsageError as exc:
@@ -225,9 +246,13 @@ def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
         engine = create_engine(db_url)
         with engine.connect() as conn:
             cid = conn.execute(text("select id from wf_campaigns where name = :n"), {"n": spec.name}).scalar()
-            usage = conn.execute(text("select coalesce(sum(prompt_tokens + completion_tokens), 0), "
-                                      "coalesce(sum(cost_usd), 0) from wf_agent_calls where campaign_id = :c"),
-                                 {"c": cid}).one()
+            usage = conn.execute(
+                text(
+                    "select coalesce(sum(prompt_tokens + completion_tokens), 0), "
+                    "coalesce(sum(cost_usd), 0) from wf_agent_calls where campaign_id = :c"
+                ),
+                {"c": cid},
+            ).one()
         engine.dispose()
         n_ok = len({e.result.variant_hash for e in oks})
         row.tokens_per_correct = usage[0] / n_ok if n_ok else f"{usage[0]} (none correct)"
@@ -238,8 +263,9 @@ def run_problem(path: Path, args: argparse.Namespace, db_url: str) -> Row:
         paths = {Path(f).stem: Path(f) for f in spec.variant_files}
         if best.variant in paths:
             try:
-                row.warpforge_tolerance, row.kernelbench_tolerance = _tolerances(task, paths[best.variant],
-                                                                                 best.result.params)
+                row.warpforge_tolerance, row.kernelbench_tolerance = _tolerances(
+                    task, paths[best.variant], best.result.params
+                )
             except Exception as exc:  # noqa: BLE001 - reported, the row stays
                 row.warpforge_tolerance = f"could not run here: {type(exc).__name__}"
     row.wall_s = time.monotonic() - started
@@ -279,8 +305,21 @@ def _scripted_llm(folder: str | None) -> Iterator[_Answers | None]:
         raise SystemExit(f"error: --scripted {folder}: no answer files (<problem>.py) there")
     server = ScriptedServer(answers).start()
     config = Path(tempfile.mkdtemp(prefix="wf-scripted-")) / "models.yaml"
-    config.write_text(yaml.safe_dump({"models": [{"name": "scripted", "model": "scripted", "base_url": server.url,
-                                                  "api_key_env": "WF_SCRIPTED_KEY", "max_retries": 0}]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "models": [
+                    {
+                        "name": "scripted",
+                        "model": "scripted",
+                        "base_url": server.url,
+                        "api_key_env": "WF_SCRIPTED_KEY",
+                        "max_retries": 0,
+                    }
+                ]
+            }
+        )
+    )
     saved = {k: os.environ.get(k) for k in ("WARPFORGE_LLM_CONFIG", "WF_SCRIPTED_KEY")}
     os.environ.update({"WARPFORGE_LLM_CONFIG": str(config), "WF_SCRIPTED_KEY": "sk-scripted"})
     try:
@@ -347,8 +386,9 @@ def _short(why: str) -> str:
     if not why.startswith("not searched: "):
         return why
     compared = [t.split(":")[0] for t in why.removeprefix("not searched: ").split("; ") if "outputs differ" in t]
-    return "no built-in task computes it" + (f" (outputs differ: {', '.join(compared)})" if compared else
-                                             " (none takes its arguments)")
+    return "no built-in task computes it" + (
+        f" (outputs differ: {', '.join(compared)})" if compared else " (none takes its arguments)"
+    )
 
 
 def print_table(rows: list[Row], args: argparse.Namespace) -> None:
@@ -356,25 +396,38 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     from rich.table import Table
 
     console = Console(width=80)
-    table = Table(title=f"KernelBench {Path(args.level_dir).name} ({args.proposer}, {args.backend})",
-                  show_lines=True, caption="details, every shape and the reasons: --json")
+    table = Table(
+        title=f"KernelBench {Path(args.level_dir).name} ({args.proposer}, {args.backend})",
+        show_lines=True,
+        caption="details, every shape and the reasons: --json",
+    )
     table.add_column("problem", overflow="fold", max_width=16)
     table.add_column("correct: why", overflow="fold", max_width=18)
     table.add_column("checked", overflow="fold", max_width=10)
-    table.add_column("vs eager / compile" + (" / tok, $ per ok" if args.proposer == "llm" else ""),
-                     overflow="fold", max_width=13)
+    table.add_column(
+        "vs eager / compile" + (" / tok, $ per ok" if args.proposer == "llm" else ""), overflow="fold", max_width=13
+    )
     table.add_column("tolerance: warpforge / KB 1e-4 / KB 1e-2", overflow="fold", max_width=13)
     word = {"pass": "pass", "fail": "FAIL"}
     for r in rows:
         why = f"{'yes' if r.correct else 'no'}: {_short(r.why)}" + (
-            f"; as {r.matched.split(' ')[0]}" if r.matched != "-" else "")
+            f"; as {r.matched.split(' ')[0]}" if r.matched != "-" else ""
+        )
         checked = f"{len(r.checked)} shapes, {len(r.input_kinds)} input kinds" if r.checked else "-"
-        speed = (NEEDS_GPU if r.speedup_eager == r.speedup_compile == NEEDS_GPU
-                 else f"{_fmt(r.speedup_eager)} / {_fmt(r.speedup_compile)}")
+        speed = (
+            NEEDS_GPU
+            if r.speedup_eager == r.speedup_compile == NEEDS_GPU
+            else f"{_fmt(r.speedup_eager)} / {_fmt(r.speedup_compile)}"
+        )
         if args.proposer == "llm":  # tokens and dollars per correct kernel, not speedups
             tok, usd = r.tokens_per_correct, r.cost_per_correct
-            speed += (f" / {tok:.0f} tok, ${usd:.4f}" if isinstance(tok, float) and isinstance(usd, float)
-                      else f" / {tok} tok, ${usd}" if tok is not None else " / -")
+            speed += (
+                f" / {tok:.0f} tok, ${usd:.4f}"
+                if isinstance(tok, float) and isinstance(usd, float)
+                else f" / {tok} tok, ${usd}"
+                if tok is not None
+                else " / -"
+            )
         if r.kernelbench_tolerance.startswith(("pass", "fail")):
             kb = r.kernelbench_tolerance.split(" ")
             tol = f"{word[r.warpforge_tolerance.split(' ')[0]]} / {word[kb[0]]} / {word[kb[3]]}"
@@ -382,45 +435,63 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
             tol = r.warpforge_tolerance
         table.add_row(r.problem, why, checked, speed, tol)
     console.print(table)
-    console.print(f"correct {sum(r.correct for r in rows)}/{len(rows)}; fast_1.0 {_fmt(fast_p(rows, 1.0))}, "
-                  f"fast_1.2 {_fmt(fast_p(rows, 1.2))}; {sum(r.wall_s for r in rows):.0f} s", highlight=False)
+    console.print(
+        f"correct {sum(r.correct for r in rows)}/{len(rows)}; fast_1.0 {_fmt(fast_p(rows, 1.0))}, "
+        f"fast_1.2 {_fmt(fast_p(rows, 1.2))}; {sum(r.wall_s for r in rows):.0f} s",
+        highlight=False,
+    )
     summary = Table(title=f"per level ({args.proposer})", caption="ok: a searched configuration verified ok")
     for col in ("level", "problems", "load", "ref runs", "matched", "ok"):
         summary.add_column(col, justify="left" if col == "level" else "right", no_wrap=True)
     summary.add_column("families matched", overflow="fold")
     for level in summaries(rows):
-        summary.add_row(level["level"], *(str(level[k]) for k in ("problems", "loads", "reference_runs", "matched",
-                                                                    "ok")),
-                        ", ".join(f"{name} {n}" for name, n in level["families"].items()) or "-")
+        summary.add_row(
+            level["level"],
+            *(str(level[k]) for k in ("problems", "loads", "reference_runs", "matched", "ok")),
+            ", ".join(f"{name} {n}" for name, n in level["families"].items()) or "-",
+        )
     console.print(summary)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("level_dir", help="a folder of KernelBench problems or of level folders, e.g. "
-                        "src/warpforge/data/problems (shipped) or the full set (`warpforge problems` says where)")
+    parser.add_argument(
+        "level_dir",
+        help="a folder of KernelBench problems or of level folders, e.g. "
+        "src/warpforge/data/problems (shipped) or the full set (`warpforge problems` says where)",
+    )
     parser.add_argument("--problems", help="comma-separated problem names or numbers (default: all)")
     parser.add_argument("--proposer", choices=("templates", "llm"), default="templates")
     parser.add_argument("--trials", type=int, default=3, help="evaluations per problem")
     parser.add_argument("--max-calls", type=int, default=4, help="LLM calls per problem (--proposer llm)")
     parser.add_argument("--backend", default="auto", help="auto | cuda | interpret")
     parser.add_argument("--db", help="database URL (default: a fresh SQLite file)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="problems judged at once, each in its own process (CPU only: a GPU times one at a "
-                             "time; the judge scales its time budgets by the measured load)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="problems judged at once, each in its own process (CPU only: a GPU times one at a "
+        "time; the judge scales its time budgets by the measured load)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--save", help="also write the JSON to this file")
-    parser.add_argument("--scripted", metavar="DIR",
-                        help="with --proposer llm: answer from DIR/<problem>.py through the scripted OpenAI-compatible "
-                             "server on 127.0.0.1 (no model, no network; e.g. benchmarks/kernelbench_answers)")
+    parser.add_argument(
+        "--scripted",
+        metavar="DIR",
+        help="with --proposer llm: answer from DIR/<problem>.py through the scripted OpenAI-compatible "
+        "server on 127.0.0.1 (no model, no network; e.g. benchmarks/kernelbench_answers)",
+    )
     args = parser.parse_args(argv)
     if args.scripted and args.proposer != "llm":
         print("error: --scripted answers the LLM proposer: add --proposer llm", file=sys.stderr)
         return 2
     level = Path(args.level_dir)
     if not level.is_dir():
-        print(f"error: {level} is not a folder of KernelBench problems (`warpforge problems` lists the shipped "
-              "ones and says where the full benchmark is)", file=sys.stderr)
+        print(
+            f"error: {level} is not a folder of KernelBench problems (`warpforge problems` lists the shipped "
+            "ones and says where the full benchmark is)",
+            file=sys.stderr,
+        )
         return 2
     import optuna
 
@@ -428,8 +499,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")  # the tolerance columns run a template here
     if args.jobs < 1 or (args.jobs > 1 and torch.cuda.is_available()):
-        print("error: --jobs must be >= 1, and 1 on a GPU machine (two problems timed on one GPU at once would "
-              "time each other)", file=sys.stderr)
+        print(
+            "error: --jobs must be >= 1, and 1 on a GPU machine (two problems timed on one GPU at once would "
+            "time each other)",
+            file=sys.stderr,
+        )
         return 2
     db_url = args.db or f"sqlite:///{Path(tempfile.mkdtemp(prefix='wf-kernelbench-')) / 'wf.db'}"
     problems = _pick(level, args.problems)
@@ -440,9 +514,19 @@ def main(argv: list[str] | None = None) -> int:
     if server is not None:
         for row in rows:  # the server's token counts are characters / 4, not a model's
             row.why += "" if row.problem in server.answered else " (no scripted answer)"
-    payload = json.dumps({"rows": [asdict(r) for r in rows], "levels": summaries(rows), "fast_1.0": fast_p(rows, 1.0),
-                          "fast_1.2": fast_p(rows, 1.2), "db": db_url,
-                          "jobs": args.jobs, "elapsed_s": round(elapsed, 1)}, indent=2, default=str)
+    payload = json.dumps(
+        {
+            "rows": [asdict(r) for r in rows],
+            "levels": summaries(rows),
+            "fast_1.0": fast_p(rows, 1.0),
+            "fast_1.2": fast_p(rows, 1.2),
+            "db": db_url,
+            "jobs": args.jobs,
+            "elapsed_s": round(elapsed, 1),
+        },
+        indent=2,
+        default=str,
+    )
     if args.save:
         Path(args.save).write_text(payload + "\n")
     if args.json:

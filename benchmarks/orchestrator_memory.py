@@ -30,8 +30,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = ROOT / "tests" / "evaluator" / "adversarial"
 # The control first: its peak is the baseline the floods are compared with.
-FIXTURES = ("control_double", "io_stderr_flood", "io_marks_flood", "io_report_flood", "io_stderr_symlink",
-            "io_stderr_fifo")
+FIXTURES = (
+    "control_double",
+    "io_stderr_flood",
+    "io_marks_flood",
+    "io_report_flood",
+    "io_stderr_symlink",
+    "io_stderr_fifo",
+)
 BOUND_MIB = 64
 # Per flooding fixture, the size the issue reported (stderr 3 GiB, marks 2 GiB); the report as large as the marks.
 ISSUE_MIB = {"io_stderr_flood": 3072, "io_marks_flood": 2048, "io_report_flood": 2048}
@@ -59,8 +65,14 @@ def run_one(name: str, manifest: Path) -> dict[str, object]:
         outcome = run_fixture(backend, fixture, manifest.parent)
     finally:
         backend.close()
-    return {"fixture": name, "verdict": outcome.verdict, "reason": outcome.reason, "message": outcome.message[:300],
-            "wall_s": round(time.monotonic() - start, 1), **peak_kib()}
+    return {
+        "fixture": name,
+        "verdict": outcome.verdict,
+        "reason": outcome.reason,
+        "message": outcome.message[:300],
+        "wall_s": round(time.monotonic() - start, 1),
+        **peak_kib(),
+    }
 
 
 def fixture_copies(mib: dict[str, int], dest: Path) -> Path:
@@ -75,20 +87,27 @@ def fixture_copies(mib: dict[str, int], dest: Path) -> Path:
     return dest / "manifest.json"
 
 
-def measure(names: tuple[str, ...] = FIXTURES, mib: int | None = None,
-            env: dict[str, str] | None = None) -> list[dict[str, object]]:
+def measure(
+    names: tuple[str, ...] = FIXTURES, mib: int | None = None, env: dict[str, str] | None = None
+) -> list[dict[str, object]]:
     """One fresh orchestrator process per fixture; floods of ``mib`` MiB (None: the issue's sizes)."""
     sizes = {n: (mib if mib is not None else ISSUE_MIB[n]) for n in ISSUE_MIB}
     rows = []
     with tempfile.TemporaryDirectory(prefix="wf-orchestrator-memory-") as tmp:
         manifest = fixture_copies(sizes, Path(tmp) / "adversarial")
         for name in names:
-            done = subprocess.run([sys.executable, __file__, "--one", name, "--manifest", str(manifest)],
-                                  capture_output=True, text=True, env=env if env is not None else dict(os.environ))
+            done = subprocess.run(
+                [sys.executable, __file__, "--one", name, "--manifest", str(manifest)],
+                capture_output=True,
+                text=True,
+                env=env if env is not None else dict(os.environ),
+            )
             lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
             if done.returncode != 0 or not lines:
-                raise RuntimeError(f"{name}: the orchestrator failed (exit {done.returncode}): "
-                                   f"{done.stderr.strip().splitlines()[-1:] or ['no output']}")
+                raise RuntimeError(
+                    f"{name}: the orchestrator failed (exit {done.returncode}): "
+                    f"{done.stderr.strip().splitlines()[-1:] or ['no output']}"
+                )
             row = json.loads(lines[-1])
             row["flood_mib"] = sizes.get(name, 0)
             rows.append(row)
@@ -101,8 +120,10 @@ def table(rows: list[dict[str, object]]) -> str:
     for r in rows:
         over = (int(str(r["vmhwm_kib"])) - base) / 1024
         flood = f"{r['flood_mib']} MiB" if r["flood_mib"] else "-"
-        out.append(f"{r['fixture']:<20} {flood:>9} {str(r['verdict']) + ': ' + str(r['reason']):<28} "
-                   f"{int(str(r['vmhwm_kib'])) / 1024:>5.0f} MiB {over:>9.1f} MiB {r['wall_s']:>5}s")
+        out.append(
+            f"{r['fixture']:<20} {flood:>9} {str(r['verdict']) + ': ' + str(r['reason']):<28} "
+            f"{int(str(r['vmhwm_kib'])) / 1024:>5.0f} MiB {over:>9.1f} MiB {r['wall_s']:>5}s"
+        )
     out.append(f"bound: the control's peak + {BOUND_MIB} MiB (sandbox.MAX_REPORT_BYTES = 16 MiB read, parsed once)")
     return "\n".join(out)
 

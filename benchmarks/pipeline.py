@@ -60,8 +60,15 @@ class StandInGpuBackend(Backend):
     can_remeasure = True  # remeasure() below: synthetic interleaved samples
     has_precheck = True  # precheck() below replaces the static check and compile
 
-    def __init__(self, pool: Any = None, eval_s: float = 0.5, compile_s: float = 0.25, remeasure_s: float = 0.0,
-                 die_on: dict[str, Any] | None = None, reference_ms: float = 2.0) -> None:
+    def __init__(
+        self,
+        pool: Any = None,
+        eval_s: float = 0.5,
+        compile_s: float = 0.25,
+        remeasure_s: float = 0.0,
+        die_on: dict[str, Any] | None = None,
+        reference_ms: float = 2.0,
+    ) -> None:
         super().__init__(pool)
         self.eval_s, self.compile_s, self.remeasure_s = eval_s, compile_s, remeasure_s
         self.die_on, self.reference_ms = die_on, reference_ms
@@ -75,10 +82,26 @@ class StandInGpuBackend(Backend):
             os._exit(3)  # a worker that dies: the pool must replace it and retry, then give up
         time.sleep(self.eval_s)
         ms, ref = synthetic_ms(job.params), self.reference_ms
-        shape = ShapeResult(shape=dict(job.shapes[0]), dtype="float32", p20_ms=ms * 0.99, p50_ms=ms, p80_ms=ms * 1.01,
-                            ref_p20_ms=ref * 0.99, ref_p50_ms=ref, ref_p80_ms=ref * 1.01, speedup=ref / ms)
-        return aggregate(job.result(Verdict.OK, shapes=[shape], device="stand-in (no GPU)", fingerprint="standin",
-                                    timing=Timing(source="simulated", gpu="stand-in (no GPU)")))
+        shape = ShapeResult(
+            shape=dict(job.shapes[0]),
+            dtype="float32",
+            p20_ms=ms * 0.99,
+            p50_ms=ms,
+            p80_ms=ms * 1.01,
+            ref_p20_ms=ref * 0.99,
+            ref_p50_ms=ref,
+            ref_p80_ms=ref * 1.01,
+            speedup=ref / ms,
+        )
+        return aggregate(
+            job.result(
+                Verdict.OK,
+                shapes=[shape],
+                device="stand-in (no GPU)",
+                fingerprint="standin",
+                timing=Timing(source="simulated", gpu="stand-in (no GPU)"),
+            )
+        )
 
     def remeasure(self, job_a: Job, job_b: Job) -> tuple[list[float], list[float]]:
         time.sleep(self.remeasure_s)
@@ -112,7 +135,7 @@ def bytes_moved(shape, dtype):
     return 8.0 * shape["N"]
 '''
 
-VARIANT_SOURCE = '''import torch
+VARIANT_SOURCE = """import torch
 import triton
 import triton.language as tl
 
@@ -134,7 +157,7 @@ def launch(x, BLOCK=256, num_warps=4, num_stages=1, UNROLL=1, GROUP=1):
     _double[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, UNROLL=UNROLL, GROUP=GROUP,
                                               num_warps=num_warps, num_stages=num_stages)
     return y
-'''
+"""
 
 
 def write_files(folder: Path) -> tuple[Path, Path]:
@@ -177,12 +200,26 @@ def prefill(url: str, name: str, n: int, seed: int = 0) -> None:
             index.append(i)
         index.reverse()
         tid = base + number
-        trials.append({"trial_id": tid, "number": number, "study_id": study._study_id, "state": "COMPLETE",
-                       "datetime_start": now, "datetime_complete": now})
+        trials.append(
+            {
+                "trial_id": tid,
+                "number": number,
+                "study_id": study._study_id,
+                "state": "COMPLETE",
+                "datetime_start": now,
+                "datetime_complete": now,
+            }
+        )
         config = {k: space[k][i] for k, i in zip(names, index)}
         for k, i in zip(names, index):
-            params.append({"trial_id": tid, "param_name": k, "param_value": float(i),
-                           "distribution_json": distribution_to_json(IntDistribution(0, len(space[k]) - 1))})
+            params.append(
+                {
+                    "trial_id": tid,
+                    "param_name": k,
+                    "param_value": float(i),
+                    "distribution_json": distribution_to_json(IntDistribution(0, len(space[k]) - 1)),
+                }
+            )
         values.append({"trial_id": tid, "objective": 0, "value": synthetic_ms(config), "value_type": "FINITE"})
         attrs.append({"trial_id": tid, "key": CONFIG_ATTR, "value_json": json.dumps(config)})
     with storage.engine.begin() as conn:
@@ -193,13 +230,18 @@ def prefill(url: str, name: str, n: int, seed: int = 0) -> None:
     storage.engine.dispose()
 
 
-VARIANT_SPACE: dict[str, list[int]] = {"BLOCK": [64, 128, 256, 512, 1024, 2048, 4096, 8192],
-                                       "num_warps": [1, 2, 4, 8], "num_stages": [1, 2, 3, 4], "UNROLL": [1, 2, 4, 8],
-                                       "GROUP": list(range(1, 17))}
+VARIANT_SPACE: dict[str, list[int]] = {
+    "BLOCK": [64, 128, 256, 512, 1024, 2048, 4096, 8192],
+    "num_warps": [1, 2, 4, 8],
+    "num_stages": [1, 2, 3, 4],
+    "UNROLL": [1, 2, 4, 8],
+    "GROUP": list(range(1, 17)),
+}
 
 
-def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, folder: Path,
-            stored: int = 0, profile: Any = None) -> dict[str, float]:
+def run_one(
+    workers: int, evaluations: int, eval_s: float, compile_s: float, folder: Path, stored: int = 0, profile: Any = None
+) -> dict[str, float]:
     """One campaign on ``workers`` stand-in GPUs, ``stored`` trials already in its study; the measured row.
 
     ``profile``: a ``cProfile.Profile`` enabled on the orchestrator's thread for the search loop only.
@@ -212,9 +254,17 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
 
     task, variant = write_files(folder)
     db = folder / f"bench-{workers}-{stored}.db"
-    spec = engine.CampaignSpec(name=f"bench-{workers}", tasks=[str(task)], variant_files=[str(variant)],
-                               trials=evaluations, backend=StandInGpuBackend.name, db_url=f"sqlite:///{db}",
-                               seed=0, top_k=0, sampler="random")
+    spec = engine.CampaignSpec(
+        name=f"bench-{workers}",
+        tasks=[str(task)],
+        variant_files=[str(variant)],
+        trials=evaluations,
+        backend=StandInGpuBackend.name,
+        db_url=f"sqlite:///{db}",
+        seed=0,
+        top_k=0,
+        sampler="random",
+    )
     if stored:
         from warpforge.db.session import Database
         from warpforge.kernels.task import get_task
@@ -222,8 +272,13 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
 
         Database(spec.db_url).upgrade()
         prefill(spec.db_url, engine.study_name(spec.name, get_task(str(task)).name, load_variant(variant)), stored)
-    config = PoolConfig(workers=workers, compile_workers=workers, use_ray=True, gpu_resource=RESOURCE,
-                        backend_kwargs={"eval_s": eval_s, "compile_s": compile_s})
+    config = PoolConfig(
+        workers=workers,
+        compile_workers=workers,
+        use_ray=True,
+        gpu_resource=RESOURCE,
+        backend_kwargs={"eval_s": eval_s, "compile_s": compile_s},
+    )
     marks: dict[str, float] = {"waiting": 0.0, "ask": 0.0, "tell": 0.0, "store": 0.0}
     writers: list[Any] = []
     results: list[Any] = []
@@ -264,15 +319,20 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
                 commits.append(time.perf_counter() - t)
             return n
 
-    patches = [(taskrun, "make_pool", timed_pool), (taskrun.Strategy, "ask", timed("ask", taskrun.Strategy.ask)),
-               (taskrun.Strategy, "tell", timed("tell", taskrun.Strategy.tell)),
-               (taskrun.TaskRun, "save", timed("store", taskrun.TaskRun.save)),
-               (taskrun.TaskRun, "commit", timed("store", taskrun.TaskRun.commit)), (taskrun, "StudyWriter", Writer),
-               (taskrun, "ResultWriter", Results)]
+    patches = [
+        (taskrun, "make_pool", timed_pool),
+        (taskrun.Strategy, "ask", timed("ask", taskrun.Strategy.ask)),
+        (taskrun.Strategy, "tell", timed("tell", taskrun.Strategy.tell)),
+        (taskrun.TaskRun, "save", timed("store", taskrun.TaskRun.save)),
+        (taskrun.TaskRun, "commit", timed("store", taskrun.TaskRun.commit)),
+        (taskrun, "StudyWriter", Writer),
+        (taskrun, "ResultWriter", Results),
+    ]
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
     for obj, name, value in patches:
         setattr(obj, name, value)
     try:
+
         def on_start(_task: str, _total: int) -> None:
             marks["start"] = time.perf_counter()
             for k in ("waiting", "ask", "tell", "store"):
@@ -301,15 +361,22 @@ def run_one(workers: int, evaluations: int, eval_s: float, compile_s: float, fol
         told = conn.execute(text("select count(*) from trials where state = 'COMPLETE'")).scalar()
     sql.dispose()
     assert told == n + stored, f"{told} trials COMPLETE in the database, expected {n + stored}"
-    return {"workers": workers, "stored": stored, "evaluations": n, "wall_s": wall,
-            "busy_pct": 100 * busy / (workers * wall), "overhead_ms": 1000 * (wall - marks["waiting"]) / n,
-            "throughput": n / wall, "copy_ms": 1000 * (marks["copy1"] - marks["copy0"]) / n,
-            "cpu_ms": 1000 * (marks["cpu1"] - marks["cpu0"]) / n,
-            "batch": (marks["written1"] - marks["written0"]) / max(marks["flushes1"] - marks["flushes0"], 1),
-            "load": os.getloadavg()[0],
-            "commit_p50": 1000 * statistics.median(commits) if commits else 0.0,
-            "commit_p90": 1000 * statistics.quantiles(commits, n=10)[-1] if len(commits) > 1 else 0.0,
-            **{f"{k}_ms": 1000 * marks[k] / n for k in ("ask", "tell", "store")}}
+    return {
+        "workers": workers,
+        "stored": stored,
+        "evaluations": n,
+        "wall_s": wall,
+        "busy_pct": 100 * busy / (workers * wall),
+        "overhead_ms": 1000 * (wall - marks["waiting"]) / n,
+        "throughput": n / wall,
+        "copy_ms": 1000 * (marks["copy1"] - marks["copy0"]) / n,
+        "cpu_ms": 1000 * (marks["cpu1"] - marks["cpu0"]) / n,
+        "batch": (marks["written1"] - marks["written0"]) / max(marks["flushes1"] - marks["flushes0"], 1),
+        "load": os.getloadavg()[0],
+        "commit_p50": 1000 * statistics.median(commits) if commits else 0.0,
+        "commit_p90": 1000 * statistics.quantiles(commits, n=10)[-1] if len(commits) > 1 else 0.0,
+        **{f"{k}_ms": 1000 * marks[k] / n for k in ("ask", "tell", "store")},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,12 +385,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evals-per-worker", type=int, default=40)
     parser.add_argument("--eval-s", type=float, default=0.5, help="stand-in GPU seconds per evaluation")
     parser.add_argument("--compile-s", type=float, default=0.25, help="stand-in CPU compile seconds per evaluation")
-    parser.add_argument("--stored", default="1000,5000",
-                        help="trials already in the study for the curve (1 worker), comma-separated; '' skips it")
+    parser.add_argument(
+        "--stored",
+        default="1000,5000",
+        help="trials already in the study for the curve (1 worker), comma-separated; '' skips it",
+    )
     parser.add_argument("--out", type=Path, help="also write the table here")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="instead of the table: cProfile the orchestrator's loop at 1 worker, print the top N "
-                             "functions by own time")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of the table: cProfile the orchestrator's loop at 1 worker, print the top N "
+        "functions by own time",
+    )
     args = parser.parse_args(argv)
     import ray
 
@@ -332,8 +407,14 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     top = max(counts)
     t0 = time.perf_counter()
-    ray.init(address="local", num_cpus=2 * top, resources={RESOURCE: top}, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.WARNING)
+    ray.init(
+        address="local",
+        num_cpus=2 * top,
+        resources={RESOURCE: top},
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
     ray_init_s = time.perf_counter() - t0
     rows, stored_rows = [], []
     if args.profile:
@@ -344,8 +425,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="wf-pipeline-") as tmp:
             r = run_one(1, args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp), profile=prof)
         ray.shutdown()
-        print(f"overhead {r['overhead_ms']:.1f} ms/eval, loop CPU {r['cpu_ms']:.1f} ms/eval over {r['evaluations']} "
-              f"evaluations (load {r['load']:.1f}); the loop's functions by own time (poll = waiting on the pool):")
+        print(
+            f"overhead {r['overhead_ms']:.1f} ms/eval, loop CPU {r['cpu_ms']:.1f} ms/eval over {r['evaluations']} "
+            f"evaluations (load {r['load']:.1f}); the loop's functions by own time (poll = waiting on the pool):"
+        )
         stats = pstats.Stats(prof)
         stats.sort_stats("tottime").print_stats(args.profile)
         print("warpforge's own steps by cumulative time (they include the Ray and SQL calls they make):")
@@ -356,15 +439,18 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_one(w, w * args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp) / str(w)))
             print(f"  {w} worker(s) done", file=sys.stderr)
         for n in curve:
-            stored_rows.append(run_one(1, args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp) / f"s{n}",
-                                       stored=n))
+            stored_rows.append(
+                run_one(1, args.evals_per_worker, args.eval_s, args.compile_s, Path(tmp) / f"s{n}", stored=n)
+            )
             print(f"  {n} stored trials done", file=sys.stderr)
     ray.shutdown()
     base = rows[0]["throughput"] / rows[0]["workers"]
-    head = (f"{'workers':>7} {'stored':>6} {'evals':>6} {'wall s':>7} {'GPU busy %':>10} {'overhead ms/eval':>16} "
-            f"{'evals/s':>8} {'scaling eff %':>13} | {'of which: ask':>13} {'tell':>5} {'store':>5} ms/eval "
-            f"| {'copy ms/eval':>12} {'loop CPU ms/eval':>16} {'evals/commit':>12} {'commit p50/p90 ms':>17} "
-            f"{'load':>5}")
+    head = (
+        f"{'workers':>7} {'stored':>6} {'evals':>6} {'wall s':>7} {'GPU busy %':>10} {'overhead ms/eval':>16} "
+        f"{'evals/s':>8} {'scaling eff %':>13} | {'of which: ask':>13} {'tell':>5} {'store':>5} ms/eval "
+        f"| {'copy ms/eval':>12} {'loop CPU ms/eval':>16} {'evals/commit':>12} {'commit p50/p90 ms':>17} "
+        f"{'load':>5}"
+    )
     lines = [
         f"pipeline benchmark (benchmarks/pipeline.py): stand-in GPU {args.eval_s} s/eval, CPU compile "
         f"{args.compile_s} s/eval, {args.evals_per_worker} evaluations per worker, random sampler, SQLite",
@@ -376,11 +462,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
 
     def line(r: dict[str, float], eff: float | None) -> str:
-        return (f"{r['workers']:>7} {r['stored']:>6} {r['evaluations']:>6} {r['wall_s']:>7.1f} {r['busy_pct']:>10.1f} "
-                f"{r['overhead_ms']:>16.1f} {r['throughput']:>8.2f} {'' if eff is None else f'{eff:.1f}':>13} | "
-                f"{r['ask_ms']:>13.1f} {r['tell_ms']:>5.1f} {r['store_ms']:>5.1f}         | {r['copy_ms']:>12.1f} "
-                f"{r['cpu_ms']:>16.1f} {r['batch']:>12.2f} {r['commit_p50']:>8.2f}/{r['commit_p90']:<8.2f} "
-                f"{r['load']:>5.1f}")
+        return (
+            f"{r['workers']:>7} {r['stored']:>6} {r['evaluations']:>6} {r['wall_s']:>7.1f} {r['busy_pct']:>10.1f} "
+            f"{r['overhead_ms']:>16.1f} {r['throughput']:>8.2f} {'' if eff is None else f'{eff:.1f}':>13} | "
+            f"{r['ask_ms']:>13.1f} {r['tell_ms']:>5.1f} {r['store_ms']:>5.1f}         | {r['copy_ms']:>12.1f} "
+            f"{r['cpu_ms']:>16.1f} {r['batch']:>12.2f} {r['commit_p50']:>8.2f}/{r['commit_p90']:<8.2f} "
+            f"{r['load']:>5.1f}"
+        )
 
     effs = []
     for r in rows:

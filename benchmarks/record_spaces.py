@@ -74,11 +74,17 @@ def main() -> int:
                             records.append((params, "CompilationFailedConfig", []))
                         else:
                             records.append((params, "RuntimeFailedConfig", []))
-                    meta = {"shape": shape, "dtype": dtype_name(dtype), "reference_ms": ref_ms,
-                            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                            "variant_hash": variant.source_hash, "torch": torch.__version__}
-                    path = recording_path(args.out, gpu, task.name, variant.name, variant.source_hash,
-                                          dtype_name(dtype), shape)
+                    meta = {
+                        "shape": shape,
+                        "dtype": dtype_name(dtype),
+                        "reference_ms": ref_ms,
+                        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        "variant_hash": variant.source_hash,
+                        "torch": torch.__version__,
+                    }
+                    path = recording_path(
+                        args.out, gpu, task.name, variant.name, variant.source_hash, dtype_name(dtype), shape
+                    )
                     write_cache(path, gpu, f"{task.name}/{variant.name}", meta, variant.space, records)
                     written += 1
                     print(f"wrote {path} ({len(records)} configs, {time.monotonic() - start:.0f} s)", flush=True)

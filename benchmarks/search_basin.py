@@ -64,20 +64,26 @@ def main() -> None:
     tasks = [(args.space, s, args.seed + r, max(budgets)) for s in samplers for r in range(args.repeats)]
     with multiprocessing.get_context("fork").Pool() as pool:
         results = pool.map(trajectory, tasks, chunksize=2)
-    print(f"{args.space}: basin {args.basin} holds {inside.sum()} of {len(space)} configurations "
-          f"({'with' if inside[optimum_row] else 'without'} the optimum); {args.repeats} repeats, "
-          f"seeds {args.seed}-{args.seed + args.repeats - 1}")
-    print(f"{'uniform (exact)':16s} in basin by {'/'.join(map(str, budgets))}: "
-          + " ".join(f"{uniform_share(len(space), int(inside.sum()), b):.2f}" for b in budgets))
+    print(
+        f"{args.space}: basin {args.basin} holds {inside.sum()} of {len(space)} configurations "
+        f"({'with' if inside[optimum_row] else 'without'} the optimum); {args.repeats} repeats, "
+        f"seeds {args.seed}-{args.seed + args.repeats - 1}"
+    )
+    print(
+        f"{'uniform (exact)':16s} in basin by {'/'.join(map(str, budgets))}: "
+        + " ".join(f"{uniform_share(len(space), int(inside.sum()), b):.2f}" for b in budgets)
+    )
     for s in samplers:
         runs = [res for (_, name, _, _), res in zip(tasks, results) if name == s]
         final = np.array([curve[-1] for _, curve in runs])
         first = np.array([next((i + 1 for i, r in enumerate(rows) if inside[r]), math.inf) for rows, _ in runs])
-        print(f"{s:16s} in basin by {'/'.join(map(str, budgets))}: "
-              + " ".join(f"{np.mean(first <= b):.2f}" for b in budgets)
-              + f" | fraction at {budgets[-1]} {final.mean():.3f} ± {final.std(ddof=1) / math.sqrt(len(final)):.3f}"
-              + f" | optimum found {np.mean([optimum_row in rows for rows, _ in runs]):.2f}"
-              + f" | basin evaluations {np.mean([inside[rows].sum() for rows, _ in runs]):.1f}")
+        print(
+            f"{s:16s} in basin by {'/'.join(map(str, budgets))}: "
+            + " ".join(f"{np.mean(first <= b):.2f}" for b in budgets)
+            + f" | fraction at {budgets[-1]} {final.mean():.3f} ± {final.std(ddof=1) / math.sqrt(len(final)):.3f}"
+            + f" | optimum found {np.mean([optimum_row in rows for rows, _ in runs]):.2f}"
+            + f" | basin evaluations {np.mean([inside[rows].sum() for rows, _ in runs]):.1f}"
+        )
 
 
 if __name__ == "__main__":

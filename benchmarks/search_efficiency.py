@@ -22,8 +22,10 @@ from warpforge.search.bench.harness import BenchRecord, bench, render_table
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT.parent / "shared" / "spaces"
 # Kernel Tuner 1.5, best strategy per space (budgets 50/100/200), from the issue.
-KT_BEST = {"convolution_milo/A100": ("genetic algorithm", {50: 0.66, 100: 0.84, 200: 0.97}),
-           "gemm/RTX_3090": ("bayes_opt", {50: 0.84, 100: 0.90, 200: 0.97})}
+KT_BEST = {
+    "convolution_milo/A100": ("genetic algorithm", {50: 0.66, 100: 0.84, 200: 0.97}),
+    "gemm/RTX_3090": ("bayes_opt", {50: 0.84, 100: 0.90, 200: 0.97}),
+}
 
 
 def summarise(records: list[BenchRecord]) -> None:
@@ -42,8 +44,10 @@ def summarise(records: list[BenchRecord]) -> None:
         for r in records:
             if r.space == space and r.budget in ref:
                 verdict = "ahead" if r.mean > ref[r.budget] else "behind"
-                console.print(f"{space} @{r.budget} {r.sampler:12s} {r.mean:.3f} ± {r.stderr:.3f} vs "
-                              f"Kernel Tuner {strategy} {ref[r.budget]:.2f}: {verdict}")
+                console.print(
+                    f"{space} @{r.budget} {r.sampler:12s} {r.mean:.3f} ± {r.stderr:.3f} vs "
+                    f"Kernel Tuner {strategy} {ref[r.budget]:.2f}: {verdict}"
+                )
 
 
 def main() -> None:
@@ -57,8 +61,9 @@ def main() -> None:
         records = [BenchRecord(**r) for r in json.loads(Path(args.src).read_text())]
     else:
         files = sorted(glob.glob(str(SPACES / "*" / "*.json.gz")))
-        records = bench(files, args.samplers.split(","), [int(b) for b in args.budgets.split(",")],
-                        repeats=args.repeats)
+        records = bench(
+            files, args.samplers.split(","), [int(b) for b in args.budgets.split(",")], repeats=args.repeats
+        )
     summarise(records)
 
 

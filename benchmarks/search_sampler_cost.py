@@ -69,15 +69,17 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     steps = max(CHECKPOINTS)
-    print(f"CPU seconds per proposal (ask + tell), mean of proposals n-4..n over {args.repeats} repeats "
-          f"(seeds {args.seed}-{args.seed + args.repeats - 1}); cumulative CPU seconds in brackets")
+    print(
+        f"CPU seconds per proposal (ask + tell), mean of proposals n-4..n over {args.repeats} repeats "
+        f"(seeds {args.seed}-{args.seed + args.repeats - 1}); cumulative CPU seconds in brackets"
+    )
     print("| space | configs | sampler | " + " | ".join(f"at {n}" for n in CHECKPOINTS) + " |")
     print("|---|---|---|" + "---|" * len(CHECKPOINTS))
     for path in files:
         n_configs = len(read_space(path))
         for sampler in args.samplers.split(","):
             runs = np.array([cpu_per_step(path, sampler, args.seed + r, steps) for r in range(args.repeats)])
-            cells = [f"{runs[:, n - 5:n].mean():.3f} s [{runs[:, :n].sum(axis=1).mean():.1f}]" for n in CHECKPOINTS]
+            cells = [f"{runs[:, n - 5 : n].mean():.3f} s [{runs[:, :n].sum(axis=1).mean():.1f}]" for n in CHECKPOINTS]
             name = f"{Path(path).parent.name}/{Path(path).name.removesuffix('.json.gz')}"
             print(f"| {name} | {n_configs} | {sampler} | " + " | ".join(cells) + " |", flush=True)
 

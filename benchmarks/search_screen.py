@@ -36,8 +36,7 @@ def _load(name: str) -> tuple[SearchSpace, np.ndarray]:
     if name not in _LOADED:
         rec = read_space(SPACES / f"{name}.json.gz")
         space = SearchSpace.from_recorded(rec)
-        times = np.array([np.nan if rec.records[c].time_ms is None else rec.records[c].time_ms
-                          for c in space.feasible])
+        times = np.array([np.nan if rec.records[c].time_ms is None else rec.records[c].time_ms for c in space.feasible])
         _LOADED[name] = (space, times)
     return _LOADED[name]
 
@@ -88,8 +87,10 @@ def main() -> None:
         print(f"no recorded spaces at {SPACES}: nothing screened")
         return
     names = [s for s in args.spaces.split(",") if s] or sorted(
-        str(p.relative_to(SPACES))[: -len(".json.gz")] for p in SPACES.glob("*/*.json.gz")
-        if not p.name.endswith("_T4.json.gz"))  # A100_T4 holds the A100 rows again
+        str(p.relative_to(SPACES))[: -len(".json.gz")]
+        for p in SPACES.glob("*/*.json.gz")
+        if not p.name.endswith("_T4.json.gz")
+    )  # A100_T4 holds the A100 rows again
     samplers = args.samplers.split(",")
     budgets = [int(b) for b in args.budgets.split(",")]
     for n in names:
@@ -101,8 +102,10 @@ def main() -> None:
     by_key: dict[tuple[str, str], list[list[float]]] = {}
     for (n, s, _, _), curve in zip(tasks, results):
         by_key.setdefault((n, s), []).append(curve)
-    print(f"{args.repeats} repeats, seeds {args.seed}-{args.seed + args.repeats - 1}, "
-          f"{time.time() - t0:.0f} s; mean ± standard error at budgets {budgets}")
+    print(
+        f"{args.repeats} repeats, seeds {args.seed}-{args.seed + args.repeats - 1}, "
+        f"{time.time() - t0:.0f} s; mean ± standard error at budgets {budgets}"
+    )
     for s in samplers:
         cells, means = [], {b: [] for b in budgets}  # type: ignore[var-annotated]
         for n in names:
@@ -111,8 +114,11 @@ def main() -> None:
             for b in budgets:
                 means[b].append(at[b].mean())
             last = at[budgets[-1]]
-            cells.append(f"{n}: " + "/".join(f"{at[b].mean():.3f}" for b in budgets)
-                         + f"±{last.std(ddof=1) / math.sqrt(len(last)):.3f}")
+            cells.append(
+                f"{n}: "
+                + "/".join(f"{at[b].mean():.3f}" for b in budgets)
+                + f"±{last.std(ddof=1) / math.sqrt(len(last)):.3f}"
+            )
         print(f"{s:14s} mean " + "/".join(f"{np.mean(means[b]):.3f}" for b in budgets) + " | " + "  ".join(cells))
 
 

@@ -44,18 +44,33 @@ def measure(n: int, batch: int | None, folder: Path) -> tuple[float, float]:
         campaign_id = store.create_campaign(s, "bench", {}).id
         variant_id = store.ensure_variant(s, variant).id
     backend = pipeline.StandInGpuBackend(eval_s=0.0, compile_s=0.0)
-    results = [backend._evaluate(Job(task, variant, {"BLOCK": 64, "num_warps": 1, "num_stages": 1, "UNROLL": 1,
-                                                     "GROUP": i})) for i in range(n + 20)]
+    results = [
+        backend._evaluate(Job(task, variant, {"BLOCK": 64, "num_warps": 1, "num_stages": 1, "UNROLL": 1, "GROUP": i}))
+        for i in range(n + 20)
+    ]
     writer = ResultWriter(db, campaign_id)
 
     def one(i: int, result: Any) -> None:
         if batch is None:
             with db.session() as s:
-                store.save_evaluation(s, result, task=task, variant=s.get(VariantRecord, variant_id),
-                                      campaign=s.get(Campaign, campaign_id), study_name="bench", trial_number=i)
+                store.save_evaluation(
+                    s,
+                    result,
+                    task=task,
+                    variant=s.get(VariantRecord, variant_id),
+                    campaign=s.get(Campaign, campaign_id),
+                    study_name="bench",
+                    trial_number=i,
+                )
             return
-        writer.add(result, task=task, variant_id=variant_id, variant_hash=variant.source_hash, study_name="bench",
-                   trial_number=i)
+        writer.add(
+            result,
+            task=task,
+            variant_id=variant_id,
+            variant_hash=variant.source_hash,
+            study_name="bench",
+            trial_number=i,
+        )
         if writer.pending >= batch:
             writer.flush()
 
@@ -76,9 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=int, default=300)
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
-    lines = [f"store path (benchmarks/store_path.py): {args.results} stand-in results into SQLite (WAL, "
-             f"synchronous=NORMAL), {os.cpu_count()} cores; 1-min load average (uptime) {os.getloadavg()[0]:.1f} "
-             "at start", "", f"{'path':<18} {'wall ms/result':>14} {'CPU ms/result':>13} {'load':>5}"]
+    lines = [
+        f"store path (benchmarks/store_path.py): {args.results} stand-in results into SQLite (WAL, "
+        f"synchronous=NORMAL), {os.cpu_count()} cores; 1-min load average (uptime) {os.getloadavg()[0]:.1f} "
+        "at start",
+        "",
+        f"{'path':<18} {'wall ms/result':>14} {'CPU ms/result':>13} {'load':>5}",
+    ]
     with tempfile.TemporaryDirectory(prefix="wf-store-") as tmp:
         for batch in (None, 1, 4, 16):
             wall, cpu = measure(args.results, batch, Path(tmp))

@@ -91,16 +91,23 @@ def postgres_url() -> Iterator[str]:
         shutil.chown(root, "postgres")
         shutil.chown(sock, "postgres")
     port = _free_port()
-    subprocess.run(_as_postgres([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
-                   check=True, capture_output=True)
+    subprocess.run(
+        _as_postgres([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
+        check=True,
+        capture_output=True,
+    )
     opts = f"-k {sock} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off"
-    subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-w", "-l",
-                                 str(root / "log.txt"), "start"]), check=True, capture_output=True)
+    subprocess.run(
+        _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-w", "-l", str(root / "log.txt"), "start"]),
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True)
+        subprocess.run(
+            _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]), capture_output=True
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -128,6 +135,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'wf.db'}"
     return str(request.getfixturevalue("fresh_postgres"))
+
 
 # Agent tests (kernel and plan agents): a scripted OpenAI-compatible server on 127.0.0.1 (real HTTP, real client).
 @pytest.fixture
@@ -160,8 +168,10 @@ def kernelbench_file() -> Callable[[int, str], Path]:
             path = root / f"level{level}" / f"{name}.py"
             if path.is_file():
                 return path
-        pytest.skip(f"KernelBench level {level} {name} not found at {SHARED_KERNELBENCH} (../shared/kernelbench) "
-                    "and not shipped")
+        pytest.skip(
+            f"KernelBench level {level} {name} not found at {SHARED_KERNELBENCH} (../shared/kernelbench) "
+            "and not shipped"
+        )
 
     return find
 
@@ -178,31 +188,102 @@ def optimize_report() -> Any:
     from warpforge.parallel.specs import ModelSpec
 
     regions = [
-        RegionRow(name="model.layers.0.input_layernorm", kind="rmsnorm", share=0.1234, task="rmsnorm (M=128,N=64)",
-                  status="patched", patched=True, estimated_us=12.5, fused_us=4.1),
-        RegionRow(name="model.layers.0.mlp.act_fn", kind="swiglu", share=0.0811, task="swiglu (M=128,N=256)",
-                  status="patched (backward: torch autograd of the task's reference)", patched=True,
-                  estimated_us=8.2, fused_us=3.0),
-        RegionRow(name=SCRIPT_REGION, kind="attention", share=0.2, task=None,
-                  status="no task: the LLM proposer can take its problem (--proposer llm)", patched=False,
-                  estimated_us=20.3),
-        RegionRow(name="rest", kind="loose", share=0.5955, task=None,
-                  status="no task: loose tensor ops of its module", patched=False, estimated_us=60.1),
+        RegionRow(
+            name="model.layers.0.input_layernorm",
+            kind="rmsnorm",
+            share=0.1234,
+            task="rmsnorm (M=128,N=64)",
+            status="patched",
+            patched=True,
+            estimated_us=12.5,
+            fused_us=4.1,
+        ),
+        RegionRow(
+            name="model.layers.0.mlp.act_fn",
+            kind="swiglu",
+            share=0.0811,
+            task="swiglu (M=128,N=256)",
+            status="patched (backward: torch autograd of the task's reference)",
+            patched=True,
+            estimated_us=8.2,
+            fused_us=3.0,
+        ),
+        RegionRow(
+            name=SCRIPT_REGION,
+            kind="attention",
+            share=0.2,
+            task=None,
+            status="no task: the LLM proposer can take its problem (--proposer llm)",
+            patched=False,
+            estimated_us=20.3,
+        ),
+        RegionRow(
+            name="rest",
+            kind="loose",
+            share=0.5955,
+            task=None,
+            status="no task: loose tensor ops of its module",
+            patched=False,
+            estimated_us=60.1,
+        ),
     ]
-    checks = Checks(max_abs_diff=0.000977, output_tolerance=0.01, outputs_match=True,
-                    losses_before=[10.37, 10.21, 10.02], losses_after=[10.37, 10.21, 10.03], loss_tolerance=0.05,
-                    losses_match=True, grad_max_rel_diff=0.0042, grad_tolerance=0.02, grads_match=True,
-                    kernel_calls={"model.layers.0.input_layernorm": 6, "model.layers.0.mlp.act_fn": 3},
-                    fallback={}, interpreted=True)
+    checks = Checks(
+        max_abs_diff=0.000977,
+        output_tolerance=0.01,
+        outputs_match=True,
+        losses_before=[10.37, 10.21, 10.02],
+        losses_after=[10.37, 10.21, 10.03],
+        loss_tolerance=0.05,
+        losses_match=True,
+        grad_max_rel_diff=0.0042,
+        grad_tolerance=0.02,
+        grads_match=True,
+        kernel_calls={"model.layers.0.input_layernorm": 6, "model.layers.0.mlp.act_fn": 3},
+        fallback={},
+        interpreted=True,
+    )
     spec = ModelSpec(name="qwen3-tiny", layers=2, hidden=64, heads=4, vocab=1000, seq=64, activation="swiglu")
-    plans = PlanSection(model=spec, cluster="dgx-h100", nodes=1, gpus=8, global_batch=64,
-                        plans=[PlanRow(rank=1, plan="tp1 pp1 dp8 mb2", tokens_per_s=1.25e6, step_time_s=0.0131,
-                                       mfu=0.41, peak_mem_gb=3.2, hbm_gb=80.0, fits="yes")])
+    plans = PlanSection(
+        model=spec,
+        cluster="dgx-h100",
+        nodes=1,
+        gpus=8,
+        global_batch=64,
+        plans=[
+            PlanRow(
+                rank=1,
+                plan="tp1 pp1 dp8 mb2",
+                tokens_per_s=1.25e6,
+                step_time_s=0.0131,
+                mfu=0.41,
+                peak_mem_gb=3.2,
+                hbm_gb=80.0,
+                fits="yes",
+            )
+        ],
+    )
     return OptimizeReport(
-        target="./qwen3-tiny", kind="transformers", train=True, dtype="float16", batch=2, seq=64, gpu="H100 SXM",
-        regions=regions, coverage=0.4062, checks=checks,
-        speedup=SpeedupEstimate(estimated=1.1873, basis="speed of light on H100 SXM per op of the eager step; an "
-                                "estimate, not a time", before_us=101.1, after_us=85.15, ceiling=1.3021),
+        target="./qwen3-tiny",
+        kind="transformers",
+        train=True,
+        dtype="float16",
+        batch=2,
+        seq=64,
+        gpu="H100 SXM",
+        regions=regions,
+        coverage=0.4062,
+        checks=checks,
+        speedup=SpeedupEstimate(
+            estimated=1.1873,
+            basis="speed of light on H100 SXM per op of the eager step; an estimate, not a time",
+            before_us=101.1,
+            after_us=85.15,
+            ceiling=1.3021,
+        ),
         campaigns={"rmsnorm": "optimize-20261206-rmsnorm", "swiglu": "optimize-20261206-swiglu"},
-        trials={"rmsnorm": 5, "swiglu": 3}, untimed=True, package="warpforge-optimize/package",
-        patches="warpforge-optimize/patches.json", plans=plans)
+        trials={"rmsnorm": 5, "swiglu": 3},
+        untimed=True,
+        package="warpforge-optimize/package",
+        patches="warpforge-optimize/patches.json",
+        plans=plans,
+    )

@@ -21,8 +21,12 @@ UNMATCHED = "17_Conv2d_InstanceNorm_Divide"
 
 
 def bench(*args: str, folder: Path = LEVEL1) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(folder), *args],
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(folder), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_a_problem_no_template_computes_is_a_row_saying_what_was_tried() -> None:
@@ -47,14 +51,23 @@ def test_per_level_counts_and_the_families_that_matched(tmp_path: Path) -> None:
     any elementwise template computes, and a level-2 convolution and norm nothing matches); two problems at once
     (--jobs 2) still give their rows in the problems' order, and the table and the saved JSON say the same."""
     saved = tmp_path / "run.json"
-    proc = bench("--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", "--jobs", "2", "--save", str(saved),
-                 folder=SHIPPED)
+    proc = bench(
+        "--problems", f"19_ReLU,{UNMATCHED}", "--trials", "1", "--jobs", "2", "--save", str(saved), folder=SHIPPED
+    )
     assert proc.returncode == 0, proc.stderr
     run = json.loads(saved.read_text())
     assert run["levels"] == [
-        {"level": "level1", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 1, "ok": 1,
-         "families": {"elementwise": 1}},
-        {"level": "level2", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 0, "ok": 0, "families": {}}]
+        {
+            "level": "level1",
+            "problems": 1,
+            "loads": 1,
+            "reference_runs": 1,
+            "matched": 1,
+            "ok": 1,
+            "families": {"elementwise": 1},
+        },
+        {"level": "level2", "problems": 1, "loads": 1, "reference_runs": 1, "matched": 0, "ok": 0, "families": {}},
+    ]
     assert [r["problem"] for r in run["rows"]] == ["19_ReLU", UNMATCHED] and run["jobs"] == 2
     assert "per level" in proc.stdout and "elementwise 1" in proc.stdout and "(2 at a time)" in proc.stdout
     assert "[2/2] " in proc.stderr  # a line per finished problem
@@ -89,9 +102,22 @@ def test_an_exclusive_cumsum_and_a_cumprod_are_searched_with_the_scan_templates(
 def test_the_scripted_llm_solves_relu_and_its_copy_as_leaky_relu_is_refused() -> None:
     """--proposer llm --scripted: the real campaign, prompt, parser, sandboxed judge and store, with the model
     replaced by benchmarks/kernelbench_answers (a ReLU kernel, and a 'LeakyReLU' that copies its input)."""
-    proc = bench("--problems", "19_ReLU,20_LeakyReLU", "--proposer", "llm", "--scripted",
-                 str(ROOT / "benchmarks" / "kernelbench_answers"), "--trials", "1", "--max-calls", "1",
-                 "--backend", "interpret", "--json", folder=FULL_LEVEL1)
+    proc = bench(
+        "--problems",
+        "19_ReLU,20_LeakyReLU",
+        "--proposer",
+        "llm",
+        "--scripted",
+        str(ROOT / "benchmarks" / "kernelbench_answers"),
+        "--trials",
+        "1",
+        "--max-calls",
+        "1",
+        "--backend",
+        "interpret",
+        "--json",
+        folder=FULL_LEVEL1,
+    )
     assert proc.returncode == 0, proc.stderr
     relu, leaky = json.loads(proc.stdout)["rows"]
     assert relu["correct"] and "negated" in relu["input_kinds"], relu["why"]

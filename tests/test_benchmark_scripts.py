@@ -25,9 +25,23 @@ SPACES = BENCH.parent.parent / "shared" / "spaces"
 
 @pytest.mark.skipif(not (SPACES / "pnpoly").is_dir(), reason="../shared/spaces is absent: nothing to screen")
 def test_search_screen_reports_each_sampler() -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / "search_screen.py"), "--samplers", "random,wf-tpe",
-                           "--spaces", "pnpoly/RTX_3090", "--budgets", "10,20", "--repeats", "2"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "search_screen.py"),
+            "--samplers",
+            "random,wf-tpe",
+            "--spaces",
+            "pnpoly/RTX_3090",
+            "--budgets",
+            "10,20",
+            "--repeats",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("2 repeats, seeds 1000-1001")
@@ -40,15 +54,34 @@ def test_search_screen_reports_each_sampler() -> None:
 @pytest.mark.skipif(not (SPACES / "convolution_milo").is_dir(), reason="../shared/spaces is absent: nothing to measure")
 def test_search_basin_reports_uniform_and_each_sampler() -> None:
     basin = "tile_size_x=1,tile_size_y=3,read_only=1,use_padding=0,use_shmem=1"
-    proc = subprocess.run([sys.executable, str(BENCH / "search_basin.py"), "convolution_milo/A100",
-                           "--basin", basin, "--samplers", "random", "--budgets", "10,20", "--repeats", "2"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "search_basin.py"),
+            "convolution_milo/A100",
+            "--basin",
+            basin,
+            "--samplers",
+            "random",
+            "--budgets",
+            "10,20",
+            "--repeats",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "holds 60 of 4362 configurations (with the optimum)" in lines[0]
     # exact uniform share: 1 - C(4302, n) / C(4362, n)
     assert lines[1].split(": ")[1] == "0.13 0.24"
     assert lines[2].startswith("random ") and "optimum found" in lines[2]
-    bad = subprocess.run([sys.executable, str(BENCH / "search_basin.py"), "convolution_milo/A100",
-                          "--basin", "tile_size_x=5"], capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, str(BENCH / "search_basin.py"), "convolution_milo/A100", "--basin", "tile_size_x=5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode != 0 and "tile_size_x has no value '5'" in bad.stderr

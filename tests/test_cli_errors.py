@@ -33,8 +33,10 @@ def _app() -> typer.Typer:
     return app
 
 
-@pytest.mark.parametrize(("kind", "code"), [("usage", 2), ("task", 2), ("variant", 2), ("failure", 1), ("bug", 1),
-                                           ("typebug", 1), ("keybug", 1)])
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [("usage", 2), ("task", 2), ("variant", 2), ("failure", 1), ("bug", 1), ("typebug", 1), ("keybug", 1)],
+)
 def test_exit_codes_follow_whose_error_it_is(kind: str, code: int) -> None:
     res = CliRunner().invoke(_app(), [kind])
     assert res.exit_code == code, res.output

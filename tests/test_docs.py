@@ -73,8 +73,7 @@ def test_a_reference_to_a_missing_section_is_caught() -> None:
     assert "9.9" not in design_sections()
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if "history" not in p.parts],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", [p for p in PAGES if "history" not in p.parts], ids=lambda p: str(p.relative_to(ROOT)))
 def test_pages_users_read_carry_no_issue_numbers(page: Path) -> None:
     text = FOREIGN_ISSUES.sub("", page.read_text())
     assert not ISSUE.findall(text), f"{page.relative_to(ROOT)}: {ISSUE.findall(text)} (say what, not which ticket)"

@@ -18,7 +18,7 @@ def test_the_script_parses_and_refuses_unknown_options() -> None:
 
 def test_every_stage_runs_under_a_limit_that_fits_the_budget() -> None:
     text = SCRIPT.read_text()
-    device = text[text.index("else\n  stage manifest"):]
+    device = text[text.index("else\n  stage manifest") :]
     pattern = r'stage \w+ "\$\(lim (\d+)\)"'
     shared = text.split('if [ "$DRY" = 1 ]; then\n  stage')[0]  # install and env, before the dry/device split
     limits = [int(n) for n in re.findall(pattern, shared)] + [int(n) for n in re.findall(pattern, device)]

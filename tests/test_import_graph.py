@@ -101,14 +101,18 @@ def test_the_checker_finds_a_planted_circle() -> None:
 
 def test_no_import_circles() -> None:
     found = cycles(graph())
-    assert not found, "import circles (make the registry import its implementations, never the reverse): " + \
-        "; ".join(" <-> ".join(c) for c in found)
+    assert not found, "import circles (make the registry import its implementations, never the reverse): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
 
 
 def test_no_cross_module_imports_of_private_names() -> None:
-    bad = {f"{name} imports {n} from {module}" for name, path in MODULES.items()
-           for module, n in _imports(name, path)
-           if n is not None and n.startswith("_") and not n.startswith("__") and _target(module) != name}
+    bad = {
+        f"{name} imports {n} from {module}"
+        for name, path in MODULES.items()
+        for module, n in _imports(name, path)
+        if n is not None and n.startswith("_") and not n.startswith("__") and _target(module) != name
+    }
     assert not bad, "make the name public in the module that owns it, or move it: " + "; ".join(sorted(bad))
 
 
@@ -133,13 +137,19 @@ def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def test_the_package_checker_sees_a_circle_between_packages() -> None:
     # Two modules each fine on their own, but their packages import each other (agent <-> parallel, once).
-    edges = {"warpforge.agent.plans": {"warpforge.parallel.specs"}, "warpforge.parallel.specs": set(),
-             "warpforge.parallel.cli": {"warpforge.agent.plans"}}
+    edges = {
+        "warpforge.agent.plans": {"warpforge.parallel.specs"},
+        "warpforge.parallel.specs": set(),
+        "warpforge.parallel.cli": {"warpforge.agent.plans"},
+    }
     assert cycles(edges) == []
     assert cycles(package_graph(edges)) == [["warpforge.agent", "warpforge.parallel"]]
 
 
 def test_no_package_circles() -> None:
     found = cycles(package_graph(graph()))
-    assert not found, "package circles (dependencies point down: cli -> search/parallel -> agent, evaluator -> " + \
-        "kernels, db): " + "; ".join(" <-> ".join(c) for c in found)
+    assert not found, (
+        "package circles (dependencies point down: cli -> search/parallel -> agent, evaluator -> "
+        + "kernels, db): "
+        + "; ".join(" <-> ".join(c) for c in found)
+    )

@@ -41,14 +41,24 @@ def test_the_check_sees_a_function_level_import(tmp_path: Path) -> None:
 
 
 def test_only_the_database_package_imports_sqlalchemy() -> None:
-    bad = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
-                 if "templates" not in p.parts and not _allowed(str(p.relative_to(SRC))) and _imports_sqlalchemy(p))
-    assert not bad, "SQL outside the read layer and the store (add a Reader method or a store function): " + \
-        ", ".join(bad)
+    bad = sorted(
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if "templates" not in p.parts and not _allowed(str(p.relative_to(SRC))) and _imports_sqlalchemy(p)
+    )
+    assert not bad, "SQL outside the read layer and the store (add a Reader method or a store function): " + ", ".join(
+        bad
+    )
 
 
-OPTUNA_PRIVATE = {"_study_id", "_trial_id", "_storage", "_get_trial", "_parzen_estimator_cls",
-                  "_parzen_estimator_parameters"}
+OPTUNA_PRIVATE = {
+    "_study_id",
+    "_trial_id",
+    "_storage",
+    "_get_trial",
+    "_parzen_estimator_cls",
+    "_parzen_estimator_parameters",
+}
 
 
 def _reaches_into_optuna(path: Path) -> list[str]:
@@ -65,13 +75,15 @@ def _reaches_into_optuna(path: Path) -> list[str]:
 def test_only_one_module_reaches_into_optuna_private_api() -> None:
     home = SRC / "search" / "optuna_private.py"
     assert _reaches_into_optuna(home)  # the check sees what that module does
-    bad = {str(p.relative_to(SRC)): found for p in SRC.rglob("*.py")
-           if p != home and "templates" not in p.parts and (found := _reaches_into_optuna(p))}
+    bad = {
+        str(p.relative_to(SRC)): found
+        for p in SRC.rglob("*.py")
+        if p != home and "templates" not in p.parts and (found := _reaches_into_optuna(p))
+    }
     assert not bad, f"Optuna's private API outside search/optuna_private.py: {bad}"
 
 
-def test_an_unchecked_optuna_version_is_said(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-                                             ) -> None:
+def test_an_unchecked_optuna_version_is_said(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     import logging
 
     import optuna
@@ -96,8 +108,13 @@ def test_only_the_cli_package_holds_typer_code() -> None:
         if rel.startswith("cli/") or rel in allowed or "templates" in p.parts:
             continue
         for node in ast.walk(ast.parse(p.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(n.split(".")[0] == "typer" for n in names):
                 bad.append(rel)
                 break
@@ -115,9 +132,13 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_orm_rows_are_built_only_in_the_database_package() -> None:
-    bad = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
-                 if "templates" not in p.parts and p.relative_to(SRC).parts[0] != "db"
-                 and "warpforge.db.models" in _imported_modules(p))
+    bad = sorted(
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if "templates" not in p.parts
+        and p.relative_to(SRC).parts[0] != "db"
+        and "warpforge.db.models" in _imported_modules(p)
+    )
     assert not bad, "ORM rows built outside db/ (pass a typed record to a db/ store function): " + ", ".join(bad)
 
 
@@ -127,9 +148,13 @@ DOMAIN = ("parallel", "kernels", "evaluator", "agent", "export", "db")
 
 
 def test_domain_packages_print_no_rich_output() -> None:
-    bad = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
-                 if "templates" not in p.parts and p.relative_to(SRC).parts[0] in DOMAIN
-                 and any(m.split(".")[0] == "rich" for m in _imported_modules(p)))
+    bad = sorted(
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if "templates" not in p.parts
+        and p.relative_to(SRC).parts[0] in DOMAIN
+        and any(m.split(".")[0] == "rich" for m in _imported_modules(p))
+    )
     assert not bad, "Rich output from a domain package (return data, let cli/ render it): " + ", ".join(bad)
 
 
@@ -158,16 +183,22 @@ def evaluator_arrows_up(edges: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_evaluator_check_sees_an_arrow_up() -> None:
-    edges = {"warpforge.evaluator.sandbox.child.common": {"warpforge.evaluator.judge.compare"},
-             "warpforge.evaluator.judge.judge": {"warpforge.evaluator.sandbox.job", "warpforge.evaluator.result"},
-             "warpforge.evaluator.run.stages": {"warpforge.evaluator.judge.judge"}}
-    assert evaluator_arrows_up(edges) == ["warpforge.evaluator.sandbox.child.common -> "
-                                          "warpforge.evaluator.judge.compare"]
+    edges = {
+        "warpforge.evaluator.sandbox.child.common": {"warpforge.evaluator.judge.compare"},
+        "warpforge.evaluator.judge.judge": {"warpforge.evaluator.sandbox.job", "warpforge.evaluator.result"},
+        "warpforge.evaluator.run.stages": {"warpforge.evaluator.judge.judge"},
+    }
+    assert evaluator_arrows_up(edges) == [
+        "warpforge.evaluator.sandbox.child.common -> warpforge.evaluator.judge.compare"
+    ]
 
 
 def test_every_evaluator_part_has_a_layer() -> None:
-    parts = {p.name.removesuffix(".py") for p in (SRC / "evaluator").iterdir()
-             if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").is_file())}
+    parts = {
+        p.name.removesuffix(".py")
+        for p in (SRC / "evaluator").iterdir()
+        if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").is_file())
+    }
     assert parts == set(EVALUATOR_LAYERS)
 
 
@@ -175,5 +206,7 @@ def test_no_arrow_up_inside_the_evaluator() -> None:
     from test_import_graph import graph
 
     found = evaluator_arrows_up(graph())
-    assert not found, "the evaluator's parts import only those below them (run > judge > sandbox > static > " \
+    assert not found, (
+        "the evaluator's parts import only those below them (run > judge > sandbox > static > "
         "result, gpus): move what both need to the lower part: " + "; ".join(found)
+    )

@@ -16,8 +16,9 @@ import pytest
 
 
 def fresh(code: str, **env: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()
 
@@ -29,8 +30,10 @@ REGISTRIES = [
     ("warpforge.search.samplers.registry", "SAMPLERS", {"tpe", "random", "wf-default"}),
     ("warpforge.search.engine.allocators", "ALLOCATORS", {"default"}),
 ]
-LIST = ("import json, importlib; reg = getattr(importlib.import_module({module!r}), {attr!r}); "
-        "print(json.dumps({{n: str(getattr(reg[n], 'name', n)) for n in reg}}))")
+LIST = (
+    "import json, importlib; reg = getattr(importlib.import_module({module!r}), {attr!r}); "
+    "print(json.dumps({{n: str(getattr(reg[n], 'name', n)) for n in reg}}))"
+)
 
 
 @pytest.mark.parametrize(("module", "attr", "expected"), REGISTRIES, ids=[r[1].lower() for r in REGISTRIES])
@@ -42,9 +45,11 @@ def test_registry_complete_in_a_fresh_interpreter(module: str, attr: str, expect
 
 
 def test_backend_and_proposer_lookups_in_fresh_interpreters() -> None:
-    pool = ("from warpforge.evaluator.run import make_pool; from warpforge.evaluator.run.pool import "
-            "PoolConfig; pool = make_pool('interpret', PoolConfig(workers=1, use_ray=False)); "
-            "print(type(pool).__name__, pool.backend_name); pool.close()")
+    pool = (
+        "from warpforge.evaluator.run import make_pool; from warpforge.evaluator.run.pool import "
+        "PoolConfig; pool = make_pool('interpret', PoolConfig(workers=1, use_ray=False)); "
+        "print(type(pool).__name__, pool.backend_name); pool.close()"
+    )
     assert fresh(pool)[-1] == "LocalPool interpret"
     # get_proposer('llm') finds the class without agent/evolution.py imported first, and a preflight
     # refuses a proposer no registry holds, naming the ones that exist.
@@ -53,7 +58,8 @@ def test_backend_and_proposer_lookups_in_fresh_interpreters() -> None:
         "from warpforge.errors import UsageError; from warpforge.preflight import check_run\n"
         "from warpforge.search.engine.campaign import CampaignSpec\n"
         "try:\n    check_run(CampaignSpec(name='c', tasks=['softmax'], proposer='nope'))\n"
-        "except UsageError as exc:\n    print('refused:', exc)\nelse:\n    print('accepted')")
+        "except UsageError as exc:\n    print('refused:', exc)\nelse:\n    print('accepted')"
+    )
     built, refused = fresh(proposers, WARPFORGE_LLM_MODEL="scripted", WARPFORGE_LLM_BASE_URL="http://127.0.0.1:9/v1")
     assert built == "LLMProposer"
     assert refused.startswith("refused: unknown proposer 'nope'") and "llm, template" in refused, refused

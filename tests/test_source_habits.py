@@ -14,10 +14,12 @@ TRACKER = re.compile(r"\b[Ii]ssues? #?\d+|\b[Tt]icket #?\d+|\bGH-\d+")
 
 
 def test_no_tracker_citations_in_source() -> None:
-    found = [f"{path.relative_to(SRC)}:{n}: {line.strip()}"
-             for path in sorted(SRC.rglob("*.py"))
-             for n, line in enumerate(path.read_text().splitlines(), 1) if TRACKER.search(line)
-             and "KernelBench issue" not in line]  # an upstream project's public issue is a citation, not ours
+    found = [
+        f"{path.relative_to(SRC)}:{n}: {line.strip()}"
+        for path in sorted(SRC.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if TRACKER.search(line) and "KernelBench issue" not in line
+    ]  # an upstream project's public issue is a citation, not ours
     assert not found, "tracker citations in src/ (say why in the comment instead):\n" + "\n".join(found)
 
 

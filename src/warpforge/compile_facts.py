@@ -61,8 +61,9 @@ def arch_of(target: str | None) -> int | None:
     return int(digits) if digits else None
 
 
-def occupancy(registers: int | None, num_warps: int | None, shared_bytes: int | None,
-              target: str | None) -> float | None:
+def occupancy(
+    registers: int | None, num_warps: int | None, shared_bytes: int | None, target: str | None
+) -> float | None:
     """Fraction of the SM's warp slots one kernel can fill (0-1), from its registers per thread, warps per
     block and shared memory per block; None when a fact or the target's limits are unknown.
 
@@ -73,8 +74,12 @@ def occupancy(registers: int | None, num_warps: int | None, shared_bytes: int | 
     if limits is None or registers is None or not num_warps or shared_bytes is None:
         return None
     per_warp = math.ceil(max(registers, 1) * 32 / 256) * 256
-    blocks = min(limits.max_blocks, limits.max_warps // num_warps, (limits.registers // per_warp) // num_warps,
-                 limits.shared_bytes // (shared_bytes + limits.reserved_shared))
+    blocks = min(
+        limits.max_blocks,
+        limits.max_warps // num_warps,
+        (limits.registers // per_warp) // num_warps,
+        limits.shared_bytes // (shared_bytes + limits.reserved_shared),
+    )
     return max(blocks, 0) * num_warps / limits.max_warps
 
 
@@ -91,23 +96,29 @@ def worst_facts(resources: Any) -> dict[str, float | None]:
     def worst(values: Sequence[Any], pick: Any) -> float | None:
         return None if not values or any(v is None for v in values) else float(pick(values))
 
-    occ = [occupancy(k.get("registers"), k.get("num_warps"), k.get("shared_bytes"), k.get("target"))
-           for k in kernels]
-    return {"spill_bytes": worst([k.get("spill_bytes") for k in kernels], max),
-            "registers": worst([k.get("registers") for k in kernels], max),
-            "shared_bytes": worst([k.get("shared_bytes") for k in kernels], max),
-            "occupancy": worst(occ, min)}
+    occ = [occupancy(k.get("registers"), k.get("num_warps"), k.get("shared_bytes"), k.get("target")) for k in kernels]
+    return {
+        "spill_bytes": worst([k.get("spill_bytes") for k in kernels], max),
+        "registers": worst([k.get("registers") for k in kernels], max),
+        "shared_bytes": worst([k.get("shared_bytes") for k in kernels], max),
+        "occupancy": worst(occ, min),
+    }
 
 
 def static_columns(resources: Any) -> dict[str, Any]:
     """The ``wf_evaluations`` static columns of a result's resources: its first kernel's target and the worst
     facts, by which SQL orders the static ranking as :func:`static_rank` does (all None without facts)."""
     kernels = kernel_facts(resources)
-    worst = worst_facts(kernels) if kernels else dict.fromkeys(("spill_bytes", "occupancy", "registers",
-                                                                  "shared_bytes"))
-    return {"static_target": str(kernels[0].get("target")) if kernels else None,
-            "static_spill": worst["spill_bytes"], "static_occupancy": worst["occupancy"],
-            "static_registers": worst["registers"], "static_shared": worst["shared_bytes"]}
+    worst = (
+        worst_facts(kernels) if kernels else dict.fromkeys(("spill_bytes", "occupancy", "registers", "shared_bytes"))
+    )
+    return {
+        "static_target": str(kernels[0].get("target")) if kernels else None,
+        "static_spill": worst["spill_bytes"],
+        "static_occupancy": worst["occupancy"],
+        "static_registers": worst["registers"],
+        "static_shared": worst["shared_bytes"],
+    }
 
 
 def static_rank(resources: Any) -> tuple[float, float, float, float]:
@@ -121,9 +132,11 @@ def static_rank(resources: Any) -> tuple[float, float, float, float]:
     return worst_key(worst["spill_bytes"], worst["occupancy"], worst["registers"], worst["shared_bytes"])
 
 
-def worst_key(spill: float | None, occupancy: float | None, registers: float | None,
-              shared: float | None) -> tuple[float, float, float, float]:
+def worst_key(
+    spill: float | None, occupancy: float | None, registers: float | None, shared: float | None
+) -> tuple[float, float, float, float]:
     """:func:`static_rank`'s key from the worst facts themselves (as the stored static columns hold them)."""
+
     def known(value: float | None) -> float:
         return math.inf if value is None else value
 
@@ -143,14 +156,23 @@ def load_facts(reader: Any, ids: Iterable[int]) -> dict[int, list[dict[str, Any]
     wanted = sorted(set(ids))
     found: dict[int, list[dict[str, Any]]] = {i: [] for i in wanted}
     for start in range(0, len(wanted), CHUNK):
-        for id_, result in reader.stored_results(wanted[start:start + CHUNK]).items():
-            found[id_] = [{"kernel": k.get("kernel"), "target": k.get("target"), "shape": _shape_key(k.get("shape")),
-                           "dtype": k.get("dtype"), "registers": k.get("registers"),
-                           "spill_bytes": k.get("spill_bytes"), "shared_bytes": k.get("shared_bytes"),
-                           "num_warps": k.get("num_warps"),
-                           "occupancy": occupancy(k.get("registers"), k.get("num_warps"), k.get("shared_bytes"),
-                                                  k.get("target"))}
-                          for k in (result or {}).get("resources") or []]
+        for id_, result in reader.stored_results(wanted[start : start + CHUNK]).items():
+            found[id_] = [
+                {
+                    "kernel": k.get("kernel"),
+                    "target": k.get("target"),
+                    "shape": _shape_key(k.get("shape")),
+                    "dtype": k.get("dtype"),
+                    "registers": k.get("registers"),
+                    "spill_bytes": k.get("spill_bytes"),
+                    "shared_bytes": k.get("shared_bytes"),
+                    "num_warps": k.get("num_warps"),
+                    "occupancy": occupancy(
+                        k.get("registers"), k.get("num_warps"), k.get("shared_bytes"), k.get("target")
+                    ),
+                }
+                for k in (result or {}).get("resources") or []
+            ]
     return found
 
 
@@ -174,10 +196,18 @@ class Ranked:
     facts: tuple[Mapping[str, Any], ...]  # per kernel and compiled shape
 
     def to_json(self) -> dict[str, Any]:
-        return {"static_rank": self.rank, "target": self.target, "evaluation_id": self.evaluation_id,
-                "campaign": self.campaign, "variant": self.variant, "variant_hash": self.variant_hash[:12],
-                "params": dict(self.params), "worst": dict(self.worst), "resources": [dict(f) for f in self.facts],
-                "timing_source": "static (compile facts; not a time)"}
+        return {
+            "static_rank": self.rank,
+            "target": self.target,
+            "evaluation_id": self.evaluation_id,
+            "campaign": self.campaign,
+            "variant": self.variant,
+            "variant_hash": self.variant_hash[:12],
+            "params": dict(self.params),
+            "worst": dict(self.worst),
+            "resources": [dict(f) for f in self.facts],
+            "timing_source": "static (compile facts; not a time)",
+        }
 
 
 @dataclass(frozen=True)
@@ -189,8 +219,9 @@ class TargetRanking:
     total: int  # configurations ranked for this target (unknown facts included, last)
 
 
-def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: int | None = None,
-                   variant_hash: str | None = None) -> dict[str, TargetRanking]:
+def static_ranking(
+    reader: Any, task: str, campaign: str | None = None, limit: int | None = None, variant_hash: str | None = None
+) -> dict[str, TargetRanking]:
     """Target -> the task's distinct configurations verified ``ok``, best compile facts first (ties: the
     earliest evaluation), the first ``limit`` of them (every one without a limit). Each (source, parameters)
     counts once, with its newest search evaluation's facts; targets are ranked apart, as GPUs are, and a
@@ -218,17 +249,35 @@ def static_ranking(reader: Any, task: str, campaign: str | None = None, limit: i
             placed[name] = _variant_ranks(reader, task, target, campaign, rows)
     ids = [i for chosen in placed.values() for _, i in chosen]
     rows, facts = reader.evaluation_rows(ids), load_facts(reader, ids)
-    ranking = {target: TargetRanking(target, tuple(
-        Ranked(rank, target, i, rows[i].campaign, rows[i].variant_name, rows[i].variant_hash, dict(rows[i].params),
-               worst_facts(facts.get(i) or []), tuple(facts.get(i) or ())) for rank, i in chosen), totals[target])
-        for target, chosen in placed.items()}
+    ranking = {
+        target: TargetRanking(
+            target,
+            tuple(
+                Ranked(
+                    rank,
+                    target,
+                    i,
+                    rows[i].campaign,
+                    rows[i].variant_name,
+                    rows[i].variant_hash,
+                    dict(rows[i].params),
+                    worst_facts(facts.get(i) or []),
+                    tuple(facts.get(i) or ()),
+                )
+                for rank, i in chosen
+            ),
+            totals[target],
+        )
+        for target, chosen in placed.items()
+    }
     # Nothing verified ok: no target at all (an empty "unknown target" made best print an empty table, exit
     # 0 with --static, and offer to export "the first").
     return {target: r for target, r in ranking.items() if r.rows}
 
 
-def _variant_ranks(reader: Any, task: str, target: str | None, campaign: str | None,
-                   rows: list[tuple[int, tuple[Any, ...]]]) -> list[tuple[int, int]]:
+def _variant_ranks(
+    reader: Any, task: str, target: str | None, campaign: str | None, rows: list[tuple[int, tuple[Any, ...]]]
+) -> list[tuple[int, int]]:
     """(rank among all the target's rows, id) of a variant's ``rows``: a page's one row (or a few) by counting
     the rows before each in SQL; more by placing them in the whole order, read once."""
     if len(rows) <= 3:
@@ -239,6 +288,7 @@ def _variant_ranks(reader: Any, task: str, target: str | None, campaign: str | N
 
 def facts_cells(worst: Mapping[str, float | None]) -> tuple[str, str, str, str]:
     """Table cells (registers, spill B, shared B, occupancy) of a worst-case summary; ``?`` where unknown."""
+
     def num(key: str) -> str:
         value = worst.get(key)
         return "?" if value is None else f"{value:.0f}"

@@ -35,8 +35,12 @@ def _versions() -> Check:
 
     import warpforge
 
-    return Check("versions", True, f"python {platform.python_version()}, torch {torch.__version__}, "
-                 f"triton {triton.__version__}, warpforge {warpforge.__version__}")
+    return Check(
+        "versions",
+        True,
+        f"python {platform.python_version()}, torch {torch.__version__}, "
+        f"triton {triton.__version__}, warpforge {warpforge.__version__}",
+    )
 
 
 def recorded_tasks() -> list[str]:
@@ -53,11 +57,18 @@ def _gpu(recorded: list[str]) -> Check:
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         return Check("gpu", True, f"{name} (backend cuda: live timings)", required=False)
-    replay = (f"recorded GPU times exist for {', '.join(recorded)} (--backend replay ranks those)" if recorded
-              else "no recorded GPU times are installed, so nothing can be ranked here")
-    return Check("gpu", False, "no CUDA GPU: warpforge run checks correctness in the Triton interpreter and "
-                 f"compiles for sm_90 (registers, spills, shared memory), but times nothing; {replay}",
-                 required=False)
+    replay = (
+        f"recorded GPU times exist for {', '.join(recorded)} (--backend replay ranks those)"
+        if recorded
+        else "no recorded GPU times are installed, so nothing can be ranked here"
+    )
+    return Check(
+        "gpu",
+        False,
+        "no CUDA GPU: warpforge run checks correctness in the Triton interpreter and "
+        f"compiles for sm_90 (registers, spills, shared memory), but times nothing; {replay}",
+        required=False,
+    )
 
 
 def _recordings(recorded: list[str]) -> Check:
@@ -65,23 +76,41 @@ def _recordings(recorded: list[str]) -> Check:
 
     if recorded:
         return Check("replay recordings", True, f"{', '.join(recorded)} under {recordings_root()}", required=False)
-    return Check("replay recordings", False, f"none under {recordings_root()}: --backend replay has nothing to "
-                 "replay; record on a GPU with benchmarks/record_spaces.py (or set WARPFORGE_RECORDINGS)",
-                 required=False)
+    return Check(
+        "replay recordings",
+        False,
+        f"none under {recordings_root()}: --backend replay has nothing to "
+        "replay; record on a GPU with benchmarks/record_spaces.py (or set WARPFORGE_RECORDINGS)",
+        required=False,
+    )
 
 
 def _cpu_plan(has_gpu: bool) -> Check:
     """What this machine is good for, as commands (docs/design.md §5: everything but GPU timing runs on a CPU)."""
     if has_gpu:
-        return Check("what to run", True, "warpforge run softmax --trials 20 (live timings on this GPU)",
-                     required=False, advice=True)
-    return Check("what to run", True, "\n".join((
-        "warpforge eval TASK FILE.py: one variant's correctness and compile facts",
-        "warpforge run TASK: the same over its SPACE (checked and compiled, not timed)",
-        "warpforge plan search --model M --cluster C: the parallelism planner, fully",
-        "warpforge bench-search $(warpforge spaces --paths): search strategies on the recorded GPU spaces that ship "
-        "(warpforge spaces lists them)")),
-        required=False, advice=True)
+        return Check(
+            "what to run",
+            True,
+            "warpforge run softmax --trials 20 (live timings on this GPU)",
+            required=False,
+            advice=True,
+        )
+    return Check(
+        "what to run",
+        True,
+        "\n".join(
+            (
+                "warpforge eval TASK FILE.py: one variant's correctness and compile facts",
+                "warpforge run TASK: the same over its SPACE (checked and compiled, not timed)",
+                "warpforge plan search --model M --cluster C: the parallelism planner, fully",
+                "warpforge bench-search $(warpforge spaces --paths): search strategies on the recorded GPU spaces "
+                "that ship "
+                "(warpforge spaces lists them)",
+            )
+        ),
+        required=False,
+        advice=True,
+    )
 
 
 def _interpreter() -> Check:
@@ -124,10 +153,15 @@ def _database(url: str | None) -> Check:
         if path is not None and not path.exists():  # not an error when the first run can create it
             parent = next((p for p in path.parents if p.exists()), None)
             if parent is not None and not parent.is_dir():
-                return Check("database", False, f"no database at {path}, and none can be created there: {parent} "
-                             "is a file, not a directory; pass another --db")
-            return Check("database", True, f"none yet at {path}: the first warpforge run (or warpforge db "
-                         "upgrade) creates it")
+                return Check(
+                    "database",
+                    False,
+                    f"no database at {path}, and none can be created there: {parent} "
+                    "is a file, not a directory; pass another --db",
+                )
+            return Check(
+                "database", True, f"none yet at {path}: the first warpforge run (or warpforge db upgrade) creates it"
+            )
         return Check("database", False, str(exc))
     try:
         db.check()
@@ -136,8 +170,12 @@ def _database(url: str | None) -> Check:
         return Check("database", False, str(exc))
     if revision == head:
         return Check("database", True, f"{db.safe_url} at revision {revision}")
-    return Check("database", True, f"{db.safe_url} at revision {revision or 'none (empty)'}; the next run migrates "
-                 f"it to {head} (or: warpforge db upgrade)")
+    return Check(
+        "database",
+        True,
+        f"{db.safe_url} at revision {revision or 'none (empty)'}; the next run migrates "
+        f"it to {head} (or: warpforge db upgrade)",
+    )
 
 
 def _head_revision() -> str | None:
@@ -160,12 +198,16 @@ def _sandbox() -> Check:
         iso = probe()
     except SandboxUnavailable as exc:
         return Check("sandbox", False, str(exc))
-    detail = f"{iso.summary()} (WARPFORGE_SANDBOX={iso.policy})" if iso.active else (
-        f"{iso.summary()}: install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf "
-        "install bubblewrap; `make run` does it as root). Until then shipped templates run unisolated with a "
-        "warning, and LLM-written or user-supplied candidates are refused unless --unsafe-run-unsandboxed")
-    return Check("sandbox", iso.active, detail,
-                 required=policy() == "require")
+    detail = (
+        f"{iso.summary()} (WARPFORGE_SANDBOX={iso.policy})"
+        if iso.active
+        else (
+            f"{iso.summary()}: install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf "
+            "install bubblewrap; `make run` does it as root). Until then shipped templates run unisolated with a "
+            "warning, and LLM-written or user-supplied candidates are refused unless --unsafe-run-unsandboxed"
+        )
+    )
+    return Check("sandbox", iso.active, detail, required=policy() == "require")
 
 
 def _seccomp() -> Check:
@@ -176,9 +218,18 @@ def _seccomp() -> Check:
     found = probe_seccomp()
     ok = all(v == "installs" for v in found.values())
     detail = "; ".join(f"{profile}: {state}" for profile, state in found.items())
-    return Check("seccomp", ok, detail + ("" if ok else " (every evaluation ends crashed: wall_not_installed until "
-                                                       "it installs: a Linux kernel with seccomp filters, x86_64 or "
-                                                       "aarch64)"))
+    return Check(
+        "seccomp",
+        ok,
+        detail
+        + (
+            ""
+            if ok
+            else " (every evaluation ends crashed: wall_not_installed until "
+            "it installs: a Linux kernel with seccomp filters, x86_64 or "
+            "aarch64)"
+        ),
+    )
 
 
 def run_checks(db_url: str | None = None) -> list[Check]:
@@ -186,5 +237,14 @@ def run_checks(db_url: str | None = None) -> list[Check]:
 
     recorded = recorded_tasks()
     has_gpu = bool(torch.cuda.is_available())
-    return [_versions(), _gpu(recorded), _recordings(recorded), _interpreter(), _aot(), _sandbox(), _seccomp(),
-            _database(db_url), _cpu_plan(has_gpu)]
+    return [
+        _versions(),
+        _gpu(recorded),
+        _recordings(recorded),
+        _interpreter(),
+        _aot(),
+        _sandbox(),
+        _seccomp(),
+        _database(db_url),
+        _cpu_plan(has_gpu),
+    ]

@@ -28,8 +28,10 @@ from collections.abc import Iterable, Mapping
 
 # Names that hold credentials by convention (OpenAI, Anthropic, Hugging Face, vLLM, cloud SDKs).
 # (and any NAME_KEY: the dashboard scrubbed those too; holding one more name costs nothing).
-KEY_NAME = re.compile(r"[A-Z0-9_]*(API_KEY|APIKEY|_TOKEN|_SECRET|SECRET_KEY|_PASSWORD|ACCESS_KEY)[A-Z0-9_]*"
-                      r"|[A-Z0-9_]*_KEY")
+KEY_NAME = re.compile(
+    r"[A-Z0-9_]*(API_KEY|APIKEY|_TOKEN|_SECRET|SECRET_KEY|_PASSWORD|ACCESS_KEY)[A-Z0-9_]*"
+    r"|[A-Z0-9_]*_KEY"
+)
 _HELD: dict[str, str] = {}
 
 
@@ -64,8 +66,11 @@ def _scrub_block(names: Iterable[str]) -> None:
 
 def hold(names: Iterable[str] | None = None) -> list[str]:
     """Move ``names`` (default: every key-like variable) out of the environment; returns the names moved."""
-    chosen = [n for n in (names if names is not None else list(os.environ)) if n in os.environ
-              and (names is not None or is_key_name(n))]
+    chosen = [
+        n
+        for n in (names if names is not None else list(os.environ))
+        if n in os.environ and (names is not None or is_key_name(n))
+    ]
     for name in chosen:
         value = os.environ.pop(name)
         if value:

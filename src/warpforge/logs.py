@@ -28,8 +28,12 @@ class JsonLines(logging.Formatter):
     """One JSON object per record: ts (epoch s), level, logger, msg (and exc when there is one)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
-                               "msg": record.getMessage()}
+        out: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out)
@@ -55,8 +59,9 @@ def configure(verbose: int = 0, json_lines: bool = False, stream: IO[str] | None
         from rich.console import Console
         from rich.logging import RichHandler
 
-        handler = RichHandler(console=Console(file=stream or sys.stderr), show_path=verbose > 1,
-                              rich_tracebacks=False, markup=False)
+        handler = RichHandler(
+            console=Console(file=stream or sys.stderr), show_path=verbose > 1, rich_tracebacks=False, markup=False
+        )
     setattr(handler, "_warpforge", True)  # noqa: B010 - marks the handler this module installed
     logger.addHandler(handler)
     logger.setLevel(level_for(verbose))

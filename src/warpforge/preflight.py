@@ -49,15 +49,21 @@ def _proposers() -> Registry[Any]:
 def no_variants_message(task: Task, proposers: Container[str] | None = None) -> str:
     """Why a task has nothing to search and the two ways to give it something (one line)."""
     registry = _proposers() if proposers is None else proposers
-    covered = sorted({p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and any(p.glob("[!_]*.py"))}
-                     | set(DERIVED_TEMPLATES))
-    llm = ("or let an LLM write them: --proposer llm with WARPFORGE_LLM_MODEL and OPENAI_API_KEY set (or "
-           "WARPFORGE_LLM_CONFIG=models.yaml)" if "llm" in registry
-           else "(an LLM proposer, --proposer llm, is not in this installation yet)")
-    return (f"task {task.name!r} ({task.path}) has no variants to search: the template library covers "
-            f"{', '.join(covered)} only. Write a variant file (TASK = {task.name!r}, a literal SPACE, "
-            f"launch(*inputs, **params); copy a template from {TEMPLATES_DIR}) and pass --variant-file FILE.py "
-            f"{llm}")
+    covered = sorted(
+        {p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and any(p.glob("[!_]*.py"))} | set(DERIVED_TEMPLATES)
+    )
+    llm = (
+        "or let an LLM write them: --proposer llm with WARPFORGE_LLM_MODEL and OPENAI_API_KEY set (or "
+        "WARPFORGE_LLM_CONFIG=models.yaml)"
+        if "llm" in registry
+        else "(an LLM proposer, --proposer llm, is not in this installation yet)"
+    )
+    return (
+        f"task {task.name!r} ({task.path}) has no variants to search: the template library covers "
+        f"{', '.join(covered)} only. Write a variant file (TASK = {task.name!r}, a literal SPACE, "
+        f"launch(*inputs, **params); copy a template from {TEMPLATES_DIR}) and pass --variant-file FILE.py "
+        f"{llm}"
+    )
 
 
 def matched_root() -> Path:
@@ -84,9 +90,11 @@ def with_matched_tasks(spec: CampaignSpec) -> CampaignSpec:
             raise VariantError(no_match_message(task, tried))
         copy, variants = matched_files(task, match, matched_root())
         if not variants:
-            raise VariantError(f"{task.path.name} computes the built-in task {match.describe()}, but none of its "
-                               "templates can take the problem's arguments that way: pass --variant-file FILE.py "
-                               f"(TASK = {task.name!r}) or --proposer llm")
+            raise VariantError(
+                f"{task.path.name} computes the built-in task {match.describe()}, but none of its "
+                "templates can take the problem's arguments that way: pass --variant-file FILE.py "
+                f"(TASK = {task.name!r}) or --proposer llm"
+            )
         names.append(str(copy))
         files += [str(v) for v in variants]
     return replace(spec, tasks=names, variant_files=files)
@@ -131,11 +139,15 @@ def check_run(spec: CampaignSpec) -> CampaignSpec:
         extra = [v.for_task(next(iter(names))) for v in extra]
     for v in extra:
         if not v.task:
-            raise VariantError(f"{v.path} names no TASK and this run searches {len(names)} tasks: add "
-                               "TASK = '<task>' to it, or run its task alone")
+            raise VariantError(
+                f"{v.path} names no TASK and this run searches {len(names)} tasks: add "
+                "TASK = '<task>' to it, or run its task alone"
+            )
         if v.task not in names:
-            raise VariantError(f"{v.path} implements task {v.task!r}, which this run does not search "
-                               f"({', '.join(sorted(names))}): add that task to the run or drop the file")
+            raise VariantError(
+                f"{v.path} implements task {v.task!r}, which this run does not search "
+                f"({', '.join(sorted(names))}): add that task to the run or drop the file"
+            )
     resolved: dict[str, str] = {}
     for task in tasks:
         variants: list[Variant] | None = None
@@ -149,16 +161,18 @@ def check_run(spec: CampaignSpec) -> CampaignSpec:
             resolved[task.name] = usable_backend(spec.backend, task.name, variants)
         except BackendUnavailable as exc:
             if spec.resume and spec.backend != given_backend:
-                raise BackendUnavailable(f"campaign {spec.name!r} was started with --backend {spec.backend}, "
-                                         f"which cannot resume here: {exc}") from None
+                raise BackendUnavailable(
+                    f"campaign {spec.name!r} was started with --backend {spec.backend}, which cannot resume here: {exc}"
+                ) from None
             raise
     if spec.backend == "auto" and len(set(resolved.values())) == 1:
         spec = replace(spec, backend=next(iter(resolved.values())))
     return spec
 
 
-def pick_params(pool: ChildPool, task: Task, variant: Variant, given: dict[str, Any], target: str,
-                timeout_s: float) -> tuple[dict[str, Any] | None, EvalResult | None, str]:
+def pick_params(
+    pool: ChildPool, task: Task, variant: Variant, given: dict[str, Any], target: str, timeout_s: float
+) -> tuple[dict[str, Any] | None, EvalResult | None, str]:
     """The parameters ``eval`` runs: ``given`` completed by the first configuration in SPACE order that
     satisfies ``constraints`` on the task's benchmark shapes.
 

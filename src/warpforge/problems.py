@@ -23,8 +23,10 @@ from warpforge.errors import UsageError
 
 SHIPPED = Path(__file__).resolve().parent / "data" / "problems"
 SHARED = Path("../shared/kernelbench")  # the team's checkout layout; absent from a clone from the web
-FULL_SET = ("the full benchmark (250 problems in levels 1-3, MIT): https://github.com/ScalingIntelligence/KernelBench "
-            "(folder KernelBench/); pass its folder to --dir")
+FULL_SET = (
+    "the full benchmark (250 problems in levels 1-3, MIT): https://github.com/ScalingIntelligence/KernelBench "
+    "(folder KernelBench/); pass its folder to --dir"
+)
 _LEVEL = re.compile(r"level(\d+)")
 
 
@@ -67,13 +69,17 @@ def list_problems(dirs: list[Path], include_shared: bool = True) -> list[Problem
         if not d.is_dir():
             raise UsageError(f"--dir {d}: no such directory")
         if not problem_files(d):
-            raise UsageError(f"--dir {d}: no KernelBench problems there (level<N>/<number>_<name>.py files, or "
-                             "one level's folder)")
+            raise UsageError(
+                f"--dir {d}: no KernelBench problems there (level<N>/<number>_<name>.py files, or one level's folder)"
+            )
     folders: list[tuple[Path, str]] = [(SHIPPED, "shipped"), *((d, str(d)) for d in dirs)]
     if include_shared and SHARED.is_dir() and all(SHARED.resolve() != d.resolve() for d in dirs):
         folders.append((SHARED, str(SHARED)))
-    return [ProblemInfo(path.stem, level, str(path), origin)
-            for folder, origin in folders for level, path in problem_files(folder)]
+    return [
+        ProblemInfo(path.stem, level, str(path), origin)
+        for folder, origin in folders
+        for level, path in problem_files(folder)
+    ]
 
 
 def shipped_problem(name: str) -> Path:

@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 
-def progress_line(task: str, done: int, total: int, summary: str, best_ms: float | None,
-                  best_label: str | None) -> str:
+def progress_line(task: str, done: int, total: int, summary: str, best_ms: float | None, best_label: str | None) -> str:
     best = f"best {best_ms:.4g} ms ({best_label})" if best_ms is not None else "best: not measured"
     return f"{task} {done}/{total}: {summary} | {best}"

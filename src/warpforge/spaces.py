@@ -24,8 +24,10 @@ from warpforge.errors import UsageError
 
 SHIPPED = Path(__file__).resolve().parent / "data" / "spaces"
 SHARED = Path("../shared/spaces")  # the team's checkout layout; absent from a clone from the web
-FULL_SET = ("the full public set (8 spaces, ~24 MB, MIT): https://github.com/AutoTuningAssociation/benchmark_hub "
-            "(cachefiles/), DOI 10.5281/zenodo.15364124; pass its files to bench-search or its folder to --dir")
+FULL_SET = (
+    "the full public set (8 spaces, ~24 MB, MIT): https://github.com/AutoTuningAssociation/benchmark_hub "
+    "(cachefiles/), DOI 10.5281/zenodo.15364124; pass its files to bench-search or its folder to --dir"
+)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,18 @@ def list_spaces(dirs: list[Path], include_shared: bool = True) -> list[SpaceInfo
     for folder, origin in folders:
         for path in space_files(folder):
             space = read_space(path)
-            out.append(SpaceInfo(space.name, str(path), origin, space.device_name or "?", space.kernel_name,
-                                 len(space), space.n_failed, path.stat().st_size))
+            out.append(
+                SpaceInfo(
+                    space.name,
+                    str(path),
+                    origin,
+                    space.device_name or "?",
+                    space.kernel_name,
+                    len(space),
+                    space.n_failed,
+                    path.stat().st_size,
+                )
+            )
     return out
 
 
@@ -89,8 +101,9 @@ def trim(src: Path, dest: Path) -> None:
     data = json.loads(gzip.decompress(src.read_bytes()))
     keys = data["tune_params_keys"]
     doc = {k: v for k, v in data.items() if k != "cache"}
-    doc["cache"] = {key: {**{p: rec[p] for p in keys if p in rec}, "time": rec["time"]}
-                    for key, rec in data["cache"].items()}
+    doc["cache"] = {
+        key: {**{p: rec[p] for p in keys if p in rec}, "time": rec["time"]} for key, rec in data["cache"].items()
+    }
     dest.parent.mkdir(parents=True, exist_ok=True)
     # mtime=0: the same input gives the same bytes.
     dest.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), 9, mtime=0))
@@ -112,9 +125,13 @@ def spaces_tables(spaces: list[SpaceInfo]) -> list[Any]:
         t.add_column("KB", justify="right", no_wrap=True)
         for s in spaces:
             if s.origin == origin:
-                t.add_row(escape(s.name), escape(s.gpu.removeprefix("NVIDIA ").removeprefix("GeForce ") or "-"),
-                          str(s.configs),
-                          str(s.failed), f"{s.size_bytes / 1e3:.0f}")
+                t.add_row(
+                    escape(s.name),
+                    escape(s.gpu.removeprefix("NVIDIA ").removeprefix("GeForce ") or "-"),
+                    str(s.configs),
+                    str(s.failed),
+                    f"{s.size_bytes / 1e3:.0f}",
+                )
         tables.append(t)
     return tables
 

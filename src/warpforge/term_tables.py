@@ -31,14 +31,35 @@ def calls_table(calls: Sequence[Any], title: str, wide: bool = False) -> Table:
     """
     t = Table(title=escape(title))
     if wide:
-        for col in ("id", "task", "call", "model", "finish", "tokens in/out", "s", "USD", "outcome", "variant",
-                    "verdicts"):
+        for col in (
+            "id",
+            "task",
+            "call",
+            "model",
+            "finish",
+            "tokens in/out",
+            "s",
+            "USD",
+            "outcome",
+            "variant",
+            "verdicts",
+        ):
             t.add_column(col)
         for c in calls:
             a = c.response  # the client's own answer, embedded in the record (agent/transcripts.py)
-            t.add_row(str(c.id), escape(c.task), c.call_key, escape(a.model), a.finish_reason or "-",
-                      f"{a.prompt_tokens}/{a.completion_tokens}", f"{a.latency_s:.1f}", f"{a.cost_usd:.4f}",
-                      _outcome(c), (c.variant_hash or "")[:12] or "-", _verdicts(c.verdicts))
+            t.add_row(
+                str(c.id),
+                escape(c.task),
+                c.call_key,
+                escape(a.model),
+                a.finish_reason or "-",
+                f"{a.prompt_tokens}/{a.completion_tokens}",
+                f"{a.latency_s:.1f}",
+                f"{a.cost_usd:.4f}",
+                _outcome(c),
+                (c.variant_hash or "")[:12] or "-",
+                _verdicts(c.verdicts),
+            )
         return t
     t.add_column("id", justify="right", no_wrap=True)
     t.add_column("task\ncall", overflow="fold")
@@ -49,9 +70,15 @@ def calls_table(calls: Sequence[Any], title: str, wide: bool = False) -> Table:
     t.add_column("variant\nverdicts", overflow="fold")
     for c in calls:
         a = c.response
-        t.add_row(str(c.id), f"{escape(c.task)}\n{c.call_key}", f"{escape(a.model)}\n{a.finish_reason or '-'}",
-                  f"{a.prompt_tokens}/\n{a.completion_tokens}", f"{a.latency_s:.1f}\n{a.cost_usd:.4f}",
-                  _outcome(c), f"{(c.variant_hash or '')[:12] or '-'}\n{_verdicts(c.verdicts)}")
+        t.add_row(
+            str(c.id),
+            f"{escape(c.task)}\n{c.call_key}",
+            f"{escape(a.model)}\n{a.finish_reason or '-'}",
+            f"{a.prompt_tokens}/\n{a.completion_tokens}",
+            f"{a.latency_s:.1f}\n{a.cost_usd:.4f}",
+            _outcome(c),
+            f"{(c.variant_hash or '')[:12] or '-'}\n{_verdicts(c.verdicts)}",
+        )
     return t
 
 
@@ -78,9 +105,15 @@ def proposals_view(proposals: Iterable[Any], title: str) -> RenderableType:
     notes: list[Text] = []
     for i, p in enumerate(proposals, 1):
         label = ", ".join(f"{k}={v}" for k, v in p.plan.items()) or "(defaults)"
-        t.add_row(str(i), f"{p.call_id} {p.call_key}", escape(label), escape(p.outcome), str(p.rank or "-"),
-                  f"{p.tokens_per_s:,.0f}" if p.tokens_per_s else "-",
-                  f"{p.peak_mem_gb:.1f}" if p.peak_mem_gb else "-")
+        t.add_row(
+            str(i),
+            f"{p.call_id} {p.call_key}",
+            escape(label),
+            escape(p.outcome),
+            str(p.rank or "-"),
+            f"{p.tokens_per_s:,.0f}" if p.tokens_per_s else "-",
+            f"{p.peak_mem_gb:.1f}" if p.peak_mem_gb else "-",
+        )
         why = p.rationale if p.outcome == "ranked" else p.message
         head = "rationale" if p.outcome == "ranked" else "not used"
         notes.append(Text(f"#{i} {head}: ") + Text(why or "-"))  # Text(): never read as markup

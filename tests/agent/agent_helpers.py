@@ -15,8 +15,14 @@ KEY = "sk-test-warpforge-0123456789abcdef"
 
 
 def model_for(server: ScriptedServer, **kw: object) -> ModelConfig:
-    base = {"name": "scripted", "model": "scripted-coder", "base_url": server.url, "api_key_env": "WF_TEST_KEY",
-            "timeout_s": 10.0, "max_retries": 2}
+    base = {
+        "name": "scripted",
+        "model": "scripted-coder",
+        "base_url": server.url,
+        "api_key_env": "WF_TEST_KEY",
+        "timeout_s": 10.0,
+        "max_retries": 2,
+    }
     return ModelConfig.model_validate({**base, **kw})
 
 

@@ -58,9 +58,23 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     db = tmp / "wf.db"
     server = ScriptedServer(SCRIPT).start()
     config = tmp / "models.yaml"
-    config.write_text(yaml.safe_dump({"models": [{"name": "scripted", "model": "coder", "base_url": server.url,
-                                                  "api_key_env": "WF_TEST_KEY", "max_retries": 0,
-                                                  "price_in": 2.0, "price_out": 8.0}]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "models": [
+                    {
+                        "name": "scripted",
+                        "model": "coder",
+                        "base_url": server.url,
+                        "api_key_env": "WF_TEST_KEY",
+                        "max_retries": 0,
+                        "price_in": 2.0,
+                        "price_out": 8.0,
+                    }
+                ]
+            }
+        )
+    )
     saved = {k: os.environ.get(k) for k in ("WARPFORGE_LLM_CONFIG", "WF_TEST_KEY")}
     os.environ.update({"WARPFORGE_LLM_CONFIG": str(config), "WF_TEST_KEY": KEY})
     records: list[str] = []
@@ -71,9 +85,19 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)  # openai and httpx log requests at DEBUG: the key must not be in them either
     try:
-        spec = CampaignSpec(name="agent-c", tasks=[str(TASK)], trials=10, proposer="llm",
-                            proposer_config=dict(AGENT), backend="interpret", sampler="random", seed=0,
-                            db_url=f"sqlite:///{db}", top_k=0, seeds=1)
+        spec = CampaignSpec(
+            name="agent-c",
+            tasks=[str(TASK)],
+            trials=10,
+            proposer="llm",
+            proposer_config=dict(AGENT),
+            backend="interpret",
+            sampler="random",
+            seed=0,
+            db_url=f"sqlite:///{db}",
+            top_k=0,
+            seeds=1,
+        )
         summary = run_campaign(spec)
     finally:
         root.removeHandler(handler)
@@ -90,31 +114,49 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
 @pytest.mark.slow
 def test_good_proposals_are_tuned_with_lineage_and_bad_ones_get_verdicts(campaign: dict[str, Any]) -> None:
     db = campaign["db"]
-    llm = rows(db, "select name, source_hash, origin, proposer, parents, proposal_id, rationale from wf_variants "
-                   "order by id")
+    llm = rows(
+        db, "select name, source_hash, origin, proposer, parents, proposal_id, rationale from wf_variants order by id"
+    )
     assert [r[0] for r in llm] == ["llm_r0_s0", "llm_r1_s0", "llm_r2_s0"]
     assert all(r[2] == "llm" and r[3] == "llm" and r[5] for r in llm)
     good_hash = llm[0][1]
     assert json.loads(llm[1][4]) == [good_hash] and json.loads(llm[2][4]) == [good_hash]  # children of r0
     assert llm[0][6].startswith("Here is the variant")
-    verdicts = dict(rows(db, "select v.name, group_concat(distinct e.verdict || ':' || e.reason) from wf_evaluations e "
-                             "join wf_variants v on v.id = e.variant_id group by v.name"))
+    verdicts = dict(
+        rows(
+            db,
+            "select v.name, group_concat(distinct e.verdict || ':' || e.reason) from wf_evaluations e "
+            "join wf_variants v on v.id = e.variant_id group by v.name",
+        )
+    )
     assert verdicts["llm_r0_s0"] == "ok:"  # both configurations of its SPACE tuned and correct
     # 3x + 1 for 2x + 1: wrong values on every input (precision_downgrade needs the pattern of a precision loss,
     # evaluator/compare.precision_loss, so the reason no longer depends on the random inputs).
     assert verdicts["llm_r1_s0"] == "incorrect:wrong_values"
     assert verdicts["llm_r2_s0"] == "rejected:no_triton_kernel"
-    assert rows(db, "select count(distinct params_key) from wf_evaluations e join wf_variants v on "
-                    "v.id = e.variant_id where v.name = 'llm_r0_s0'") == [(2,)]
+    assert rows(
+        db,
+        "select count(distinct params_key) from wf_evaluations e join wf_variants v on "
+        "v.id = e.variant_id where v.name = 'llm_r0_s0'",
+    ) == [(2,)]
 
 
 @pytest.mark.slow
 def test_every_call_is_stored_with_its_outcome_tokens_and_cost(campaign: dict[str, Any]) -> None:
-    calls = rows(campaign["db"], "select call_key, outcome, finish_reason, prompt_tokens, completion_tokens, cost_usd,"
-                                 " reasoning, variant_hash is not null from wf_agent_calls order by id")
+    calls = rows(
+        campaign["db"],
+        "select call_key, outcome, finish_reason, prompt_tokens, completion_tokens, cost_usd,"
+        " reasoning, variant_hash is not null from wf_agent_calls order by id",
+    )
     assert [(c[0], c[1]) for c in calls] == [
-        ("r0.s0.a0", "accepted"), ("r1.s0.a0", "no_code"), ("r1.s0.a1", "accepted"), ("r2.s0.a0", "accepted"),
-        ("r3.s0.a0", "rejected"), ("r3.s0.a1", "duplicate"), ("r4.s0.a0", "truncated")]
+        ("r0.s0.a0", "accepted"),
+        ("r1.s0.a0", "no_code"),
+        ("r1.s0.a1", "accepted"),
+        ("r2.s0.a0", "accepted"),
+        ("r3.s0.a0", "rejected"),
+        ("r3.s0.a1", "duplicate"),
+        ("r4.s0.a0", "truncated"),
+    ]
     first = calls[0]
     # 1000 prompt tokens at $2/M + 200 completion tokens at $8/M = $0.0036 (by hand).
     assert first[2:6] == ("stop", 1000, 200, pytest.approx(0.0036))
@@ -149,8 +191,9 @@ def wf(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full.pop("TRITON_INTERPRET", None)  # the CLI chooses the interpreter itself, per child
     full.update(env)
     full["PYTHONPATH"] = str(ROOT / "src")
-    return subprocess.run([sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True, env=full,
-                          timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True, env=full, timeout=900
+    )
 
 
 @pytest.mark.slow
@@ -187,18 +230,48 @@ def test_no_llm_configured_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: p
 def test_replay_reaches_the_same_variants_with_no_network(campaign: dict[str, Any]) -> None:
     db = campaign["db"]
     # The scripted server is stopped and no LLM is configured: only the stored answers can be used.
-    proc = wf("run", str(TASK), "--proposer", "llm", "--llm-replay", "agent-c", "--campaign", "agent-r",
-              "--backend", "interpret", "--sampler", "random", "--seed", "0", "--trials", "10", "--top-k", "0",
-              "--json", env={"WARPFORGE_DB": f"sqlite:///{db}"})
+    proc = wf(
+        "run",
+        str(TASK),
+        "--proposer",
+        "llm",
+        "--llm-replay",
+        "agent-c",
+        "--campaign",
+        "agent-r",
+        "--backend",
+        "interpret",
+        "--sampler",
+        "random",
+        "--seed",
+        "0",
+        "--trials",
+        "10",
+        "--top-k",
+        "0",
+        "--json",
+        env={"WARPFORGE_DB": f"sqlite:///{db}"},
+    )
     assert proc.returncode == 0, proc.stderr
+
     def produced(name: str) -> list[tuple[Any, ...]]:
-        return rows(db, "select c.call_key, c.outcome, c.variant_hash from wf_agent_calls c join wf_campaigns k on "
-                        f"k.id = c.campaign_id where k.name = '{name}' order by c.id")
+        return rows(
+            db,
+            "select c.call_key, c.outcome, c.variant_hash from wf_agent_calls c join wf_campaigns k on "
+            f"k.id = c.campaign_id where k.name = '{name}' order by c.id",
+        )
+
     assert produced("agent-r") == produced("agent-c")
-    assert rows(db, "select count(*) from wf_agent_calls c join wf_campaigns k on k.id = c.campaign_id "
-                    "where k.name = 'agent-r' and not c.replayed") == [(0,)]
-    searched = rows(db, "select k.name, count(distinct e.variant_hash) from wf_evaluations e join wf_campaigns k on "
-                        "k.id = e.campaign_id group by k.name order by k.name")
+    assert rows(
+        db,
+        "select count(*) from wf_agent_calls c join wf_campaigns k on k.id = c.campaign_id "
+        "where k.name = 'agent-r' and not c.replayed",
+    ) == [(0,)]
+    searched = rows(
+        db,
+        "select k.name, count(distinct e.variant_hash) from wf_evaluations e join wf_campaigns k on "
+        "k.id = e.campaign_id group by k.name order by k.name",
+    )
     assert searched == [("agent-c", 3), ("agent-r", 3)]
     summary = json.loads(proc.stdout)
     assert any("stopped by calls" in n for n in summary["tasks"][0]["notes"])

@@ -18,9 +18,25 @@ def test_agent_eval_scripted_counts_what_the_script_answers(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WARPFORGE_LLM", "OPENAI"))}
     env.pop("TRITON_INTERPRET", None)
     env["PYTHONPATH"] = str(ROOT / "src")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "agent_eval.py"), "--scripted", "--trials", "6",
-                           "--max-calls", "4", "--no-plans", "--db", f"sqlite:///{tmp_path / 'wf.db'}", "--json"],
-                          capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "agent_eval.py"),
+            "--scripted",
+            "--trials",
+            "6",
+            "--max-calls",
+            "4",
+            "--no-plans",
+            "--db",
+            f"sqlite:///{tmp_path / 'wf.db'}",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     # The script's cycle, one call at a time: good, wrong values, a run-time hack, prose (whose re-ask would
@@ -37,17 +53,37 @@ def test_agent_eval_scripted_counts_what_the_script_answers(tmp_path: Path) -> N
 def test_agent_eval_plans_counts_top5_per_model_and_preset(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WARPFORGE_LLM", "OPENAI"))}
     env["PYTHONPATH"] = str(ROOT / "src")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "agent_eval.py"), "--scripted", "--plans-only",
-                           "--plan-presets", "llama3-8b@dgx-h100:1", "--plan-calls", "2",
-                           "--db", f"sqlite:///{tmp_path / 'wf.db'}", "--json"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "agent_eval.py"),
+            "--scripted",
+            "--plans-only",
+            "--plan-presets",
+            "llama3-8b@dgx-h100:1",
+            "--plan-calls",
+            "2",
+            "--db",
+            f"sqlite:///{tmp_path / 'wf.db'}",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["plans"]
     # The scripted planner's answer, by hand: the best plan shown (rank 1), a plan without sharding or recompute
     # (14 B x 8.03e9 params > 76 GiB: does not fit) and TP 3 (divides no 8-GPU node: invalid). The second call
     # repeats it: two duplicates and the invalid one again; that answer is "rejected" and its re-ask would be
     # call 3, past the 2-call budget.
-    assert (row["model"], row["preset"], row["proposed"], row["top5"], row["best_rank"]) == \
-        ("scripted", "llama3-8b@dgx-h100:1", 6, 1, 1)
+    assert (row["model"], row["preset"], row["proposed"], row["top5"], row["best_rank"]) == (
+        "scripted",
+        "llama3-8b@dgx-h100:1",
+        6,
+        1,
+        1,
+    )
     assert (row["ranked"], row["does_not_fit"], row["invalid"], row["duplicate"]) == (1, 1, 2, 2)
     assert (row["calls"], row["stop_reason"]) == (2, "calls")

@@ -65,9 +65,16 @@ def test_transcripts_round_trip(db_url: str) -> None:
     db.upgrade()
     with db.session() as s:
         store.create_campaign(s, "c", {})
-    rec = CallRecord(task="softmax", call_key="r1.s0.a0", messages=({"role": "user", "content": "hi"},),
-                     response=LLMResponse("m", "answer", "why", "stop", 3, 4, 0.5, 0.25, {"max_tokens": 9}),
-                     outcome="no_code", message="no code", parents=("abc",), prompt_cut=("Past winners",))
+    rec = CallRecord(
+        task="softmax",
+        call_key="r1.s0.a0",
+        messages=({"role": "user", "content": "hi"},),
+        response=LLMResponse("m", "answer", "why", "stop", 3, 4, 0.5, 0.25, {"max_tokens": 9}),
+        outcome="no_code",
+        message="no code",
+        parents=("abc",),
+        prompt_cut=("Past winners",),
+    )
     call_id = store_call(db, "c", rec)
     store_run(db, "c", "softmax", {"stop_reason": "calls", "calls": 1, "outcomes": {"no_code": 1}})
     store_run(db, "c", "softmax", {"calls": 2})  # an upsert, not a second row

@@ -21,17 +21,41 @@ NO_CONFIG = GOOD + "\n\ndef constraints(params, shape):\n    return False\n"
 
 
 @pytest.mark.slow
-def test_a_round0_variant_that_fails_preparation_does_not_end_the_campaign(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_round0_variant_that_fails_preparation_does_not_end_the_campaign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with ScriptedServer([code_reply(NO_CONFIG), code_reply(GOOD)]) as server:
         config = tmp_path / "models.yaml"
-        config.write_text(yaml.safe_dump({"models": [{"name": "scripted", "model": "coder", "base_url": server.url,
-                                                      "api_key_env": "WF_TEST_KEY", "max_retries": 0}]}))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "models": [
+                        {
+                            "name": "scripted",
+                            "model": "coder",
+                            "base_url": server.url,
+                            "api_key_env": "WF_TEST_KEY",
+                            "max_retries": 0,
+                        }
+                    ]
+                }
+            )
+        )
         monkeypatch.setenv("WARPFORGE_LLM_CONFIG", str(config))
         monkeypatch.setenv("WF_TEST_KEY", KEY)
-        spec = CampaignSpec(name="round0", tasks=[str(TASK)], trials=2, proposer="llm", backend="interpret",
-                            proposer_config={"in_flight": 2, "max_calls": 2, "seed": 0}, sampler="random", seed=0,
-                            db_url=f"sqlite:///{tmp_path / 'wf.db'}", top_k=0, seeds=1)
+        spec = CampaignSpec(
+            name="round0",
+            tasks=[str(TASK)],
+            trials=2,
+            proposer="llm",
+            backend="interpret",
+            proposer_config={"in_flight": 2, "max_calls": 2, "seed": 0},
+            sampler="random",
+            seed=0,
+            db_url=f"sqlite:///{tmp_path / 'wf.db'}",
+            top_k=0,
+            seeds=1,
+        )
         summary = run_campaign(spec)
     assert len(server.requests) == 2
     (task,) = summary.tasks

@@ -48,8 +48,9 @@ def test_reasoning_fields_are_kept_apart(scripted: Callable[..., ScriptedServer]
 
 
 def test_length_finish_is_truncated_and_usage_prices_the_call(scripted: Callable[..., ScriptedServer]) -> None:
-    server = scripted([Reply(content="```python\ndef launch(", finish_reason="length", prompt_tokens=1000,
-                             completion_tokens=500)])
+    server = scripted(
+        [Reply(content="```python\ndef launch(", finish_reason="length", prompt_tokens=1000, completion_tokens=500)]
+    )
     answer = ask(server, price_in=1.0, price_out=2.0)
     assert answer.truncated and answer.finish_reason == "length"
     assert (answer.prompt_tokens, answer.completion_tokens) == (1000, 500)
@@ -81,7 +82,8 @@ def test_slow_answer_past_the_timeout_fails_cleanly(scripted: Callable[..., Scri
 
 
 def test_token_parameter_name_and_temperature_are_configured_not_guessed(
-        scripted: Callable[..., ScriptedServer]) -> None:
+    scripted: Callable[..., ScriptedServer],
+) -> None:
     server = scripted([Reply(content="a"), Reply(content="b")])
     ask(server, token_param="max_completion_tokens", max_tokens=1234, temperature=None)
     ask(server, token_param="max_tokens", max_tokens=99, temperature=0.2)
@@ -91,8 +93,9 @@ def test_token_parameter_name_and_temperature_are_configured_not_guessed(
     assert "tools" not in first and "response_format" not in first  # opt-in only
 
 
-def test_the_key_never_reaches_an_error_or_a_log(scripted: Callable[..., ScriptedServer],
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_the_key_never_reaches_an_error_or_a_log(
+    scripted: Callable[..., ScriptedServer], caplog: pytest.LogCaptureFixture
+) -> None:
     # A server that echoes the key back in its error body (some proxies do).
     server = scripted([Reply(status=401, content=f"invalid api key {KEY}")])
     caplog.set_level(logging.DEBUG)
@@ -114,8 +117,10 @@ def test_config_from_environment_and_file(tmp_path: Path, scripted: Callable[...
     cfg = load_llm_config(env=env)
     assert cfg.models[0].model == "qwen" and cfg.models[0].base_url == "http://127.0.0.1:9/v1"
     file = tmp_path / "models.yaml"
-    file.write_text("models:\n  - {name: a, model: m1, base_url: 'http://x/v1', token_param: max_completion_tokens,"
-                    " price_in: 0.5, price_out: 1.5, weight: 3}\n  - {model: m2, temperature: null}\n")
+    file.write_text(
+        "models:\n  - {name: a, model: m1, base_url: 'http://x/v1', token_param: max_completion_tokens,"
+        " price_in: 0.5, price_out: 1.5, weight: 3}\n  - {model: m2, temperature: null}\n"
+    )
     cfg = load_llm_config(env={"WARPFORGE_LLM_CONFIG": str(file)})
     assert [m.label for m in cfg.models] == ["a", "m2"]
     assert cfg.models[0].token_param == "max_completion_tokens" and cfg.models[0].weight == 3

@@ -26,8 +26,22 @@ GOOD = (ANSWERS / "softmax_good.py").read_text()
 
 def configure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: ScriptedServer, **model: Any) -> None:
     file = tmp_path / "models.yaml"
-    file.write_text(yaml.safe_dump({"models": [{"name": "scripted", "model": "coder", "base_url": server.url,
-                                                "api_key_env": "WF_TEST_KEY", "max_retries": 0, **model}]}))
+    file.write_text(
+        yaml.safe_dump(
+            {
+                "models": [
+                    {
+                        "name": "scripted",
+                        "model": "coder",
+                        "base_url": server.url,
+                        "api_key_env": "WF_TEST_KEY",
+                        "max_retries": 0,
+                        **model,
+                    }
+                ]
+            }
+        )
+    )
     monkeypatch.setenv("WARPFORGE_LLM_CONFIG", str(file))
     monkeypatch.setenv("WF_TEST_KEY", KEY)
 
@@ -49,8 +63,9 @@ def test_no_llm_configured_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> 
         get_proposer("llm", {})
 
 
-def test_round_zero_seeds_templates_without_asking(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                  scripted: Callable[..., ScriptedServer]) -> None:
+def test_round_zero_seeds_templates_without_asking(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]
+) -> None:
     server = scripted([])
     configure(monkeypatch, tmp_path, server)
     proposer = get_proposer("llm", {})
@@ -59,8 +74,9 @@ def test_round_zero_seeds_templates_without_asking(monkeypatch: pytest.MonkeyPat
     assert {c.origin.kind for c in out} == {"template"} and server.requests == []
 
 
-def test_a_round_proposes_concurrently_with_lineage_and_one_reask(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                                 scripted: Callable[..., ScriptedServer]) -> None:
+def test_a_round_proposes_concurrently_with_lineage_and_one_reask(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]
+) -> None:
     # Each first answer takes 0.5 s: two proposals in flight overlap at the server.
     prose = Reply(content="I would use an online softmax with two passes.", delay_s=0.5)
     hack = code_reply((ANSWERS / "softmax_hack_torch.py").read_text(), delay_s=0.5)
@@ -84,8 +100,9 @@ def test_a_round_proposes_concurrently_with_lineage_and_one_reask(monkeypatch: p
     assert proposer.meter.calls == 4 and proposer.meter.cost_usd > 0
 
 
-def test_duplicates_of_known_variants_are_dropped_without_reask(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                               scripted: Callable[..., ScriptedServer]) -> None:
+def test_duplicates_of_known_variants_are_dropped_without_reask(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]
+) -> None:
     history = template_history("softmax")
     template = history.variants[1].variant.source
     server = scripted([code_reply("# same, reformatted\n" + template)])
@@ -95,15 +112,23 @@ def test_duplicates_of_known_variants_are_dropped_without_reask(monkeypatch: pyt
     assert proposer.meter.outcomes == {"duplicate": 1} and len(server.requests) == 1
 
 
-@pytest.mark.parametrize(("options", "model", "reason"), [
-    ({"max_calls": 2}, {}, "calls"),
-    ({"max_cost_usd": 0.01}, {"price_in": 10.0, "price_out": 10.0}, "cost"),
-    ({"max_tokens": 100}, {}, "tokens"),
-    ({"max_rounds": 1}, {}, "rounds"),
-])
-def test_budgets_stop_the_agent_and_say_which(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                              scripted: Callable[..., ScriptedServer], options: dict[str, Any],
-                                              model: dict[str, Any], reason: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "model", "reason"),
+    [
+        ({"max_calls": 2}, {}, "calls"),
+        ({"max_cost_usd": 0.01}, {"price_in": 10.0, "price_out": 10.0}, "cost"),
+        ({"max_tokens": 100}, {}, "tokens"),
+        ({"max_rounds": 1}, {}, "rounds"),
+    ],
+)
+def test_budgets_stop_the_agent_and_say_which(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    scripted: Callable[..., ScriptedServer],
+    options: dict[str, Any],
+    model: dict[str, Any],
+    reason: str,
+) -> None:
     server = scripted([], default=code_reply(GOOD, prompt_tokens=1000, completion_tokens=1000))
     configure(monkeypatch, tmp_path, server, **model)
     proposer: Any = get_proposer("llm", {"in_flight": 1, **options})
@@ -120,16 +145,18 @@ def test_budgets_stop_the_agent_and_say_which(monkeypatch: pytest.MonkeyPatch, t
         assert len(server.requests) == 1
 
 
-def test_speed_of_light_stops_the_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                        scripted: Callable[..., ScriptedServer]) -> None:
+def test_speed_of_light_stops_the_agent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]
+) -> None:
     configure(monkeypatch, tmp_path, scripted([]))
     proposer: Any = get_proposer("llm", {"sol_stop_pct": 55.0})
     assert not proposer.wants_more(template_history("softmax"))  # the best template is at 60%
     assert proposer.meter.stop_reason == "speed_of_light"
 
 
-def test_same_answers_same_decisions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                     scripted: Callable[..., ScriptedServer]) -> None:
+def test_same_answers_same_decisions(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]
+) -> None:
     bodies = []
     for seed in (3, 3):
         server = scripted([], default=code_reply(GOOD))
@@ -158,8 +185,9 @@ def test_an_unreachable_server_is_a_failure_with_its_reason(monkeypatch: pytest.
     assert f"127.0.0.1:{port}" in line and "\n" not in line
 
 
-def test_one_answer_is_not_a_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                     scripted: Callable[..., ScriptedServer]) -> None:
+def test_one_answer_is_not_a_failure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scripted: Callable[..., ScriptedServer]
+) -> None:
     server = scripted([code_reply(GOOD)])
     configure(monkeypatch, tmp_path, server)
     proposer: Any = get_proposer("llm", {"in_flight": 1, "max_calls": 1})

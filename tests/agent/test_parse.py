@@ -29,15 +29,18 @@ def test_good_answer_is_accepted_with_its_rationale() -> None:
     assert parsed.ast_hash == normalized_hash((ANSWERS / "softmax_good.py").read_text())
 
 
-@pytest.mark.parametrize(("content", "outcome", "needle"), [
-    ("I would tile the rows and use online softmax.", "no_code", "```python"),
-    (fenced("TASK = 'softmax'\nSPACE = {'B': [1]}\ndef launch(x:\n    return x"), "parse_error", "syntax error"),
-    (fenced("TASK = 'rmsnorm'\nSPACE = {'B': [1]}\ndef launch(x, **p):\n    return x"), "parse_error", "rmsnorm"),
-    (fenced("TASK = 'softmax'\nSPACE = {}\ndef launch(x, **p):\n    return x"), "parse_error", "SPACE is empty"),
-    (fenced("TASK = 'softmax'\nSPACE = {'B': [1]}\n"), "parse_error", "launch"),
-    (answer("softmax_hack_torch.py"), "rejected", "torch_compute_call"),
-    (answer("softmax_hack_reference.py"), "rejected", "forbidden_import"),
-])
+@pytest.mark.parametrize(
+    ("content", "outcome", "needle"),
+    [
+        ("I would tile the rows and use online softmax.", "no_code", "```python"),
+        (fenced("TASK = 'softmax'\nSPACE = {'B': [1]}\ndef launch(x:\n    return x"), "parse_error", "syntax error"),
+        (fenced("TASK = 'rmsnorm'\nSPACE = {'B': [1]}\ndef launch(x, **p):\n    return x"), "parse_error", "rmsnorm"),
+        (fenced("TASK = 'softmax'\nSPACE = {}\ndef launch(x, **p):\n    return x"), "parse_error", "SPACE is empty"),
+        (fenced("TASK = 'softmax'\nSPACE = {'B': [1]}\n"), "parse_error", "launch"),
+        (answer("softmax_hack_torch.py"), "rejected", "torch_compute_call"),
+        (answer("softmax_hack_reference.py"), "rejected", "forbidden_import"),
+    ],
+)
 def test_bad_answers_get_a_closed_outcome_and_a_fixable_message(content: str, outcome: str, needle: str) -> None:
     parsed = check_answer(content, task="softmax", finish_reason="stop", seen=set())
     assert parsed.outcome == outcome and outcome in OUTCOMES
@@ -60,7 +63,8 @@ def test_duplicates_are_found_through_comments_docstrings_and_formatting() -> No
     source = (ANSWERS / "softmax_good.py").read_text()
     docstring = '"""Softmax, one row per program, whole row in registers (an LLM-style rewrite)."""'
     reformatted = source.replace(docstring, "# a comment instead of a docstring").replace(
-        'num_warps=params["num_warps"])', "num_warps=params['num_warps'],  # tuned\n)")
+        'num_warps=params["num_warps"])', "num_warps=params['num_warps'],  # tuned\n)"
+    )
     assert reformatted != source
     seen = {normalized_hash(source)}
     assert check_answer(fenced(reformatted), task="softmax", finish_reason="stop", seen=seen).outcome == "duplicate"
@@ -69,8 +73,10 @@ def test_duplicates_are_found_through_comments_docstrings_and_formatting() -> No
 
 
 def test_last_block_with_launch_wins_over_other_blocks() -> None:
-    content = ("First a helper:\n```python\nBLOCK = 4\n```\nand the file:\n```python\nTASK='softmax'\n"
-               "SPACE={'B': [1]}\ndef launch(x, **p):\n    return x\n```\n```bash\npip install nothing\n```")
+    content = (
+        "First a helper:\n```python\nBLOCK = 4\n```\nand the file:\n```python\nTASK='softmax'\n"
+        "SPACE={'B': [1]}\ndef launch(x, **p):\n    return x\n```\n```bash\npip install nothing\n```"
+    )
     code = extract_code(content)
     assert code is not None and code.startswith("TASK='softmax'")
 

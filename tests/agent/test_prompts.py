@@ -35,7 +35,7 @@ def test_prompt_carries_the_evidence() -> None:
     assert "0.1 ms" in user and "60% of speed of light" in user
     assert "memory-bound" in user and "Register spills: 64 bytes" in user and "168 registers" in user
     # One line per failure, never a dump: the second line of the message is not there.
-    assert "- incorrect (mismatch) with {\"num_warps\": 32}: max abs error 0.5" in user
+    assert '- incorrect (mismatch) with {"num_warps": 32}: max abs error 0.5' in user
     assert "second line" not in user
     assert "softmax on A100: looped 0.2 ms" in user
     assert prompt.cut == ()
@@ -91,8 +91,11 @@ def test_the_system_prompt_states_every_strict_rule_a_candidate_can_break() -> N
     task = get_task("softmax")
     system = build_prompt(task, template_history("softmax"), None, budget_tokens=50_000).messages[0]["content"]
     for line, told in STRICT_BREAKERS:
-        source = f"import torch\nimport triton\n{line}\n" if line.startswith(("import", "from")) else \
-            f"import torch\nimport triton\ndef launch(x):\n    {line}\n    return x\n"
+        source = (
+            f"import torch\nimport triton\n{line}\n"
+            if line.startswith(("import", "from"))
+            else f"import torch\nimport triton\ndef launch(x):\n    {line}\n    return x\n"
+        )
         finding = check_source(source)
         assert finding is not None, line  # the evaluator does reject it...
         assert f"[{finding.reason}]" in system and told in system, line  # ...and the prompt said so

@@ -16,8 +16,11 @@ from warpforge.kernels.task import get_task
 @pytest.mark.parametrize("task_name", ["layernorm", "softmax"])
 def test_training_proposes_exactly_the_templates_defining_a_backward(task_name: str) -> None:
     folder = Path(templates.__file__).parent / task_name
-    with_backward = {f.stem for f in folder.glob("*.py")
-                     if re.search(r"^def launch_backward\(", f.read_text(), re.M) and f.stem != "__init__"}
+    with_backward = {
+        f.stem
+        for f in folder.glob("*.py")
+        if re.search(r"^def launch_backward\(", f.read_text(), re.M) and f.stem != "__init__"
+    }
     everything = {f.stem for f in folder.glob("*.py") if f.stem != "__init__"}
     assert with_backward and with_backward != everything  # both kinds exist for these tasks
     history = History.empty(task_name, "interpret", budget_left=8)

@@ -10,14 +10,19 @@ from pathlib import Path
 
 
 def best(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpforge.cli", "best", *args, "--db", db], capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "80"})
+    return subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", "best", *args, "--db", db],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
 
 
 def test_nothing_stored_is_one_line_without_an_empty_table_or_an_export_hint(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'wf.db'}"
-    subprocess.run([sys.executable, "-m", "warpforge.cli", "db", "upgrade", "--db", db], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", "db", "upgrade", "--db", db], check=True, capture_output=True
+    )
     for args in (["softmax"], ["softmax", "--static"]):
         proc = best(db, *args)
         assert (proc.returncode, proc.stdout) == (1, ""), proc.stdout  # the old code: an empty table, --static 0

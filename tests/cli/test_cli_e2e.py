@@ -21,8 +21,13 @@ GOOD = str(PLANTED / "good.py")
 def wf(*args: str, db: Path | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WARPFORGE_DB": f"sqlite:///{db}" if db else os.environ.get("WARPFORGE_DB", "")}
     env.pop("TRITON_INTERPRET", None)  # the CLI chooses the interpreter itself, per child
-    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True,
-                          env={k: v for k, v in env.items() if v}, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", *args],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in env.items() if v},
+        timeout=900,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -45,8 +50,9 @@ def test_tasks_lists_builtin_and_task_files() -> None:
         assert names[name]["check_shapes"], name
 
 
-@pytest.mark.parametrize(("variant", "verdict", "code"), [("good", "ok", 0), ("wrong", "incorrect", 1),
-                                                          ("return_input", "rejected", 1)])
+@pytest.mark.parametrize(
+    ("variant", "verdict", "code"), [("good", "ok", 0), ("wrong", "incorrect", 1), ("return_input", "rejected", 1)]
+)
 def test_eval_prints_the_verdict(variant: str, verdict: str, code: int) -> None:
     proc = wf("eval", TASK, str(PLANTED / f"{variant}.py"), "--params", '{"BLOCK": 128}', "--json")
     assert proc.returncode == code, proc.stderr
@@ -54,14 +60,17 @@ def test_eval_prints_the_verdict(variant: str, verdict: str, code: int) -> None:
     assert result["verdict"] == verdict and result["params"] == {"BLOCK": 128, "num_warps": 2}
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (("eval", "no_such_task", GOOD), "unknown task 'no_such_task'"),
-    (("eval", TASK, str(PLANTED / "malformed_space.py")), "SPACE must be a literal"),
-    (("eval", TASK, GOOD, "--params", "{not json"), "--params is not valid JSON"),
-    (("eval", "softmax", GOOD), "implements task 'double', not 'softmax'"),
-    (("run", "softmax", "--sampler", "nope"), "unknown sampler 'nope'"),
-    (("run", TASK, "--variant-file", str(PLANTED / "no_valid_config.py")), "no configuration of its SPACE"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("eval", "no_such_task", GOOD), "unknown task 'no_such_task'"),
+        (("eval", TASK, str(PLANTED / "malformed_space.py")), "SPACE must be a literal"),
+        (("eval", TASK, GOOD, "--params", "{not json"), "--params is not valid JSON"),
+        (("eval", "softmax", GOOD), "implements task 'double', not 'softmax'"),
+        (("run", "softmax", "--sampler", "nope"), "unknown sampler 'nope'"),
+        (("run", TASK, "--variant-file", str(PLANTED / "no_valid_config.py")), "no configuration of its SPACE"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str, tmp_path: Path) -> None:
     proc = wf(*args, db=tmp_path / "wf.db")
     assert proc.returncode == 2, proc.stderr  # every case here is input that cannot work: nothing ran
@@ -93,10 +102,21 @@ def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path: Path) -> 
     db = tmp_path / "wf.db"
     env = {**os.environ, "WARPFORGE_DB": f"sqlite:///{db}"}
     env.pop("TRITON_INTERPRET", None)
-    cmd = [sys.executable, "-m", "warpforge.cli", "run", TASK, "--variant-file", GOOD, "--trials", "6",
-           "--campaign", "k", "--json"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "warpforge.cli",
+        "run",
+        TASK,
+        "--variant-file",
+        GOOD,
+        "--trials",
+        "6",
+        "--campaign",
+        "k",
+        "--json",
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600
     stored: list[tuple] = []
     while time.monotonic() < deadline:
@@ -112,8 +132,7 @@ def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path: Path) -> 
     proc.wait()
     assert 2 <= len(stored) < 6
     before = rows(db, "select id, params_key from wf_evaluations")
-    resumed = wf("run", TASK, "--variant-file", GOOD, "--trials", "6", "--campaign", "k", "--resume", "--json",
-                 db=db)
+    resumed = wf("run", TASK, "--variant-file", GOOD, "--trials", "6", "--campaign", "k", "--resume", "--json", db=db)
     assert resumed.returncode == 0, resumed.stderr
     after = rows(db, "select id, params_key from wf_evaluations")
     assert set(before) <= set(after)  # nothing completed was lost

@@ -32,31 +32,34 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 
 # --- occupancy, by hand ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("regs", "warps", "smem", "target", "expected"), [
-    # 32 regs: 1024 per warp, 64 warps fit; 16 blocks of 4 warps = 64 of 64 warp slots
-    (32, 4, 0, "sm_90", 1.0),
-    # 128 regs: 4096 per warp, 16 warps fit: 4 blocks of 4 = 16 of 64
-    (128, 4, 0, "sm_90", 0.25),
-    # 94 regs round up to 96: 3072 per warp, 21 warps fit: 5 blocks of 4 = 20 of 64
-    (94, 4, 16, "sm_90", 20 / 64),
-    # shared memory binds: 233472 // (100000 + 1024) = 2 blocks of 8 warps = 16 of 64
-    (64, 8, 100_000, "sm_90", 0.25),
-    # sm_86 has 48 warp slots: 32 regs, 16 warps per block -> 3 blocks = 48 of 48
-    (32, 16, 0, "cuda:86", 1.0),
-    (32, 4, 0, "sm_61", None),  # limits not known: no guess
-    (None, 4, 0, "sm_90", None),
-])
+@pytest.mark.parametrize(
+    ("regs", "warps", "smem", "target", "expected"),
+    [
+        # 32 regs: 1024 per warp, 64 warps fit; 16 blocks of 4 warps = 64 of 64 warp slots
+        (32, 4, 0, "sm_90", 1.0),
+        # 128 regs: 4096 per warp, 16 warps fit: 4 blocks of 4 = 16 of 64
+        (128, 4, 0, "sm_90", 0.25),
+        # 94 regs round up to 96: 3072 per warp, 21 warps fit: 5 blocks of 4 = 20 of 64
+        (94, 4, 16, "sm_90", 20 / 64),
+        # shared memory binds: 233472 // (100000 + 1024) = 2 blocks of 8 warps = 16 of 64
+        (64, 8, 100_000, "sm_90", 0.25),
+        # sm_86 has 48 warp slots: 32 regs, 16 warps per block -> 3 blocks = 48 of 48
+        (32, 16, 0, "cuda:86", 1.0),
+        (32, 4, 0, "sm_61", None),  # limits not known: no guess
+        (None, 4, 0, "sm_90", None),
+    ],
+)
 def test_occupancy_by_hand(regs: int | None, warps: int, smem: int, target: str, expected: float | None) -> None:
     assert occupancy(regs, warps, smem, target) == (pytest.approx(expected) if expected is not None else None)
 
 
 # --- a database whose static order is known by construction ----------------------------------------------------
 FACTS: dict[str, dict[str, Any] | None] = {
-    "spills": {"registers": 32, "spill_bytes": 8, "shared_bytes": 0, "num_warps": 4},     # spills: after all others
-    "full": {"registers": 32, "spill_bytes": 0, "shared_bytes": 0, "num_warps": 4},       # 100% occupancy: first
-    "regs128": {"registers": 128, "spill_bytes": 0, "shared_bytes": 0, "num_warps": 4},   # 25%, 128 registers
+    "spills": {"registers": 32, "spill_bytes": 8, "shared_bytes": 0, "num_warps": 4},  # spills: after all others
+    "full": {"registers": 32, "spill_bytes": 0, "shared_bytes": 0, "num_warps": 4},  # 100% occupancy: first
+    "regs128": {"registers": 128, "spill_bytes": 0, "shared_bytes": 0, "num_warps": 4},  # 25%, 128 registers
     "smem": {"registers": 64, "spill_bytes": 0, "shared_bytes": 100_000, "num_warps": 8},  # 25%, 64 registers
-    "unknown": None,                                                                     # stored before facts: last
+    "unknown": None,  # stored before facts: last
 }
 EXPECTED = ["full", "smem", "regs128", "spills", "unknown"]
 
@@ -73,11 +76,24 @@ def ranked_db(tmp_path: Path) -> str:
 
         def add(campaign: Campaign, name: str, facts: dict[str, Any] | None, verdict: str = "ok") -> None:
             params = {"name": name}
-            resources = [{"kernel": "k", "target": "sm_90", "compile_s": 0.1, "shape": {"N": 64}, "dtype": "float32",
-                          **facts}] if facts is not None else []
-            s.add(Evaluation(campaign=campaign, task="double", variant=v, variant_hash=v.source_hash, params=params,
-                             params_key=json.dumps(params), backend="interpret", verdict=verdict,
-                             result={"resources": resources}))
+            resources = (
+                [{"kernel": "k", "target": "sm_90", "compile_s": 0.1, "shape": {"N": 64}, "dtype": "float32", **facts}]
+                if facts is not None
+                else []
+            )
+            s.add(
+                Evaluation(
+                    campaign=campaign,
+                    task="double",
+                    variant=v,
+                    variant_hash=v.source_hash,
+                    params=params,
+                    params_key=json.dumps(params),
+                    backend="interpret",
+                    verdict=verdict,
+                    result={"resources": resources},
+                )
+            )
 
         add(old, "full", {"registers": 255, "spill_bytes": 4096, "shared_bytes": 0, "num_warps": 4})  # superseded
         add(new, "wrong", FACTS["full"], verdict="incorrect")  # never ranked: not verified ok
@@ -96,8 +112,11 @@ def test_best_static_ranks_by_compile_facts(ranked_db: str) -> None:
     assert rows[1]["worst"]["occupancy"] == 0.25 and rows[2]["worst"]["occupancy"] == 0.25
     assert rows[4]["worst"]["occupancy"] is None and rows[4]["resources"] == []
     # The same ranking export --allow-untimed picks from (one function): its first is ours.
-    plan = plan_task(Reader(ranked_db), get_task(str(Path(__file__).parents[1] / "evaluator" / "planted" /
-                                                     "task_double.py")), allow_untimed=True)
+    plan = plan_task(
+        Reader(ranked_db),
+        get_task(str(Path(__file__).parents[1] / "evaluator" / "planted" / "task_double.py")),
+        allow_untimed=True,
+    )
     assert plan.info["params"] == {"name": "full"} and "occupancy 100%" in plan.info["speedup_note"]
 
 
@@ -122,12 +141,19 @@ def test_results_json_has_facts_per_kernel_and_shape(stored_db: Path) -> None:
     assert code == 0 and len(rows) == 6
     three = rows[3]  # single_pass, ROWS_PER_PROGRAM=2, 4 warps: its 8192-wide fp16 kernel needs 163 registers
     assert [(f["shape"], f["dtype"], f["registers"]) for f in three["resources"]] == [
-        ("M=4096,N=4096", "float16", 94), ("M=8192,N=8192", "float16", 163), ("M=4096,N=4096", "bfloat16", 95),
-        ("M=4096,N=4096", "float32", 94)]
+        ("M=4096,N=4096", "float16", 94),
+        ("M=8192,N=8192", "float16", 163),
+        ("M=4096,N=4096", "bfloat16", 95),
+        ("M=4096,N=4096", "float32", 94),
+    ]
     # 163 registers -> 168 per thread, 5376 per warp: 12 warps fit, 3 blocks of 4 = 12 of 64 slots
     assert three["resources"][1]["occupancy"] == pytest.approx(12 / 64)
-    assert three["compile"] == {"spill_bytes": 0.0, "registers": 163.0, "shared_bytes": 16.0,
-                                "occupancy": pytest.approx(12 / 64)}
+    assert three["compile"] == {
+        "spill_bytes": 0.0,
+        "registers": 163.0,
+        "shared_bytes": 16.0,
+        "occupancy": pytest.approx(12 / 64),
+    }
 
 
 def test_best_with_a_timed_winner_carries_its_facts(stored_db: Path) -> None:

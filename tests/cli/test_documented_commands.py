@@ -82,8 +82,9 @@ NOT_RUN_RULES = {
     "compiled for sm_90)": r"warpforge run (?!tests/)",
     "a long run (make's set-up and campaign, a benchmark at 100,000 evaluations)": r"^make |--evaluations 100000",
     "the browser suite (3-5 min, chromium)": r"-m browser",
-    "reads ../shared, the benchmark data beside the repository (minutes per run)":
-        r"\.\./shared|planner_validation|estimate_validation",
+    "reads ../shared, the benchmark data beside the repository (minutes per run)": (
+        r"\.\./shared|planner_validation|estimate_validation"
+    ),
     "serves until stopped (its --check is tested in tests/dashboard)": r"warpforge dashboard(?!.*--check)",
 }
 SLOW_RULES = {
@@ -95,7 +96,7 @@ SLOW_RULES = {
 }
 RUN_RULES = {
     "a listing, a read, a plan or an export of what is stored (1-7 s)": r"warpforge (tasks|problems|spaces|results|best"
-        r"|agent transcripts|db upgrade|plan (predict|search|export)|export)\b",
+    r"|agent transcripts|db upgrade|plan (predict|search|export)|export)\b",
     "a table from a committed JSON file (2 s)": r"python benchmarks/search_efficiency\.py --from benchmarks/results/",
 }
 # Shell set-up (a variable, a file, a server started or stopped) runs with the commands of its block it sets up:
@@ -105,14 +106,20 @@ SETUP = re.compile(r"^(export |unset |kill |[A-Z_]+=|cat > |(\.venv/bin/)?python
 # commands after it read them. tests/cli/conftest.py's cpu-demo campaign is a copy of a real run of this very
 # command (its six configurations and their compile facts).
 STAND_INS = {
-    r"warpforge run rmsnorm --trials 6 --backend interpret --campaign cpu-demo":
+    r"warpforge run rmsnorm --trials 6 --backend interpret --campaign cpu-demo": (
         "import os, sys; from pathlib import Path; sys.path.insert(0, {tests!r}); "
-        "from conftest import build_stored_db; build_stored_db(Path(os.environ['WARPFORGE_DB'].removeprefix('sqlite:///')))",
+        "from conftest import build_stored_db; "
+        "build_stored_db(Path(os.environ['WARPFORGE_DB'].removeprefix('sqlite:///')))"
+    ),
 }
 # Values a page prints in a comment beside the code that prints them (each is quoted from its page, checked below).
 SHOWN = {
-    r"from warpforge\.db\.queries import Reader": ["finished 4 {'ok': 4}", "['good']",
-                                                  "False 0 of 4 evaluations measured:", "()"],
+    r"from warpforge\.db\.queries import Reader": [
+        "finished 4 {'ok': 4}",
+        "['good']",
+        "False 0 of 4 evaluations measured:",
+        "()",
+    ],
 }
 # The parameters that name a campaign or a task: a command that names what an earlier `run` or `plan search` of its
 # block stores reads it, so it runs only where that command runs (in its tier or a heavier one).
@@ -156,7 +163,7 @@ def split_comment(line: str) -> tuple[str, str]:
         elif ch in "'\"":
             quote = ch
         elif ch == "#" and (k == 0 or line[k - 1].isspace()):
-            return line[:k].rstrip(), line[k + 1:].strip()
+            return line[:k].rstrip(), line[k + 1 :].strip()
     return line.rstrip(), ""
 
 
@@ -172,7 +179,7 @@ def blocks(text: str) -> Iterator[tuple[int, str, list[str]]]:
         j = i + 1
         while j < len(lines) and not lines[j].strip().startswith("```"):
             j += 1
-        yield i + 1, m.group(1), lines[i + 1:j]
+        yield i + 1, m.group(1), lines[i + 1 : j]
         i = j + 1
 
 
@@ -292,7 +299,7 @@ def check_synopsis(words: list[str]) -> None:
     after an optional one (``[--port 8787]``) is its default, or a placeholder in capitals (``[--db URL]``); of
     ``package|hf-kernels`` the first is the default."""
     command, name, rest = resolve([w.strip("[]") for w in words])
-    rest = words[len(words) - len(rest):]  # as written, brackets included
+    rest = words[len(words) - len(rest) :]  # as written, brackets included
     options = {o: p for p in command.params if p.param_type_name == "option" for o in (*p.opts, *p.secondary_opts)}
     written = set()
     for k, word in enumerate(rest):
@@ -305,8 +312,10 @@ def check_synopsis(words: list[str]) -> None:
             continue  # not an optional option with a value
         default = options[word.strip("[]")].default
         if not re.fullmatch(r"[A-Z][A-Z_]*", value) and value.split("|")[0] != str(default):
-            raise DocError(f"`{name}` {word.strip('[]')} defaults to {default}, the synopsis shows {value}: write "
-                           "its default or a placeholder in capitals")
+            raise DocError(
+                f"`{name}` {word.strip('[]')} defaults to {default}, the synopsis shows {value}: write "
+                "its default or a placeholder in capitals"
+            )
     missing = [p.opts[0] for p in command.params if p.param_type_name == "option" and p.name not in written]
     if missing:
         raise DocError(f"the synopsis of `{name}` leaves out {', '.join(missing)}")
@@ -406,11 +415,18 @@ def classify(docs: list[Doc]) -> dict[Doc, tuple[int, str]]:
         tiers[doc] = (tier, reason)
     for doc in docs:
         if SETUP.match(doc.code) and doc not in tiers:
-            served = [tiers[d][0] for d in docs
-                      if (d.page, d.block) == (doc.page, doc.block) and d in tiers and not SETUP.match(d.code)]
+            served = [
+                tiers[d][0]
+                for d in docs
+                if (d.page, d.block) == (doc.page, doc.block) and d in tiers and not SETUP.match(d.code)
+            ]
             tier = min([t for t in served if t != NOT_RUN], default=NOT_RUN)
-            tiers[doc] = (tier, "shell set-up for the commands of its block" if tier != NOT_RUN else
-                          "shell set-up for commands that are not run")
+            tiers[doc] = (
+                tier,
+                "shell set-up for the commands of its block"
+                if tier != NOT_RUN
+                else "shell set-up for commands that are not run",
+            )
     return tiers
 
 
@@ -439,8 +455,13 @@ def session(tmp: Path) -> dict[str, str]:
         (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)}{run} "$@"\n')
         (bin_dir / name).chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WARPFORGE_LLM_", "OPENAI_"))}
-    env |= {"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "PYTHONPATH": str(ROOT / "src"),
-            "WARPFORGE_DB": f"sqlite:///{tmp / 'x.db'}", "COLUMNS": "80", "PWD": str(tmp)}
+    env |= {
+        "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT / "src"),
+        "WARPFORGE_DB": f"sqlite:///{tmp / 'x.db'}",
+        "COLUMNS": "80",
+        "PWD": str(tmp),
+    }
     return env
 
 
@@ -460,8 +481,15 @@ def run_block(docs: list[Doc], tier: int, tmp: Path, timeout: float) -> dict[Doc
             continue
         script.append(f"{{ {text}\n}} >{logs}/{k}.out 2>{logs}/{k}.err; echo $? >{logs}/{k}.rc")
         ran.append((k, doc, text != doc.script))
-    proc = subprocess.Popen(["bash", "-c", "\n".join(script)], cwd=tmp, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["bash", "-c", "\n".join(script)],
+        cwd=tmp,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _, err = proc.communicate(timeout=timeout)
     finally:
@@ -473,8 +501,11 @@ def run_block(docs: list[Doc], tier: int, tmp: Path, timeout: float) -> dict[Doc
     results = {}
     for k, doc, stood_in in ran:
         rc = logs / f"{k}.rc"
-        results[doc] = Ran(int(rc.read_text()) if rc.exists() else -1,
-                           (logs / f"{k}.out").read_text() + (logs / f"{k}.err").read_text(), stood_in)
+        results[doc] = Ran(
+            int(rc.read_text()) if rc.exists() else -1,
+            (logs / f"{k}.out").read_text() + (logs / f"{k}.err").read_text(),
+            stood_in,
+        )
     return results
 
 
@@ -496,8 +527,9 @@ def problems_of(docs: list[Doc], results: dict[Doc, Ran]) -> list[str]:
             assert ran.code == 0, f"{doc.where}: its stand-in failed: {ran.out[-2000:]}"
             continue
         if ran.code != doc.expected_exit:
-            bad.append(f"{doc.where} `{doc.code}` exited {ran.code}, the page says {doc.expected_exit}:\n"
-                       + ran.out[-2000:])
+            bad.append(
+                f"{doc.where} `{doc.code}` exited {ran.code}, the page says {doc.expected_exit}:\n" + ran.out[-2000:]
+            )
             continue
         printed = ran.lines()
         missing = [line for line in shown_lines(doc) if not any(p.startswith(line) for p in printed)]
@@ -531,7 +563,10 @@ def test_the_reader_finds_the_commands_and_only_them() -> None:
     assert not any(c.startswith(("from ", "models:", "print(", "src/", "evaluator/", "DIR/")) for c in codes)
     assert any(c == "python - <<'EOF'" and "Reader(" in d.heredoc for d, c in zip(DOCS, codes))
     assert simple_commands("A=1 warpforge run $(warpforge problems --paths | grep x) --json > /dev/null &") == [
-        ["warpforge", "problems", "--paths"], ["grep", "x"], ["warpforge", "run", "OUTPUT", "--json"]]
+        ["warpforge", "problems", "--paths"],
+        ["grep", "x"],
+        ["warpforge", "run", "OUTPUT", "--json"],
+    ]
     assert split_comment("""run '{"a": 1}' --x  # note's "quote" """) == ("""run '{"a": 1}' --x""", 'note\'s "quote"')
 
 
@@ -543,20 +578,29 @@ def test_every_documented_command_parses(doc: Doc) -> None:
         pytest.fail(f"{doc.where}: `{doc.code}`: {exc}")
 
 
-@pytest.mark.parametrize(("line", "broken", "needle"), [
-    (".venv/bin/warpforge run softmax --trials 10 --campaign sm", ("--trials", "--trails"), "No such option"),
-    (".venv/bin/warpforge results --campaign sm", ("results", "result"), "has no command 'result'"),
-    ("warpforge plan search  --model llama3-70b --cluster dgx-h100 --nodes 8 --json", ("plan", "plans"),
-     "has no command 'plans'"),
-    (".venv/bin/warpforge plan search --model llama3-70b --cluster dgx-h100 --nodes 8", ("8", "eight"),
-     "valid integer"),
-    ("warpforge agent transcripts CAMPAIGN [--task T] [--full]", ("--full", "--fulll"), "no option --fulll"),
-    ("warpforge agent transcripts CAMPAIGN [--task T] [--full]", ("agent ", ""), "no command 'transcripts'"),
-    ("warpforge dashboard [--host 127.0.0.1] [--port 8787]", ("8787", "8080"), "--port defaults to 8787"),
-    ("warpforge dashboard [--host 127.0.0.1] [--port 8787]", (" [--check]", ""), "leaves out --check"),
-    ("python benchmarks/dashboard_routes.py --evaluations 100000", ("--evaluations", "--rows"), "no option --rows"),
-    ("make test", ("test", "tests"), "no target 'tests'"),
-])
+@pytest.mark.parametrize(
+    ("line", "broken", "needle"),
+    [
+        (".venv/bin/warpforge run softmax --trials 10 --campaign sm", ("--trials", "--trails"), "No such option"),
+        (".venv/bin/warpforge results --campaign sm", ("results", "result"), "has no command 'result'"),
+        (
+            "warpforge plan search  --model llama3-70b --cluster dgx-h100 --nodes 8 --json",
+            ("plan", "plans"),
+            "has no command 'plans'",
+        ),
+        (
+            ".venv/bin/warpforge plan search --model llama3-70b --cluster dgx-h100 --nodes 8",
+            ("8", "eight"),
+            "valid integer",
+        ),
+        ("warpforge agent transcripts CAMPAIGN [--task T] [--full]", ("--full", "--fulll"), "no option --fulll"),
+        ("warpforge agent transcripts CAMPAIGN [--task T] [--full]", ("agent ", ""), "no command 'transcripts'"),
+        ("warpforge dashboard [--host 127.0.0.1] [--port 8787]", ("8787", "8080"), "--port defaults to 8787"),
+        ("warpforge dashboard [--host 127.0.0.1] [--port 8787]", (" [--check]", ""), "leaves out --check"),
+        ("python benchmarks/dashboard_routes.py --evaluations 100000", ("--evaluations", "--rows"), "no option --rows"),
+        ("make test", ("test", "tests"), "no target 'tests'"),
+    ],
+)
 def test_a_broken_copy_of_a_documented_line_fails(line: str, broken: tuple[str, str], needle: str) -> None:
     (doc,) = [d for d in DOCS if d.code.startswith(line)]
     check(doc)  # the line as the docs have it
@@ -578,8 +622,9 @@ def test_a_wrong_exit_code_or_output_and_an_unclassified_command_are_caught() ->
 
 def test_every_documented_command_is_classified() -> None:
     unclassified = [f"{d.where}: {d.code}" for d in DOCS if d not in TIERS]
-    assert not unclassified, ("put each in RUN_RULES, SLOW_RULES or NOT_RUN_RULES (or SETUP) with its reason: "
-                              + "; ".join(unclassified))
+    assert not unclassified, (
+        "put each in RUN_RULES, SLOW_RULES or NOT_RUN_RULES (or SETUP) with its reason: " + "; ".join(unclassified)
+    )
     # Every rule still names a command (a rule for a command the docs dropped would hide a new one).
     scripts = "\n\n".join(d.script for d in DOCS)
     for rule in [*NOT_RUN_RULES.values(), *SLOW_RULES.values(), *RUN_RULES.values(), *STAND_INS, *SHOWN]:
@@ -599,8 +644,7 @@ def test_what_a_command_not_run_substitutes_is_printed(tmp_path: Path) -> None:
     """A `$(...)` of a command not run in this tier runs alone: it exits 0 and prints at least one word, every path
     it prints exists (README's `run $(warpforge problems --paths | grep 23_Softmax)`)."""
     env = session(tmp_path)
-    subs = {s for d in DOCS if TIERS[d][0] != DEFAULT for s in SUBST.findall(d.code)
-            if s.split()[0] in WARPFORGE}
+    subs = {s for d in DOCS if TIERS[d][0] != DEFAULT for s in SUBST.findall(d.code) if s.split()[0] in WARPFORGE}
     assert len(subs) >= 2, subs
     for sub in sorted(subs):
         proc = subprocess.run(["bash", "-c", sub], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
@@ -616,8 +660,9 @@ def test_a_count_of_what_ships_is_what_ships(tmp_path: Path) -> None:
     counted = [(d, int(m.group(1))) for d in DOCS if (m := re.search(r"\b(\d+) ship\b", d.comment))]
     assert len(counted) >= 2, counted
     for doc, count in counted:
-        proc = subprocess.run(["bash", "-c", f"{doc.code} --paths"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=60)
+        proc = subprocess.run(
+            ["bash", "-c", f"{doc.code} --paths"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0, proc.stderr
         assert len(proc.stdout.split()) == count, f"{doc.where}: `{doc.code}` says {count} ship: {proc.stdout}"
 
@@ -628,4 +673,3 @@ def test_slower_documented_commands_run_as_the_page_says(page: str, block: int, 
     docs = [d for d in DOCS if (d.page, d.block) == (page, block)]
     bad = problems_of(docs, run_block(docs, SLOW, tmp_path, timeout=400))
     assert not bad, "\n\n".join(bad)
-

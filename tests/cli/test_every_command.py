@@ -27,15 +27,28 @@ from warpforge.cli.root import main
 READS, WRITES = 2, 1
 # Expected exit code with an impossible --db, per command: readers 2 (no database there), writers 1.
 DB_EXIT = {
-    "results": READS, "best": READS, "export": READS, "agent transcripts": READS, "dashboard": READS,
-    "run": WRITES, "db upgrade": WRITES, "plan predict": WRITES, "plan search": WRITES, "optimize": WRITES,
+    "results": READS,
+    "best": READS,
+    "export": READS,
+    "agent transcripts": READS,
+    "dashboard": READS,
+    "run": WRITES,
+    "db upgrade": WRITES,
+    "plan predict": WRITES,
+    "plan search": WRITES,
+    "optimize": WRITES,
 }
 # Commands whose answer is a report, not one line (the report is the product): checked for the exit code only.
 REPORTS = {"doctor": 1}  # its check table, exit 1 when a required check (the database) fails
 # A value for every required parameter (argument or option), by Click parameter name.
 VALUES = {
-    "task_names": ["rmsnorm"], "task_name": ["rmsnorm"], "task": ["rmsnorm"], "campaign": ["no-such-campaign"],
-    "model": ["--model", "llama3-8b"], "cluster": ["--cluster", "dgx-h100"], "fmt": ["--format", "megatron"],
+    "task_names": ["rmsnorm"],
+    "task_name": ["rmsnorm"],
+    "task": ["rmsnorm"],
+    "campaign": ["no-such-campaign"],
+    "model": ["--model", "llama3-8b"],
+    "cluster": ["--cluster", "dgx-h100"],
+    "fmt": ["--format", "megatron"],
 }
 
 
@@ -63,9 +76,11 @@ def _required(name: str, command: Any, tmp: Path) -> list[str]:
             args += ["--dest", str(tmp / "out")]
         elif p.name == "target":  # optimize, estimate: a model file in KernelBench's format
             model = tmp / "model.py"
-            model.write_text("import torch\nclass Model(torch.nn.Linear):\n    pass\n"
-                             "def get_inputs():\n    return [torch.randn(2, 4)]\n"
-                             "def get_init_inputs():\n    return [4, 4]\n")
+            model.write_text(
+                "import torch\nclass Model(torch.nn.Linear):\n    pass\n"
+                "def get_inputs():\n    return [torch.randn(2, 4)]\n"
+                "def get_init_inputs():\n    return [4, 4]\n"
+            )
             takes_out = any("--out" in getattr(q, "opts", ()) for q in command.params)
             args += [str(model), *(["--out", str(tmp / "opt")] if takes_out else [])]
         else:
@@ -85,8 +100,7 @@ def _bad_option(command: Any) -> list[str]:
     return ["--no-such-option"]
 
 
-def _invoke(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-            ) -> tuple[int, str]:
+def _invoke(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     monkeypatch.setattr("sys.argv", ["warpforge", *args])
     with pytest.raises(SystemExit) as info:
         main()
@@ -101,7 +115,8 @@ def test_the_walk_finds_the_groups_commands() -> None:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_an_impossible_database_is_one_line_and_the_documented_code(
-        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     command = COMMANDS[name]
     if not _has_db(command):
         assert name not in DB_EXIT, f"{name} lost its --db option"
@@ -110,8 +125,7 @@ def test_an_impossible_database_is_one_line_and_the_documented_code(
     (tmp_path / "afile").write_text("not a directory")
     url = f"sqlite:///{tmp_path / 'afile' / 'wf.db'}"
     extra = ["--check"] if name == "dashboard" else []  # never start a server, whatever happens
-    code, err = _invoke([*name.split(), *_required(name, command, tmp_path), *extra, "--db", url], monkeypatch,
-                        capsys)
+    code, err = _invoke([*name.split(), *_required(name, command, tmp_path), *extra, "--db", url], monkeypatch, capsys)
     if name in REPORTS:
         assert code == REPORTS[name], err
         return
@@ -122,7 +136,8 @@ def test_an_impossible_database_is_one_line_and_the_documented_code(
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_a_bad_option_value_is_one_line_and_exit_2(
-        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     command = COMMANDS[name]
     bad = _bad_option(command)
     code, err = _invoke([*name.split(), *_required(name, command, tmp_path), *bad], monkeypatch, capsys)
@@ -132,8 +147,9 @@ def test_a_bad_option_value_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize("args", [["results"], ["agent", "transcripts", "c"], ["best", "rmsnorm"]])
-def test_reading_commands_never_migrate(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_reading_commands_never_migrate(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A database one migration behind head is said (run `warpforge db upgrade`), never changed by a reader."""
     from alembic import command
     from alembic.config import Config

@@ -41,14 +41,16 @@ KERNELBENCH = ROOT / "tests" / "kernels" / "kernelbench" / "relu.py"
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the answer on a machine without a GPU")
 
 
-def wf(*args: str, db: Path | None = None, env: dict[str, str] | None = None,
-       columns: int = 80) -> subprocess.CompletedProcess[str]:
+def wf(
+    *args: str, db: Path | None = None, env: dict[str, str] | None = None, columns: int = 80
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "COLUMNS": str(columns), **(env or {})}
     full.pop("TRITON_INTERPRET", None)  # the CLI chooses the interpreter itself, per child
     if db is not None:
         full["WARPFORGE_DB"] = f"sqlite:///{db}"
-    return subprocess.run([sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True,
-                          env=full, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True, env=full, timeout=900
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
@@ -93,22 +95,33 @@ def test_a_writer_says_when_it_creates_a_directory(tmp_path: Path) -> None:
     assert "created directory" not in again.stderr  # said once, when it happens
 
 
-@pytest.mark.parametrize(("kind", "code", "needles"), [
-    ("not_a_database", 2, ("is not a SQLite database", "move this file aside")),
-    ("a_directory", 1, ("cannot open", "exists and is writable")),
-    ("wrong_scheme", 2, ("unknown database scheme 'mysqll'", "sqlite:///PATH")),
-    ("unparseable", 2, ("cannot parse database URL", "sqlite:///PATH")),
-    ("unreachable_server", 1, ("cannot connect to postgresql+psycopg://wf:***@127.0.0.1:1/none",
-                               "check the server is running")),
-])
-def test_a_bad_database_url_is_one_line_naming_it(kind: str, code: int, needles: tuple[str, ...],
-                                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "code", "needles"),
+    [
+        ("not_a_database", 2, ("is not a SQLite database", "move this file aside")),
+        ("a_directory", 1, ("cannot open", "exists and is writable")),
+        ("wrong_scheme", 2, ("unknown database scheme 'mysqll'", "sqlite:///PATH")),
+        ("unparseable", 2, ("cannot parse database URL", "sqlite:///PATH")),
+        (
+            "unreachable_server",
+            1,
+            ("cannot connect to postgresql+psycopg://wf:***@127.0.0.1:1/none", "check the server is running"),
+        ),
+    ],
+)
+def test_a_bad_database_url_is_one_line_naming_it(
+    kind: str, code: int, needles: tuple[str, ...], tmp_path: Path
+) -> None:
     # Old: a non-database file gave a 295-line traceback; SQLite errors said "check the server is running".
     junk = tmp_path / "notes.db"
     junk.write_text("these are my notes, not a database\n" * 20)
-    url = {"not_a_database": f"sqlite:///{junk}", "a_directory": f"sqlite:///{tmp_path}",
-           "wrong_scheme": "mysqll://wf@localhost/wf", "unparseable": "wf.db",
-           "unreachable_server": "postgresql+psycopg://wf:hunter2@127.0.0.1:1/none"}[kind]
+    url = {
+        "not_a_database": f"sqlite:///{junk}",
+        "a_directory": f"sqlite:///{tmp_path}",
+        "wrong_scheme": "mysqll://wf@localhost/wf",
+        "unparseable": "wf.db",
+        "unreachable_server": "postgresql+psycopg://wf:hunter2@127.0.0.1:1/none",
+    }[kind]
     line = one_line_error(wf("db", "upgrade", "--db", url), code)
     for needle in needles:
         assert needle in line
@@ -130,8 +143,9 @@ def test_database_errors_carry_their_exit_kind(tmp_path: Path) -> None:
 
 # --- 2. eval: defaults that satisfy constraints, SPACE and --params checked before anything runs ----------
 def test_first_config_follows_space_order_among_feasible() -> None:
-    variant = parse_variant("TASK = 'double'\nSPACE = {'BLOCK': [128, 256], 'num_warps': [8, 4]}\n"
-                            "def launch(x, **p):\n    pass\n")
+    variant = parse_variant(
+        "TASK = 'double'\nSPACE = {'BLOCK': [128, 256], 'num_warps': [8, 4]}\ndef launch(x, **p):\n    pass\n"
+    )
     assert first_config(variant, {}) == {"BLOCK": 128, "num_warps": 8}
     assert first_config(variant, {"num_warps": 4}) == {"BLOCK": 128, "num_warps": 4}
     feasible = [{"BLOCK": 256, "num_warps": 8}, {"BLOCK": 256, "num_warps": 4}]
@@ -142,8 +156,14 @@ def test_first_config_follows_space_order_among_feasible() -> None:
 def test_pick_params_runs_constraints_in_a_child(tmp_path: Path) -> None:
     task = get_task(TASK)
     # BLOCK >= 32 * num_warps: (128, 8) breaks it, (128, 4) is the first in SPACE order that holds.
-    tight = load_variant(variant_file(tmp_path, "{'BLOCK': [128, 256], 'num_warps': [8, 4]}",
-                                      'params["BLOCK"] >= 32 * params["num_warps"]', "tight"))
+    tight = load_variant(
+        variant_file(
+            tmp_path,
+            "{'BLOCK': [128, 256], 'num_warps': [8, 4]}",
+            'params["BLOCK"] >= 32 * params["num_warps"]',
+            "tight",
+        )
+    )
     never = load_variant(variant_file(tmp_path, "{'BLOCK': [128], 'num_warps': [4]}", "False", "never"))
     raises = load_variant(variant_file(tmp_path, "{'BLOCK': [128], 'num_warps': [4]}", "1 / 0", "raises"))
     with ChildPool() as pool:
@@ -158,26 +178,39 @@ def test_pick_params_runs_constraints_in_a_child(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_eval_default_satisfies_the_constraints(tmp_path: Path) -> None:
     # Old: eval took each list's first value, (128, 8), and answered invalid_config: constraints_false.
-    path = variant_file(tmp_path, "{'BLOCK': [128, 256], 'num_warps': [8, 4]}",
-                        'params["BLOCK"] >= 32 * params["num_warps"]', "tight")
+    path = variant_file(
+        tmp_path, "{'BLOCK': [128, 256], 'num_warps': [8, 4]}", 'params["BLOCK"] >= 32 * params["num_warps"]', "tight"
+    )
     proc = wf("eval", TASK, str(path), "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["verdict"] == "ok" and result["params"] == {"BLOCK": 128, "num_warps": 4}
 
 
-@pytest.mark.parametrize(("space", "constraints", "params", "needles"), [
-    ("{'BLOCK': [128, 256], 'num_warps': [2, 4]}", "True", '{"num_warps": 3}',
-     ("num_warps=3 is not in SPACE['num_warps']", "choose one of [2, 4]")),
-    ("{'BLOCK': [128, 256], 'num_warps': [2, 4]}", "True", '{"warps": 4}', ("unknown parameter 'warps'",
-                                                                          "its SPACE has BLOCK, num_warps")),
-    ("{'BLOCK': [128, 256], 'num_warps': [2, 4]}", "True", '{"num_warps": true}', ("num_warps=true is not in",)),
-    ("{'BLOCK': [128], 'num_warps': [3, 4]}", "True", "{}", ("SPACE['num_warps'] has [3]", "power of two")),
-    ("{}", "True", "{}", ("no SPACE to pick parameters from",)),
-    ("{'BLOCK': [128], 'num_warps': [4]}", "False", "{}", ("no configuration of SPACE", "widen SPACE")),
-])
-def test_eval_checks_space_and_params_before_evaluating(space: str, constraints: str, params: str,
-                                                        needles: tuple[str, ...], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("space", "constraints", "params", "needles"),
+    [
+        (
+            "{'BLOCK': [128, 256], 'num_warps': [2, 4]}",
+            "True",
+            '{"num_warps": 3}',
+            ("num_warps=3 is not in SPACE['num_warps']", "choose one of [2, 4]"),
+        ),
+        (
+            "{'BLOCK': [128, 256], 'num_warps': [2, 4]}",
+            "True",
+            '{"warps": 4}',
+            ("unknown parameter 'warps'", "its SPACE has BLOCK, num_warps"),
+        ),
+        ("{'BLOCK': [128, 256], 'num_warps': [2, 4]}", "True", '{"num_warps": true}', ("num_warps=true is not in",)),
+        ("{'BLOCK': [128], 'num_warps': [3, 4]}", "True", "{}", ("SPACE['num_warps'] has [3]", "power of two")),
+        ("{}", "True", "{}", ("no SPACE to pick parameters from",)),
+        ("{'BLOCK': [128], 'num_warps': [4]}", "False", "{}", ("no configuration of SPACE", "widen SPACE")),
+    ],
+)
+def test_eval_checks_space_and_params_before_evaluating(
+    space: str, constraints: str, params: str, needles: tuple[str, ...], tmp_path: Path
+) -> None:
     # Old: num_warps 3 ran and ended in Triton's assertion; unknown names were an invalid_config verdict
     # (exit 1); a missing SPACE surfaced as KeyError; no feasible configuration was a verdict too.
     line = one_line_error(wf("eval", TASK, str(variant_file(tmp_path, space, constraints)), "--params", params), 2)
@@ -214,8 +247,9 @@ def test_run_backend_replay_without_recordings_stops_before_anything(tmp_path: P
 
 
 @no_gpu
-def test_auto_never_picks_replay_without_recordings_of_these_sources(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_never_picks_replay_without_recordings_of_these_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A recording of an older softmax template source: the task has recordings, its variants do not.
     stale = tmp_path / "rec" / "H100" / "softmax" / "online-000000000000" / "float16__M=1,N=1.json.gz"
     stale.parent.mkdir(parents=True)
@@ -246,8 +280,9 @@ def campaigns(db: Path) -> list[str]:
 def test_a_run_that_fails_before_its_first_evaluation_keeps_no_name(tmp_path: Path) -> None:
     # Old: the failed run stored campaign "nv" and the corrected re-run was told to pass --resume.
     db = tmp_path / "wf.db"
-    line = one_line_error(wf("run", TASK, "--variant-file", str(PLANTED / "no_valid_config.py"),
-                             "--campaign", "nv", db=db), 2)  # the user's file: usage, as `eval` says it
+    line = one_line_error(
+        wf("run", TASK, "--variant-file", str(PLANTED / "no_valid_config.py"), "--campaign", "nv", db=db), 2
+    )  # the user's file: usage, as `eval` says it
     assert "no configuration of its SPACE" in line
     assert campaigns(db) == []
 
@@ -330,9 +365,11 @@ def test_run_closing_lines_at_80_columns_and_reuse_announced(tmp_path: Path) -> 
     assert re.search(r"│ two +│ 2 +│ 2 +│ ok:2 +│", first.stdout)
     flat = " ".join(first.stdout.split())  # words are whole: the prose wraps only between them
     assert "0 of 2 evaluations measured: no GPU here" in flat
-    assert "next: warpforge best double --static ranks the ok configurations by compile facts (static, not a " \
-           "time); warpforge results --campaign c1 lists the verdicts; for times, run the same command with " \
-           "--backend cuda on a CUDA machine" in flat
+    assert (
+        "next: warpforge best double --static ranks the ok configurations by compile facts (static, not a "
+        "time); warpforge results --campaign c1 lists the verdicts; for times, run the same command with "
+        "--backend cuda on a CUDA machine" in flat
+    )
     resumed = wf("run", TASK, "--variant-file", str(two), "--trials", "2", "--campaign", "c1", "--resume", db=db)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed campaign c1: 0 interrupted configurations re-queued" in resumed.stdout

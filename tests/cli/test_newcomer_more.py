@@ -23,8 +23,9 @@ PREDICT = ["plan", "predict", "--model", "llama3-70b", "--cluster", "dgx-h100", 
 
 def wf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "COLUMNS": "80", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True, env=full,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True, env=full, timeout=300
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
@@ -36,13 +37,23 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
 
 
 # --- plan predict --db that cannot store ---------------------------------------------------------------------
-@pytest.mark.parametrize(("make", "code", "needle"), [
-    # a file that is not a database: the URL names no database (exit 2), found only when storing
-    (lambda tmp: tmp.joinpath("notes.txt").write_text("hello") and f"sqlite:///{tmp / 'notes.txt'}", 2,
-     "is not a SQLite database"),
-    # a directory that cannot be made (under a regular file): right URL, cannot be used now (exit 1)
-    (lambda tmp: tmp.joinpath("f").write_text("x") and f"sqlite:///{tmp / 'f' / 'sub' / 'wf.db'}", 1, "cannot create"),
-])
+@pytest.mark.parametrize(
+    ("make", "code", "needle"),
+    [
+        # a file that is not a database: the URL names no database (exit 2), found only when storing
+        (
+            lambda tmp: tmp.joinpath("notes.txt").write_text("hello") and f"sqlite:///{tmp / 'notes.txt'}",
+            2,
+            "is not a SQLite database",
+        ),
+        # a directory that cannot be made (under a regular file): right URL, cannot be used now (exit 1)
+        (
+            lambda tmp: tmp.joinpath("f").write_text("x") and f"sqlite:///{tmp / 'f' / 'sub' / 'wf.db'}",
+            1,
+            "cannot create",
+        ),
+    ],
+)
 def test_a_prediction_that_cannot_be_stored_is_still_printed(tmp_path: Path, make, code: int, needle: str) -> None:
     # Old: the DatabaseError came before printing: one error line and no prediction, exit 1 for both.
     url = make(tmp_path)
@@ -69,27 +80,38 @@ def test_a_prediction_that_is_stored_says_so(tmp_path: Path) -> None:
 
 
 # --- planner titles and legend -----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("gpus", "per_node", "expected"), [
-    (64, 8, "64 GPUs (8 x dgx-h100)"),  # old: "64 x dgx-h100"
-    (8, 8, "8 GPUs (1 x dgx-h100)"),
-    (4, 8, "4 GPUs of 1 x dgx-h100 (8 GPUs per node)"),
-    (1, 8, "1 GPU of 1 x dgx-h100 (8 GPUs per node)"),
-])
+@pytest.mark.parametrize(
+    ("gpus", "per_node", "expected"),
+    [
+        (64, 8, "64 GPUs (8 x dgx-h100)"),  # old: "64 x dgx-h100"
+        (8, 8, "8 GPUs (1 x dgx-h100)"),
+        (4, 8, "4 GPUs of 1 x dgx-h100 (8 GPUs per node)"),
+        (1, 8, "1 GPU of 1 x dgx-h100 (8 GPUs per node)"),
+    ],
+)
 def test_titles_count_gpus_and_nodes_apart(gpus: int, per_node: int, expected: str) -> None:
     assert gpus_label(gpus, "dgx-h100", per_node) == expected
 
 
 def test_legend_explains_every_abbreviation_shown_and_only_those() -> None:
     text = legend(["tp2 pp4 dp2 cp4 mb1 v2 norc z2", "tp8 pp1 dp8 mb2 full z3 fp8"])
-    for needle in ("tp pp dp cp = tensor, pipeline, data, context parallel sizes", "mbN = N sequences per micro-batch",
-                   "vN = N interleaved model chunks per pipeline rank", "norc = no activation recompute",
-                   "full = full activation recompute", "zN = ZeRO stage N", "fp8 = FP8 GEMMs"):
+    for needle in (
+        "tp pp dp cp = tensor, pipeline, data, context parallel sizes",
+        "mbN = N sequences per micro-batch",
+        "vN = N interleaved model chunks per pipeline rank",
+        "norc = no activation recompute",
+        "full = full activation recompute",
+        "zN = ZeRO stage N",
+        "fp8 = FP8 GEMMs",
+    ):
         assert needle in text, needle
     assert "sel =" not in text and "ep" not in text.split("=")[0]
-    assert legend(["tp8 pp1 dp8 mb1 sel z1"]) == ("plan: tp pp dp = tensor, pipeline, data parallel sizes; mbN = N "
-                                                  "sequences per micro-batch; sel = selective activation recompute; "
-                                                  "zN = ZeRO stage N (z1 shards optimizer states, z2 also gradients, "
-                                                  "z3 also weights)")
+    assert legend(["tp8 pp1 dp8 mb1 sel z1"]) == (
+        "plan: tp pp dp = tensor, pipeline, data parallel sizes; mbN = N "
+        "sequences per micro-batch; sel = selective activation recompute; "
+        "zN = ZeRO stage N (z1 shards optimizer states, z2 also gradients, "
+        "z3 also weights)"
+    )
 
 
 def test_plan_search_explains_its_rank_gaps() -> None:
@@ -102,13 +124,16 @@ def test_plan_search_explains_its_rank_gaps() -> None:
 
 
 # --- Click's own usage errors -----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("args", "needle"), [
-    (["best"], "Missing argument 'TASK'. (see warpforge best --help)"),
-    (["results", "--limit", "abc"], "Invalid value for '--limit'"),
-    (["nosuchcommand"], "No such command 'nosuchcommand'."),
-    (["plan", "predict", "--model", "llama3-70b"], "Missing option '--cluster'"),
-    (["run", "softmax", "--nope"], "No such option: --nope"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["best"], "Missing argument 'TASK'. (see warpforge best --help)"),
+        (["results", "--limit", "abc"], "Invalid value for '--limit'"),
+        (["nosuchcommand"], "No such command 'nosuchcommand'."),
+        (["plan", "predict", "--model", "llama3-70b"], "Missing option '--cluster'"),
+        (["run", "softmax", "--nope"], "No such option: --nope"),
+    ],
+)
 def test_usage_errors_are_one_line_exit_2(args: list[str], needle: str) -> None:
     # Old: "Usage: ...", "Try ...", then the message in a Rich panel ("╭─ Error ─...") wrapped inside the box.
     assert needle in one_line_error(wf(*args), 2)

@@ -32,8 +32,12 @@ def usage_error(*args: str) -> str:
     from unittest import mock
 
     stdout, stderr = io.StringIO(), io.StringIO()
-    with mock.patch.object(sys, "argv", ["warpforge", *args]), contextlib.redirect_stdout(stdout), \
-            contextlib.redirect_stderr(stderr), pytest.raises(SystemExit) as stop:
+    with (
+        mock.patch.object(sys, "argv", ["warpforge", *args]),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+        pytest.raises(SystemExit) as stop,
+    ):
         main()
     assert stop.value.code == 2, (stop.value.code, stdout.getvalue(), stderr.getvalue())
     lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
@@ -43,14 +47,17 @@ def usage_error(*args: str) -> str:
 
 
 # --- --shape ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("shape", "needle"), [
-    ("M=abc", "M must be a positive integer, got 'abc'"),
-    ("4096", "each part is NAME=SIZE, got '4096'"),
-    ("X=1", "matmul has no dimension 'X'; its shapes name K, M, N"),  # matmul.py's SHAPES name M, N, K
-    ("M=4096", "also name K, N"),  # a stored key names every dimension: a partial one never matches
-    ("M=0,N=1,K=1", "M must be a positive integer, got '0'"),
-    ("M=1,M=2,N=1", "M is given twice"),
-])
+@pytest.mark.parametrize(
+    ("shape", "needle"),
+    [
+        ("M=abc", "M must be a positive integer, got 'abc'"),
+        ("4096", "each part is NAME=SIZE, got '4096'"),
+        ("X=1", "matmul has no dimension 'X'; its shapes name K, M, N"),  # matmul.py's SHAPES name M, N, K
+        ("M=4096", "also name K, N"),  # a stored key names every dimension: a partial one never matches
+        ("M=0,N=1,K=1", "M must be a positive integer, got '0'"),
+        ("M=1,M=2,N=1", "M is given twice"),
+    ],
+)
 @pytest.mark.parametrize("json_flag", [(), ("--json",)])
 def test_a_bad_shape_is_a_usage_error(stored_db: Path, shape: str, needle: str, json_flag: tuple[str, ...]) -> None:
     # Old: exit 1 "no measured correct result ... for shape M=abc"; with --json "[]" and an empty stderr.
@@ -66,8 +73,9 @@ def test_a_good_shape_in_any_order_is_the_stored_key() -> None:
 
 
 def test_a_good_shape_without_a_result_is_still_exit_1(stored_db: Path) -> None:
-    res = CliRunner().invoke(app, ["best", "matmul", "--shape", "N=4096,K=4096,M=4096", "--db",
-                                   f"sqlite:///{stored_db}"])
+    res = CliRunner().invoke(
+        app, ["best", "matmul", "--shape", "N=4096,K=4096,M=4096", "--db", f"sqlite:///{stored_db}"]
+    )
     assert res.exit_code == 1 and "for shape K=4096,M=4096,N=4096" in res.stderr
 
 
@@ -75,21 +83,27 @@ def test_a_good_shape_without_a_result_is_still_exit_1(stored_db: Path) -> None:
 PREDICT = ["plan", "predict", "--model", "llama3-70b", "--cluster", "dgx-h100"]
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["results", "--verdict", "okk"], "unknown verdict 'okk': use one of ok, incorrect,"),
-    ([*PREDICT, "--tp", "0"], "'--tp'"),  # old: internal error (ZeroDivisionError), exit 1
-    ([*PREDICT, "--pp", "0", "--json"], "'--pp'"),
-    ([*PREDICT, "--cp", "0"], "'--cp'"),
-    (["plan", "export", "--model", "llama3-70b", "--cluster", "dgx-h100", "--format", "megatron", "--tp", "0"],
-     "'--tp'"),
-    (["run", "softmax", "--target", "sm_999", "--trials", "1"], "unknown --target 'sm_999'"),
-    (["run", "softmax", "--time-budget", "-5", "--json"], "--time-budget must be a positive number"),
-    (["eval", "softmax", str(TEMPLATE / "online.py"), "--target", "foo"], "unknown --target 'foo'"),
-    (["eval", "softmax", str(TEMPLATE / "online.py"), "--timeout", "0"], "--timeout must be a positive number"),
-    (["export", "rmsnorm", "--dest", "DEST", "--format", "foo"], "unknown --format 'foo'"),  # old: exit 1
-])
-def test_every_parsed_option_is_checked_before_anything_runs(stored_db: Path, tmp_path: Path, args: list[str],
-                                                             needle: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["results", "--verdict", "okk"], "unknown verdict 'okk': use one of ok, incorrect,"),
+        ([*PREDICT, "--tp", "0"], "'--tp'"),  # old: internal error (ZeroDivisionError), exit 1
+        ([*PREDICT, "--pp", "0", "--json"], "'--pp'"),
+        ([*PREDICT, "--cp", "0"], "'--cp'"),
+        (
+            ["plan", "export", "--model", "llama3-70b", "--cluster", "dgx-h100", "--format", "megatron", "--tp", "0"],
+            "'--tp'",
+        ),
+        (["run", "softmax", "--target", "sm_999", "--trials", "1"], "unknown --target 'sm_999'"),
+        (["run", "softmax", "--time-budget", "-5", "--json"], "--time-budget must be a positive number"),
+        (["eval", "softmax", str(TEMPLATE / "online.py"), "--target", "foo"], "unknown --target 'foo'"),
+        (["eval", "softmax", str(TEMPLATE / "online.py"), "--timeout", "0"], "--timeout must be a positive number"),
+        (["export", "rmsnorm", "--dest", "DEST", "--format", "foo"], "unknown --format 'foo'"),  # old: exit 1
+    ],
+)
+def test_every_parsed_option_is_checked_before_anything_runs(
+    stored_db: Path, tmp_path: Path, args: list[str], needle: str
+) -> None:
     args = [str(tmp_path / "out") if a == "DEST" else a for a in args]
     db = ["--db", f"sqlite:///{stored_db}"] if args[0] in ("results", "export", "run") else []
     assert needle in usage_error(*args, *db)
@@ -98,8 +112,9 @@ def test_every_parsed_option_is_checked_before_anything_runs(stored_db: Path, tm
 
 # --- an LLM run whose every call failed --------------------------------------------------------------------------
 @pytest.mark.parametrize("json_flag", [(), ("--json",)])
-def test_a_run_whose_proposer_failed_exits_1_with_the_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                              json_flag: tuple[str, ...]) -> None:
+def test_a_run_whose_proposer_failed_exits_1_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, json_flag: tuple[str, ...]
+) -> None:
     # Old: "llm agent: 2 calls (call_failed 2)" among the notes and exit 0. The campaign itself is stood in for
     # (a real one evaluates templates for a minute); the proposer's side is tests/agent/test_evolution.py's.
     from warpforge.search.engine import campaign
@@ -108,17 +123,29 @@ def test_a_run_whose_proposer_failed_exits_1_with_the_reason(monkeypatch: pytest
     reason = "every LLM call failed (2 of 2): connection: m: cannot reach http://127.0.0.1:9/v1: is it running?"
 
     def fake(spec: object, **_: object) -> CampaignSummary:
-        task = TaskSummary("softmax", "interpret", 1, 0, "0 of 1 measured", [VariantSummary("online", "h", 1)],
-                           notes=["llm agent: 2 calls (call_failed 2)"], failure=reason)
+        task = TaskSummary(
+            "softmax",
+            "interpret",
+            1,
+            0,
+            "0 of 1 measured",
+            [VariantSummary("online", "h", 1)],
+            notes=["llm agent: 2 calls (call_failed 2)"],
+            failure=reason,
+        )
         return CampaignSummary("c1", "sqlite://", False, 0, [task], 1.0)
 
     monkeypatch.setattr(campaign, "run_campaign", fake)
-    res = CliRunner().invoke(app, ["run", "softmax", "--trials", "1", "--campaign", "c1", "--db",
-                                   f"sqlite:///{tmp_path / 'wf.db'}", *json_flag])
+    res = CliRunner().invoke(
+        app,
+        ["run", "softmax", "--trials", "1", "--campaign", "c1", "--db", f"sqlite:///{tmp_path / 'wf.db'}", *json_flag],
+    )
     assert res.exit_code == 1, (res.stdout, res.stderr)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: softmax: {reason}; the campaign searched the templates alone (warpforge agent "
-                      "transcripts c1 shows each call)"]
+    assert errors == [
+        f"error: softmax: {reason}; the campaign searched the templates alone (warpforge agent "
+        "transcripts c1 shows each call)"
+    ]
     if json_flag:
         import json
 
@@ -127,7 +154,7 @@ def test_a_run_whose_proposer_failed_exits_1_with_the_reason(monkeypatch: pytest
 
 # --- by-path tasks -----------------------------------------------------------------------------------------------
 # A KernelBench problem (its format: Model, get_inputs, get_init_inputs) written here, so no ../shared is needed.
-PROBLEM = '''import torch
+PROBLEM = """import torch
 import torch.nn as nn
 
 
@@ -149,7 +176,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 @pytest.fixture
@@ -178,13 +205,38 @@ def by_path_db(tmp_path: Path) -> tuple[str, Path]:
         c = Campaign(name="kb-cpu", status="finished", spec=spec, created_at=t0, updated_at=t0)
         v = VariantRecord(source_hash="m" * 64, task="23_Softmax", name="multi_row", source="#", space={})
         params = {"TILE": 1024, "num_warps": 4, "num_stages": 1}
-        facts = [{"kernel": "_softmax_2d_kernel", "target": "sm_90", "registers": 40, "spill_bytes": 0,
-                  "shared_bytes": 128, "compile_s": 0.5, "shape": {"M": 16, "N": 64}, "dtype": "float32",
-                  "num_warps": 4}]
-        s.add_all([c, v, Evaluation(campaign=c, task="23_Softmax", variant=v, variant_hash=v.source_hash,
-                                    params=params, params_key=json.dumps(params, sort_keys=True),
-                                    result={"resources": facts}, created_at=t0, backend="interpret", verdict="ok",
-                                    device="cpu (triton interpreter)")])
+        facts = [
+            {
+                "kernel": "_softmax_2d_kernel",
+                "target": "sm_90",
+                "registers": 40,
+                "spill_bytes": 0,
+                "shared_bytes": 128,
+                "compile_s": 0.5,
+                "shape": {"M": 16, "N": 64},
+                "dtype": "float32",
+                "num_warps": 4,
+            }
+        ]
+        s.add_all(
+            [
+                c,
+                v,
+                Evaluation(
+                    campaign=c,
+                    task="23_Softmax",
+                    variant=v,
+                    variant_hash=v.source_hash,
+                    params=params,
+                    params_key=json.dumps(params, sort_keys=True),
+                    result={"resources": facts},
+                    created_at=t0,
+                    backend="interpret",
+                    verdict="ok",
+                    device="cpu (triton interpreter)",
+                ),
+            ]
+        )
     return url, problem
 
 
@@ -228,8 +280,9 @@ def test_a_mistyped_task_names_the_close_one_and_the_stored_files(by_path_db: tu
     assert "did you mean '23_Softmax'?" in usage_error("best", "23_Sofmax", "--db", url)
 
 
-def test_a_by_path_winner_without_launch_is_refused_by_export_in_one_line(by_path_db: tuple[str, Path],
-                                                                          tmp_path: Path) -> None:
+def test_a_by_path_winner_without_launch_is_refused_by_export_in_one_line(
+    by_path_db: tuple[str, Path], tmp_path: Path
+) -> None:
     # Old: "reference takes 0 positional arguments but make_inputs returns 1: name every input in reference's
     # signature", about code the user never wrote; by its stored name, "unknown task". A by-path problem exports
     # (tests/export/test_export_bypath.py); this stored winner's source has no launch to wrap in an op.
@@ -260,8 +313,10 @@ def _help(*command: str) -> str:
     return res.stdout
 
 
-@pytest.mark.parametrize("command", [(), ("run",), ("eval",), ("best",), ("plan", "predict"), ("plan", "search"),
-                                     ("export",), ("dashboard",)])
+@pytest.mark.parametrize(
+    "command",
+    [(), ("run",), ("eval",), ("best",), ("plan", "predict"), ("plan", "search"), ("export",), ("dashboard",)],
+)
 def test_a_switch_shows_no_value_in_help(command: tuple[str, ...]) -> None:
     # Old (Typer 0.29's own help): "--compile <bool>", "--json <bool>", even "--help <bool>" and "-v <int>".
     text = _help(*command)
@@ -288,7 +343,6 @@ def test_plan_help_choices_are_whole_words_at_80_columns(command: tuple[str, ...
     assert "torchtitan" in text and "deepspeed" in text
 
 
-
 def _command_paths(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     if hasattr(command, "commands"):  # a group
         return [path] + [p for name, sub in command.commands.items() for p in _command_paths(sub, (*path, name))]
@@ -302,6 +356,7 @@ def test_no_help_cuts_a_word_at_80_columns(command: tuple[str, ...]) -> None:
     text = _help(*command)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "…" not in text, "\n".join(line for line in text.splitlines() if "…" in line)
+
 
 # --- said once: tests/cli/test_newcomer.py::test_a_writer_says_when_it_creates_a_directory counts it ---------
 
@@ -336,8 +391,15 @@ def test_doctor_folds_a_long_path_instead_of_cutting_it(tmp_path: Path, monkeypa
     from warpforge import doctor
 
     long = tmp_path / ("a-rather-long-directory-name-for-recordings" * 2) / "recordings"
-    monkeypatch.setattr(doctor, "run_checks", lambda db: [doctor.Check(
-        "replay recordings", False, f"none under {long}: --backend replay has nothing to replay", required=False)])
+    monkeypatch.setattr(
+        doctor,
+        "run_checks",
+        lambda db: [
+            doctor.Check(
+                "replay recordings", False, f"none under {long}: --backend replay has nothing to replay", required=False
+            )
+        ],
+    )
     res = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "80"})
     assert res.exit_code == 0 and "…" not in res.stdout
     cells = "".join(line.split("│")[3].strip() for line in res.stdout.splitlines() if line.count("│") == 4)
@@ -349,8 +411,22 @@ def test_eval_names_each_kernel_line_by_its_shape_and_dtype() -> None:
     from warpforge.cli.root import _resource_lines
     from warpforge.evaluator.result import Resources
 
-    lines = _resource_lines([Resources(kernel="_mm", target="sm_90", registers=128, spill_bytes=0, shared_bytes=65536,
-                                       shape={"N": 512, "M": 256, "K": 64}, dtype="float16", num_warps=4),
-                             Resources(kernel="_mm", target="sm_90", registers=96)])
-    assert lines == ["  _mm [sm_90] K=64,M=256,N=512 float16 warps=4: registers=128 spill=0B shared=65536B",
-                     "  _mm [sm_90]: registers=96 spill=? shared=?"]
+    lines = _resource_lines(
+        [
+            Resources(
+                kernel="_mm",
+                target="sm_90",
+                registers=128,
+                spill_bytes=0,
+                shared_bytes=65536,
+                shape={"N": 512, "M": 256, "K": 64},
+                dtype="float16",
+                num_warps=4,
+            ),
+            Resources(kernel="_mm", target="sm_90", registers=96),
+        ]
+    )
+    assert lines == [
+        "  _mm [sm_90] K=64,M=256,N=512 float16 warps=4: registers=128 spill=0B shared=65536B",
+        "  _mm [sm_90]: registers=96 spill=? shared=?",
+    ]

@@ -27,9 +27,38 @@ def test_predict_json_fields() -> None:
 
 
 def test_predict_all_options_and_export() -> None:
-    args = ["predict", "--model", "mixtral-8x7b", "--cluster", "h100", "--nodes", "4", "--tp", "2",
-            "--pp", "2", "--dp", "8", "--ep", "4", "--cp", "1", "--micro-batch", "1", "--global-batch", "256",
-            "--recompute", "full", "--zero", "1", "--interleave", "2", "--export", "megatron", "--json"]
+    args = [
+        "predict",
+        "--model",
+        "mixtral-8x7b",
+        "--cluster",
+        "h100",
+        "--nodes",
+        "4",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--dp",
+        "8",
+        "--ep",
+        "4",
+        "--cp",
+        "1",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "256",
+        "--recompute",
+        "full",
+        "--zero",
+        "1",
+        "--interleave",
+        "2",
+        "--export",
+        "megatron",
+        "--json",
+    ]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
@@ -46,8 +75,23 @@ def test_predict_rich_tables() -> None:
 def test_search_json_and_stored(tmp_path: Path) -> None:
     # No wall-clock assertion (the machine is shared): the search's own timings are in the JSON.
     url = f"sqlite:///{tmp_path / 'plans.db'}"
-    res = runner.invoke(app, ["search", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8",
-                              "--db", url, "--json", "--enqueue", '{"tp": 8, "pp": 4, "dp": 2}'])
+    res = runner.invoke(
+        app,
+        [
+            "search",
+            "--model",
+            "llama3-70b",
+            "--cluster",
+            "dgx-h100",
+            "--nodes",
+            "8",
+            "--db",
+            url,
+            "--json",
+            "--enqueue",
+            '{"tp": 8, "pp": 4, "dp": 2}',
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["elapsed_s"] > 0 and doc["cpu_s"] > 0
@@ -61,15 +105,44 @@ def test_search_json_and_stored(tmp_path: Path) -> None:
 
 
 def test_search_rich_table_and_export() -> None:
-    res = runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "dgx-a100", "--top", "2",
-                              "--no-store", "--export", "torchtitan"])
+    res = runner.invoke(
+        app,
+        [
+            "search",
+            "--model",
+            "llama3-8b",
+            "--cluster",
+            "dgx-a100",
+            "--top",
+            "2",
+            "--no-store",
+            "--export",
+            "torchtitan",
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     assert "best plans for llama3-8b" in res.stdout and "[parallelism]" in res.stdout
 
 
 def test_export_command() -> None:
-    res = runner.invoke(app, ["export", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "8",
-                              "--pp", "4", "--dp", "2", "--format", "megatron"])
+    res = runner.invoke(
+        app,
+        [
+            "export",
+            "--model",
+            "llama3-70b",
+            "--cluster",
+            "dgx-h100",
+            "--tp",
+            "8",
+            "--pp",
+            "4",
+            "--dp",
+            "2",
+            "--format",
+            "megatron",
+        ],
+    )
     assert res.exit_code == 0
     assert res.stdout.startswith("--num-layers 80") and "--tensor-model-parallel-size 8" in res.stdout
 
@@ -92,8 +165,7 @@ def test_model_that_fits_nowhere() -> None:
 
 def test_cluster_with_zero_gpus(tmp_path: Path) -> None:
     spec = tmp_path / "empty.yaml"
-    spec.write_text("gpu: X\ngpus_per_node: 0\npeak_tflops: 1\nhbm_gb: 1\nhbm_tbps: 1\n"
-                    "intra_gbps: 1\ninter_gbps: 1\n")
+    spec.write_text("gpu: X\ngpus_per_node: 0\npeak_tflops: 1\nhbm_gb: 1\nhbm_tbps: 1\nintra_gbps: 1\ninter_gbps: 1\n")
     res = runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", str(spec), "--no-store"])
     _one_line_error(res, 2, "0 GPUs")
     res = runner.invoke(app, [*PREDICT, "--nodes", "0"])
@@ -104,8 +176,11 @@ def test_other_bad_inputs() -> None:
     nope = runner.invoke(app, ["predict", "--model", "nope", "--cluster", "h100"])
     _one_line_error(nope, 2, "unknown model")
     _one_line_error(runner.invoke(app, [*PREDICT, "--zero", "7"]), 2, "zero")
-    _one_line_error(runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "h100", "--no-store",
-                                        "--enqueue", "{oops"]), 2, "bad --enqueue plan")
+    _one_line_error(
+        runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "h100", "--no-store", "--enqueue", "{oops"]),
+        2,
+        "bad --enqueue plan",
+    )
     # A URL that names no database is a usage error, checked before the prediction runs (README "Exit codes").
     _one_line_error(runner.invoke(app, [*PREDICT, "--db", "nosuchdialect://x"]), 2, "error")
     assert runner.invoke(app, []).exit_code == 2  # no_args_is_help: the help, and "asked wrongly" (nothing ran)
@@ -124,8 +199,24 @@ def test_precision_and_error_band_on_cli() -> None:
 
 
 def test_search_for_deepspeed_exports_its_config() -> None:
-    res = runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2",
-                              "--global-batch", "64", "--framework", "deepspeed", "--no-store", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "search",
+            "--model",
+            "llama3-8b",
+            "--cluster",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--global-batch",
+            "64",
+            "--framework",
+            "deepspeed",
+            "--no-store",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["framework"] == "deepspeed" and doc["export"]["format"] == "deepspeed"
@@ -135,8 +226,21 @@ def test_search_for_deepspeed_exports_its_config() -> None:
 
 def test_predict_framework_memory_and_fit_verdict() -> None:
     """--framework changes whose memory is counted; the verdict and its band are in --json and the table."""
-    args = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--dp", "8", "--micro-batch", "2",
-            "--global-batch", "16", "--zero", "3"]
+    args = [
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--cluster",
+        "dgx-h100",
+        "--dp",
+        "8",
+        "--micro-batch",
+        "2",
+        "--global-batch",
+        "16",
+        "--zero",
+        "3",
+    ]
     docs = {}
     for fw in ("megatron", "torchtitan"):
         res = runner.invoke(app, [*args, "--framework", fw, "--json"])

@@ -10,8 +10,10 @@ from warpforge.parallel.bands import ErrorBand
 
 
 def result(times: list[float], band: ErrorBand) -> Any:
-    plans = [SimpleNamespace(rank=i + 1, prediction=SimpleNamespace(step_time_s=t, error_band=band))
-             for i, t in enumerate(times)]
+    plans = [
+        SimpleNamespace(rank=i + 1, prediction=SimpleNamespace(step_time_s=t, error_band=band))
+        for i, t in enumerate(times)
+    ]
     return SimpleNamespace(plans=plans)
 
 

@@ -9,8 +9,10 @@ import pytest
 from warpforge.cli.plan_render import hanging
 
 # A reason as the planner writes it (cli/plan_render.py prints "  #rank " before it).
-WHY = ("  #4 0.8% slower than #1 with dp 8 (vs 4), cp 2 (vs 4), interleave 4 (vs 1), zero 3 (vs 2): exposed DP comm "
-       "2.32 s vs 0.218 s; pipeline p2p 0.372 s vs 0.0955 s; largest share activations 47.1 GiB (pipeline rank 0)")
+WHY = (
+    "  #4 0.8% slower than #1 with dp 8 (vs 4), cp 2 (vs 4), interleave 4 (vs 1), zero 3 (vs 2): exposed DP comm "
+    "2.32 s vs 0.218 s; pipeline p2p 0.372 s vs 0.0955 s; largest share activations 47.1 GiB (pipeline rank 0)"
+)
 
 
 @pytest.mark.parametrize("width", range(40, 121, 3))

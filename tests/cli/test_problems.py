@@ -19,8 +19,13 @@ SHIPPED_FILES = sorted(p for p in SHIPPED.glob("level*/*.py"))
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpforge.cli", "problems", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "80"}, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", "problems", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        cwd=cwd,
+    )
 
 
 def test_the_shipped_problems_are_licensed_and_each_one_is_documented() -> None:
@@ -33,8 +38,9 @@ def test_the_shipped_problems_are_licensed_and_each_one_is_documented() -> None:
     assert levels == {1, 2, 3}
 
 
-@pytest.mark.skipif(not UPSTREAM.is_dir(), reason="../shared/kernelbench absent: nothing to compare the shipped "
-                    "files with")
+@pytest.mark.skipif(
+    not UPSTREAM.is_dir(), reason="../shared/kernelbench absent: nothing to compare the shipped files with"
+)
 @pytest.mark.parametrize("path", SHIPPED_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_each_shipped_file_is_the_upstream_file_unchanged(path: Path) -> None:
     assert path.read_bytes() == (UPSTREAM / path.parent.name / path.name).read_bytes()

@@ -25,7 +25,8 @@ def test_piped_run_prints_a_line_per_evaluation(monkeypatch: pytest.MonkeyPatch,
         raise SystemExit(0)  # the summary printing is not what this test is about
 
     monkeypatch.setattr(campaign, "run_campaign", fake_run)
-    out = CliRunner().invoke(app, ["run", "softmax", "--trials", "2", "--backend", "interpret",
-                                   "--db", f"sqlite:///{tmp_path / 'wf.db'}"])
+    out = CliRunner().invoke(
+        app, ["run", "softmax", "--trials", "2", "--backend", "interpret", "--db", f"sqlite:///{tmp_path / 'wf.db'}"]
+    )
     assert "softmax 1/2: ok | best: not measured" in out.output
     assert "softmax 2/2: ok | best: not measured" in out.output

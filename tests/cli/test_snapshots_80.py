@@ -26,8 +26,20 @@ CASES = {
     "best_cpu": ["best", "rmsnorm", "--limit", "3"],
     "best_timed": ["best", "double"],
     "plan_search": ["plan", "search", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--no-store"],
-    "plan_predict": ["plan", "predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--tp", "8", "--pp", "4",
-                     "--dp", "2"],
+    "plan_predict": [
+        "plan",
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--cluster",
+        "dgx-h100",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--dp",
+        "2",
+    ],
     "agent_transcripts": ["agent", "transcripts", "plan-llm"],
 }
 
@@ -46,10 +58,13 @@ def render(args: list[str], db: Path) -> tuple[str, str]:
     """(stdout as printed, the normalized snapshot text of exit code, stdout and stderr)."""
     env = {**os.environ, "COLUMNS": "80", "WARPFORGE_DB": f"sqlite:///{db}"}
     env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
-    return proc.stdout, normalize(f"$ warpforge {' '.join(args)}\n[exit {proc.returncode}]\n--- stdout\n"
-                                  f"{proc.stdout}--- stderr\n{proc.stderr}", db)
+    proc = subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    return proc.stdout, normalize(
+        f"$ warpforge {' '.join(args)}\n[exit {proc.returncode}]\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}",
+        db,
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -17,8 +17,7 @@ from warpforge.spaces import SHIPPED, list_spaces, shipped_paths, trim, unique_p
 UPSTREAM = Path(__file__).resolve().parents[3] / "shared" / "spaces"  # the team's layout; absent from a clone
 # From the upstream README (shared/spaces/README.md, "configs in file / valid / failed"): the trimmed files
 # must hold every configuration and failure of the originals.
-EXPECTED = {"pnpoly/RTX_3090": (4092, 330), "convolution/RTX_3090": (6768, 1548),
-            "convolution_milo/A100": (4362, 161)}
+EXPECTED = {"pnpoly/RTX_3090": (4092, 330), "convolution/RTX_3090": (6768, 1548), "convolution_milo/A100": (4362, 161)}
 
 
 def test_the_shipped_spaces_are_small_licensed_and_whole() -> None:
@@ -37,7 +36,8 @@ def test_trimming_keeps_every_configuration_and_time(name: str, tmp_path: Path) 
     shipped = read_space(SHIPPED / f"{name}.json.gz")
     assert (tmp_path / "t.json.gz").read_bytes() == (SHIPPED / f"{name}.json.gz").read_bytes()  # reproducible
     assert {k: (r.status, r.time_ms) for k, r in full.records.items()} == {
-        k: (r.status, r.time_ms) for k, r in shipped.records.items()}
+        k: (r.status, r.time_ms) for k, r in shipped.records.items()
+    }
 
 
 def test_list_spaces_names_where_each_comes_from(tmp_path: Path) -> None:
@@ -51,8 +51,12 @@ def test_list_spaces_names_where_each_comes_from(tmp_path: Path) -> None:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpforge.cli", "spaces", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "80"})
+    return subprocess.run(
+        [sys.executable, "-m", "warpforge.cli", "spaces", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
 
 
 def test_spaces_command_from_a_folder_without_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

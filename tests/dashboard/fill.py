@@ -72,9 +72,19 @@ def record_synthetic(root: Path, variants: list[object]) -> None:
                     records.append((p, t, [t * 0.98, t, t * 1.03]))
                 ref = sol * 4.0
                 path = recording_path(root, GPU, task.name, v.name, v.source_hash, dtype_name(dt), shape)  # type: ignore[attr-defined]
-                write_cache(path, GPU, "softmax", {"shape": shape, "dtype": dtype_name(dt),
-                                                   "reference_ms": [ref * 0.99, ref, ref * 1.02],
-                                                   "recorded_at": "synthetic test fixture"}, v.space, records)  # type: ignore[attr-defined]
+                write_cache(
+                    path,
+                    GPU,
+                    "softmax",
+                    {
+                        "shape": shape,
+                        "dtype": dtype_name(dt),
+                        "reference_ms": [ref * 0.99, ref, ref * 1.02],
+                        "recorded_at": "synthetic test fixture",
+                    },
+                    v.space,
+                    records,
+                )  # type: ignore[attr-defined]
 
 
 def plant_lineage(url: str, variant_file: Path) -> None:
@@ -89,8 +99,15 @@ def plant_lineage(url: str, variant_file: Path) -> None:
     db.upgrade()
     with db.session() as s:
         store.ensure_variant(s, parent)
-        store.ensure_variant(s, child, "llm", proposer="llm", parents=(parent.source_hash,),
-                             proposal_id="fixture-1", rationale=XSS_RATIONALE)
+        store.ensure_variant(
+            s,
+            child,
+            "llm",
+            proposer="llm",
+            parents=(parent.source_hash,),
+            proposal_id="fixture-1",
+            rationale=XSS_RATIONALE,
+        )
     db.engine.dispose()
 
 
@@ -105,8 +122,17 @@ def replay_campaign(url: str, work: Path, trials: int = 24) -> None:
     old = os.environ.get("WARPFORGE_RECORDINGS")
     os.environ["WARPFORGE_RECORDINGS"] = str(rec)
     try:
-        run_campaign(CampaignSpec(name=REPLAY_CAMPAIGN, tasks=["softmax"], trials=trials, backend="replay",
-                                  db_url=url, seed=7, variant_files=[str(xss)]))
+        run_campaign(
+            CampaignSpec(
+                name=REPLAY_CAMPAIGN,
+                tasks=["softmax"],
+                trials=trials,
+                backend="replay",
+                db_url=url,
+                seed=7,
+                variant_files=[str(xss)],
+            )
+        )
     finally:
         if old is None:
             os.environ.pop("WARPFORGE_RECORDINGS", None)
@@ -117,8 +143,9 @@ def replay_campaign(url: str, work: Path, trials: int = 24) -> None:
 def interpret_campaign(url: str, trials: int = 4) -> None:
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
-    run_campaign(CampaignSpec(name=INTERPRET_CAMPAIGN, tasks=["softmax"], trials=trials, backend="interpret",
-                              db_url=url, seed=1))
+    run_campaign(
+        CampaignSpec(name=INTERPRET_CAMPAIGN, tasks=["softmax"], trials=trials, backend="interpret", db_url=url, seed=1)
+    )
 
 
 def store_plans(url: str) -> None:
@@ -138,22 +165,53 @@ def agent_campaign(url: str, work: Path, trials: int = 6) -> None:
 
     good = (AGENT_TESTS / "answers" / "double_good_v2.py").read_text()
     wrong = (AGENT_TESTS / "answers" / "double_wrong.py").read_text()
-    script = [code_reply(good, prompt_tokens=1000, completion_tokens=200),
-              Reply(content=f"I would use a bigger block. {AGENT_PAYLOAD} (my key is {AGENT_KEY})",
-                    reasoning=f"the key {AGENT_KEY} is in my context", prompt_tokens=1200, completion_tokens=40),
-              code_reply(wrong, prompt_tokens=1500, completion_tokens=180)]
+    script = [
+        code_reply(good, prompt_tokens=1000, completion_tokens=200),
+        Reply(
+            content=f"I would use a bigger block. {AGENT_PAYLOAD} (my key is {AGENT_KEY})",
+            reasoning=f"the key {AGENT_KEY} is in my context",
+            prompt_tokens=1200,
+            completion_tokens=40,
+        ),
+        code_reply(wrong, prompt_tokens=1500, completion_tokens=180),
+    ]
     server = ScriptedServer(script).start()
     config = work / "models.yaml"
-    config.write_text(yaml.safe_dump({"models": [{"name": "scripted", "model": "scripted-coder",
-                                                  "base_url": server.url, "api_key_env": "WF_DASH_KEY",
-                                                  "max_retries": 0, "price_in": 2.0, "price_out": 8.0}]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "models": [
+                    {
+                        "name": "scripted",
+                        "model": "scripted-coder",
+                        "base_url": server.url,
+                        "api_key_env": "WF_DASH_KEY",
+                        "max_retries": 0,
+                        "price_in": 2.0,
+                        "price_out": 8.0,
+                    }
+                ]
+            }
+        )
+    )
     saved = {k: os.environ.get(k) for k in ("WARPFORGE_LLM_CONFIG", "WF_DASH_KEY")}
     os.environ.update({"WARPFORGE_LLM_CONFIG": str(config), "WF_DASH_KEY": AGENT_KEY})
     try:
-        run_campaign(CampaignSpec(name=AGENT_CAMPAIGN, tasks=[str(AGENT_TESTS / "task_double_small.py")],
-                                  trials=trials, proposer="llm",
-                                  proposer_config={"in_flight": 1, "max_calls": 3, "seed": 0}, backend="interpret",
-                                  sampler="random", seed=0, db_url=url, top_k=0, seeds=1))
+        run_campaign(
+            CampaignSpec(
+                name=AGENT_CAMPAIGN,
+                tasks=[str(AGENT_TESTS / "task_double_small.py")],
+                trials=trials,
+                proposer="llm",
+                proposer_config={"in_flight": 1, "max_calls": 3, "seed": 0},
+                backend="interpret",
+                sampler="random",
+                seed=0,
+                db_url=url,
+                top_k=0,
+                seeds=1,
+            )
+        )
     finally:
         server.stop()
         for k, v in saved.items():

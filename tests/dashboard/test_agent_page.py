@@ -70,8 +70,13 @@ def test_variant_page_shows_the_transcript_of_the_call_that_produced_it(client: 
 
 def test_no_key_in_any_agent_page_or_answer(client: Any, seeded: dict[str, Any]) -> None:
     """The key was in the prompts, answers and reasoning the agent's writer stored: it was redacted there."""
-    paths = ["/agent", "/api/agent", "/api/agent/calls", f"/variants/{seeded['child']}",
-             f"/api/variants/{seeded['child']}"]
+    paths = [
+        "/agent",
+        "/api/agent",
+        "/api/agent/calls",
+        f"/variants/{seeded['child']}",
+        f"/api/variants/{seeded['child']}",
+    ]
     paths += [f"/agent/calls/{i}" for i in seeded["calls"]] + [f"/api/agent/calls/{i}" for i in seeded["calls"]]
     for p in paths:
         text = client.get(p).text

@@ -58,8 +58,14 @@ def test_variant_has_lineage_diff_best_result_and_evaluations(client: Any, seede
 
 
 def test_user_text_is_escaped_on_every_page(client: Any, seeded: dict[str, Any]) -> None:
-    pages = ["/", "/campaigns/seeded", "/leaderboard", f"/variants/{seeded['child']}",
-             f"/variants/{seeded['parent']}", "/campaigns/seeded/charts"]
+    pages = [
+        "/",
+        "/campaigns/seeded",
+        "/leaderboard",
+        f"/variants/{seeded['child']}",
+        f"/variants/{seeded['parent']}",
+        "/campaigns/seeded/charts",
+    ]
     for path in pages:
         html = client.get(path).text
         assert "<img src=x" not in html, path
@@ -82,10 +88,23 @@ def test_pages_and_api_are_paginated(client: Any) -> None:
 
 def test_openapi_describes_every_api_route(client: Any) -> None:
     paths = set(client.get("/api/openapi.json").json()["paths"])
-    for p in ("/api/campaigns", "/api/campaigns/{name}", "/api/evaluations", "/api/evaluations/{id}",
-              "/api/variants/{source_hash}", "/api/decisions", "/api/leaderboard", "/api/plans", "/api/agent",
-              "/api/charts/{name}", "/api/studies/{name}", "/api/agent/calls", "/api/agent/calls/{id}",
-              "/api/optimize", "/api/optimize/{id}"):
+    for p in (
+        "/api/campaigns",
+        "/api/campaigns/{name}",
+        "/api/evaluations",
+        "/api/evaluations/{id}",
+        "/api/variants/{source_hash}",
+        "/api/decisions",
+        "/api/leaderboard",
+        "/api/plans",
+        "/api/agent",
+        "/api/charts/{name}",
+        "/api/studies/{name}",
+        "/api/agent/calls",
+        "/api/agent/calls/{id}",
+        "/api/optimize",
+        "/api/optimize/{id}",
+    ):
         assert p in paths, p
 
 
@@ -188,8 +207,12 @@ def test_postgres_read_only_url_refuses_writes(fresh_postgres: str) -> None:
     engine = create_engine(readonly_url(fresh_postgres))
     with engine.connect() as conn:
         with pytest.raises(DBAPIError, match="read-only transaction"):
-            conn.execute(text("INSERT INTO wf_campaigns (name, status, spec, created_at, updated_at) "
-                              "VALUES ('x', 'running', '{}', now(), now())"))
+            conn.execute(
+                text(
+                    "INSERT INTO wf_campaigns (name, status, spec, created_at, updated_at) "
+                    "VALUES ('x', 'running', '{}', now(), now())"
+                )
+            )
     engine.dispose()
 
 
@@ -201,9 +224,23 @@ def test_no_secret_appears_in_pages_or_api(seeded: dict[str, Any], monkeypatch: 
     secret = "sk-test-9f8e7d6c5b4a"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     c = TestClient(create_app(seeded["url"]))
-    paths = ["/", "/leaderboard", "/plans", "/agent", "/optimize", "/api/optimize", "/campaigns/seeded",
-             "/campaigns/seeded/charts", f"/variants/{seeded['child']}", "/api/campaigns", "/api/leaderboard",
-             "/api/plans", "/api/evaluations", "/api/openapi.json", "/api/charts/seeded"]
+    paths = [
+        "/",
+        "/leaderboard",
+        "/plans",
+        "/agent",
+        "/optimize",
+        "/api/optimize",
+        "/campaigns/seeded",
+        "/campaigns/seeded/charts",
+        f"/variants/{seeded['child']}",
+        "/api/campaigns",
+        "/api/leaderboard",
+        "/api/plans",
+        "/api/evaluations",
+        "/api/openapi.json",
+        "/api/charts/seeded",
+    ]
     for p in paths:
         assert secret not in c.get(p).text, p
     # A database password is never shown either (the page names the database without it).
@@ -227,5 +264,6 @@ def test_json_encoding_writes_nan_as_null_and_keeps_dataclass_fields() -> None:
 
     t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     assert json.loads(_json((Row(1.5, t, {"B": 2}),)).body) == [
-        {"ms": 1.5, "when": "2026-01-02T03:04:05+00:00", "params": {"B": 2}}]
+        {"ms": 1.5, "when": "2026-01-02T03:04:05+00:00", "params": {"B": 2}}
+    ]
     assert json.loads(_json({"x": Row(float("nan"), t, {})}).body)["x"]["ms"] is None

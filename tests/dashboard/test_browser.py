@@ -43,8 +43,10 @@ def watched(page: Any) -> Any:
 
 def _plots_drawn(page: Any) -> int:
     """Plotly divs whose figure holds data traces (Plotly sets div.data once it has drawn)."""
-    return int(page.evaluate("""() => Array.from(document.querySelectorAll('div.plot'))
-        .filter(d => d.data && d.data.length > 0 && d.querySelector('.main-svg')).length"""))
+    return int(
+        page.evaluate("""() => Array.from(document.querySelectorAll('div.plot'))
+        .filter(d => d.data && d.data.length > 0 && d.querySelector('.main-svg')).length""")
+    )
 
 
 def test_click_through_overview_campaign_leaderboard_variant_parent(watched: Any, live_url: str, shots: Path) -> None:
@@ -90,8 +92,14 @@ def test_injected_script_payloads_render_inert(watched: Any, live_url: str, shot
     page = watched
     evals = page.request.get(f"{live_url}/api/evaluations?limit=1000").json()["items"]
     child = next(e["variant_hash"] for e in evals if e["variant_name"] == fill.XSS_NAME)
-    for path in ["/", f"/campaigns/{fill.REPLAY_CAMPAIGN}", "/leaderboard", f"/variants/{child}", "/agent",
-                 f"/campaigns/{fill.REPLAY_CAMPAIGN}/charts"]:
+    for path in [
+        "/",
+        f"/campaigns/{fill.REPLAY_CAMPAIGN}",
+        "/leaderboard",
+        f"/variants/{child}",
+        "/agent",
+        f"/campaigns/{fill.REPLAY_CAMPAIGN}/charts",
+    ]:
         page.goto(live_url + quote(path))
         page.wait_for_load_state("networkidle")
         injected = page.evaluate("""() => ({

@@ -25,8 +25,7 @@ def cpu_url(tmp_path_factory: pytest.TempPathFactory, serve: Any) -> Iterator[st
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     url = f"sqlite:///{tmp_path_factory.mktemp('cpu-only') / 'wf.db'}"
-    run_campaign(CampaignSpec(name=CPU_CAMPAIGN, tasks=["rmsnorm"], trials=3, backend="interpret", db_url=url,
-                              seed=3))
+    run_campaign(CampaignSpec(name=CPU_CAMPAIGN, tasks=["rmsnorm"], trials=3, backend="interpret", db_url=url, seed=3))
     fill.store_plans(url)
     with serve(create_app(url)) as live:
         yield live

@@ -110,8 +110,13 @@ def test_server_and_optuna_dashboard_serve_links(campaign_db: str) -> None:
 
     port, oport = _closed_port(), _closed_port()
     env = {k: v for k, v in os.environ.items() if k != "WARPFORGE_DB"}
-    proc = subprocess.Popen([*CLI, "--db", campaign_db, "--port", str(port), "--optuna-port", str(oport)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        [*CLI, "--db", campaign_db, "--port", str(port), "--optuna-port", str(oport)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 240  # the CLI imports torch; ~25 s on a loaded 2-core machine
         while True:

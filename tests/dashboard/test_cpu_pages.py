@@ -52,22 +52,24 @@ def _store_plans(url: str) -> None:
         campaign_id = row.id
     for name, cid, nodes in (("llama3-8b", None, 1), ("llama3-70b", campaign_id, 8)):
         model, cluster = load_model(name), load_cluster("dgx-h100", nodes=nodes)
-        store_search(url, model, cluster, search_plans(model, cluster, trials=20, top=3), limit=3,
-                     campaign_id=cid)
+        store_search(url, model, cluster, search_plans(model, cluster, trials=20, top=3), limit=3, campaign_id=cid)
 
 
 def _expected_first(rows: Any) -> tuple[str, dict[str, int], int]:
     """(variant, params, worst registers) of the README's rule applied to CPU_DEMO by hand: every kernel is
     spill-free, so the highest worst-case occupancy wins; sm_90 has 64 warp slots per SM and 65,536 registers,
     so registers * 32 * warps per block bound the blocks; ties go to fewer registers."""
+
     def occupancy(k: dict[str, Any]) -> float:
         warps = k["num_warps"]
         regs_per_warp = -(-k["registers"] * 32 // 256) * 256  # allocated per warp in units of 256
         blocks = min(65536 // (regs_per_warp * warps), 64 // warps, 32)
         return blocks * warps / 64
 
-    scored = [(-min(occupancy(k) for k in facts), max(k["registers"] for k in facts), i, variant, params)
-              for i, (variant, params, facts) in enumerate(rows.CPU_DEMO)]
+    scored = [
+        (-min(occupancy(k) for k in facts), max(k["registers"] for k in facts), i, variant, params)
+        for i, (variant, params, facts) in enumerate(rows.CPU_DEMO)
+    ]
     _, regs, _, variant, params = min(scored)
     return variant, params, regs
 
@@ -99,7 +101,7 @@ def test_variant_page_best_result_is_best_static_first(cpu: tuple[Any, Any]) -> 
     page = client.get(f"/variants/{variant[0] * 64}").text
     assert 'id="static-best"' in page and "rank 1 of the task for sm_90" in page
     best = page.split("<h2>Best result</h2>")[1].split("</p>")[1]
-    assert all(f'&#34;{k}&#34;: {v}' in best for k, v in params.items()), best  # JSON, HTML-escaped
+    assert all(f"&#34;{k}&#34;: {v}" in best for k, v in params.items()), best  # JSON, HTML-escaped
 
 
 def test_replayed_calls_are_calls_but_not_tokens_spent(cpu: tuple[Any, Any]) -> None:

@@ -20,9 +20,14 @@ def stored(tmp_path: Path, optimize_report: Any) -> dict[str, Any]:
 
     url = f"sqlite:///{tmp_path / 'wf.db'}"
     trained = store_report(url, optimize_report)
-    inference = optimize_report.model_copy(update={
-        "target": "kb/<b>1_Conv2D</b>.py", "kind": "kernelbench", "train": False,
-        "speedup": optimize_report.speedup.model_copy(update={"measured": 1.07})})
+    inference = optimize_report.model_copy(
+        update={
+            "target": "kb/<b>1_Conv2D</b>.py",
+            "kind": "kernelbench",
+            "train": False,
+            "speedup": optimize_report.speedup.model_copy(update={"measured": 1.07}),
+        }
+    )
     measured = store_report(url, inference)
     return {"client": TestClient(create_app(url)), "trained": trained, "measured": measured}
 
@@ -33,16 +38,20 @@ def test_the_list_shows_each_run_with_its_speedup_labelled(stored: dict[str, Any
     html = page.text
     assert 'href="/optimize"' in html and ">Optimize<" in html  # the nav link
     assert "./qwen3-tiny" in html and "40.6%" in html and "2 of 4" in html
-    assert "1.19x <span class=\"meta\">estimated</span>" in html
-    assert "1.07x <span class=\"meta\">measured</span>" in html
+    assert '1.19x <span class="meta">estimated</span>' in html
+    assert '1.07x <span class="meta">measured</span>' in html
     assert html.index(f'href="/optimize/{stored["measured"]}"') < html.index(f'href="/optimize/{stored["trained"]}"')
     assert "<b>1_Conv2D</b>" not in html and "kb/&lt;b&gt;1_Conv2D&lt;/b&gt;.py" in html  # a target is text
 
 
 def test_a_run_page_shows_regions_checks_patches_and_plans(stored: dict[str, Any]) -> None:
     html = stored["client"].get(f"/optimize/{stored['trained']}").text
-    for name in ("model.layers.0.input_layernorm", "model.layers.0.mlp.act_fn", "rmsnorm (M=128,N=64)",
-                 "no task: loose tensor ops of its module"):
+    for name in (
+        "model.layers.0.input_layernorm",
+        "model.layers.0.mlp.act_fn",
+        "rmsnorm (M=128,N=64)",
+        "no task: loose tensor ops of its module",
+    ):
         assert name in html
     assert '<b id="coverage">40.6%</b>' in html and "12.3%" in html  # coverage and a region's share
     assert "<b>1.19x</b> (estimated, not measured" in html and "ceiling: 1.3x (estimated" in html
@@ -63,7 +72,12 @@ def test_the_api_returns_the_runs_and_a_whole_report(stored: dict[str, Any], opt
     assert page["total"] == 2 and [r["id"] for r in page["items"]] == [stored["measured"], stored["trained"]]
     row = page["items"][1]
     assert (row["coverage"], row["speedup"], row["measured"], row["patched"], row["mode"]) == (
-        0.4062, 1.1873, False, 2, "train")
+        0.4062,
+        1.1873,
+        False,
+        2,
+        "train",
+    )
     assert client.get("/api/optimize", params={"limit": 1, "offset": 1}).json()["items"][0]["id"] == stored["trained"]
     run = client.get(f"/api/optimize/{stored['trained']}").json()
     assert run["row"]["target"] == "./qwen3-tiny"
@@ -85,5 +99,10 @@ def test_an_unknown_run_is_a_404(stored: dict[str, Any]) -> None:
 def test_an_empty_database_says_how_to_store_a_run(seeded: dict[str, Any], client: Any) -> None:
     html = client.get("/optimize").text
     assert "No stored optimize runs" in html and "warpforge optimize TARGET" in html
-    assert client.get("/api/optimize").json() == {"items": [], "total": 0, "offset": 0, "limit": 50,
-                                                  "next_cursor": None}
+    assert client.get("/api/optimize").json() == {
+        "items": [],
+        "total": 0,
+        "offset": 0,
+        "limit": 50,
+        "next_cursor": None,
+    }

@@ -59,15 +59,25 @@ def test_optuna_dashboard_refuses_writes_with_a_reason_and_serves_reads(tmp_path
     from warpforge.dashboard.optuna_link import READ_ONLY_REASON, _storage, read_only
 
     url = f"sqlite:///{tmp_path / 'o.db'}"
-    optuna.create_study(study_name="c:t:v:0123456789ab", storage=url).optimize(lambda t: t.suggest_float("x", 0, 1),
-                                                                               n_trials=2)
+    optuna.create_study(study_name="c:t:v:0123456789ab", storage=url).optimize(
+        lambda t: t.suggest_float("x", 0, 1), n_trials=2
+    )
     app = read_only(optuna_dashboard.wsgi(_storage(url)))
 
     def call(method: str, path: str, body: bytes = b"") -> tuple[str, bytes]:
         got: list[str] = []
-        environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "x",
-                   "SERVER_PORT": "1", "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)),
-                   "CONTENT_TYPE": "application/json", "wsgi.url_scheme": "http", "wsgi.errors": io.StringIO()}
+        environ = {
+            "REQUEST_METHOD": method,
+            "PATH_INFO": path,
+            "QUERY_STRING": "",
+            "SERVER_NAME": "x",
+            "SERVER_PORT": "1",
+            "wsgi.input": io.BytesIO(body),
+            "CONTENT_LENGTH": str(len(body)),
+            "CONTENT_TYPE": "application/json",
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": io.StringIO(),
+        }
         out = b"".join(app(environ, lambda status, headers, *a: got.append(status)))
         return got[0], out
 

@@ -14,9 +14,13 @@ from warpforge.db.session import Database
 
 KEY = "sk-reads-0a1b2c3d4e5f6789"
 # (campaign, model, outcome, prompt tokens, completion tokens, USD, produced variant)
-CALLS = [("c1", "m-a", "accepted", 1000, 200, 0.0036, "v" * 64), ("c1", "m-a", "no_code", 400, 40, 0.0011, None),
-         ("c1", "m-b", "rejected", 600, 60, 0.0017, "w" * 64), ("c2", "m-b", "accepted", 100, 10, 0.0003, "x" * 64),
-         ("c2", "m-b", "truncated", 100, 500, 0.0042, None)]
+CALLS = [
+    ("c1", "m-a", "accepted", 1000, 200, 0.0036, "v" * 64),
+    ("c1", "m-a", "no_code", 400, 40, 0.0011, None),
+    ("c1", "m-b", "rejected", 600, 60, 0.0017, "w" * 64),
+    ("c2", "m-b", "accepted", 100, 10, 0.0003, "x" * 64),
+    ("c2", "m-b", "truncated", 100, 500, 0.0042, None),
+]
 
 
 @pytest.fixture
@@ -34,11 +38,16 @@ def stored(db_url: str) -> dict[str, Any]:
     register_secret(KEY)
     ids = []
     for i, (camp, model, outcome, pt, ct, usd, variant) in enumerate(CALLS):
-        rec = CallRecord(task="softmax", call_key=f"r{i}.s0.a0",
-                         messages=({"role": "system", "content": "sys"}, {"role": "user", "content": f"ask {KEY}"}),
-                         response=LLMResponse(model, f"answer {i}", "why", "stop", pt, ct, 0.5 * (i + 1), usd,
-                                              {"temperature": 0.5}), outcome=outcome,
-                         parents=("p" * 64,), prompt_cut=("winners",), variant_hash=variant)
+        rec = CallRecord(
+            task="softmax",
+            call_key=f"r{i}.s0.a0",
+            messages=({"role": "system", "content": "sys"}, {"role": "user", "content": f"ask {KEY}"}),
+            response=LLMResponse(model, f"answer {i}", "why", "stop", pt, ct, 0.5 * (i + 1), usd, {"temperature": 0.5}),
+            outcome=outcome,
+            parents=("p" * 64,),
+            prompt_cut=("winners",),
+            variant_hash=variant,
+        )
         ids.append(store_call(db, camp, rec))
     store_run(db, "c1", "softmax", {"stop_reason": "calls", "calls": 3, "outcomes": {"accepted": 1}})
     store_run(db, "c2", "softmax", {"stop_reason": "", "calls": 2})

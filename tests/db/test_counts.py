@@ -28,9 +28,20 @@ def _add(db: Database, campaign: str, verdicts: list[str], created: datetime, fi
             v = VariantRecord(source_hash="h" * 64, task="softmax", name="v", source="#", space={})
             s.add(v)
         for i, verdict in enumerate(verdicts):
-            s.add(Evaluation(campaign=camp, task="softmax", variant=v, variant_hash=v.source_hash, params={"i": i},
-                             params_key=json.dumps({"i": i}), backend="replay", verdict=verdict, final=final,
-                             created_at=created))
+            s.add(
+                Evaluation(
+                    campaign=camp,
+                    task="softmax",
+                    variant=v,
+                    variant_hash=v.source_hash,
+                    params={"i": i},
+                    params_key=json.dumps({"i": i}),
+                    backend="replay",
+                    verdict=verdict,
+                    final=final,
+                    created_at=created,
+                )
+            )
 
 
 def test_counts_stay_exact_as_rows_arrive_and_settle(db_url: str) -> None:
@@ -45,8 +56,10 @@ def test_counts_stay_exact_as_rows_arrive_and_settle(db_url: str) -> None:
         now = datetime.now(timezone.utc)
         upto = settle_point(s, now)
         assert upto > 0  # every row so far is old: settled
-        assert cache.verdicts(s, [ids["a"], ids["b"]], upto) == {ids["a"]: {"ok": 5, "incorrect": 2},
-                                                                   ids["b"]: {"ok": 3}}
+        assert cache.verdicts(s, [ids["a"], ids["b"]], upto) == {
+            ids["a"]: {"ok": 5, "incorrect": 2},
+            ids["b"]: {"ok": 3},
+        }
         assert cache.total(s, "all", [], upto) == 12
         assert cache.total(s, "ok", [Evaluation.verdict == "ok"], upto) == 10
     # New rows (created now: not settled yet) are counted afresh on every call.
@@ -59,8 +72,10 @@ def test_counts_stay_exact_as_rows_arrive_and_settle(db_url: str) -> None:
         # Later they settle: only the rows between the two settle points are read, and the sums still hold.
         later = settle_point(s, datetime.now(timezone.utc) + timedelta(seconds=SETTLE_S + 60))
         assert later > upto
-        assert cache.verdicts(s, [ids["a"], ids["b"]], later) == {ids["a"]: {"ok": 6, "incorrect": 2, "timeout": 1},
-                                                                   ids["b"]: {"ok": 3}}
+        assert cache.verdicts(s, [ids["a"], ids["b"]], later) == {
+            ids["a"]: {"ok": 6, "incorrect": 2, "timeout": 1},
+            ids["b"]: {"ok": 3},
+        }
         assert cache.total(s, "all", [], later) == 14
         assert cache.total(s, "ok", [Evaluation.verdict == "ok"], later) == 11
     db.engine.dispose()

@@ -19,12 +19,34 @@ PLANTED = Path(__file__).parents[1] / "evaluator" / "planted"
 
 def _result(params: dict, ms: float | None, gpu: str = "NVIDIA H100 80GB HBM3", verdict=Verdict.OK) -> EvalResult:
     # Storage fixtures: the numbers only have to round-trip, they are never reported as measurements.
-    shapes = [] if ms is None else [ShapeResult(shape={"N": 1 << 20}, dtype="float32", p20_ms=ms * 0.9, p50_ms=ms,
-                                                p80_ms=ms * 1.1, ref_p50_ms=2 * ms, speedup=2.0)]
-    return EvalResult(verdict=verdict, task="double", params=params, backend="replay", shapes=shapes,
-                      objective_ms=ms, speedup=None if ms is None else 2.0, fingerprint=gpu[-8:], device=gpu,
-                      timing=None if ms is None else Timing(source="recorded", gpu=gpu),
-                      versions={"torch": "2.13.0", "triton": "3.9.0", "warpforge": "0.1.0"})
+    shapes = (
+        []
+        if ms is None
+        else [
+            ShapeResult(
+                shape={"N": 1 << 20},
+                dtype="float32",
+                p20_ms=ms * 0.9,
+                p50_ms=ms,
+                p80_ms=ms * 1.1,
+                ref_p50_ms=2 * ms,
+                speedup=2.0,
+            )
+        ]
+    )
+    return EvalResult(
+        verdict=verdict,
+        task="double",
+        params=params,
+        backend="replay",
+        shapes=shapes,
+        objective_ms=ms,
+        speedup=None if ms is None else 2.0,
+        fingerprint=gpu[-8:],
+        device=gpu,
+        timing=None if ms is None else Timing(source="recorded", gpu=gpu),
+        versions={"torch": "2.13.0", "triton": "3.9.0", "warpforge": "0.1.0"},
+    )
 
 
 def test_round_trip(db_url: str) -> None:
@@ -39,16 +61,19 @@ def test_round_trip(db_url: str) -> None:
         assert store.ensure_variant(s, variant).id == rec.id  # content-hash keyed: one row per source
         store.save_evaluation(s, _result({"BLOCK": 128}, 0.5), task=task, variant=rec, campaign=campaign)
         store.save_evaluation(s, _result({"BLOCK": 256}, 0.25), task=task, variant=rec, campaign=campaign)
-        store.save_evaluation(s, _result({"BLOCK": 512}, None, verdict=Verdict.INCORRECT), task=task, variant=rec,
-                              campaign=campaign)
-        store.save_evaluation(s, _result({"BLOCK": 1024}, 0.1, gpu="NVIDIA A100-SXM4-80GB"), task=task,
-                              variant=rec, campaign=campaign)
+        store.save_evaluation(
+            s, _result({"BLOCK": 512}, None, verdict=Verdict.INCORRECT), task=task, variant=rec, campaign=campaign
+        )
+        store.save_evaluation(
+            s, _result({"BLOCK": 1024}, 0.1, gpu="NVIDIA A100-SXM4-80GB"), task=task, variant=rec, campaign=campaign
+        )
     with db.session() as s:
         rows = store.results(s, campaign="c1")
         assert len(rows) == 4
         assert {r.verdict for r in rows} == {"ok", "incorrect"}
-        found = store.find_evaluation(s, variant.source_hash, {"BLOCK": 256}, "replay",
-                                      {"torch": "2.13.0", "triton": "3.9.0"})
+        found = store.find_evaluation(
+            s, variant.source_hash, {"BLOCK": 256}, "replay", {"torch": "2.13.0", "triton": "3.9.0"}
+        )
         assert found is not None and found.objective_ms == pytest.approx(0.25)
         assert found.measurements[0].p50_ms == pytest.approx(0.25)
         assert store.result_of(found).timing.gpu == "NVIDIA H100 80GB HBM3"  # type: ignore[union-attr]

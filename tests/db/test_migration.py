@@ -93,11 +93,16 @@ def test_upgrade_carries_a_release_database_forward_and_back(db_url: str, tmp_pa
     after = _study_names(db)
     assert after == {i: n.removesuffix(":final") for i, n in before.items()}  # the study's own name again
     assert [(o, p, str(par).replace(" ", ""), pid, r) for o, p, par, pid, r in variants] == [
-        ("template", "template", "[]", None, "")]
+        ("template", "template", "[]", None, "")
+    ]
     assert _scalar(db, "SELECT count(*) FROM wf_decisions") == 0  # nothing re-ranked into a decision
     indexes = {i["name"] for i in inspect(db.engine).get_indexes("wf_evaluations")}
-    assert {"ix_wf_eval_campaign_verdict", "ix_wf_eval_campaign_task", "ix_wf_eval_task_id",
-            "ix_wf_eval_variant_id"} <= indexes
+    assert {
+        "ix_wf_eval_campaign_verdict",
+        "ix_wf_eval_campaign_task",
+        "ix_wf_eval_task_id",
+        "ix_wf_eval_variant_id",
+    } <= indexes
 
     reader = Reader(db.url)
     a = reader.campaign("release-a")
@@ -107,8 +112,15 @@ def test_upgrade_carries_a_release_database_forward_and_back(db_url: str, tmp_pa
 
     with db.session() as s:  # the migrated tables take new lineage rows
         parent = _scalar(db, "SELECT source_hash FROM wf_variants")
-        child = store.ensure_variant(s, load_variant(PLANTED / "wrong.py"), origin="llm", proposer="llm",
-                                     parents=[parent], proposal_id="call-1", rationale="why")
+        child = store.ensure_variant(
+            s,
+            load_variant(PLANTED / "wrong.py"),
+            origin="llm",
+            proposer="llm",
+            parents=[parent],
+            proposal_id="call-1",
+            rationale="why",
+        )
         child_hash = child.source_hash
     assert [v.proposer for v in reader.lineage(child_hash)] == ["llm", "template"]
 

@@ -38,9 +38,14 @@ def test_0006_adds_only_wf_optimize_runs_and_downgrades_to_0005(db_url: str) -> 
 
 def test_a_stored_report_reads_back_whole(db_url: str, optimize_report: Any) -> None:
     first = store_report(db_url, optimize_report)
-    measured = optimize_report.model_copy(update={
-        "target": "kb/1_Conv2D_ReLU.py", "kind": "kernelbench", "train": False,
-        "speedup": optimize_report.speedup.model_copy(update={"measured": 1.07})})
+    measured = optimize_report.model_copy(
+        update={
+            "target": "kb/1_Conv2D_ReLU.py",
+            "kind": "kernelbench",
+            "train": False,
+            "speedup": optimize_report.speedup.model_copy(update={"measured": 1.07}),
+        }
+    )
     second = store_report(db_url, measured)
     assert second > first
 
@@ -48,8 +53,13 @@ def test_a_stored_report_reads_back_whole(db_url: str, optimize_report: Any) -> 
     page = reader.optimize_runs()
     assert page.total == 2 and [r.id for r in page.items] == [second, first]  # newest first
     new, old = page.items
-    assert (old.target, old.kind, old.mode, old.dtype, old.gpu) == ("./qwen3-tiny", "transformers", "train",
-                                                                    "float16", "H100 SXM")
+    assert (old.target, old.kind, old.mode, old.dtype, old.gpu) == (
+        "./qwen3-tiny",
+        "transformers",
+        "train",
+        "float16",
+        "H100 SXM",
+    )
     assert (old.coverage, old.speedup, old.measured, old.regions, old.patched) == (0.4062, 1.1873, False, 4, 2)
     assert (new.mode, new.speedup, new.measured) == ("infer", 1.07, True)  # a measured speedup wins over the estimate
     assert [r.id for r in reader.optimize_runs(offset=1, limit=1).items] == [first]

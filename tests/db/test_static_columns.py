@@ -22,24 +22,36 @@ from warpforge.db.session import Database
 COLUMNS = ("static_target", "static_spill", "static_occupancy", "static_registers", "static_shared")
 # Two kernels: 64 registers, 4 warps, 1 KiB shared -> 2048 registers per warp, 32 warps = 8 blocks: 50%;
 # 128 registers -> 4096 per warp, 16 warps = 4 blocks of 4 (shared: 233472 // (49152 + 1024) = 4): 25%.
-TWO_KERNELS = [{"kernel": "a", "target": "sm_90", "registers": 64, "num_warps": 4, "shared_bytes": 1024,
-                "spill_bytes": 0},
-               {"kernel": "b", "target": "sm_90", "registers": 128, "num_warps": 4, "shared_bytes": 49152,
-                "spill_bytes": 16}]
+TWO_KERNELS = [
+    {"kernel": "a", "target": "sm_90", "registers": 64, "num_warps": 4, "shared_bytes": 1024, "spill_bytes": 0},
+    {"kernel": "b", "target": "sm_90", "registers": 128, "num_warps": 4, "shared_bytes": 49152, "spill_bytes": 16},
+]
 WORST = ("sm_90", 16.0, 0.25, 128.0, 49152.0)
 
 
-def _add(s: Any, campaign: Campaign, variant: VariantRecord, params: dict[str, Any], resources: Any,
-         verdict: str = "ok") -> None:
-    s.add(Evaluation(campaign=campaign, task="double", variant=variant, variant_hash=variant.source_hash,
-                     params=params, params_key=json.dumps(params, sort_keys=True), backend="interpret",
-                     verdict=verdict, result={"resources": resources}))
+def _add(
+    s: Any, campaign: Campaign, variant: VariantRecord, params: dict[str, Any], resources: Any, verdict: str = "ok"
+) -> None:
+    s.add(
+        Evaluation(
+            campaign=campaign,
+            task="double",
+            variant=variant,
+            variant_hash=variant.source_hash,
+            params=params,
+            params_key=json.dumps(params, sort_keys=True),
+            backend="interpret",
+            verdict=verdict,
+            result={"resources": resources},
+        )
+    )
 
 
 def _columns(db: Database) -> list[tuple[Any, ...]]:
     with db.engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(select(*(getattr(Evaluation, c) for c in COLUMNS))
-                                               .order_by(Evaluation.id))]
+        return [
+            tuple(r) for r in conn.execute(select(*(getattr(Evaluation, c) for c in COLUMNS)).order_by(Evaluation.id))
+        ]
 
 
 def test_writes_fill_the_columns_and_0005_backfills_an_old_database(db_url: str) -> None:
@@ -76,10 +88,21 @@ def test_sql_order_is_the_python_sort_key(db_url: str) -> None:
             number = rng.randrange(120)
             key = f"cfg{number}"  # repeats: only the newest evaluation of a configuration ranks
             target = rng.choice(["sm_90", "sm_90", "sm_80"])  # two targets, ranked apart
-            kernels = [] if rng.random() < 0.1 else [
-                {"kernel": f"k{k}", "target": target, "registers": rng.choice([32, 64, 96, 128, None]),
-                 "num_warps": rng.choice([4, 8]), "shared_bytes": rng.choice([0, 16384, 100_000]),
-                 "spill_bytes": rng.choice([0, 0, 0, 8])} for k in range(rng.randrange(1, 3))]
+            kernels = (
+                []
+                if rng.random() < 0.1
+                else [
+                    {
+                        "kernel": f"k{k}",
+                        "target": target,
+                        "registers": rng.choice([32, 64, 96, 128, None]),
+                        "num_warps": rng.choice([4, 8]),
+                        "shared_bytes": rng.choice([0, 16384, 100_000]),
+                        "spill_bytes": rng.choice([0, 0, 0, 8]),
+                    }
+                    for k in range(rng.randrange(1, 3))
+                ]
+            )
             verdict = "ok" if rng.random() < 0.8 else "incorrect"
             _add(s, c, w if number % 3 == 0 else v, {"cfg": key}, kernels, verdict=verdict)
             s.flush()
@@ -115,8 +138,13 @@ def test_a_variants_rows_keep_their_rank_among_all(tmp_path: Any, variant: str) 
         a = VariantRecord(source_hash="a" * 64, task="double", name="a", source="#a", space={})
         b = VariantRecord(source_hash="b" * 64, task="double", name="b", source="#b", space={})
         for regs, owner in ((32, a), (64, b), (96, a), (128, b)):  # occupancy 100%, 50%, 25%(+), 25%
-            _add(s, c, owner, {"r": regs}, [{"target": "sm_90", "registers": regs, "num_warps": 4,
-                                             "shared_bytes": 0, "spill_bytes": 0}])
+            _add(
+                s,
+                c,
+                owner,
+                {"r": regs},
+                [{"target": "sm_90", "registers": regs, "num_warps": 4, "shared_bytes": 0, "spill_bytes": 0}],
+            )
     rows = static_ranking(Reader(db.url), "double", variant_hash=variant * 64)["sm_90"].rows
     assert [(r.rank, r.params["r"]) for r in rows] == ([(1, 32), (3, 96)] if variant == "a" else [(2, 64), (4, 128)])
     db.engine.dispose()

@@ -45,13 +45,30 @@ def _result(rng: random.Random) -> EvalResult:
     """A CPU result: a configuration drawn from a small space (repeats), compile facts for one of two targets,
     unknown facts or none at all now and then; verdicts other than ok too."""
     target = rng.choice(["sm_90", "sm_90", "sm_80"])
-    resources = [] if rng.random() < 0.1 else [
-        {"kernel": f"k{k}", "target": target, "registers": rng.choice([32, 64, 96, 128, None]),
-         "num_warps": rng.choice([4, 8]), "shared_bytes": rng.choice([0, 16384, 100_000]),
-         "spill_bytes": rng.choice([0, 0, 0, 8])} for k in range(rng.randrange(1, 3))]
+    resources = (
+        []
+        if rng.random() < 0.1
+        else [
+            {
+                "kernel": f"k{k}",
+                "target": target,
+                "registers": rng.choice([32, 64, 96, 128, None]),
+                "num_warps": rng.choice([4, 8]),
+                "shared_bytes": rng.choice([0, 16384, 100_000]),
+                "spill_bytes": rng.choice([0, 0, 0, 8]),
+            }
+            for k in range(rng.randrange(1, 3))
+        ]
+    )
     verdict = Verdict.OK if rng.random() < 0.75 else rng.choice([Verdict.INCORRECT, Verdict.COMPILE_ERROR])
-    return EvalResult(verdict=verdict, task="double", params={"B": rng.randrange(12)}, backend="interpret",
-                      resources=resources, versions={"torch": "2.13.0", "triton": "3.9.0"})
+    return EvalResult(
+        verdict=verdict,
+        task="double",
+        params={"B": rng.randrange(12)},
+        backend="interpret",
+        resources=resources,
+        versions={"torch": "2.13.0", "triton": "3.9.0"},
+    )
 
 
 def _setup(url: str, revision: str = "head") -> tuple[Database, Any, dict[str, int], dict[str, int]]:
@@ -60,16 +77,19 @@ def _setup(url: str, revision: str = "head") -> tuple[Database, Any, dict[str, i
     task = load_task_file(PLANTED / "task_double.py")
     with db.session() as s:
         campaigns = {n: store.create_campaign(s, n, {}).id for n in ("a", "b", "c")}
-        rows = [VariantRecord(source_hash=h, task="double", name=f"v{i}", source=f"# {i}", space={})
-                for i, h in enumerate(VARIANTS)]
+        rows = [
+            VariantRecord(source_hash=h, task="double", name=f"v{i}", source=f"# {i}", space={})
+            for i, h in enumerate(VARIANTS)
+        ]
         s.add_all(rows)
         s.flush()
         variants = {r.source_hash: r.id for r in rows}
     return db, task, campaigns, variants
 
 
-def _write(db: Database, task: Any, campaigns: dict[str, int], variants: dict[str, int], rng: random.Random,
-           n: int = 40) -> None:
+def _write(
+    db: Database, task: Any, campaigns: dict[str, int], variants: dict[str, int], rng: random.Random, n: int = 40
+) -> None:
     """``n`` evaluations through each write path, some of them final re-benchmarks (never ranked)."""
     writer = ResultWriter(db, campaigns["a"])  # the campaign's path: batches on one connection
     for i in range(n):
@@ -82,23 +102,43 @@ def _write(db: Database, task: Any, campaigns: dict[str, int], variants: dict[st
         for i in range(n):
             h = rng.choice(VARIANTS)
             campaign = s.get(Campaign, campaigns["b"]) if i % 4 else None
-            store.save_evaluation(s, _result(rng), task=task, variant=s.get(VariantRecord, variants[h]),
-                                  campaign=campaign, final=rng.random() < 0.1)
+            store.save_evaluation(
+                s,
+                _result(rng),
+                task=task,
+                variant=s.get(VariantRecord, variants[h]),
+                campaign=campaign,
+                final=rng.random() < 0.1,
+            )
     rows = []  # a bulk insert, as benchmarks/dashboard_routes.py fills a database; a second task among them
     for i in range(n):
         h = rng.choice(VARIANTS)
         values = store.evaluation_values(_result(rng), task=task, variant_hash=h, final=rng.random() < 0.1)
-        rows.append(values | {"campaign_id": campaigns["c"], "variant_id": variants[h]}
-                    | ({"task": "triple"} if i % 3 == 0 else {}))
+        rows.append(
+            values
+            | {"campaign_id": campaigns["c"], "variant_id": variants[h]}
+            | ({"task": "triple"} if i % 3 == 0 else {})
+        )
     with db.session() as s:
         s.execute(insert(Evaluation), rows)
 
 
 def _evaluations(db: Database) -> list[tuple[Any, ...]]:
     with db.engine.connect() as conn:
-        return list(conn.execute(select(Evaluation.id, Evaluation.campaign_id, Evaluation.task,
-                                        Evaluation.variant_hash, Evaluation.params_key, Evaluation.verdict,
-                                        Evaluation.final, Evaluation.result).order_by(Evaluation.id)))
+        return list(
+            conn.execute(
+                select(
+                    Evaluation.id,
+                    Evaluation.campaign_id,
+                    Evaluation.task,
+                    Evaluation.variant_hash,
+                    Evaluation.params_key,
+                    Evaluation.verdict,
+                    Evaluation.final,
+                    Evaluation.result,
+                ).order_by(Evaluation.id)
+            )
+        )
 
 
 def _newest(rows: list[tuple[Any, ...]], campaign_id: int | None) -> dict[tuple[str, str, str], tuple[int, Any]]:
@@ -122,25 +162,49 @@ def _expected_summary(db: Database) -> dict[tuple[str, int, str, str], tuple[Any
             # the stored key: an unknown fact 1e30, an unknown occupancy 1 (static_rank: inf for both)
             spill, occ, regs, shared = static_rank(resources)
             known = [1e30 if math.isinf(v) else v for v in (spill, regs, shared)]
-            out[(task, scope, h, key)] = (id_, _target(resources), known[0], 1.0 if math.isinf(occ) else occ,
-                                          *known[1:])
+            out[(task, scope, h, key)] = (
+                id_,
+                _target(resources),
+                known[0],
+                1.0 if math.isinf(occ) else occ,
+                *known[1:],
+            )
     return out
 
 
 def _summary(db: Database) -> dict[tuple[str, int, str, str], tuple[Any, ...]]:
     c = StaticConfig
     with db.engine.connect() as conn:
-        return {tuple(r[:4]): tuple(r[4:]) for r in conn.execute(  # type: ignore[misc]
-            select(c.task, c.scope, c.variant_hash, c.params_key, c.evaluation_id, c.target, c.key_spill,
-                   c.key_occupancy, c.key_registers, c.key_shared))}
+        return {
+            tuple(r[:4]): tuple(r[4:])
+            for r in conn.execute(  # type: ignore[misc]
+                select(
+                    c.task,
+                    c.scope,
+                    c.variant_hash,
+                    c.params_key,
+                    c.evaluation_id,
+                    c.target,
+                    c.key_spill,
+                    c.key_occupancy,
+                    c.key_registers,
+                    c.key_shared,
+                )
+            )
+        }
 
 
-def _expected_ranking(rows: list[tuple[Any, ...]], campaign_id: int | None,
-                      task: str = "double") -> dict[str, list[int]]:
+def _expected_ranking(
+    rows: list[tuple[Any, ...]], campaign_id: int | None, task: str = "double"
+) -> dict[str, list[int]]:
     newest = {k: v for k, v in _newest(rows, campaign_id).items() if k[0] == task}
     targets = sorted({t for _, res in newest.values() if (t := _target(res)) is not None}) or [None]
-    ranking = {t or "unknown target": [i for _, i in sorted((static_rank(res), i) for i, res in newest.values()
-                                                            if _target(res) in (t, None))] for t in targets}
+    ranking = {
+        t or "unknown target": [
+            i for _, i in sorted((static_rank(res), i) for i, res in newest.values() if _target(res) in (t, None))
+        ]
+        for t in targets
+    }
     return {t: ids for t, ids in ranking.items() if ids}
 
 
@@ -152,8 +216,13 @@ def _check(db: Database, campaigns: dict[str, int], seed: int) -> None:
     for (task, scope, _, _), (_, target, *_) in expected_summary.items():
         counts[(task, scope, target or "")] = counts.get((task, scope, target or ""), 0) + 1
     with db.engine.connect() as conn:
-        stored = {(t, sc, tg): n for t, sc, tg, n in conn.execute(
-            select(StaticCount.task, StaticCount.scope, StaticCount.target, StaticCount.configs)) if n}
+        stored = {
+            (t, sc, tg): n
+            for t, sc, tg, n in conn.execute(
+                select(StaticCount.task, StaticCount.scope, StaticCount.target, StaticCount.configs)
+            )
+            if n
+        }
     assert stored == counts, f"seed {seed}"
     rows, reader = _evaluations(db), Reader(db.url)
     for name, cid in [(None, None), *campaigns.items()]:
@@ -164,19 +233,22 @@ def _check(db: Database, campaigns: dict[str, int], seed: int) -> None:
         if name not in (None, "a"):
             continue  # the first rows and a variant's: in every campaign's scope and one campaign's
         first = static_ranking(reader, "double", name, limit=3)
-        assert {t: [(r.rank, r.evaluation_id) for r in first[t].rows] for t in first} == \
-            {t: list(enumerate(ids[:3], 1)) for t, ids in expected.items()}, f"seed {seed}"
+        assert {t: [(r.rank, r.evaluation_id) for r in first[t].rows] for t in first} == {
+            t: list(enumerate(ids[:3], 1)) for t, ids in expected.items()
+        }, f"seed {seed}"
         mine = {r[0] for r in rows if r[3] == VARIANTS[0]}  # its rows keep their rank among all
         want = {t: [(k, i) for k, i in enumerate(ids, 1) if i in mine] for t, ids in expected.items()}
         want = {t: ranks for t, ranks in want.items() if ranks}
         for limit in (None, 2):  # more than three rows are placed in the whole order, a few counted
             got = static_ranking(reader, "double", name, limit=limit, variant_hash=VARIANTS[0])
-            assert {t: [(r.rank, r.evaluation_id) for r in got[t].rows] for t in got} == \
-                {t: ranks[:limit] for t, ranks in want.items()}, f"seed {seed}"
+            assert {t: [(r.rank, r.evaluation_id) for r in got[t].rows] for t in got} == {
+                t: ranks[:limit] for t, ranks in want.items()
+            }, f"seed {seed}"
     ranked = static_ranking(reader, "triple")  # the other task's ranking holds only its own rows
     assert {t: [r.evaluation_id for r in ranked[t].rows] for t in ranked} == _expected_ranking(rows, None, "triple")
     assert reader.ok_campaigns("double") == sorted(
-        n for n, cid in campaigns.items() if any(k[0] == "double" for k in _newest(rows, cid)))
+        n for n, cid in campaigns.items() if any(k[0] == "double" for k in _newest(rows, cid))
+    )
     reader.db.engine.dispose()
 
 
@@ -219,10 +291,13 @@ def test_a_writer_killed_inside_its_transaction_leaves_summary_and_rows_in_step(
     for _ in range(20):
         h = rng.choice(VARIANTS)
         result = _result(rng).model_copy(update={"verdict": Verdict.OK, "params": {"B": 100 + rng.randrange(12)}})
-        rows.append(store.evaluation_values(result, task=task, variant_hash=h) | {
-            "campaign_id": campaigns["a"], "variant_id": variants[h], "created_at": "2026-12-07T18:00:00+00:00"})
-    child = subprocess.run([sys.executable, "-c", CHILD, db.url, json.dumps(rows)], capture_output=True, text=True,
-                           timeout=120)
+        rows.append(
+            store.evaluation_values(result, task=task, variant_hash=h)
+            | {"campaign_id": campaigns["a"], "variant_id": variants[h], "created_at": "2026-12-07T18:00:00+00:00"}
+        )
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, db.url, json.dumps(rows)], capture_output=True, text=True, timeout=120
+    )
     assert child.returncode == -9, child.stderr  # killed, as planned
     assert int(child.stdout) > len(before), f"seed {seed}"  # its transaction had written summary rows
     assert _summary(db) == before, f"seed {seed}"  # gone with it
@@ -259,13 +334,28 @@ def test_a_writer_chosen_as_a_deadlocks_victim_writes_its_batch_again(fresh_post
     h = VARIANTS[0]
 
     def result(b: int) -> EvalResult:
-        return EvalResult(verdict=Verdict.OK, task="double", params={"B": b}, backend="interpret", resources=[
-            {"kernel": "k", "target": "sm_90", "registers": 32 * b, "num_warps": 4, "shared_bytes": 0,
-             "spill_bytes": 0}])
+        return EvalResult(
+            verdict=Verdict.OK,
+            task="double",
+            params={"B": b},
+            backend="interpret",
+            resources=[
+                {
+                    "kernel": "k",
+                    "target": "sm_90",
+                    "registers": 32 * b,
+                    "num_warps": 4,
+                    "shared_bytes": 0,
+                    "spill_bytes": 0,
+                }
+            ],
+        )
 
     def row(b: int) -> dict[str, Any]:
         return store.evaluation_values(result(b), task=task, variant_hash=h) | {
-            "campaign_id": campaigns["b"], "variant_id": variants[h]}
+            "campaign_id": campaigns["b"],
+            "variant_id": variants[h],
+        }
 
     other, watch = db.engine.connect(), db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
     transaction = other.begin()

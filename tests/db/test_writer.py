@@ -28,13 +28,34 @@ SKIP = {"id", "created_at", "evaluation_id"}
 
 def _result(block: int, ms: float) -> EvalResult:
     # Storage fixtures: the numbers only have to round-trip, they are never reported as measurements.
-    shapes = [ShapeResult(shape={"N": 1024}, dtype="float32", p20_ms=ms * 0.9, p50_ms=ms, p80_ms=ms * 1.1,
-                          ref_p50_ms=2 * ms, speedup=2.0, roofline_pct=40.0),
-              ShapeResult(shape={"N": 97}, dtype="float32", p50_ms=ms / 4)]
-    return EvalResult(verdict=Verdict.OK, task="double", params={"BLOCK": block}, backend="replay", shapes=shapes,
-                      objective_ms=ms, speedup=2.0, fingerprint="gpu-h100", device="NVIDIA H100 80GB HBM3",
-                      timing=Timing(source="recorded", gpu="NVIDIA H100 80GB HBM3"), compile_s=0.5, wall_s=1.5,
-                      versions={"torch": "2.13.0", "triton": "3.9.0", "warpforge": "0.1.0"})
+    shapes = [
+        ShapeResult(
+            shape={"N": 1024},
+            dtype="float32",
+            p20_ms=ms * 0.9,
+            p50_ms=ms,
+            p80_ms=ms * 1.1,
+            ref_p50_ms=2 * ms,
+            speedup=2.0,
+            roofline_pct=40.0,
+        ),
+        ShapeResult(shape={"N": 97}, dtype="float32", p50_ms=ms / 4),
+    ]
+    return EvalResult(
+        verdict=Verdict.OK,
+        task="double",
+        params={"BLOCK": block},
+        backend="replay",
+        shapes=shapes,
+        objective_ms=ms,
+        speedup=2.0,
+        fingerprint="gpu-h100",
+        device="NVIDIA H100 80GB HBM3",
+        timing=Timing(source="recorded", gpu="NVIDIA H100 80GB HBM3"),
+        compile_s=0.5,
+        wall_s=1.5,
+        versions={"torch": "2.13.0", "triton": "3.9.0", "warpforge": "0.1.0"},
+    )
 
 
 def _setup(url: str) -> tuple[Database, Any, Any, int, int]:
@@ -55,12 +76,25 @@ def _columns(row: Any) -> dict[str, Any]:
 def test_the_writer_stores_the_rows_save_evaluation_stores(db_url: str) -> None:
     db, task, variant, campaign_id, variant_id = _setup(db_url)
     with db.session() as s:
-        orm = store.save_evaluation(s, _result(64, 0.5), task=task, variant=s.get(store.VariantRecord, variant_id),
-                                    campaign=s.get(store.Campaign, campaign_id), study_name="w:s", trial_number=7)
+        orm = store.save_evaluation(
+            s,
+            _result(64, 0.5),
+            task=task,
+            variant=s.get(store.VariantRecord, variant_id),
+            campaign=s.get(store.Campaign, campaign_id),
+            study_name="w:s",
+            trial_number=7,
+        )
         orm_id = orm.id
     writer = ResultWriter(db, campaign_id)
-    writer.add(_result(64, 0.5), task=task, variant_id=variant_id, variant_hash=variant.source_hash,
-               study_name="w:s", trial_number=7)
+    writer.add(
+        _result(64, 0.5),
+        task=task,
+        variant_id=variant_id,
+        variant_hash=variant.source_hash,
+        study_name="w:s",
+        trial_number=7,
+    )
     assert writer.flush() == 1
     writer.close()
     with db.session() as s:
@@ -80,8 +114,14 @@ def test_nothing_is_visible_before_flush_and_a_batch_is_one_transaction(db_url: 
     db, task, variant, campaign_id, variant_id = _setup(db_url)
     writer = ResultWriter(db, campaign_id)
     for i in range(5):
-        writer.add(_result(32 << i, 1.0 / (i + 1)), task=task, variant_id=variant_id,
-                   variant_hash=variant.source_hash, trial_number=i, final=i == 4)
+        writer.add(
+            _result(32 << i, 1.0 / (i + 1)),
+            task=task,
+            variant_id=variant_id,
+            variant_hash=variant.source_hash,
+            trial_number=i,
+            final=i == 4,
+        )
     with db.session() as s:
         assert s.scalars(select(Evaluation.id)).all() == []  # queued is not stored
     assert writer.pending == 5 and writer.flush() == 5 and writer.pending == 0 and writer.flushes == 1
@@ -91,8 +131,9 @@ def test_nothing_is_visible_before_flush_and_a_batch_is_one_transaction(db_url: 
         assert [r.trial_number for r in rows] == [0, 1, 2, 3, 4]
         assert [r.final for r in rows] == [False] * 4 + [True]
         # each evaluation's measurements point at it, in the batch's order (RETURNING ids in parameter order)
-        assert [(m.evaluation_id, m.shape_key) for r in rows for m in r.measurements] == \
-            [(r.id, k) for r in rows for k in ("N=1024", "N=97")]
+        assert [(m.evaluation_id, m.shape_key) for r in rows for m in r.measurements] == [
+            (r.id, k) for r in rows for k in ("N=1024", "N=97")
+        ]
         assert len(s.scalars(select(Measurement.id)).all()) == 10
     writer.close()
 

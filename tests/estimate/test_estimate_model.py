@@ -52,12 +52,15 @@ def test_no_prediction_beats_the_speed_of_light(gpu: str, scale: float) -> None:
     preset, model = gpu_preset(gpu), CostModel.load()
     peak = {"fp32": preset.fp32_tflops, "tf32": preset.tf32_tflops, "bf16": preset.bf16_tflops}
     n = int(scale ** (1 / 3)) + 1
-    cases = [Kernel("pointwise", scale, 8 * scale, torch.float32, "", ("relu",)),
-             Kernel("norm", 5 * scale, 8 * scale, torch.float32, "", ("_softmax",), rows=64),
-             Kernel("gemm", 2.0 * n**3, 12.0 * n * n, torch.float32, "", ("mm",), (n, n, n)),
-             Kernel("conv", 2.0 * 9 * 64 * scale, 8 * scale, torch.float32, "", ("convolution",), (int(scale), 64, 64),
-                    window=9),
-             Kernel("fused", 3 * scale, 8 * scale, torch.bfloat16, "", ("gelu", "mul"), fused=True)]
+    cases = [
+        Kernel("pointwise", scale, 8 * scale, torch.float32, "", ("relu",)),
+        Kernel("norm", 5 * scale, 8 * scale, torch.float32, "", ("_softmax",), rows=64),
+        Kernel("gemm", 2.0 * n**3, 12.0 * n * n, torch.float32, "", ("mm",), (n, n, n)),
+        Kernel(
+            "conv", 2.0 * 9 * 64 * scale, 8 * scale, torch.float32, "", ("convolution",), (int(scale), 64, 64), window=9
+        ),
+        Kernel("fused", 3 * scale, 8 * scale, torch.bfloat16, "", ("gelu", "mul"), fused=True),
+    ]
     for k in cases:
         # a memory-bound kernel whose bytes fit in L2 reads them there: its light speed is L2's, at most 5x DRAM
         # (an H100 SXM's L2 streams about 12 TB/s, 3.6x its 3.35 TB/s HBM; Ada's L2 about 5x its GDDR6)
@@ -79,8 +82,17 @@ def test_a_tiny_kernel_costs_its_launch_and_time_grows_with_size() -> None:
 def _conv_relu_add() -> list[WalkedOp]:
     x, out = (128, 64, 128, 128), (128, 128, 126, 126)
     numel = math.prod(out)
-    conv = WalkedOp("convolution", 2.0 * numel * 64 * 9, 4.0 * (math.prod(x) + numel), torch.float32, "conv",
-                    "conv::conv2d#0", (x, (128, 64, 3, 3), (128,)), (1, 1, 0, 0, 1, 1, False, 0, 0, 1), numel)
+    conv = WalkedOp(
+        "convolution",
+        2.0 * numel * 64 * 9,
+        4.0 * (math.prod(x) + numel),
+        torch.float32,
+        "conv",
+        "conv::conv2d#0",
+        (x, (128, 64, 3, 3), (128,)),
+        (1, 1, 0, 0, 1, 1, False, 0, 0, 1),
+        numel,
+    )
     relu = WalkedOp("relu", numel, 8.0 * numel, torch.float32, "", "::~relu#0", (out,))
     add = WalkedOp("add", numel, 8.0 * numel + 512, torch.float32, "", "::~add#0", (out, (128, 1, 1)))
     return [conv, relu, add]
@@ -105,8 +117,17 @@ def _depthwise(kernel: int) -> WalkedOp:
     # level 1's 82: [16, 64, 512, 512] through a 3x3 depthwise convolution (groups = channels), no padding
     x, h = (16, 64, 512, 512), 512 - kernel + 1
     out = 16 * 64 * h * h
-    return WalkedOp("convolution", 2.0 * out * kernel * kernel, 4.0 * (math.prod(x) + out), torch.float32, "conv",
-                    "conv::conv2d#0", (x, (64, 1, kernel, kernel)), (1, 1, 0, 0, 1, 1, False, 0, 0, 64), out)
+    return WalkedOp(
+        "convolution",
+        2.0 * out * kernel * kernel,
+        4.0 * (math.prod(x) + out),
+        torch.float32,
+        "conv",
+        "conv::conv2d#0",
+        (x, (64, 1, kernel, kernel)),
+        (1, 1, 0, 0, 1, 1, False, 0, 0, 64),
+        out,
+    )
 
 
 def test_a_depthwise_convolution_is_a_direct_one_on_fp32_cores() -> None:
@@ -137,7 +158,8 @@ def test_bands_name_what_was_never_validated() -> None:
     # held out on the H100 PCIe; a B200 is its datasheet only
     assert estimate_kernels("mm", kernels_of([MATMUL]), gpu_preset("h100-pcie")).unvalidated == []
     assert estimate_kernels("mm", kernels_of([MATMUL]), gpu_preset("b200")).unvalidated == [
-        "b200 (no measured timing of this GPU checked)"]
+        "b200 (no measured timing of this GPU checked)"
+    ]
 
 
 def test_optimize_prices_with_the_model_where_a_preset_exists() -> None:

@@ -11,8 +11,9 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "estimate_validation.py"
 
 
-def test_without_a_snapshot_it_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_snapshot_it_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = importlib.util.spec_from_file_location("estimate_validation", SCRIPT)
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)

@@ -61,8 +61,9 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert bad_gpu.exit_code == 2 and "h100-sxm" in bad_gpu.output and "Traceback" not in bad_gpu.output
     nothing = runner.invoke(app, ["estimate", str(tmp_path / "nothing-here")])
     assert nothing.exit_code == 2 and "module:function" in nothing.output
-    reads = _file(tmp_path, BIG.replace("return torch.relu(self.fc(x))", "return x * float(x.sum().item())"),
-                  "reads.py")
+    reads = _file(
+        tmp_path, BIG.replace("return torch.relu(self.fc(x))", "return x * float(x.sum().item())"), "reads.py"
+    )
     values = runner.invoke(app, ["estimate", str(reads)])
     assert values.exit_code == 2 and "meta tensors" in values.output and "Traceback" not in values.output
 

@@ -41,21 +41,102 @@ MANIFEST_DIR = REPO / "tests" / "evaluator" / "adversarial"
 SEED_ENV = "WARPFORGE_FUZZ_SEED"
 DEFAULT_SEED = 35_0001
 
-ODD_TEXT = ["\u202e", "\u200b", "\ufeff", "\u2028", "\x00", "\x0c", "\x85", "\u0301", "\uff21", "\U0001f600",
-            "\\ud800", "\\x00", "\r", "\t", "\\", "'", '"', "\"\"\"", "#", "\n", "# coding: utf-7\n", "\\N{BOM}"]
-NAMES = ["TASK", "SPACE", "launch", "constraints", "launch_forward", "launch_backward", "ModelNew", "tl", "torch",
-         "triton", "x", "_", "\ufb01", "\u210c", "__import__", "num_warps", "BLOCK", "self", "print", "eval"]
+ODD_TEXT = [
+    "\u202e",
+    "\u200b",
+    "\ufeff",
+    "\u2028",
+    "\x00",
+    "\x0c",
+    "\x85",
+    "\u0301",
+    "\uff21",
+    "\U0001f600",
+    "\\ud800",
+    "\\x00",
+    "\r",
+    "\t",
+    "\\",
+    "'",
+    '"',
+    '"""',
+    "#",
+    "\n",
+    "# coding: utf-7\n",
+    "\\N{BOM}",
+]
+NAMES = [
+    "TASK",
+    "SPACE",
+    "launch",
+    "constraints",
+    "launch_forward",
+    "launch_backward",
+    "ModelNew",
+    "tl",
+    "torch",
+    "triton",
+    "x",
+    "_",
+    "\ufb01",
+    "\u210c",
+    "__import__",
+    "num_warps",
+    "BLOCK",
+    "self",
+    "print",
+    "eval",
+]
 
 
 def weird_literal(rng: random.Random) -> str:
     """Source text of a value a SPACE (or any literal) should never carry into the trusted side untyped."""
     choices = [
-        "b'ab'", "b''", "1j", "-2.5j", "{1, 2}", "set()", "{'a': {'b': [1, {2: 3}]}}", "{(1, 2): 3}", "[[1], [2]]",
-        "(1, (2, 3))", "10 ** 400", "2 ** 64", str(2**200), "9" * 5000, "1e999", "-1e999", "float('nan')",
-        "float('inf')", "...", "None", "True", "-True", "'\\ud800'", "'\\x00'", "'a' * 10", "'" + "x" * 300 + "'",
-        "[]", "()", "{}", "lambda: 0", "__import__('os')", "print", "-'a'", "+None", "not 1", "0x7fffffffffffffff",
-        "-0x8000000000000000", "0x8000000000000000", "1_000", "0.0", "-0.0", "1e-320", "'\\N{SNOWMAN}'",
-        "{[1]: 2}", "{{}: 1}",
+        "b'ab'",
+        "b''",
+        "1j",
+        "-2.5j",
+        "{1, 2}",
+        "set()",
+        "{'a': {'b': [1, {2: 3}]}}",
+        "{(1, 2): 3}",
+        "[[1], [2]]",
+        "(1, (2, 3))",
+        "10 ** 400",
+        "2 ** 64",
+        str(2**200),
+        "9" * 5000,
+        "1e999",
+        "-1e999",
+        "float('nan')",
+        "float('inf')",
+        "...",
+        "None",
+        "True",
+        "-True",
+        "'\\ud800'",
+        "'\\x00'",
+        "'a' * 10",
+        "'" + "x" * 300 + "'",
+        "[]",
+        "()",
+        "{}",
+        "lambda: 0",
+        "__import__('os')",
+        "print",
+        "-'a'",
+        "+None",
+        "not 1",
+        "0x7fffffffffffffff",
+        "-0x8000000000000000",
+        "0x8000000000000000",
+        "1_000",
+        "0.0",
+        "-0.0",
+        "1e-320",
+        "'\\N{SNOWMAN}'",
+        "{[1]: 2}",
+        "{{}: 1}",
     ]
     return rng.choice(choices)
 
@@ -69,15 +150,21 @@ def _parse(text: str) -> ast.expr | None:
 
 def _space_node(tree: ast.Module) -> ast.Dict | None:
     for node in tree.body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SPACE"] \
-                and isinstance(node.value, ast.Dict):
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["SPACE"]
+            and isinstance(node.value, ast.Dict)
+        ):
             return node.value
     return None
 
 
 def _bodies(tree: ast.AST) -> list[list[ast.stmt]]:
-    return [node.body for node in ast.walk(tree) if isinstance(getattr(node, "body", None), list)
-            and node.body and isinstance(node.body[0], ast.stmt)]
+    return [
+        node.body
+        for node in ast.walk(tree)
+        if isinstance(getattr(node, "body", None), list) and node.body and isinstance(node.body[0], ast.stmt)
+    ]
 
 
 def mutate_ast(source: str, rng: random.Random) -> str | None:
@@ -86,8 +173,20 @@ def mutate_ast(source: str, rng: random.Random) -> str | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the mutant generator's own limits
         return None
-    kind = rng.choice(["literal", "literal", "space_value", "space_value", "space_shape", "delete", "duplicate",
-                       "swap", "rename", "rename"])
+    kind = rng.choice(
+        [
+            "literal",
+            "literal",
+            "space_value",
+            "space_value",
+            "space_shape",
+            "delete",
+            "duplicate",
+            "swap",
+            "rename",
+            "rename",
+        ]
+    )
     if kind == "literal":
         constants = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
         new = _parse(weird_literal(rng))
@@ -165,38 +264,65 @@ def mutate_ast(source: str, rng: random.Random) -> str | None:
 
 def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
     """One byte-level mutation of the UTF-8 text (the result may be invalid UTF-8 on purpose)."""
-    kind = rng.choice(["insert_text", "insert_text", "flip", "cut", "repeat", "truncate", "cookie", "huge_int",
-                       "space_text"])
+    kind = rng.choice(
+        ["insert_text", "insert_text", "flip", "cut", "repeat", "truncate", "cookie", "huge_int", "space_text"]
+    )
     n = len(data)
     at = rng.randrange(n + 1) if n else 0
     if kind == "insert_text":
         return data[:at] + rng.choice(ODD_TEXT).encode("utf-8", "surrogatepass") + data[at:]
     if kind == "flip" and n:
         i = rng.randrange(n)
-        return data[:i] + bytes([rng.randrange(256)]) + data[i + 1:]
+        return data[:i] + bytes([rng.randrange(256)]) + data[i + 1 :]
     if kind == "cut" and n:
-        return data[:at] + data[min(n, at + rng.randrange(1, 200)):]
+        return data[:at] + data[min(n, at + rng.randrange(1, 200)) :]
     if kind == "repeat" and n:
-        piece = data[at:at + rng.randrange(1, 400)]
+        piece = data[at : at + rng.randrange(1, 400)]
         return data[:at] + piece * rng.randrange(2, 50) + data[at:]
     if kind == "truncate":
         return data[:at]
     if kind == "cookie":
-        return rng.choice([b"# -*- coding: latin-1 -*-\n", b"# coding: utf-7\n", b"\xef\xbb\xbf", b"#!x\n# vim: set "
-                           b"fileencoding=cp1252 :\n"]) + data
+        return (
+            rng.choice(
+                [
+                    b"# -*- coding: latin-1 -*-\n",
+                    b"# coding: utf-7\n",
+                    b"\xef\xbb\xbf",
+                    b"#!x\n# vim: set fileencoding=cp1252 :\n",
+                ]
+            )
+            + data
+        )
     if kind == "huge_int":
         digits = rng.choice([19, 20, 400, 4301, 5000])
         return data.replace(b"[", b"[" + b"9" * digits + b", ", 1)
     if kind == "space_text":
-        return data.replace(b"SPACE = {", b"SPACE = {" + weird_literal(rng).encode("utf-8", "surrogatepass")
-                            + b": [1], ", 1)
+        return data.replace(
+            b"SPACE = {", b"SPACE = {" + weird_literal(rng).encode("utf-8", "surrogatepass") + b": [1], ", 1
+        )
     return data
 
 
 def fuzz_params(rng: random.Random, space: dict[str, list[Any]]) -> Any:
     """A --params value as json.loads could hand it over (any JSON, some of it near SPACE)."""
-    pool: list[Any] = [1, -1, 0, 2**70, 1.5, float("nan"), float("inf"), True, None, "x", "\ud800", [1], {"a": 1},
-                       [], {}, "1" * 300]
+    pool: list[Any] = [
+        1,
+        -1,
+        0,
+        2**70,
+        1.5,
+        float("nan"),
+        float("inf"),
+        True,
+        None,
+        "x",
+        "\ud800",
+        [1],
+        {"a": 1},
+        [],
+        {},
+        "1" * 300,
+    ]
     names = list(space) or ["BLOCK"]
     kind = rng.randrange(5)
     if kind == 0:
@@ -221,8 +347,11 @@ def sources() -> tuple[Source, ...]:
     """Every template and every variant file the adversarial manifest names, with the task each runs against."""
     from warpforge.kernels.variant import TEMPLATES_DIR
 
-    found = [Source(f"template:{p.parent.name}/{p.stem}", p.read_text(encoding="utf-8"), p.parent.name)
-             for p in sorted(TEMPLATES_DIR.glob("*/*.py")) if not p.stem.startswith("_")]
+    found = [
+        Source(f"template:{p.parent.name}/{p.stem}", p.read_text(encoding="utf-8"), p.parent.name)
+        for p in sorted(TEMPLATES_DIR.glob("*/*.py"))
+        if not p.stem.startswith("_")
+    ]
     seen = {s.name for s in found}
     for entry in json.loads((MANIFEST_DIR / "manifest.json").read_text())["fixtures"]:
         variant, task = entry["variant"], entry["task"]
@@ -346,8 +475,10 @@ class Report:
     failures: list[Outcome] = field(default_factory=list)
 
     def describe(self) -> str:
-        head = (f"seed {self.seed}: {self.count} mutants in {self.seconds:.1f} s, {len(self.failures)} failures; "
-                f"replay one with {SEED_ENV}={self.seed} python tests/evaluator/fuzz_variants.py --index I")
+        head = (
+            f"seed {self.seed}: {self.count} mutants in {self.seconds:.1f} s, {len(self.failures)} failures; "
+            f"replay one with {SEED_ENV}={self.seed} python tests/evaluator/fuzz_variants.py --index I"
+        )
         top = sorted(self.outcomes.items(), key=lambda kv: -kv[1])[:12]
         lines = [head] + [f"  {n:6d}  {what}" for what, n in top]
         for f in self.failures[:5]:
@@ -360,8 +491,9 @@ def seed_from_env() -> int:
     return int(value) if value.strip() else DEFAULT_SEED
 
 
-def fuzz(count: int, seed: int | None = None, start: int = 0,
-         on_outcome: Callable[[Outcome], None] | None = None) -> Report:
+def fuzz(
+    count: int, seed: int | None = None, start: int = 0, on_outcome: Callable[[Outcome], None] | None = None
+) -> Report:
     seed = seed_from_env() if seed is None else seed
     began = time.monotonic()
     report = Report(seed, count, 0.0)

@@ -78,8 +78,10 @@ def test_fixture_on_interpreter(name: str, backend) -> None:
     fixture = next(f for f in CPU if f.name == name)
     if name.startswith("sandbox_") and not backend.pool.isolation.active:
         # Never run these unprotected (one would plant a .pth in this environment): fail loudly instead.
-        pytest.fail(f"no OS sandbox here ({backend.pool.isolation.summary()}): install bubblewrap "
-                    "(apt-get install bubblewrap) and run as root or with user namespaces enabled")
+        pytest.fail(
+            f"no OS sandbox here ({backend.pool.isolation.summary()}): install bubblewrap "
+            "(apt-get install bubblewrap) and run as root or with user namespaces enabled"
+        )
     outcome = run_fixture(backend, fixture, ROOT)
     assert outcome.passed, f"{outcome}: {outcome.message}"
     # The sandbox fixtures leave nothing behind: no .pth in the environment (it would run in this process).
@@ -118,10 +120,16 @@ def test_memory_watchdog_contains_a_child_without_rlimit(tmp_path: Path) -> None
     """CUDA children cannot take RLIMIT_AS; the parent's resident-memory watchdog kills them instead."""
     source = "hoard = [bytearray(128 << 20) for _ in range(128)]\n"  # 16 GiB at import, 128 MiB at a time
     digest = hashlib.sha256(source.encode()).hexdigest()  # the child imports only the bytes the judge hashed
-    with ChildPool(tmp_path) as pool, pool.running(
+    with (
+        ChildPool(tmp_path) as pool,
+        pool.running(
             {"mode": "space", "candidate": "candidate.py", "candidate_sha256": digest, "space": {}, "shapes": []},
-            child_env(interpret=True), 120, lambda d: (d / "candidate.py").write_bytes(source.encode()),
-            rss_limit_bytes=1 << 30) as outcome:
+            child_env(interpret=True),
+            120,
+            lambda d: (d / "candidate.py").write_bytes(source.encode()),
+            rss_limit_bytes=1 << 30,
+        ) as outcome,
+    ):
         pass
     assert outcome.status == "oom" and (1 << 30) < outcome.peak_rss < (4 << 30)
 
@@ -139,8 +147,15 @@ def test_honest_bench_and_ab_on_the_interpreter(double) -> None:
     job = Job(double, load_variant(ROOT / "control_double.py"), dict(PARAMS))
     other = Job(double, load_variant(ROOT / "control_double.py"), {"BLOCK": 128, "num_warps": 4})
     with ChildPool() as pool:
-        failure, shapes, device = bench_stage(pool, job, "cpu", True, [{"N": 97}, {"N": 1000}], torch.float32,
-                                              BenchSettings(warmup=1, reps=5, wall_calls=2))
+        failure, shapes, device = bench_stage(
+            pool,
+            job,
+            "cpu",
+            True,
+            [{"N": 97}, {"N": 1000}],
+            torch.float32,
+            BenchSettings(warmup=1, reps=5, wall_calls=2),
+        )
         assert failure is None and len(shapes) == 2 and device["name"] == "cpu"
         assert all(s.p50_ms and s.ref_p50_ms and s.speedup for s in shapes)
         failure, a, b = ab_stage(pool, job, other, "cpu", True, [{"N": 97}], torch.float32, rounds=4)
@@ -161,8 +176,15 @@ def test_timing_rules_on_synthetic_samples() -> None:
 
 
 def test_speed_of_light_prefers_measured_ceilings(monkeypatch: pytest.MonkeyPatch, double) -> None:
-    table = [{"match": "Test GPU", "tensor_tflops": 1000.0, "fp32_tflops": 100.0, "hbm_tbps": 10.0,
-              "measured": {"tensor_tflops": 500.0, "fp32_tflops": 50.0, "hbm_tbps": 5.0}}]
+    table = [
+        {
+            "match": "Test GPU",
+            "tensor_tflops": 1000.0,
+            "fp32_tflops": 100.0,
+            "hbm_tbps": 10.0,
+            "measured": {"tensor_tflops": 500.0, "fp32_tflops": 50.0, "hbm_tbps": 5.0},
+        }
+    ]
     monkeypatch.setattr(gpus, "_table", lambda: table)
     peaks = gpus.peaks_for("NVIDIA Test GPU")
     assert peaks is not None and peaks.hbm_tbps == 5.0
@@ -179,8 +201,14 @@ def test_speed_of_light_rejects_replayed_times(tmp_path: Path, double) -> None:
     variant = load_variant(ROOT / "control_double.py")
     shape = double.shapes[0]
     path = recording_path(tmp_path, "NVIDIA H200", double.name, variant.name, variant.source_hash, "float32", shape)
-    write_cache(path, "NVIDIA H200", "double", {"shape": shape, "dtype": "float32", "reference_ms": [0.01] * 3},
-                variant.space, [(dict(PARAMS), 1e-4, [1e-4] * 3)])  # 0.1 us for 8 MB: 80 TB/s
+    write_cache(
+        path,
+        "NVIDIA H200",
+        "double",
+        {"shape": shape, "dtype": "float32", "reference_ms": [0.01] * 3},
+        variant.space,
+        [(dict(PARAMS), 1e-4, [1e-4] * 3)],
+    )  # 0.1 us for 8 MB: 80 TB/s
     engine = get_backend("replay", root=tmp_path)
     try:
         result = engine.evaluate(Job(double, variant, dict(PARAMS)))

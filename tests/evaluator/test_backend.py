@@ -41,8 +41,11 @@ def test_declared_capabilities_match_the_methods(name: str) -> None:
 
 
 def test_builtin_declarations() -> None:
-    expected = {"interpret": (False, False, False, False), "cuda": (True, True, True, True),
-                "replay": (True, False, False, False)}
+    expected = {
+        "interpret": (False, False, False, False),
+        "cuda": (True, True, True, True),
+        "replay": (True, False, False, False),
+    }
     for name, flags in expected.items():
         cls = BACKENDS[name]
         assert (cls.measures, cls.uses_gpu, cls.live_timing, cls.can_remeasure) == flags

@@ -36,8 +36,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b
 
 
-def reason(outs: list[torch.Tensor], reference: Callable[..., object], inputs: tuple[torch.Tensor, ...],
-           sentinel: float = float("nan")) -> str:
+def reason(
+    outs: list[torch.Tensor],
+    reference: Callable[..., object],
+    inputs: tuple[torch.Tensor, ...],
+    sentinel: float = float("nan"),
+) -> str:
     """The reason the evaluator gives: compare, then refine with the fp32 probe, as judge/judge.py does."""
     r64, rlp = references(reference, inputs)
     mismatch = compare_outputs(outs, r64, rlp, *FP32)
@@ -131,16 +135,20 @@ def test_matmul_through_tf32_is_a_downgrade() -> None:
 def test_tf32_rounding_is_round_to_nearest_on_13_bits() -> None:
     # 1 + 2**-11 is a tie between 1 and 1 + 2**-10 in tf32 (10 mantissa bits): ties go away from zero.
     x = torch.tensor([1.0, 1 + 2**-11, 1 + 2**-12, -(1 + 2**-11), 3.0e38, float("inf")])
-    expected = torch.tensor([1.0, 1 + 2**-10, 1.0, -(1 + 2**-10), round_to(torch.tensor([3.0e38]), "tf32")[0],
-                             float("inf")])
+    expected = torch.tensor(
+        [1.0, 1 + 2**-10, 1.0, -(1 + 2**-10), round_to(torch.tensor([3.0e38]), "tf32")[0], float("inf")]
+    )
     assert torch.equal(round_to(x, "tf32"), expected)
 
 
-@pytest.mark.parametrize(("name", "wrong"), [
-    ("1% off everywhere", lambda y: y * 1.01),
-    ("constant offset", lambda y: y + 0.05),
-    ("0.5% off everywhere", lambda y: y * 1.005),
-])
+@pytest.mark.parametrize(
+    ("name", "wrong"),
+    [
+        ("1% off everywhere", lambda y: y * 1.01),
+        ("constant offset", lambda y: y + 0.05),
+        ("0.5% off everywhere", lambda y: y * 1.005),
+    ],
+)
 def test_a_plainly_wrong_answer_is_wrong_values(name: str, wrong: Callable[[torch.Tensor], torch.Tensor]) -> None:
     # old: each of these meets bf16's tolerance (3e-2 of the RMS magnitude and of each value), so the old rule
     # called them precision_downgrade.

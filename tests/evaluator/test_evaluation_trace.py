@@ -62,7 +62,7 @@ def part_of(frame: FrameType) -> str | None:
     module = str(frame.f_globals.get("__name__", ""))
     if not module.startswith(EVALUATOR):
         return None
-    part = module[len(EVALUATOR):].split(".", 1)[0]
+    part = module[len(EVALUATOR) :].split(".", 1)[0]
     return part if part in PARTS else None
 
 
@@ -155,8 +155,11 @@ def parts(tracer: Tracer) -> list[str]:
 
 
 def show(tracer: Tracer) -> str:
-    lines = [f"every evaluator frame's part, collapsed: {len(tracer.every_part)} stretches (the parts use one "
-             "another's helpers; the entries are the doors run/ opens)", "entries, collapsed:"]
+    lines = [
+        f"every evaluator frame's part, collapsed: {len(tracer.every_part)} stretches (the parts use one "
+        "another's helpers; the entries are the doors run/ opens)",
+        "entries, collapsed:",
+    ]
     for part, functions in stretches(tracer.entries):
         distinct = list(dict.fromkeys(f.removeprefix(EVALUATOR) for f in functions))
         lines.append(f"  {part}: {', '.join(distinct)}")
@@ -172,8 +175,15 @@ def cheapest_job(shapes: list[dict[str, int]] | None = None) -> Job:
     task = get_task("elementwise")
     variant = next(v for v in builtin_variants("elementwise") if v.name == "flat")
     smallest = min(task.check_shapes, key=lambda s: sum(s.values()))
-    return Job(task, variant, variant.configs()[0], seeds=1, hidden_shapes=0, dtypes=[torch.bfloat16],
-               shapes=shapes or [dict(smallest)])
+    return Job(
+        task,
+        variant,
+        variant.configs()[0],
+        seeds=1,
+        hidden_shapes=0,
+        dtypes=[torch.bfloat16],
+        shapes=shapes or [dict(smallest)],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -232,8 +242,11 @@ def test_a_timed_phase_is_its_child_then_its_judgement() -> None:
     job = cheapest_job([{"M": 1, "N": 97}])
     tracer = Tracer()
     with ChildPool() as pool:
-        failure, shapes, _ = tracer.trace(lambda: bench_stage(
-            pool, job, "cpu", True, job.shapes, job.dtypes[0], BenchSettings(warmup=1, reps=3, wall_calls=2)))
+        failure, shapes, _ = tracer.trace(
+            lambda: bench_stage(
+                pool, job, "cpu", True, job.shapes, job.dtypes[0], BenchSettings(warmup=1, reps=3, wall_calls=2)
+            )
+        )
     assert failure is None and shapes, failure and failure.message
     assert parts(tracer) == ["sandbox", "judge"], show(tracer)
     judged = dict(stretches(tracer.entries))["judge"]
@@ -277,6 +290,9 @@ def test_the_tracer_counts_doors_not_nested_calls_nor_resumptions() -> None:
     tracer = Tracer()
     tracer.trace(lambda: run["stage"](sandbox, judge))
     assert [(e.part, e.function.rsplit(".", 1)[-1]) for e in tracer.entries] == [
-        ("sandbox", "running"), ("judge", "decide"), ("sandbox", "read")]
+        ("sandbox", "running"),
+        ("judge", "decide"),
+        ("sandbox", "read"),
+    ]
     assert [e.function.rsplit(".", 1)[-1] for e in tracer.resumed] == ["running"]
     assert tracer.contract == []

@@ -18,8 +18,12 @@ ROOT = Path(__file__).parent / "adversarial"
 
 
 def test_a_cap_below_the_harness_s_needs_is_an_evaluator_error() -> None:
-    job = Job(load_task_file(ROOT / "task_double.py"), load_variant(ROOT / "control_double.py"),
-              {"BLOCK": 256, "num_warps": 4}, host_memory_gb=0.01)  # 10 MiB above what torch and Triton map
+    job = Job(
+        load_task_file(ROOT / "task_double.py"),
+        load_variant(ROOT / "control_double.py"),
+        {"BLOCK": 256, "num_warps": 4},
+        host_memory_gb=0.01,
+    )  # 10 MiB above what torch and Triton map
     backend = get_backend("interpret")
     try:
         result = backend.evaluate(job)

@@ -41,8 +41,11 @@ def test_fresh_integer_and_boolean_allocations_hold_the_sentinel(sentinel, value
     sentinel.install(value)
     for dtype in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.bool):
         expected = exact_sentinel(dtype, value)
-        for t in (torch.empty(5, 3, dtype=dtype), torch.empty_like(torch.zeros(7, dtype=dtype)),
-                  torch.zeros(2, dtype=torch.float32).new_empty(4, dtype=dtype)):
+        for t in (
+            torch.empty(5, 3, dtype=dtype),
+            torch.empty_like(torch.zeros(7, dtype=dtype)),
+            torch.zeros(2, dtype=torch.float32).new_empty(4, dtype=dtype),
+        ):
             assert bool((t == expected).all()), (dtype, t)
     assert exact_sentinel(torch.int64, math.nan) == torch.iinfo(torch.int64).min
     assert exact_sentinel(torch.int64, 1234.0) == torch.iinfo(torch.int64).max

@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 def test_float_to_int_saturates_with_nan_to_zero() -> None:
     x = np.array([3e9, -3e9, np.nan, 2.7, -2.7, np.inf, -np.inf], dtype=np.float32)
-    assert saturate(x, np.int32).tolist() == [2**31 - 1, -2**31, 0, 2, -2, 2**31 - 1, -2**31]
+    assert saturate(x, np.int32).tolist() == [2**31 - 1, -(2**31), 0, 2, -2, 2**31 - 1, -(2**31)]
     assert saturate(np.array([-1.0, 5e9, np.nan], dtype=np.float32), np.uint32).tolist() == [0, 2**32 - 1, 0]
 
 
@@ -48,14 +48,20 @@ def test_fp32_dot_rounds_its_inputs_as_the_tensor_core_does() -> None:
 def _kernel():  # a plain function standing in for a @triton.jit one: the launcher reads only its signature
     def k(x_ptr, n, s, BLOCK: "tl.constexpr", T: "tl.constexpr" = None):  # noqa: F821
         pass
+
     return k
 
 
 def test_a_launch_is_typed_as_the_compiler_types_it() -> None:
     x = torch.zeros(4)
     spec = specialization(_kernel(), (x, 2**31, 0.5), {"BLOCK": 64, "num_warps": 8}, "h")
-    assert spec["args"] == [["x_ptr", "ptr", "torch.float32"], ["n", "u32"], ["s", "fp32"],
-                            ["BLOCK", "constexpr", 64], ["T", "constexpr", None]]
+    assert spec["args"] == [
+        ["x_ptr", "ptr", "torch.float32"],
+        ["n", "u32"],
+        ["s", "fp32"],
+        ["BLOCK", "constexpr", 64],
+        ["T", "constexpr", None],
+    ]
     assert spec["options"] == {"num_warps": 8, "num_stages": 3}
     with pytest.raises(ArgumentRefused) as refused:
         specialization(_kernel(), (x, 1, 0.5), {"BLOCK": 64, "T": x}, "h")
@@ -69,8 +75,7 @@ def test_a_launch_is_typed_as_the_compiler_types_it() -> None:
 def test_a_rebuilt_launch_has_the_same_key() -> None:
     import triton.language as tl
 
-    spec = specialization(_kernel(), (torch.zeros(4, dtype=torch.float16), 7, 0.5), {"BLOCK": 64, "T": tl.float16},
-                          "h")
+    spec = specialization(_kernel(), (torch.zeros(4, dtype=torch.float16), 7, 0.5), {"BLOCK": 64, "T": tl.float16}, "h")
     args, options = rebuild_arguments(spec)
     assert spec_key(specialization(_kernel(), tuple(args), options, "h")) == spec_key(spec)
 
@@ -139,6 +144,7 @@ def test_a_kernel_parameter_named_like_a_launch_option_is_rebuilt_once() -> None
     spec = specialization(tutorial, (torch.zeros(4), 3, 16, 2), {"num_warps": 8}, "h")
     args, options = rebuild_arguments(spec)
     assert options == {"num_warps": 8}
-    inspect.signature(tutorial.fn).bind(*args, **{k: v for k, v in options.items()
-                                                  if k in inspect.signature(tutorial.fn).parameters})
+    inspect.signature(tutorial.fn).bind(
+        *args, **{k: v for k, v in options.items() if k in inspect.signature(tutorial.fn).parameters}
+    )
     assert spec_key(specialization(tutorial, tuple(args), options, "h")) == spec_key(spec)

@@ -74,10 +74,22 @@ def _judge(tmp_path: Path, module: Any, dtype: torch.dtype = torch.float32) -> t
         torch.save({"out": [o.detach().clone() for o in outs], "inputs_after": [x.clone() for x in inputs]}, buffer)
         name = f"out_{case.id}.pt"
         (tmp_path / name).write_bytes(buffer.getvalue())
-        facts.append({"id": case.id, "kinds": ["Tensor" if type(o) is torch.Tensor else type(o).__name__
-                                               for o in outs], "aliases": [False] * len(outs), "ops": [],
-                      "kernel_calls": 3, "threads": 0, "tampered": [], "state_changed": [], "kernels": [],
-                      "saved": name, "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(), **extra})
+        facts.append(
+            {
+                "id": case.id,
+                "kinds": ["Tensor" if type(o) is torch.Tensor else type(o).__name__ for o in outs],
+                "aliases": [False] * len(outs),
+                "ops": [],
+                "kernel_calls": 3,
+                "threads": 0,
+                "tampered": [],
+                "state_changed": [],
+                "kernels": [],
+                "saved": name,
+                "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(),
+                **extra,
+            }
+        )
     outcome = ChildOutcome("done", {"cases": facts}, 0, "", 0.0, tmp_path)
     failure, checked = judge_training(job, plan, outcome)
     return failure, checked, plan

@@ -47,57 +47,66 @@ def test_launch_and_model_new_together_are_refused() -> None:
         parse_variant(HONEST + "\n\ndef launch(x):\n    return x\n")
 
 
-@pytest.mark.parametrize(("source", "rule"), [
-    # torch computing the answer
-    (forward_returns("self.gemm(x)"), "torch_compute_call"),
-    (forward_returns("self.gemm.forward(x)"), "torch_compute_call"),
-    (forward_returns("x @ self.gemm.weight.t()"), "torch_compute_call"),
-    (forward_returns("torch.nn.functional.linear(x, self.gemm.weight)"), "torch_compute_call"),
-    (forward_returns("nn.functional.relu(y)"), "torch_compute_call"),
-    (HONEST.replace("import torch.nn as nn", "import torch.nn as nn\nimport torch.nn.functional as F"),
-     "forbidden_import"),
-    (forward_returns("getattr(self, 'gemm')(x)"), "dynamic_access"),
-    (forward_returns("self.gemm.__call__(x)"), "private_access"),
-    (forward_returns("self.state_dict()"), "torch_compute_call"),
-    (HONEST.replace(RETURN, "        for m in self.modules():\n            pass\n" + RETURN), "torch_compute_call"),
-    (HONEST.replace(RETURN, "        g = self.gemm\n" + RETURN), "host_name"),
-    (forward_returns("self"), "host_name"),
-    (HONEST.replace(RETURN, "        self.gemm.weight = x\n" + RETURN), "host_statement"),
-    (forward_returns("self.gemm.weight.data"), "host_name"),
-    # overriding the machinery that loads the state or calls the model
-    (in_class("    def load_state_dict(self, state, strict=True):\n        return None\n"), "model_new_class"),
-    (in_class("    def _load_from_state_dict(self, *args):\n        return None\n"), "model_new_class"),
-    (in_class("    def __setattr__(self, name, value):\n        return None\n"), "model_new_class"),
-    (in_class("    def state_dict(self):\n        return None\n"), "model_new_class"),
-    (in_class("    def __call__(self, x):\n        return x\n"), "model_new_class"),
-    (HONEST.replace("class ModelNew(nn.Module):\n", "class ModelNew(nn.Module):\n    state_dict = None\n"),
-     "model_new_class"),
-    (HONEST.replace("class ModelNew(nn.Module):", "class ModelNew(nn.Module, metaclass=type):"), "model_new_class"),
-    (HONEST.replace("class ModelNew(nn.Module):", "class ModelNew(nn.Linear):"), "torch_compute_call"),
-    (HONEST.replace("class ModelNew(nn.Module):", "@triton.jit\nclass ModelNew(nn.Module):"), "decorator"),
-    (HONEST.replace("    def forward", "    @property\n    def forward"), "decorator"),
-    (HONEST + "\n\nclass Helper(nn.Module):\n    pass\n", "module_statement"),
-    (HONEST + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n", "rebinding"),
-    (HONEST.replace("class ModelNew(nn.Module):", "class ModelNew(torch.nn.Module):"), "torch_compute_call"),
-    # __init__ builds parameters and plain values only
-    (in_init("self.register_forward_hook(self.bias)"), "model_new_init"),
-    (in_init("self.register_forward_pre_hook(self.bias)"), "model_new_init"),
-    (in_init("self.act = nn.ReLU()"), "torch_compute_call"),
-    (in_init("self.table = torch.zeros(3)"), "model_new_init"),
-    (in_init("self.table = torch.randn(3)"), "torch_compute_call"),
-    (in_init("self.forward = 1"), "model_new_class"),
-    (in_init("self.training = 1"), "model_new_class"),
-    (in_init("self.bias = nn.Parameter(torch.ones(bias_shape))"), "rebinding"),
-    (in_init("self.gemm.weight = nn.Parameter(torch.zeros(1))"), "torch_compute_call"),
-    (in_init('self.register_buffer("b", torch.zeros(3), persistent=False)'), "model_new_init"),
-    (in_init("self.f = lambda t: t"), "model_new_init"),
-    (in_init("self.calls = [0]"), "model_new_init"),  # state across timed calls
-    (in_init("self.sizes = (in_features, [out_features])"), "model_new_init"),
-    (HONEST.replace("        super().__init__()\n", "        self.a = 1\n        super().__init__()\n"),
-     "private_access"),
-    (HONEST.replace(RETURN, "        super().__init__()\n" + RETURN), "private_access"),
-    (HONEST.replace("super().__init__()", "super().register_forward_hook(1)"), "dynamic_access"),
-])
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        # torch computing the answer
+        (forward_returns("self.gemm(x)"), "torch_compute_call"),
+        (forward_returns("self.gemm.forward(x)"), "torch_compute_call"),
+        (forward_returns("x @ self.gemm.weight.t()"), "torch_compute_call"),
+        (forward_returns("torch.nn.functional.linear(x, self.gemm.weight)"), "torch_compute_call"),
+        (forward_returns("nn.functional.relu(y)"), "torch_compute_call"),
+        (
+            HONEST.replace("import torch.nn as nn", "import torch.nn as nn\nimport torch.nn.functional as F"),
+            "forbidden_import",
+        ),
+        (forward_returns("getattr(self, 'gemm')(x)"), "dynamic_access"),
+        (forward_returns("self.gemm.__call__(x)"), "private_access"),
+        (forward_returns("self.state_dict()"), "torch_compute_call"),
+        (HONEST.replace(RETURN, "        for m in self.modules():\n            pass\n" + RETURN), "torch_compute_call"),
+        (HONEST.replace(RETURN, "        g = self.gemm\n" + RETURN), "host_name"),
+        (forward_returns("self"), "host_name"),
+        (HONEST.replace(RETURN, "        self.gemm.weight = x\n" + RETURN), "host_statement"),
+        (forward_returns("self.gemm.weight.data"), "host_name"),
+        # overriding the machinery that loads the state or calls the model
+        (in_class("    def load_state_dict(self, state, strict=True):\n        return None\n"), "model_new_class"),
+        (in_class("    def _load_from_state_dict(self, *args):\n        return None\n"), "model_new_class"),
+        (in_class("    def __setattr__(self, name, value):\n        return None\n"), "model_new_class"),
+        (in_class("    def state_dict(self):\n        return None\n"), "model_new_class"),
+        (in_class("    def __call__(self, x):\n        return x\n"), "model_new_class"),
+        (
+            HONEST.replace("class ModelNew(nn.Module):\n", "class ModelNew(nn.Module):\n    state_dict = None\n"),
+            "model_new_class",
+        ),
+        (HONEST.replace("class ModelNew(nn.Module):", "class ModelNew(nn.Module, metaclass=type):"), "model_new_class"),
+        (HONEST.replace("class ModelNew(nn.Module):", "class ModelNew(nn.Linear):"), "torch_compute_call"),
+        (HONEST.replace("class ModelNew(nn.Module):", "@triton.jit\nclass ModelNew(nn.Module):"), "decorator"),
+        (HONEST.replace("    def forward", "    @property\n    def forward"), "decorator"),
+        (HONEST + "\n\nclass Helper(nn.Module):\n    pass\n", "module_statement"),
+        (HONEST + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n", "rebinding"),
+        (HONEST.replace("class ModelNew(nn.Module):", "class ModelNew(torch.nn.Module):"), "torch_compute_call"),
+        # __init__ builds parameters and plain values only
+        (in_init("self.register_forward_hook(self.bias)"), "model_new_init"),
+        (in_init("self.register_forward_pre_hook(self.bias)"), "model_new_init"),
+        (in_init("self.act = nn.ReLU()"), "torch_compute_call"),
+        (in_init("self.table = torch.zeros(3)"), "model_new_init"),
+        (in_init("self.table = torch.randn(3)"), "torch_compute_call"),
+        (in_init("self.forward = 1"), "model_new_class"),
+        (in_init("self.training = 1"), "model_new_class"),
+        (in_init("self.bias = nn.Parameter(torch.ones(bias_shape))"), "rebinding"),
+        (in_init("self.gemm.weight = nn.Parameter(torch.zeros(1))"), "torch_compute_call"),
+        (in_init('self.register_buffer("b", torch.zeros(3), persistent=False)'), "model_new_init"),
+        (in_init("self.f = lambda t: t"), "model_new_init"),
+        (in_init("self.calls = [0]"), "model_new_init"),  # state across timed calls
+        (in_init("self.sizes = (in_features, [out_features])"), "model_new_init"),
+        (
+            HONEST.replace("        super().__init__()\n", "        self.a = 1\n        super().__init__()\n"),
+            "private_access",
+        ),
+        (HONEST.replace(RETURN, "        super().__init__()\n" + RETURN), "private_access"),
+        (HONEST.replace("super().__init__()", "super().register_forward_hook(1)"), "dynamic_access"),
+    ],
+)
 def test_each_attack_is_refused_with_its_rule(source: str, rule: str) -> None:
     finding = check_module(source)
     assert finding is not None and finding.reason == rule, finding

@@ -24,7 +24,7 @@ def _accumulate(a: torch.Tensor, b: torch.Tensor, block_k: int, acc: torch.dtype
     """A tiled matmul as a kernel computes it: each K tile's product in fp32, added to an ``acc`` accumulator."""
     c = torch.zeros(a.shape[0], b.shape[1], dtype=acc)
     for k in range(0, a.shape[1], block_k):
-        c = (c.float() + a[:, k:k + block_k].float() @ b[k:k + block_k].float()).to(acc)
+        c = (c.float() + a[:, k : k + block_k].float() @ b[k : k + block_k].float()).to(acc)
     return c.to(a.dtype)
 
 
@@ -72,16 +72,23 @@ def test_scale_and_specialization_shapes_keep_a_key_that_sizes_nothing() -> None
     # A group count G (Task.fixed_keys) is a constant of the variant: at another G the reference is another
     # function, so neither search moves it, and it counts in no product of dimensions.
     softmax = get_task("softmax")
-    task = dataclasses.replace(softmax, shapes=[{**s, "G": 256} for s in softmax.shapes],
-                               check_shapes=[{**s, "G": 256} for s in softmax.check_shapes],
-                               fixed_keys=frozenset({"G"}))
+    task = dataclasses.replace(
+        softmax,
+        shapes=[{**s, "G": 256} for s in softmax.shapes],
+        check_shapes=[{**s, "G": 256} for s in softmax.check_shapes],
+        fixed_keys=frozenset({"G"}),
+    )
     shapes, _ = scale_shapes(task)
     assert shapes and all(s["G"] == 256 for s in shapes)
     assert {"M": 1, "N": 32768, "G": 256} in shapes
     # the specialization search: every shape down to M = N = 1 has the same one here
-    found = _smallest_shapes({"spec_budget": 64}, {"spec": "benchmark"},
-                             {"spec": {"shape": {"M": 4096, "N": 4096, "G": 256}, "dtype": "float32"}},
-                             lambda shape, dtype: {"spec"}, frozenset({"G"}))
+    found = _smallest_shapes(
+        {"spec_budget": 64},
+        {"spec": "benchmark"},
+        {"spec": {"shape": {"M": 4096, "N": 4096, "G": 256}, "dtype": "float32"}},
+        lambda shape, dtype: {"spec"},
+        frozenset({"G"}),
+    )
     assert found[0]["shape"] is not None and found[0]["shape"]["G"] == 256
     assert found[0]["shape"]["M"] * found[0]["shape"]["N"] <= 64
 
@@ -95,7 +102,7 @@ def test_largest_checked_names_a_larger_benchmark_shape_never_the_checked_one() 
     assert largest_checked(job, task.check_shapes).endswith("the largest benchmark shape included")
 
 
-KERNEL_OVER_INPUT = '''import torch
+KERNEL_OVER_INPUT = """import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -116,7 +123,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_a_hidden_shape_where_the_problem_does_not_run_is_no_case(tmp_path: Path) -> None:

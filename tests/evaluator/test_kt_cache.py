@@ -73,17 +73,26 @@ def test_invalid_config_entries_are_outside_the_space(tmp_path: Path) -> None:
 
 
 def _t4_result(config: dict, invalidity: str, value: object) -> dict:
-    return {"configuration": config, "invalidity": invalidity, "times": {"runtimes": [value] * 2},
-            "measurements": [{"name": "time", "value": value, "unit": ""}], "objectives": ["time"]}
+    return {
+        "configuration": config,
+        "invalidity": invalidity,
+        "times": {"runtimes": [value] * 2},
+        "measurements": [{"name": "time", "value": value, "unit": ""}],
+        "objectives": ["time"],
+    }
 
 
 def test_t4_file(tmp_path: Path) -> None:
-    doc = {"schema_version": "1.0.0", "metadata": {"timeunit": "seconds"}, "results": [
-        _t4_result({"b": 64, "w": 4}, "correct", 0.002),
-        _t4_result({"b": 32, "w": 4}, "correct", 0.001),
-        _t4_result({"b": 32, "w": 8}, "runtime", "RuntimeFailedConfig"),
-        _t4_result({"b": 64, "w": 8}, "constraints", "InvalidConfig"),
-    ]}
+    doc = {
+        "schema_version": "1.0.0",
+        "metadata": {"timeunit": "seconds"},
+        "results": [
+            _t4_result({"b": 64, "w": 4}, "correct", 0.002),
+            _t4_result({"b": 32, "w": 4}, "correct", 0.001),
+            _t4_result({"b": 32, "w": 8}, "runtime", "RuntimeFailedConfig"),
+            _t4_result({"b": 64, "w": 8}, "constraints", "InvalidConfig"),
+        ],
+    }
     path = tmp_path / "t4.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     space = read_space(path)
@@ -94,16 +103,19 @@ def test_t4_file(tmp_path: Path) -> None:
     assert space.optimum == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("content, match", [
-    (b"not json at all", "not valid JSON"),
-    (b"[1, 2]", "not a JSON object"),
-    (b'{"foo": 1}', "neither a Kernel Tuner cache"),
-    (b'{"cache": {}, "tune_params": {"a": [1]}, "tune_params_keys": ["b"]}', "disagree"),
-    (b'{"cache": {"1": {"a": 1}}, "tune_params": {"a": [1]}}', "has no 'time'"),
-    (b'{"cache": {"1": {"a": 1, "time": "weird"}}, "tune_params": {"a": [1]}}', "unknown time"),
-    (b'{"results": []}', "empty"),
-    (b"\x1f\x8b garbage", "gzip"),
-])
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (b"not json at all", "not valid JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"foo": 1}', "neither a Kernel Tuner cache"),
+        (b'{"cache": {}, "tune_params": {"a": [1]}, "tune_params_keys": ["b"]}', "disagree"),
+        (b'{"cache": {"1": {"a": 1}}, "tune_params": {"a": [1]}}', "has no 'time'"),
+        (b'{"cache": {"1": {"a": 1, "time": "weird"}}, "tune_params": {"a": [1]}}', "unknown time"),
+        (b'{"results": []}', "empty"),
+        (b"\x1f\x8b garbage", "gzip"),
+    ],
+)
 def test_malformed_files_raise_one_line_errors(tmp_path: Path, content: bytes, match: str) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(content)
@@ -118,8 +130,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_recorded_space_name() -> None:
-    s = RecordedSpace("GPU", "k", None, {"x": [1]}, {(1,): RecordedTime("ok", 1.0)},
-                      source="/a/gemm/RTX_3090.json.gz")
+    s = RecordedSpace("GPU", "k", None, {"x": [1]}, {(1,): RecordedTime("ok", 1.0)}, source="/a/gemm/RTX_3090.json.gz")
     assert s.name == "gemm/RTX_3090"
 
 

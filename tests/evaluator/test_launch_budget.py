@@ -43,8 +43,19 @@ def test_the_launch_budget_covers_the_observed_call_only() -> None:
     """One check case on a GPU, as the child marks it: our context, the import, the compile call, the observed
     call, the harness's saving and the next case's inputs. Only context, compile and launch are bounded."""
     clock = PhaseClock(start=0.0, overall_s=480.0, budgets=phase_budgets(SimpleNamespace(timeout_s=120.0), 0.0))
-    deadlines = _trace(clock, [("context", 0.1), ("imported", 2.0), ("need", 2.1), ("compile", 2.2),
-                               ("launch", 4.0), ("launched", 4.1), ("need", 30.0), ("compile", 31.0)])
+    deadlines = _trace(
+        clock,
+        [
+            ("context", 0.1),
+            ("imported", 2.0),
+            ("need", 2.1),
+            ("compile", 2.2),
+            ("launch", 4.0),
+            ("launched", 4.1),
+            ("need", 30.0),
+            ("compile", 31.0),
+        ],
+    )
     assert deadlines == [0.1 + CONTEXT_S, 480.0, 480.0, 122.2, 9.0, 480.0, 480.0, 151.0]
     # Before issue 27, "launch" ran on to the next budgeted mark: saving and the input round trip were billed
     # to the candidate's 5 s (the 26 s here between 'launched' and the next 'compile' would have timed out).
@@ -74,8 +85,11 @@ def test_the_aot_stage_warms_the_cache_and_a_later_child_compiles_nothing_again(
     from warpforge.kernels.task import load_task_file
     from warpforge.kernels.variant import load_variant
 
-    job = Job(load_task_file(FIXTURES / "task_double.py"), load_variant(FIXTURES / "control_double.py"),
-              {"BLOCK": 256, "num_warps": 4})
+    job = Job(
+        load_task_file(FIXTURES / "task_double.py"),
+        load_variant(FIXTURES / "control_double.py"),
+        {"BLOCK": 256, "num_warps": 4},
+    )
     with ChildPool() as pool:
         first, resources = compile_stage(pool, job)
         assert first is None and resources

@@ -123,8 +123,9 @@ def cluster() -> Iterator[Any]:
 def gpu_pool(**kwargs: Any) -> RayPool:
     bench = _standin()
     backend_kwargs = {"eval_s": kwargs.pop("eval_s", 0.2), "compile_s": 0.05, **kwargs.pop("backend_kwargs", {})}
-    config = PoolConfig(workers=2, compile_workers=1, use_ray=True, gpu_resource=GPU, backend_kwargs=backend_kwargs,
-                        **kwargs)
+    config = PoolConfig(
+        workers=2, compile_workers=1, use_ray=True, gpu_resource=GPU, backend_kwargs=backend_kwargs, **kwargs
+    )
     pool = make_pool(bench.StandInGpuBackend, config)
     assert isinstance(pool, RayPool)
     return pool
@@ -202,11 +203,25 @@ def test_a_campaign_on_the_cluster_goes_on_past_a_worker_killing_job(cluster: An
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     bench = _standin()
-    spec = CampaignSpec(name="ray", tasks=[str(PLANTED / "task_double.py")], variant_files=[str(PLANTED / "good.py")],
-                        trials=6, backend=bench.StandInGpuBackend.name, db_url=f"sqlite:///{tmp_path / 'wf.db'}",
-                        seed=0, sampler="random", top_k=2)
-    config = PoolConfig(workers=2, compile_workers=1, use_ray=True, gpu_resource=GPU, max_attempts=2,
-                        backend_kwargs={"eval_s": 0.1, "compile_s": 0.05, "die_on": {"BLOCK": 1024, "num_warps": 4}})
+    spec = CampaignSpec(
+        name="ray",
+        tasks=[str(PLANTED / "task_double.py")],
+        variant_files=[str(PLANTED / "good.py")],
+        trials=6,
+        backend=bench.StandInGpuBackend.name,
+        db_url=f"sqlite:///{tmp_path / 'wf.db'}",
+        seed=0,
+        sampler="random",
+        top_k=2,
+    )
+    config = PoolConfig(
+        workers=2,
+        compile_workers=1,
+        use_ray=True,
+        gpu_resource=GPU,
+        max_attempts=2,
+        backend_kwargs={"eval_s": 0.1, "compile_s": 0.05, "die_on": {"BLOCK": 1024, "num_warps": 4}},
+    )
     task = run_campaign(spec, pool_config=config).tasks[0]
     assert task.workers == "Ray, 2 GPU workers + 1 CPU compile worker(s)"
     assert task.evaluations == 6 and task.variants[0].verdicts == {"ok": 5, "crashed": 1}

@@ -31,18 +31,24 @@ ROOT = Path(__file__).parent / "adversarial"
 ERROR = {"stage": "launch", "kind": "exception", "type": "ValueError", "message": "bad"}
 
 
-@pytest.mark.parametrize(("mode", "report", "where"), [
-    ("check", {"error": {"message": 7}}, "error.stage"),                      # stages.child_failure indexes err[...]
-    ("check", {"cases": "all passed"}, "cases"),
-    ("check", {"cases": [{"id": "0"}]}, "cases.0.id"),                       # "0" is not 0 (strict)
-    ("check", {"threads_end": True}, "threads_end"),                          # a bool is no count
-    ("compile", {"kernels": [{"kernel": "k", "registers": "few", "spill_bytes": 0, "shared_bytes": 0,
-                              "compile_s": 0.1}]}, "kernels.0.registers"),
-    ("compile", {"kernels": [{"kernel": "k"}]}, "kernels.0.registers"),
-    ("space", {"names": "BLOCK", "feasible": []}, "names"),
-    ("bench", {"cases": [{"id": 0, "ms": ["1.0"]}]}, "cases.0.ms.0"),
-    ("ab", {"samples": [[1.0]]}, "samples.0.0"),
-])
+@pytest.mark.parametrize(
+    ("mode", "report", "where"),
+    [
+        ("check", {"error": {"message": 7}}, "error.stage"),  # stages.child_failure indexes err[...]
+        ("check", {"cases": "all passed"}, "cases"),
+        ("check", {"cases": [{"id": "0"}]}, "cases.0.id"),  # "0" is not 0 (strict)
+        ("check", {"threads_end": True}, "threads_end"),  # a bool is no count
+        (
+            "compile",
+            {"kernels": [{"kernel": "k", "registers": "few", "spill_bytes": 0, "shared_bytes": 0, "compile_s": 0.1}]},
+            "kernels.0.registers",
+        ),
+        ("compile", {"kernels": [{"kernel": "k"}]}, "kernels.0.registers"),
+        ("space", {"names": "BLOCK", "feasible": []}, "names"),
+        ("bench", {"cases": [{"id": 0, "ms": ["1.0"]}]}, "cases.0.ms.0"),
+        ("ab", {"samples": [[1.0]]}, "samples.0.0"),
+    ],
+)
 def test_a_report_that_does_not_fit_its_mode_is_named(mode: str, report: dict[str, Any], where: str) -> None:
     typed, why = validate_report(mode, report)
     assert typed is None and why.startswith(where + ":"), why
@@ -53,16 +59,18 @@ def test_a_fitting_report_keeps_its_unknown_keys() -> None:
     assert why == "" and typed is not None and typed["cases"][0]["extra"] == 1
 
 
-@pytest.mark.parametrize(("request_", "report", "needle"), [
-    ({"mode": "space", "space": {"A": [1], "B": [2]}}, {"names": ["B", "A"], "feasible": []}, "SPACE's order"),
-    ({"mode": "space", "space": {"A": [1]}}, {"names": ["A"], "feasible": [[1, 2]]}, "row's length"),
-    ({"mode": "bench", "cases": [{"id": 0}]}, {"cases": [{"id": 0, "ms": [0.0], "ref_ms": [1.0]}]}, "positive"),
-    ({"mode": "bench", "cases": [{"id": 0}]}, {"cases": []}, "ids"),
-    ({"mode": "reference", "cases": [{"id": 0}]}, {"cases": [{"id": 0, "ms": [float("nan")]}]}, "finite"),
-    ({"mode": "ab", "rounds": 2, "cases": [{"id": 0}]}, {"samples": [[[1.0, 1.0]]]}, "2 candidates"),
-])
-def test_what_the_request_rules_out_is_malformed(request_: dict[str, Any], report: dict[str, Any],
-                                                 needle: str) -> None:
+@pytest.mark.parametrize(
+    ("request_", "report", "needle"),
+    [
+        ({"mode": "space", "space": {"A": [1], "B": [2]}}, {"names": ["B", "A"], "feasible": []}, "SPACE's order"),
+        ({"mode": "space", "space": {"A": [1]}}, {"names": ["A"], "feasible": [[1, 2]]}, "row's length"),
+        ({"mode": "bench", "cases": [{"id": 0}]}, {"cases": [{"id": 0, "ms": [0.0], "ref_ms": [1.0]}]}, "positive"),
+        ({"mode": "bench", "cases": [{"id": 0}]}, {"cases": []}, "ids"),
+        ({"mode": "reference", "cases": [{"id": 0}]}, {"cases": [{"id": 0, "ms": [float("nan")]}]}, "finite"),
+        ({"mode": "ab", "rounds": 2, "cases": [{"id": 0}]}, {"samples": [[[1.0, 1.0]]]}, "2 candidates"),
+    ],
+)
+def test_what_the_request_rules_out_is_malformed(request_: dict[str, Any], report: dict[str, Any], needle: str) -> None:
     assert needle in check_report(request_, report)
 
 
@@ -76,21 +84,26 @@ def test_a_deeply_nested_line_is_no_message() -> None:
 
 # --- fail closed ---------------------------------------------------------------------------------------------
 
+
 def _walls(request: dict[str, Any], env: dict[str, str], report: dict[str, Any] | None) -> Walls:
     fake = SimpleNamespace(isolation=SimpleNamespace(summary=lambda: "bwrap: test"))
     return ChildPool._walls(fake, request, env, report)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("mode", "interpret", "seccomp", "down"), [
-    ("check", True, "strict", False),
-    ("check", True, None, True),                     # a report naming no filter
-    ("check", True, "spawn", True),                  # a weaker filter than the mode's
-    ("check", True, "none (prctl failed)", True),    # child/__main__.wall_refusal
-    ("compile", False, "spawn", False),
-    ("space", True, "strict", False),
-])
-def test_a_report_is_held_to_the_seccomp_profile_of_its_mode(mode: str, interpret: bool, seccomp: str | None,
-                                                            down: bool) -> None:
+@pytest.mark.parametrize(
+    ("mode", "interpret", "seccomp", "down"),
+    [
+        ("check", True, "strict", False),
+        ("check", True, None, True),  # a report naming no filter
+        ("check", True, "spawn", True),  # a weaker filter than the mode's
+        ("check", True, "none (prctl failed)", True),  # child/__main__.wall_refusal
+        ("compile", False, "spawn", False),
+        ("space", True, "strict", False),
+    ],
+)
+def test_a_report_is_held_to_the_seccomp_profile_of_its_mode(
+    mode: str, interpret: bool, seccomp: str | None, down: bool
+) -> None:
     report: dict[str, Any] = {} if seccomp is None else {"seccomp": seccomp}
     walls = _walls({"mode": mode}, {"TRITON_INTERPRET": "1"} if interpret else {}, report)
     assert bool(walls.problem) is down, walls
@@ -104,8 +117,11 @@ def test_the_harness_own_limit_error_comes_before_any_filter() -> None:
 
 @pytest.fixture
 def job() -> Job:
-    return Job(load_task_file(ROOT / "task_double.py"), load_variant(ROOT / "control_double.py"),
-               {"BLOCK": 256, "num_warps": 4})
+    return Job(
+        load_task_file(ROOT / "task_double.py"),
+        load_variant(ROOT / "control_double.py"),
+        {"BLOCK": 256, "num_warps": 4},
+    )
 
 
 def _outcome(status: str, report: dict[str, Any] | None, walls: Walls | None = None) -> ChildOutcome:
@@ -151,13 +167,15 @@ def test_a_filter_the_kernel_refuses_is_a_seccomp_error() -> None:
     """)
     from warpforge.evaluator.sandbox.child import seccomp
 
-    done = subprocess.run([sys.executable, "-I", "-c", code, seccomp.__file__], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code, seccomp.__file__], capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.startswith("refused: seccomp(SET_MODE_FILTER, TSYNC) failed"), done.stdout + done.stderr
     assert seccomp_profile("check", True) == "strict" and seccomp_profile("check", False) == "spawn"
 
 
 # --- the space stage's rows are SPACE's own values -----------------------------------------------------------
+
 
 class _Pool:
     def __init__(self, report: dict[str, Any]) -> None:
@@ -168,8 +186,9 @@ class _Pool:
         yield _outcome("done", self.report, Walls("bwrap: test", "strict"))
 
 
-@pytest.mark.parametrize(("rows", "ok"), [([[256, 4]], True), ([["256", 4]], False), ([[True, 4]], False),
-                                          ([[512, 4]], False)])
+@pytest.mark.parametrize(
+    ("rows", "ok"), [([[256, 4]], True), ([["256", 4]], False), ([[True, 4]], False), ([[512, 4]], False)]
+)
 def test_space_rows_are_mapped_back_to_space_values(job: Job, rows: list[list[Any]], ok: bool) -> None:
     failure, configs = space_stage(_Pool({"names": ["BLOCK", "num_warps"], "feasible": rows}), job)  # type: ignore[arg-type]
     if ok:

@@ -45,7 +45,7 @@ def _im2col_fp32(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, chunk: int) 
     wm = w.reshape(w.shape[0], -1)
     acc = torch.zeros(a.shape[0], w.shape[0])
     for k in range(0, a.shape[1], chunk):
-        acc += a[:, k:k + chunk] @ wm[:, k:k + chunk].T
+        acc += a[:, k : k + chunk] @ wm[:, k : k + chunk].T
     v = (acc + b).reshape(n, d, h, ww, -1).permute(0, 4, 1, 2, 3)
     return torch.tanh(F.mish(v))
 
@@ -129,7 +129,7 @@ def test_a_gradient_summed_in_another_order_gets_the_same_second_opinion() -> No
         g64, glp = grad_references(linear, (x, w), (1,), grad_out)
         chunked = torch.zeros(8, 16)
         for m in range(0, 4096, 64):
-            chunked += grad_out[m:m + 64].T @ x[m:m + 64]
+            chunked += grad_out[m : m + 64].T @ x[m : m + 64]
         grad_of = gradient_of(linear, (1,), grad_out, 0)
         assert compare_with_spread([chunked], [g64[0]], [glp[0]], ATOL, RTOL, grad_of, (x, w), seed) is None
         wrong = chunked.clone()

@@ -38,8 +38,14 @@ def record(root: Path, gpu: str = GPU, base_ms: float = 0.05) -> None:
             t = base_ms * (1 + abs(block - 256) / 256) * (1.1 if warps == 2 else 1.0)
             records.append(({"BLOCK": block, "num_warps": warps}, t, [t * 0.98, t, t * 1.02]))
     path = recording_path(root, gpu, task.name, variant.name, variant.source_hash, "float32", shape)
-    write_cache(path, gpu, "double", {"shape": shape, "dtype": "float32", "reference_ms": [0.09, 0.1, 0.11],
-                                      "recorded_at": "fixture"}, variant.space, records)
+    write_cache(
+        path,
+        gpu,
+        "double",
+        {"shape": shape, "dtype": "float32", "reference_ms": [0.09, 0.1, 0.11], "recorded_at": "fixture"},
+        variant.space,
+        records,
+    )
 
 
 @pytest.fixture
@@ -99,8 +105,22 @@ def test_campaign_ranks_by_recorded_times(tmp_path: Path) -> None:
     env = {**os.environ, "WARPFORGE_RECORDINGS": str(tmp_path / "rec"), "WARPFORGE_DB": f"sqlite:///{tmp_path}/wf.db"}
     env.pop("TRITON_INTERPRET", None)
     cmd = [sys.executable, "-m", "warpforge.cli"]
-    run = subprocess.run([*cmd, "run", str(PLANTED / "task_double.py"), "--variant-file", str(PLANTED / "good.py"),
-                          "--trials", "6", "--json"], env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            *cmd,
+            "run",
+            str(PLANTED / "task_double.py"),
+            "--variant-file",
+            str(PLANTED / "good.py"),
+            "--trials",
+            "6",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)["tasks"][0]
     assert summary["backend"] == "replay" and summary["best_params"] == {"BLOCK": 256, "num_warps": 4}

@@ -19,7 +19,10 @@ def test_a_training_case_label_names_both_seeds_and_they_replay_it() -> None:
     for case in plan.cases:
         assert f"seed={case.seed} grad_seed={case.grad_seed}" in case.label
         shape = dict(case.shape)
-        inputs = task.adversarial_inputs(shape, case.dtype, case.seed, "cpu")[case.adversarial] if case.adversarial \
+        inputs = (
+            task.adversarial_inputs(shape, case.dtype, case.seed, "cpu")[case.adversarial]
+            if case.adversarial
             else task.make_inputs(shape, case.dtype, case.seed, "cpu")
+        )
         assert all(torch.equal(a, b) for a, b in zip(inputs, case.inputs))
         assert torch.equal(draw_grad_out(task.reference, inputs, case.grad_seed), plan.grad_outs[case.id])

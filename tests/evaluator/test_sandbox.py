@@ -36,8 +36,9 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 def _run_python(code: str) -> str:
     env = {**os.environ, "PYTHONPATH": SRC}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -79,8 +80,20 @@ def test_strict_seccomp_allows_threads_and_refuses_processes_and_network() -> No
             except PermissionError:
                 print(name, "denied")
     """)
-    assert out.split() == ["thread", "ok", "unix", "ok", "fork", "denied", "spawn", "denied", "inet", "denied",
-                           "exec", "denied"]
+    assert out.split() == [
+        "thread",
+        "ok",
+        "unix",
+        "ok",
+        "fork",
+        "denied",
+        "spawn",
+        "denied",
+        "inet",
+        "denied",
+        "exec",
+        "denied",
+    ]
 
 
 def test_spawn_seccomp_allows_subprocesses_but_not_ptrace() -> None:
@@ -111,9 +124,18 @@ def test_seccomp_program_denies_the_listed_calls_on_both_architectures() -> None
 def test_bwrap_command_isolates_and_drops_privileges(tmp_path: Path) -> None:
     args = isolation.bwrap_args(tmp_path, ("/dev/nvidia0",), as_root=True)
     text = " ".join(args)
-    for flag in ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--ro-bind / /", "--proc /proc",
-                 f"--bind {tmp_path} {isolation.INSIDE_SCRATCH}", "--dev-bind /dev/nvidia0 /dev/nvidia0",
-                 f"--reuid={isolation.SANDBOX_UID}", "--no-new-privs", "--bounding-set=-all"):
+    for flag in (
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--ro-bind / /",
+        "--proc /proc",
+        f"--bind {tmp_path} {isolation.INSIDE_SCRATCH}",
+        "--dev-bind /dev/nvidia0 /dev/nvidia0",
+        f"--reuid={isolation.SANDBOX_UID}",
+        "--no-new-privs",
+        "--bounding-set=-all",
+    ):
         assert flag in text, flag
     assert "--unshare-user" in isolation.bwrap_args(tmp_path, (), as_root=False)
     assert "/dev/nvidia0" not in " ".join(isolation.bwrap_args(tmp_path, (), as_root=True))
@@ -141,21 +163,24 @@ def test_every_template_passes_the_strict_rules() -> None:
             assert check_source(path.read_text()) is None, path
 
 
-@pytest.mark.parametrize("source, reason", [
-    ("import os\n", "forbidden_import"),
-    ("from torch import _C\n", "forbidden_import"),
-    ("import torch\ndef launch(x):\n    return torch._C\n", "private_access"),
-    ("def launch(x):\n    return x.__class__\n", "private_access"),
-    ("def launch(x):\n    return getattr(x, 'mm')\n", "dynamic_access"),
-    ("def launch(x):\n    return x.tolist()\n", "host_read"),
-    ("def launch(x):\n    return x.to('cpu')\n", "host_read"),
-    ("import torch\ndef launch(x):\n    return torch.utils\n", "torch_compute_call"),
-    ("import triton\ndef launch(x):\n    return triton.runtime\n", "forbidden_import"),
-    ("import triton\nimport torch\nF = torch.empty\n@triton.jit\ndef k(x):\n    F(x)\n", "jit_body_disallowed"),
-    ("import triton\n@triton.jit\ndef k(x):\n    y = x.handle\n", "jit_body_disallowed"),
-    ("import triton\n@triton.jit\ndef k(x):\n    import math\n", "jit_body_disallowed"),
-    ("from os import fork\nfork()\n", "forbidden_import"),
-])
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        ("import os\n", "forbidden_import"),
+        ("from torch import _C\n", "forbidden_import"),
+        ("import torch\ndef launch(x):\n    return torch._C\n", "private_access"),
+        ("def launch(x):\n    return x.__class__\n", "private_access"),
+        ("def launch(x):\n    return getattr(x, 'mm')\n", "dynamic_access"),
+        ("def launch(x):\n    return x.tolist()\n", "host_read"),
+        ("def launch(x):\n    return x.to('cpu')\n", "host_read"),
+        ("import torch\ndef launch(x):\n    return torch.utils\n", "torch_compute_call"),
+        ("import triton\ndef launch(x):\n    return triton.runtime\n", "forbidden_import"),
+        ("import triton\nimport torch\nF = torch.empty\n@triton.jit\ndef k(x):\n    F(x)\n", "jit_body_disallowed"),
+        ("import triton\n@triton.jit\ndef k(x):\n    y = x.handle\n", "jit_body_disallowed"),
+        ("import triton\n@triton.jit\ndef k(x):\n    import math\n", "jit_body_disallowed"),
+        ("from os import fork\nfork()\n", "forbidden_import"),
+    ],
+)
 def test_strict_rules_refuse(source: str, reason: str) -> None:
     finding = check_source(source)
     assert finding is not None and finding.reason == reason, finding
@@ -213,8 +238,10 @@ def _judge_with(double_job: Job, tmp_path: Path, ghost: bool, tamper: bool) -> t
         return {"saved": name, "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
 
     facts = {"kinds": ["Tensor"], "aliases": [False], "ops": [], "kernel_calls": 1, "threads": 0}
-    report: dict[str, object] = {"cases": [{"id": case.id, **facts, **save(f"out_{case.id}.pt", x * 2 + 1)}],
-                                 "rerun": {"case": case.id, **facts, **save("out_rerun.pt", x * 2 + 1)}}
+    report: dict[str, object] = {
+        "cases": [{"id": case.id, **facts, **save(f"out_{case.id}.pt", x * 2 + 1)}],
+        "rerun": {"case": case.id, **facts, **save("out_rerun.pt", x * 2 + 1)},
+    }
     if ghost:
         report["ghost"] = {"case": case.id, **facts, **save("out_ghost.pt", torch.full_like(x, float("nan")))}
     if tamper:
@@ -265,6 +292,6 @@ def test_roots_under_tmp_stay_visible_and_enterable(monkeypatch: pytest.MonkeyPa
     args = isolation.bwrap_args(tmp_path, [], as_root=True)
     tmpfs = args.index("/tmp", args.index("--tmpfs", args.index("1777")))
     after = args[tmpfs:]
-    assert ["--perms", "0755", "--dir", "/tmp/ci-clone"] == after[after.index("--perms"):after.index("--perms") + 4]
-    assert after[after.index("--ro-bind"):after.index("--ro-bind") + 3] == ["--ro-bind", str(root), str(root)]
+    assert ["--perms", "0755", "--dir", "/tmp/ci-clone"] == after[after.index("--perms") : after.index("--perms") + 4]
+    assert after[after.index("--ro-bind") : after.index("--ro-bind") + 3] == ["--ro-bind", str(root), str(root)]
     assert "/usr" not in after  # only roots under /tmp are bound again

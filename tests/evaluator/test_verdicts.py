@@ -74,8 +74,9 @@ def test_good_variant_reports_checks_and_resources(backend, task) -> None:
 
 def test_hang_is_killed_within_timeout(backend, task) -> None:
     # core rules: the grammar refuses the `while` loop before anything runs; this tests the deadline
-    result = backend.evaluate(Job(task, load_variant(PLANTED / "hang.py"), dict(PARAMS), timeout_s=5.0,
-                                  static_rules="core"))
+    result = backend.evaluate(
+        Job(task, load_variant(PLANTED / "hang.py"), dict(PARAMS), timeout_s=5.0, static_rules="core")
+    )
     assert result.verdict is Verdict.TIMEOUT
     assert result.wall_s is not None and result.wall_s < 30
 
@@ -99,16 +100,21 @@ def test_unknown_parameter_is_invalid_config(backend, task) -> None:
 
 
 # torch's CUDA errors all end with this hint; only the first line says what happened.
-_DSA_HINT = ("\nCUDA kernel errors might be asynchronously reported at some other API call.\n"
-             "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+_DSA_HINT = (
+    "\nCUDA kernel errors might be asynchronously reported at some other API call.\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
 
 
-@pytest.mark.parametrize(("first_line", "kind"), [
-    ("CUDA error: device-side assert triggered", "device_assert"),
-    ("CUDA error: an illegal memory access was encountered", "illegal_memory_access"),
-    ("CUDA error: unspecified launch failure", "runtime"),
-    ("CUDA error: misaligned address", "runtime"),
-])
+@pytest.mark.parametrize(
+    ("first_line", "kind"),
+    [
+        ("CUDA error: device-side assert triggered", "device_assert"),
+        ("CUDA error: an illegal memory access was encountered", "illegal_memory_access"),
+        ("CUDA error: unspecified launch failure", "runtime"),
+        ("CUDA error: misaligned address", "runtime"),
+    ],
+)
 def test_cuda_errors_are_classified_by_what_happened_not_by_torchs_hint(first_line: str, kind: str) -> None:
     from warpforge.evaluator.sandbox.child.common import error_info
 

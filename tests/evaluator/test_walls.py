@@ -26,6 +26,7 @@ FIXTURES = REPO / "tests" / "evaluator" / "adversarial"
 
 # --- bounded read-back ---------------------------------------------------------------------------------------
 
+
 def test_tail_reads_only_the_end_of_a_large_file(tmp_path: Path) -> None:
     big = tmp_path / "stderr.txt"
     with open(big, "wb") as f:
@@ -46,8 +47,12 @@ def test_symlinks_fifos_devices_and_hard_links_are_refused_unread(tmp_path: Path
     os.link(tmp_path / "a", tmp_path / "b")
     dev = tmp_path / "dev"
     dev.symlink_to("/dev/zero")
-    for path, why in ((link, "symbolic link"), (fifo, "not a regular file"), (tmp_path / "b", "2 links"),
-                      (dev, "symbolic link")):
+    for path, why in (
+        (link, "symbolic link"),
+        (fifo, "not a regular file"),
+        (tmp_path / "b", "2 links"),
+        (dev, "symbolic link"),
+    ):
         with pytest.raises(NotReadable, match=why):
             read_regular(path, 1 << 20)  # a FIFO would block forever in a plain open(): O_NONBLOCK
         assert tail_text(path).startswith(f"[{path.name} is ") and "refused" in tail_text(path)
@@ -138,9 +143,21 @@ def test_sigkill_of_the_orchestrator_leaves_no_candidate_running(tmp_path: Path)
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch)}
     extra = [] if shutil.which("bwrap") else ["--unsafe-run-unsandboxed"]
-    cli = subprocess.Popen(_cli("eval", str(FIXTURES / "task_double.py"), str(FIXTURES / "kernel_hang.py"),
-                                "--backend", "interpret", "--timeout", "600", *extra),
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cli = subprocess.Popen(
+        _cli(
+            "eval",
+            str(FIXTURES / "task_double.py"),
+            str(FIXTURES / "kernel_hang.py"),
+            "--backend",
+            "interpret",
+            "--timeout",
+            "600",
+            *extra,
+        ),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     # Only this CLI's own candidates count: the other xdist worker may be running candidates of this checkout
     # at the same moment. Its tree is collected while it lives (a SIGKILLed parent's children are reparented).
     ours: set[int] = set()
@@ -213,8 +230,9 @@ def test_a_candidate_reading_every_environment_finds_no_key(sandbox: str) -> Non
     must be gone from the orchestrator's environment block, not only from os.environ (warpforge.keys)."""
     secret = "sk-walls-test-" + os.urandom(8).hex()
     env = {**os.environ, "OPENAI_API_KEY": secret, "HF_TOKEN": secret + "-hf", "WARPFORGE_SANDBOX": sandbox}
-    done = subprocess.run([sys.executable, "-c", _EVAL_ENV_READ, str(FIXTURES)], capture_output=True, text=True,
-                          env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", _EVAL_ENV_READ, str(FIXTURES)], capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     stored = done.stdout.strip().splitlines()[-1]
     result = json.loads(stored)
@@ -230,10 +248,23 @@ def test_the_child_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("SOME_RANDOM_SETTING", "x")
     env = child_env(interpret=True)
     assert "OPENAI_API_KEY" not in env and "SOME_RANDOM_SETTING" not in env
-    assert set(env) <= {"PATH", "HOME", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TMPDIR",
-                        "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
-                        "PYTHONUNBUFFERED", "TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION",
-                        "WARPFORGE_CHILD_AS_BYTES"}
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "CUDA_VISIBLE_DEVICES",
+        "TRITON_CACHE_DIR",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+        "OMP_NUM_THREADS",
+        "PYTHONUNBUFFERED",
+        "TRITON_INTERPRET",
+        "TRITON_DEFAULT_FP_FUSION",
+        "WARPFORGE_CHILD_AS_BYTES",
+    }
 
 
 def test_llm_config_holds_the_key_out_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -251,6 +282,7 @@ def test_llm_config_holds_the_key_out_of_the_environment(monkeypatch: pytest.Mon
 
 # --- never unisolated for code warpforge did not ship --------------------------------------------------------
 
+
 @pytest.fixture
 def no_bwrap(monkeypatch: pytest.MonkeyPatch):
     """This process as on a machine without bubblewrap (CI installs it; a fresh laptop may not have it)."""
@@ -267,13 +299,17 @@ def no_bwrap(monkeypatch: pytest.MonkeyPatch):
     isolation.probe.cache_clear()
 
 
-@pytest.mark.parametrize("args", [
-    ["eval", str(FIXTURES / "task_double.py"), str(FIXTURES / "control_double.py"), "--backend", "interpret"],
-    ["run", "softmax", "--proposer", "llm", "--llm-replay", "nothing", "--trials", "1", "--backend", "interpret"],
-    ["run", "softmax", "--variant-file", str(FIXTURES / "control_softmax_online.py"), "--trials", "1"],
-])
-def test_untrusted_code_without_bwrap_is_one_line_exit_2(no_bwrap, args: list[str], tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", str(FIXTURES / "task_double.py"), str(FIXTURES / "control_double.py"), "--backend", "interpret"],
+        ["run", "softmax", "--proposer", "llm", "--llm-replay", "nothing", "--trials", "1", "--backend", "interpret"],
+        ["run", "softmax", "--variant-file", str(FIXTURES / "control_softmax_online.py"), "--trials", "1"],
+    ],
+)
+def test_untrusted_code_without_bwrap_is_one_line_exit_2(
+    no_bwrap, args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from typer.testing import CliRunner
 
     from warpforge.cli import app

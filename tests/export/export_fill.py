@@ -18,24 +18,53 @@ def variant(task: str, name: str) -> Any:
     return next(v for v in builtin_variants(task) if v.name == name)
 
 
-def save(url: str, task_name: str, variant_name: str, params: dict[str, Any], *, verdict: str = "ok",
-         times: dict[str, tuple[float, float, float]] | None = None, ref_ms: float = 1.0,
-         resources: list[tuple[int, int, int]] | None = None, campaign: str = "c1", gpu: str = GPU) -> int:
+def save(
+    url: str,
+    task_name: str,
+    variant_name: str,
+    params: dict[str, Any],
+    *,
+    verdict: str = "ok",
+    times: dict[str, tuple[float, float, float]] | None = None,
+    ref_ms: float = 1.0,
+    resources: list[tuple[int, int, int]] | None = None,
+    campaign: str = "c1",
+    gpu: str = GPU,
+) -> int:
     """One evaluation; ``times`` maps a shape key ("M=4096,N=4096") to (p20, p50, p80) in ms (recorded)."""
     task = get_task(task_name)
     v = variant(task_name, variant_name)
     shapes = []
     for key, (p20, p50, p80) in (times or {}).items():
         shape = {k: int(x) for k, x in (kv.split("=") for kv in key.split(","))}
-        shapes.append(ShapeResult(shape=shape, dtype="float16", p20_ms=p20, p50_ms=p50, p80_ms=p80,
-                                  ref_p50_ms=ref_ms, speedup=ref_ms / p50))
-    result = EvalResult(verdict=Verdict(verdict), task=task.name, variant_hash=v.source_hash, params=params,
-                        backend="replay" if times else "interpret", device=gpu if times else "cpu (triton interpreter)",
-                        fingerprint="fp-test", versions=VERSIONS, shapes=shapes,
-                        timing=Timing(source="recorded", gpu=gpu) if times else None,
-                        checked=["M=13,N=67 float16 1"],
-                        resources=[Resources(kernel="k", target="sm_90", registers=r, spill_bytes=s, shared_bytes=sh)
-                                   for r, s, sh in (resources or [])])
+        shapes.append(
+            ShapeResult(
+                shape=shape,
+                dtype="float16",
+                p20_ms=p20,
+                p50_ms=p50,
+                p80_ms=p80,
+                ref_p50_ms=ref_ms,
+                speedup=ref_ms / p50,
+            )
+        )
+    result = EvalResult(
+        verdict=Verdict(verdict),
+        task=task.name,
+        variant_hash=v.source_hash,
+        params=params,
+        backend="replay" if times else "interpret",
+        device=gpu if times else "cpu (triton interpreter)",
+        fingerprint="fp-test",
+        versions=VERSIONS,
+        shapes=shapes,
+        timing=Timing(source="recorded", gpu=gpu) if times else None,
+        checked=["M=13,N=67 float16 1"],
+        resources=[
+            Resources(kernel="k", target="sm_90", registers=r, spill_bytes=s, shared_bytes=sh)
+            for r, s, sh in (resources or [])
+        ],
+    )
     if times:
         aggregate(result)
     db = Database(url)
@@ -46,8 +75,15 @@ def save(url: str, task_name: str, variant_name: str, params: dict[str, Any], *,
         return int(row.id)
 
 
-def decide(url: str, evaluation_id: int, *, low: float | None = None, high: float | None = None,
-           accepted: bool = True, note: str = "") -> None:
+def decide(
+    url: str,
+    evaluation_id: int,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    accepted: bool = True,
+    note: str = "",
+) -> None:
     """Store the campaign decision that accepts one stored evaluation (the test states which, as a campaign
     would after its acceptance test), through store.save_decision."""
     from sqlalchemy import select
@@ -58,12 +94,36 @@ def decide(url: str, evaluation_id: int, *, low: float | None = None, high: floa
     with db.session() as s:
         ev = s.scalar(select(Evaluation).where(Evaluation.id == evaluation_id))
         assert ev is not None and ev.campaign is not None
-        shapes = [{"shape": m.shape, "shape_key": m.shape_key, "dtype": m.dtype, "p20_ms": m.p20_ms,
-                   "p50_ms": m.p50_ms, "p80_ms": m.p80_ms, "ref_p50_ms": m.ref_p50_ms, "speedup": m.speedup,
-                   "roofline_pct": m.roofline_pct} for m in ev.measurements]
-        store.save_decision(s, ev.campaign, ev.task, backend=ev.backend, accepted=accepted, note=note,
-                            timing_source=ev.timing_source, timing_gpu=ev.timing_gpu, fingerprint=ev.fingerprint,
-                            variant_hash=ev.variant_hash, variant_name=ev.variant.name, params=dict(ev.params),
-                            objective_ms=ev.objective_ms, speedup=ev.speedup,
-                            speedup_low=low if low is not None else ev.speedup,
-                            speedup_high=high if high is not None else ev.speedup, shapes=shapes)
+        shapes = [
+            {
+                "shape": m.shape,
+                "shape_key": m.shape_key,
+                "dtype": m.dtype,
+                "p20_ms": m.p20_ms,
+                "p50_ms": m.p50_ms,
+                "p80_ms": m.p80_ms,
+                "ref_p50_ms": m.ref_p50_ms,
+                "speedup": m.speedup,
+                "roofline_pct": m.roofline_pct,
+            }
+            for m in ev.measurements
+        ]
+        store.save_decision(
+            s,
+            ev.campaign,
+            ev.task,
+            backend=ev.backend,
+            accepted=accepted,
+            note=note,
+            timing_source=ev.timing_source,
+            timing_gpu=ev.timing_gpu,
+            fingerprint=ev.fingerprint,
+            variant_hash=ev.variant_hash,
+            variant_name=ev.variant.name,
+            params=dict(ev.params),
+            objective_ms=ev.objective_ms,
+            speedup=ev.speedup,
+            speedup_low=low if low is not None else ev.speedup,
+            speedup_high=high if high is not None else ev.speedup,
+            shapes=shapes,
+        )

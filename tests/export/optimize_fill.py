@@ -11,7 +11,7 @@ from typing import Any
 
 from export_fill import save
 
-MODEL = '''import torch
+MODEL = """import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -43,7 +43,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [features, hidden]
-'''
+"""
 
 NS = "wf_patch_pkg"
 
@@ -60,19 +60,44 @@ def write_optimize_package(tmp: Path, dest: Path, ns: str = NS) -> dict[str, Any
     save(url, "swiglu", "flat", {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}, resources=[(32, 0, 0)])
     plan = plan_task(Reader(url), get_task("swiglu"), allow_untimed=True)
     # the act module's call: a and b [3, 5, 32], flattened to the task's [M, N] = [15, 32]
-    spec = PatchSpec(region="act", module="act", op="swiglu", task="swiglu", shape={"M": 15, "N": 32}, order=[0, 1],
-                     flatten=[True, True], ranks=[2, 2], dtypes=["float16", "bfloat16", "float32"])
+    spec = PatchSpec(
+        region="act",
+        module="act",
+        op="swiglu",
+        task="swiglu",
+        shape={"M": 15, "N": 32},
+        order=[0, 1],
+        flatten=[True, True],
+        ranks=[2, 2],
+        dtypes=["float16", "bfloat16", "float32"],
+    )
     source: dict[str, Any] = {
         "model_prefix": "",
         "target": {"model.py": MODEL},
-        "settings": {"kind": "kernelbench", "file": "model.py", "batch": 3, "seq": 5, "dtype": "float32", "seed": 0,
-                     "steps": 2, "lr": 0.01, "train": True,
-                     "tolerances": {"output": 1e-4, "loss": 1e-4, "grad": 1e-3}},
-        "summary": {"target": "model", "dtype": "float32", "batch": 3, "seq": 5, "train": True, "steps": 2,
-                    "untimed": True, "regions": [{"name": "act", "task": "swiglu", "status": "verified"}]},
+        "settings": {
+            "kind": "kernelbench",
+            "file": "model.py",
+            "batch": 3,
+            "seq": 5,
+            "dtype": "float32",
+            "seed": 0,
+            "steps": 2,
+            "lr": 0.01,
+            "train": True,
+            "tolerances": {"output": 1e-4, "loss": 1e-4, "grad": 1e-3},
+        },
+        "summary": {
+            "target": "model",
+            "dtype": "float32",
+            "batch": 3,
+            "seq": 5,
+            "train": True,
+            "steps": 2,
+            "untimed": True,
+            "regions": [{"name": "act", "task": "swiglu", "status": "verified"}],
+        },
     }
     write_package(dest, [plan], ns, dump_patches([spec]), source)
     # what the database keeps of a run (optimize/flow.py writes it beside report.json; the report stores it)
-    stored = {"version": 1, "namespace": ns, "patches": dump_patches([spec]), "campaigns": {"swiglu": "c1"},
-              **source}
+    stored = {"version": 1, "namespace": ns, "patches": dump_patches([spec]), "campaigns": {"swiglu": "c1"}, **source}
     return {"url": url, "plan": plan, "package_source": stored}

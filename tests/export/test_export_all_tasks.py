@@ -37,12 +37,14 @@ from warpforge.kernels.task import builtin_task_names, get_task
 from warpforge.kernels.taskdef import dtype_name
 from warpforge.kernels.variant import builtin_variants
 
-BLOCKED = '''
+BLOCKED = """
 import sys
 sys.modules["warpforge"] = None  # any `import warpforge...` now raises ImportError
-'''
+"""
 
-CALL = BLOCKED + '''
+CALL = (
+    BLOCKED
+    + """
 import importlib
 import json
 import traceback
@@ -65,7 +67,8 @@ for op, case in cases.items():
         rows[op] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:150] if str(exc) else ''}"
 assert not any(m == "warpforge" or m.startswith("warpforge.") for m in sys.modules if sys.modules[m] is not None)
 print(json.dumps(rows))
-'''
+"""
+)
 
 
 def _smallest(shapes: list[dict[str, int]]) -> dict[str, int]:
@@ -102,8 +105,21 @@ def fixture_package(tmp: Path) -> tuple[Path, str, dict[str, dict[str, Any]], di
         cases[op_identifier(name)] = {"shape": shape, "dtype": dtype_name(dtype), "tol": list(task.tolerance(dtype))}
         variants[name] = variant.name
     dest = tmp / "pkg"
-    res = CliRunner().invoke(app, ["export", *builtin_task_names(), "--dest", str(dest), "--namespace", "alltasks",
-                                   "--allow-untimed", "--db", url, "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "export",
+            *builtin_task_names(),
+            "--dest",
+            str(dest),
+            "--namespace",
+            "alltasks",
+            "--allow-untimed",
+            "--db",
+            url,
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return dest, "alltasks", cases, variants
 
@@ -113,8 +129,14 @@ def call_ops(dest: Path, ns: str, cases: dict[str, Any], interpret: bool, cwd: P
     env["PYTHONPATH"] = str(dest)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    run = subprocess.run([sys.executable, "-c", CALL, ns, json.dumps(cases)], cwd=cwd, env=env, capture_output=True,
-                         text=True, timeout=1800)
+    run = subprocess.run(
+        [sys.executable, "-c", CALL, ns, json.dumps(cases)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     rows: dict[str, str] = json.loads(run.stdout.strip().splitlines()[-1])
     return rows
@@ -135,20 +157,27 @@ def test_every_reference_is_standalone(package: tuple[Path, str, dict[str, Any],
     assert refs == sorted(cases)
     for path in (dest / ns).rglob("*.py"):  # read here with ast, not with the writer's own check
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
-                node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.split(".")[0] == "warpforge" for n in names), (path, node.lineno)
 
 
 def test_every_op_runs_its_reference_without_warpforge(
-        package: tuple[Path, str, dict[str, Any], dict[str, str]], tmp_path: Path) -> None:
+    package: tuple[Path, str, dict[str, Any], dict[str, str]], tmp_path: Path
+) -> None:
     dest, ns, cases, _ = package
     rows = call_ops(dest, ns, cases, interpret=False, cwd=tmp_path)
     assert rows == {op: "ok" for op in cases}
 
 
 def test_every_op_runs_its_kernel_in_the_interpreter_without_warpforge(
-        package: tuple[Path, str, dict[str, Any], dict[str, str]], tmp_path: Path) -> None:
+    package: tuple[Path, str, dict[str, Any], dict[str, str]], tmp_path: Path
+) -> None:
     dest, ns, cases, _ = package
     rows = call_ops(dest, ns, cases, interpret=True, cwd=tmp_path)
     assert rows == {op: "ok" for op in cases}
@@ -166,8 +195,13 @@ if __name__ == "__main__":  # the per-task table
         for name in builtin_task_names():
             op = op_identifier(name)
             text = (dest / ns / "_reference" / f"{op}.py").read_text()
-            shipped = "verbatim" if not imports_warpforge(get_task(name).path.read_text()) else (
-                "generated, warpforge written in" if "written in at export" in text else "generated, import dropped")
+            shipped = (
+                "verbatim"
+                if not imports_warpforge(get_task(name).path.read_text())
+                else (
+                    "generated, warpforge written in" if "written in at export" in text else "generated, import dropped"
+                )
+            )
             c = cases[op]
             shape = ",".join(f"{k}={v}" for k, v in c["shape"].items())
             print(f"| {name} | {variants[name]} | {shipped} | {shape} {c['dtype']} | {cpu[op]} | {interp[op]} |")

@@ -86,8 +86,10 @@ def test_generated_module_gives_what_the_bypath_loader_gives(tmp_path: Path) -> 
     assert len(task.check_shapes) >= 2 and task.check_shapes != task.shapes  # derived sizes are exercised
     for shape in task.check_shapes + task.shapes:
         for seed in (0, 3):
-            want, got = task.make_inputs(shape, torch.float32, seed, "cpu"), gen.make_inputs(shape, torch.float32,
-                                                                                              seed, "cpu")
+            want, got = (
+                task.make_inputs(shape, torch.float32, seed, "cpu"),
+                gen.make_inputs(shape, torch.float32, seed, "cpu"),
+            )
             assert len(want) == len(got) == 7
             assert all(torch.equal(w, g) for w, g in zip(want, got)), (shape, seed)
             assert torch.equal(task.reference(*want), gen.reference(*got))
@@ -96,8 +98,15 @@ def test_generated_module_gives_what_the_bypath_loader_gives(tmp_path: Path) -> 
     # the names reference() takes: Model.forward's, then the state's
     import inspect
 
-    assert list(inspect.signature(gen.reference).parameters) == ["x", "y", "scale", "proj_weight", "proj_bias",
-                                                                 "norm_weight", "norm_bias"]
+    assert list(inspect.signature(gen.reference).parameters) == [
+        "x",
+        "y",
+        "scale",
+        "proj_weight",
+        "proj_bias",
+        "norm_weight",
+        "norm_bias",
+    ]
     # written to a file, warpforge loads it as a task module (not as a KernelBench problem) with the same inputs
     path = tmp_path / "gen" / "my_problem_task.py"
     path.parent.mkdir()
@@ -105,8 +114,12 @@ def test_generated_module_gives_what_the_bypath_loader_gives(tmp_path: Path) -> 
     again = load_task_file(path)
     assert again.init_inputs is None and again.param_names == ()
     shape = task.check_shapes[0]
-    assert all(torch.equal(a, b) for a, b in zip(again.make_inputs(shape, torch.float32, 1, "cpu"),
-                                                 task.make_inputs(shape, torch.float32, 1, "cpu")))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            again.make_inputs(shape, torch.float32, 1, "cpu"), task.make_inputs(shape, torch.float32, 1, "cpu")
+        )
+    )
 
 
 def test_a_problem_defining_a_contract_name_is_refused(tmp_path: Path) -> None:
@@ -119,7 +132,7 @@ def test_op_names_are_identifiers() -> None:
 
 
 # --- end to end ---------------------------------------------------------------------------------------------------
-BLOCKED = '''
+BLOCKED = """
 import sys
 
 
@@ -131,11 +144,13 @@ class NoWarpforge:
 
 
 sys.meta_path.insert(0, NoWarpforge())
-'''
+"""
 
 # The op on the problem's own inputs: its file imported as a module, its size globals set small, get_inputs() and
 # Model(*get_init_inputs()) under a seed; compared with that Model in float64.
-CALL = BLOCKED + '''
+CALL = (
+    BLOCKED
+    + """
 import importlib, importlib.util, json
 import torch
 
@@ -157,22 +172,30 @@ atol, rtol = ref.TOLERANCES[torch.float32]
 torch.testing.assert_close(out.double(), want, atol=atol, rtol=rtol)
 assert not any(m == "warpforge" or m.startswith("warpforge.") for m in sys.modules)
 print("equal", tuple(out.shape), "max abs err %.3g" % (out.double() - want).abs().max().item())
-'''
+"""
+)
 
-PYTEST = BLOCKED + '''
+PYTEST = (
+    BLOCKED
+    + """
 import pytest
 
 sys.exit(pytest.main(sys.argv[1:]))
-'''
+"""
+)
 
 # (problem, small sizes for its globals, the generated tests also on the reference path: torch.compile of the
 # reference takes ~30 s on 2 busy cores, so only the Gemm case runs it). Both slow: a campaign, an export and
 # the package's own tests are ~40 s of the default tier's 12 minutes; the export's unit tests stay there.
 CASES = [
-    pytest.param(PROBLEMS / "19_ReLU.py", {"batch_size": 5, "dim": 300}, (True,), id="19_ReLU",
-                 marks=pytest.mark.slow),
-    pytest.param(LEVEL2 / "12_Gemm_Multiply_LeakyReLU.py", {"batch_size": 5, "in_features": 40, "out_features": 24},
-                 (True, False), id="12_Gemm_Multiply_LeakyReLU", marks=pytest.mark.slow),
+    pytest.param(PROBLEMS / "19_ReLU.py", {"batch_size": 5, "dim": 300}, (True,), id="19_ReLU", marks=pytest.mark.slow),
+    pytest.param(
+        LEVEL2 / "12_Gemm_Multiply_LeakyReLU.py",
+        {"batch_size": 5, "in_features": 40, "out_features": 24},
+        (True, False),
+        id="12_Gemm_Multiply_LeakyReLU",
+        marks=pytest.mark.slow,
+    ),
 ]
 
 
@@ -185,9 +208,13 @@ def _env(dest: Path, interpret: bool) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("problem,sizes,interpret_modes", CASES)
-def test_a_problem_run_then_exported_runs_without_warpforge(problem: Path, sizes: dict[str, int],
-                                                           interpret_modes: tuple[bool, ...], tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_problem_run_then_exported_runs_without_warpforge(
+    problem: Path,
+    sizes: dict[str, int],
+    interpret_modes: tuple[bool, ...],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     if not problem.is_file():
         pytest.skip(f"{problem} not found (KernelBench at ../shared/kernelbench)")
     work = tmp_path / "work"
@@ -197,9 +224,24 @@ def test_a_problem_run_then_exported_runs_without_warpforge(problem: Path, sizes
     cache = tmp_path / "cache"  # the matched copy and its templates go here (platformdirs reads XDG_CACHE_HOME)
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     url = f"sqlite:///{tmp_path / 'wf.db'}"
-    run = subprocess.run([sys.executable, "-m", "warpforge.cli", "run", str(path), "--trials", "1", "--backend",
-                          "interpret", "--db", url], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "warpforge.cli",
+            "run",
+            str(path),
+            "--trials",
+            "1",
+            "--backend",
+            "interpret",
+            "--db",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert run.returncode == 0 and "ok" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
 
     dest = tmp_path / "pkg"
@@ -223,13 +265,22 @@ def test_a_problem_run_then_exported_runs_without_warpforge(problem: Path, sizes
     reference = (dest / "bp" / "_reference" / f"{op}.py").read_text()
     assert reference.startswith(problem.read_text().rstrip("\n"))  # the problem verbatim, then the contract tail
 
-    call = subprocess.run([sys.executable, "-c", CALL, str(path), "bp", op, json.dumps(sizes)], cwd=tmp_path,
-                          env=_env(dest, interpret=True), capture_output=True, text=True)
+    call = subprocess.run(
+        [sys.executable, "-c", CALL, str(path), "bp", op, json.dumps(sizes)],
+        cwd=tmp_path,
+        env=_env(dest, interpret=True),
+        capture_output=True,
+        text=True,
+    )
     assert call.returncode == 0 and call.stdout.startswith("equal"), call.stdout + call.stderr[-3000:]
     for interpret in interpret_modes:
-        tests = subprocess.run([sys.executable, "-c", PYTEST, "-q", "-p", "no:cacheprovider", "-rs",
-                                str(dest / "tests")], cwd=tmp_path, env=_env(dest, interpret), capture_output=True,
-                               text=True)
+        tests = subprocess.run(
+            [sys.executable, "-c", PYTEST, "-q", "-p", "no:cacheprovider", "-rs", str(dest / "tests")],
+            cwd=tmp_path,
+            env=_env(dest, interpret),
+            capture_output=True,
+            text=True,
+        )
         assert tests.returncode == 0 and " passed" in tests.stdout, tests.stdout[-3000:]
 
     # the matched copy gone from the cache: export writes it again from the problem, and the same package

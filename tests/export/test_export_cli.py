@@ -17,8 +17,13 @@ A = "M=4096,N=4096"
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'wf.db'}"
-    win = save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 1},
-               times={A: (0.1, 0.11, 0.12)})
+    win = save(
+        url,
+        "rmsnorm",
+        "single_pass",
+        {"ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 1},
+        times={A: (0.1, 0.11, 0.12)},
+    )
     save(url, "swiglu", "flat", {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}, resources=[(32, 0, 0)])
     decide(url, win, low=1.1, high=1.3)
     return url
@@ -49,8 +54,9 @@ def test_wrong_gpu_is_refused(db: str, tmp_path: Path) -> None:
     assert res.exit_code == 1 and "no accepted result for GPU 'A100'" in res.stderr
 
 
-@pytest.mark.parametrize("args", [["nosuchtask"], ["rmsnorm", "--namespace", "Bad-Name"],
-                                  ["rmsnorm", "--format", "wheel"]])
+@pytest.mark.parametrize(
+    "args", [["nosuchtask"], ["rmsnorm", "--namespace", "Bad-Name"], ["rmsnorm", "--format", "wheel"]]
+)
 def test_usage_errors_exit_2(db: str, tmp_path: Path, args: list[str]) -> None:
     res = CliRunner().invoke(app, ["export", *args, "--dest", str(tmp_path / "o"), "--db", db])
     assert res.exit_code == 2, res.output

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from warpforge.cli import app
 from warpforge.db.queries import Reader
 
-BLOCKED = '''
+BLOCKED = """
 import sys
 
 
@@ -29,9 +29,11 @@ class NoWarpforge:
 
 
 sys.meta_path.insert(0, NoWarpforge())
-'''
+"""
 
-CALL = BLOCKED + '''
+CALL = (
+    BLOCKED
+    + """
 import importlib
 import torch
 import torch.nn.functional as F
@@ -48,17 +50,20 @@ torch.testing.assert_close(ref.reference(x.double()), want, atol=1e-12, rtol=1e-
 assert (F.gelu(x.double()) - want).abs().max() > 1e-4  # the default member would have failed the line above
 assert not any(m == "warpforge" or m.startswith("warpforge.") for m in sys.modules)
 print("equal", tuple(out.shape), "max abs err %.3g" % (out.double() - want).abs().max().item())
-'''
+"""
+)
 
 
-def test_a_member_searched_then_exported_runs_without_warpforge(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_member_searched_then_exported_runs_without_warpforge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the member's generated files
     url = f"sqlite:///{tmp_path / 'wf.db'}"
-    summary = run_campaign(CampaignSpec(name="member", tasks=["elementwise:gelu_tanh"], trials=1,
-                                        backend="interpret", db_url=url, seed=0))
+    summary = run_campaign(
+        CampaignSpec(name="member", tasks=["elementwise:gelu_tanh"], trials=1, backend="interpret", db_url=url, seed=0)
+    )
     assert [t.task for t in summary.tasks] == ["elementwise[gelu_tanh]"]  # the alias runs the canonical name
     reader = Reader(url)
     ok = reader.evaluations(task="elementwise[gelu_tanh]", verdict="ok")
@@ -67,8 +72,21 @@ def test_a_member_searched_then_exported_runs_without_warpforge(tmp_path: Path,
     assert "OP = 'gelu_tanh'" in stored and "TASK = 'elementwise[gelu_tanh]'" in stored
 
     dest = tmp_path / "pkg"
-    res = CliRunner().invoke(app, ["export", "elementwise[gelu_tanh]", "--dest", str(dest), "--namespace", "mb",
-                                   "--allow-untimed", "--db", url, "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "export",
+            "elementwise[gelu_tanh]",
+            "--dest",
+            str(dest),
+            "--namespace",
+            "mb",
+            "--allow-untimed",
+            "--db",
+            url,
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     op = "elementwise_gelu_tanh"
     assert list(json.loads(res.stdout)["ops"]) == [op]
@@ -78,6 +96,5 @@ def test_a_member_searched_then_exported_runs_without_warpforge(tmp_path: Path,
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
     env.update(PYTHONPATH=str(dest), TRITON_INTERPRET="1")
-    call = subprocess.run([sys.executable, "-c", CALL, "mb", op], cwd=tmp_path, env=env, capture_output=True,
-                          text=True)
+    call = subprocess.run([sys.executable, "-c", CALL, "mb", op], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert call.returncode == 0 and call.stdout.startswith("equal"), call.stdout + call.stderr[-3000:]

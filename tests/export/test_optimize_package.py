@@ -49,8 +49,13 @@ def test_the_package_carries_its_patcher_and_imports_no_warpforge(package: tuple
     dest, pkg = package
     for path in (dest / NS).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
-                node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.split(".")[0] == "warpforge" for n in names), (path, node.lineno)
     doc = json.loads((dest / NS / "patches.json").read_text())
     assert doc["format"] == "warpforge-patches" and doc["version"] == 1 and doc["model_prefix"] == ""
@@ -107,9 +112,20 @@ def test_export_writes_a_stored_runs_package_again(tmp_path: Path) -> None:
     url = made["url"]
 
     def record(report: dict[str, Any]) -> OptimizeRunRecord:
-        return OptimizeRunRecord(target="model.py", kind="kernelbench", mode="train", dtype="float32", gpu="H100",
-                                 coverage=0.5, speedup=None, measured=False, regions=1, patched=1, report=report,
-                                 warpforge_version="0")
+        return OptimizeRunRecord(
+            target="model.py",
+            kind="kernelbench",
+            mode="train",
+            dtype="float32",
+            gpu="H100",
+            coverage=0.5,
+            speedup=None,
+            measured=False,
+            regions=1,
+            patched=1,
+            report=report,
+            warpforge_version="0",
+        )
 
     write_optimize_run(url, record({"package_source": made["package_source"]}))
     write_optimize_run(url, record({}))  # a run stored without its package

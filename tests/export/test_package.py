@@ -23,8 +23,13 @@ A = "M=4096,N=4096"
 
 def _plans(tmp_path: Path) -> list[OpPlan]:
     url = f"sqlite:///{tmp_path / 'wf.db'}"
-    win = save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 1},
-               times={A: (0.1, 0.11, 0.12)})
+    win = save(
+        url,
+        "rmsnorm",
+        "single_pass",
+        {"ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 1},
+        times={A: (0.1, 0.11, 0.12)},
+    )
     save(url, "swiglu", "flat", {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}, resources=[(32, 0, 0)])
     decide(url, win, low=1.1, high=1.3)
     reader = Reader(url)
@@ -32,15 +37,29 @@ def _plans(tmp_path: Path) -> list[OpPlan]:
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_layout_python_and_no_warpforge_import(tmp_path: Path) -> None:
     files = render_package(_plans(tmp_path), "mykernels", patch=True)
-    for path in ("pyproject.toml", "README.md", "bench.py", "tests/test_rmsnorm.py", "tests/test_swiglu.py",
-                 "tests/test_patch.py", "mykernels/__init__.py", "mykernels/rmsnorm.py", "mykernels/patch.py",
-                 "mykernels/_kernels/rmsnorm.py", "mykernels/_reference/swiglu.py", "mykernels/kernel_info.json"):
+    for path in (
+        "pyproject.toml",
+        "README.md",
+        "bench.py",
+        "tests/test_rmsnorm.py",
+        "tests/test_swiglu.py",
+        "tests/test_patch.py",
+        "mykernels/__init__.py",
+        "mykernels/rmsnorm.py",
+        "mykernels/patch.py",
+        "mykernels/_kernels/rmsnorm.py",
+        "mykernels/_reference/swiglu.py",
+        "mykernels/kernel_info.json",
+    ):
         assert path in files, path
     for path, data in files.items():
         if path.endswith(".py"):
@@ -50,8 +69,9 @@ def test_layout_python_and_no_warpforge_import(tmp_path: Path) -> None:
             assert not any(m.split(".")[0] == "warpforge" for m in imported), path
         # docstrings too: the reference copies' examples ran `from warpforge.kernels.tasks import rmsnorm`, so
         # `pytest --doctest-modules` failed in the user's project (the AST check above sees no docstring)
-        assert "warpforge" not in "\n".join(line for line in data.decode(errors="replace").splitlines()
-                                            if ">>>" in line), path
+        assert "warpforge" not in "\n".join(
+            line for line in data.decode(errors="replace").splitlines() if ">>>" in line
+        ), path
     assert ">>> from mykernels._reference import rmsnorm" in files["mykernels/_reference/rmsnorm.py"].decode()
     assert 'triton_op("mykernels::rmsnorm", mutates_args=())' in files["mykernels/rmsnorm.py"].decode()
     # rmsnorm and swiglu train: forward and backward ops tied by registered autograd, gradient tests generated
@@ -70,7 +90,7 @@ def test_layout_python_and_no_warpforge_import(tmp_path: Path) -> None:
     assert info["swiglu"]["untimed"] is True
     readme = files["README.md"].decode()
     assert "never timed" in readme.lower() and "swiglu" in readme
-    assert "--allow-untimed" in files["mykernels/swiglu.py"].decode()      # the one-time warning at import
+    assert "--allow-untimed" in files["mykernels/swiglu.py"].decode()  # the one-time warning at import
     assert "--allow-untimed" not in files["mykernels/rmsnorm.py"].decode()
     configs = [p for p in files if p.startswith("mykernels/configs/rmsnorm/")]
     slug = "SYNTHETIC_TEST_GPU_recorded_labelled_test_data_not_a_measurement"

@@ -21,7 +21,7 @@ from warpforge.export.patch import render_patch
 transformers = pytest.importorskip("transformers")
 
 STUBS = {
-    "rotary": '''
+    "rotary": """
 import torch
 CALLS = []
 def rotary(x, cos, sin):  # x [B, H, S, D]; cos, sin [S, D]
@@ -29,8 +29,8 @@ def rotary(x, cos, sin):  # x [B, H, S, D]; cos, sin [S, D]
     CALLS.append(tuple(x.shape))
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
-''',
-    "attention": '''
+""",
+    "attention": """
 import torch
 CALLS = []
 def attention(q, k, v):  # causal, scale 1/sqrt(D), GQA: k, v have fewer heads
@@ -38,15 +38,15 @@ def attention(q, k, v):  # causal, scale 1/sqrt(D), GQA: k, v have fewer heads
     rep = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-''',
-    "fused_linear_cross_entropy": '''
+""",
+    "fused_linear_cross_entropy": """
 import torch
 CALLS = []
 def fused_linear_cross_entropy(h, w, target):  # per-row loss, fp32, 0 on ignored rows
     CALLS.append((tuple(h.shape), tuple(w.shape)))
     logits = h.float() @ w.float().T
     return torch.nn.functional.cross_entropy(logits, target, ignore_index=-100, reduction="none")
-''',
+""",
 }
 NS = "stubpatch"
 
@@ -70,9 +70,17 @@ def stub_package(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
 
 def _llama():  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-                                      rms_norm_eps=1e-6, attn_implementation="sdpa")
+    config = transformers.LlamaConfig(
+        vocab_size=96,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        rms_norm_eps=1e-6,
+        attn_implementation="sdpa",
+    )
     return transformers.LlamaForCausalLM(config)
 
 

@@ -47,8 +47,14 @@ def test_unaccepted_decision_is_refused(url: str) -> None:
 
 
 def test_winner_never_verified_ok_is_refused(url: str) -> None:
-    bad = save(url, "rmsnorm", "looped", {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}, verdict="incorrect",
-               times={A: (0.05, 0.05, 0.05)})
+    bad = save(
+        url,
+        "rmsnorm",
+        "looped",
+        {"BLOCK": 1024, "num_warps": 4, "num_stages": 1},
+        verdict="incorrect",
+        times={A: (0.05, 0.05, 0.05)},
+    )
     decide(url, bad)
     reader = Reader(url)
     with pytest.raises(ExportRefused, match="no evaluation with verdict ok"):
@@ -76,15 +82,27 @@ def test_table_general_and_per_shape_entries(url: str) -> None:
 
 
 def test_untimed_needs_the_flag_and_ranks_by_static_facts(url: str) -> None:
-    save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 1, "num_warps": 4, "num_stages": 1},
-         resources=[(128, 512, 0)])                       # spills
+    save(
+        url,
+        "rmsnorm",
+        "single_pass",
+        {"ROWS_PER_PROGRAM": 1, "num_warps": 4, "num_stages": 1},
+        resources=[(128, 512, 0)],
+    )  # spills
     best = {"ROWS_PER_PROGRAM": 2, "num_warps": 8, "num_stages": 1}
     save(url, "rmsnorm", "single_pass", best, resources=[(96, 0, 1024)])
-    save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 4, "num_warps": 8, "num_stages": 1},
-         resources=[(128, 0, 0)])                        # more registers
+    save(
+        url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 4, "num_warps": 8, "num_stages": 1}, resources=[(128, 0, 0)]
+    )  # more registers
     save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 8, "num_warps": 8, "num_stages": 1})  # unknown
-    save(url, "rmsnorm", "looped", {"BLOCK": 1024, "num_warps": 1, "num_stages": 1}, verdict="incorrect",
-         resources=[(16, 0, 0)])                         # fewest registers but never ok
+    save(
+        url,
+        "rmsnorm",
+        "looped",
+        {"BLOCK": 1024, "num_warps": 1, "num_stages": 1},
+        verdict="incorrect",
+        resources=[(16, 0, 0)],
+    )  # fewest registers but never ok
     reader = Reader(url)
     with pytest.raises(ExportRefused, match="--allow-untimed"):
         plan_task(reader, get_task("rmsnorm"))
@@ -97,8 +115,13 @@ def test_untimed_needs_the_flag_and_ranks_by_static_facts(url: str) -> None:
 def test_untimed_ranking_sees_every_shape_of_a_kernel(url: str) -> None:
     # One kernel compiled for two shapes: it spills on the first. Keyed by kernel name only the second (clean)
     # report would remain and this configuration would wrongly beat one that never spills.
-    save(url, "rmsnorm", "single_pass", {"ROWS_PER_PROGRAM": 8, "num_warps": 4, "num_stages": 1},
-         resources=[(96, 512, 0), (96, 0, 0)])
+    save(
+        url,
+        "rmsnorm",
+        "single_pass",
+        {"ROWS_PER_PROGRAM": 8, "num_warps": 4, "num_stages": 1},
+        resources=[(96, 512, 0), (96, 0, 0)],
+    )
     clean = {"ROWS_PER_PROGRAM": 2, "num_warps": 4, "num_stages": 1}
     save(url, "rmsnorm", "single_pass", clean, resources=[(100, 0, 0), (100, 0, 0)])
     plan = plan_task(Reader(url), get_task("rmsnorm"), allow_untimed=True)
@@ -112,13 +135,22 @@ def test_untimed_with_nothing_ok_is_refused(url: str) -> None:
 
 
 def test_static_rank_orders_spills_then_registers_then_shared() -> None:
-    assert static_rank([{"spill_bytes": 0, "registers": 200, "shared_bytes": 0}]) < \
-        static_rank([{"spill_bytes": 8, "registers": 32, "shared_bytes": 0}])
-    assert static_rank([{"spill_bytes": 0, "registers": 64, "shared_bytes": 9}]) < \
-        static_rank([{"spill_bytes": 0, "registers": 64, "shared_bytes": 10}])
+    assert static_rank([{"spill_bytes": 0, "registers": 200, "shared_bytes": 0}]) < static_rank(
+        [{"spill_bytes": 8, "registers": 32, "shared_bytes": 0}]
+    )
+    assert static_rank([{"spill_bytes": 0, "registers": 64, "shared_bytes": 9}]) < static_rank(
+        [{"spill_bytes": 0, "registers": 64, "shared_bytes": 10}]
+    )
     # the worst kernel of a multi-kernel launch counts; missing facts rank last
-    assert static_rank([{"spill_bytes": 0, "registers": 64, "shared_bytes": 0},
-                        {"spill_bytes": 4, "registers": 32, "shared_bytes": 0}])[0] == 4
+    assert (
+        static_rank(
+            [
+                {"spill_bytes": 0, "registers": 64, "shared_bytes": 0},
+                {"spill_bytes": 4, "registers": 32, "shared_bytes": 0},
+            ]
+        )[0]
+        == 4
+    )
     assert static_rank(None) > static_rank([{"spill_bytes": 1 << 20, "registers": 255, "shared_bytes": 1 << 20}])
 
 

@@ -67,8 +67,14 @@ def _record_swiglu(root: Path) -> None:
                 continue
             t = base * (1 + 0.2 * abs(math.log2(p["BLOCK"] / 4096))) * (1 + 0.1 * abs(math.log2(p["num_warps"] / 8)))
             records.append((p, t, [0.98 * t, t, 1.02 * t]))
-        meta = {"shape": shape, "dtype": "float16", "reference_ms": [3 * base, 3.1 * base, 3.2 * base],
-                "recorded_at": "2026-11-30T00:00:00+00:00", "variant_hash": v.source_hash, "torch": "2.13.0"}
+        meta = {
+            "shape": shape,
+            "dtype": "float16",
+            "reference_ms": [3 * base, 3.1 * base, 3.2 * base],
+            "recorded_at": "2026-11-30T00:00:00+00:00",
+            "variant_hash": v.source_hash,
+            "torch": "2.13.0",
+        }
         path = recording_path(root, GPU, "swiglu", v.name, v.source_hash, "float16", shape)
         write_cache(path, GPU, "swiglu/flat", meta, v.space, records)
 
@@ -86,8 +92,9 @@ def exported() -> Iterator[dict[str, Any]]:
     try:
         _record_swiglu(tmp / "recordings")
         run_campaign(CampaignSpec(name="cpu", tasks=["rmsnorm"], trials=3, backend="interpret", db_url=url, seed=0))
-        replay = run_campaign(CampaignSpec(name="replayed", tasks=["swiglu"], trials=8, backend="replay", db_url=url,
-                                           seed=0))
+        replay = run_campaign(
+            CampaignSpec(name="replayed", tasks=["swiglu"], trials=8, backend="replay", db_url=url, seed=0)
+        )
     finally:
         if old is None:
             os.environ.pop("WARPFORGE_RECORDINGS", None)
@@ -106,8 +113,11 @@ def exported() -> Iterator[dict[str, Any]]:
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_plans_come_from_the_campaigns(exported: dict[str, Any]) -> None:
@@ -144,12 +154,25 @@ def _fresh_venv(tmp: Path) -> Path:
     # torch's CPU build first, as scripts/bootstrap.sh does: a local wheel (pip find-links), else PyTorch's CPU
     # index, so the resolver never pulls the multi-GB CUDA build.
     if subprocess.run([*pip, "--no-index", "--no-deps", f"torch=={torch_version}"]).returncode != 0:
-        subprocess.run([*pip, "--no-deps", f"torch=={torch_version}", "--index-url",
-                        "https://download.pytorch.org/whl/cpu"], check=True, timeout=1500)
+        subprocess.run(
+            [*pip, "--no-deps", f"torch=={torch_version}", "--index-url", "https://download.pytorch.org/whl/cpu"],
+            check=True,
+            timeout=1500,
+        )
     import transformers
 
-    subprocess.run([*pip, f"torch=={torch_version}", f"triton=={triton.__version__}",
-                    f"transformers=={transformers.__version__}", "pytest", "numpy"], check=True, timeout=1500)
+    subprocess.run(
+        [
+            *pip,
+            f"torch=={torch_version}",
+            f"triton=={triton.__version__}",
+            f"transformers=={transformers.__version__}",
+            "pytest",
+            "numpy",
+        ],
+        check=True,
+        timeout=1500,
+    )
     return py
 
 
@@ -166,19 +189,37 @@ def venv(exported: dict[str, Any]) -> Path:
 def test_fresh_venv_runs_the_generated_tests(exported: dict[str, Any], venv: Path) -> None:
     tmp, dest = exported["tmp"], exported["dest"]
     py = venv
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", "--no-build-isolation",
-                    str(dest)], check=True, timeout=600)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", "--no-build-isolation", str(dest)],
+        check=True,
+        timeout=600,
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["TRITON_INTERPRET"] = "1"
-    probe = subprocess.run([str(py), "-c", "import importlib.util, rt_kernels; "
-                            "print(importlib.util.find_spec('warpforge') is None, rt_kernels.__file__)"],
-                           cwd=tmp, env=env, capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import importlib.util, rt_kernels; "
+            "print(importlib.util.find_spec('warpforge') is None, rt_kernels.__file__)",
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     assert probe.stdout.startswith("True ") and "site-packages" in probe.stdout, probe.stdout
     # the untimed op warns once at import
     assert "never timed" in probe.stderr, probe.stderr
-    run = subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(dest / "tests")],
-                         cwd=tmp, env=env, capture_output=True, text=True, timeout=1500)
+    run = subprocess.run(
+        [str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(dest / "tests")],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     tail = run.stdout[-3000:]
     assert run.returncode == 0, tail
     assert " passed" in tail and "failed" not in tail, tail
@@ -228,12 +269,12 @@ def test_fresh_venv_trains_through_the_ops(exported: dict[str, Any], venv: Path)
     weight and both projections against plain PyTorch autograd, kernels in the interpreter."""
     tmp, dest = exported["tmp"], exported["dest"]
     py = venv
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(dest)],
-                   check=True, timeout=600)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(dest)], check=True, timeout=600
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["TRITON_INTERPRET"] = "1"
-    run = subprocess.run([str(py), "-c", TRAINING_STEP], cwd=tmp, env=env, capture_output=True, text=True,
-                         timeout=600)
+    run = subprocess.run([str(py), "-c", TRAINING_STEP], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("trained 5 gradients equal torch's"), run.stdout
 
@@ -250,18 +291,44 @@ def test_fresh_venv_patches_a_model_with_an_optimize_package(exported: dict[str,
     dest = tmp / "optimize-package"
     (tmp / "optimize-db").mkdir(exist_ok=True)
     write_optimize_package(tmp / "optimize-db", dest)
-    subprocess.run([str(venv), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(dest)],
-                   check=True, timeout=600)
+    subprocess.run(
+        [str(venv), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(dest)],
+        check=True,
+        timeout=600,
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["TRITON_INTERPRET"] = "1"
-    run = subprocess.run([str(venv), "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rs",
-                          str(dest / "tests" / "test_patched_model.py")], cwd=tmp, env=env, capture_output=True,
-                         text=True, timeout=1500)
+    run = subprocess.run(
+        [
+            str(venv),
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            str(dest / "tests" / "test_patched_model.py"),
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     print(run.stdout[-4000:])  # the fresh-venv run, as the closing note quotes it
     assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
-    probe = subprocess.run([str(venv), "-c", f"import importlib.util, {OPT_NS}; "
-                            f"print(importlib.util.find_spec('warpforge') is None, {OPT_NS}.regions())"],
-                           cwd=tmp, env=env, capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            str(venv),
+            "-c",
+            f"import importlib.util, {OPT_NS}; "
+            f"print(importlib.util.find_spec('warpforge') is None, {OPT_NS}.regions())",
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert probe.stdout.strip() == "True ['act']", probe.stdout + probe.stderr[-2000:]
 
 
@@ -278,7 +345,8 @@ def test_hf_kernels_layout_loads_through_the_local_loader(exported: dict[str, An
         "import importlib; ref = importlib.import_module(mod.__name__ + '._reference.rmsnorm')\n"
         "torch.testing.assert_close(mod.rmsnorm(x, w), ref.reference(x, w))\n"
         "assert torch.ops.rt_hf.swiglu is not None\n"
-        "print('loaded', sorted(mod.KERNEL_INFO))\n")
+        "print('loaded', sorted(mod.KERNEL_INFO))\n"
+    )
     env = dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -50,8 +50,7 @@ def exported() -> Iterator[dict[str, Any]]:
     # pruned the base temp dir under a running test).
     tmp = Path(tempfile.mkdtemp(prefix="wf-export-training-"))
     url = f"sqlite:///{tmp / 'wf.db'}"
-    run_campaign(CampaignSpec(name="cpu-train", tasks=list(TASKS), trials=1, backend="interpret", db_url=url,
-                              seed=0))
+    run_campaign(CampaignSpec(name="cpu-train", tasks=list(TASKS), trials=1, backend="interpret", db_url=url, seed=0))
     reader = Reader(url)
     plans = [plan_task(reader, get_task(name), allow_untimed=True) for name in TASKS]
     dest = tmp / "pkg"
@@ -77,10 +76,14 @@ def _fresh_venv(tmp: Path) -> Path:
     # torch's CPU build first: a local wheel (pip find-links), else PyTorch's CPU index, so the resolver never
     # pulls the multi-GB CUDA build.
     if subprocess.run([*pip, "--no-index", "--no-deps", f"torch=={torch_version}"]).returncode != 0:
-        subprocess.run([*pip, "--no-deps", f"torch=={torch_version}", "--index-url",
-                        "https://download.pytorch.org/whl/cpu"], check=True, timeout=1500)
-    subprocess.run([*pip, f"torch=={torch_version}", f"triton=={triton.__version__}", "pytest", "numpy"],
-                   check=True, timeout=1500)
+        subprocess.run(
+            [*pip, "--no-deps", f"torch=={torch_version}", "--index-url", "https://download.pytorch.org/whl/cpu"],
+            check=True,
+            timeout=1500,
+        )
+    subprocess.run(
+        [*pip, f"torch=={torch_version}", f"triton=={triton.__version__}", "pytest", "numpy"], check=True, timeout=1500
+    )
     return py
 
 

@@ -15,10 +15,15 @@ P_SMALL, P_LARGE, GENERAL = {"w": 1}, {"w": 2}, {"w": 8}
 
 
 def _table() -> ConfigTable:
-    h100 = {"gpu": "NVIDIA H100", "general": GENERAL, "shapes": [
-        {"shape": SMALL, "dtype": "float16", "params": P_SMALL},
-        {"shape": LARGE, "dtype": "float16", "params": P_LARGE},
-        {"shape": LARGE, "dtype": "float32", "params": {"w": 3}}]}
+    h100 = {
+        "gpu": "NVIDIA H100",
+        "general": GENERAL,
+        "shapes": [
+            {"shape": SMALL, "dtype": "float16", "params": P_SMALL},
+            {"shape": LARGE, "dtype": "float16", "params": P_LARGE},
+            {"shape": LARGE, "dtype": "float32", "params": {"w": 3}},
+        ],
+    }
     a100 = {"gpu": "NVIDIA A100", "general": {"w": 4}, "shapes": []}
     return ConfigTable("op", [a100, h100], primary="NVIDIA H100")
 

@@ -36,8 +36,9 @@ def test_a_variant_without_kernels_is_refused() -> None:
         wrap_launches("def launch(x):\n    return x\n")
 
 
-@pytest.mark.parametrize("line", ["import warpforge", "from warpforge.kernels import task",
-                                  "import warpforge.evaluator as e"])
+@pytest.mark.parametrize(
+    "line", ["import warpforge", "from warpforge.kernels import task", "import warpforge.evaluator as e"]
+)
 def test_sources_importing_warpforge_are_refused(line: str) -> None:
     with pytest.raises(SourceError, match="imports warpforge"):
         check_standalone(f"import torch\n{line}\n", "variant x")

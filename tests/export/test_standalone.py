@@ -26,7 +26,7 @@ from warpforge.kernels.task import builtin_task_names, get_task
 # The families whose task modules import warpforge (kernels/fx_chain.py, channel_steps.py, taskdef.py, tasks/conv.py).
 FAMILIES = ("channel_norm", "conv", "conv_transpose", "linear_chain", "linear_groupnorm", "pool")
 
-RUN = '''
+RUN = """
 import importlib.util, json, sys
 sys.modules["warpforge"] = None  # any `import warpforge...` raises ImportError
 import torch
@@ -40,13 +40,14 @@ for name, path, shape in json.loads(sys.argv[1]):
     torch.save(module.reference(*inputs), path + ".out")
     out[name] = module.DEFAULT_MEMBER
 print(json.dumps(out))
-'''
+"""
 
 
 def _imports(text: str) -> set[str]:
     tree = ast.parse(text)
     return {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
-        n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+    }
 
 
 def test_the_families_that_import_warpforge_are_the_ones_written_in() -> None:
@@ -63,8 +64,9 @@ def test_generated_references_compute_the_task_without_warpforge(tmp_path: Path)
         path.write_text(text)
         cases.append((name, str(path), task.check_shapes[1]))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
-    run = subprocess.run([sys.executable, "-c", RUN, json.dumps(cases)], cwd=tmp_path, env=env, capture_output=True,
-                         text=True)
+    run = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps(cases)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     members = json.loads(run.stdout.strip().splitlines()[-1])
     for name, path, shape in cases:
@@ -102,7 +104,12 @@ def test_an_export_that_would_import_warpforge_is_refused_naming_the_file(tmp_pa
     save(url, "swiglu", "flat", {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}, resources=[(32, 0, 0)])
     plan = plan_task(Reader(url), get_task("swiglu"), allow_untimed=True)
     render_package([plan], "mykernels")  # as stored: fine
-    bad = plan.__class__(**{**plan.__dict__, "variant_source": plan.variant_source
-                            + "\n\ndef _helper():\n    from warpforge.kernels import fx_chain\n    return fx_chain\n"})
+    bad = plan.__class__(
+        **{
+            **plan.__dict__,
+            "variant_source": plan.variant_source
+            + "\n\ndef _helper():\n    from warpforge.kernels import fx_chain\n    return fx_chain\n",
+        }
+    )
     with pytest.raises(SourceError, match=r"mykernels/_kernels/swiglu\.py imports warpforge\.kernels"):
         render_package([bad], "mykernels")

@@ -30,13 +30,36 @@ def _fixture_plan() -> OpPlan:
     task = get_task(str(FIXTURES / "scale_rows.py"))
     source = (FIXTURES / "scale_rows_train.py").read_text()
     params = {"BLOCK_N": 32, "num_warps": 1}
-    info = {"op": task.name, "task": task.name, "gpu": None, "gpus": [], "timing_source": "untimed",
-            "backend": "interpret", "campaign": "fixture", "variant": "scale_rows_train", "variant_hash": "0" * 64,
-            "params": params, "objective_ms": None, "speedup_vs_eager": None,
-            "speedup_vs_eager_interval": [None, None], "speedup_vs_torch_compile": None,
-            "speedup_note": "test fixture", "versions": {}, "date": None, "untimed": True}
-    return OpPlan(task, "scale_rows_train", "0" * 64, source, (GpuTable("untimed", "untimed", params, ()),), info,
-                  True, ("float32",))
+    info = {
+        "op": task.name,
+        "task": task.name,
+        "gpu": None,
+        "gpus": [],
+        "timing_source": "untimed",
+        "backend": "interpret",
+        "campaign": "fixture",
+        "variant": "scale_rows_train",
+        "variant_hash": "0" * 64,
+        "params": params,
+        "objective_ms": None,
+        "speedup_vs_eager": None,
+        "speedup_vs_eager_interval": [None, None],
+        "speedup_vs_torch_compile": None,
+        "speedup_note": "test fixture",
+        "versions": {},
+        "date": None,
+        "untimed": True,
+    }
+    return OpPlan(
+        task,
+        "scale_rows_train",
+        "0" * 64,
+        source,
+        (GpuTable("untimed", "untimed", params, ()),),
+        info,
+        True,
+        ("float32",),
+    )
 
 
 def test_training_facts_of_the_builtin_templates() -> None:
@@ -56,8 +79,10 @@ def test_training_facts_refuse_an_unreadable_saved_tuple() -> None:
     assert opaque != source
     with pytest.raises(SourceError, match=r"return \(out, \(saved, \.\.\.\)\)"):
         training_facts(task, opaque)
-    two_ways = source.replace("    return y.view(x.shape), (rstd,)",
-                              "    if m > 1:\n        return y.view(x.shape), ()\n    return y.view(x.shape), (rstd,)")
+    two_ways = source.replace(
+        "    return y.view(x.shape), (rstd,)",
+        "    if m > 1:\n        return y.view(x.shape), ()\n    return y.view(x.shape), (rstd,)",
+    )
     with pytest.raises(SourceError, match="same number of saved tensors"):
         training_facts(task, two_ways)
 
@@ -98,16 +123,30 @@ def test_fixture_generated_tests_pass(tmp_path: Path, interpret: str) -> None:
     write_tree(dest, render_package([_fixture_plan()], "trainfix"))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_INTERPRET=interpret, PYTHONPATH=str(dest))
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                          str(dest / "tests" / "test_scale_rows.py")], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            str(dest / "tests" / "test_scale_rows.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-4000:]
     assert "failed" not in run.stdout
     if interpret == "0":
         assert "skipped" not in run.stdout.split("\n")[-2], run.stdout[-2000:]
 
 
-CONSTANT_KEY_TASK = '''
+CONSTANT_KEY_TASK = """
 import torch
 NAME = "masked_scale"
 DESCRIPTION = "x * 2 (masked when CAUSAL; every shape has CAUSAL = 1, the judge never passes causal)"
@@ -122,7 +161,7 @@ def flops(shape, dtype):
     return 1.0
 def bytes_moved(shape, dtype):
     return 1.0
-'''
+"""
 
 
 def test_a_defaulted_keyword_and_a_constant_shape_key_export(tmp_path: Path) -> None:

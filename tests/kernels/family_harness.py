@@ -11,8 +11,14 @@ from warpforge.kernels.taskdef import Shape, Task
 from warpforge.kernels.variant import Variant
 
 
-def run_members(task: Task, variant: Variant, shapes: list[Shape], dtype: torch.dtype,
-                members: list[str] | None = None, configs: int = 1) -> list[str]:
+def run_members(
+    task: Task,
+    variant: Variant,
+    shapes: list[Shape],
+    dtype: torch.dtype,
+    members: list[str] | None = None,
+    configs: int = 1,
+) -> list[str]:
     """One line per failure (member, shape, input kind, config, the mismatch): empty when all agree."""
     module = load(variant)
     failures: list[str] = []
@@ -38,6 +44,7 @@ def run_members(task: Task, variant: Variant, shapes: list[Shape], dtype: torch.
                     atol, rtol = task.tolerance(dtype)
                     bad = compare_outputs([out.cpu()], [ref64], [ref], atol, rtol)
                     if bad is not None or not all(torch.equal(a, b) for a, b in zip(inputs, before)):
-                        failures.append(f"{member.name} {shape} {kind} {params}: "
-                                        f"{bad.message if bad else 'input mutated'}")
+                        failures.append(
+                            f"{member.name} {shape} {kind} {params}: {bad.message if bad else 'input mutated'}"
+                        )
     return failures

@@ -54,8 +54,16 @@ def main(task_name: str, path: str, params_json: str) -> None:
             continue
         seen.add(key)
         compiled = triton_compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
-        print(json.dumps({"kernel": fn.__name__, "shared_bytes": int(compiled.metadata.shared),
-                          "num_warps": int(compiled.metadata.num_warps), "cubin_bytes": len(compiled.asm["cubin"])}))
+        print(
+            json.dumps(
+                {
+                    "kernel": fn.__name__,
+                    "shared_bytes": int(compiled.metadata.shared),
+                    "num_warps": int(compiled.metadata.num_warps),
+                    "cubin_bytes": len(compiled.asm["cubin"]),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -66,22 +66,34 @@ def assert_close(out: torch.Tensor, ref64: torch.Tensor, tol: tuple[float, float
     assert out.shape == ref64.shape, f"{where}: shape {tuple(out.shape)} != {tuple(ref64.shape)}"
     assert torch.isfinite(out.double()).all(), f"{where}: non-finite output"
     scale = max(ref64.double().pow(2).mean().sqrt().item(), 1e-12)
-    torch.testing.assert_close(out.double(), ref64.double(), atol=atol * scale, rtol=rtol, check_dtype=False,
-                               msg=lambda m: f"{where}: {m}")
+    torch.testing.assert_close(
+        out.double(), ref64.double(), atol=atol * scale, rtol=rtol, check_dtype=False, msg=lambda m: f"{where}: {m}"
+    )
 
 
-def autograd64(task: Task, inputs: Sequence[Any], grad_out: torch.Tensor, **kwargs: Any
-               ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+def autograd64(
+    task: Task, inputs: Sequence[Any], grad_out: torch.Tensor, **kwargs: Any
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """The ground truth: the reference on float64 inputs, differentiated by torch autograd."""
-    leaves = [x.detach().double().requires_grad_(i in task.grad_inputs) if x.is_floating_point() else x
-              for i, x in enumerate(inputs)]
+    leaves = [
+        x.detach().double().requires_grad_(i in task.grad_inputs) if x.is_floating_point() else x
+        for i, x in enumerate(inputs)
+    ]
     out = task.reference(*leaves, **kwargs)
     grads = torch.autograd.grad(out, [leaves[i] for i in task.grad_inputs], grad_out.double())
     return out.detach(), tuple(grads)
 
 
-def check_training(task: Task, module: ModuleType, params: dict[str, Any], inputs: Sequence[Any],
-                   dtype: torch.dtype, seed: int, where: str, **kwargs: Any) -> None:
+def check_training(
+    task: Task,
+    module: ModuleType,
+    params: dict[str, Any],
+    inputs: Sequence[Any],
+    dtype: torch.dtype,
+    seed: int,
+    where: str,
+    **kwargs: Any,
+) -> None:
     """launch, launch_forward and launch_backward against autograd in float64, inputs left unchanged.
     ``kwargs`` (attention's ``causal``) go to the reference and to every launcher."""
     before = [t.clone() for t in inputs]

@@ -18,8 +18,7 @@ def assert_matches(task: Task, out: torch.Tensor, ref64: torch.Tensor, dtype: to
     torch.testing.assert_close(out.double(), ref64, atol=atol * scale, rtol=rtol, check_dtype=False)
 
 
-def run_template(task: Task, variant: Variant, dtype: torch.dtype, shapes: list[dict[str, int]],
-                 device: str) -> None:
+def run_template(task: Task, variant: Variant, dtype: torch.dtype, shapes: list[dict[str, int]], device: str) -> None:
     """Two seeds, the first, middle and last feasible configurations, NaN-filled allocations: the output is
     finite, fresh, of the input's shape and dtype, within tolerance, and no input is written."""
     module = load(variant)

@@ -53,8 +53,16 @@ def _run(name: str, dtype: torch.dtype, causal: bool, every: bool) -> None:
         inputs = TASK.make_inputs(shape, dtype, 0, DEVICE)
         configs = valid_configs(VARIANTS[name], module, shape)
         for params in representative(configs) if every else [configs[len(configs) // 2]]:
-            check_training(TASK, module, params, inputs, dtype, 0, f"{name} {params} {shape} {dtype} causal={causal}",
-                           causal=causal)
+            check_training(
+                TASK,
+                module,
+                params,
+                inputs,
+                dtype,
+                0,
+                f"{name} {params} {shape} {dtype} causal={causal}",
+                causal=causal,
+            )
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -90,13 +98,14 @@ def test_wrong_kernels_fail() -> None:
     params = valid_configs(VARIANTS["flash2"], module, shape)[0]
     inputs = TASK.make_inputs(shape, torch.float16, 0, DEVICE)
     source = VARIANTS["flash2"].source
-    for old, new, what in [("acc = acc * alpha[:, None] + tl.dot", "acc = acc + tl.dot", "launch"),
-                           ("ds_t = p_t * (dp_t - delta[None, :])", "ds_t = p_t * dp_t", "grad of input 1")]:
+    for old, new, what in [
+        ("acc = acc * alpha[:, None] + tl.dot", "acc = acc + tl.dot", "launch"),
+        ("ds_t = p_t * (dp_t - delta[None, :])", "ds_t = p_t * dp_t", "grad of input 1"),
+    ]:
         assert old in source
         wrong = module_from(source.replace(old, new), f"wrong_{len(what)}")
         with pytest.raises(AssertionError, match=what):
             check_training(TASK, wrong, params, inputs, torch.float16, 0, "wrong")
-
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)

@@ -18,8 +18,7 @@ from warpforge.kernels.task import get_task
 from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import Variant, builtin_variants
 
-TRAINING = [(t, v) for t in ("softmax", "layernorm", "cross_entropy")
-            for v in builtin_variants(t) if v.has_backward]
+TRAINING = [(t, v) for t in ("softmax", "layernorm", "cross_entropy") for v in builtin_variants(t) if v.has_backward]
 
 
 def _config(variant: Variant, module: ModuleType, shape: dict[str, int]) -> dict[str, Any]:
@@ -27,8 +26,9 @@ def _config(variant: Variant, module: ModuleType, shape: dict[str, int]) -> dict
     return configs[len(configs) // 2]  # a middle configuration: neither the smallest blocks nor the largest
 
 
-def _check(task: Task, module: ModuleType, params: dict[str, Any], inputs: tuple[Any, ...], seed: int,
-           dtype: torch.dtype) -> str | None:
+def _check(
+    task: Task, module: ModuleType, params: dict[str, Any], inputs: tuple[Any, ...], seed: int, dtype: torch.dtype
+) -> str | None:
     """None when forward output and every gradient match; else which one failed and how."""
     grad_out = draw_grad_out(task.reference, inputs, seed)
     moved = tuple(x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in inputs)
@@ -90,8 +90,9 @@ class _Broken:
         return tuple(grads)
 
 
-@pytest.mark.parametrize(("task_name", "index"), [("softmax", 0), ("layernorm", 1), ("layernorm", 2),
-                                                  ("cross_entropy", 0)])
+@pytest.mark.parametrize(
+    ("task_name", "index"), [("softmax", 0), ("layernorm", 1), ("layernorm", 2), ("cross_entropy", 0)]
+)
 @pytest.mark.parametrize("how", ["scaled", "ones_grad_out"])
 def test_a_wrong_backward_fails(task_name: str, index: int, how: str) -> None:
     task = get_task(task_name)

@@ -79,8 +79,12 @@ def test_the_ties_inputs_hold_equal_operands() -> None:
 
 
 # Shapes that take every path of both templates: same shapes, a broadcast row, a broadcast column, z tiling x.
-QUICK_SHAPES = [{"M": 3, "N": 67, "ZM": 3, "ZN": 67}, {"M": 5, "N": 33, "ZM": 1, "ZN": 33},
-                {"M": 7, "N": 20, "ZM": 7, "ZN": 1}, {"M": 6, "N": 10, "ZM": 4, "ZN": 3}]
+QUICK_SHAPES = [
+    {"M": 3, "N": 67, "ZM": 3, "ZN": 67},
+    {"M": 5, "N": 33, "ZM": 1, "ZN": 33},
+    {"M": 7, "N": 20, "ZM": 7, "ZN": 1},
+    {"M": 6, "N": 10, "ZM": 4, "ZN": 3},
+]
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -113,12 +117,13 @@ def test_a_broadcast_read_as_same_shaped_fails(tmp_path: Path) -> None:
     path.write_text(source)
     from warpforge.kernels.variant import load_variant
 
-    failures = run_members(TASK, load_variant(path), [{"M": 6, "N": 10, "ZM": 6, "ZN": 5}], torch.float32,
-                           members=["add"])
+    failures = run_members(
+        TASK, load_variant(path), [{"M": 6, "N": 10, "ZM": 6, "ZN": 5}], torch.float32, members=["add"]
+    )
     assert failures
 
 
-PROBLEM = '''
+PROBLEM = """
 import torch
 import torch.nn as nn
 
@@ -141,17 +146,22 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
-@pytest.mark.parametrize(("forward", "second", "member", "zkeys"), [
-    ("a + b", "torch.rand(batch_size, dim)", "add", ("batch_size", "dim")),
-    ("torch.maximum(a, b)", "torch.rand(batch_size, dim)", "maximum", ("batch_size", "dim")),
-    ("b - a", "torch.rand(batch_size, dim)", "sub", ("batch_size", "dim")),
-    ("a * b", "torch.rand(batch_size, 1)", "mul", ("batch_size", None)),
-], ids=["add", "maximum", "rsub", "per_row_mul"])
-def test_a_kernelbench_problem_matches_its_member(tmp_path: Path, forward: str, second: str, member: str,
-                                                  zkeys: tuple[str, str | None]) -> None:
+@pytest.mark.parametrize(
+    ("forward", "second", "member", "zkeys"),
+    [
+        ("a + b", "torch.rand(batch_size, dim)", "add", ("batch_size", "dim")),
+        ("torch.maximum(a, b)", "torch.rand(batch_size, dim)", "maximum", ("batch_size", "dim")),
+        ("b - a", "torch.rand(batch_size, dim)", "sub", ("batch_size", "dim")),
+        ("a * b", "torch.rand(batch_size, 1)", "mul", ("batch_size", None)),
+    ],
+    ids=["add", "maximum", "rsub", "per_row_mul"],
+)
+def test_a_kernelbench_problem_matches_its_member(
+    tmp_path: Path, forward: str, second: str, member: str, zkeys: tuple[str, str | None]
+) -> None:
     path = tmp_path / "problem.py"
     path.write_text(PROBLEM.format(forward=forward, second=second))
     problem = load_task_file(path)
@@ -187,8 +197,10 @@ def test_members_are_judged_ok_by_the_real_judge(member: str) -> None:
     name = f"binary[{member}]"
     variants = builtin_variants(name)
     variant = variants[list(FORMULAS).index(member) % len(variants)]
-    params = {"flat": {"BLOCK": 1024, "num_warps": 4, "num_stages": 1},
-              "rows": {"BLOCK_M": 4, "BLOCK_N": 256, "num_warps": 4, "num_stages": 1}}[variant.name]
+    params = {
+        "flat": {"BLOCK": 1024, "num_warps": 4, "num_stages": 1},
+        "rows": {"BLOCK_M": 4, "BLOCK_N": 256, "num_warps": 4, "num_stages": 1},
+    }[variant.name]
     backend = get_backend("interpret")
     try:
         result = backend.evaluate(Job(get_task(name), variant, params))

@@ -98,8 +98,13 @@ def test_generated_step_branches_are_the_declared_ops() -> None:
     for path in TEMPLATES:
         tree = ast.parse(path.read_text())
         step = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_step")
-        branches = {c.value for c in ast.walk(step) if isinstance(c, ast.Constant) and isinstance(c.value, str)
-                    and (c.value in TRITON_STEPS or c.value == "none")}
+        branches = {
+            c.value
+            for c in ast.walk(step)
+            if isinstance(c, ast.Constant)
+            and isinstance(c.value, str)
+            and (c.value in TRITON_STEPS or c.value == "none")
+        }
         assert branches - {"none"} == set(expand(declared(path.read_text()) or ())) & set(TRITON_STEPS), path
 
 
@@ -116,7 +121,7 @@ def _calls_forward_the_tail(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in tails:
             at = tails[node.func.id]
-            passed = [getattr(a, "id", None) for a in node.args[at:at + len(TAIL)]]
+            passed = [getattr(a, "id", None) for a in node.args[at : at + len(TAIL)]]
             if passed != TAIL:
                 wrong.append(f"line {node.lineno}: {node.func.id} gets {passed}")
     return wrong
@@ -130,8 +135,15 @@ def test_calls_forward_the_chain_as_it_is(path: Path) -> None:
 def _args(op: str) -> tuple[float, float]:
     if op in REDUCE_OPS:
         return (1.0, 0.0)  # keepdim
-    return {"clamp": (-1.0, 1.0), "leaky_relu": (0.1, 0.0), "row_pool_max": (2.0, 0.0), "row_pool_avg": (2.0, 0.0),
-            "group_norm": _NORM[1:], "row_softmax": (0.0, 0.0), "spatial_mean": (0.0, 0.0)}.get(op, (2.0, 0.0))
+    return {
+        "clamp": (-1.0, 1.0),
+        "leaky_relu": (0.1, 0.0),
+        "row_pool_max": (2.0, 0.0),
+        "row_pool_avg": (2.0, 0.0),
+        "group_norm": _NORM[1:],
+        "row_softmax": (0.0, 0.0),
+        "spatial_mean": (0.0, 0.0),
+    }.get(op, (2.0, 0.0))
 
 
 def undeclared_proposals(task: str, texts: dict[str, str]) -> list[str]:
@@ -161,9 +173,16 @@ def undeclared_proposals(task: str, texts: dict[str, str]) -> list[str]:
 
 
 def test_every_chain_task_is_checked() -> None:
-    assert {ast.literal_eval(next(n.value for n in ast.parse(p.read_text()).body if isinstance(n, ast.Assign)
-                                  and getattr(n.targets[0], "id", "") == "TASK")) for p in TEMPLATES} \
-        | {"conv_transpose"} == set(MEMBER_CONSTANTS)
+    assert {
+        ast.literal_eval(
+            next(
+                n.value
+                for n in ast.parse(p.read_text()).body
+                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "TASK"
+            )
+        )
+        for p in TEMPLATES
+    } | {"conv_transpose"} == set(MEMBER_CONSTANTS)
 
 
 @pytest.mark.parametrize("task", sorted(MEMBER_CONSTANTS))

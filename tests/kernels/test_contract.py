@@ -22,8 +22,10 @@ TASKS = builtin_task_names()
 TEMPLATES = [(t, v.name) for t in TASKS for v in builtin_variants(t)]
 # Compiling a template for sm_90 takes ~5-10 s on 2 cores: the default tier compiles each task's first template,
 # the slow tier (`make test-slow`, run by .ci/run) every other one.
-TIERED = [pytest.param(t, v, marks=pytest.mark.slow) if any(t == t2 for t2, _ in TEMPLATES[:i]) else (t, v)
-          for i, (t, v) in enumerate(TEMPLATES)]
+TIERED = [
+    pytest.param(t, v, marks=pytest.mark.slow) if any(t == t2 for t2, _ in TEMPLATES[:i]) else (t, v)
+    for i, (t, v) in enumerate(TEMPLATES)
+]
 PLANTED = Path(__file__).parents[1] / "evaluator" / "planted"
 
 
@@ -64,8 +66,9 @@ def test_task_contract(name: str) -> None:
             assert task.flops(shape, dtype) > 0 and task.bytes_moved(shape, dtype) > 0
     # Every check shape runs in the interpreter on every trial: keep them small (elements of the largest input).
     for shape in task.check_shapes:
-        biggest = max(x.numel() for x in task.make_inputs(shape, task.dtypes[0], 0, "cpu")
-                      if isinstance(x, torch.Tensor))
+        biggest = max(
+            x.numel() for x in task.make_inputs(shape, task.dtypes[0], 0, "cpu") if isinstance(x, torch.Tensor)
+        )
         assert biggest <= 40_000, shape
     # Boundary sizes: some dimension of 1 and some prime dimension among the check shapes.
     dims = [d for s in task.check_shapes for d in s.values()]
@@ -88,8 +91,9 @@ def test_template_has_feasible_space_and_compiles_for_sm90(task_name: str, varia
 
 
 def _weight(config: dict) -> float:
-    return math.prod(float(v) for v in config.values() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                     and v > 0)
+    return math.prod(
+        float(v) for v in config.values() if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    )
 
 
 # the built-ins: a test module registering a stand-in (tests/search/test_decision.py) must not change this

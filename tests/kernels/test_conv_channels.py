@@ -45,32 +45,81 @@ class _Chained(nn.Module):
 # name -> (module, its forward's steps, a parameter, the input's spatial size, the member's chain): KernelBench
 # level 2's forwards (the number) at small sizes, and a grouped and a wide-softmax case
 FORWARDS: dict[str, tuple[Callable[[], nn.Module], Callable[..., torch.Tensor], bool, tuple[int, ...], str]] = {
-    "min_tanh_tanh": (lambda: nn.Conv2d(3, 6, 3), lambda m, x: torch.tanh(torch.tanh(
-        torch.min(x, dim=1, keepdim=True)[0])), False, (6, 7), "row_min(1.0)>tanh>tanh"),  # 25
-    "scale_min": (lambda: nn.Conv2d(4, 5, 3, padding=1), lambda m, x: torch.min(x * 2.0, dim=1, keepdim=True)[0],
-                  False, (5, 6), "mul(2.0)>row_min(1.0)"),  # 32
-    "logsumexp_relu": (lambda: nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1),
-                       lambda m, x: torch.relu(torch.logsumexp(x, dim=1, keepdim=True)), False, (2, 3, 4),
-                       "row_logsumexp(1.0)>relu"),
-    "grouped_mean": (lambda: nn.Conv2d(4, 6, 3, groups=2), lambda m, x: torch.mean(torch.relu(x), 1, True) - 0.5,
-                     False, (5, 6), "relu>row_mean(1.0)>add(-0.5)"),
-    "softmax_sigmoid": (lambda: nn.ConvTranspose3d(3, 5, 3, stride=2, padding=1, output_padding=1),
-                        lambda m, x: torch.sigmoid(torch.softmax(x, dim=1)), False, (2, 3, 3),
-                        "row_softmax>sigmoid"),  # 49
-    "softmax_bias_scale_sigmoid": (lambda: nn.ConvTranspose2d(4, 20, 4, stride=2, padding=1, output_padding=1),
-                                   lambda m, x: torch.sigmoid((torch.softmax(x, dim=1) + m.bias) * 2.0), True,
-                                   (4, 5), "row_softmax>add_p>mul(2.0)>sigmoid"),  # 91, more channels than a tile
-    "gelu_pool": (lambda: nn.Conv2d(3, 6, 3), lambda m, x: F.adaptive_avg_pool2d(F.gelu(x), 1).squeeze(-1).squeeze(
-        -1), False, (12, 13), "gelu>spatial_mean"),  # 67
-    "pool_bias_logsumexp": (lambda: nn.ConvTranspose2d(3, 6, 3), lambda m, x: torch.sum(torch.logsumexp(
-        torch.mean(x, dim=(2, 3), keepdim=True) + m.bias, dim=1, keepdim=True), dim=(2, 3)) * 10.0, True, (8, 9),
-                            "spatial_mean>add_p>row_logsumexp(1.0)>mul(10.0)"),  # 42
-    "scale_pool_pool": (lambda: nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, output_padding=1),
-                        lambda m, x: (x * 0.5).mean(dim=[2, 3], keepdim=True).mean(dim=[2, 3], keepdim=True), False,
-                        (6, 7), "mul(0.5)>spatial_mean"),  # 44
-    "grouped_pool3d_max": (lambda: nn.Conv3d(4, 6, 2, groups=2), lambda m, x: torch.amax(
-        nn.functional.adaptive_avg_pool3d(x, (1, 1, 1)), dim=1, keepdim=True), False, (3, 9, 10),
-                           "spatial_mean>row_max(1.0)"),
+    "min_tanh_tanh": (
+        lambda: nn.Conv2d(3, 6, 3),
+        lambda m, x: torch.tanh(torch.tanh(torch.min(x, dim=1, keepdim=True)[0])),
+        False,
+        (6, 7),
+        "row_min(1.0)>tanh>tanh",
+    ),  # 25
+    "scale_min": (
+        lambda: nn.Conv2d(4, 5, 3, padding=1),
+        lambda m, x: torch.min(x * 2.0, dim=1, keepdim=True)[0],
+        False,
+        (5, 6),
+        "mul(2.0)>row_min(1.0)",
+    ),  # 32
+    "logsumexp_relu": (
+        lambda: nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1),
+        lambda m, x: torch.relu(torch.logsumexp(x, dim=1, keepdim=True)),
+        False,
+        (2, 3, 4),
+        "row_logsumexp(1.0)>relu",
+    ),
+    "grouped_mean": (
+        lambda: nn.Conv2d(4, 6, 3, groups=2),
+        lambda m, x: torch.mean(torch.relu(x), 1, True) - 0.5,
+        False,
+        (5, 6),
+        "relu>row_mean(1.0)>add(-0.5)",
+    ),
+    "softmax_sigmoid": (
+        lambda: nn.ConvTranspose3d(3, 5, 3, stride=2, padding=1, output_padding=1),
+        lambda m, x: torch.sigmoid(torch.softmax(x, dim=1)),
+        False,
+        (2, 3, 3),
+        "row_softmax>sigmoid",
+    ),  # 49
+    "softmax_bias_scale_sigmoid": (
+        lambda: nn.ConvTranspose2d(4, 20, 4, stride=2, padding=1, output_padding=1),
+        lambda m, x: torch.sigmoid((torch.softmax(x, dim=1) + m.bias) * 2.0),
+        True,
+        (4, 5),
+        "row_softmax>add_p>mul(2.0)>sigmoid",
+    ),  # 91, more channels than a tile
+    "gelu_pool": (
+        lambda: nn.Conv2d(3, 6, 3),
+        lambda m, x: F.adaptive_avg_pool2d(F.gelu(x), 1).squeeze(-1).squeeze(-1),
+        False,
+        (12, 13),
+        "gelu>spatial_mean",
+    ),  # 67
+    "pool_bias_logsumexp": (
+        lambda: nn.ConvTranspose2d(3, 6, 3),
+        lambda m, x: (
+            torch.sum(
+                torch.logsumexp(torch.mean(x, dim=(2, 3), keepdim=True) + m.bias, dim=1, keepdim=True), dim=(2, 3)
+            )
+            * 10.0
+        ),
+        True,
+        (8, 9),
+        "spatial_mean>add_p>row_logsumexp(1.0)>mul(10.0)",
+    ),  # 42
+    "scale_pool_pool": (
+        lambda: nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, output_padding=1),
+        lambda m, x: (x * 0.5).mean(dim=[2, 3], keepdim=True).mean(dim=[2, 3], keepdim=True),
+        False,
+        (6, 7),
+        "mul(0.5)>spatial_mean",
+    ),  # 44
+    "grouped_pool3d_max": (
+        lambda: nn.Conv3d(4, 6, 2, groups=2),
+        lambda m, x: torch.amax(nn.functional.adaptive_avg_pool3d(x, (1, 1, 1)), dim=1, keepdim=True),
+        False,
+        (3, 9, 10),
+        "spatial_mean>row_max(1.0)",
+    ),
 }
 
 
@@ -125,16 +174,18 @@ def test_chains_no_template_computes_are_refused() -> None:
         assert conv.proposals(nn.Conv2d(2, 2, 3), False)  # (the plain convolution still proposes itself)
         del why
     assert channel_constants((relu, tanh)) == {}
-    assert channel_constants((relu, ("row_softmax", 0.0, 0.0), tanh)) == {"RED_AT": 0, "SOFTMAX_AT": 2,
-                                                                           "POOL_AT": 0}
+    assert channel_constants((relu, ("row_softmax", 0.0, 0.0), tanh)) == {"RED_AT": 0, "SOFTMAX_AT": 2, "POOL_AT": 0}
 
 
 def test_only_the_channel_rows_template_takes_these_members() -> None:
     """The other templates lack RED_AT, SOFTMAX_AT and POOL_AT: no template of such a member (members.py)."""
     for steps in ((("row_min", 1.0, 0.0),), (("row_softmax", 0.0, 0.0),), (("spatial_mean", 0.0, 0.0),)):
         constants = tuple(conv.member(conv.Hyper(), steps)[2].items())
-        takes = {name for (task, name), v in VARIANTS.items() if task == "conv"
-                 and with_constants(v.source, constants) is not None}
+        takes = {
+            name
+            for (task, name), v in VARIANTS.items()
+            if task == "conv" and with_constants(v.source, constants) is not None
+        }
         assert takes == {"channel_rows"}, steps
     # its own constants are the task's plain member, which it computes too (tests/kernels/test_conv.py runs it)
     plain = conv.member(conv.Hyper())[2]
@@ -151,8 +202,15 @@ def _run(name: str, x: torch.Tensor, model: _Chained, narrow: bool) -> torch.Ten
     module = load(variant)
     for key, value in constants.items():
         setattr(module, key, value)
-    shape = {"N": x.shape[0], "C_IN": model.conv.in_channels, "C_OUT": model.conv.out_channels, "D": 1, "H": 1,
-             "W": 1, "G": model.conv.groups}
+    shape = {
+        "N": x.shape[0],
+        "C_IN": model.conv.in_channels,
+        "C_OUT": model.conv.out_channels,
+        "D": 1,
+        "H": 1,
+        "W": 1,
+        "G": model.conv.groups,
+    }
     configs = valid_configs(variant, module, shape)
     # narrow: BLOCK_N 16, where a softmax over 20 channels takes its two-pass path; BLOCK_M 64 for a pooling,
     # whose 100-170 output positions an image are then 2 or 3 programs adding into its totals
@@ -198,11 +256,17 @@ LEVEL2 = {
     "25_Conv2d_Min_Tanh_Tanh": ("conv", "conv3d()>row_min(1.0)>tanh>tanh"),
     "32_Conv2d_Scaling_Min": ("conv", "conv3d()>mul(2.0)>row_min(1.0)"),
     "91_ConvTranspose2d_Softmax_BiasAdd_Scaling_Sigmoid": (
-        "conv_transpose", "conv_transpose3d(s=1,2,2 p=0,1,1 op=0,1,1)>row_softmax>add_p>mul(2.0)>sigmoid"),
+        "conv_transpose",
+        "conv_transpose3d(s=1,2,2 p=0,1,1 op=0,1,1)>row_softmax>add_p>mul(2.0)>sigmoid",
+    ),
     "42_ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum_Multiply": (
-        "conv_transpose", "conv_transpose3d()>spatial_mean>add_p>row_logsumexp(1.0)>mul(10.0)"),
+        "conv_transpose",
+        "conv_transpose3d()>spatial_mean>add_p>row_logsumexp(1.0)>mul(10.0)",
+    ),
     "44_ConvTranspose2d_Multiply_GlobalAvgPool_GlobalAvgPool_Mean": (
-        "conv_transpose", "conv_transpose3d(s=1,2,2 p=0,1,1 op=0,1,1)>mul(0.5)>spatial_mean"),
+        "conv_transpose",
+        "conv_transpose3d(s=1,2,2 p=0,1,1 op=0,1,1)>mul(0.5)>spatial_mean",
+    ),
     "67_Conv2d_GELU_GlobalAvgPool": ("conv", "conv3d()>gelu>spatial_mean"),
 }
 
@@ -242,8 +306,9 @@ JUDGED = ["25_Conv2d_Min_Tanh_Tanh", "67_Conv2d_GELU_GlobalAvgPool"]
 
 
 @pytest.mark.parametrize("name", JUDGED)
-def test_kernelbench_level2_problems_are_judged_ok(name: str, kernelbench_file: Callable[[int, str], Path],
-                                                   tmp_path: Path) -> None:
+def test_kernelbench_level2_problems_are_judged_ok(
+    name: str, kernelbench_file: Callable[[int, str], Path], tmp_path: Path
+) -> None:
     """The real file's matched copy through the real judge (its derived small check shapes, hidden shapes,
     adversarial inputs) with the `channel_rows` template, the one template of such a member."""
     problem, match = _match(name, kernelbench_file)

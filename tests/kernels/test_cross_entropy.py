@@ -171,8 +171,7 @@ def test_split_vocab_more_splits_than_blocks() -> None:
     """NUM_SPLITS above the number of BLOCK_V chunks: no empty split, same answer."""
     logits, targets = TASK.make_inputs({"M": 3, "V": 1500}, torch.float16, seed=2, device="cpu")
     config = {"NUM_SPLITS": 64, "BLOCK_V": 1024, "num_warps": 4, "num_stages": 1}
-    _assert_matches(MODULES["split_vocab"].launch(logits, targets, **config), _expected(logits, targets),
-                    torch.float16)
+    _assert_matches(MODULES["split_vocab"].launch(logits, targets, **config), _expected(logits, targets), torch.float16)
 
 
 def test_online_on_small_shape() -> None:
@@ -197,7 +196,5 @@ def test_template_on_gpu(name: str, dtype: torch.dtype) -> None:
 
 
 def test_templates_directory_matches_variant_loader() -> None:
-    files = sorted(
-        p.stem for p in (Path(TEMPLATES_DIR) / "cross_entropy").glob("*.py") if not p.stem.startswith("_")
-    )
+    files = sorted(p.stem for p in (Path(TEMPLATES_DIR) / "cross_entropy").glob("*.py") if not p.stem.startswith("_"))
     assert files == sorted(VARIANTS)

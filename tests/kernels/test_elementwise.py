@@ -84,7 +84,6 @@ def test_a_wrong_op_fails_the_comparison() -> None:
     assert run_members(task, VARIANTS["flat"], [{"M": 3, "N": 67}], torch.float32)
 
 
-
 @pytest.mark.parametrize("seed", [1794354947, 679027242])
 def test_gelu_tanh_keeps_its_tail_on_one_element(seed: int) -> None:
     """The seeds of one-element cases: x = -4.46 (a `wrong_values` verdict seen in an optimize run), where

@@ -38,8 +38,7 @@ def _feasible(name: str) -> list[dict[str, Any]]:
     return [c for c in VARIANTS[name].configs() if all(module.constraints(c, s) for s in TASK.shapes)]
 
 
-def _truth(ids: torch.Tensor, weight: torch.Tensor, grad_out: torch.Tensor
-           ) -> tuple[torch.Tensor, torch.Tensor]:
+def _truth(ids: torch.Tensor, weight: torch.Tensor, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Independent ground truth in float64: the rows picked by index_select, and dW by index_add (not the task's
     reference, not a template)."""
     w64 = weight.detach().cpu().double()
@@ -53,8 +52,14 @@ def _grad_out(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str)
     return torch.randn(shape["M"], shape["N"], generator=gen).to(dtype=dtype, device=device)
 
 
-def _check(module: ModuleType, params: dict[str, Any], inputs: tuple[torch.Tensor, ...], grad_out: torch.Tensor,
-           dtype: torch.dtype, where: str) -> None:
+def _check(
+    module: ModuleType,
+    params: dict[str, Any],
+    inputs: tuple[torch.Tensor, ...],
+    grad_out: torch.Tensor,
+    dtype: torch.dtype,
+    where: str,
+) -> None:
     """launch, launch_forward and launch_backward against the float64 truth: the forward bit-exact, dW within the
     task's gradient tolerance; the inputs and the upstream gradient unchanged, every output fresh."""
     before = [t.clone() for t in (*inputs, grad_out)]
@@ -261,9 +266,13 @@ def test_constraints_keep_2_to_16_values_per_thread() -> None:
 # cores); the slow tier: its smallest tiles in bf16 and its widest in fp32 (every dtype at the middle
 # configuration is also judged, adversarial sets included, by test_template_judged_ok_forward_and_backward).
 _PAIRS = {(1, torch.float16): [], (0, torch.bfloat16): [pytest.mark.slow], (2, torch.float32): [pytest.mark.slow]}
-CASES = [pytest.param(name, config, dtype, id=f"{name}-{i}-{dtype}".replace("torch.", ""), marks=_PAIRS[(i, dtype)])
-         for name in VARIANTS for i, config in enumerate(representative(_feasible(name)))
-         for dtype in TASK.dtypes if (i, dtype) in _PAIRS]
+CASES = [
+    pytest.param(name, config, dtype, id=f"{name}-{i}-{dtype}".replace("torch.", ""), marks=_PAIRS[(i, dtype)])
+    for name in VARIANTS
+    for i, config in enumerate(representative(_feasible(name)))
+    for dtype in TASK.dtypes
+    if (i, dtype) in _PAIRS
+]
 
 
 @pytest.mark.parametrize(("name", "config", "dtype"), CASES)
@@ -294,8 +303,8 @@ def test_templates_honour_strides(name: str) -> None:
     shape = {"M": 23, "V": 41, "N": 37}
     ids, weight = TASK.make_inputs(shape, torch.float32, 5, DEVICE)
     wide = torch.zeros(shape["V"], shape["N"] + 9, dtype=weight.dtype, device=DEVICE)
-    wide[:, 3:3 + shape["N"]] = weight
-    w_view = wide[:, 3:3 + shape["N"]]
+    wide[:, 3 : 3 + shape["N"]] = weight
+    w_view = wide[:, 3 : 3 + shape["N"]]
     long_ids = torch.zeros(2 * shape["M"], dtype=torch.int64, device=DEVICE)
     long_ids[::2] = ids
     ids_view = long_ids[::2]
@@ -370,7 +379,10 @@ def test_template_judged_ok_forward_and_backward(name: str, interpret) -> None:
     assert result.verdict is Verdict.OK, f"{result.reason}: {result.message}"
     assert any("hidden shape" in label for label in result.checked)
     assert {d for d in ("float16", "bfloat16", "float32") if any(f" {d} " in c for c in result.checked)} == {
-        "float16", "bfloat16", "float32"}
+        "float16",
+        "bfloat16",
+        "float32",
+    }
 
 
 @pytest.mark.slow  # 20-40 s a template on 2 shared cores
@@ -384,10 +396,13 @@ def test_every_kernel_compiles_for_sm90(name: str) -> None:
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     kernels = {k["kernel"]: k for k in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
-    expected = {"atomic": {"_emb_gather_kernel", "_emb_scatter_add_kernel", "_emb_round_kernel"},
-                "segmented": {"_emb_tile_kernel", "_emb_links_kernel", "_emb_segment_sum_kernel"}}[name]
-    assert set(kernels) == expected and all(k["cubin_bytes"] > 0 and k["shared_bytes"] <= 232448
-                                            for k in kernels.values())
+    expected = {
+        "atomic": {"_emb_gather_kernel", "_emb_scatter_add_kernel", "_emb_round_kernel"},
+        "segmented": {"_emb_tile_kernel", "_emb_links_kernel", "_emb_segment_sum_kernel"},
+    }[name]
+    assert set(kernels) == expected and all(
+        k["cubin_bytes"] > 0 and k["shared_bytes"] <= 232448 for k in kernels.values()
+    )
 
 
 # -- on a GPU ---------------------------------------------------------------------------------------------
@@ -398,9 +413,11 @@ def test_every_kernel_compiles_for_sm90(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_templates_on_gpu(name: str, dtype: torch.dtype) -> None:
     for config in representative(_feasible(name)):
-        for seed, shape in enumerate(TASK.check_shapes + [{"M": 4096, "V": 32000, "N": 4096},
-                                                         {"M": 2048, "V": 128256, "N": 512}]):
+        for seed, shape in enumerate(
+            TASK.check_shapes + [{"M": 4096, "V": 32000, "N": 4096}, {"M": 2048, "V": 128256, "N": 512}]
+        ):
             inputs = TASK.make_inputs(shape, dtype, seed, "cuda")
-            _check(MODULES[name], config, inputs, _grad_out(shape, dtype, seed, "cuda"), dtype,
-                   f"{name} {config} {shape}")
+            _check(
+                MODULES[name], config, inputs, _grad_out(shape, dtype, seed, "cuda"), dtype, f"{name} {config} {shape}"
+            )
             torch.cuda.synchronize()

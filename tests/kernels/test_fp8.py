@@ -75,8 +75,9 @@ def test_cost_models() -> None:
     gemm = get_task("fp8_gemm")
     shape = {"M": 4096, "N": 7168, "K": 18432}
     assert gemm.flops(shape, torch.float8_e4m3fn) == 2 * 4096 * 7168 * 18432
-    assert gemm.bytes_moved(shape, torch.float8_e4m3fn) == (4096 * 18432 + 7168 * 18432 + 4 * (4096 * 144 + 56 * 144)
-                                                            + 2 * 4096 * 7168)
+    assert gemm.bytes_moved(shape, torch.float8_e4m3fn) == (
+        4096 * 18432 + 7168 * 18432 + 4 * (4096 * 144 + 56 * 144) + 2 * 4096 * 7168
+    )
     token = get_task("fp8_quant_token")
     assert token.bytes_moved({"M": 8192, "H": 4096}, torch.bfloat16) == 8192 * 4096 * 3 + 4 * 8192
 

@@ -90,8 +90,7 @@ def test_wrong_kernels_fail() -> None:
     shape = TASK.check_shapes[1]
     params = valid_configs(VARIANTS["row_blocks"], module, shape)[0]
     inputs = TASK.make_inputs(shape, torch.float16, 0, DEVICE)
-    for i, (old, new) in enumerate([("* g[:, None]", "* 1.0"),
-                                    ("g = tl.where(tgt != -100, g, 0.0)", "g = g + 0.0")]):
+    for i, (old, new) in enumerate([("* g[:, None]", "* 1.0"), ("g = tl.where(tgt != -100, g, 0.0)", "g = g + 0.0")]):
         assert old in source
         wrong = module_from(source.replace(old, new), f"wrong_flce_{i}")
         with pytest.raises(AssertionError, match="grad of input"):

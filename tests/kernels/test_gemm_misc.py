@@ -28,8 +28,10 @@ TEMPLATES = [(t, v.name) for t in TASKS for v in builtin_variants(t)]
 
 def test_references_are_torch_written_out() -> None:
     gen = torch.Generator().manual_seed(0)
-    a, b = torch.randn(3, 5, 7, generator=gen, dtype=torch.float64), torch.randn(3, 7, 4, generator=gen,
-                                                                                   dtype=torch.float64)
+    a, b = (
+        torch.randn(3, 5, 7, generator=gen, dtype=torch.float64),
+        torch.randn(3, 7, 4, generator=gen, dtype=torch.float64),
+    )
     torch.testing.assert_close(get_task("bmm").reference(a, b), torch.einsum("bmk,bkn->bmn", a, b))
     s, x = torch.randn(6, generator=gen, dtype=torch.float64), torch.randn(6, 9, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(get_task("row_scale").reference(s, x), torch.diag(s) @ x)
@@ -84,8 +86,9 @@ def test_templates_match_the_reference_on_check_shapes(task_name: str, name: str
             before = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
             out = _run(module, inputs, params)
             cpu = tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs)
-            ref64 = task.reference(*(t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-                                     for t in cpu))
+            ref64 = task.reference(
+                *(t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in cpu)
+            )
             bad = compare_outputs([out.cpu()], [ref64], [task.reference(*cpu)], *task.tolerance(torch.float32))
             if bad is not None:
                 failures.append(f"{shape} seed {seed} {params}: {bad.message}")
@@ -146,7 +149,7 @@ def test_a_direct_match_beats_a_reshaped_one(tmp_path: Path) -> None:
     """``s[:, None] * x`` is also a batch of 1 x 1 @ 1 x N products (bmm through a reshape, tried first): the
     task that computes it on the problem's own tensors wins."""
     path = tmp_path / "rowscale.py"
-    path.write_text('''import torch
+    path.write_text("""import torch
 import torch.nn as nn
 
 
@@ -165,7 +168,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""")
     match, _ = find_match(load_task_file(path), [get_task("bmm"), get_task("row_scale")])
     assert match is not None and match.task == "row_scale" and match.adapter is None
     alone, _ = find_match(load_task_file(path), [get_task("bmm")])
@@ -178,7 +181,7 @@ def test_a_layout_whose_output_dwarfs_the_problem_is_never_computed(tmp_path: Pa
     from dataclasses import replace
 
     path = tmp_path / "rowdot.py"
-    path.write_text('''import torch
+    path.write_text("""import torch
 import torch.nn as nn
 
 
@@ -196,7 +199,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""")
     bmm = get_task("bmm")
     sizes: list[int] = []
 

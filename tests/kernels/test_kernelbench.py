@@ -29,8 +29,11 @@ def test_kernelbench_file_follows_the_task_contract() -> None:
 def test_kernelbench_task_evaluates_a_triton_variant() -> None:
     backend = get_backend("interpret")
     try:
-        result = backend.evaluate(Job(load_task_file(HERE / "relu.py"), load_variant(HERE / "relu_variant.py"),
-                                      {"BLOCK": 256, "num_warps": 4}))
+        result = backend.evaluate(
+            Job(
+                load_task_file(HERE / "relu.py"), load_variant(HERE / "relu_variant.py"), {"BLOCK": 256, "num_warps": 4}
+            )
+        )
     finally:
         backend.close()
     assert result.verdict is Verdict.OK, result.message
@@ -50,7 +53,7 @@ def test_inputs_drawn_from_threads_at_different_shapes_match_serial_draws() -> N
         assert a.shape == (shape["batch_size"], shape["dim"]) and torch.equal(a, b)
 
 
-BATCHNORM_DROPOUT = '''
+BATCHNORM_DROPOUT = """
 import torch
 import torch.nn as nn
 
@@ -76,7 +79,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [features]
-'''
+"""
 
 
 def test_a_problem_runs_as_kernelbench_runs_it_batch_statistics_no_dropout_state_untouched(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.kernelbench import NOTES
 from warpforge.kernels.task import get_task, load_task_file
 
-PROBLEM = '''
+PROBLEM = """
 import pytest
 import torch
 import torch.nn as nn
@@ -39,20 +39,30 @@ def get_inputs():
 
 def get_init_inputs():
     return [{init_inputs}]
-'''
+"""
 
 
-def write(tmp_path: Path, name: str, expr: str, dims: str, globals_: str, init: str = "", body: str = "        pass",
-          init_inputs: str = "") -> Path:
+def write(
+    tmp_path: Path,
+    name: str,
+    expr: str,
+    dims: str,
+    globals_: str,
+    init: str = "",
+    body: str = "        pass",
+    init_inputs: str = "",
+) -> Path:
     path = tmp_path / f"{name}.py"
-    path.write_text(PROBLEM.format(expr=expr, dims=dims, globals=globals_, init=init, body=body,
-                                   init_inputs=init_inputs))
+    path.write_text(
+        PROBLEM.format(expr=expr, dims=dims, globals=globals_, init=init, body=body, init_inputs=init_inputs)
+    )
     return path
 
 
 def test_a_leaky_relu_is_the_member_with_its_slope_whatever_the_file_is_called(tmp_path: Path) -> None:
-    path = write(tmp_path, "softmax_fast", "torch.nn.functional.leaky_relu(x, 0.2)", "rows, cols",
-                 "rows = 64\ncols = 1000")
+    path = write(
+        tmp_path, "softmax_fast", "torch.nn.functional.leaky_relu(x, 0.2)", "rows, cols", "rows = 64\ncols = 1000"
+    )
     match, _ = find_match(load_task_file(path))
     assert match is not None and (match.task, match.member) == ("elementwise", "leaky_relu(0.2)")
     assert dict(match.constants) == {"OP": "leaky_relu", "OP_A": 0.2, "OP_B": 0.0}
@@ -65,8 +75,9 @@ def test_a_slope_not_in_the_table_matches_no_member(tmp_path: Path) -> None:
 
 
 def test_a_row_l2_norm_runs_through_the_adapted_template(tmp_path: Path) -> None:
-    path = write(tmp_path, "rownorm", "x / torch.norm(x, p=2, dim=1, keepdim=True)", "batch, dim",
-                 "batch = 256\ndim = 4096")
+    path = write(
+        tmp_path, "rownorm", "x / torch.norm(x, p=2, dim=1, keepdim=True)", "batch, dim", "batch = 256\ndim = 4096"
+    )
     problem = load_task_file(path)
     match, _ = find_match(problem)
     assert match is not None and (match.task, match.member) == ("normalize", "l2")
@@ -79,7 +90,7 @@ def test_a_row_l2_norm_runs_through_the_adapted_template(tmp_path: Path) -> None
     for variant in variants:
         text = variant.read_text()
         assert check_module(text) is None  # the adapted launch stays within the variant grammar
-        assert 'OP = \'l2\'' in text and "wf_shape0 = x.shape" in text
+        assert "OP = 'l2'" in text and "wf_shape0 = x.shape" in text
         spec = importlib.util.spec_from_file_location(f"wf_adapted_{variant.stem}", variant)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -107,7 +118,7 @@ def test_attention_and_rotary_find_their_keys_with_sizes_their_generators_accept
         assert {k for k, spots in where.items() if spots} == keys
 
 
-GROUPED = '''
+GROUPED = """
 import pytest
 import torch
 import torch.nn as nn
@@ -134,7 +145,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [channels, groups]
-'''
+"""
 
 
 def test_a_grouped_problem_is_probed_at_sizes_where_its_groups_divide(tmp_path: Path) -> None:
@@ -147,7 +158,7 @@ def test_a_grouped_problem_is_probed_at_sizes_where_its_groups_divide(tmp_path: 
     assert match is not None and match.label == "channel_norm[group_norm(8,eps=1e-05)]", tried
 
 
-IMAGE = '''
+IMAGE = """
 import pytest
 import torch
 import torch.nn as nn
@@ -171,7 +182,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_literal_image_sizes_over_the_budget_are_checked_at_batch_1_and_the_note_says_why(tmp_path: Path) -> None:
@@ -185,7 +196,7 @@ def test_literal_image_sizes_over_the_budget_are_checked_at_batch_1_and_the_note
     assert not any("reads no size" in t for t in tried)  # it reads one: batch_size
 
 
-MATMUL = '''
+MATMUL = """
 import pytest
 import torch
 import torch.nn as nn
@@ -207,7 +218,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_split_k_configurations_that_pass_constraints_compile_in_fp32(tmp_path: Path) -> None:
@@ -250,9 +261,16 @@ def test_hidden_shapes_keep_the_reduced_dimension_and_the_matched_element_width(
     from warpforge.evaluator.judge.judge import hidden_shapes
     from warpforge.kernels.kernelbench import ALIAS_ATTR
 
-    path = write(tmp_path, "argmin_dim", "torch.argmin(x, dim=self.dim)", "batch, dim1, dim2",
-                 "batch = 64\ndim1 = 256\ndim2 = 255\ndim = 1", init=", dim", body="        self.dim = dim",
-                 init_inputs="dim")
+    path = write(
+        tmp_path,
+        "argmin_dim",
+        "torch.argmin(x, dim=self.dim)",
+        "batch, dim1, dim2",
+        "batch = 64\ndim1 = 256\ndim2 = 255\ndim = 1",
+        init=", dim",
+        body="        self.dim = dim",
+        init_inputs="dim",
+    )
     aliases = {"M": "batch", "R": "dim1", "N": "dim2", "ELEM_BYTES": 4}
     path.write_text(path.read_text() + f"\n{ALIAS_ATTR} = {aliases!r}\n")
     task = load_task_file(path)
@@ -260,20 +278,27 @@ def test_hidden_shapes_keep_the_reduced_dimension_and_the_matched_element_width(
     shapes = [s for seed in range(40) for s in hidden_shapes(task, random.Random(seed))]
     assert shapes and all(s["dim"] == 1 and s["ELEM_BYTES"] == 4 for s in shapes)
     assert {s["M"] for s in shapes} - {c["M"] for c in task.check_shapes}  # the sizes still move
-    x, = task.make_inputs(shapes[0], torch.float32, 0, "cpu")
+    (x,) = task.make_inputs(shapes[0], torch.float32, 0, "cpu")
     assert torch.equal(task.reference(x), torch.argmin(x, dim=1))
 
 
-@pytest.mark.parametrize(("forward", "inputs", "flags"), [
-    ("torch.matmul(a.T, b)", "torch.rand(K, M), torch.rand(K, N)", (True, False)),
-    ("torch.matmul(a, b.T)", "torch.rand(M, K), torch.rand(N, K)", (False, True)),
-    ("torch.matmul(a.T, b.T)", "torch.rand(K, M), torch.rand(N, K)", (True, True)),
-])
-def test_a_transposed_operand_is_matmul_on_a_strided_view(tmp_path: Path, forward: str, inputs: str,
-                                                          flags: tuple[bool, bool]) -> None:
+@pytest.mark.parametrize(
+    ("forward", "inputs", "flags"),
+    [
+        ("torch.matmul(a.T, b)", "torch.rand(K, M), torch.rand(K, N)", (True, False)),
+        ("torch.matmul(a, b.T)", "torch.rand(M, K), torch.rand(N, K)", (False, True)),
+        ("torch.matmul(a.T, b.T)", "torch.rand(K, M), torch.rand(N, K)", (True, True)),
+    ],
+)
+def test_a_transposed_operand_is_matmul_on_a_strided_view(
+    tmp_path: Path, forward: str, inputs: str, flags: tuple[bool, bool]
+) -> None:
     path = tmp_path / "mm_t.py"
-    path.write_text(MATMUL.replace("torch.matmul(a, b)", forward)
-                    .replace("torch.rand(M, K), torch.rand(K, N)", inputs).replace("N = 4096", "N = 2048"))
+    path.write_text(
+        MATMUL.replace("torch.matmul(a, b)", forward)
+        .replace("torch.rand(M, K), torch.rand(K, N)", inputs)
+        .replace("N = 4096", "N = 2048")
+    )
     problem = load_task_file(path)
     match, _ = find_match(problem)
     assert match is not None and match.task == "matmul" and match.in_order
@@ -295,8 +320,11 @@ def test_an_fp32_transposed_gemm_is_judged_ok_at_fp32_accuracy(tmp_path: Path) -
     from warpforge.kernels.variant import load_variant
 
     path = tmp_path / "mm_bt.py"
-    path.write_text(MATMUL.replace("torch.matmul(a, b)", "torch.matmul(a, b.T)")
-                    .replace("torch.rand(M, K), torch.rand(K, N)", "torch.rand(M, K), torch.rand(N, K)"))
+    path.write_text(
+        MATMUL.replace("torch.matmul(a, b)", "torch.matmul(a, b.T)").replace(
+            "torch.rand(M, K), torch.rand(K, N)", "torch.rand(M, K), torch.rand(N, K)"
+        )
+    )
     problem = load_task_file(path)
     match, _ = find_match(problem)
     assert match is not None
@@ -319,8 +347,9 @@ def test_a_layernorm_without_affine_is_layernorm_with_its_weights_filled_and_jud
     from warpforge.evaluator.sandbox.job import Job
     from warpforge.kernels.variant import load_variant
 
-    path = write(tmp_path, "ln_plain", "torch.nn.functional.layer_norm(x, (dim,))", "batch, dim",
-                 "batch = 64\ndim = 1000")
+    path = write(
+        tmp_path, "ln_plain", "torch.nn.functional.layer_norm(x, (dim,))", "batch, dim", "batch = 64\ndim = 1000"
+    )
     problem = load_task_file(path)
     match, _ = find_match(problem)
     assert match is not None and match.task == "layernorm" and match.adapter is not None
@@ -346,8 +375,9 @@ def test_a_layernorm_without_affine_is_layernorm_with_its_weights_filled_and_jud
 
 def test_a_bias_free_problem_matches_nothing_where_the_task_fills_no_input(tmp_path: Path) -> None:
     """A problem with fewer tensors than a task that declares no ``FILL_INPUTS`` is refused by the count."""
-    path = write(tmp_path, "half_ln", "torch.nn.functional.layer_norm(x, (dim,)) * 0.5", "batch, dim",
-                 "batch = 64\ndim = 1000")
+    path = write(
+        tmp_path, "half_ln", "torch.nn.functional.layer_norm(x, (dim,)) * 0.5", "batch, dim", "batch = 64\ndim = 1000"
+    )
     match, tried = find_match(load_task_file(path))
     assert match is None
     assert any(t.startswith("layernorm: outputs differ") for t in tried)

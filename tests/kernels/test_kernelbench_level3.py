@@ -16,7 +16,7 @@ from warpforge.kernels.taskdef import TaskError
 ROOT = Path(__file__).resolve().parents[2]
 LEVEL3 = ROOT.parent / "shared" / "kernelbench" / "level3"
 
-MLP = '''
+MLP = """
 import torch
 import torch.nn as nn
 
@@ -46,7 +46,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [input_size, hidden_layer_sizes, output_size]
-'''
+"""
 
 
 @pytest.mark.parametrize("hidden, n", [("[8192, 16384]", 2), ("(8192, 16384)", 2), ("[4096] * 3", 3)])
@@ -64,7 +64,7 @@ def test_list_and_tuple_sizes_are_scaled_down_like_scalar_sizes(tmp_path: Path, 
         x, weights = inputs[0], inputs[1:]
         assert x.numel() <= CHECK_ELEMENTS
         # Linear(in, out).weight is (out, in): the hidden layers' weights follow the shape's hidden sizes.
-        assert [w.shape[0] for w in weights[0:2 * n:2]] == [shape[k] for k in keys]
+        assert [w.shape[0] for w in weights[0 : 2 * n : 2]] == [shape[k] for k in keys]
         assert sum(w.numel() for w in weights) < 4096 * 8192  # under the first benchmark weight alone
     smallest = task.check_shapes[0]
     assert all(smallest[k] == 13 for k in keys)  # the first derived shape: every size at the prime 13
@@ -91,11 +91,12 @@ def test_load_task_file_names_the_missing_package(tmp_path: Path) -> None:
     path.write_text("import torch\nimport wf_missing_pkg_xyz\n\n" + MLP.replace("HIDDEN", "[16]"))
     with pytest.raises(TaskError) as caught:
         load_task_file(path)
-    assert str(caught.value) == ("needs_pkg.py imports wf_missing_pkg_xyz, which is not installed: "
-                                 "pip install wf_missing_pkg_xyz")
+    assert str(caught.value) == (
+        "needs_pkg.py imports wf_missing_pkg_xyz, which is not installed: pip install wf_missing_pkg_xyz"
+    )
 
 
-POOLED = '''
+POOLED = """
 import torch
 import torch.nn as nn
 
@@ -122,7 +123,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [num_classes]
-'''
+"""
 
 
 def test_a_size_the_code_refuses_to_halve_keeps_its_value_and_the_note_says_why(tmp_path: Path) -> None:
@@ -145,7 +146,7 @@ def test_inputs_too_large_even_at_the_smallest_sizes_get_a_reason_with_the_bytes
     assert "image stays 640" in note and "\n" not in note
 
 
-ASSERTED = '''
+ASSERTED = """
 import torch
 import torch.nn as nn
 
@@ -170,7 +171,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [channels]
-'''
+"""
 
 
 def test_a_bare_assert_is_quoted_in_the_note(tmp_path: Path) -> None:
@@ -194,7 +195,7 @@ def test_shallow_wide_mlp_check_inputs_are_small() -> None:
         assert sum(t.numel() for t in inputs) < 32768 * 32768 // 16
 
 
-STACKED = '''
+STACKED = """
 import torch
 import torch.nn as nn
 
@@ -219,7 +220,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [widths]
-'''
+"""
 
 
 def test_a_list_item_that_counts_layers_keeps_its_value(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from warpforge.kernels.taskdef import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PROBLEM = '''
+PROBLEM = """
 import torch
 import torch.nn as nn
 
@@ -42,7 +42,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def write(tmp_path: Path, name: str, expr: str, targets: str) -> Path:
@@ -59,8 +59,9 @@ def module_of(path: Path) -> ModuleType:
     return module
 
 
-def run_adapted(problem: Task, match: Match, tmp_path: Path, shape_index: int = 0) -> list[tuple[str, torch.Tensor,
-                                                                                                   tuple]]:
+def run_adapted(
+    problem: Task, match: Match, tmp_path: Path, shape_index: int = 0
+) -> list[tuple[str, torch.Tensor, tuple]]:
     """Every template the match searches, adapted, on the problem's own inputs at one of its check shapes (the
     middle configuration of each): (template, output, inputs)."""
     copy, variants = matched_files(problem, match, tmp_path / "matched")
@@ -78,8 +79,12 @@ def run_adapted(problem: Task, match: Match, tmp_path: Path, shape_index: int = 
 
 
 def test_a_summed_cross_entropy_is_cross_entropy_through_the_sum_adapter(tmp_path: Path) -> None:
-    path = write(tmp_path, "ce_sum", "torch.nn.functional.cross_entropy(predictions, targets, reduction='sum')",
-                 "torch.randint(0, num_classes, (batch_size,))")
+    path = write(
+        tmp_path,
+        "ce_sum",
+        "torch.nn.functional.cross_entropy(predictions, targets, reduction='sum')",
+        "torch.randint(0, num_classes, (batch_size,))",
+    )
     problem = load_task_file(path)
     match, _ = find_match(problem)
     assert match is not None and match.task == "cross_entropy" and match.in_order
@@ -93,8 +98,10 @@ def test_a_summed_cross_entropy_is_cross_entropy_through_the_sum_adapter(tmp_pat
 
 def test_a_loss_with_the_wrong_reduction_or_a_label_smoothing_matches_nothing(tmp_path: Path) -> None:
     # A per-row loss is not its mean, and a label-smoothed loss is not the plain one under any reduction.
-    for name, expr in (("ce_none", "torch.nn.functional.cross_entropy(predictions, targets, reduction='none') * 2"),
-                       ("ce_smooth", "torch.nn.functional.cross_entropy(predictions, targets, label_smoothing=0.1)")):
+    for name, expr in (
+        ("ce_none", "torch.nn.functional.cross_entropy(predictions, targets, reduction='none') * 2"),
+        ("ce_smooth", "torch.nn.functional.cross_entropy(predictions, targets, label_smoothing=0.1)"),
+    ):
         path = write(tmp_path, name, expr, "torch.randint(0, num_classes, (batch_size,))")
         match, tried = find_match(load_task_file(path))
         assert match is None, (name, match)
@@ -102,8 +109,12 @@ def test_a_loss_with_the_wrong_reduction_or_a_label_smoothing_matches_nothing(tm
 
 
 def test_a_hinge_with_targets_shaped_like_the_predictions_is_the_hinge_member(tmp_path: Path) -> None:
-    path = write(tmp_path, "hinge", "torch.mean(torch.clamp(1 - predictions * targets, min=0))",
-                 "torch.randint(0, 2, (batch_size, num_classes)).float() * 2 - 1")
+    path = write(
+        tmp_path,
+        "hinge",
+        "torch.mean(torch.clamp(1 - predictions * targets, min=0))",
+        "torch.randint(0, 2, (batch_size, num_classes)).float() * 2 - 1",
+    )
     match, _ = find_match(load_task_file(path))
     assert match is not None and (match.task, match.member) == ("loss", "hinge_mean") and match.adapter is None
     assert dict(match.constants) == {"OP": "hinge", "REDUCTION": "mean"}
@@ -145,7 +156,8 @@ def test_95_cross_entropy_is_searched_with_its_mean(tmp_path: Path, kernelbench:
 
 
 def test_98_kl_div_keeps_its_literal_width_and_is_searched_as_the_batchmean_member(
-        tmp_path: Path, kernelbench: Callable[[str], Task]) -> None:
+    tmp_path: Path, kernelbench: Callable[[str], Task]
+) -> None:
     # input_shape = (8192 * 2,) is no global: N is the literal 16384 in every shape of the problem.
     problem = kernelbench("98_KLDivLoss")
     match, _ = find_match(problem)
@@ -167,8 +179,9 @@ def test_100_hinge_and_99_triplet_margin_match_nothing_and_say_why(kernelbench: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["94_MSELoss", "95_CrossEntropyLoss", "98_KLDivLoss"])
-def test_kernelbench_losses_are_ok_under_the_interpreter_backend(name: str, tmp_path: Path,
-                                                                   kernelbench: Callable[[str], Task]) -> None:
+def test_kernelbench_losses_are_ok_under_the_interpreter_backend(
+    name: str, tmp_path: Path, kernelbench: Callable[[str], Task]
+) -> None:
     """The whole judge (check shapes, seeds, the problem's adversarial inputs) on one adapted template each:
     ~30 s a problem on 2 cores."""
     from warpforge.evaluator.result import Verdict

@@ -17,7 +17,7 @@ from warpforge.kernels.variant import load_variant
 
 HERE = Path(__file__).parent / "kernelbench"
 
-LITERAL = '''
+LITERAL = """
 import torch
 import torch.nn as nn
 
@@ -33,7 +33,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def write(tmp_path: Path, rows: str) -> Path:
@@ -78,7 +78,7 @@ def test_largest_checked_names_only_benchmark_shapes_it_did_not_run() -> None:
     assert torch.float32 in task.dtypes
 
 
-SIZED = '''
+SIZED = """
 import torch
 import torch.nn as nn
 
@@ -98,7 +98,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_a_probe_whose_cases_do_not_all_run_gives_way_to_the_next(tmp_path: Path, monkeypatch) -> None:

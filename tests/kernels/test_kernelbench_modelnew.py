@@ -84,11 +84,14 @@ def test_a_hand_written_model_new_is_ok(backend, task) -> None:
     assert result.checked
 
 
-@pytest.mark.parametrize("forward", [
-    "        return x @ self.gemm.weight.t()\n",
-    "        return torch.nn.functional.linear(x, self.gemm.weight)\n",
-    "        return self.gemm(x)\n",
-])
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "        return x @ self.gemm.weight.t()\n",
+        "        return torch.nn.functional.linear(x, self.gemm.weight)\n",
+        "        return self.gemm(x)\n",
+    ],
+)
 def test_torch_doing_the_gemm_is_rejected(backend, task, forward: str) -> None:
     result = evaluate(backend, task, ANSWER.replace("        return y\n", forward))
     assert result.verdict is Verdict.REJECTED and result.reason == "torch_compute_call", result.message
@@ -104,8 +107,9 @@ def test_the_bias_dropped_is_incorrect(backend, task) -> None:
 
 def test_a_model_new_ignoring_the_loaded_state_is_caught(backend, task) -> None:
     # Its own parameter (`my_bias`, zeros) instead of the reference's `bias`: the state cannot be loaded.
-    source = ANSWER.replace("self.bias = nn.Parameter", "self.my_bias = nn.Parameter") \
-        .replace("self.bias, y", "self.my_bias, y")
+    source = ANSWER.replace("self.bias = nn.Parameter", "self.my_bias = nn.Parameter").replace(
+        "self.bias, y", "self.my_bias, y"
+    )
     result = evaluate(backend, task, source)
     assert result.verdict is Verdict.REJECTED and result.reason == "state_mismatch", result.message
     assert "gemm.weight" in result.message and "my_bias" in result.message
@@ -121,8 +125,7 @@ def test_a_kernel_variant_gets_the_state_as_trailing_inputs(backend) -> None:
 def test_the_real_kernelbench_problem_has_the_fixture_s_state(kernelbench: Path) -> None:
     """The fixture is KernelBench's level-2 problem at small sizes: same state names, init inputs as JSON."""
     source = (kernelbench / "level2" / "76_Gemm_Add_ReLU.py").read_text()
-    small = source.replace("in_features = 8192", "in_features = 40").replace("out_features = 8192",
-                                                                              "out_features = 24")
+    small = source.replace("in_features = 8192", "in_features = 40").replace("out_features = 8192", "out_features = 24")
     namespace: dict = {}
     exec(compile(small, "76_Gemm_Add_ReLU.py", "exec"), namespace)
     model = namespace["Model"](*namespace["get_init_inputs"]())
@@ -138,11 +141,13 @@ def test_model_new_is_benchmarked_and_re_measured_with_the_reference_s_state(tas
     from warpforge.evaluator.sandbox.supervisor import ChildPool
 
     job = Job(task, parse_variant(ANSWER, "answer").for_task(task.name), {})
-    zero_bias = Job(task, parse_variant(ANSWER.replace(BIAS_ADD, "acc = tl.maximum(acc, 0.0)"), "b")
-                    .for_task(task.name), {})
+    zero_bias = Job(
+        task, parse_variant(ANSWER.replace(BIAS_ADD, "acc = tl.maximum(acc, 0.0)"), "b").for_task(task.name), {}
+    )
     with ChildPool() as pool:
-        failure, shapes, _ = bench_stage(pool, job, "cpu", True, task.shapes, torch.float32,
-                                         BenchSettings(warmup=1, reps=4, wall_calls=2, recheck=2))
+        failure, shapes, _ = bench_stage(
+            pool, job, "cpu", True, task.shapes, torch.float32, BenchSettings(warmup=1, reps=4, wall_calls=2, recheck=2)
+        )
         assert failure is None and shapes and all(s.p50_ms for s in shapes), failure and failure.message
         failure, a, b = ab_stage(pool, job, job, "cpu", True, task.shapes, torch.float32, rounds=2)
         assert failure is None and len(a) == len(b) == 2, failure and failure.message

@@ -72,7 +72,7 @@ def test_adversarial_inputs_cover_signs_magnitudes_ties_and_rows_and_leave_integ
         assert torch.equal(inputs[1], base[1])  # integer targets untouched
 
 
-COPY = '''
+COPY = """
 import torch
 import triton
 import triton.language as tl
@@ -93,7 +93,7 @@ def launch(x, BLOCK=1024):
     y = torch.empty_like(x)
     _k[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK)
     return y
-'''
+"""
 
 
 @pytest.mark.parametrize(("body", "verdict"), [("x", Verdict.INCORRECT), ("tl.maximum(x, 0.0)", Verdict.OK)])
@@ -147,17 +147,26 @@ def test_an_rmsnorm_without_weight_over_dim_1_is_the_normalize_family_through_a_
     assert match.keys == {"M": "batch_size", "R": "features", "N": ["dim1", "dim2"]}
 
 
-@pytest.mark.parametrize(("name", "member"), [("89_cumsum", "cumsum"), ("90_cumprod", "cumprod"),
-                                            ("91_cumsum_reverse", "cumsum_reverse"),
-                                            ("92_cumsum_exclusive", "cumsum_exclusive")])
+@pytest.mark.parametrize(
+    ("name", "member"),
+    [
+        ("89_cumsum", "cumsum"),
+        ("90_cumprod", "cumprod"),
+        ("91_cumsum_reverse", "cumsum_reverse"),
+        ("92_cumsum_exclusive", "cumsum_exclusive"),
+    ],
+)
 def test_scans_over_the_last_dim_are_the_scan_family_with_n_1(name: str, member: str) -> None:
     # 91 flips, scans and flips back; 92 concatenates zeros with the cumsum of all but the last input.
     match, _ = find_match(problem(name))
     assert match is not None and (match.task, match.member) == ("scan", member)
     assert match.adapter is not None and match.adapter.groups == (((0, 1), (1, 2), (2, 2)),)
     assert match.keys == {"M": "batch_size", "L": "input_shape[0]", "N": []}  # N: an empty product, 1
-    assert dict(match.constants) == {"OP": member[3:].split("_")[0], "REVERSE": "reverse" in member,
-                                     "EXCLUSIVE": "exclusive" in member}
+    assert dict(match.constants) == {
+        "OP": member[3:].split("_")[0],
+        "REVERSE": "reverse" in member,
+        "EXCLUSIVE": "exclusive" in member,
+    }
 
 
 def test_both_tolerance_rules_on_the_same_outputs() -> None:

@@ -78,8 +78,6 @@ def test_check_shapes_are_small() -> None:
 # ----------------------------------------------------------------------------------------- templates
 
 
-
-
 def _grad_x_mismatches(task, grad_seeds: range) -> int:
     """How many upstream gradients make the single_pass template's dx miss at M=1, N=2 (the input seed of a
     `fails_hidden_shape` verdict seen in an optimize run), judged as the training judge compares gradients."""

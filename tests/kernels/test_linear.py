@@ -32,8 +32,9 @@ def _feasible(name: str) -> list[dict[str, Any]]:
     return [c for c in VARIANTS[name].configs() if all(module.constraints(c, s) for s in TASK.shapes)]
 
 
-def _truth(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, grad_out: torch.Tensor
-           ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+def _truth(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, grad_out: torch.Tensor
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """Independent ground truth: F.linear in float64, differentiated by torch autograd (not the task's
     reference, not a template)."""
     leaves = [t.detach().cpu().double().requires_grad_(True) for t in (x, w, b)]
@@ -47,8 +48,14 @@ def _grad_out(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str)
     return torch.randn(shape["M"], shape["N"], generator=gen).to(dtype=dtype, device=device)
 
 
-def _check(module: ModuleType, params: dict[str, Any], inputs: tuple[torch.Tensor, ...], grad_out: torch.Tensor,
-           dtype: torch.dtype, where: str) -> None:
+def _check(
+    module: ModuleType,
+    params: dict[str, Any],
+    inputs: tuple[torch.Tensor, ...],
+    grad_out: torch.Tensor,
+    dtype: torch.dtype,
+    where: str,
+) -> None:
     """launch, launch_forward and launch_backward against the float64 truth with the task's tolerances; the
     inputs and the upstream gradient left unchanged, every output fresh, in the right dtype."""
     before = [t.clone() for t in (*inputs, grad_out)]
@@ -139,7 +146,7 @@ def _accumulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, block_k: int,
     """A tiled linear as a kernel computes it: each K tile's product in fp32, added to an ``acc`` accumulator."""
     c = torch.zeros(x.shape[0], w.shape[0], dtype=acc)
     for k in range(0, x.shape[1], block_k):
-        c = (c.float() + x[:, k:k + block_k].float() @ w[:, k:k + block_k].float().T).to(acc)
+        c = (c.float() + x[:, k : k + block_k].float() @ w[:, k : k + block_k].float().T).to(acc)
     return (c.float() + b.float()).to(x.dtype)
 
 
@@ -186,12 +193,16 @@ def test_templates_parse_and_differ() -> None:
     assert len({v.source_hash for v in VARIANTS.values()}) == len(VARIANTS)
 
 
-@pytest.mark.parametrize(("tile", "names"), [
-    ((128, 256, 64, 8, 3), ("tiled", "fused_db")),
-    ((128, 128, 64, 4, 4), ("tiled",)),  # fused_db: 128 + 64 fp32 values per thread (its A tile too) spill
-    ((64, 256, 32, 4, 4), ("tiled", "fused_db")),
-    ((128, 128, 32, 4, 4), ("tiled", "fused_db")),
-], ids=str)
+@pytest.mark.parametrize(
+    ("tile", "names"),
+    [
+        ((128, 256, 64, 8, 3), ("tiled", "fused_db")),
+        ((128, 128, 64, 4, 4), ("tiled",)),  # fused_db: 128 + 64 fp32 values per thread (its A tile too) spill
+        ((64, 256, 32, 4, 4), ("tiled", "fused_db")),
+        ((128, 128, 32, 4, 4), ("tiled", "fused_db")),
+    ],
+    ids=str,
+)
 def test_space_holds_hopper_configs(tile: tuple[int, ...], names: tuple[str, ...]) -> None:
     bm, bn, bk, warps, stages = tile
     config = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": warps, "num_stages": stages}
@@ -232,12 +243,19 @@ def test_adversarial_and_precision_inputs(name: str) -> None:
     assert TASK.adversarial_inputs is not None and TASK.precision_inputs is not None
     shape = max(TASK.check_shapes, key=lambda s: s["M"] * s["N"] * s["K"])
     for set_name, inputs in TASK.adversarial_inputs(shape, torch.float16, 3, DEVICE).items():
-        _check(MODULES[name], config, inputs, _grad_out(shape, torch.float16, 3, DEVICE), torch.float16,
-               f"{name} {set_name}")
+        _check(
+            MODULES[name],
+            config,
+            inputs,
+            _grad_out(shape, torch.float16, 3, DEVICE),
+            torch.float16,
+            f"{name} {set_name}",
+        )
     shape = TASK.precision_shapes[0]
     inputs = TASK.precision_inputs(dict(shape), torch.float16, 0, DEVICE)
-    _check(MODULES[name], config, inputs, _grad_out(shape, torch.float16, 0, DEVICE), torch.float16,
-           f"{name} precision")
+    _check(
+        MODULES[name], config, inputs, _grad_out(shape, torch.float16, 0, DEVICE), torch.float16, f"{name} precision"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -248,8 +266,8 @@ def test_templates_honour_strides(name: str) -> None:
     shape = TASK.check_shapes[2]
     x, w, b = TASK.make_inputs(shape, torch.float16, 5, DEVICE)
     wide = torch.zeros(x.shape[0], x.shape[1] + 9, dtype=x.dtype, device=DEVICE)
-    wide[:, 3:3 + x.shape[1]] = x
-    x_view = wide[:, 3:3 + x.shape[1]]
+    wide[:, 3 : 3 + x.shape[1]] = x
+    x_view = wide[:, 3 : 3 + x.shape[1]]
     w_t = w.t().contiguous().t()
     assert w_t.stride() == (1, w.shape[0]) and not x_view.is_contiguous()
     g = _grad_out(shape, torch.float16, 5, DEVICE)
@@ -267,9 +285,14 @@ def test_an_fp16_accumulator_fails_the_precision_case() -> None:
     """The tiled template with its accumulator rounded to fp16 after every K tile: right on the check shapes
     (K <= 129), wrong on the task's precision case (K = 4096, partial sums ~2048)."""
     honest = MODULES["tiled"]
-    broken = module_from(_variant_source(
-        "tiled", "        acc = tl.dot(a, b, acc)\n",
-        "        acc = tl.dot(a, b, acc.to(tl.float32)).to(tl.float16)\n"), "linear_fp16_acc")
+    broken = module_from(
+        _variant_source(
+            "tiled",
+            "        acc = tl.dot(a, b, acc)\n",
+            "        acc = tl.dot(a, b, acc.to(tl.float32)).to(tl.float16)\n",
+        ),
+        "linear_fp16_acc",
+    )
     config = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 2}
     assert TASK.precision_inputs is not None
     atol, rtol = TASK.tolerance(torch.float16)
@@ -284,10 +307,14 @@ def test_an_fp16_accumulator_fails_the_precision_case() -> None:
 
 
 def test_rounding_before_the_bias_fails_the_adversarial_case() -> None:
-    broken = module_from(_variant_source(
-        "tiled", "        acc += bias.to(tl.float32)[None, :]\n",
-        "        acc = acc.to(c_ptr.dtype.element_ty).to(tl.float32) + bias.to(tl.float32)[None, :]\n"),
-        "linear_round_first")
+    broken = module_from(
+        _variant_source(
+            "tiled",
+            "        acc += bias.to(tl.float32)[None, :]\n",
+            "        acc = acc.to(c_ptr.dtype.element_ty).to(tl.float32) + bias.to(tl.float32)[None, :]\n",
+        ),
+        "linear_round_first",
+    )
     config = representative(_feasible("tiled"))[0]
     assert TASK.adversarial_inputs is not None
     shape = max(TASK.check_shapes, key=lambda s: s["M"] * s["N"] * s["K"])
@@ -322,11 +349,13 @@ def test_a_wrong_gradient_fails(index: int) -> None:
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_templates_on_gpu(name: str, dtype: torch.dtype) -> None:
     for config in representative(_feasible(name)):
-        for seed, shape in enumerate(TASK.check_shapes + [{"M": 1000, "N": 1500, "K": 777},
-                                                         {"M": 512, "N": 384, "K": 4096}]):
+        for seed, shape in enumerate(
+            TASK.check_shapes + [{"M": 1000, "N": 1500, "K": 777}, {"M": 512, "N": 384, "K": 4096}]
+        ):
             inputs = TASK.make_inputs(shape, dtype, seed, "cuda")
-            _check(MODULES[name], config, inputs, _grad_out(shape, dtype, seed, "cuda"), dtype,
-                   f"{name} {config} {shape}")
+            _check(
+                MODULES[name], config, inputs, _grad_out(shape, dtype, seed, "cuda"), dtype, f"{name} {config} {shape}"
+            )
             torch.cuda.synchronize()
 
 

@@ -41,6 +41,7 @@ PARAMS = {
 
 def _gn(groups: int):
     """torch's GroupNorm module (float64) with the given affine: v -> GroupNorm(v) * gamma + beta."""
+
     def apply(v: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
         module = nn.GroupNorm(groups, v.shape[1], eps=1e-5).double()
         with torch.no_grad():
@@ -48,23 +49,33 @@ def _gn(groups: int):
             module.bias.copy_(beta)
             # a group of one value is its bias (0 / sqrt(eps)), which nn.GroupNorm refuses to compute
             return module(v) if v.shape[0] * v.shape[1] // groups > 1 else beta.expand_as(v).clone()
+
     return apply
 
 
 # name -> (steps, the chain as a formula of (z, gamma, beta, p)) with the KernelBench problems' shapes of chain
 CHAINS: dict[str, tuple[tuple[Any, ...], Any]] = {
     "gn16": ((("group_norm", 16, 1e-5),), lambda z, g, b, p: _gn(16)(z, g, b)),
-    "gn_hardtanh": ((("group_norm", 2, 1e-5), ("clamp", -2.0, 2.0)),
-                    lambda z, g, b, p: torch.clamp(_gn(2)(z, g, b), -2.0, 2.0)),
-    "swish_bias_gn": ((("silu", 0.0, 0.0), ("add_p", 0.0, 0.0), ("group_norm", 4, 1e-5)),
-                      lambda z, g, b, p: _gn(4)(F.silu(z) + p, g, b)),
-    "gn_swish_mul_swish": ((("group_norm", 4, 1e-5), ("silu", 0.0, 0.0), ("mul_p", 0.0, 0.0), ("silu", 0.0, 0.0)),
-                           lambda z, g, b, p: F.silu(F.silu(_gn(4)(z, g, b)) * p)),
-    "bias_hardtanh_mish_gn": ((("add_p", 0.0, 0.0), ("clamp", -1.0, 1.0), ("mish", 0.0, 0.0),
-                               ("group_norm", 4, 1e-5)),
-                              lambda z, g, b, p: _gn(4)(F.mish(torch.clamp(z + p, -1.0, 1.0)), g, b)),
-    "gn_leaky_double": ((("group_norm", 2, 1e-5), ("leaky_relu", 0.01, 0.0), ("mul", 2.0, 0.0)),
-                        lambda z, g, b, p: 2 * F.leaky_relu(_gn(2)(z, g, b), 0.01)),
+    "gn_hardtanh": (
+        (("group_norm", 2, 1e-5), ("clamp", -2.0, 2.0)),
+        lambda z, g, b, p: torch.clamp(_gn(2)(z, g, b), -2.0, 2.0),
+    ),
+    "swish_bias_gn": (
+        (("silu", 0.0, 0.0), ("add_p", 0.0, 0.0), ("group_norm", 4, 1e-5)),
+        lambda z, g, b, p: _gn(4)(F.silu(z) + p, g, b),
+    ),
+    "gn_swish_mul_swish": (
+        (("group_norm", 4, 1e-5), ("silu", 0.0, 0.0), ("mul_p", 0.0, 0.0), ("silu", 0.0, 0.0)),
+        lambda z, g, b, p: F.silu(F.silu(_gn(4)(z, g, b)) * p),
+    ),
+    "bias_hardtanh_mish_gn": (
+        (("add_p", 0.0, 0.0), ("clamp", -1.0, 1.0), ("mish", 0.0, 0.0), ("group_norm", 4, 1e-5)),
+        lambda z, g, b, p: _gn(4)(F.mish(torch.clamp(z + p, -1.0, 1.0)), g, b),
+    ),
+    "gn_leaky_double": (
+        (("group_norm", 2, 1e-5), ("leaky_relu", 0.01, 0.0), ("mul", 2.0, 0.0)),
+        lambda z, g, b, p: 2 * F.leaky_relu(_gn(2)(z, g, b), 0.01),
+    ),
 }
 
 
@@ -104,9 +115,13 @@ def test_templates_pass_the_grammar_and_name_the_default_member() -> None:
 
 
 def test_members_refuse_what_the_templates_cannot_compute() -> None:
-    for steps in [(("relu", 0.0, 0.0),), (("group_norm", 2, 1e-5), ("group_norm", 2, 1e-5)),
-                  (("group_norm", 2, 1e-5), ("add_z", 0.0, 0.0)), (("group_norm", 2, 1e-5), ("row_sum", 1.0, 0.0)),
-                  (("group_norm", 0, 1e-5),)]:
+    for steps in [
+        (("relu", 0.0, 0.0),),
+        (("group_norm", 2, 1e-5), ("group_norm", 2, 1e-5)),
+        (("group_norm", 2, 1e-5), ("add_z", 0.0, 0.0)),
+        (("group_norm", 2, 1e-5), ("row_sum", 1.0, 0.0)),
+        (("group_norm", 0, 1e-5),),
+    ]:
         with pytest.raises(ValueError):
             linear_groupnorm.member(steps)
 
@@ -118,8 +133,10 @@ def test_chains_on_the_templates_match_torch_in_fp32(name: str) -> None:
     failures = []
     for label, (steps, formula) in CHAINS.items():
         for shape in TASK.check_shapes:
-            cases = {"random": TASK.make_inputs(shape, torch.float32, 0, DEVICE),
-                     **TASK.adversarial_inputs(shape, torch.float32, 0, DEVICE)}
+            cases = {
+                "random": TASK.make_inputs(shape, torch.float32, 0, DEVICE),
+                **TASK.adversarial_inputs(shape, torch.float32, 0, DEVICE),
+            }
             for kind, inputs in cases.items():
                 bad = _bad(_run(name, steps, inputs), _truth(formula, *inputs))
                 if bad is not None:
@@ -147,8 +164,12 @@ def test_the_forward_reads_a_groupnorm_as_one_norm_step() -> None:
             x = torch.sigmoid(x) * x + self.bias
             return torch.clamp(self.gn(x), -1.0, 1.0)
 
-    assert chain_steps(Model()) == (("silu", 0.0, 0.0), ("add_p", 0.0, 0.0), ("group_norm", 3.0, 1e-6),
-                                    ("clamp", -1.0, 1.0))
+    assert chain_steps(Model()) == (
+        ("silu", 0.0, 0.0),
+        ("add_p", 0.0, 0.0),
+        ("group_norm", 3.0, 1e-6),
+        ("clamp", -1.0, 1.0),
+    )
     members = linear_groupnorm.propose_members(Model())
     assert [m.name for m in members] == ["silu>add_p>group_norm(3,eps=1e-06)>clamp(-1.0,1.0)"]
 
@@ -187,12 +208,28 @@ def test_benchmark_judges_level2_groupnorm_chains_ok() -> None:
     if not LEVEL2.is_dir():
         pytest.skip(f"KernelBench level 2 not found at {LEVEL2} (../shared/kernelbench)")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench.py"), str(LEVEL2),
-                          "--problems", "30,62,88", "--trials", "1", "--json"],
-                         capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "kernelbench.py"),
+            str(LEVEL2),
+            "--problems",
+            "30,62,88",
+            "--trials",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     rows = {r["problem"]: r for r in json.loads(out.stdout)["rows"]}
     # no parameter; 512 groups checked 2 features wide; a per-feature parameter with the arguments reordered
-    assert set(rows) == {"30_Gemm_GroupNorm_Hardtanh", "62_Matmul_GroupNorm_LeakyReLU_Sum",
-                         "88_Gemm_GroupNorm_Swish_Multiply_Swish"}
+    assert set(rows) == {
+        "30_Gemm_GroupNorm_Hardtanh",
+        "62_Matmul_GroupNorm_LeakyReLU_Sum",
+        "88_Gemm_GroupNorm_Swish_Multiply_Swish",
+    }
     for name, row in rows.items():
         assert row["matched"].startswith("linear_groupnorm") and row["correct"], (name, row["why"])

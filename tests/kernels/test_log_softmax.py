@@ -22,9 +22,11 @@ def test_reference_is_x_minus_logsumexp() -> None:
 
 
 # The default tier: fp32 on the two smallest check shapes; the slow tier: every check shape in every dtype.
-CASES = [pytest.param(d, shapes, id=f"{d}-{tag}", marks=[] if (i, tag) == (0, "small") else [pytest.mark.slow])
-         for i, d in enumerate(TASK.dtypes)
-         for tag, shapes in (("small", TASK.check_shapes[:2]), ("all", TASK.check_shapes))]
+CASES = [
+    pytest.param(d, shapes, id=f"{d}-{tag}", marks=[] if (i, tag) == (0, "small") else [pytest.mark.slow])
+    for i, d in enumerate(TASK.dtypes)
+    for tag, shapes in (("small", TASK.check_shapes[:2]), ("all", TASK.check_shapes))
+]
 
 
 @pytest.mark.parametrize(("dtype", "shapes"), CASES)
@@ -34,13 +36,16 @@ def test_template_correct_on_check_shapes(name: str, dtype: torch.dtype, shapes:
     module = load(variant)
     for shape in shapes:
         assert TASK.adversarial_inputs is not None
-        cases = {"random": TASK.make_inputs(shape, dtype, 0, DEVICE),
-                 **TASK.adversarial_inputs(shape, dtype, 0, DEVICE)}
+        cases = {
+            "random": TASK.make_inputs(shape, dtype, 0, DEVICE),
+            **TASK.adversarial_inputs(shape, dtype, 0, DEVICE),
+        }
         for params in representative(valid_configs(variant, module, shape))[:1]:
             for kind, (x,) in cases.items():
                 with nan_allocations():
                     out = module.launch(x, **params)
                 atol, rtol = TASK.tolerance(dtype)
-                bad = compare_outputs([out.cpu()], [TASK.reference(x.cpu().double())], [TASK.reference(x.cpu())],
-                                      atol, rtol)
+                bad = compare_outputs(
+                    [out.cpu()], [TASK.reference(x.cpu().double())], [TASK.reference(x.cpu())], atol, rtol
+                )
                 assert bad is None, f"{name} {shape} {kind} {params}: {bad.message}"

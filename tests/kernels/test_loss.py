@@ -76,20 +76,35 @@ def test_every_member_on_every_template(name: str, dtype: torch.dtype) -> None:
 def test_a_template_on_one_element_and_a_17k_element_check_shape() -> None:
     # M = N = 1 is a single masked tile; 67 x 257 is several programs with a partial last tile.
     for name in sorted(VARIANTS):
-        failures = run_members(TASK, VARIANTS[name], [{"M": 1, "N": 1}, {"M": 67, "N": 257}], torch.float32,
-                               members=["smooth_l1_mean", "kl_div_batchmean"])
+        failures = run_members(
+            TASK,
+            VARIANTS[name],
+            [{"M": 1, "N": 1}, {"M": 67, "N": 257}],
+            torch.float32,
+            members=["smooth_l1_mean", "kl_div_batchmean"],
+        )
         assert not failures, "\n".join(failures[:5])
 
 
 # Each edit turns the shipped partials template into a plausible wrong one: its accumulator in fp16, or a grid
 # of floor(n / span) programs that never reads the last partial span.
 BROKEN = {
-    "fp16_accumulator": [("acc = tl.zeros([BLOCK], dtype=tl.float32)\n    for i in range(TILES):",
-                          "acc = tl.zeros([BLOCK], dtype=tl.float16)\n    for i in range(TILES):"),
-                         ("acc += tl.where(mask, _elem_loss(p, t, OP), 0.0)",
-                          "acc += tl.where(mask, _elem_loss(p, t, OP), 0.0).to(tl.float16)")],
-    "dropped_tail": [('programs = triton.cdiv(n, params["BLOCK"] * params["TILES"])',
-                      'programs = max(n // (params["BLOCK"] * params["TILES"]), 1)')],
+    "fp16_accumulator": [
+        (
+            "acc = tl.zeros([BLOCK], dtype=tl.float32)\n    for i in range(TILES):",
+            "acc = tl.zeros([BLOCK], dtype=tl.float16)\n    for i in range(TILES):",
+        ),
+        (
+            "acc += tl.where(mask, _elem_loss(p, t, OP), 0.0)",
+            "acc += tl.where(mask, _elem_loss(p, t, OP), 0.0).to(tl.float16)",
+        ),
+    ],
+    "dropped_tail": [
+        (
+            'programs = triton.cdiv(n, params["BLOCK"] * params["TILES"])',
+            'programs = max(n // (params["BLOCK"] * params["TILES"]), 1)',
+        )
+    ],
 }
 
 
@@ -110,7 +125,7 @@ def test_a_broken_partials_template_is_caught(kind: str, tmp_path: Path) -> None
     assert failures, f"{kind}: every member passed"
 
 
-SCALAR_TASK = '''
+SCALAR_TASK = """
 import torch
 
 NAME = "scalar_sum"
@@ -135,7 +150,7 @@ def flops(shape, dtype):
 
 def bytes_moved(shape, dtype):
     return 4.0 * shape["N"]
-'''
+"""
 
 
 def test_a_loss_reduced_to_a_scalar_is_not_a_degenerate_task(tmp_path: Path) -> None:

@@ -183,8 +183,15 @@ def test_tiled_grouped_on_small_shape() -> None:
 
 def test_split_k_never_launches_empty_slices() -> None:
     """SPLIT_K larger than the number of K tiles still writes every partial plane it sums."""
-    config = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 16, "GROUP_M": 8,
-              "num_warps": 4, "num_stages": 2}
+    config = {
+        "BLOCK_M": 64,
+        "BLOCK_N": 64,
+        "BLOCK_K": 128,
+        "SPLIT_K": 16,
+        "GROUP_M": 8,
+        "num_warps": 4,
+        "num_stages": 2,
+    }
     for k in (1, 129, 385):
         a, b = TASK.make_inputs({"M": 33, "N": 70, "K": k}, torch.float32, seed=0, device="cpu")
         _assert_matches(MODULES["split_k"].launch(a, b, **config), _expected(a, b), torch.float32)

@@ -16,8 +16,9 @@ from warpforge.kernels.variant import builtin_variants
 
 
 def test_names_parse_to_one_canonical_form() -> None:
-    assert split_member("elementwise[gelu_tanh]") == split_member("elementwise:gelu_tanh") == ("elementwise",
-                                                                                                "gelu_tanh")
+    assert (
+        split_member("elementwise[gelu_tanh]") == split_member("elementwise:gelu_tanh") == ("elementwise", "gelu_tanh")
+    )
     assert split_member("elementwise[leaky_relu(0.01)]") == ("elementwise", "leaky_relu(0.01)")
     assert split_member("softmax") is None and split_member("kb/19_ReLU.py") is None
     assert op_identifier("elementwise[hardtanh(0.0,6.0)]") == "elementwise_hardtanh_0_0_6_0"

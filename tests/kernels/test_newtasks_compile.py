@@ -37,8 +37,11 @@ def _middle_config(task_name: str, variant_name: str) -> tuple[object, object, d
     task = get_task(task_name)
     variant = next(v for v in builtin_variants(task_name) if v.name == variant_name)
     module = load(variant)
-    feasible = [c for c in valid_configs(variant, module, task.shapes[0])
-                if all(module.constraints(c, s) for s in task.shapes + task.check_shapes)]
+    feasible = [
+        c
+        for c in valid_configs(variant, module, task.shapes[0])
+        if all(module.constraints(c, s) for s in task.shapes + task.check_shapes)
+    ]
     assert feasible, f"{variant_name}: no configuration fits every shape"
     assert len(variant.configs()) <= 500, "SPACE sized for the search's budgets: a few hundred configs at most"
     return task, variant, feasible[len(feasible) // 2]
@@ -49,8 +52,13 @@ def _middle_config(task_name: str, variant_name: str) -> tuple[object, object, d
 def test_every_kernel_compiles_for_sm90(task_name: str, variant_name: str) -> None:
     task, variant, params = _middle_config(task_name, variant_name)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, str(PROBE), task_name, str(variant.path), json.dumps(params)],  # type: ignore[attr-defined]
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), task_name, str(variant.path), json.dumps(params)],  # type: ignore[attr-defined]
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     kernels = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert kernels and all(k["cubin_bytes"] > 0 and k["shared_bytes"] <= SMEM_SM90 for k in kernels)

@@ -55,8 +55,11 @@ def _one(module: nn.Module) -> Member:
     return members[0]
 
 
-MAX_GRID = [(k, s, p, d, ceil) for k, s, p, d, ceil in itertools.product((2, 3), (1, 2), (0, 1), (1, 2), (False, True))
-            if p <= (d * (k - 1) + 1) // 2]
+MAX_GRID = [
+    (k, s, p, d, ceil)
+    for k, s, p, d, ceil in itertools.product((2, 3), (1, 2), (0, 1), (1, 2), (False, True))
+    if p <= (d * (k - 1) + 1) // 2
+]
 AVG_GRID = list(itertools.product((2, 3), (1, 2), (0, 1), (False, True), (False, True)))
 
 
@@ -105,11 +108,13 @@ def test_templates_pass_the_grammar() -> None:
 
 # Proposed members (not in the table) the templates must also compute: 3-D dilation with ceil_mode, average
 # without counting the padding, a divisor override, and KernelBench 41's 1-D dilated window.
-EXTRA = [_one(nn.MaxPool3d((2, 3, 3), (1, 2, 1), 1, (1, 2, 1), ceil_mode=True)),
-         _one(nn.AvgPool3d((1, 3, 3), (1, 2, 2), (0, 1, 1), ceil_mode=True, count_include_pad=False)),
-         _one(nn.AvgPool3d(3, 2, 1)),
-         _one(nn.AvgPool3d((1, 1, 4), 1, (0, 0, 2), divisor_override=3)),
-         _one(nn.MaxPool1d(4, 1, 2, 3))]
+EXTRA = [
+    _one(nn.MaxPool3d((2, 3, 3), (1, 2, 1), 1, (1, 2, 1), ceil_mode=True)),
+    _one(nn.AvgPool3d((1, 3, 3), (1, 2, 2), (0, 1, 1), ceil_mode=True, count_include_pad=False)),
+    _one(nn.AvgPool3d(3, 2, 1)),
+    _one(nn.AvgPool3d((1, 1, 4), 1, (0, 0, 2), divisor_override=3)),
+    _one(nn.MaxPool1d(4, 1, 2, 3)),
+]
 FAMILY = replace(TASK, members=(*TASK.members, *EXTRA))
 SHAPE = {"N": 1, "C": 2, "D": 3, "H": 5, "W": 9}
 
@@ -149,7 +154,7 @@ def test_a_max_padded_with_zero_is_wrong(tmp_path: Path) -> None:
     assert compare_outputs([out.cpu()], [ref], [member.reference(x.cpu())], 1e-4, 1e-4) is not None
 
 
-PROBLEM = '''import torch
+PROBLEM = """import torch
 import torch.nn as nn
 
 
@@ -177,7 +182,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [kernel_size, stride, padding, dilation]
-'''
+"""
 
 
 def test_a_1d_problem_matches_and_its_adapted_template_pools_its_own_input(tmp_path: Path) -> None:
@@ -217,7 +222,8 @@ LEVEL1_MEMBERS = {
 
 @pytest.mark.parametrize("name", sorted(LEVEL1_MEMBERS))
 def test_kernelbench_pooling_problems_match_with_their_hyperparameters(
-        name: str, kernelbench_file: Callable[[int, str], Path]) -> None:
+    name: str, kernelbench_file: Callable[[int, str], Path]
+) -> None:
     path = kernelbench_file(1, name)
     match, tried = find_match(load_task_file(path), [TASK])
     assert match is not None, tried

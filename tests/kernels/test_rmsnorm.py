@@ -92,8 +92,13 @@ def _grad_truth(inputs: tuple[torch.Tensor, ...], dy: torch.Tensor) -> tuple[tor
     return _autograd(tuple(t.double() for t in inputs), dy)
 
 
-def _assert_grads(grads: tuple[torch.Tensor, ...], truth: tuple[torch.Tensor, ...], dtype: torch.dtype,
-                  where: str, own: tuple[torch.Tensor, ...] | None = None) -> None:
+def _assert_grads(
+    grads: tuple[torch.Tensor, ...],
+    truth: tuple[torch.Tensor, ...],
+    dtype: torch.dtype,
+    where: str,
+    own: tuple[torch.Tensor, ...] | None = None,
+) -> None:
     """The judge's rule (evaluator/judge/compare.py, also the exported package's _testing.py): atol scaled by the
     truth's RMS, plus the error torch's own autograd of the reference makes in ``dtype`` (``own``): a row of
     one element (N = 1) has dx ~ eps * r^3, a cancellation no fp32 computation escapes."""
@@ -103,8 +108,13 @@ def _assert_grads(grads: tuple[torch.Tensor, ...], truth: tuple[torch.Tensor, ..
         assert g.shape == t.shape and g.dtype == dtype, f"{where}: grad {i} {tuple(g.shape)} {g.dtype}"
         scale = t.pow(2).mean().sqrt().item()
         slack = float((own[i].double() - t).abs().max()) if own is not None else 0.0
-        torch.testing.assert_close(g.double(), t, atol=atol * scale + slack, rtol=rtol,
-                                   msg=lambda m, i=i: f"{where}: grad of input {TASK.grad_inputs[i]}: {m}")
+        torch.testing.assert_close(
+            g.double(),
+            t,
+            atol=atol * scale + slack,
+            rtol=rtol,
+            msg=lambda m, i=i: f"{where}: grad of input {TASK.grad_inputs[i]}: {m}",
+        )
 
 
 def _upstream(shape: dict[str, int], dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -150,8 +160,9 @@ def test_template_backward_matches_autograd(name: str, dtype: torch.dtype) -> No
             _assert_grads(tuple(g.cpu() for g in grads), truth, dtype, where, own)
             # the statistic the forward keeps: rstd per row in fp32, as the reference computes it
             x64 = inputs[0].double()
-            torch.testing.assert_close(saved[0].double().cpu(), torch.rsqrt(x64.pow(2).mean(-1) + 1e-6).cpu(),
-                                       atol=0, rtol=1e-5)
+            torch.testing.assert_close(
+                saved[0].double().cpu(), torch.rsqrt(x64.pow(2).mean(-1) + 1e-6).cpu(), atol=0, rtol=1e-5
+            )
 
 
 @pytest.mark.parametrize("dtype", TASK.dtypes, ids=str)
@@ -165,9 +176,11 @@ def test_wrong_backward_fails(dtype: torch.dtype) -> None:
         own = _autograd((x, w), dy)
         x64, dy64 = x.double(), dy.double()
         r = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6)
-        wrong = [((r * w.double() * dy64).to(dtype), dw.to(dtype)),
-                 (dx.to(dtype), (dy64 * x64 * r)[0].to(dtype)),
-                 (dx.to(dtype), dx.sum(0).to(dtype))]
+        wrong = [
+            ((r * w.double() * dy64).to(dtype), dw.to(dtype)),
+            (dx.to(dtype), (dy64 * x64 * r)[0].to(dtype)),
+            (dx.to(dtype), dx.sum(0).to(dtype)),
+        ]
         for grads in wrong:
             with pytest.raises(AssertionError):
                 _assert_grads(grads, (dx, dw), dtype, str(shape), own)

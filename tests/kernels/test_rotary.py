@@ -19,8 +19,9 @@ VARIANTS = {v.name: v for v in builtin_variants("rotary")}
 def test_reference_is_a_rotation_of_each_pair() -> None:
     # Independent route: complex multiplication of (x1 + i x2) by e^{i theta} (the RoPE definition).
     x, cos, sin = TASK.make_inputs({"B": 1, "H": 2, "S": 5, "D": 8}, torch.float64, 0, "cpu")
-    z = torch.complex(x[..., :4], x[..., 4:]) * torch.polar(torch.ones(5, 4, dtype=torch.float64),
-                                                            torch.atan2(sin[:, :4], cos[:, :4]))
+    z = torch.complex(x[..., :4], x[..., 4:]) * torch.polar(
+        torch.ones(5, 4, dtype=torch.float64), torch.atan2(sin[:, :4], cos[:, :4])
+    )
     out = TASK.reference(x, cos, sin)
     torch.testing.assert_close(out, torch.cat((z.real, z.imag), dim=-1))
     # Norms are preserved (a rotation), and the backward of a rotation is its inverse.
@@ -35,8 +36,7 @@ def test_shapes_and_cost_model() -> None:
     assert TASK.bytes_moved(shape, torch.bfloat16) == 2 * (2 * 32 * 4096 * 128 + 2 * 4096 * 128)
     assert TASK.flops(shape, torch.float16) == 3 * 32 * 4096 * 128
     assert {s["D"] for s in TASK.check_shapes} >= {64, 128}
-    assert any(s["S"] > 2 and all(s["S"] % p for p in range(2, int(math.sqrt(s["S"])) + 1))
-               for s in TASK.check_shapes)
+    assert any(s["S"] > 2 and all(s["S"] % p for p in range(2, int(math.sqrt(s["S"])) + 1)) for s in TASK.check_shapes)
 
 
 def _run(name: str, dtype: torch.dtype, every: bool) -> None:
@@ -86,5 +86,6 @@ def test_wrong_backward_fails() -> None:
     assert adversarial is not None
     inputs = adversarial(TASK.check_shapes[1], torch.float32, 0, DEVICE)["general_angles"]
     with pytest.raises(AssertionError, match="grad of input 0"):
-        check_training(TASK, module, {"BLOCK_ROWS": 4, "num_warps": 1, "num_stages": 1}, inputs, torch.float32, 0,
-                       "wrong")
+        check_training(
+            TASK, module, {"BLOCK_ROWS": 4, "num_warps": 1, "num_stages": 1}, inputs, torch.float32, 0, "wrong"
+        )

@@ -17,13 +17,19 @@ from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants
 
 # Each task's templates by name: a template dropped or renamed fails here.
-TEMPLATES = {"softmax": {"single_pass", "online"}, "rmsnorm": {"single_pass", "looped"},
-             "layernorm": {"single_pass", "looped"}}
+TEMPLATES = {
+    "softmax": {"single_pass", "online"},
+    "rmsnorm": {"single_pass", "looped"},
+    "layernorm": {"single_pass", "looped"},
+}
 TASKS = {name: get_task(name) for name in TEMPLATES}
 VARIANTS = {(t, v.name): v for t in TEMPLATES for v in builtin_variants(t)}
 # The first dtype in the default tier; the others (~2/3 of the interpreter time) in the slow tier.
-CHECKED = [pytest.param(t, v, d, id=f"{t}-{v}-{d}", marks=[pytest.mark.slow] if i else [])
-           for t, v in sorted(VARIANTS) for i, d in enumerate(TASKS[t].dtypes)]
+CHECKED = [
+    pytest.param(t, v, d, id=f"{t}-{v}-{d}", marks=[pytest.mark.slow] if i else [])
+    for t, v in sorted(VARIANTS)
+    for i, d in enumerate(TASKS[t].dtypes)
+]
 
 
 @pytest.mark.parametrize("task_name", sorted(TASKS))
@@ -60,8 +66,9 @@ def test_template_correct_on_check_shapes(task_name: str, name: str, dtype: torc
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("task_name", "name", "dtype"), [(t, v, d) for t, v in sorted(VARIANTS)
-                                                           for d in TASKS[t].dtypes])
+@pytest.mark.parametrize(
+    ("task_name", "name", "dtype"), [(t, v, d) for t, v in sorted(VARIANTS) for d in TASKS[t].dtypes]
+)
 def test_template_correct_on_benchmark_shapes_gpu(task_name: str, name: str, dtype: torch.dtype) -> None:
     task = TASKS[task_name]
     run_template(task, VARIANTS[task_name, name], dtype, task.shapes, "cuda")

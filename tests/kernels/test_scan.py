@@ -98,9 +98,10 @@ def test_a_looped_scan_that_drops_the_carry_is_wrong(tmp_path: Path, member: str
 def test_a_running_sum_kept_in_fp16_fails_the_third_inputs(tmp_path: Path) -> None:
     # Loads kept in fp16, a carry of the input's dtype and one element a chunk: every partial sum is rounded to
     # fp16, 14 off after 1031 terms of ~1/3 (allowed: 2.2). Wider chunks in fp16 round once a chunk and pass.
-    edits = [("other=fill).to(tl.float32)", "other=fill)"),
-             ("carry = tl.full([BLOCK_N], fill, tl.float32)",
-              "carry = tl.full([BLOCK_N], fill, x_ptr.dtype.element_ty)")]
+    edits = [
+        ("other=fill).to(tl.float32)", "other=fill)"),
+        ("carry = tl.full([BLOCK_N], fill, tl.float32)", "carry = tl.full([BLOCK_N], fill, x_ptr.dtype.element_ty)"),
+    ]
     shape = {"M": 1, "L": 1031, "N": 1}
     (third,) = TASK.adversarial_inputs(shape, torch.float16, 0, DEVICE)["third"]  # type: ignore[misc]
     params = {"BLOCK_L": 1, "BLOCK_N": 1, "num_warps": 1, "num_stages": 1}

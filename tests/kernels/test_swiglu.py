@@ -168,7 +168,6 @@ def test_template_on_gpu(name: str, dtype: torch.dtype) -> None:
             _assert_matches(out.cpu(), _expected(a.cpu(), b.cpu()), dtype)
 
 
-
 # -- backward --------------------------------------------------------------------------------------
 
 
@@ -178,8 +177,9 @@ def _autograd(a: torch.Tensor, b: torch.Tensor, dout: torch.Tensor) -> tuple[tor
     return la.grad, lb.grad  # type: ignore[return-value]
 
 
-def _assert_grads(grads: tuple[torch.Tensor, ...], a: torch.Tensor, b: torch.Tensor, dout: torch.Tensor,
-                  where: str) -> None:
+def _assert_grads(
+    grads: tuple[torch.Tensor, ...], a: torch.Tensor, b: torch.Tensor, dout: torch.Tensor, where: str
+) -> None:
     """Against torch autograd of the reference in float64, with the judge's rule: atol scaled by the truth's
     RMS plus the error torch's own autograd makes in the inputs' dtype."""
     dtype = a.dtype
@@ -191,8 +191,9 @@ def _assert_grads(grads: tuple[torch.Tensor, ...], a: torch.Tensor, b: torch.Ten
         assert g.shape == t.shape and g.dtype == dtype, f"{where}: grad {i} {tuple(g.shape)} {g.dtype}"
         scale = t.pow(2).mean().sqrt().item()
         slack = float((o.double() - t).abs().max())
-        torch.testing.assert_close(g.double(), t, atol=atol * scale + slack, rtol=rtol,
-                                   msg=lambda m, i=i: f"{where}: grad of input {i}: {m}")
+        torch.testing.assert_close(
+            g.double(), t, atol=atol * scale + slack, rtol=rtol, msg=lambda m, i=i: f"{where}: grad of input {i}: {m}"
+        )
 
 
 def _dout(shape: dict, dtype: torch.dtype) -> torch.Tensor:
@@ -247,8 +248,7 @@ def test_wrong_backward_fails(dtype: torch.dtype) -> None:
         da, db = (g.to(dtype) for g in _autograd(a.double(), b.double(), dout))
         s = torch.sigmoid(a.double())
         ones = _autograd(a.double(), b.double(), torch.ones_like(dout))
-        for grads in [((dout.double() * b.double() * s).to(dtype), db), (db, da),
-                      tuple(g.to(dtype) for g in ones)]:
+        for grads in [((dout.double() * b.double() * s).to(dtype), db), (db, da), tuple(g.to(dtype) for g in ones)]:
             with pytest.raises(AssertionError):
                 _assert_grads(grads, a, b, dout, str(shape))
 

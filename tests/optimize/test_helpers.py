@@ -20,7 +20,7 @@ B, H, HKV, S, D = 1, 4, 2, 12, 16
 
 
 def rotate(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -57,7 +57,7 @@ def _inputs(batch: int = B) -> tuple[torch.Tensor, ...]:
     from warpforge.kernels.tasks.rotary import angles
 
     # each sequence of the batch at its own positions (a continued sequence): cos/sin differ per item
-    ang = torch.stack([angles(S + 5 * b, D)[5 * b:] for b in range(batch)]).float()
+    ang = torch.stack([angles(S + 5 * b, D)[5 * b :] for b in range(batch)]).float()
     return torch.randn(batch, S, D), ang.cos(), ang.sin()
 
 
@@ -74,7 +74,9 @@ def test_a_rotary_helper_is_one_region_matched_for_both_outputs() -> None:
     assert rope_region.source == "helper" and rope_region.kind == "rotary"
     # queries at H heads, keys at HKV heads, each [B, heads, S, D]; cos/sin [1, S, D] read as [S, D]
     assert [(m.task, m.output, m.shape) for m in rope_region.matches] == [
-        ("rotary", 0, {"B": B, "H": H, "S": S, "D": D}), ("rotary", 1, {"B": B, "H": HKV, "S": S, "D": D})]
+        ("rotary", 0, {"B": B, "H": H, "S": S, "D": D}),
+        ("rotary", 1, {"B": B, "H": HKV, "S": S, "D": D}),
+    ]
     # the nested rotate() calls and the backward of the whole helper are inside the region
     assert any(o.backward for o in rope_region.ops) and any(o.op == "cat" for o in rope_region.ops)
     assert not any(r.name.startswith("::rotate") for r in regions)
@@ -92,8 +94,11 @@ def _fake_package(op: Any) -> types.ModuleType:
     package = types.ModuleType("wf_fake_pkg")
     sub = types.ModuleType("wf_fake_pkg.rotary")
     sub._config = types.SimpleNamespace(  # type: ignore[attr-defined]
-        interpreting=lambda: True, shape_of=lambda inputs, dims: {}, dtype_of=lambda inputs: "float32",
-        device_name=lambda device: "cpu")
+        interpreting=lambda: True,
+        shape_of=lambda inputs, dims: {},
+        dtype_of=lambda inputs: "float32",
+        device_name=lambda device: "cpu",
+    )
     sub._TABLE = types.SimpleNamespace(select=lambda *a: "config")  # type: ignore[attr-defined]
     sub._DIMS, sub._constraints = {}, None  # type: ignore[attr-defined]
     sys.modules[sub.__name__] = sub
@@ -112,9 +117,22 @@ def test_the_patch_runs_the_op_for_the_patched_model_only() -> None:
 
     regions = _regions("rope")
     rope_region = next(r for r in regions if r.name == "::rope#0")
-    specs = [PatchSpec(region=rope_region.name, module="", function="rope", op="rotary", shape=dict(m.shape),
-                       order=list(m.order), flatten=list(m.flatten), ranks=[4, 2, 2], dtypes=["float32"],
-                       helper=True, output=m.output) for m in rope_region.matches]
+    specs = [
+        PatchSpec(
+            region=rope_region.name,
+            module="",
+            function="rope",
+            op="rotary",
+            shape=dict(m.shape),
+            order=list(m.order),
+            flatten=list(m.flatten),
+            ranks=[4, 2, 2],
+            dtypes=["float32"],
+            helper=True,
+            output=m.output,
+        )
+        for m in rope_region.matches
+    ]
     torch.manual_seed(0)
     reference_model = Attn("rope")
     patched = Attn("rope")
@@ -147,16 +165,32 @@ def test_a_batch_with_its_own_positions_per_item_is_rotary_per_item() -> None:
     regions = _regions("rope", batch=2)
     rope_region = next(r for r in regions if r.name == "::rope#0")
     assert [(m.task, m.items, m.shape) for m in rope_region.matches] == [
-        ("rotary", 2, {"B": 1, "H": H, "S": S, "D": D}), ("rotary", 2, {"B": 1, "H": HKV, "S": S, "D": D})]
+        ("rotary", 2, {"B": 1, "H": H, "S": S, "D": D}),
+        ("rotary", 2, {"B": 1, "H": HKV, "S": S, "D": D}),
+    ]
     calls: list[tuple[int, ...]] = []
 
     def op(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         calls.append(tuple(x.shape))
         return reference(x, cos, sin)
 
-    specs = [PatchSpec(region=rope_region.name, module="", function="rope", op="rotary", shape=dict(m.shape),
-                       order=list(m.order), flatten=list(m.flatten), ranks=[4, 2, 2], dtypes=["float32"],
-                       helper=True, output=m.output, per_item=True) for m in rope_region.matches]
+    specs = [
+        PatchSpec(
+            region=rope_region.name,
+            module="",
+            function="rope",
+            op="rotary",
+            shape=dict(m.shape),
+            order=list(m.order),
+            flatten=list(m.flatten),
+            ranks=[4, 2, 2],
+            dtypes=["float32"],
+            helper=True,
+            output=m.output,
+            per_item=True,
+        )
+        for m in rope_region.matches
+    ]
     torch.manual_seed(0)
     reference_model, patched = Attn("rope", 2), Attn("rope", 2)
     patched.load_state_dict(reference_model.state_dict())
@@ -176,10 +210,23 @@ def test_a_namesake_from_another_file_is_not_rebound() -> None:
     regions = _regions("rope")
     rope_region = next(r for r in regions if r.name == "::rope#0")
     assert rope_region.helper_file == __file__  # the helper's own file, read off its code
-    specs = [PatchSpec(region=rope_region.name, module="", function="rope", op="rotary", shape=dict(m.shape),
-                       order=list(m.order), flatten=list(m.flatten), ranks=[4, 2, 2], dtypes=["float32"],
-                       helper=True, output=m.output, helper_file="/elsewhere/modeling.py")
-             for m in rope_region.matches]
+    specs = [
+        PatchSpec(
+            region=rope_region.name,
+            module="",
+            function="rope",
+            op="rotary",
+            shape=dict(m.shape),
+            order=list(m.order),
+            flatten=list(m.flatten),
+            ranks=[4, 2, 2],
+            dtypes=["float32"],
+            helper=True,
+            output=m.output,
+            helper_file="/elsewhere/modeling.py",
+        )
+        for m in rope_region.matches
+    ]
     saved = globals()["rope"]
     try:
         counters = apply_patches(Attn("rope"), specs, _fake_package(lambda *a: calls.append(1)))

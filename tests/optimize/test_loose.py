@@ -150,11 +150,15 @@ class _Table:
 def package() -> Iterator[types.ModuleType]:
     # attention as one aten op, so that the patched forward's eager score ops would show if they ran
     # no autograd, as exported
-    ops = {"attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-           "elementwise_gelu_tanh": lambda x: F.gelu(x.detach(), approximate="tanh"),
-           "binary_add": lambda x, z: x.detach() + z.detach()}
-    references = {"elementwise_gelu_tanh": get_task("elementwise").as_member("gelu_tanh").reference,
-                  "binary_add": get_task("binary").as_member("add").reference}
+    ops = {
+        "attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "elementwise_gelu_tanh": lambda x: F.gelu(x.detach(), approximate="tanh"),
+        "binary_add": lambda x, z: x.detach() + z.detach(),
+    }
+    references = {
+        "elementwise_gelu_tanh": get_task("elementwise").as_member("gelu_tanh").reference,
+        "binary_add": get_task("binary").as_member("add").reference,
+    }
     pkg = types.ModuleType(NS)
     refs = types.ModuleType(f"{NS}._reference")
     names = [NS, refs.__name__]
@@ -189,8 +193,7 @@ class _Ops(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_the_patched_run_computes_the_op_alone_and_matches_outputs_and_gradients(
-        package: types.ModuleType) -> None:
+def test_the_patched_run_computes_the_op_alone_and_matches_outputs_and_gradients(package: types.ModuleType) -> None:
     torch.manual_seed(0)
     reference = Block()
     patched = Block()
@@ -225,8 +228,17 @@ def test_a_call_at_other_shapes_runs_as_written_and_says_why(package: types.Modu
 
 
 def test_a_kernel_without_backward_trains_with_its_references_autograd(package: types.ModuleType) -> None:
-    spec = PatchSpec(region="act", module="act", op="elementwise_gelu_tanh", shape={"M": 4, "N": 8}, order=[0],
-                     flatten=[False], ranks=[2], dtypes=["float32"], reference_backward=True)
+    spec = PatchSpec(
+        region="act",
+        module="act",
+        op="elementwise_gelu_tanh",
+        shape={"M": 4, "N": 8},
+        order=[0],
+        flatten=[False],
+        ranks=[2],
+        dtypes=["float32"],
+        reference_backward=True,
+    )
     x = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
     out = op_of(package, spec)(x)
     assert out.requires_grad

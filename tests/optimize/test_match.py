@@ -154,9 +154,12 @@ def test_functional_embedding_matches_and_a_max_norm_table_does_not() -> None:
     assert match is None or match.task != "embedding"
 
 
-@pytest.mark.xfail(strict=True, reason="the matcher compares forwards only: padding_idx changes the gradient "
-                   "(row padding_idx of dW is zero), not the output, so the table matches and its patch would "
-                   "train the padding row")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the matcher compares forwards only: padding_idx changes the gradient "
+    "(row padding_idx of dW is zero), not the output, so the table matches and its patch would "
+    "train the padding row",
+)
 def test_an_embedding_with_padding_idx_is_not_the_embedding_task() -> None:
     table = torch.nn.Embedding(512, 64, padding_idx=0)
     call = module_call(_module(table, torch.randint(0, 512, (1, 32))))

@@ -41,8 +41,10 @@ def test_a_missing_import_is_named_with_its_package(tmp_path: Path) -> None:
 
 def test_an_unknown_gpu_and_dtype(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
-    f.write_text("import torch\nclass Model(torch.nn.Linear):\n    pass\n"
-                 "def get_inputs():\n    return [torch.randn(2, 4)]\ndef get_init_inputs():\n    return [4, 4]\n")
+    f.write_text(
+        "import torch\nclass Model(torch.nn.Linear):\n    pass\n"
+        "def get_inputs():\n    return [torch.randn(2, 4)]\ndef get_init_inputs():\n    return [4, 4]\n"
+    )
     code, text = _run(str(f), "--gpu", "Voodoo5", "--out", str(tmp_path / "o"))
     assert code == 2 and "Voodoo5" in text and "H100" in text
     code, text = _run(str(f), "--dtype", "float13", "--out", str(tmp_path / "o"))
@@ -51,17 +53,28 @@ def test_an_unknown_gpu_and_dtype(tmp_path: Path) -> None:
 
 def test_cluster_needs_a_transformers_target_and_a_known_cluster(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
-    f.write_text("import torch\nclass Model(torch.nn.Linear):\n    pass\n"
-                 "def get_inputs():\n    return [torch.randn(2, 4)]\ndef get_init_inputs():\n    return [4, 4]\n")
+    f.write_text(
+        "import torch\nclass Model(torch.nn.Linear):\n    pass\n"
+        "def get_inputs():\n    return [torch.randn(2, 4)]\ndef get_init_inputs():\n    return [4, 4]\n"
+    )
     env = {"WARPFORGE_DB": f"sqlite:///{tmp_path / 'wf.db'}"}
-    result = CliRunner().invoke(app, ["optimize", str(f), "--cluster", "dgx-h100", "--out", str(tmp_path / "o")],
-                                env=env)
+    result = CliRunner().invoke(
+        app, ["optimize", str(f), "--cluster", "dgx-h100", "--out", str(tmp_path / "o")], env=env
+    )
     assert result.exit_code == 2 and "transformers config" in result.output and "kernelbench" in result.output
     from transformers import Qwen3Config
 
-    Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=64, vocab_size=512).save_pretrained(tmp_path / "q")
-    result = CliRunner().invoke(app, ["optimize", str(tmp_path / "q"), "--cluster", "dgx-nope", "--out",
-                                      str(tmp_path / "o")], env=env)
+    Qwen3Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        vocab_size=512,
+    ).save_pretrained(tmp_path / "q")
+    result = CliRunner().invoke(
+        app, ["optimize", str(tmp_path / "q"), "--cluster", "dgx-nope", "--out", str(tmp_path / "o")], env=env
+    )
     assert result.exit_code == 2 and "dgx-nope" in result.output and "dgx-h100" in result.output, result.output
     assert "Traceback" not in result.output

@@ -23,8 +23,16 @@ def _config(folder: Path) -> None:
     from transformers import Qwen3Config
 
     # hidden 64; head_dim 64 (the attention task's verified head sizes are 64 and 128)
-    Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=64, vocab_size=512, max_position_embeddings=128).save_pretrained(folder)
+    Qwen3Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        vocab_size=512,
+        max_position_embeddings=128,
+    ).save_pretrained(folder)
 
 
 def test_optimize_a_qwen3_config_patches_and_proves(tmp_path: Path) -> None:
@@ -32,10 +40,32 @@ def test_optimize_a_qwen3_config_patches_and_proves(tmp_path: Path) -> None:
     _config(model_dir)
     out = tmp_path / "opt"
     env = dict(os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", COLUMNS="80")
-    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(model_dir), "--batch", "1",
-                           "--seq", "32", "--trials", "5", "--out", str(out), "--cluster", "dgx-h100",
-                           "--plan-seq", "4096", "--json"],
-                          capture_output=True, text=True, env=env, timeout=3000)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "warpforge.cli",
+            "optimize",
+            str(model_dir),
+            "--batch",
+            "1",
+            "--seq",
+            "32",
+            "--trials",
+            "5",
+            "--out",
+            str(out),
+            "--cluster",
+            "dgx-h100",
+            "--plan-seq",
+            "4096",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3000,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     checks = report["checks"]

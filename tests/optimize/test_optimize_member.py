@@ -19,7 +19,7 @@ from warpforge.optimize.match import CallMatch
 
 # A KernelBench-format file: the activation is the only region a task computes (the affine map around it is
 # loose tensor ops of the model), so the run is one one-trial campaign, one export and the proof.
-MODEL = '''import torch
+MODEL = """import torch
 import torch.nn as nn
 
 
@@ -42,7 +42,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def _region(match: CallMatch) -> SimpleNamespace:
@@ -65,10 +65,27 @@ def test_optimize_patches_a_gelu_member_and_the_outputs_match(tmp_path: Path) ->
     target = tmp_path / "gelu_model.py"
     target.write_text(MODEL)
     out = tmp_path / "opt"
-    env = dict(os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", XDG_CACHE_HOME=str(tmp_path / "cache"),
-               COLUMNS="80")
-    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(target), "--infer", "--trials", "3",
-                           "--out", str(out), "--json"], capture_output=True, text=True, env=env)
+    env = dict(
+        os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", XDG_CACHE_HOME=str(tmp_path / "cache"), COLUMNS="80"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "warpforge.cli",
+            "optimize",
+            str(target),
+            "--infer",
+            "--trials",
+            "3",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     act = next(r for r in report["regions"] if r["name"].endswith("act"))

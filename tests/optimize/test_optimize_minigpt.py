@@ -35,9 +35,27 @@ def _shrunk(folder: Path) -> Path:
 
 def _optimize(tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-arg]
     env = dict(os.environ, WARPFORGE_DB=f"sqlite:///{tmp_path / 'wf.db'}", COLUMNS="80")
-    proc = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", str(_shrunk(tmp_path)), "--dtype",
-                           "float16", "--trials", "5", "--out", str(tmp_path / "opt"), "--json", *extra],
-                          capture_output=True, text=True, env=env, timeout=3000)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "warpforge.cli",
+            "optimize",
+            str(_shrunk(tmp_path)),
+            "--dtype",
+            "float16",
+            "--trials",
+            "5",
+            "--out",
+            str(tmp_path / "opt"),
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3000,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
@@ -57,13 +75,18 @@ def test_optimize_the_minigpt_block_covers_its_attention_and_proves_three_steps(
     assert attention[0]["task"].startswith("attention at B=2,CAUSAL=1,D=16,HKV=4,HQ=4,S=16")
     assert attention[0]["patched"] and attention[0]["name"] in checks["kernel_calls"]
     patched_kinds = {r["kind"] for r in regions if r["patched"]}
-    assert len(patched_kinds) >= 5 and {"attention", "gemm", "activation", "elementwise"} <= patched_kinds, \
+    assert len(patched_kinds) >= 5 and {"attention", "gemm", "activation", "elementwise"} <= patched_kinds, (
         patched_kinds
+    )
     # the block's residual adds (x + attn(...), x + mlpf(...)) are binary[add] kernels, trained through the
     # reference's autograd
     adds = [r for r in regions if r["name"].startswith("<root>::add#")]
-    assert len(adds) == 2 and all(r["task"].startswith("binary[add] at M=32,N=64,ZM=32,ZN=64") and r["patched"]
-                                  and "autograd of the task's reference" in r["status"] for r in adds), adds
+    assert len(adds) == 2 and all(
+        r["task"].startswith("binary[add] at M=32,N=64,ZM=32,ZN=64")
+        and r["patched"]
+        and "autograd of the task's reference" in r["status"]
+        for r in adds
+    ), adds
     act = next(r for r in regions if r["name"] == "mlp.act")
     assert act["patched"] and "autograd of the task's reference" in act["status"], act
     # the step's own loss (the output's mean square) has a task and is said not to be patched, with why
@@ -106,8 +129,14 @@ def _the_package_patches_a_fresh_model_without_warpforge(tmp_path: Path) -> None
     model's output within the proof's float16 tolerance; unpatch gives it back bit for bit."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(tmp_path / "opt" / "package"), TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
-    run = subprocess.run([sys.executable, "-c", FRESH_MODEL, str(tmp_path / "minigpt.py")], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=1500)
+    run = subprocess.run(
+        [sys.executable, "-c", FRESH_MODEL, str(tmp_path / "minigpt.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["patched"] == result["regions"] and len(result["patched"]) >= 5, result
@@ -122,12 +151,14 @@ def _export_writes_the_same_package_from_the_stored_run(tmp_path: Path) -> None:
     from warpforge.cli import app
 
     dest = tmp_path / "again"
-    res = CliRunner().invoke(app, ["export", "--optimize-run", "1", "--dest", str(dest), "--db",
-                                   f"sqlite:///{tmp_path / 'wf.db'}", "--json"])
+    res = CliRunner().invoke(
+        app, ["export", "--optimize-run", "1", "--dest", str(dest), "--db", f"sqlite:///{tmp_path / 'wf.db'}", "--json"]
+    )
     assert res.exit_code == 0, res.output
     package = tmp_path / "opt" / "package"
-    files = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file()
-                   and "__pycache__" not in p.parts)
+    files = sorted(
+        str(p.relative_to(package)) for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
     assert files == sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     for rel in files:
         assert (package / rel).read_bytes() == (dest / rel).read_bytes(), rel

@@ -41,8 +41,9 @@ def test_the_report_is_stored_and_the_command_says_where(tmp_path: Path, flow: A
     assert run is not None and run.report == json.loads(flow.model_dump_json())
 
 
-def test_a_report_that_cannot_be_stored_is_said_and_exits_1(tmp_path: Path, flow: Any,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_report_that_cannot_be_stored_is_said_and_exits_1(
+    tmp_path: Path, flow: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import warpforge.optimize.store as store
     from warpforge.db.session import DatabaseError
 
@@ -50,8 +51,20 @@ def test_a_report_that_cannot_be_stored_is_said_and_exits_1(tmp_path: Path, flow
         raise DatabaseError("database is locked")
 
     monkeypatch.setattr(store, "store_report", refused)
-    result = CliRunner().invoke(app, ["optimize", "./qwen3-tiny", "--dtype", "float16", "--out", str(tmp_path / "o"),
-                                      "--db", f"sqlite:///{tmp_path / 'wf.db'}", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            "./qwen3-tiny",
+            "--dtype",
+            "float16",
+            "--out",
+            str(tmp_path / "o"),
+            "--db",
+            f"sqlite:///{tmp_path / 'wf.db'}",
+            "--json",
+        ],
+    )
     assert result.exit_code == 1
     assert json.loads(result.stdout)["target"] == "./qwen3-tiny"  # the report is still printed
     assert "not stored: database is locked" in result.stderr and "Traceback" not in result.output

@@ -45,8 +45,10 @@ class _Table:
 
 @pytest.fixture()
 def package() -> Iterator[types.ModuleType]:
-    ops = {"embedding": lambda ids, w: w[ids],  # ids [M], weight [V, N]
-           "rmsnorm": lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w}  # x [M, N]
+    ops = {
+        "embedding": lambda ids, w: w[ids],  # ids [M], weight [V, N]
+        "rmsnorm": lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+    }  # x [M, N]
     pkg = types.ModuleType(NS)
     for name, fn in ops.items():
         op = types.ModuleType(f"{NS}.{name}")
@@ -61,8 +63,17 @@ def package() -> Iterator[types.ModuleType]:
 
 def _spec(module: str, op: str, ranks: list[int], function: str = "") -> PatchSpec:
     region = f"{module}::{function}#0" if function else module
-    return PatchSpec(region=region, module=module, function=function, op=op, shape={}, order=[0, 1],
-                     flatten=[True, False], ranks=ranks, dtypes=["float32"])
+    return PatchSpec(
+        region=region,
+        module=module,
+        function=function,
+        op=op,
+        shape={},
+        order=[0, 1],
+        flatten=[True, False],
+        ranks=ranks,
+        dtypes=["float32"],
+    )
 
 
 def test_an_embedding_on_2d_ids_returns_batch_seq_hidden_in_the_weights_dtype(package: types.ModuleType) -> None:

@@ -16,8 +16,16 @@ def test_an_fp32_accumulated_embedding_gradient_passes_at_the_regions_shape() ->
     # the upstream gradient reaches the op in fp16: the float64 truth is computed from those same values, as the
     # judge does, not from the float64 draw (every term of a dW row would differ by its rounding)
     package = types.SimpleNamespace(embedding=lambda ids, w: F.embedding(ids, w.float()).to(w.dtype))
-    spec = PatchSpec(region="embed", module="embed", op="embedding", shape={"M": 32, "V": 512, "N": 64},
-                     order=[0, 1], flatten=[True, False], ranks=[1, 2], dtypes=["float16"])
+    spec = PatchSpec(
+        region="embed",
+        module="embed",
+        op="embedding",
+        shape={"M": 32, "V": 512, "N": 64},
+        order=[0, 1],
+        flatten=[True, False],
+        ranks=[1, 2],
+        dtypes=["float16"],
+    )
     assert check_at_shape(package, spec, torch.float16, train=True) == ""
     wrong = types.SimpleNamespace(embedding=lambda ids, w: F.embedding(ids, w.float()).to(w.dtype) * 1.01)
     assert check_at_shape(wrong, spec, torch.float16, train=False).startswith("its kernel is wrong")

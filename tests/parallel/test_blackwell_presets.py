@@ -24,13 +24,28 @@ runner = CliRunner()
 # GB200 NVL72: FP8 720 PFLOPS sparse / 72 / 2 = 5,000; 13.4 TB / 72 = 186; 576 TB/s / 72 = 8;
 # 130 TB/s NVLink / 72 = 1.8 TB/s -> 900 GB/s one way.
 EXPECTED = {
-    "dgx-b200": dict(gpus_per_node=8, peak_tflops=2250, fp8_tflops=4500, hbm_gb=180, hbm_tbps=8.0,
-                     intra_gbps=900, inter_gbps=50, fp4=9000),
-    "gb200-nvl72": dict(gpus_per_node=72, peak_tflops=2500, fp8_tflops=5000, hbm_gb=186, hbm_tbps=8.0,
-                        intra_gbps=900, inter_gbps=50, fp4=10000),
+    "dgx-b200": dict(
+        gpus_per_node=8,
+        peak_tflops=2250,
+        fp8_tflops=4500,
+        hbm_gb=180,
+        hbm_tbps=8.0,
+        intra_gbps=900,
+        inter_gbps=50,
+        fp4=9000,
+    ),
+    "gb200-nvl72": dict(
+        gpus_per_node=72,
+        peak_tflops=2500,
+        fp8_tflops=5000,
+        hbm_gb=186,
+        hbm_tbps=8.0,
+        intra_gbps=900,
+        inter_gbps=50,
+        fp4=10000,
+    ),
 }
-SOURCED = ("peak_tflops", "fp8_tflops", "fp4_tflops", "hbm_gb", "hbm_tbps", "intra_gbps", "inter_gbps",
-           "gpus_per_node")
+SOURCED = ("peak_tflops", "fp8_tflops", "fp4_tflops", "hbm_gb", "hbm_tbps", "intra_gbps", "inter_gbps", "gpus_per_node")
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -64,8 +79,10 @@ def test_predictions_carry_the_unvalidated_label(cluster: str) -> None:
 
 def test_a_users_b200_file_is_unvalidated_too(tmp_path: Path) -> None:
     f = tmp_path / "my-b200.yaml"
-    f.write_text("gpu: B200-SXM-180GB\ngpus_per_node: 8\npeak_tflops: 2250\nhbm_gb: 180\nhbm_tbps: 8\n"
-                 "intra_gbps: 900\ninter_gbps: 50\n")
+    f.write_text(
+        "gpu: B200-SXM-180GB\ngpus_per_node: 8\npeak_tflops: 2250\nhbm_gb: 180\nhbm_tbps: 8\n"
+        "intra_gbps: 900\ninter_gbps: 50\n"
+    )
     assert predict(load_model("llama3-8b"), load_cluster(f), PlanConfig(dp=8)).hardware_validated is False
 
 
@@ -78,8 +95,9 @@ def test_cli_predict_prints_the_label_in_text_and_json() -> None:
 
 
 def test_cli_search_json_labels_every_plan() -> None:
-    res = runner.invoke(app, ["search", "--model", "llama3-8b", "--cluster", "b200", "--top", "2",
-                              "--no-store", "--json"])
+    res = runner.invoke(
+        app, ["search", "--model", "llama3-8b", "--cluster", "b200", "--top", "2", "--no-store", "--json"]
+    )
     assert res.exit_code == 0, res.stderr
     plans = json.loads(res.stdout)["plans"]
     assert plans and all(p["prediction"]["hardware_validated"] is False for p in plans)

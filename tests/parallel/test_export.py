@@ -12,12 +12,22 @@ L70 = load_model("llama3-70b")
 
 
 def test_megatron_arguments() -> None:
-    ex = export_plan(L70, PlanConfig(tp=8, pp=4, dp=2, cp=2, micro_batch=1, interleave=2, zero=1,
-                                     recompute="selective"), "megatron")
-    for flag in ("--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
-                 "--context-parallel-size 2", "--num-layers-per-virtual-pipeline-stage 10",
-                 "--sequence-parallel", "--use-distributed-optimizer", "--recompute-granularity selective",
-                 "--group-query-attention", "--num-query-groups 8", "--swiglu", "--global-batch-size 512"):
+    ex = export_plan(
+        L70, PlanConfig(tp=8, pp=4, dp=2, cp=2, micro_batch=1, interleave=2, zero=1, recompute="selective"), "megatron"
+    )
+    for flag in (
+        "--tensor-model-parallel-size 8",
+        "--pipeline-model-parallel-size 4",
+        "--context-parallel-size 2",
+        "--num-layers-per-virtual-pipeline-stage 10",
+        "--sequence-parallel",
+        "--use-distributed-optimizer",
+        "--recompute-granularity selective",
+        "--group-query-attention",
+        "--num-query-groups 8",
+        "--swiglu",
+        "--global-batch-size 512",
+    ):
         assert flag in ex.args
     full = export_plan(L70, PlanConfig(tp=8, pp=4, dp=2, zero=3, recompute="full"), "megatron")
     assert "--recompute-granularity full" in full.args and "--use-megatron-fsdp" in full.args
@@ -33,8 +43,9 @@ def test_megatron_moe_and_uneven_pipeline() -> None:
     assert "--moe-layer-freq '([0]*3+[1]*58)'" in ex.args
 
 
-@pytest.mark.parametrize(("zero", "replicate", "shard", "reshard"),
-                         [(0, 4, 1, "default"), (1, 1, 4, "never"), (3, 1, 4, "always")])
+@pytest.mark.parametrize(
+    ("zero", "replicate", "shard", "reshard"), [(0, 4, 1, "default"), (1, 1, 4, "never"), (3, 1, 4, "always")]
+)
 def test_torchtitan_toml(zero: int, replicate: int, shard: int, reshard: str) -> None:
     plan = PlanConfig(tp=8, pp=2, dp=4, micro_batch=2, interleave=2, zero=zero, recompute="full")
     doc = tomllib.loads(export_plan(L70, plan, "torchtitan").text)

@@ -40,8 +40,21 @@ def test_fp8_is_faster_and_keeps_an_fp8_weight_cache() -> None:
 
 
 def test_expert_tp_folding_allows_ep_over_tp_ranks() -> None:
-    qwen = ModelSpec(name="qwen3-235b", layers=94, hidden=4096, heads=64, kv_heads=4, kv_channels=128,
-                     ffn=1536, moe_ffn=1536, experts=128, top_k=8, vocab=151936, seq=4096, activation="swiglu")
+    qwen = ModelSpec(
+        name="qwen3-235b",
+        layers=94,
+        hidden=4096,
+        heads=64,
+        kv_heads=4,
+        kv_channels=128,
+        ffn=1536,
+        moe_ffn=1536,
+        experts=128,
+        top_k=8,
+        vocab=151936,
+        seq=4096,
+        activation="swiglu",
+    )
     assert qwen.q_width == 8192
     c = load_cluster("dgx-h100", nodes=32)
     plan = PlanConfig(tp=2, pp=8, dp=16, ep=32, global_batch=2048, interleave=4, precision="fp8")
@@ -78,8 +91,11 @@ def test_uneven_interleaving_of_405b() -> None:
     # 126 layers over 16 stages, as Llama 3 405B was trained: the first and last stages hold 7, the
     # others 8 (they also carry the embedding and the LM head).
     assert stage_layers(126, 16) == [7] + [8] * 14 + [7]
-    p = predict(load_model("llama3-405b"), load_cluster("dgx-h100", nodes=1024),
-                PlanConfig(tp=8, pp=8, cp=2, dp=8, interleave=8, global_batch=1536, precision="fp8"))
+    p = predict(
+        load_model("llama3-405b"),
+        load_cluster("dgx-h100", nodes=1024),
+        PlanConfig(tp=8, pp=8, cp=2, dp=8, interleave=8, global_batch=1536, precision="fp8"),
+    )
     assert p.step_time_s > 0
     text = export_plan(load_model("llama3-405b"), p.plan, "megatron").text
     assert "--account-for-embedding-in-pipeline-split" in text and "--num-virtual-stages-per-pipeline-rank 8" in text
@@ -111,8 +127,7 @@ def test_error_bands() -> None:
 
 @pytest.mark.parametrize("fw", ["deepspeed", "torchtitan", "megatron"])
 def test_framework_filter(fw: str) -> None:
-    res = search_plans(L8, load_cluster("dgx-h100", nodes=2), global_batch=64, framework=fw, top=20,
-                       diverse=False)
+    res = search_plans(L8, load_cluster("dgx-h100", nodes=2), global_batch=64, framework=fw, top=20, diverse=False)
     for r in res.plans:
         p = r.prediction.plan
         if fw == "deepspeed":
@@ -135,8 +150,7 @@ def test_deepspeed_export_and_refusals() -> None:
 def test_explicit_first_and_last_stage_layers() -> None:
     m, c = load_model("llama3-405b"), load_cluster("dgx-h100", nodes=256)
     base = PlanConfig(tp=8, pp=16, dp=16, global_batch=2048, zero=2)
-    assert base.model_copy(update={"pp_first_layers": 8, "pp_last_layers": 6}).stage_layers(126) == \
-        [8] + [8] * 14 + [6]
+    assert base.model_copy(update={"pp_first_layers": 8, "pp_last_layers": 6}).stage_layers(126) == [8] + [8] * 14 + [6]
     default = predict(m, c, base)
     same = predict(m, c, base.model_copy(update={"pp_first_layers": 7, "pp_last_layers": 7}))
     assert same.step_time_s == pytest.approx(default.step_time_s)  # 7 + 14 x 8 + 7 is the default split

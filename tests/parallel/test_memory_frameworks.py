@@ -85,8 +85,10 @@ def test_deepspeed_adds_its_bucket_buffers() -> None:
     assert ds.total - mg.total == pytest.approx(2 * 5e8 * 2, rel=1e-6)
 
 
-@pytest.mark.parametrize(("peak", "hbm", "expected"), [(50.0, 80.0, "yes"), (79.0, 80.0, "uncertain"),
-                                                      (81.0, 80.0, "uncertain"), (120.0, 80.0, "no")])
+@pytest.mark.parametrize(
+    ("peak", "hbm", "expected"),
+    [(50.0, 80.0, "yes"), (79.0, 80.0, "uncertain"), (81.0, 80.0, "uncertain"), (120.0, 80.0, "no")],
+)
 def test_fit_verdict_band(peak: float, hbm: float, expected: str) -> None:
     v = verdict(peak, hbm, "torchtitan")
     assert v.verdict == expected

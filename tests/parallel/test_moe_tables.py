@@ -23,14 +23,28 @@ H100 = load_cluster("dgx-h100", nodes=2)
 COMMIT = re.compile(r"\b[0-9a-f]{7,40}\b")
 # Qwen3-235B-A22B as the model zoo's benchmarking config gives it (94 layers, 4096 wide, 64 heads of 128,
 # 4 KV groups, 128 experts of 1536, top-8, vocabulary padded to 151936).
-QWEN3_235B = ModelSpec(name="Qwen3-235B-A22B", layers=94, hidden=4096, heads=64, kv_heads=4, kv_channels=128,
-                       vocab=151936, seq=4096, activation="swiglu", tied_embeddings=False, experts=128, top_k=8,
-                       moe_ffn=1536, ffn=1536)
+QWEN3_235B = ModelSpec(
+    name="Qwen3-235B-A22B",
+    layers=94,
+    hidden=4096,
+    heads=64,
+    kv_heads=4,
+    kv_channels=128,
+    vocab=151936,
+    seq=4096,
+    activation="swiglu",
+    tied_embeddings=False,
+    experts=128,
+    top_k=8,
+    moe_ffn=1536,
+    ffn=1536,
+)
 
 
 def _preset(name: str) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(
-        resources.files("warpforge.parallel").joinpath("presets").joinpath(name).read_text())
+        resources.files("warpforge.parallel").joinpath("presets").joinpath(name).read_text()
+    )
     return data
 
 
@@ -98,16 +112,19 @@ def test_moe_recompute_and_a2a_overlap_are_costed() -> None:
     cal = prior_for(H100).model_copy(update={"ep_overlap": 0.4})
     base = PlanConfig(tp=2, dp=8, ep=16, expert_tp=1, recompute="selective", recompute_modules=("layernorm",))
     plain = layer_cost(QWEN3_235B, base, H100, cal, moe=True)
-    moe_rc = layer_cost(QWEN3_235B, base.model_copy(update={"recompute_modules": ("layernorm", "moe")}), H100, cal,
-                        moe=True)
+    moe_rc = layer_cost(
+        QWEN3_235B, base.model_copy(update={"recompute_modules": ("layernorm", "moe")}), H100, cal, moe=True
+    )
     # Replaying the MoE layer costs at least its expert GEMMs and a second dispatch/combine.
     assert moe_rc.recompute > plain.recompute + plain.ep_comm / 2
     overlapped = layer_cost(QWEN3_235B, base.model_copy(update={"moe_a2a_overlap": True}), H100, cal, moe=True)
     assert overlapped.ep_comm == pytest.approx(plain.ep_comm * 0.6)
     # The replayed MoE layer keeps only its input (counted with the layer's other inputs).
     keep = activation_bytes_per_layer(QWEN3_235B, base, moe=True)
-    assert activation_bytes_per_layer(QWEN3_235B, base.model_copy(update={"recompute_modules": ("moe",)}),
-                                      moe=True) < keep / 2
+    assert (
+        activation_bytes_per_layer(QWEN3_235B, base.model_copy(update={"recompute_modules": ("moe",)}), moe=True)
+        < keep / 2
+    )
 
 
 def test_plan_keys_unchanged_by_the_new_defaults() -> None:

@@ -44,8 +44,9 @@ def test_rows_become_cases(nemo: Path) -> None:
     assert sum("Mamba" in e.reason for e in excluded) == 7
     assert {c.category for c in cases} <= {*SCORED, "unstated"}
     # AutoModel rows publish their step time too: the throughput-derived time agrees with it.
-    rows = {(r["release"], r["model_key"], r["gpus"]): r for r in csv.DictReader((nemo / "nemo_h100_pretrain.csv")
-                                                                                  .open())}
+    rows = {
+        (r["release"], r["model_key"], r["gpus"]): r for r in csv.DictReader((nemo / "nemo_h100_pretrain.csv").open())
+    }
     auto = [c for c in cases if "AutoModel" in c.framework]
     assert len(auto) == 7
     for c in auto:
@@ -91,8 +92,7 @@ def test_dense_fp8_held_out_targets(nemo: Path) -> None:
     cases = [c for c in nemo_cases(nemo)[0] if c.category in SCORED]
     for by in ("release", "model"):
         preds = held_out(cases, prior_for(H100), by)
-        fp8 = next(s for s in category_scores([(h.case, h.predicted_s) for h in preds])
-                   if s.category == "dense-fp8")
+        fp8 = next(s for s in category_scores([(h.case, h.predicted_s) for h in preds]) if s.category == "dense-fp8")
         assert fp8.n == 36 and fp8.mape <= 0.10 and fp8.rho >= 0.9, by
 
 
@@ -100,12 +100,26 @@ def test_inconsistent_source_rows_are_flagged_in_pairs() -> None:
     """Same model, GPUs and layout in two releases 1.77x apart: both flagged; a 1.06x spread is not."""
     from warpforge.parallel.nemo import inconsistent_rows
 
-    base = {"model_key": "M", "gpus": "16", "gbs": "1024", "mbs": "1", "seq": "4096", "tp": "1", "pp": "2",
-            "cp": "1", "vp": "12", "ep": "8", "fsdp": "", "precision": "FP8"}
-    rows = [{**base, "release": "a", "tokens_per_s_per_gpu": "9058"},
-            {**base, "release": "b", "tokens_per_s_per_gpu": "5113"},
-            {**base, "release": "c", "tokens_per_s_per_gpu": "1000", "pp": "1"},  # another layout: alone
-            {**base, "release": "d", "tokens_per_s_per_gpu": "1060", "pp": "1"}]  # 1.06x: consistent
+    base = {
+        "model_key": "M",
+        "gpus": "16",
+        "gbs": "1024",
+        "mbs": "1",
+        "seq": "4096",
+        "tp": "1",
+        "pp": "2",
+        "cp": "1",
+        "vp": "12",
+        "ep": "8",
+        "fsdp": "",
+        "precision": "FP8",
+    }
+    rows = [
+        {**base, "release": "a", "tokens_per_s_per_gpu": "9058"},
+        {**base, "release": "b", "tokens_per_s_per_gpu": "5113"},
+        {**base, "release": "c", "tokens_per_s_per_gpu": "1000", "pp": "1"},  # another layout: alone
+        {**base, "release": "d", "tokens_per_s_per_gpu": "1060", "pp": "1"},
+    ]  # 1.06x: consistent
     flagged = inconsistent_rows(rows)
     assert set(flagged) == {0, 1} and "9058" in flagged[0] and "5113" in flagged[1]
 
@@ -113,5 +127,9 @@ def test_inconsistent_source_rows_are_flagged_in_pairs() -> None:
 def test_real_tables_flag_only_the_two_qwen3_30b_pairs(nemo: Path) -> None:
     _, excluded = nemo_cases(nemo)
     flagged = sorted(e.label for e in excluded if "inconsistent" in e.reason)
-    assert flagged == ["25.09 Qwen3-30B-A3B ? 16g", "25.11 Qwen3-30B-A3B FP8-CS 16g", "26.02 Qwen3-30B-A3B FP8 16g",
-                       "26.02.01 Qwen3-30B-A3B FP8 16g"]
+    assert flagged == [
+        "25.09 Qwen3-30B-A3B ? 16g",
+        "25.11 Qwen3-30B-A3B FP8-CS 16g",
+        "26.02 Qwen3-30B-A3B FP8 16g",
+        "26.02.01 Qwen3-30B-A3B FP8 16g",
+    ]

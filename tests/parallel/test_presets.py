@@ -12,10 +12,15 @@ from warpforge.parallel.specs import PlanConfig, preset_names
 
 GIB = 2.0**30
 # (cluster preset, nodes, precision) per model preset: big enough for the model to fit.
-SIZES = {"gpt3-175b": ("dgx-a100", 16, "bf16"), "gpt-1t": ("dgx-h100", 64, "fp8"),
-         "llama3-8b": ("dgx-h100", 1, "fp8"), "llama3-70b": ("dgx-h100", 8, "fp8"),
-         "llama3-405b": ("dgx-h100", 64, "bf16"), "mixtral-8x7b": ("dgx-h100", 4, "bf16"),
-         "deepseek-v3-like": ("dgx-h100", 128, "fp8")}
+SIZES = {
+    "gpt3-175b": ("dgx-a100", 16, "bf16"),
+    "gpt-1t": ("dgx-h100", 64, "fp8"),
+    "llama3-8b": ("dgx-h100", 1, "fp8"),
+    "llama3-70b": ("dgx-h100", 8, "fp8"),
+    "llama3-405b": ("dgx-h100", 64, "bf16"),
+    "mixtral-8x7b": ("dgx-h100", 4, "bf16"),
+    "deepseek-v3-like": ("dgx-h100", 128, "fp8"),
+}
 
 
 def _korthikanti_gib(name: str, plan: PlanConfig) -> float:
@@ -29,12 +34,16 @@ def _korthikanti_gib(name: str, plan: PlanConfig) -> float:
     layers0 = stage_layers(m.layers, p)[0]
     params = (layers0 * per_layer + m.vocab * h) / t
     shard = d * c
-    states = params * (2 / (shard if plan.zero >= 3 else 1) + 4 / (shard if plan.zero >= 2 else 1)
-                       + 12 / (shard if plan.zero >= 1 else 1))
+    states = params * (
+        2 / (shard if plan.zero >= 3 else 1)
+        + 4 / (shard if plan.zero >= 2 else 1)
+        + 12 / (shard if plan.zero >= 1 else 1)
+    )
     sbh = s * b * h
     if plan.recompute == "full":
-        act = in_flight_chunks(0, p, plan.num_microbatches(m), plan.interleave) * layers0 / plan.interleave \
-            * 2 * sbh / (t if plan.sp else 1) + sbh * (10 + 24 / t + 5 * m.heads * s / h)
+        act = in_flight_chunks(
+            0, p, plan.num_microbatches(m), plan.interleave
+        ) * layers0 / plan.interleave * 2 * sbh / (t if plan.sp else 1) + sbh * (10 + 24 / t + 5 * m.heads * s / h)
     else:
         one = sbh * (34 / t if plan.sp else 10 + 24 / t)
         act = one * in_flight_chunks(0, p, plan.num_microbatches(m), plan.interleave) * layers0 / plan.interleave

@@ -28,8 +28,11 @@ def _causal_work(cp: int, balanced: bool, chunk: int = 8) -> list[int]:
     pieces = np.arange(n).reshape(2 * cp, chunk)
     out = []
     for r in range(cp):
-        rows = (np.concatenate([pieces[r], pieces[2 * cp - 1 - r]]) if balanced
-                else np.concatenate([pieces[2 * r], pieces[2 * r + 1]]))
+        rows = (
+            np.concatenate([pieces[r], pieces[2 * cp - 1 - r]])
+            if balanced
+            else np.concatenate([pieces[2 * r], pieces[2 * r + 1]])
+        )
         out.append(int(mask[rows].sum()))
     return out
 
@@ -46,8 +49,18 @@ def test_torchtitan_all_gather_hides_only_behind_the_diagonal_step() -> None:
     # 4 ranks on one node, K and V blocks of 1e6 elements each (bf16): the all-gather moves 3/4 of
     # 4 x 4 MB at 100 GB/s = 120 us; the diagonal step is 1/4 of a 400 us attention forward = 100 us.
     g = Group(4, 4)
-    rc = ring_cost(framework="torchtitan", cp=4, q_elems=1e6, kv_elems=1e6, attn_fwd=400e-6,
-                   attn_bwd=1000e-6, net=NET, group=g, hbm=1e12, kernel_s=0.0)
+    rc = ring_cost(
+        framework="torchtitan",
+        cp=4,
+        q_elems=1e6,
+        kv_elems=1e6,
+        attn_fwd=400e-6,
+        attn_bwd=1000e-6,
+        net=NET,
+        group=g,
+        hbm=1e12,
+        kernel_s=0.0,
+    )
     assert rc.fwd_comm == pytest.approx(20e-6)
     # Backward: the same gather behind a 250 us diagonal step (hidden: floor 3 x 2 us), plus dK/dV in fp32
     # (8 MB = 80 us per step) hidden behind each 250 us step (floor 2 us each).
@@ -59,8 +72,18 @@ def test_torchtitan_all_gather_hides_only_behind_the_diagonal_step() -> None:
 def test_te_ring_sends_one_block_per_step_hidden_by_that_step() -> None:
     g = Group(2, 1)  # two nodes: InfiniBand at 10 GB/s
     # K+V of 1e6 elements each, bf16: 4 MB per step = 400 us against a 300 us step (600 us / 2): 100 us shows.
-    rc = ring_cost(framework="megatron", cp=2, q_elems=1e6, kv_elems=1e6, attn_fwd=600e-6, attn_bwd=1500e-6,
-                   net=NET, group=g, hbm=1e12, kernel_s=0.0)
+    rc = ring_cost(
+        framework="megatron",
+        cp=2,
+        q_elems=1e6,
+        kv_elems=1e6,
+        attn_fwd=600e-6,
+        attn_bwd=1500e-6,
+        net=NET,
+        group=g,
+        hbm=1e12,
+        kernel_s=0.0,
+    )
     assert rc.fwd_comm == pytest.approx(100e-6)
     assert rc.bwd_comm == pytest.approx(800e-6 - 750e-6)
     assert rc.fwd_mem == rc.bwd_mem == 0.0
@@ -88,8 +111,7 @@ def test_sdpa_flash_rate_is_the_published_fa2_over_cudnn_ratio() -> None:
     # FlashAttention-3 paper, H100 SXM5, head dim 128, 8K tokens, forward: FA2 370, cuDNN 600 TFLOP/s.
     c = load_cluster("dgx-h100")
     cal = calibration_for(c)
-    assert Hw.of(c, cal, "torchtitan").attn_flops / Hw.of(c, cal, "megatron").attn_flops == pytest.approx(
-        370 / 600)
+    assert Hw.of(c, cal, "torchtitan").attn_flops / Hw.of(c, cal, "megatron").attn_flops == pytest.approx(370 / 600)
 
 
 def test_compiled_layout_copies_llama3_8b_by_hand() -> None:
@@ -101,8 +123,10 @@ def test_compiled_layout_copies_llama3_8b_by_hand() -> None:
 def test_torchtitan_fsdp_under_pp_gathers_once_per_step() -> None:
     """torchtitan keeps a PP stage unsharded over micro-batches: the exposed DP time does not grow with them."""
     m, c = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=8)
-    plans = [PlanConfig(tp=8, pp=4, dp=2, micro_batch=1, global_batch=gb, recompute="full", zero=3,
-                        framework="torchtitan") for gb in (8, 64)]
+    plans = [
+        PlanConfig(tp=8, pp=4, dp=2, micro_batch=1, global_batch=gb, recompute="full", zero=3, framework="torchtitan")
+        for gb in (8, 64)
+    ]
     small, big = (predict(m, c, p).time.dp_comm for p in plans)
     assert big == pytest.approx(small, rel=1e-9)
     megatron = [predict(m, c, p.model_copy(update={"framework": "megatron"})).time.dp_comm for p in plans]

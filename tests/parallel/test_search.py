@@ -23,8 +23,9 @@ def test_llama3_70b_on_8_dgx_h100() -> None:
         check_plan(L70, H100x8, p.plan)
     times = [r.prediction.step_time_s for r in res.plans]
     assert all(a <= b * (1 + 1e-9) for a, b in zip(times, times[1:]))  # ranked (ties within rounding)
-    layouts = {(r.prediction.plan.tp, r.prediction.plan.cp, r.prediction.plan.pp) + (r.prediction.plan.dp,)
-               for r in res.plans}
+    layouts = {
+        (r.prediction.plan.tp, r.prediction.plan.cp, r.prediction.plan.pp) + (r.prediction.plan.dp,) for r in res.plans
+    }
     assert len(layouts) == 5  # diverse: one plan per layout
     assert res.plans[0].why[2].startswith("beats #")
 
@@ -40,8 +41,11 @@ def test_candidates_are_valid_and_use_all_gpus() -> None:
 
 
 def test_enqueued_plans_are_evaluated_and_reported() -> None:
-    proposals = [PlanConfig(tp=8, pp=4, dp=2), PlanConfig(tp=3, pp=1, dp=1),
-                 PlanConfig(tp=1, pp=1, dp=64, recompute="none", zero=0)]
+    proposals = [
+        PlanConfig(tp=8, pp=4, dp=2),
+        PlanConfig(tp=3, pp=1, dp=1),
+        PlanConfig(tp=1, pp=1, dp=64, recompute="none", zero=0),
+    ]
     res = search_plans(L70, H100x8, enqueue=proposals, top=3)
     status = [e.status for e in res.enqueued]
     assert status == ["ranked", "invalid", "does_not_fit"]
@@ -60,8 +64,9 @@ def test_optuna_search_for_large_spaces() -> None:
     assert res.method == "optuna" and res.evaluated <= 80 + 1
     assert res.plans and all(r.prediction.fits for r in res.plans)
     assert res.enqueued[0].status == "ranked"
-    exhaustive_small = search_plans(load_model("llama3-8b"), load_cluster("dgx-a100"), method="optuna",
-                                    trials=60, seed=0)
+    exhaustive_small = search_plans(
+        load_model("llama3-8b"), load_cluster("dgx-a100"), method="optuna", trials=60, seed=0
+    )
     assert exhaustive_small.method == "optuna" and exhaustive_small.plans
 
 

@@ -15,8 +15,10 @@ L70 = load_model("llama3-70b")
 
 def test_more_recompute_less_memory_more_time() -> None:
     # Unfused attention: selective recompute drops the a*s^2 scores, full keeps only layer inputs.
-    preds = [predict(L70, H100x8, PlanConfig(tp=8, pp=4, dp=2, recompute=rc, flash_attention=False))
-             for rc in ("none", "selective", "full")]
+    preds = [
+        predict(L70, H100x8, PlanConfig(tp=8, pp=4, dp=2, recompute=rc, flash_attention=False))
+        for rc in ("none", "selective", "full")
+    ]
     mems = [p.peak_mem_gb for p in preds]
     times = [p.step_time_s for p in preds]
     assert mems[0] > mems[1] > mems[2]
@@ -32,8 +34,7 @@ def test_full_recompute_with_flash_attention() -> None:
 
 
 def test_zero_stages_shard_more_memory() -> None:
-    mems = [predict(L70, H100x8, PlanConfig(tp=8, pp=1, dp=8, zero=z, recompute="full")).memory
-            for z in range(4)]
+    mems = [predict(L70, H100x8, PlanConfig(tp=8, pp=1, dp=8, zero=z, recompute="full")).memory for z in range(4)]
     totals = [m.total() for m in mems]
     assert totals[0] > totals[1] > totals[2] > totals[3]
     assert mems[1].optimizer == pytest.approx(mems[0].optimizer / 8)
@@ -62,8 +63,11 @@ def test_simulated_bubble_matches_formula() -> None:
 
 
 def test_breakdown_adds_up_and_throughput_consistent() -> None:
-    for plan in (PlanConfig(tp=8, pp=4, dp=2, interleave=2), PlanConfig(tp=2, cp=4, pp=2, dp=4, zero=3),
-                 PlanConfig(tp=8, pp=1, dp=8, recompute="full", overlap_grad_reduce=False)):
+    for plan in (
+        PlanConfig(tp=8, pp=4, dp=2, interleave=2),
+        PlanConfig(tp=2, cp=4, pp=2, dp=4, zero=3),
+        PlanConfig(tp=8, pp=1, dp=8, recompute="full", overlap_grad_reduce=False),
+    ):
         p = predict(L70, H100x8, plan)
         assert p.time.total() == pytest.approx(p.step_time_s, rel=1e-9)
         assert p.tokens_per_s == pytest.approx(p.global_batch * L70.seq / p.step_time_s)
@@ -87,8 +91,7 @@ def test_communication_costs() -> None:
     assert net.all_reduce(1e9, Group(16, 8)) > intra  # crossing InfiniBand costs more
     assert net.all_reduce(1e9, Group(1, 1)) == 0.0
     assert Group.of(8, 8, 8) == Group(8, 1) and Group.of(4, 2, 8) == Group(4, 4)
-    tp1, tp8 = (predict(L70, H100x8, PlanConfig(tp=t, pp=8 // t, dp=8, recompute="full")).time.tp_comm
-                for t in (1, 8))
+    tp1, tp8 = (predict(L70, H100x8, PlanConfig(tp=t, pp=8 // t, dp=8, recompute="full")).time.tp_comm for t in (1, 8))
     assert tp1 == 0 and tp8 > 0
 
 
@@ -103,8 +106,7 @@ def test_moe_expert_parallelism() -> None:
 
 
 def test_context_parallel_splits_activations() -> None:
-    cp1, cp2 = (predict(L70, H100x8, PlanConfig(tp=8, cp=c, pp=4, dp=2 // c, recompute="none"))
-                for c in (1, 2))
+    cp1, cp2 = (predict(L70, H100x8, PlanConfig(tp=8, cp=c, pp=4, dp=2 // c, recompute="none")) for c in (1, 2))
     assert cp2.memory.activations == pytest.approx(cp1.memory.activations / 2)
     assert cp2.time.cp_comm > 0 and cp1.time.cp_comm == 0
 

@@ -54,16 +54,27 @@ def test_spec_files_yaml_and_json(tmp_path: Path) -> None:
     m = load_model(y)
     assert (m.name, m.n_kv_heads, m.ffn_dim) == ("tiny", 2, 1024)
     j = tmp_path / "box.json"
-    j.write_text(json.dumps({"gpu": "X", "gpus_per_node": 4, "nodes": 2, "peak_tflops": 100, "hbm_gb": 24,
-                             "hbm_tbps": 1, "intra_gbps": 50, "inter_gbps": 10}))
+    j.write_text(
+        json.dumps(
+            {
+                "gpu": "X",
+                "gpus_per_node": 4,
+                "nodes": 2,
+                "peak_tflops": 100,
+                "hbm_gb": 24,
+                "hbm_tbps": 1,
+                "intra_gbps": 50,
+                "inter_gbps": 10,
+            }
+        )
+    )
     c = load_cluster(j)
     assert (c.name, c.total_gpus, c.gpu_family) == ("box", 8, "default")
 
 
 def test_zero_gpu_cluster_is_a_one_line_error(tmp_path: Path) -> None:
     f = tmp_path / "empty.yaml"
-    f.write_text("gpu: X\ngpus_per_node: 0\npeak_tflops: 1\nhbm_gb: 1\nhbm_tbps: 1\n"
-                 "intra_gbps: 1\ninter_gbps: 1\n")
+    f.write_text("gpu: X\ngpus_per_node: 0\npeak_tflops: 1\nhbm_gb: 1\nhbm_tbps: 1\nintra_gbps: 1\ninter_gbps: 1\n")
     with pytest.raises(SpecError, match="0 GPUs") as exc:
         load_cluster(f)
     assert "\n" not in str(exc.value) and exc.value.exit_code == 2

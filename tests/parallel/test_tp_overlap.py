@@ -52,6 +52,7 @@ def test_userbuffers_leave_the_pipelined_reduce_scatter_tails_and_their_sm_cost(
 def test_narrow_slices_leave_more_of_the_traffic_exposed() -> None:
     """Per collective, a 4,096-wide model at TP 8 (512-wide slices) shows more than a 16,384-wide one (whose
     exposed share is mostly the SM cost of the pipelined reduce-scatters)."""
+
     def exposed_per_collective(h: int) -> float:
         m = M.model_copy(update={"hidden": h, "heads": h // 128, "ffn": 4 * h})
         return layer_cost(m, PlanConfig(tp=8, overlap_tp_comm=True), H100, CAL, moe=False).tp_comm / _collective(h)

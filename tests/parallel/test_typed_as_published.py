@@ -21,8 +21,14 @@ def _stated(c: NemoCase, r: dict[str, str]) -> bool:
     pp, vp = _cell(r, "pp", 1), _cell(r, "vp", 1)
     p = c.plan
     ok = (p.tp, p.pp, p.cp, p.micro_batch, p.global_batch, p.gpus, c.model.seq) == (
-        _cell(r, "tp", 1), pp, _cell(r, "cp", 1), _cell(r, "mbs", 1), _cell(r, "gbs", 0),
-        _cell(r, "gpus", 0), _cell(r, "seq", 0))
+        _cell(r, "tp", 1),
+        pp,
+        _cell(r, "cp", 1),
+        _cell(r, "mbs", 1),
+        _cell(r, "gbs", 0),
+        _cell(r, "gpus", 0),
+        _cell(r, "seq", 0),
+    )
     ok &= p.interleave == (vp if vp > 1 and pp > 1 else 1)
     ok &= not r["ep"].strip() or p.ep == _cell(r, "ep", 1)
     ok &= _cell(r, "fsdp", 0) == 0 or p.zero == 3

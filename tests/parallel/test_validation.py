@@ -99,8 +99,9 @@ def test_benchmark_exits_cleanly_without_data(tmp_path: Path, capsys: pytest.Cap
 
 @pytest.mark.slow
 @pytest.mark.long
-def test_benchmark_meets_a100_targets_and_reports_h100(shared_parallel: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_benchmark_meets_a100_targets_and_reports_h100(
+    shared_parallel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The full script: A100 fit on the training split, held-out tables, memory (all A100 targets met),
     then the H100 tables with a verdict per category; the exit code reports the missed H100 MoE target."""
     main = _benchmark_main()

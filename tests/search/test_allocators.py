@@ -47,8 +47,10 @@ def test_default_follows_its_rule_on_random_states() -> None:
     rng = random.Random(0)
     pick = get_allocator("default").pick
     for _ in range(2000):
-        state = [Arm(rng.randint(0, 6), rng.choice([None, 1.0, 2.0, rng.random()]), rng.random() < 0.2)
-                 for _ in range(rng.randint(1, 5))]
+        state = [
+            Arm(rng.randint(0, 6), rng.choice([None, 1.0, 2.0, rng.random()]), rng.random() < 0.2)
+            for _ in range(rng.randint(1, 5))
+        ]
         step = rng.randint(0, 9)
         assert pick(state, step) is rule_as_written(state, step)
 

@@ -15,8 +15,9 @@ from warpforge.search.samplers.strategy import Strategy, make_study
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 # 6 x 6 x 3 = 108 configurations, 90 feasible; the fast ones all have a == 3.
-SPACE = SearchSpace.enumerate({"a": list(range(6)), "b": list(range(6)), "c": [1, 2, 4]},
-                              lambda p: not (p["b"] == 5 and p["c"] == 4))
+SPACE = SearchSpace.enumerate(
+    {"a": list(range(6)), "b": list(range(6)), "c": [1, 2, 4]}, lambda p: not (p["b"] == 5 and p["c"] == 4)
+)
 
 
 def _time(p: dict) -> float:
@@ -27,8 +28,17 @@ def _context(rows: list[int], seed: int = 0) -> Context:
     seen = np.zeros(len(SPACE), dtype=bool)
     seen[rows] = True
     values: list[float | None] = [_time(SPACE.as_dict(SPACE.feasible[r])) for r in rows]
-    return Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
-                   [""] * len(rows), np.random.default_rng(seed))
+    return Context(
+        SPACE,
+        None,
+        None,
+        seen,
+        rows,
+        values,
+        [False] * len(rows),  # type: ignore[arg-type]
+        [""] * len(rows),
+        np.random.default_rng(seed),
+    )
 
 
 def test_gp_arm_proposes_where_the_model_predicts_fast_times() -> None:

@@ -17,8 +17,9 @@ from warpforge.search.bench.harness import bench, random_expectation
 from warpforge.search.samplers.registry import DEFAULT_SAMPLER
 
 SPACES = Path(__file__).resolve().parents[2].parent / "shared" / "spaces"
-needs_spaces = pytest.mark.skipif(not (SPACES / "README.md").is_file(),
-                                  reason=f"recorded spaces not found at {SPACES} (../shared/spaces)")
+needs_spaces = pytest.mark.skipif(
+    not (SPACES / "README.md").is_file(), reason=f"recorded spaces not found at {SPACES} (../shared/spaces)"
+)
 
 
 def _readme_table() -> dict[str, list[float]]:
@@ -52,8 +53,12 @@ def test_random_expectation_small_cases() -> None:
 
 def _tiny_cache(tmp_path: Path) -> Path:
     params = {"a": [1, 2, 3, 4], "b": [1, 2, 3]}
-    records = [({"a": a, "b": b}, float(1 + abs(a - 3) + abs(b - 2)), []) for a in params["a"] for b in params["b"]
-               if (a, b) != (4, 3)]
+    records = [
+        ({"a": a, "b": b}, float(1 + abs(a - 3) + abs(b - 2)), [])
+        for a in params["a"]
+        for b in params["b"]
+        if (a, b) != (4, 3)
+    ]
     records.append(({"a": 4, "b": 3}, "RuntimeFailedConfig", []))
     return write_cache(tmp_path / "tiny.json.gz", "GPU", "tiny", 1, params, records)
 
@@ -62,8 +67,13 @@ def test_bench_on_a_tiny_space_reaches_the_optimum_when_exhausted(tmp_path: Path
     path = _tiny_cache(tmp_path)
     recs = bench([path], ["random", DEFAULT_SAMPLER], [2, 12, 50], repeats=3, jobs=1)
     assert [(r.sampler, r.budget) for r in recs] == [
-        ("random", 2), ("random", 12), ("random", 50), (DEFAULT_SAMPLER, 2), (DEFAULT_SAMPLER, 12),
-        (DEFAULT_SAMPLER, 50)]
+        ("random", 2),
+        ("random", 12),
+        ("random", 50),
+        (DEFAULT_SAMPLER, 2),
+        (DEFAULT_SAMPLER, 12),
+        (DEFAULT_SAMPLER, 50),
+    ]
     for r in recs:
         assert 0 <= r.mean <= 1 and r.stderr >= 0 and r.repeats == 3
         if r.budget >= 12:  # 12 configurations: every one has been evaluated
@@ -102,8 +112,22 @@ runner = CliRunner()
 
 def test_cli_json(tmp_path: Path) -> None:
     path = _tiny_cache(tmp_path)
-    res = runner.invoke(_app(), ["bench-search", str(path), "--samplers", "random,tpe", "--budgets", "3,6",
-                                 "--repeats", "2", "--jobs", "1", "--json"])
+    res = runner.invoke(
+        _app(),
+        [
+            "bench-search",
+            str(path),
+            "--samplers",
+            "random,tpe",
+            "--budgets",
+            "3,6",
+            "--repeats",
+            "2",
+            "--jobs",
+            "1",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = json.loads(res.stdout)
     assert len(records) == 4
@@ -113,18 +137,22 @@ def test_cli_json(tmp_path: Path) -> None:
 
 def test_cli_table(tmp_path: Path) -> None:
     path = _tiny_cache(tmp_path)
-    res = runner.invoke(_app(), ["bench-search", str(path), "--samplers", "random", "--budgets", "3",
-                                 "--repeats", "2", "--jobs", "1"])
+    res = runner.invoke(
+        _app(), ["bench-search", str(path), "--samplers", "random", "--budgets", "3", "--repeats", "2", "--jobs", "1"]
+    )
     assert res.exit_code == 0, res.output
     assert "fraction of the optimum" in res.stdout and "random (exact)" in res.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["missing.json.gz"], "no such file"),
-    (["{tiny}", "--samplers", "nope"], "unknown sampler 'nope'"),
-    (["{tiny}", "--budgets", "10,x"], "--budgets must be positive integers"),
-    (["{bad}"], "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing.json.gz"], "no such file"),
+        (["{tiny}", "--samplers", "nope"], "unknown sampler 'nope'"),
+        (["{tiny}", "--budgets", "10,x"], "--budgets must be positive integers"),
+        (["{bad}"], "not valid JSON"),
+    ],
+)
 def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{broken")
@@ -144,11 +172,28 @@ def test_the_table_fits_80_columns_with_four_budgets_and_long_names() -> None:
 
     from warpforge.search.bench.harness import BenchRecord, render_table
 
-    records = [BenchRecord(space="convolution_milo/RTX_A4000", sampler=s, budget=b, repeats=10, mean=0.912345,
-                           stderr=0.012345, random=0.5, wall_s=1.5, wasted_infeasible=0.0, wasted_duplicate=1.0,
-                           failed_evals=0.0, n_configs=1000, optimum_ms=1.0, evaluations=float(b), collapse=3,
-                           collapse_fraction=0.987)
-               for s in ("random", "tpe", "wf-default@4") for b in (20, 50, 100, 200)]
+    records = [
+        BenchRecord(
+            space="convolution_milo/RTX_A4000",
+            sampler=s,
+            budget=b,
+            repeats=10,
+            mean=0.912345,
+            stderr=0.012345,
+            random=0.5,
+            wall_s=1.5,
+            wasted_infeasible=0.0,
+            wasted_duplicate=1.0,
+            failed_evals=0.0,
+            n_configs=1000,
+            optimum_ms=1.0,
+            evaluations=float(b),
+            collapse=3,
+            collapse_fraction=0.987,
+        )
+        for s in ("random", "tpe", "wf-default@4")
+        for b in (20, 50, 100, 200)
+    ]
     console = Console(width=80, record=True)
     console.print(render_table(records, console.width))
     text = console.export_text()
@@ -161,6 +206,9 @@ def test_the_table_fits_80_columns_with_four_budgets_and_long_names() -> None:
     (baseline,) = [r for r in rows if r[0] == "random (exact)"]
     assert baseline[1:] == ["0.500"] * 4
     assert all(r[1:] == [""] * (len(r) - 1) for r in rows if r[0].startswith("convolution_milo"))
-    cost_header = [[c.strip() for c in line.split("┃")[1:-1]]
-                   for line in text.split("cost of each search")[1].splitlines() if line.startswith("┃")]
+    cost_header = [
+        [c.strip() for c in line.split("┃")[1:-1]]
+        for line in text.split("cost of each search")[1].splitlines()
+        if line.startswith("┃")
+    ]
     assert [cells[1:] for cells in cost_header] == [["", "", "", ""], ["s/run", "wasted", "evals", "same end"]]

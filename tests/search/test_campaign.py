@@ -61,8 +61,17 @@ StandInCpu = namespace["StandInCpu"]
 
 
 def spec(db: Path, name: str, trials: int, **kw: Any) -> CampaignSpec:
-    return CampaignSpec(name=name, tasks=[TASK], variant_files=[GOOD], trials=trials, backend="standin-cpu",
-                        db_url=f"sqlite:///{db}", seed=0, sampler="random", **kw)
+    return CampaignSpec(
+        name=name,
+        tasks=[TASK],
+        variant_files=[GOOD],
+        trials=trials,
+        backend="standin-cpu",
+        db_url=f"sqlite:///{db}",
+        seed=0,
+        sampler="random",
+        **kw,
+    )
 
 
 def pool(workers: int, eval_s: float = 0.1) -> PoolConfig:
@@ -101,8 +110,12 @@ def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monke
     def spy(self: Strategy, proposal: Any, value: Any, **kw: Any) -> None:
         engine = create_engine(f"sqlite:///{db}")  # a connection of its own: sees committed rows only
         with engine.connect() as conn:
-            seen.append(conn.execute(text("select count(*) from wf_evaluations where params_key = :k"),
-                                     {"k": params_key(proposal.params)}).scalar())
+            seen.append(
+                conn.execute(
+                    text("select count(*) from wf_evaluations where params_key = :k"),
+                    {"k": params_key(proposal.params)},
+                ).scalar()
+            )
         engine.dispose()
         tell(self, proposal, value, **kw)
 
@@ -111,7 +124,9 @@ def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monke
     assert seen == [1, 1, 1, 1, 1]
 
 
-KILLED = STANDIN + """
+KILLED = (
+    STANDIN
+    + """
 import json
 from warpforge.evaluator.run.pool import PoolConfig
 from warpforge.search.engine.campaign import CampaignSpec, run_campaign
@@ -121,6 +136,7 @@ spec = CampaignSpec(name="k", tasks=[{task!r}], variant_files=[{good!r}], trials
 config = PoolConfig(workers=3, use_ray=False, backend_kwargs={{"eval_s": 1.5 if not resume else 0.05}})
 print(json.dumps(run_campaign(spec, pool_config=config).to_dict()))
 """.format(task=TASK, good=GOOD)
+)
 
 
 @pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
@@ -128,8 +144,13 @@ def test_kill_9_mid_campaign_then_resume_loses_nothing_and_reruns_the_in_flight(
     db, script = tmp_path / "wf.db", tmp_path / "killed.py"
     script.write_text(KILLED)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.Popen([sys.executable, str(script), str(db), "fresh"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(db), "fresh"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     stored: list[tuple[Any, ...]] = []
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(stored) < 3:
@@ -145,8 +166,9 @@ def test_kill_9_mid_campaign_then_resume_loses_nothing_and_reruns_the_in_flight(
     before = rows(db, "select id, params_key from wf_evaluations")
     running = rows(db, "select count(*) from trials where state = 'RUNNING'")[0][0]
     assert 3 <= len(before) < 5 and running >= 1
-    resumed = subprocess.run([sys.executable, str(script), str(db), "resume"], env=env, capture_output=True,
-                             text=True, timeout=300)
+    resumed = subprocess.run(
+        [sys.executable, str(script), str(db), "resume"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert summary["requeued"] >= 1  # the in-flight trials were proposed again
@@ -157,8 +179,17 @@ def test_kill_9_mid_campaign_then_resume_loses_nothing_and_reruns_the_in_flight(
 
 
 def _result(ms: float, spread: float) -> EvalResult:
-    shape = ShapeResult(shape={"N": 1}, dtype="float32", p20_ms=ms * (1 - spread), p50_ms=ms,
-                        p80_ms=ms * (1 + spread), ref_p20_ms=1.98, ref_p50_ms=2.0, ref_p80_ms=2.02, speedup=2.0 / ms)
+    shape = ShapeResult(
+        shape={"N": 1},
+        dtype="float32",
+        p20_ms=ms * (1 - spread),
+        p50_ms=ms,
+        p80_ms=ms * (1 + spread),
+        ref_p20_ms=1.98,
+        ref_p50_ms=2.0,
+        ref_p80_ms=2.02,
+        speedup=2.0 / ms,
+    )
     return EvalResult(verdict=Verdict.OK, shapes=[shape], objective_ms=ms, speedup=2.0 / ms)
 
 
@@ -196,11 +227,17 @@ def test_decisions_and_intervals_fall_back_honestly_without_raw_samples() -> Non
     assert low < mid < high and method == "p20-p80 range (no raw samples)"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("warpforge.evaluator.run.stats") is None,
-                    reason="warpforge.evaluator.run.stats not there yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec("warpforge.evaluator.run.stats") is None,
+    reason="warpforge.evaluator.run.stats not there yet",
+)
 def test_samples_go_through_the_statistics_module() -> None:
-    faster, how = beyond_noise(_result(1.0, 0.0), _result(1.0, 0.0), 0.05,
-                               ab=([0.5 + 0.001 * i for i in range(20)], [1.0 + 0.001 * i for i in range(20)]))
+    faster, how = beyond_noise(
+        _result(1.0, 0.0),
+        _result(1.0, 0.0),
+        0.05,
+        ab=([0.5 + 0.001 * i for i in range(20)], [1.0 + 0.001 * i for i in range(20)]),
+    )
     assert faster and how == "interleaved A/B re-measurement"
 
 
@@ -227,13 +264,19 @@ def test_cli_runs_workers_in_process_and_refuses_a_shared_gpu(tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["WARPFORGE_DB"] = f"sqlite:///{tmp_path / 'wf.db'}"
     cli = [sys.executable, "-m", "warpforge.cli", "run", TASK, "--variant-file", GOOD]
-    proc = subprocess.run([*cli, "--trials", "2", "--workers", "2", "--no-ray", "--json"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [*cli, "--trials", "2", "--workers", "2", "--no-ray", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     task = json.loads(proc.stdout)["tasks"][0]
     assert task["workers"] == "in-process, 2 workers" and task["evaluations"] == 2
-    shared = subprocess.run([*cli, "--backend", "cuda", "--workers", "2", "--no-ray"], env=env,
-                            capture_output=True, text=True, timeout=300)
+    shared = subprocess.run(
+        [*cli, "--backend", "cuda", "--workers", "2", "--no-ray"], env=env, capture_output=True, text=True, timeout=300
+    )
     import torch
 
     if torch.cuda.is_available():

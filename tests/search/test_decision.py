@@ -49,9 +49,17 @@ class UntimedStandIn(bench.StandInGpuBackend):  # type: ignore[misc,name-defined
 
 
 def _spec(db: Path, name: str, trials: int, backend: str, **kw: object) -> CampaignSpec:
-    return CampaignSpec(name=name, tasks=[str(PLANTED / "task_double.py")], variant_files=[str(PLANTED / "good.py")],
-                        trials=trials, backend=backend, db_url=f"sqlite:///{db}", seed=0, sampler="random",
-                        **kw)  # type: ignore[arg-type]
+    return CampaignSpec(
+        name=name,
+        tasks=[str(PLANTED / "task_double.py")],
+        variant_files=[str(PLANTED / "good.py")],
+        trials=trials,
+        backend=backend,
+        db_url=f"sqlite:///{db}",
+        seed=0,
+        sampler="random",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 POOL = PoolConfig(workers=2, use_ray=False, backend_kwargs={"eval_s": 0.0, "compile_s": 0.0})

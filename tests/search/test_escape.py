@@ -57,8 +57,17 @@ def _run(policy: Policy, budget: int, seed: int = 0) -> tuple[list[int], list[st
     arms: list[str] = []
     rng = np.random.default_rng(seed)
     for _ in range(budget):
-        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
-                      arms, rng)
+        ctx = Context(
+            SPACE,
+            None,
+            None,
+            seen,
+            rows,
+            values,
+            [False] * len(rows),  # type: ignore[arg-type]
+            arms,
+            rng,
+        )
         pick = policy.propose(ctx)
         assert pick is not None and not seen[pick.row]
         seen[pick.row] = True
@@ -103,8 +112,17 @@ def _escape_radii(escape: Escape, steps: int = 5) -> list[int]:
     radii = []
     seen[rows] = True
     for _ in range(steps):
-        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows), arms,  # type: ignore[arg-type]
-                      np.random.default_rng(1))
+        ctx = Context(
+            SPACE,
+            None,
+            None,
+            seen,
+            rows,
+            values,
+            [False] * len(rows),
+            arms,  # type: ignore[arg-type]
+            np.random.default_rng(1),
+        )
         pick = escape.propose(ctx)
         assert pick is not None and pick.arm == ESCAPE_ARM
         radii.append(_distance(pick.row, TRAP))
@@ -135,8 +153,17 @@ def test_escape_with_the_gp_leaves_a_stall_the_gp_itself_sits_in() -> None:
     seen[near] = True
     rows = [SPACE.row(TRAP)] + [r for r in near if r != SPACE.row(TRAP)]
     values: list[float | None] = [_time(SPACE.feasible[r]) for r in rows]
-    ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows), ["nearest"] * len(rows),  # type: ignore[arg-type]
-                  np.random.default_rng(0))
+    ctx = Context(
+        SPACE,
+        None,
+        None,
+        seen,
+        rows,
+        values,
+        [False] * len(rows),
+        ["nearest"] * len(rows),  # type: ignore[arg-type]
+        np.random.default_rng(0),
+    )
     pick = Escape(_Nearest(), GPArm(), patience=10).propose(ctx)
     assert pick is not None and pick.arm == ESCAPE_ARM and _distance(pick.row, TRAP) >= 2
 
@@ -175,8 +202,17 @@ def test_no_escape_while_the_incumbent_is_still_refined_one_parameter_at_a_time(
         seen = np.zeros(len(SPACE), dtype=bool)
         seen[rows] = True
         values: list[float | None] = [2.0] + [2.2] * (len(rows) - 1)
-        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
-                      [""] * len(rows), np.random.default_rng(0))
+        ctx = Context(
+            SPACE,
+            None,
+            None,
+            seen,
+            rows,
+            values,
+            [False] * len(rows),  # type: ignore[arg-type]
+            [""] * len(rows),
+            np.random.default_rng(0),
+        )
         assert escape.stalled(values)
         pick = escape.propose(ctx)
         assert pick is not None and pick.arm == want
@@ -197,15 +233,25 @@ def test_consensus_breakers_by_hand() -> None:
 def test_consensus_escape_breaks_what_the_best_measurements_agree_on() -> None:
     """The trap's measured neighbours all keep a=0. The 5 fastest (the trap, then the ties at 2.1 in row
     order: (0,0,0,1), (0,0,0,2), (0,0,0,3), (0,0,1,0)) agree on a=0 and b=0: an escape step changes a or b."""
-    rows = [SPACE.row(TRAP)] + [r for r in range(len(SPACE))
-                                if _distance(r, TRAP) == 1 and SPACE.feasible[r][0] == 0]  # 9 neighbours
+    rows = [SPACE.row(TRAP)] + [
+        r for r in range(len(SPACE)) if _distance(r, TRAP) == 1 and SPACE.feasible[r][0] == 0
+    ]  # 9 neighbours
     seen = np.zeros(len(SPACE), dtype=bool)
     seen[rows] = True
     values: list[float | None] = [_time(SPACE.feasible[r]) for r in rows]
     escape = Escape(_Nearest(), UniformArm(), patience=4, every=1, min_probed=3, consensus_top=5)
     for seed in range(20):
-        ctx = Context(SPACE, None, None, seen, rows, values, [False] * len(rows),  # type: ignore[arg-type]
-                      [""] * len(rows), np.random.default_rng(seed))
+        ctx = Context(
+            SPACE,
+            None,
+            None,
+            seen,
+            rows,
+            values,
+            [False] * len(rows),  # type: ignore[arg-type]
+            [""] * len(rows),
+            np.random.default_rng(seed),
+        )
         pick = escape.propose(ctx)
         assert pick is not None and pick.arm == ESCAPE_ARM and SPACE.feasible[pick.row][:2] != (0, 0)
     found, _ = _run(Escape(_Nearest(), UniformArm(), patience=10, consensus_top=5), 60)

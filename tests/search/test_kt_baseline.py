@@ -81,8 +81,13 @@ def test_same_seed_same_run(strategy: str) -> None:
 
 
 def test_collapse_count_by_hand() -> None:
-    rec = RecordedSpace("", "", None, {"x": [1, 2, 3]}, {(1,): RecordedTime("ok", 1.0), (2,): RecordedTime("ok", 4.0),
-                                                           (3,): RecordedTime("ok", 2.0)})
+    rec = RecordedSpace(
+        "",
+        "",
+        None,
+        {"x": [1, 2, 3]},
+        {(1,): RecordedTime("ok", 1.0), (2,): RecordedTime("ok", 4.0), (3,): RecordedTime("ok", 2.0)},
+    )
     assert collapse(rec, [(2,), (2,), (2,), (1,)]) == (3, 0.25)
     assert collapse(rec, [(3,), (1,), (3,), (1,)]) == (2, 1.0)  # a tie reports the faster configuration
     assert collapse(rec, [None, None]) == (0, None)
@@ -108,12 +113,32 @@ def test_cli_baselines(tmp_path: Path) -> None:
 
     path = _toy(tmp_path)
     runner = CliRunner()
-    res = runner.invoke(_app(), ["bench-search", str(path), "--samplers", "random", "--baselines", "kt:random_sample",
-                                 "--budgets", "2,5", "--repeats", "2", "--jobs", "1", "--json"])
+    res = runner.invoke(
+        _app(),
+        [
+            "bench-search",
+            str(path),
+            "--samplers",
+            "random",
+            "--baselines",
+            "kt:random_sample",
+            "--budgets",
+            "2,5",
+            "--repeats",
+            "2",
+            "--jobs",
+            "1",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
-    assert [(r["sampler"], r["budget"]) for r in rows] == [("random", 2), ("random", 5), ("kt:random_sample", 2),
-                                                           ("kt:random_sample", 5)]
+    assert [(r["sampler"], r["budget"]) for r in rows] == [
+        ("random", 2),
+        ("random", 5),
+        ("kt:random_sample", 2),
+        ("kt:random_sample", 5),
+    ]
     assert rows[-1]["collapse"] == 2 and rows[-1]["evaluations"] == 5
     res = runner.invoke(_app(), ["bench-search", str(path), "--baselines", "kt:nope", "--repeats", "1", "--jobs", "1"])
     assert res.exit_code == 2 and "unknown Kernel Tuner strategy 'nope'" in res.output

@@ -37,8 +37,17 @@ def test_stored_results_reused_are_logged_and_counted(tmp_path: Path, caplog: py
     config = PoolConfig(workers=1, use_ray=False, backend_kwargs={"eval_s": 0.0, "compile_s": 0.0})
 
     def spec(name: str, trials: int) -> CampaignSpec:
-        return CampaignSpec(name=name, tasks=[TASK], variant_files=[GOOD], trials=trials, backend=StandInRounds.name,
-                            db_url=db, seed=0, sampler="random", top_k=0)
+        return CampaignSpec(
+            name=name,
+            tasks=[TASK],
+            variant_files=[GOOD],
+            trials=trials,
+            backend=StandInRounds.name,
+            db_url=db,
+            seed=0,
+            sampler="random",
+            top_k=0,
+        )
 
     first = run_campaign(spec("a", 3), pool_config=config)
     assert first.tasks[0].reused == 0 and first.tasks[0].notes == []

@@ -39,8 +39,13 @@ def test_copy_reads_back_through_rdbstorage_and_resumes(tmp_path: Path) -> None:
     writer.close()  # the fifth stays RUNNING: a crash with it in flight
     stored = optuna.load_study(study_name="c:t:v", storage=url).get_trials(deepcopy=False)
     assert [_fields(t) for t in stored] == [_fields(t) for t in study.get_trials(deepcopy=False)]
-    assert [t.state for t in stored] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED,
-                                         TrialState.COMPLETE, TrialState.RUNNING]
+    assert [t.state for t in stored] == [
+        TrialState.COMPLETE,
+        TrialState.FAIL,
+        TrialState.PRUNED,
+        TrialState.COMPLETE,
+        TrialState.RUNNING,
+    ]
     assert stored[0].user_attrs["verdict"] == "ok" and stored[3].value == 4.0
 
     writer2 = StudyWriter(optuna.storages.RDBStorage(url), interval_s=3600)

@@ -25,10 +25,12 @@ from warpforge.search.engine.summary import Event
 ROOT = Path(__file__).parents[2]
 TASK = str(ROOT / "tests" / "evaluator" / "planted" / "task_double.py")
 GOOD = (ROOT / "tests" / "evaluator" / "planted" / "good.py").read_text()
-PARENT = GOOD.replace('SPACE = {"BLOCK": [128, 256, 1024], "num_warps": [2, 4]}',
-                      'SPACE = {"BLOCK": [128, 256], "num_warps": [2]}')
-CHILD = GOOD.replace('SPACE = {"BLOCK": [128, 256, 1024], "num_warps": [2, 4]}',
-                     'SPACE = {"BLOCK": [512], "num_warps": [4]}')
+PARENT = GOOD.replace(
+    'SPACE = {"BLOCK": [128, 256, 1024], "num_warps": [2, 4]}', 'SPACE = {"BLOCK": [128, 256], "num_warps": [2]}'
+)
+CHILD = GOOD.replace(
+    'SPACE = {"BLOCK": [128, 256, 1024], "num_warps": [2, 4]}', 'SPACE = {"BLOCK": [512], "num_warps": [4]}'
+)
 assert PARENT != GOOD and CHILD != GOOD
 
 
@@ -60,9 +62,18 @@ class ChildProposer(Proposer):
             return [Candidate(parse_variant(PARENT, "parent"), Origin("template", self.name))]
         type(self).seen.append(history)
         parent = history.variants[0]
-        return [Candidate(parse_variant(CHILD, "child"),
-                          Origin("llm", self.name, parents=(parent.variant.source_hash,), proposal_id="call-7",
-                                 rationale=f"parent {dict(parent.verdicts)} over {sorted(parent.variant.space)}"))]
+        return [
+            Candidate(
+                parse_variant(CHILD, "child"),
+                Origin(
+                    "llm",
+                    self.name,
+                    parents=(parent.variant.source_hash,),
+                    proposal_id="call-7",
+                    rationale=f"parent {dict(parent.verdicts)} over {sorted(parent.variant.space)}",
+                ),
+            )
+        ]
 
     def wants_more(self, history: History) -> bool:
         return history.round == 1 and any(v.evaluated >= 2 for v in history.variants)
@@ -86,8 +97,17 @@ def _task() -> Task:
 def test_a_proposer_sees_first_results_and_its_child_is_evaluated_with_lineage(tmp_path: Path) -> None:
     db = tmp_path / "wf.db"
     ChildProposer.seen.clear()
-    spec = CampaignSpec(name="rounds", tasks=[TASK], trials=3, backend="interpret", db_url=f"sqlite:///{db}",
-                        seed=0, sampler="random", proposer="test-child", top_k=0)
+    spec = CampaignSpec(
+        name="rounds",
+        tasks=[TASK],
+        trials=3,
+        backend="interpret",
+        db_url=f"sqlite:///{db}",
+        seed=0,
+        sampler="random",
+        proposer="test-child",
+        top_k=0,
+    )
     summary = run_campaign(spec, pool_config=PoolConfig(workers=1, use_ray=False))
     (seen,) = ChildProposer.seen
     assert seen.round == 1 and seen.backend == "interpret" and seen.evaluations_done == 2
@@ -99,10 +119,17 @@ def test_a_proposer_sees_first_results_and_its_child_is_evaluated_with_lineage(t
     assert arms["child"].parents == [parent.variant.source_hash]
     engine = create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        stored = {r[0]: r[1:] for r in conn.execute(text(
-            "select name, origin, proposer, parents, proposal_id, rationale from wf_variants"))}
-        evaluated = conn.execute(text("select count(*) from wf_evaluations e join wf_variants v "
-                                      "on e.variant_id = v.id where v.name = 'child'")).scalar()
+        stored = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                text("select name, origin, proposer, parents, proposal_id, rationale from wf_variants")
+            )
+        }
+        evaluated = conn.execute(
+            text(
+                "select count(*) from wf_evaluations e join wf_variants v on e.variant_id = v.id where v.name = 'child'"
+            )
+        ).scalar()
     engine.dispose()
     assert evaluated == 1
     origin, proposer, parents, proposal_id, rationale = stored["child"]
@@ -124,8 +151,12 @@ class GatedProposer(Proposer):
         if history.round == 0:
             return [Candidate(parse_variant(GOOD, "good"), Origin("template", self.name))]
         type(self).timed_out = not await asyncio.to_thread(self.gate.wait, 120)
-        return [Candidate(parse_variant(CHILD, "child"), Origin("llm", self.name, parents=(history.variants[0]
-                                                                                          .variant.source_hash,)))]
+        return [
+            Candidate(
+                parse_variant(CHILD, "child"),
+                Origin("llm", self.name, parents=(history.variants[0].variant.source_hash,)),
+            )
+        ]
 
     def wants_more(self, history: History) -> bool:
         return history.round == 1
@@ -140,11 +171,22 @@ def test_a_slow_proposal_never_stalls_evaluation(tmp_path: Path) -> None:
         if event.done >= 4:  # evaluations went on while round 1 was waiting
             GatedProposer.gate.set()
 
-    spec = CampaignSpec(name="gated", tasks=[TASK], trials=7, backend="standin-rounds",
-                        db_url=f"sqlite:///{tmp_path / 'wf.db'}", seed=0, sampler="random", proposer="test-gated",
-                        top_k=0)
-    summary = run_campaign(spec, on_event=on_event, pool_config=PoolConfig(
-        workers=2, use_ray=False, backend_kwargs={"eval_s": 0.05, "compile_s": 0.0}))
+    spec = CampaignSpec(
+        name="gated",
+        tasks=[TASK],
+        trials=7,
+        backend="standin-rounds",
+        db_url=f"sqlite:///{tmp_path / 'wf.db'}",
+        seed=0,
+        sampler="random",
+        proposer="test-gated",
+        top_k=0,
+    )
+    summary = run_campaign(
+        spec,
+        on_event=on_event,
+        pool_config=PoolConfig(workers=2, use_ray=False, backend_kwargs={"eval_s": 0.05, "compile_s": 0.0}),
+    )
     assert not GatedProposer.timed_out
     variants = [e.variant for e in events]
     assert variants[:4] == ["good"] * 4 and "child" in variants[4:]  # the child joined after the gate opened
@@ -157,8 +199,18 @@ def test_resume_searches_arms_added_mid_run_again_with_their_lineage(tmp_path: P
     config = PoolConfig(workers=1, use_ray=False, backend_kwargs={"eval_s": 0.0, "compile_s": 0.0})
 
     def spec(trials: int, resume: bool) -> CampaignSpec:
-        return CampaignSpec(name="again", tasks=[TASK], trials=trials, backend=StandInRounds.name, db_url=db,
-                            seed=0, sampler="random", proposer="test-child", top_k=0, resume=resume)
+        return CampaignSpec(
+            name="again",
+            tasks=[TASK],
+            trials=trials,
+            backend=StandInRounds.name,
+            db_url=db,
+            seed=0,
+            sampler="random",
+            proposer="test-child",
+            top_k=0,
+            resume=resume,
+        )
 
     first = run_campaign(spec(3, False), pool_config=config)
     assert [v.variant for v in first.tasks[0].variants] == ["parent", "child"]

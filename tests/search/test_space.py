@@ -33,7 +33,6 @@ def test_enumerate_refuses_huge_products() -> None:
 
 
 def test_from_recorded_keeps_failures() -> None:
-    rec = RecordedSpace("", "", None, {"x": [1, 2, 3]},
-                        {(1,): RecordedTime("ok", 1.0), (3,): RecordedTime("runtime")})
+    rec = RecordedSpace("", "", None, {"x": [1, 2, 3]}, {(1,): RecordedTime("ok", 1.0), (3,): RecordedTime("runtime")})
     s = SearchSpace.from_recorded(rec)
     assert s.feasible == [(1,), (3,)] and (2,) not in s

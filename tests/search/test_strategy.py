@@ -17,7 +17,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 # 4 x 3 x 2 = 24 in the product, 14 feasible: a shared-memory-like product bound plus a hole.
 SPACE = SearchSpace.enumerate(
     {"block": [16, 32, 64, 128], "warps": [2, 4, 8], "stages": [1, 2]},
-    lambda c: c["block"] * c["warps"] * c["stages"] <= 512 and (c["block"], c["warps"]) != (32, 4))
+    lambda c: c["block"] * c["warps"] * c["stages"] <= 512 and (c["block"], c["warps"]) != (32, 4),
+)
 
 
 def _objective(p: dict) -> float:
@@ -140,8 +141,9 @@ def test_outstanding_asks_are_distinct_and_count_toward_exhaustion() -> None:
     assert s.ask() is None
 
 
-def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(monkeypatch: pytest.MonkeyPatch,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_tpe_arm_falls_back_to_public_optuna_if_internals_change(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from warpforge.search.samplers import registry as samplers
 
     def broken(*args: object, **kwargs: object) -> None:

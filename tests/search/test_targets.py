@@ -19,33 +19,44 @@ from warpforge.search.bench.targets import absolute_targets, compare_to_kt, dist
 
 
 def _rec(space: str, sampler: str, budget: int, mean: float, se: float, digest: str = "") -> BenchRecord:
-    return BenchRecord(space, sampler, budget, mean, se, 0.5, 100, 0.0, 0.0, 0.0, 0.0, 10, 1.0,
-                       digest=digest or space)
+    return BenchRecord(space, sampler, budget, mean, se, 0.5, 100, 0.0, 0.0, 0.0, 0.0, 10, 1.0, digest=digest or space)
 
 
 def test_one_standard_error_of_the_difference_decides() -> None:
     # se of the difference = hypot(0.03, 0.04) = 0.05 (a 3-4-5 triangle): -0.05 is met, -0.051 is not.
-    level = compare_to_kt([_rec("s/A", "wf-default", 100, 0.90, 0.03), _rec("s/A", "kt:pso", 100, 0.95, 0.04),
-                           _rec("s/A", "kt:mls", 100, 0.60, 0.01)])
+    level = compare_to_kt(
+        [
+            _rec("s/A", "wf-default", 100, 0.90, 0.03),
+            _rec("s/A", "kt:pso", 100, 0.95, 0.04),
+            _rec("s/A", "kt:mls", 100, 0.60, 0.01),
+        ]
+    )
     assert [(c.best_kt, c.se, c.met) for c in level] == [("kt:pso", pytest.approx(0.05), True)]
     behind = compare_to_kt([_rec("s/A", "wf-default", 100, 0.899, 0.03), _rec("s/A", "kt:pso", 100, 0.95, 0.04)])
     assert not behind[0].met
 
 
 def test_best_kt_is_chosen_per_space_and_budget() -> None:
-    recs = [_rec("s/A", "wf-default", 50, 0.8, 0.01), _rec("s/A", "wf-default", 100, 0.9, 0.01),
-            _rec("s/A", "kt:pso", 50, 0.85, 0.01), _rec("s/A", "kt:mls", 50, 0.70, 0.01),
-            _rec("s/A", "kt:pso", 100, 0.88, 0.01), _rec("s/A", "kt:mls", 100, 0.95, 0.01),
-            _rec("s/B", "wf-default", 100, 0.5, 0.01)]  # no kt rows for B: nothing to compare
+    recs = [
+        _rec("s/A", "wf-default", 50, 0.8, 0.01),
+        _rec("s/A", "wf-default", 100, 0.9, 0.01),
+        _rec("s/A", "kt:pso", 50, 0.85, 0.01),
+        _rec("s/A", "kt:mls", 50, 0.70, 0.01),
+        _rec("s/A", "kt:pso", 100, 0.88, 0.01),
+        _rec("s/A", "kt:mls", 100, 0.95, 0.01),
+        _rec("s/B", "wf-default", 100, 0.5, 0.01),
+    ]  # no kt rows for B: nothing to compare
     rows = compare_to_kt(recs)
     assert [(c.space, c.budget, c.best_kt) for c in rows] == [("s/A", 50, "kt:pso"), ("s/A", 100, "kt:mls")]
     assert [c.met for c in rows] == [False, False]  # 0.8 vs 0.85 and 0.9 vs 0.95, se 0.014 each
 
 
 def test_a_space_held_by_two_files_counts_once() -> None:
-    recs = [_rec("convolution_milo/A100", "wf-default", 100, 0.90, 0.01, digest="d1"),
-            _rec("convolution_milo/A100_T4", "wf-default", 100, 0.90, 0.01, digest="d1"),
-            _rec("gemm/X", "wf-default", 100, 1.00, 0.00, digest="d2")]
+    recs = [
+        _rec("convolution_milo/A100", "wf-default", 100, 0.90, 0.01, digest="d1"),
+        _rec("convolution_milo/A100_T4", "wf-default", 100, 0.90, 0.01, digest="d1"),
+        _rec("gemm/X", "wf-default", 100, 1.00, 0.00, digest="d2"),
+    ]
     assert [r.space for r in distinct(recs)] == ["convolution_milo/A100", "gemm/X"]
     a100, mean = absolute_targets(recs)
     assert a100.value == pytest.approx(0.90) and not a100.met  # goal 0.93
@@ -55,10 +66,14 @@ def test_a_space_held_by_two_files_counts_once() -> None:
 
 
 def test_a_file_passed_twice_and_t4_first_still_count_once() -> None:
-    twice = [_rec("gemm/X", "wf-default", 100, 1.00, 0.0, digest="d2"), _rec("gemm/X", "kt:pso", 100, 0.9, 0.0,
-                                                                          digest="d2")] * 2
-    t4_first = [_rec("convolution_milo/A100_T4", "wf-default", 100, 0.80, 0.01, digest="d1"),
-                _rec("convolution_milo/A100", "wf-default", 100, 0.80, 0.01, digest="d1")]
+    twice = [
+        _rec("gemm/X", "wf-default", 100, 1.00, 0.0, digest="d2"),
+        _rec("gemm/X", "kt:pso", 100, 0.9, 0.0, digest="d2"),
+    ] * 2
+    t4_first = [
+        _rec("convolution_milo/A100_T4", "wf-default", 100, 0.80, 0.01, digest="d1"),
+        _rec("convolution_milo/A100", "wf-default", 100, 0.80, 0.01, digest="d1"),
+    ]
     recs = t4_first + twice
     assert len(compare_to_kt(recs)) == 1  # gemm/X once; A100 has no kt rows here
     a100, mean = absolute_targets(recs)
@@ -67,10 +82,12 @@ def test_a_file_passed_twice_and_t4_first_still_count_once() -> None:
 
 
 def test_kt_rows_of_another_space_with_the_same_name_are_not_pooled() -> None:
-    recs = [_rec("s/A", "wf-default", 100, 0.9, 0.01, digest="one"), _rec("s/A", "kt:pso", 100, 0.5, 0.01,
-                                                                           digest="one"),
-            _rec("s/A", "wf-default", 100, 0.7, 0.01, digest="two"), _rec("s/A", "kt:mls", 100, 0.99, 0.01,
-                                                                           digest="two")]
+    recs = [
+        _rec("s/A", "wf-default", 100, 0.9, 0.01, digest="one"),
+        _rec("s/A", "kt:pso", 100, 0.5, 0.01, digest="one"),
+        _rec("s/A", "wf-default", 100, 0.7, 0.01, digest="two"),
+        _rec("s/A", "kt:mls", 100, 0.99, 0.01, digest="two"),
+    ]
     assert [(c.ours, c.best_kt) for c in compare_to_kt(recs)] == [(0.9, "kt:pso"), (0.7, "kt:mls")]
 
 
@@ -102,6 +119,7 @@ def test_save_json_writes_what_json_prints(tmp_path: Path) -> None:
     assert table.exit_code == 0, table.output
     assert "fraction of the optimum" in table.stdout
     printed = CliRunner().invoke(_app(), [*args, "--json"])
+
     def timeless(text: str) -> list[dict[str, object]]:  # wall_s is the only field a rerun changes
         return [{k: v for k, v in r.items() if k != "wall_s"} for r in json.loads(text)]
 
@@ -113,24 +131,53 @@ def test_save_json_writes_what_json_prints(tmp_path: Path) -> None:
     assert folder.exit_code == 2 and "is a directory" in folder.output
 
 
-def test_save_json_failing_after_the_run_still_prints_the_table(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_save_json_failing_after_the_run_still_prints_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def full(self: Path, *args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(Path, "write_text", full)
-    res = CliRunner().invoke(_app(), ["bench-search", str(_tiny(tmp_path)), "--samplers", "random", "--budgets",
-                                      "3", "--repeats", "2", "--jobs", "1", "--save-json",
-                                      str(tmp_path / "r.json")])
+    res = CliRunner().invoke(
+        _app(),
+        [
+            "bench-search",
+            str(_tiny(tmp_path)),
+            "--samplers",
+            "random",
+            "--budgets",
+            "3",
+            "--repeats",
+            "2",
+            "--jobs",
+            "1",
+            "--save-json",
+            str(tmp_path / "r.json"),
+        ],
+    )
     assert res.exit_code == 1 and "fraction of the optimum" in res.stdout
     assert "No space left on device; the records are not saved" in res.output and "Traceback" not in res.output
 
 
 @pytest.mark.skipif(not kt_available(), reason="Kernel Tuner not installed (pip install 'warpforge[kt]')")
 def test_table_prints_the_verdicts_with_kt_rows(tmp_path: Path) -> None:
-    res = CliRunner().invoke(_app(), ["bench-search", str(_tiny(tmp_path)), "--samplers", "wf-default",
-                                      "--baselines", "kt:random_sample", "--budgets", "12", "--repeats", "2",
-                                      "--jobs", "1"])
+    res = CliRunner().invoke(
+        _app(),
+        [
+            "bench-search",
+            str(_tiny(tmp_path)),
+            "--samplers",
+            "wf-default",
+            "--baselines",
+            "kt:random_sample",
+            "--budgets",
+            "12",
+            "--repeats",
+            "2",
+            "--jobs",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     # 12 budget on a 12-configuration space: both reach the optimum, so the verdict is "met" at difference 0.
     assert "targets: wf-default against" in res.stdout and "issue" not in res.stdout and "+0.000" in res.stdout

@@ -18,19 +18,30 @@ def first_set_outside_init(cls_source: str) -> set[str]:
         if not isinstance(fn, ast.FunctionDef):
             continue
         for node in ast.walk(fn):
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+                else []
+            )
             for t in targets:
                 for x in ast.walk(t):
-                    if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == "self" \
-                            and isinstance(x.ctx, ast.Store):
+                    if (
+                        isinstance(x, ast.Attribute)
+                        and isinstance(x.value, ast.Name)
+                        and x.value.id == "self"
+                        and isinstance(x.ctx, ast.Store)
+                    ):
                         (in_init if fn.name == "__init__" else elsewhere).add(x.attr)
     return elsewhere - in_init
 
 
 def test_the_checker_finds_an_attribute_born_outside_init() -> None:
-    src = ("class A:\n    def __init__(self):\n        self.a = 1\n"
-           "    def f(self):\n        self.a = 2\n        self.b = 3\n")
+    src = (
+        "class A:\n    def __init__(self):\n        self.a = 1\n"
+        "    def f(self):\n        self.a = 2\n        self.b = 3\n"
+    )
     assert first_set_outside_init(src) == {"b"}
 
 

@@ -54,8 +54,11 @@ def spent(limits: Budgets, used: Usage) -> str | None:
         return "tokens"
     if limits.max_cost_usd is not None and used.cost_usd >= limits.max_cost_usd:
         return "cost"
-    if limits.max_wall_s is not None and used.started is not None \
-            and time.monotonic() - used.started >= limits.max_wall_s:
+    if (
+        limits.max_wall_s is not None
+        and used.started is not None
+        and time.monotonic() - used.started >= limits.max_wall_s
+    ):
         return "wall_time"
     if limits.max_rounds is not None and used.rounds >= limits.max_rounds:
         return "rounds"

@@ -60,8 +60,9 @@ class LLMResponse:
 class LLMCallError(WarpforgeError, RuntimeError):
     """A call that failed after the client's own retries; ``kind`` is machine-readable, the text has no key."""
 
-    def __init__(self, kind: str, message: str, model: str = "", params: Mapping[str, Any] | None = None,
-                 latency_s: float = 0.0) -> None:
+    def __init__(
+        self, kind: str, message: str, model: str = "", params: Mapping[str, Any] | None = None, latency_s: float = 0.0
+    ) -> None:
         super().__init__(redact(message))
         self.kind, self.model, self.params, self.latency_s = kind, model, dict(params or {}), latency_s
 
@@ -71,8 +72,9 @@ class ChatClient(Protocol):
 
     def pick(self, rng: random.Random) -> ModelConfig: ...
 
-    async def complete(self, messages: Sequence[Message], model: ModelConfig, key: str = "",
-                       schema: Mapping[str, Any] | None = None) -> LLMResponse: ...
+    async def complete(
+        self, messages: Sequence[Message], model: ModelConfig, key: str = "", schema: Mapping[str, Any] | None = None
+    ) -> LLMResponse: ...
 
     async def aclose(self) -> None: ...
 
@@ -98,9 +100,16 @@ def split_reasoning(content: str, reasoning: str = "") -> tuple[str, str]:
 # Structured output (opt-in per model): the answer is a JSON object {rationale, source}; parse.py reads it.
 VARIANT_SCHEMA: dict[str, Any] = {
     "type": "json_schema",
-    "json_schema": {"name": "variant_file", "strict": True, "schema": {
-        "type": "object", "additionalProperties": False, "required": ["rationale", "source"],
-        "properties": {"rationale": {"type": "string"}, "source": {"type": "string"}}}},
+    "json_schema": {
+        "name": "variant_file",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["rationale", "source"],
+            "properties": {"rationale": {"type": "string"}, "source": {"type": "string"}},
+        },
+    },
 }
 
 
@@ -140,39 +149,60 @@ class OpenAIChatClient:
             key = m.api_key(env)
             register_secret(key)
             # Local servers (vLLM, SGLang, Ollama) take any key, but the client insists on one.
-            self._clients[m.label] = AsyncOpenAI(base_url=m.base_url, api_key=key or "EMPTY",
-                                                 timeout=m.timeout_s, max_retries=m.max_retries)
+            self._clients[m.label] = AsyncOpenAI(
+                base_url=m.base_url, api_key=key or "EMPTY", timeout=m.timeout_s, max_retries=m.max_retries
+            )
         install_log_filter()
 
     def pick(self, rng: random.Random) -> ModelConfig:
         return pick_model(self.config.models, rng)
 
-    async def complete(self, messages: Sequence[Message], model: ModelConfig, key: str = "",
-                       schema: Mapping[str, Any] | None = None) -> LLMResponse:
+    async def complete(
+        self, messages: Sequence[Message], model: ModelConfig, key: str = "", schema: Mapping[str, Any] | None = None
+    ) -> LLMResponse:
         import openai
 
         params = request_params(model, schema)
         started = time.monotonic()
         try:
             resp = await self._clients[model.label].chat.completions.create(
-                messages=[dict(m) for m in messages], extra_body=model.extra_body or None, **params)
+                messages=[dict(m) for m in messages], extra_body=model.extra_body or None, **params
+            )
         except openai.APITimeoutError as exc:
-            raise LLMCallError("timeout", f"{model.label}: no answer within {model.timeout_s:g} s "
-                               f"({model.max_retries} retries): raise timeout_s or use a faster model", model.label,
-                               params, time.monotonic() - started) from exc
+            raise LLMCallError(
+                "timeout",
+                f"{model.label}: no answer within {model.timeout_s:g} s "
+                f"({model.max_retries} retries): raise timeout_s or use a faster model",
+                model.label,
+                params,
+                time.monotonic() - started,
+            ) from exc
         except openai.APIConnectionError as exc:
-            raise LLMCallError("connection", f"{model.label}: cannot reach {model.base_url or 'api.openai.com'} "
-                               f"({exc}): is the server running?", model.label, params,
-                               time.monotonic() - started) from exc
+            raise LLMCallError(
+                "connection",
+                f"{model.label}: cannot reach {model.base_url or 'api.openai.com'} ({exc}): is the server running?",
+                model.label,
+                params,
+                time.monotonic() - started,
+            ) from exc
         except openai.APIStatusError as exc:
             kind = {401: "auth", 403: "auth", 404: "not_found", 429: "rate_limited"}.get(
-                exc.status_code, "server_error" if exc.status_code >= 500 else "bad_request")
-            hint = {"auth": "check the API key variable named by api_key_env",
-                    "not_found": "check base_url and the model id", "rate_limited": "lower in_flight or wait",
-                    "bad_request": "check token_param/temperature for this model"}.get(kind, "retry later")
-            raise LLMCallError(kind, f"{model.label}: HTTP {exc.status_code} after {model.max_retries} retries: "
-                               f"{_short(exc.message)}; {hint}", model.label, params,
-                               time.monotonic() - started) from exc
+                exc.status_code, "server_error" if exc.status_code >= 500 else "bad_request"
+            )
+            hint = {
+                "auth": "check the API key variable named by api_key_env",
+                "not_found": "check base_url and the model id",
+                "rate_limited": "lower in_flight or wait",
+                "bad_request": "check token_param/temperature for this model",
+            }.get(kind, "retry later")
+            raise LLMCallError(
+                kind,
+                f"{model.label}: HTTP {exc.status_code} after {model.max_retries} retries: "
+                f"{_short(exc.message)}; {hint}",
+                model.label,
+                params,
+                time.monotonic() - started,
+            ) from exc
         latency = time.monotonic() - started
         install_log_filter()  # loggers the first request created (httpx's, the transport's) get the filter too
         if not resp.choices:
@@ -188,8 +218,9 @@ class OpenAIChatClient:
         finish = choice.finish_reason or "unknown"
         if finish == "length":
             log.info("%s: answer truncated at %d completion tokens", model.label, c_tok)
-        return LLMResponse(model.label, content, reasoning, finish, p_tok, c_tok, latency,
-                           model.cost_usd(p_tok, c_tok), params)
+        return LLMResponse(
+            model.label, content, reasoning, finish, p_tok, c_tok, latency, model.cost_usd(p_tok, c_tok), params
+        )
 
     async def aclose(self) -> None:
         for c in self._clients.values():

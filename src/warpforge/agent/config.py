@@ -43,9 +43,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from warpforge import keys
 from warpforge.errors import UsageError
 
-HOW_TO_CONFIGURE = ("no LLM configured: set WARPFORGE_LLM_MODEL (plus WARPFORGE_LLM_BASE_URL for a non-OpenAI "
-                    "server and OPENAI_API_KEY where it needs a key) or WARPFORGE_LLM_CONFIG=models.yaml; "
-                    "see docs/agent.md")
+HOW_TO_CONFIGURE = (
+    "no LLM configured: set WARPFORGE_LLM_MODEL (plus WARPFORGE_LLM_BASE_URL for a non-OpenAI "
+    "server and OPENAI_API_KEY where it needs a key) or WARPFORGE_LLM_CONFIG=models.yaml; "
+    "see docs/agent.md"
+)
 
 
 class LLMConfigError(UsageError):
@@ -104,8 +106,9 @@ def _from_file(path: Path) -> LLMConfig:
         return LLMConfig.model_validate(data)
     except (yaml.YAMLError, ValidationError) as exc:
         first = str(exc).strip().splitlines()
-        raise LLMConfigError(f"LLM config file {path} is malformed ({'; '.join(first[:3])}); "
-                             "see docs/agent.md for its format") from None
+        raise LLMConfigError(
+            f"LLM config file {path} is malformed ({'; '.join(first[:3])}); see docs/agent.md for its format"
+        ) from None
 
 
 def load_llm_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> LLMConfig:
@@ -125,8 +128,10 @@ def load_llm_config(path: str | Path | None = None, env: Mapping[str, str] | Non
         raise LLMConfigError(HOW_TO_CONFIGURE)
     base_url = env.get("WARPFORGE_LLM_BASE_URL") or None
     if base_url is None and not env.get("OPENAI_API_KEY"):
-        raise LLMConfigError("WARPFORGE_LLM_MODEL is set but neither WARPFORGE_LLM_BASE_URL nor OPENAI_API_KEY: "
-                             "set OPENAI_API_KEY for OpenAI, or WARPFORGE_LLM_BASE_URL for a local server")
+        raise LLMConfigError(
+            "WARPFORGE_LLM_MODEL is set but neither WARPFORGE_LLM_BASE_URL nor OPENAI_API_KEY: "
+            "set OPENAI_API_KEY for OpenAI, or WARPFORGE_LLM_BASE_URL for a local server"
+        )
     return LLMConfig(models=(ModelConfig(name=model, model=model, base_url=base_url),))
 
 

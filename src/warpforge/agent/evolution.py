@@ -87,8 +87,9 @@ class LLMProposer(Proposer):
         self._injected = client is not None  # a client given by the caller is used as it is, on any loop
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self.meter = UsageMeter(self.settings)
-        self.recorder = CallRecorder(self.meter, self._db_handle, self.campaign,
-                                     replayed=self.settings.replay is not None)
+        self.recorder = CallRecorder(
+            self.meter, self._db_handle, self.campaign, replayed=self.settings.replay is not None
+        )
         self.children: dict[str, int] = {}
         self.seen: set[str] = set()
         self.task_name: str | None = None
@@ -119,8 +120,10 @@ class LLMProposer(Proposer):
     def note(self) -> str:
         """One line for the campaign summary: what the agent did and what stopped it."""
         m = self.meter
-        return (f"llm agent: {m.calls} calls ({m.outcome_text()}), {m.tokens} tokens, ${m.cost_usd:.4f}; stopped by "
-                f"{m.stop_reason or 'the campaign (trial or time budget)'}")
+        return (
+            f"llm agent: {m.calls} calls ({m.outcome_text()}), {m.tokens} tokens, ${m.cost_usd:.4f}; stopped by "
+            f"{m.stop_reason or 'the campaign (trial or time budget)'}"
+        )
 
     @property
     def failure(self) -> str | None:
@@ -161,18 +164,33 @@ class LLMProposer(Proposer):
             try:
                 answer = ReplayClient.answer(rec)
             except LLMCallError:
-                self.recorder.record(task.name, rec.call_key, rec.messages, rec.response, rec.outcome, rec.message,
-                                     **extra)
+                self.recorder.record(
+                    task.name, rec.call_key, rec.messages, rec.response, rec.outcome, rec.message, **extra
+                )
                 continue
             self.meter.answered(answer, live=False)
             name = "llm_" + "_".join(rec.call_key.split(".")[:2])  # r2.s0.a1 -> llm_r2_s0, as the live agent names it
             parent_source = sources.get(rec.parents[0]) if rec.parents else None
-            parsed = check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason,
-                                  seen=self.seen, name=name, parent_source=parent_source)
+            parsed = check_answer(
+                answer.content,
+                task=task.name,
+                finish_reason=answer.finish_reason,
+                seen=self.seen,
+                name=name,
+                parent_source=parent_source,
+            )
             variant = parsed.variant
-            call_id = self.recorder.record(task.name, rec.call_key, rec.messages, answer, parsed.outcome,
-                                           parsed.message, variant_hash=variant.source_hash if variant else None,
-                                           ast_hash=parsed.ast_hash, **extra)
+            call_id = self.recorder.record(
+                task.name,
+                rec.call_key,
+                rec.messages,
+                answer,
+                parsed.outcome,
+                parsed.message,
+                variant_hash=variant.source_hash if variant else None,
+                ast_hash=parsed.ast_hash,
+                **extra,
+            )
             if parsed.outcome != "accepted" or variant is None or parsed.ast_hash is None:
                 continue
             self.seen.add(parsed.ast_hash)
@@ -180,9 +198,12 @@ class LLMProposer(Proposer):
             # Only what the original searched: a variant it never evaluated (the campaign skipped it, or ended
             # first) would make the replay search more than the original did.
             if rec.verdicts:
-                out.append(Candidate(replace(variant, name=name),
-                                     Origin("llm", self.name, rec.parents, str(call_id or rec.call_key),
-                                            parsed.rationale)))
+                out.append(
+                    Candidate(
+                        replace(variant, name=name),
+                        Origin("llm", self.name, rec.parents, str(call_id or rec.call_key), parsed.rationale),
+                    )
+                )
         runs = [r for r in read_runs(db, campaign) if r["task"] == task.name]
         self.meter.stop((runs[0]["stop_reason"] if runs else "") or "replay_exhausted")
         return out
@@ -193,8 +214,12 @@ class LLMProposer(Proposer):
         db = self._db_handle()
         if db is None or self.task_name is None:
             return
-        store_run(db, str(self.campaign), self.task_name,
-                  self.meter.totals(self.settings.model_dump(mode="json", exclude={"replay", "llm_config"})))
+        store_run(
+            db,
+            str(self.campaign),
+            self.task_name,
+            self.meter.totals(self.settings.model_dump(mode="json", exclude={"replay", "llm_config"})),
+        )
 
     # --- the seam ------------------------------------------------------------------------------------
     def wants_more(self, history: History) -> bool:
@@ -237,8 +262,9 @@ class LLMProposer(Proposer):
         rng = random.Random(f"{self.settings.seed}:{task.name}:{history.round}")
         parents = self._parents(history, rng)
         self.meter.rounds += 1
-        answers = await asyncio.gather(*(self._propose_one(task, history, parent, slot, rng.random())
-                                         for slot, parent in enumerate(parents)))
+        answers = await asyncio.gather(
+            *(self._propose_one(task, history, parent, slot, rng.random()) for slot, parent in enumerate(parents))
+        )
         self._save_run()
         return [c for c in answers if c is not None]
 
@@ -249,8 +275,9 @@ class LLMProposer(Proposer):
         if not correct:
             return [None] * self.settings.in_flight
         measured = sorted((v for v in correct if v.best_ms is not None), key=lambda v: v.best_ms or 0.0)
-        unmeasured = sorted((v for v in correct if v.best_ms is None),
-                            key=lambda v: -v.verdicts.get("ok", 0) / max(v.evaluated, 1))
+        unmeasured = sorted(
+            (v for v in correct if v.best_ms is None), key=lambda v: -v.verdicts.get("ok", 0) / max(v.evaluated, 1)
+        )
         ranked = measured + unmeasured
         chosen: list[VariantHistory | None] = []
         children = dict(self.children)
@@ -261,13 +288,20 @@ class LLMProposer(Proposer):
             chosen.append(parent)
         return chosen
 
-    async def _propose_one(self, task: Task, history: History, parent: VariantHistory | None, slot: int,
-                           draw: float) -> Candidate | None:
+    async def _propose_one(
+        self, task: Task, history: History, parent: VariantHistory | None, slot: int, draw: float
+    ) -> Candidate | None:
         client = self._client_for(task)
         model = client.pick(random.Random(draw))
-        prompt = build_prompt(task, history, parent, budget_tokens=self.settings.prompt_tokens,
-                              target=self.settings.target, winners=self._winners(task, history),
-                              structured=model.structured_output)
+        prompt = build_prompt(
+            task,
+            history,
+            parent,
+            budget_tokens=self.settings.prompt_tokens,
+            target=self.settings.target,
+            winners=self._winners(task, history),
+            structured=model.structured_output,
+        )
         parents: tuple[str, ...] = (parent.variant.source_hash,) if parent is not None else ()
         if parent is not None:
             self.children[parents[0]] = self.children.get(parents[0], 0) + 1
@@ -276,8 +310,14 @@ class LLMProposer(Proposer):
         accepted: list[Candidate] = []
 
         def check(answer: LLMResponse) -> ParsedAnswer:
-            return check_answer(answer.content, task=task.name, finish_reason=answer.finish_reason, seen=self.seen,
-                                name=name, parent_source=parent_source)
+            return check_answer(
+                answer.content,
+                task=task.name,
+                finish_reason=answer.finish_reason,
+                seen=self.seen,
+                name=name,
+                parent_source=parent_source,
+            )
 
         def reask(parsed: ParsedAnswer) -> str | None:
             return reask_message(parsed.outcome, parsed.message) if parsed.outcome in REASKABLE else None
@@ -286,22 +326,47 @@ class LLMProposer(Proposer):
             parsed = a.checked
             if parsed is None:
                 self.last_error = a.error
-                self.recorder.record(task.name, a.key, a.messages, a.response, "call_failed", a.error,
-                                     parents=parents, prompt_cut=prompt.cut)
+                self.recorder.record(
+                    task.name,
+                    a.key,
+                    a.messages,
+                    a.response,
+                    "call_failed",
+                    a.error,
+                    parents=parents,
+                    prompt_cut=prompt.cut,
+                )
                 return
             variant = parsed.variant
-            call_id = self.recorder.record(task.name, a.key, a.messages, a.response, parsed.outcome, parsed.message,
-                                           parents=parents, prompt_cut=prompt.cut,
-                                           variant_hash=variant.source_hash if variant else None,
-                                           ast_hash=parsed.ast_hash)
+            call_id = self.recorder.record(
+                task.name,
+                a.key,
+                a.messages,
+                a.response,
+                parsed.outcome,
+                parsed.message,
+                parents=parents,
+                prompt_cut=prompt.cut,
+                variant_hash=variant.source_hash if variant else None,
+                ast_hash=parsed.ast_hash,
+            )
             if parsed.outcome == "accepted" and variant is not None and parsed.ast_hash is not None:
                 self.seen.add(parsed.ast_hash)
-                origin = Origin("llm", self.name, parents, str(call_id) if call_id is not None else a.key,
-                                parsed.rationale)
+                origin = Origin(
+                    "llm", self.name, parents, str(call_id) if call_id is not None else a.key, parsed.rationale
+                )
                 accepted.append(Candidate(replace(variant, name=name), origin))
 
-        await ask(client, self.meter, model, prompt.messages, check=check, reask=reask, on_attempt=settle,
-                  key=lambda attempt: f"r{history.round}.s{slot}.a{attempt}")
+        await ask(
+            client,
+            self.meter,
+            model,
+            prompt.messages,
+            check=check,
+            reask=reask,
+            on_attempt=settle,
+            key=lambda attempt: f"r{history.round}.s{slot}.a{attempt}",
+        )
         return accepted[0] if accepted else None
 
     def _winners(self, task: Task, history: History) -> list[str]:

@@ -63,8 +63,9 @@ class UsageMeter:
         """The first budget used up, or None. Inside a round, the round itself is already counted and must not
         stop its own calls (``max_rounds=1`` once asked nothing at all)."""
         rounds = self.rounds - 1 if in_round else self.rounds
-        return spent(self.limits, Usage(self.calls, self.tokens, self.cost_usd, self.started, rounds,
-                                        self.failures_in_row))
+        return spent(
+            self.limits, Usage(self.calls, self.tokens, self.cost_usd, self.started, rounds, self.failures_in_row)
+        )
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -105,9 +106,16 @@ class UsageMeter:
 
     def totals(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The ``wf_agent_runs`` row: what was used, what stopped the run, and the settings it ran with."""
-        return {"stop_reason": self.stop_reason or "", "calls": self.calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd, "wall_s": self.wall_s,
-                "outcomes": dict(self.outcomes), "settings": dict(settings)}
+        return {
+            "stop_reason": self.stop_reason or "",
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "wall_s": self.wall_s,
+            "outcomes": dict(self.outcomes),
+            "settings": dict(settings),
+        }
 
 
 @dataclass(frozen=True)
@@ -126,10 +134,18 @@ class Attempt(Generic[P]):
         return self.checked is None
 
 
-async def ask(client: ChatClient, meter: UsageMeter, model: ModelConfig, messages: Sequence[Message], *,
-              key: Callable[[int], str], check: Callable[[LLMResponse], P], reask: Callable[[P], str | None],
-              schema: Mapping[str, Any] | None = None,
-              on_attempt: Callable[[Attempt[P]], Awaitable[None] | None] | None = None) -> list[Attempt[P]]:
+async def ask(
+    client: ChatClient,
+    meter: UsageMeter,
+    model: ModelConfig,
+    messages: Sequence[Message],
+    *,
+    key: Callable[[int], str],
+    check: Callable[[LLMResponse], P],
+    reask: Callable[[P], str | None],
+    schema: Mapping[str, Any] | None = None,
+    on_attempt: Callable[[Attempt[P]], Awaitable[None] | None] | None = None,
+) -> list[Attempt[P]]:
     """A call and at most one re-ask: ``reask(checked)`` returns the follow-up text, or None to stop there.
 
     Budgets are checked before each call (a spent one stops the run: ``meter.stop_reason``). A replayed
@@ -152,8 +168,9 @@ async def ask(client: ChatClient, meter: UsageMeter, model: ModelConfig, message
             break
         except LLMCallError as exc:
             meter.failures_in_row += 1
-            failed: Attempt[P] = Attempt(k, convo, LLMResponse.failed(model.label, exc.params, exc.latency_s),
-                                         f"{exc.kind}: {exc}")
+            failed: Attempt[P] = Attempt(
+                k, convo, LLMResponse.failed(model.label, exc.params, exc.latency_s), f"{exc.kind}: {exc}"
+            )
             attempts.append(failed)
             await _seen(on_attempt, failed)
             break
@@ -182,8 +199,16 @@ class CallRecorder:
     def __init__(self, meter: UsageMeter, db: Callable[[], Any], campaign: str | None, *, replayed: bool) -> None:
         self.meter, self._db, self.campaign, self.replayed = meter, db, campaign, replayed
 
-    def record(self, task: str, key: str, messages: Sequence[Message], response: LLMResponse, outcome: str,
-               message: str = "", **extra: Any) -> int | None:
+    def record(
+        self,
+        task: str,
+        key: str,
+        messages: Sequence[Message],
+        response: LLMResponse,
+        outcome: str,
+        message: str = "",
+        **extra: Any,
+    ) -> int | None:
         """Store one call; ``extra``: parents, prompt_cut, variant_hash, ast_hash. Returns its id (or None)."""
         from warpforge.agent.transcripts import CallRecord, store_call
 
@@ -192,6 +217,17 @@ class CallRecorder:
         db = self._db()
         if db is None or self.campaign is None:
             return None
-        return store_call(db, self.campaign, CallRecord(task=task, call_key=key, messages=tuple(messages),
-                                                        response=response, outcome=outcome, message=message,
-                                                        replayed=self.replayed, **extra))
+        return store_call(
+            db,
+            self.campaign,
+            CallRecord(
+                task=task,
+                call_key=key,
+                messages=tuple(messages),
+                response=response,
+                outcome=outcome,
+                message=message,
+                replayed=self.replayed,
+                **extra,
+            ),
+        )

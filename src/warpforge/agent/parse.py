@@ -32,8 +32,7 @@ from warpforge.errors import WarpforgeError
 from warpforge.evaluator.static.checks import check_source
 from warpforge.kernels.variant import Variant, VariantError, parse_variant
 
-OUTCOMES = ("accepted", "no_code", "parse_error", "truncated", "duplicate", "patch_failed", "rejected",
-            "call_failed")
+OUTCOMES = ("accepted", "no_code", "parse_error", "truncated", "duplicate", "patch_failed", "rejected", "call_failed")
 # Outcomes worth one re-ask with the error: the model can fix them. A duplicate or a failed call cannot be
 # fixed by telling the model what went wrong.
 REASKABLE = frozenset({"no_code", "parse_error", "truncated", "rejected", "patch_failed"})
@@ -114,12 +113,14 @@ def apply_patch(source: str, diff: str) -> str:
     for n, (start, body) in enumerate(hunks, 1):
         old = [ln[1:] for ln in body if ln[:1] in (" ", "-")]
         new = [ln[1:] for ln in body if ln[:1] in (" ", "+")]
-        at = [i for i in range(len(lines) - len(old) + 1) if lines[i:i + len(old)] == old]
+        at = [i for i in range(len(lines) - len(old) + 1) if lines[i : i + len(old)] == old]
         if not at:
-            raise PatchError(f"hunk {n} (at line {start}) does not match the parent's source: answer with the "
-                             "whole file in one ```python block instead")
+            raise PatchError(
+                f"hunk {n} (at line {start}) does not match the parent's source: answer with the "
+                "whole file in one ```python block instead"
+            )
         i = min(at, key=lambda i: abs(i - (start - 1 + offset)))
-        lines[i:i + len(old)] = new
+        lines[i : i + len(old)] = new
         offset += len(new) - len(old)
     return "\n".join(lines) + "\n"
 
@@ -128,8 +129,12 @@ def _strip_docstrings(tree: ast.AST) -> None:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 node.body = body[1:] or [ast.Pass()]
 
 
@@ -148,8 +153,9 @@ def _rationale(content: str) -> str:
     return prose[:500]
 
 
-def check_answer(content: str, *, task: str, finish_reason: str, seen: Set[str], name: str = "llm",
-                 parent_source: str | None = None) -> ParsedAnswer:
+def check_answer(
+    content: str, *, task: str, finish_reason: str, seen: Set[str], name: str = "llm", parent_source: str | None = None
+) -> ParsedAnswer:
     """Parse and statically check one answer; ``seen`` holds normalized hashes already proposed.
 
     Whole files are asked for; an answer that is a unified diff against ``parent_source`` is applied
@@ -160,8 +166,11 @@ def check_answer(content: str, *, task: str, finish_reason: str, seen: Set[str],
     patch = extract_patch(content) if code is None and finish_reason != "length" else None
     if patch is not None:
         if parent_source is None:
-            return ParsedAnswer("patch_failed", "a diff needs a parent: answer with the whole file in one ```python "
-                                "block", rationale=rationale)
+            return ParsedAnswer(
+                "patch_failed",
+                "a diff needs a parent: answer with the whole file in one ```python block",
+                rationale=rationale,
+            )
         try:
             code = apply_patch(parent_source, patch)
         except PatchError as exc:
@@ -169,26 +178,44 @@ def check_answer(content: str, *, task: str, finish_reason: str, seen: Set[str],
     if finish_reason == "length":
         # A cut-off answer may still hold a complete fence, but its code was written under a token limit
         # it did not fit: never run half a kernel.
-        return ParsedAnswer("truncated", "the answer was cut off at the token limit: answer with the complete file "
-                            "only, shorter (no explanation outside one ```python block)", rationale=rationale)
+        return ParsedAnswer(
+            "truncated",
+            "the answer was cut off at the token limit: answer with the complete file "
+            "only, shorter (no explanation outside one ```python block)",
+            rationale=rationale,
+        )
     if code is None:
-        return ParsedAnswer("no_code", "no ```python block with the variant file was found: answer with the whole "
-                            "file in one ```python block", rationale=rationale)
+        return ParsedAnswer(
+            "no_code",
+            "no ```python block with the variant file was found: answer with the whole file in one ```python block",
+            rationale=rationale,
+        )
     try:
         variant = parse_variant(code, name=name).for_task(task)  # a ModelNew answer may name no TASK
     except VariantError as exc:
-        return ParsedAnswer("parse_error", str(exc).replace(f"{name}:", "line ", 1) if "syntax" in str(exc)
-                            else str(exc), rationale=rationale)
+        return ParsedAnswer(
+            "parse_error",
+            str(exc).replace(f"{name}:", "line ", 1) if "syntax" in str(exc) else str(exc),
+            rationale=rationale,
+        )
     if variant.task != task:
         return ParsedAnswer("parse_error", f"TASK is {variant.task!r}; this task is {task!r}", rationale=rationale)
     if not variant.space:  # a campaign tunes: a ModelNew answer too takes its SPACE as forward's keywords
-        return ParsedAnswer("parse_error", "SPACE is empty: give at least one tunable with its candidate values "
-                            "(num_warps counts)", rationale=rationale)
+        return ParsedAnswer(
+            "parse_error",
+            "SPACE is empty: give at least one tunable with its candidate values (num_warps counts)",
+            rationale=rationale,
+        )
     finding = check_source(code)
     if finding is not None:
         return ParsedAnswer("rejected", f"{finding.reason}: {finding.message}", variant, rationale=rationale)
     digest = normalized_hash(code)
     if digest in seen:
-        return ParsedAnswer("duplicate", "the same code (up to comments and formatting) was already proposed",
-                            variant, digest, rationale)
+        return ParsedAnswer(
+            "duplicate",
+            "the same code (up to comments and formatting) was already proposed",
+            variant,
+            digest,
+            rationale,
+        )
     return ParsedAnswer("accepted", "", variant, digest, rationale)

@@ -27,9 +27,11 @@ def _state_shapes(task: Task) -> list[tuple[str, str]]:
             inputs = task.make_inputs(shape, task.dtypes[0], 0, "meta")
     except Exception:  # noqa: BLE001 - a module that cannot be built on meta: names only
         return [(name, "") for name in task.param_names]
-    state = inputs[len(inputs) - task.n_params:]
-    return [(name, f"{list(t.shape)} {dtype_name(t.dtype)}" if isinstance(t, torch.Tensor) else "")
-            for name, t in zip(task.param_names, state)]
+    state = inputs[len(inputs) - task.n_params :]
+    return [
+        (name, f"{list(t.shape)} {dtype_name(t.dtype)}" if isinstance(t, torch.Tensor) else "")
+        for name, t in zip(task.param_names, state)
+    ]
 
 
 def _init_signature(task: Task) -> str:
@@ -48,7 +50,7 @@ def weights_section(task: Task) -> tuple[str, str, int] | None:
 followed by its state, in this order (the names are the reference's state_dict keys):
 {rows}
 Answer in either form:
-1. A plain variant: `launch(<inputs>, {args or '...'}, **params)` receives the inputs, then the state tensors.
+1. A plain variant: `launch(<inputs>, {args or "..."}, **params)` receives the inputs, then the state tensors.
 2. KernelBench's answer format, `class ModelNew(nn.Module)` (with `import torch.nn as nn`; no TASK needed;
    SPACE as usual, its parameters arrive as forward's keyword parameters: `def forward(self, x, BLOCK=64)`).
    The harness builds `ModelNew({init})` and then loads the reference's state into it by name (strict: the

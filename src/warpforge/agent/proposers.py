@@ -137,10 +137,13 @@ class TemplateProposer(Proposer):
         return [Candidate(v, Origin("template", self.name)) for v in variants]
 
 
-PROPOSERS: Registry[type[Proposer]] = Registry("proposer", {
-    "template": "warpforge.agent.proposers:TemplateProposer",
-    "llm": "warpforge.agent.evolution:LLMProposer",
-})
+PROPOSERS: Registry[type[Proposer]] = Registry(
+    "proposer",
+    {
+        "template": "warpforge.agent.proposers:TemplateProposer",
+        "llm": "warpforge.agent.evolution:LLMProposer",
+    },
+)
 register_proposer = PROPOSERS.register  # class decorator: make a Proposer available as ``--proposer NAME``
 
 

@@ -57,8 +57,9 @@ class ReplayClient:
             raise LLMCallError(kind, rec.message.split(":", 1)[-1].strip(), rec.response.model, rec.response.params)
         return replace(rec.response, latency_s=0.0)
 
-    async def complete(self, messages: Sequence[Any], model: ModelConfig, key: str = "",
-                       schema: Any = None) -> LLMResponse:
+    async def complete(
+        self, messages: Sequence[Any], model: ModelConfig, key: str = "", schema: Any = None
+    ) -> LLMResponse:
         from warpforge.agent.secrets import redact
 
         rec = self.by_key.get(key)

@@ -109,9 +109,17 @@ class ScriptedServer:
                     time.sleep(reply.delay_s)
                 if reply.status != 200:
                     # retry-after-ms keeps the client's own backoff short in tests (it honours the header).
-                    self._send(reply.status, {"error": {"message": reply.content or "scripted error",
-                                                        "type": "scripted", "code": reply.status}},
-                               {"retry-after-ms": "20"})
+                    self._send(
+                        reply.status,
+                        {
+                            "error": {
+                                "message": reply.content or "scripted error",
+                                "type": "scripted",
+                                "code": reply.status,
+                            }
+                        },
+                        {"retry-after-ms": "20"},
+                    )
                     return
                 message: dict[str, Any] = {"role": "assistant", "content": reply.content}
                 if reply.reasoning is not None:
@@ -120,13 +128,21 @@ class ScriptedServer:
                 usage_in = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4
                 out_chars = len(reply.content) + len(reply.reasoning or "")
                 usage_out = reply.completion_tokens if reply.completion_tokens is not None else out_chars // 4
-                self._send(200, {
-                    "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
-                    "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
-                    "usage": {"prompt_tokens": usage_in, "completion_tokens": usage_out,
-                              "total_tokens": usage_in + usage_out},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{len(server.requests)}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model", "scripted"),
+                        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+                        "usage": {
+                            "prompt_tokens": usage_in,
+                            "completion_tokens": usage_out,
+                            "total_tokens": usage_in + usage_out,
+                        },
+                    },
+                )
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True  # a slow scripted answer never blocks shutdown
@@ -171,8 +187,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible server on 127.0.0.1 (offline demos).")
-    parser.add_argument("--reply", action="append", default=[], help="code:PATH | prose:TEXT | truncated:TEXT | "
-                        "status:CODE, answered in order")
+    parser.add_argument(
+        "--reply",
+        action="append",
+        default=[],
+        help="code:PATH | prose:TEXT | truncated:TEXT | status:CODE, answered in order",
+    )
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (a model's latency)")
     args = parser.parse_args(argv)
     server = ScriptedServer([replace(_reply_from_arg(a), delay_s=args.delay) for a in args.reply]).start()

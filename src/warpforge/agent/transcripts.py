@@ -51,9 +51,17 @@ class CallRecord:
         """Flat, as ``agent transcripts --json`` prints it (the response's fields beside the record's)."""
         d = {k: v for k, v in asdict(self).items() if k != "response"}
         r = self.response
-        d |= {"model": r.model, "params": dict(r.params), "content": r.content, "reasoning": r.reasoning,
-              "finish_reason": r.finish_reason, "prompt_tokens": r.prompt_tokens,
-              "completion_tokens": r.completion_tokens, "latency_s": r.latency_s, "cost_usd": r.cost_usd}
+        d |= {
+            "model": r.model,
+            "params": dict(r.params),
+            "content": r.content,
+            "reasoning": r.reasoning,
+            "finish_reason": r.finish_reason,
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens,
+            "latency_s": r.latency_s,
+            "cost_usd": r.cost_usd,
+        }
         d["created_at"] = self.created_at.isoformat() if self.created_at else None
         return d
 
@@ -66,12 +74,28 @@ def store_call(db: Database, campaign: str, rec: CallRecord) -> int:
     messages = [{"role": m["role"], "content": redact(m["content"])} for m in rec.messages]
     with db.session() as s:
         return agent_store.add_call(
-            s, campaign, task=rec.task, call_key=rec.call_key, parents=list(rec.parents), model=r.model,
-            params=dict(r.params), messages=messages,
-            prompt_cut=list(rec.prompt_cut), content=redact(r.content), reasoning=redact(r.reasoning),
-            finish_reason=r.finish_reason, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-            latency_s=r.latency_s, cost_usd=r.cost_usd, outcome=rec.outcome, message=redact(rec.message),
-            variant_hash=rec.variant_hash, ast_hash=rec.ast_hash, replayed=rec.replayed)
+            s,
+            campaign,
+            task=rec.task,
+            call_key=rec.call_key,
+            parents=list(rec.parents),
+            model=r.model,
+            params=dict(r.params),
+            messages=messages,
+            prompt_cut=list(rec.prompt_cut),
+            content=redact(r.content),
+            reasoning=redact(r.reasoning),
+            finish_reason=r.finish_reason,
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            latency_s=r.latency_s,
+            cost_usd=r.cost_usd,
+            outcome=rec.outcome,
+            message=redact(rec.message),
+            variant_hash=rec.variant_hash,
+            ast_hash=rec.ast_hash,
+            replayed=rec.replayed,
+        )
 
 
 def store_run(db: Database, campaign: str, task: str, totals: Mapping[str, Any]) -> None:
@@ -84,12 +108,33 @@ def store_run(db: Database, campaign: str, task: str, totals: Mapping[str, Any])
 
 def _record(t: LLMTranscript) -> CallRecord:
     c = t.call
-    response = LLMResponse(c.model, t.content, t.reasoning, c.finish_reason, c.prompt_tokens, c.completion_tokens,
-                           c.latency_s, c.cost_usd, dict(t.params))
-    return CallRecord(task=c.task, call_key=c.call_key, messages=t.messages, response=response, outcome=c.outcome,
-                      message=c.message, parents=c.parents, prompt_cut=t.prompt_cut, variant_hash=c.variant_hash,
-                      ast_hash=t.ast_hash, replayed=c.replayed, id=c.id, created_at=c.created_at,
-                      verdicts=dict(t.verdicts))
+    response = LLMResponse(
+        c.model,
+        t.content,
+        t.reasoning,
+        c.finish_reason,
+        c.prompt_tokens,
+        c.completion_tokens,
+        c.latency_s,
+        c.cost_usd,
+        dict(t.params),
+    )
+    return CallRecord(
+        task=c.task,
+        call_key=c.call_key,
+        messages=t.messages,
+        response=response,
+        outcome=c.outcome,
+        message=c.message,
+        parents=c.parents,
+        prompt_cut=t.prompt_cut,
+        variant_hash=c.variant_hash,
+        ast_hash=t.ast_hash,
+        replayed=c.replayed,
+        id=c.id,
+        created_at=c.created_at,
+        verdicts=dict(t.verdicts),
+    )
 
 
 def read_transcripts(db: Database, campaign: str, task: str | None = None) -> list[CallRecord]:
@@ -103,7 +148,17 @@ def read_runs(db: Database, campaign: str) -> list[dict[str, Any]]:
     """A campaign's agent totals per task, in the order the runs started (replay reuses the first's settings)."""
     from warpforge.db.queries import Reader
 
-    return [{"task": r.task, "stop_reason": r.stop_reason, "calls": r.calls, "prompt_tokens": r.prompt_tokens,
-             "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd, "wall_s": r.wall_s,
-             "outcomes": dict(r.outcomes), "settings": dict(r.settings)}
-            for r in Reader(database=db).agent_run_totals(campaign)]
+    return [
+        {
+            "task": r.task,
+            "stop_reason": r.stop_reason,
+            "calls": r.calls,
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens,
+            "cost_usd": r.cost_usd,
+            "wall_s": r.wall_s,
+            "outcomes": dict(r.outcomes),
+            "settings": dict(r.settings),
+        }
+        for r in Reader(database=db).agent_run_totals(campaign)
+    ]

@@ -83,12 +83,15 @@ def transcripts(
 
 def _run_line(r: dict[str, Any]) -> str:
     outcomes = ", ".join(f"{k} {n}" for k, n in sorted(r["outcomes"].items()))
-    return (f"{r['task']}: {r['calls']} calls ({outcomes}), {r['prompt_tokens']}+{r['completion_tokens']} tokens, "
-            f"${r['cost_usd']:.4f}, {r['wall_s']:.0f} s; stopped by {r['stop_reason'] or 'the campaign'}")
+    return (
+        f"{r['task']}: {r['calls']} calls ({outcomes}), {r['prompt_tokens']}+{r['completion_tokens']} tokens, "
+        f"${r['cost_usd']:.4f}, {r['wall_s']:.0f} s; stopped by {r['stop_reason'] or 'the campaign'}"
+    )
 
 
-def proposer_config_for_run(proposer: str, llm_replay: str | None, db: str | None, target: str,
-                            seed: int | None) -> dict[str, Any]:
+def proposer_config_for_run(
+    proposer: str, llm_replay: str | None, db: str | None, target: str, seed: int | None
+) -> dict[str, Any]:
     """``warpforge run``'s proposer options; a usage error (UsageError, exit 2) before anything starts.
 
     With ``--llm-replay C`` the agent reuses C's stored settings (budgets, in_flight, seed) so that it asks the

@@ -40,10 +40,14 @@ def bench_search(
     json_out: bool = typer.Option(False, "--json", help="Print JSON records instead of a table."),
     seed: int = typer.Option(0, help="Seed of the first repeat (repeat r uses seed + r)."),
     jobs: int = typer.Option(0, help="Worker processes (0: one per CPU core)."),
-    baselines: str = typer.Option("", help="'kt': every Kernel Tuner 1.5 strategy beside ours (optional extra "
-                                  "warpforge[kt]); 'kt:genetic_algorithm,kt:bayes_opt': those."),
-    save_json: Path | None = typer.Option(None, "--save-json", help="Also write the JSON records to this file "
-                                          "(the table is printed as usual)."),
+    baselines: str = typer.Option(
+        "",
+        help="'kt': every Kernel Tuner 1.5 strategy beside ours (optional extra "
+        "warpforge[kt]); 'kt:genetic_algorithm,kt:bayes_opt': those.",
+    ),
+    save_json: Path | None = typer.Option(
+        None, "--save-json", help="Also write the JSON records to this file (the table is printed as usual)."
+    ),
 ) -> None:
     """Measure how fast each sampler approaches the optimum of recorded tuning spaces."""
     from warpforge.search.bench.harness import bench, render_table, table_notes
@@ -60,8 +64,10 @@ def bench_search(
         if not Path(f).is_file():
             raise UsageError(f"{f}: no such file (pass Kernel Tuner cache or T4 files)")
     if save_json is not None and (save_json.is_dir() or not save_json.parent.is_dir()):
-        raise UsageError(f"--save-json {save_json}: " + (
-            "is a directory" if save_json.is_dir() else f"no such directory {save_json.parent}"))
+        raise UsageError(
+            f"--save-json {save_json}: "
+            + ("is a directory" if save_json.is_dir() else f"no such directory {save_json.parent}")
+        )
     records = bench(list(space_files), names, budget_list, repeats, seed, jobs or None)
     text = json.dumps([asdict(r) for r in records], indent=1)
     if json_out:
@@ -79,9 +85,12 @@ def bench_search(
         if targets is not None:
             # The targets table has no narrow layout yet: piped, it keeps the 160 columns it always had
             (console if console.is_terminal else Console(width=max(console.width, 160))).print(targets)
-            console.print("difference: the default minus the best Kernel Tuner strategy, ± one standard error of "
-                          "the difference; 'met' = at or above within one standard error. Spaces with the same "
-                          "records (A100_T4 is A100) count once.", highlight=False)
+            console.print(
+                "difference: the default minus the best Kernel Tuner strategy, ± one standard error of "
+                "the difference; 'met' = at or above within one standard error. Spaces with the same "
+                "records (A100_T4 is A100) count once.",
+                highlight=False,
+            )
     if save_json is not None:  # after printing: a run that took an hour is on the screen whatever happens here
         try:
             save_json.write_text(text + "\n")

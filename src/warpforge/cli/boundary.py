@@ -72,8 +72,11 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(130) from None
         except Exception as exc:
             log.debug("unexpected error", exc_info=True)
-            raise fail(f"internal error ({type(exc).__name__}: {first_line(exc)}): this is a bug in warpforge, not "
-                       "in what you typed; run again with -vv for the traceback and report it", 1) from None
+            raise fail(
+                f"internal error ({type(exc).__name__}: {first_line(exc)}): this is a bug in warpforge, not "
+                "in what you typed; run again with -vv for the traceback and report it",
+                1,
+            ) from None
 
     setattr(wrapper, _GUARDED, True)
     return wrapper  # type: ignore[return-value]

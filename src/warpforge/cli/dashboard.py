@@ -22,12 +22,15 @@ from warpforge.errors import UsageError
 def dashboard(
     host: str = typer.Option("127.0.0.1", "--host", help="interface to bind (default: this machine only)"),
     port: int = typer.Option(8787, "--port", min=1, max=65535, help="port of the dashboard"),
-    db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else the SQLite file "
-                                  "in the user data)"),
-    optuna_port: int | None = typer.Option(None, "--optuna-port", min=1, max=65535,
-                                           help="also serve optuna-dashboard on this port (it cannot share ours)"),
-    check: bool = typer.Option(False, "--check", help="only check the database and exit (0 usable, 1 not now, 2 "
-                               "no database at that URL)"),
+    db: str | None = typer.Option(
+        None, "--db", help="database URL (default: $WARPFORGE_DB, else the SQLite file in the user data)"
+    ),
+    optuna_port: int | None = typer.Option(
+        None, "--optuna-port", min=1, max=65535, help="also serve optuna-dashboard on this port (it cannot share ours)"
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="only check the database and exit (0 usable, 1 not now, 2 no database at that URL)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print the start-up status as JSON"),
 ) -> None:
     """Serve the web dashboard: campaigns, leaderboard, variants, charts, plans (read-only)."""
@@ -40,8 +43,12 @@ def dashboard(
         raise UsageError(f"--optuna-port {optuna_port} is the dashboard's own --port: choose another port")
     urls = {"dashboard": f"http://{host}:{port}", "optuna": f"http://{host}:{optuna_port}" if optuna_port else None}
     if json_out:
-        sys.stdout.write(json.dumps({"ok": status.ok, "db": status.safe_url, "revision": status.revision,
-                                     "problem": status.problem, **urls}) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {"ok": status.ok, "db": status.safe_url, "revision": status.revision, "problem": status.problem, **urls}
+            )
+            + "\n"
+        )
     if not status.ok:
         sys.stderr.write(f"error: {status.problem}\n")
         raise typer.Exit(2 if status.usage else 1)  # README "Exit codes": a URL that names no database is usage

@@ -29,14 +29,26 @@ def _us(v: float) -> str:
 
 
 def estimate_command(
-    target: str = typer.Argument(..., metavar="TARGET", help="a KernelBench-format .py file, a transformers "
-                                 "config folder, or module:function returning (model, inputs)"),
-    gpu: str = typer.Option("H100", "--gpu", help="a GPU preset: h100-sxm (H100), h100-pcie, a100-80gb, l40s, "
-                            "b200 (datasheet figures)"),
-    dtype: str = typer.Option("auto", "--dtype", help="the forward's dtype: float32 | bfloat16 | float16; auto: "
-                              "float32 for a .py file or function, bfloat16 for a transformers config"),
-    tf32: bool = typer.Option(False, "--tf32/--no-tf32", help="FP32 matmuls on TF32 tensor cores "
-                              "(torch.backends.cuda.matmul.allow_tf32; off by default in torch)"),
+    target: str = typer.Argument(
+        ...,
+        metavar="TARGET",
+        help="a KernelBench-format .py file, a transformers "
+        "config folder, or module:function returning (model, inputs)",
+    ),
+    gpu: str = typer.Option(
+        "H100", "--gpu", help="a GPU preset: h100-sxm (H100), h100-pcie, a100-80gb, l40s, b200 (datasheet figures)"
+    ),
+    dtype: str = typer.Option(
+        "auto",
+        "--dtype",
+        help="the forward's dtype: float32 | bfloat16 | float16; auto: "
+        "float32 for a .py file or function, bfloat16 for a transformers config",
+    ),
+    tf32: bool = typer.Option(
+        False,
+        "--tf32/--no-tf32",
+        help="FP32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32; off by default in torch)",
+    ),
     batch: int = typer.Option(2, "--batch", min=1, help="sequences (transformers targets)"),
     seq: int = typer.Option(64, "--seq", min=1, help="tokens per sequence (transformers targets)"),
     json_out: bool = typer.Option(False, "--json", help="print the estimate as one JSON document"),
@@ -55,8 +67,7 @@ def estimate_command(
         sys.stdout.write(e.model_dump_json(indent=2) + "\n")
         return
     table = Table(title=escape(f"{e.target.rsplit('/', 1)[-1]} on {e.gpu} (predicted)"))
-    for col, just in (("region", "left"), ("class", "left"), ("ops", "left"), ("eager", "right"),
-                      ("fused", "right")):
+    for col, just in (("region", "left"), ("class", "left"), ("ops", "left"), ("eager", "right"), ("fused", "right")):
         table.add_column(col, overflow="fold", justify=just)  # type: ignore[arg-type]
     for r in sorted(e.regions, key=lambda r: -r.eager_us)[:20]:
         ops = ", ".join(r.ops[:4]) + (f" +{len(r.ops) - 4}" if len(r.ops) > 4 else "")
@@ -65,8 +76,10 @@ def estimate_command(
         table.caption = f"{len(e.regions) - 20} smaller regions not shown (--json has all)"
     out.print(table)
     for name, value, band in (("eager", e.eager_us, e.eager_band), ("fused", e.fused_us, e.fused_band)):
-        out.print(f"{name}_us {value:,.1f}  (band {band.low_us:,.0f}-{band.high_us:,.0f}, held-out error "
-                  f"{band.error:.0%})", highlight=False)
+        out.print(
+            f"{name}_us {value:,.1f}  (band {band.low_us:,.0f}-{band.high_us:,.0f}, held-out error {band.error:.0%})",
+            highlight=False,
+        )
     if e.unvalidated:
         out.print(f"not validated (band: a factor 2): {', '.join(e.unvalidated)}", highlight=False, markup=False)
     out.print(f"basis: {e.basis}", highlight=False, markup=False, soft_wrap=True)

@@ -27,21 +27,33 @@ out = Console()
 
 def export(
     task_names: list[str] = typer.Argument(None, metavar="TASK...", help="task names or task files"),
-    dest: Path = typer.Option(..., "--dest", help="directory to write the package into (created; re-export "
-                              "into it is idempotent)"),
-    namespace: str = typer.Option("wf_kernels", "--namespace", help="torch.library namespace and Python package "
-                                  "name (torch.ops.NS.op)"),
+    dest: Path = typer.Option(
+        ..., "--dest", help="directory to write the package into (created; re-export into it is idempotent)"
+    ),
+    namespace: str = typer.Option(
+        "wf_kernels", "--namespace", help="torch.library namespace and Python package name (torch.ops.NS.op)"
+    ),
     gpu: str | None = typer.Option(None, "--gpu", help="only results measured on this GPU (substring of its name)"),
     fmt: str = typer.Option("package", "--format", help="package | hf-kernels"),
-    db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in "
-                                  "the user data)"),
-    allow_untimed: bool = typer.Option(False, "--allow-untimed", help="without a timed accepted winner, export the "
-                                       "configuration verified ok that static compile facts rank best (flagged as "
-                                       "never timed)"),
-    patch: bool = typer.Option(False, "--patch", help="also write apply_NS_kernels(model) for Hugging Face "
-                               "transformers models"),
-    optimize_run: int | None = typer.Option(None, "--optimize-run", metavar="ID", help="write the package of a "
-                                            "stored `warpforge optimize` run instead (its ops and patch(model))"),
+    db: str | None = typer.Option(
+        None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)"
+    ),
+    allow_untimed: bool = typer.Option(
+        False,
+        "--allow-untimed",
+        help="without a timed accepted winner, export the "
+        "configuration verified ok that static compile facts rank best (flagged as "
+        "never timed)",
+    ),
+    patch: bool = typer.Option(
+        False, "--patch", help="also write apply_NS_kernels(model) for Hugging Face transformers models"
+    ),
+    optimize_run: int | None = typer.Option(
+        None,
+        "--optimize-run",
+        metavar="ID",
+        help="write the package of a stored `warpforge optimize` run instead (its ops and patch(model))",
+    ),
     json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
 ) -> None:
     """Export each task's accepted winner as a torch.library.triton_op package (tests, benchmark, configs)."""
@@ -70,10 +82,23 @@ def export(
     files = render_package(plans, namespace, fmt, patch)
     report = write_tree(dest, files)
     payload: dict[str, Any] = {
-        "dest": str(dest), "namespace": namespace, "format": fmt, "files": len(files),
-        "written": list(report.written), "removed": list(report.removed), "unchanged": len(report.unchanged),
-        "ops": {p.task.name: {"variant": p.variant_name, "variant_hash": p.variant_hash, "gpus": [t.gpu for t in
-                p.tables], "untimed": p.untimed, "speedup": p.info.get("speedup_vs_eager")} for p in plans},
+        "dest": str(dest),
+        "namespace": namespace,
+        "format": fmt,
+        "files": len(files),
+        "written": list(report.written),
+        "removed": list(report.removed),
+        "unchanged": len(report.unchanged),
+        "ops": {
+            p.task.name: {
+                "variant": p.variant_name,
+                "variant_hash": p.variant_hash,
+                "gpus": [t.gpu for t in p.tables],
+                "untimed": p.untimed,
+                "speedup": p.info.get("speedup_vs_eager"),
+            }
+            for p in plans
+        },
     }
     if json_out:
         sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
@@ -83,12 +108,17 @@ def export(
         note = " [yellow](NEVER TIMED: --allow-untimed)[/yellow]" if p.untimed else ""
         op = escape(f"torch.ops.{namespace}.{p.task.name}: {p.variant_name} ({p.variant_hash[:12]}) tuned on {where}")
         out.print(f"{op}{note}", highlight=False)  # stored names escaped; only the note is markup
-    out.print(f"{dest}: {len(report.written)} file(s) written, {len(report.unchanged)} unchanged, "
-              f"{len(report.removed)} removed", highlight=False, markup=False)
+    out.print(
+        f"{dest}: {len(report.written)} file(s) written, {len(report.unchanged)} unchanged, "
+        f"{len(report.removed)} removed",
+        highlight=False,
+        markup=False,
+    )
 
 
-def _export_optimize_run(run_id: int, task_names: list[str] | None, dest: Path, namespace: str, db: str | None,
-                         json_out: bool) -> None:
+def _export_optimize_run(
+    run_id: int, task_names: list[str] | None, dest: Path, namespace: str, db: str | None, json_out: bool
+) -> None:
     """The package of a stored optimize run, written again from the database (the report's package_source)."""
     from warpforge.db.queries import Reader
     from warpforge.errors import UsageError
@@ -105,14 +135,24 @@ def _export_optimize_run(run_id: int, task_names: list[str] | None, dest: Path, 
         raise UsageError(f"no optimize run {run_id} in the database: `warpforge dashboard` lists them at /optimize")
     source = run.report.get("package_source")
     if not source:
-        raise ExportRefused(f"optimize run {run_id} stored no package: nothing was patched and proven, or the run "
-                            "predates stored packages; run warpforge optimize again")
+        raise ExportRefused(
+            f"optimize run {run_id} stored no package: nothing was patched and proven, or the run "
+            "predates stored packages; run warpforge optimize again"
+        )
     ns = package_from_source(source, dest, db, None if namespace == "wf_kernels" else namespace)
-    payload = {"dest": str(dest), "namespace": ns, "optimize_run": run_id, "campaigns": source["campaigns"],
-               "regions": len(json.loads(source["patches"]).get("patches", []))}
+    payload = {
+        "dest": str(dest),
+        "namespace": ns,
+        "optimize_run": run_id,
+        "campaigns": source["campaigns"],
+        "regions": len(json.loads(source["patches"]).get("patches", [])),
+    }
     if json_out:
         sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
         return
-    out.print(f"{dest}: the package of optimize run {run_id} ({ns}: {payload['regions']} region(s), "
-              f"{len(source['campaigns'])} op(s)); pip install {dest}, then {ns}.patch(model)", highlight=False,
-              markup=False)
+    out.print(
+        f"{dest}: the package of optimize run {run_id} ({ns}: {payload['regions']} region(s), "
+        f"{len(source['campaigns'])} op(s)); pip install {dest}, then {ns}.patch(model)",
+        highlight=False,
+        markup=False,
+    )

@@ -38,8 +38,15 @@ def _display_type_rich(self: TyperOption, ctx: Any) -> str | None:
     return shown
 
 
-_SHORT = {"str": "TEXT", "int": "INT", "int range": "INT", "float": "NUM", "path": "PATH", "list[Path]": "PATH",
-          "list[str]": "TEXT"}
+_SHORT = {
+    "str": "TEXT",
+    "int": "INT",
+    "int range": "INT",
+    "float": "NUM",
+    "path": "PATH",
+    "list[Path]": "PATH",
+    "list[str]": "TEXT",
+}
 
 
 def _short_type(inner: str) -> str:

@@ -73,8 +73,9 @@ NODES = typer.Option(None, "--nodes", "-n", help="Nodes (default: the spec's, or
 GB = typer.Option(None, "--global-batch", help="Global batch in sequences (default: model's, ~4M tokens).")
 SEQ = typer.Option(None, "--seq", help="Override the model's sequence length.")
 JSON_OUT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
-PRECISION = typer.Option(PrecisionOpt.bf16, "--precision",
-                         help="GEMM precision of the linear layers: bf16, or fp8 (Transformer Engine).")
+PRECISION = typer.Option(
+    PrecisionOpt.bf16, "--precision", help="GEMM precision of the linear layers: bf16, or fp8 (Transformer Engine)."
+)
 ETP = typer.Option(None, "--expert-tp", help="Expert TP (MoE; default = --tp; 1 folds EP over TP ranks).")
 LOAD = typer.Option(1.0, "--moe-load-factor", help="Busiest expert rank's tokens / balanced share (>= 1).")
 TPO = typer.Option(False, "--tp-overlap", help="Overlap TP communication with GEMMs (TE userbuffers).")
@@ -86,8 +87,9 @@ def _load(model: str, cluster: str, nodes: int | None, seq: int | None) -> tuple
     return load_model(model, seq=seq), load_cluster(cluster, nodes=nodes)
 
 
-def _plan_from_opts(model: ModelSpec, cluster: ClusterSpec, nodes: int | None, opts: dict[str, Any]
-                    ) -> tuple[PlanConfig, ClusterSpec]:
+def _plan_from_opts(
+    model: ModelSpec, cluster: ClusterSpec, nodes: int | None, opts: dict[str, Any]
+) -> tuple[PlanConfig, ClusterSpec]:
     """Build the plan; without --nodes, size the cluster to the plan (DP fills it when --dp is omitted)."""
     tp, pp, cp = opts["tp"], opts["pp"], opts["cp"]
     dp = opts.pop("dp")
@@ -104,36 +106,52 @@ def _plan_from_opts(model: ModelSpec, cluster: ClusterSpec, nodes: int | None, o
 
 @app.command()
 def predict(
-    model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES,
+    model: str = MODEL,
+    cluster: str = CLUSTER,
+    nodes: int | None = NODES,
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
     pp: int = typer.Option(1, "--pp", min=1, help="Pipeline-parallel size."),
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: fill the cluster)."),
     cp: int = typer.Option(1, "--cp", min=1, help="Context-parallel size."),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE; carved out of DP x CP)."),
-    micro_batch: int | None = typer.Option(None, "--micro-batch",
-                                           help="Micro-batch size in sequences (not given: 1, and the "
-                                                "prediction shows the range over 1/2/4/8)."),
-    global_batch: int | None = GB, seq: int | None = SEQ,
-    recompute: RecomputeOpt | None = typer.Option(None, "--recompute",
-                                                  help="none, selective or full (not given: selective, "
-                                                       "with the range over all three)."),
+    micro_batch: int | None = typer.Option(
+        None,
+        "--micro-batch",
+        help="Micro-batch size in sequences (not given: 1, and the prediction shows the range over 1/2/4/8).",
+    ),
+    global_batch: int | None = GB,
+    seq: int | None = SEQ,
+    recompute: RecomputeOpt | None = typer.Option(
+        None, "--recompute", help="none, selective or full (not given: selective, with the range over all three)."
+    ),
     zero: int = typer.Option(1, "--zero", help="0 none, 1 distributed optimizer, 2 +grads, 3 +weights."),
-    interleave: int | None = typer.Option(None, "--interleave",
-                                          help="Model chunks per pipeline rank (not given: 1, plain 1F1B, "
-                                               "with the range over the valid counts)."),
+    interleave: int | None = typer.Option(
+        None,
+        "--interleave",
+        help="Model chunks per pipeline rank (not given: 1, plain 1F1B, with the range over the valid counts).",
+    ),
     no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
     no_flash: bool = typer.Option(False, "--no-flash", help="Unfused attention instead of FlashAttention."),
     no_overlap: bool = typer.Option(False, "--no-overlap", help="Do not overlap gradient reduction."),
-    precision: PrecisionOpt = PRECISION, expert_tp: int | None = ETP, moe_load_factor: float = LOAD,
+    precision: PrecisionOpt = PRECISION,
+    expert_tp: int | None = ETP,
+    moe_load_factor: float = LOAD,
     tp_overlap: bool = TPO,
-    pp_first_layers: int | None = typer.Option(None, "--pp-first-layers",
-                                               help="Layers on the first pipeline stage (uneven stages)."),
-    pp_last_layers: int | None = typer.Option(None, "--pp-last-layers",
-                                              help="Layers on the last pipeline stage (uneven stages)."),
-    export: ExportFmt | None = typer.Option(None, "--export", metavar="FORMAT",
-                                            help="Also export it: megatron, torchtitan or deepspeed."),
-    framework: FrameworkOpt = typer.Option(FrameworkOpt.megatron, "--framework", metavar="NAME",
-                                           help="Whose memory accounting: megatron, torchtitan or deepspeed."),
+    pp_first_layers: int | None = typer.Option(
+        None, "--pp-first-layers", help="Layers on the first pipeline stage (uneven stages)."
+    ),
+    pp_last_layers: int | None = typer.Option(
+        None, "--pp-last-layers", help="Layers on the last pipeline stage (uneven stages)."
+    ),
+    export: ExportFmt | None = typer.Option(
+        None, "--export", metavar="FORMAT", help="Also export it: megatron, torchtitan or deepspeed."
+    ),
+    framework: FrameworkOpt = typer.Option(
+        FrameworkOpt.megatron,
+        "--framework",
+        metavar="NAME",
+        help="Whose memory accounting: megatron, torchtitan or deepspeed.",
+    ),
     compiled: bool = typer.Option(False, "--compile", help="torch.compile per block (torchtitan)."),
     db: str | None = typer.Option(None, "--db", help="Store the prediction in this database URL."),
     json_out: bool = JSON_OUT,
@@ -149,21 +167,40 @@ def predict(
         Database(db, create_dirs=False)
     m, c = _load(model, cluster, nodes, seq)
     sized_from = c.nodes
-    given = {"micro_batch": micro_batch, "recompute": recompute.value if recompute else None,
-             "interleave": interleave}
+    given = {"micro_batch": micro_batch, "recompute": recompute.value if recompute else None, "interleave": interleave}
     unsaid = [k for k, v in given.items() if v is None]
     taken = {k: DEFAULTS[k][0] if v is None else v for k, v in given.items()}
-    plan, c = _plan_from_opts(m, c, nodes, dict(
-        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, global_batch=global_batch, **taken,
-        zero=zero, sequence_parallel=not no_sp,
-        flash_attention=not no_flash, overlap_grad_reduce=not no_overlap, precision=precision.value,
-        expert_tp=expert_tp, moe_load_factor=moe_load_factor, overlap_tp_comm=tp_overlap,
-        pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
-        framework=framework_for_plan(framework.value), compiled=compiled))
+    plan, c = _plan_from_opts(
+        m,
+        c,
+        nodes,
+        dict(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            global_batch=global_batch,
+            **taken,
+            zero=zero,
+            sequence_parallel=not no_sp,
+            flash_attention=not no_flash,
+            overlap_grad_reduce=not no_overlap,
+            precision=precision.value,
+            expert_tp=expert_tp,
+            moe_load_factor=moe_load_factor,
+            overlap_tp_comm=tp_overlap,
+            pp_first_layers=pp_first_layers,
+            pp_last_layers=pp_last_layers,
+            framework=framework_for_plan(framework.value),
+            compiled=compiled,
+        ),
+    )
     pred = simulate(m, c, plan)
     if nodes is None and c.nodes != sized_from:
-        pred = pred.model_copy(update={"notes": [
-            *pred.notes, f"cluster sized to {c.nodes} nodes for the plan's {plan.gpus} GPUs"]})
+        pred = pred.model_copy(
+            update={"notes": [*pred.notes, f"cluster sized to {c.nodes} nodes for the plan's {plan.gpus} GPUs"]}
+        )
     uncertain = spread(m, c, plan, unsaid)
     said = [a.line() for a in uncertain.assumed] + ([uncertain.line()] if uncertain.plans else [])
     pred = pred.model_copy(update={"notes": [*said, *pred.notes]})
@@ -178,8 +215,12 @@ def predict(
         except DatabaseError as exc:
             store_error = exc
     if json_out:
-        doc: dict[str, Any] = {**pred.summary(), "hfu": pred.hfu, **uncertain.as_json(),
-                               "prediction": pred.model_dump(mode="json")}
+        doc: dict[str, Any] = {
+            **pred.summary(),
+            "hfu": pred.hfu,
+            **uncertain.as_json(),
+            "prediction": pred.model_dump(mode="json"),
+        }
         if ex:
             doc["export"] = ex.model_dump()
         if db:
@@ -194,29 +235,46 @@ def predict(
 
 @app.command()
 def search(
-    model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES, global_batch: int | None = GB,
+    model: str = MODEL,
+    cluster: str = CLUSTER,
+    nodes: int | None = NODES,
+    global_batch: int | None = GB,
     seq: int | None = SEQ,
     trials: int = typer.Option(400, "--trials", help="Optuna trials when the space is too big to enumerate."),
     top: int = typer.Option(5, "--top", help="How many plans to show."),
-    method: Method = typer.Option(Method.auto, "--method", metavar="METHOD",
-                                 help="auto (exhaustive up to 20k candidates, else optuna), exhaustive or optuna."),
+    method: Method = typer.Option(
+        Method.auto,
+        "--method",
+        metavar="METHOD",
+        help="auto (exhaustive up to 20k candidates, else optuna), exhaustive or optuna.",
+    ),
     memory_margin: float = typer.Option(0.05, "--memory-margin", help="Fraction of HBM kept free."),
     enqueue: list[str] = typer.Option([], "--enqueue", help='A plan to evaluate too, as JSON: {"tp":8}.'),
     seed: int = typer.Option(0, "--seed"),
     db: str | None = typer.Option(None, "--db", help="Database URL (default: WARPFORGE_DB, then SQLite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Do not write the plans to the database."),
-    export: ExportFmt | None = typer.Option(None, "--export", metavar="FORMAT",
-                                          help="Also export the best plan: megatron, torchtitan or deepspeed."),
+    export: ExportFmt | None = typer.Option(
+        None, "--export", metavar="FORMAT", help="Also export the best plan: megatron, torchtitan or deepspeed."
+    ),
     precision: PrecisionOpt = PRECISION,
-    framework: FrameworkOpt = typer.Option(FrameworkOpt.any, "--framework", metavar="NAME",
-                                           help="Keep only plans this framework runs: megatron, torchtitan, "
-                                                "deepspeed, or any (all modelled)."),
-    proposer: ProposerOpt = typer.Option(ProposerOpt.search, "--proposer",
-                                         help="search: the search alone; llm: an LLM proposes plans too "
-                                              "(docs/agent.md)."),
+    framework: FrameworkOpt = typer.Option(
+        FrameworkOpt.any,
+        "--framework",
+        metavar="NAME",
+        help="Keep only plans this framework runs: megatron, torchtitan, deepspeed, or any (all modelled).",
+    ),
+    proposer: ProposerOpt = typer.Option(
+        ProposerOpt.search,
+        "--proposer",
+        help="search: the search alone; llm: an LLM proposes plans too (docs/agent.md).",
+    ),
     campaign: str | None = typer.Option(None, "--campaign", help="--proposer llm: campaign name for its calls."),
-    llm_replay: str | None = typer.Option(None, "--llm-replay", metavar="CAMPAIGN",
-                                          help="--proposer llm: answer from CAMPAIGN's stored calls (no network)."),
+    llm_replay: str | None = typer.Option(
+        None,
+        "--llm-replay",
+        metavar="CAMPAIGN",
+        help="--proposer llm: answer from CAMPAIGN's stored calls (no network).",
+    ),
     max_calls: int | None = typer.Option(None, "--max-calls", help="--proposer llm: LLM call budget."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="--proposer llm: token budget."),
     max_cost: float | None = typer.Option(None, "--max-cost", help="--proposer llm: budget in USD."),
@@ -234,14 +292,36 @@ def search(
         from warpforge.cli.plan_agent import llm_plan_search, search_options
 
         if proposer is not ProposerOpt.llm or no_store or enqueue or export:
-            raise SpecError("--llm-replay needs --proposer llm" if proposer is not ProposerOpt.llm else
-                            "--proposer llm stores its calls and plans: drop --no-store, --enqueue and --export")
-        opts = search_options(global_batch=global_batch, trials=trials, top=top, method=method.value,
-                              memory_margin=memory_margin, seed=seed, precision=precision.value,
-                              framework=framework.value)
-        llm_plan_search(m, c, opts, db_url=db, campaign=campaign, replay=llm_replay, json_out=json_out,
-                        overrides={"max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost,
-                                   "max_rounds": max_rounds})
+            raise SpecError(
+                "--llm-replay needs --proposer llm"
+                if proposer is not ProposerOpt.llm
+                else "--proposer llm stores its calls and plans: drop --no-store, --enqueue and --export"
+            )
+        opts = search_options(
+            global_batch=global_batch,
+            trials=trials,
+            top=top,
+            method=method.value,
+            memory_margin=memory_margin,
+            seed=seed,
+            precision=precision.value,
+            framework=framework.value,
+        )
+        llm_plan_search(
+            m,
+            c,
+            opts,
+            db_url=db,
+            campaign=campaign,
+            replay=llm_replay,
+            json_out=json_out,
+            overrides={
+                "max_calls": max_calls,
+                "max_tokens": max_tokens,
+                "max_cost_usd": max_cost,
+                "max_rounds": max_rounds,
+            },
+        )
         return
     proposals = []
     for text in enqueue:
@@ -251,11 +331,19 @@ def search(
             raise SpecError(f"bad --enqueue plan {text!r}: {one_line(exc)}") from None
         except (json.JSONDecodeError, TypeError) as exc:
             raise SpecError(f"bad --enqueue plan {text!r}: {str(exc).splitlines()[0]}") from None
-    res = search_plans(m, c, global_batch=global_batch, trials=trials, top=top, enqueue=proposals,
-                       method=method.value,  # type: ignore[arg-type]
-                       memory_margin=memory_margin, seed=seed,
-                       precision=precision.value,  # type: ignore[arg-type]
-                       framework=framework.value)
+    res = search_plans(
+        m,
+        c,
+        global_batch=global_batch,
+        trials=trials,
+        top=top,
+        enqueue=proposals,
+        method=method.value,  # type: ignore[arg-type]
+        memory_margin=memory_margin,
+        seed=seed,
+        precision=precision.value,  # type: ignore[arg-type]
+        framework=framework.value,
+    )
     stored, where = 0, None
     if not no_store:
         from warpforge.db.session import Database
@@ -277,16 +365,23 @@ def search(
 
 @app.command("export")
 def export_cmd(
-    model: str = MODEL, cluster: str = CLUSTER, nodes: int | None = NODES,
-    fmt: ExportFmt = typer.Option(..., "--format", "-f", metavar="FORMAT",
-                                  help="megatron, torchtitan or deepspeed."),
-    tp: int = typer.Option(1, "--tp", min=1), pp: int = typer.Option(1, "--pp", min=1),
-    dp: int | None = typer.Option(None, "--dp"), cp: int = typer.Option(1, "--cp", min=1),
-    ep: int = typer.Option(1, "--ep"), micro_batch: int = typer.Option(1, "--micro-batch"),
-    global_batch: int | None = GB, seq: int | None = SEQ,
+    model: str = MODEL,
+    cluster: str = CLUSTER,
+    nodes: int | None = NODES,
+    fmt: ExportFmt = typer.Option(..., "--format", "-f", metavar="FORMAT", help="megatron, torchtitan or deepspeed."),
+    tp: int = typer.Option(1, "--tp", min=1),
+    pp: int = typer.Option(1, "--pp", min=1),
+    dp: int | None = typer.Option(None, "--dp"),
+    cp: int = typer.Option(1, "--cp", min=1),
+    ep: int = typer.Option(1, "--ep"),
+    micro_batch: int = typer.Option(1, "--micro-batch"),
+    global_batch: int | None = GB,
+    seq: int | None = SEQ,
     recompute: RecomputeOpt = typer.Option(RecomputeOpt.selective, "--recompute"),
-    zero: int = typer.Option(1, "--zero"), interleave: int = typer.Option(1, "--interleave"),
-    precision: PrecisionOpt = PRECISION, expert_tp: int | None = ETP,
+    zero: int = typer.Option(1, "--zero"),
+    interleave: int = typer.Option(1, "--interleave"),
+    precision: PrecisionOpt = PRECISION,
+    expert_tp: int | None = ETP,
     json_out: bool = JSON_OUT,
 ) -> None:
     """Print a plan as Megatron-LM arguments, a torchtitan TOML section or a DeepSpeed config (checked
@@ -294,10 +389,25 @@ def export_cmd(
     from warpforge.parallel.simulator import check_plan
 
     m, c = _load(model, cluster, nodes, seq)
-    plan, c = _plan_from_opts(m, c, nodes, dict(
-        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
-        recompute=recompute.value, zero=zero, interleave=interleave, precision=precision.value,
-        expert_tp=expert_tp))
+    plan, c = _plan_from_opts(
+        m,
+        c,
+        nodes,
+        dict(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            micro_batch=micro_batch,
+            global_batch=global_batch,
+            recompute=recompute.value,
+            zero=zero,
+            interleave=interleave,
+            precision=precision.value,
+            expert_tp=expert_tp,
+        ),
+    )
     check_plan(m, c, plan)
     ex = export_plan(m, plan, fmt.value)
     if json_out:

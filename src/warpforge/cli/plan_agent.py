@@ -47,8 +47,9 @@ def _settings(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> PlanAgen
         raise SpecError(f"bad plan agent settings: {one_line(exc)}") from None
 
 
-def _replay_setup(db: Any, replay: str, model: ModelSpec, cluster: ClusterSpec
-                  ) -> tuple[SearchOptions, dict[str, Any], Any, list[Any]]:
+def _replay_setup(
+    db: Any, replay: str, model: ModelSpec, cluster: ClusterSpec
+) -> tuple[SearchOptions, dict[str, Any], Any, list[Any]]:
     from warpforge.agent.config import LLMConfig
     from warpforge.agent.transcripts import read_runs, read_transcripts
     from warpforge.parallel.plan_agent.agent import plan_task
@@ -59,11 +60,14 @@ def _replay_setup(db: Any, replay: str, model: ModelSpec, cluster: ClusterSpec
         raise SpecError(f"--llm-replay: no campaign {replay!r} in {db.safe_url}")
     if spec.get("kind") != "plan":
         raise SpecError(f"--llm-replay: campaign {replay!r} is not a plan search; replay kernels with warpforge run")
-    if spec.get("model_spec") != model.model_dump(mode="json") or \
-            spec.get("cluster_spec") != cluster.model_dump(mode="json"):
-        raise SpecError(f"--llm-replay: campaign {replay!r} planned {spec['model_spec'].get('name')} on "
-                        f"{spec['cluster_spec'].get('name')} x{spec['cluster_spec'].get('nodes')} nodes; pass the "
-                        "same --model, --cluster, --nodes and --seq")
+    if spec.get("model_spec") != model.model_dump(mode="json") or spec.get("cluster_spec") != cluster.model_dump(
+        mode="json"
+    ):
+        raise SpecError(
+            f"--llm-replay: campaign {replay!r} planned {spec['model_spec'].get('name')} on "
+            f"{spec['cluster_spec'].get('name')} x{spec['cluster_spec'].get('nodes')} nodes; pass the "
+            "same --model, --cluster, --nodes and --seq"
+        )
     task = plan_task(model, cluster)
     runs = [r for r in read_runs(db, replay) if r["task"] == task]
     if not runs:
@@ -73,8 +77,17 @@ def _replay_setup(db: Any, replay: str, model: ModelSpec, cluster: ClusterSpec
     return SearchOptions.model_validate(spec["search"]), settings, llm, read_transcripts(db, replay, task)
 
 
-def llm_plan_search(model: ModelSpec, cluster: ClusterSpec, options: SearchOptions, *, db_url: str | None,
-                    campaign: str | None, replay: str | None, overrides: Mapping[str, Any], json_out: bool) -> None:
+def llm_plan_search(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    options: SearchOptions,
+    *,
+    db_url: str | None,
+    campaign: str | None,
+    replay: str | None,
+    overrides: Mapping[str, Any],
+    json_out: bool,
+) -> None:
     """Run (or replay) the plan agent and print its answer; usage errors raise SpecError (exit 2)."""
     from warpforge.agent.config import LLMConfigError, load_llm_config
     from warpforge.db.session import Database
@@ -94,10 +107,14 @@ def llm_plan_search(model: ModelSpec, cluster: ClusterSpec, options: SearchOptio
             raise SpecError(str(exc)) from None
         base = dict(llm.plan_agent)
     settings = _settings(base, overrides)
-    name = campaign or (f"{replay}-replay-{int(time.time())}" if replay else
-                        f"plans-{model.name}-{cluster.name}x{cluster.nodes}-{int(time.time())}")
-    agent = PlanAgent(model, cluster, options, settings, llm=llm, db_url=db_url, campaign=name, client=client,
-                      replay_of=replay)
+    name = campaign or (
+        f"{replay}-replay-{int(time.time())}"
+        if replay
+        else f"plans-{model.name}-{cluster.name}x{cluster.nodes}-{int(time.time())}"
+    )
+    agent = PlanAgent(
+        model, cluster, options, settings, llm=llm, db_url=db_url, campaign=name, client=client, replay_of=replay
+    )
     try:
         result = asyncio.run(agent.run())
     except CampaignExists as exc:
@@ -112,9 +129,17 @@ def llm_plan_search(model: ModelSpec, cluster: ClusterSpec, options: SearchOptio
 
 
 def agent_json(r: PlanAgentResult) -> dict[str, Any]:
-    return {"campaign": r.campaign, "stop_reason": r.stop_reason, "calls": r.calls, "prompt_tokens": r.prompt_tokens,
-            "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd, "outcomes": r.outcomes,
-            "replay_mismatches": r.replay_mismatches, "proposals": [p.to_dict() for p in r.proposals]}
+    return {
+        "campaign": r.campaign,
+        "stop_reason": r.stop_reason,
+        "calls": r.calls,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "cost_usd": r.cost_usd,
+        "outcomes": r.outcomes,
+        "replay_mismatches": r.replay_mismatches,
+        "proposals": [p.to_dict() for p in r.proposals],
+    }
 
 
 def print_agent(r: PlanAgentResult, where: str) -> None:

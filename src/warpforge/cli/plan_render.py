@@ -47,8 +47,11 @@ def gpus_label(gpus: int, cluster: str, gpus_per_node: int | None) -> str:
 
 
 _SIZES = {"tp": "tensor", "pp": "pipeline", "dp": "data", "cp": "context", "ep": "expert", "etp": "expert tensor"}
-_RECOMPUTE = {"norc": "no activation recompute", "sel": "selective activation recompute",
-              "full": "full activation recompute"}
+_RECOMPUTE = {
+    "norc": "no activation recompute",
+    "sel": "selective activation recompute",
+    "full": "full activation recompute",
+}
 
 
 def legend(labels: list[str]) -> str:
@@ -96,8 +99,9 @@ def _fits(pred: Prediction) -> str:
 def print_prediction(pred: Prediction, ex: Export | None = None, gpus_per_node: int | None = None) -> None:
     console = _console()
     # Model and cluster names come from the user's --model/--cluster (a file's name field): text, not markup.
-    head = Table(title=escape(f"{pred.model} on {gpus_label(pred.gpus, pred.cluster, gpus_per_node)}: "
-                              f"{pred.plan.short()}"))
+    head = Table(
+        title=escape(f"{pred.model} on {gpus_label(pred.gpus, pred.cluster, gpus_per_node)}: {pred.plan.short()}")
+    )
     head.add_column("metric")
     head.add_column("value", justify="right")
     rows = [
@@ -146,38 +150,61 @@ def indistinguishable(res: SearchResult) -> str | None:
         return None
     spread = (close[-1].prediction.step_time_s - best) / best
     ranks = ", ".join(f"#{r.rank}" for r in [res.plans[0], *close])
-    return (f"{ranks} are indistinguishable: their predicted step times differ by at most {spread:.1%}, under "
-            f"the ±{band.mape:.0%} validated error; time them on the cluster (plan export) to choose")
+    return (
+        f"{ranks} are indistinguishable: their predicted step times differ by at most {spread:.1%}, under "
+        f"the ±{band.mape:.0%} validated error; time them on the cluster (plan export) to choose"
+    )
 
 
 def print_search(res: SearchResult, ex: Export | None, db_url: str | None, stored: int) -> None:
     console = _console()
     per_node = res.gpus // res.nodes if res.nodes else None
-    title = (f"best plans for {res.model} on {gpus_label(res.gpus, res.cluster, per_node)}, global batch "
-             f"{res.global_batch}")
+    title = (
+        f"best plans for {res.model} on {gpus_label(res.gpus, res.cluster, per_node)}, global batch {res.global_batch}"
+    )
     t = Table(title=escape(title))
-    for col, just in (("#", "right"), ("plan", "left"), ("step s", "right"), ("tokens/s", "right"),
-                      ("MFU", "right"), ("±err", "right"), ("GiB", "right"), ("where the time goes", "left")):
+    for col, just in (
+        ("#", "right"),
+        ("plan", "left"),
+        ("step s", "right"),
+        ("tokens/s", "right"),
+        ("MFU", "right"),
+        ("±err", "right"),
+        ("GiB", "right"),
+        ("where the time goes", "left"),
+    ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in res.plans:
         p = r.prediction
         label = p.plan.short() + (r" \[enqueued]" if r.source == "enqueued" else "")  # \[ : literal, not Rich markup
         b = p.error_band
         err = f"±{b.mape:.0%}" if b and b.validated and b.mape else "n/v"
-        t.add_row(str(r.rank), label, f"{p.step_time_s:.2f}", f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
-                  err, f"{p.peak_mem_gb:.1f}" + ("?" if p.fit and p.fit.verdict == "uncertain" else ""),
-                  time_split(p, 2).removeprefix("time: "))
+        t.add_row(
+            str(r.rank),
+            label,
+            f"{p.step_time_s:.2f}",
+            f"{p.tokens_per_s:,.0f}",
+            f"{p.mfu:.1%}",
+            err,
+            f"{p.peak_mem_gb:.1f}" + ("?" if p.fit and p.fit.verdict == "uncertain" else ""),
+            time_split(p, 2).removeprefix("time: "),
+        )
     console.print(t)
     shown = [r.prediction.plan.short() for r in res.plans]
     console.print(legend(shown), highlight=False)
-    console.print("step s = predicted seconds per step; GiB = peak memory per GPU; ±err = the simulator's measured "
-                  "error for this GPU family, precision and model kind (n/v: not validated); GiB? = may not "
-                  "fit: the validated memory band crosses HBM", highlight=False)
+    console.print(
+        "step s = predicted seconds per step; GiB = peak memory per GPU; ±err = the simulator's measured "
+        "error for this GPU family, precision and model kind (n/v: not validated); GiB? = may not "
+        "fit: the validated memory band crosses HBM",
+        highlight=False,
+    )
     ranks = [r.rank for r in res.plans]
     if ranks and ranks != list(range(1, len(ranks) + 1)):
-        console.print(f"# = rank among all {res.feasible} fitting plans; a gap is a faster plan with the same "
-                      "layout (tp, pp, dp, cp, ep) as one shown, left out so each row is another layout",
-                      highlight=False)
+        console.print(
+            f"# = rank among all {res.feasible} fitting plans; a gap is a faster plan with the same "
+            "layout (tp, pp, dp, cp, ep) as one shown, left out so each row is another layout",
+            highlight=False,
+        )
     console.print("[bold]why[/bold]")
     for r in res.plans:
         for line in r.why[2:]:
@@ -190,8 +217,10 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
         console.print(tie, highlight=False)
     for note in res.plans[0].prediction.notes if res.plans else []:
         console.print(f"[yellow]note (#1):[/yellow] {escape(note)}")
-    console.print(f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "
-                  f"of {res.space_size}, {res.feasible} fit, {res.elapsed_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
+    console.print(
+        f"{res.method} search ({res.framework}, {res.precision}): {res.evaluated} plans evaluated "
+        f"of {res.space_size}, {res.feasible} fit, {res.elapsed_s:.1f} s wall, {res.cpu_s:.1f} s CPU"
+    )
     for e in res.enqueued:
         console.print(f"enqueued {e.plan.short()}: {e.status} {e.message}", markup=False)  # may hold "[..]"
     if db_url:
@@ -202,13 +231,21 @@ def print_search(res: SearchResult, ex: Export | None, db_url: str | None, store
 # A number stays with its unit ("0.0955 s", "6.7 GiB") and a name or comparison with its value ("rank 0",
 # "dp 4", "(vs 8)"):
 # folded by the console at 80 columns, "0.372 s vs 0.0955" ended one line and "s" began the next.
-_GLUED = re.compile(r"(?<=\d) (?=(?:s|ms|GiB|GB|TB|tok/s)\b)|(?<=\(vs) |(?<=\d) (?=\(vs)"
-                    r"|(?:(?<=\brank)|(?<=\bzero)|(?<=\b[tpdce]p)) (?=\d)")
+_GLUED = re.compile(
+    r"(?<=\d) (?=(?:s|ms|GiB|GB|TB|tok/s)\b)|(?<=\(vs) |(?<=\d) (?=\(vs)"
+    r"|(?:(?<=\brank)|(?<=\bzero)|(?<=\b[tpdce]p)) (?=\d)"
+)
 
 
 def hanging(text: str, width: int, indent: int = 6) -> str:
     """``text`` wrapped to ``width`` with later lines indented, never between a number and its unit."""
     glued = _GLUED.sub("\u00a0", text)  # textwrap breaks only at ASCII whitespace
-    lines = textwrap.wrap(glued, width=max(width, 40), subsequent_indent=" " * indent, break_long_words=False,
-                          break_on_hyphens=False, drop_whitespace=True)
+    lines = textwrap.wrap(
+        glued,
+        width=max(width, 40),
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    )
     return "\n".join(lines).replace("\u00a0", " ")

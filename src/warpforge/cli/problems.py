@@ -12,10 +12,15 @@ from warpforge.problems import FULL_SET, list_problems
 
 
 def problems_command(
-    dirs: list[Path] = typer.Option([], "--dir", help="also list the problems under this folder (level<N>/*.py, or "
-                                    "one level's folder)", show_default=False),
-    level: int | None = typer.Option(None, "--level", min=1, help="only this level (1 single ops, 2 chains, "
-                                     "3 models)", show_default=False),
+    dirs: list[Path] = typer.Option(
+        [],
+        "--dir",
+        help="also list the problems under this folder (level<N>/*.py, or one level's folder)",
+        show_default=False,
+    ),
+    level: int | None = typer.Option(
+        None, "--level", min=1, help="only this level (1 single ops, 2 chains, 3 models)", show_default=False
+    ),
     paths: bool = typer.Option(False, "--paths", help="print one file path a line (for warpforge run)"),
     json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
 ) -> None:
@@ -26,8 +31,7 @@ def problems_command(
 
     found = [p for p in list_problems(list(dirs)) if level is None or p.level == level]
     if json_out:
-        sys.stdout.write(json.dumps({"problems": [p.to_dict() for p in found], "full_set": FULL_SET}, indent=2)
-                         + "\n")
+        sys.stdout.write(json.dumps({"problems": [p.to_dict() for p in found], "full_set": FULL_SET}, indent=2) + "\n")
         return
     if paths:  # one file per problem: a shipped one and its ../shared copy would run as two tasks of one name
         first = {(p.level, p.name): p.path for p in reversed(found)}
@@ -42,6 +46,9 @@ def problems_command(
         table.add_row(str(p.level), escape(p.name), escape(p.origin))
     console.print(table)
     # The command alone on its line (64 characters): copied whole at 80 columns.
-    console.print("search one with templates (no GPU needed):\n"
-                  "  warpforge run $(warpforge problems --paths | grep 23_Softmax)", highlight=False, soft_wrap=True)
+    console.print(
+        "search one with templates (no GPU needed):\n  warpforge run $(warpforge problems --paths | grep 23_Softmax)",
+        highlight=False,
+        soft_wrap=True,
+    )
     console.print(f"{FULL_SET}", highlight=False)

@@ -34,9 +34,11 @@ out = Console()
 err = Console(stderr=True)
 
 WIDE = 120  # at this width every column fits on one line; below it uniform columns move above the table
-FACTS_LEGEND = ("compiled for {target}: regs registers per thread, spill and smem bytes spilled and of shared memory, "
-                "occ the share of the SM's warp slots they allow; the worst kernel and shape of each configuration "
-                "(every kernel and shape: --json)")
+FACTS_LEGEND = (
+    "compiled for {target}: regs registers per thread, spill and smem bytes spilled and of shared memory, "
+    "occ the share of the SM's warp slots they allow; the worst kernel and shape of each configuration "
+    "(every kernel and shape: --json)"
+)
 
 
 def params_text(params: Mapping[str, Any] | None) -> str:
@@ -85,8 +87,11 @@ def _check_campaign(reader: Any, campaign: str | None) -> None:
         return
     page = reader.campaigns(limit=5)
     names = ", ".join(c.name for c in page.items)
-    raise UsageError(f"unknown campaign {campaign!r}: " + (f"the newest stored are {names}" if names else
-                     "this database holds no campaign") + " (warpforge results lists every evaluation)")
+    raise UsageError(
+        f"unknown campaign {campaign!r}: "
+        + (f"the newest stored are {names}" if names else "this database holds no campaign")
+        + " (warpforge results lists every evaluation)"
+    )
 
 
 def _params_column(table: Table, params: Sequence[Mapping[str, Any] | None]) -> None:
@@ -118,14 +123,18 @@ def _print_wrapped(text: str) -> None:
     out.print(text, highlight=False, markup=False)
 
 
-def results(campaign: str | None = typer.Option(None, "--campaign"), task: str | None = typer.Option(None, "--task"),
-            verdict: str | None = typer.Option(None, "--verdict", help="only this verdict (ok, incorrect, ...)"),
-            sort: str = typer.Option("-id", "--sort", help="id | created_at | objective_ms | speedup; "
-                                     "prefix - for descending"),
-            limit: int = typer.Option(50, "--limit", min=1), offset: int = typer.Option(0, "--offset", min=0),
-            db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite "
-                                          "file in the user data)"),
-            json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout")) -> None:
+def results(
+    campaign: str | None = typer.Option(None, "--campaign"),
+    task: str | None = typer.Option(None, "--task"),
+    verdict: str | None = typer.Option(None, "--verdict", help="only this verdict (ok, incorrect, ...)"),
+    sort: str = typer.Option("-id", "--sort", help="id | created_at | objective_ms | speedup; prefix - for descending"),
+    limit: int = typer.Option(50, "--limit", min=1),
+    offset: int = typer.Option(0, "--offset", min=0),
+    db: str | None = typer.Option(
+        None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)"
+    ),
+    json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
+) -> None:
     """List stored evaluations, newest first, with their compile facts (the final re-benchmark marked)."""
     from warpforge.compile_facts import load_facts, worst_facts
     from warpforge.evaluator.result import Verdict
@@ -142,29 +151,49 @@ def results(campaign: str | None = typer.Option(None, "--campaign"), task: str |
     page = reader.evaluations(campaign=campaign, task=task, verdict=verdict, sort=sort, offset=offset, limit=limit)
     facts = load_facts(reader, [r.id for r in page.items])
     rows: list[dict[str, Any]] = [
-        {"id": r.id, "campaign": r.campaign, "task": r.task, "variant": r.variant_name,
-         "variant_hash": r.variant_hash[:12], "params": dict(r.params), "backend": r.backend, "verdict": r.verdict,
-         "reason": r.reason, "time_ms": r.objective_ms, "speedup": r.speedup, "timing_source": r.timing_source,
-         "gpu": r.timing_gpu, "final": r.final, "created_at": r.created_at.isoformat(),
-         "compile": worst_facts(facts[r.id]) if facts[r.id] else None, "resources": facts[r.id]} for r in page.items]
+        {
+            "id": r.id,
+            "campaign": r.campaign,
+            "task": r.task,
+            "variant": r.variant_name,
+            "variant_hash": r.variant_hash[:12],
+            "params": dict(r.params),
+            "backend": r.backend,
+            "verdict": r.verdict,
+            "reason": r.reason,
+            "time_ms": r.objective_ms,
+            "speedup": r.speedup,
+            "timing_source": r.timing_source,
+            "gpu": r.timing_gpu,
+            "final": r.final,
+            "created_at": r.created_at.isoformat(),
+            "compile": worst_facts(facts[r.id]) if facts[r.id] else None,
+            "resources": facts[r.id],
+        }
+        for r in page.items
+    ]
     if json_out:
         return _emit_json(rows)
     _results_table(rows, page.total, offset, [facts[r.id] for r in page.items])
 
 
 def _timing(r: Mapping[str, Any]) -> str:
-    return ((f"{r['timing_source']} on {r['gpu']}" if r["timing_source"] else "not measured")
-            + (" (final re-benchmark)" if r["final"] else ""))
+    return (f"{r['timing_source']} on {r['gpu']}" if r["timing_source"] else "not measured") + (
+        " (final re-benchmark)" if r["final"] else ""
+    )
 
 
 _VALUES: dict[str, Any] = {
-    "campaign": lambda r: r["campaign"] or "-", "task": lambda r: r["task"], "backend": lambda r: r["backend"],
-    "timing": _timing, "verdict": lambda r: r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")}
+    "campaign": lambda r: r["campaign"] or "-",
+    "task": lambda r: r["task"],
+    "backend": lambda r: r["backend"],
+    "timing": _timing,
+    "verdict": lambda r: r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+}
 _GROUP = ("campaign", "task", "backend", "timing")  # below WIDE columns: said once above each group's table
 
 
-def _results_table(rows: list[dict[str, Any]], total: int, offset: int,
-                   facts: list[list[dict[str, Any]]]) -> None:
+def _results_table(rows: list[dict[str, Any]], total: int, offset: int, facts: list[list[dict[str, Any]]]) -> None:
     if not rows:
         _print_wrapped("warpforge results: nothing stored matches; without filters it lists every evaluation")
         return
@@ -182,22 +211,26 @@ def _results_table(rows: list[dict[str, Any]], total: int, offset: int,
                 verdicts = {_VALUES["verdict"](r) for r in group}
                 if len(verdicts) == 1:
                     shared["verdict"] = verdicts.pop()
-                _print_wrapped(f"campaign {shared['campaign']}, task {shared['task']}, backend {shared['backend']}, "
-                               f"{shared['timing']}" + (f", verdict {shared['verdict']}" if "verdict" in shared
-                                                        else "") + ":")
+                _print_wrapped(
+                    f"campaign {shared['campaign']}, task {shared['task']}, backend {shared['backend']}, "
+                    f"{shared['timing']}" + (f", verdict {shared['verdict']}" if "verdict" in shared else "") + ":"
+                )
                 _rows_table(group, group_facts, shared)
                 start = i
     if any(facts):
         _print_wrapped(FACTS_LEGEND.format(target=_targets(facts)))
     tasks = sorted({r["task"] for r in rows})
     measured = [r["task"] for r in rows if r["time_ms"]]
-    ok_unmeasured = [t for t in tasks if any(r["task"] == t and r["verdict"] == "ok" and not r["time_ms"]
-                                             for r in rows)]
+    ok_unmeasured = [
+        t for t in tasks if any(r["task"] == t and r["verdict"] == "ok" and not r["time_ms"] for r in rows)
+    ]
     if measured:
         _print_wrapped(f"next: warpforge best {shlex.quote(measured[0])} shows the accepted winner per GPU")
     elif ok_unmeasured:
-        _print_wrapped(f"next: warpforge best {shlex.quote(ok_unmeasured[0])} --static ranks its ok configurations "
-                       "by these compile facts (static, not a time); times need --backend cuda on a GPU")
+        _print_wrapped(
+            f"next: warpforge best {shlex.quote(ok_unmeasured[0])} --static ranks its ok configurations "
+            "by these compile facts (static, not a time); times need --backend cuda on a GPU"
+        )
 
 
 def _rows_table(rows: list[dict[str, Any]], facts: list[list[dict[str, Any]]], shared: Mapping[str, str]) -> None:
@@ -205,9 +238,15 @@ def _rows_table(rows: list[dict[str, Any]], facts: list[list[dict[str, Any]]], s
 
     measured = any(r["time_ms"] for r in rows)
     table = Table()
-    cols = ["id", *[k for k in ("campaign", "task") if k not in shared], "variant", "params",
-            *[k for k in ("backend", "verdict") if k not in shared], *(("ms", "speedup") if measured else ()),
-            *[k for k in ("timing",) if k not in shared]]
+    cols = [
+        "id",
+        *[k for k in ("campaign", "task") if k not in shared],
+        "variant",
+        "params",
+        *[k for k in ("backend", "verdict") if k not in shared],
+        *(("ms", "speedup") if measured else ()),
+        *[k for k in ("timing",) if k not in shared],
+    ]
     for col in cols:
         if col == "params":
             _params_column(table, [r["params"] for r in rows])
@@ -217,23 +256,35 @@ def _rows_table(rows: list[dict[str, Any]], facts: list[list[dict[str, Any]]], s
     for r in rows:
         # Stored names (variant files, tasks, campaigns, GPUs) are escaped: a variant file "[/red].py" is text
         # the candidate's author chose, and Rich parsed it as a closing tag (MarkupError, "internal error").
-        cells = {"id": str(r["id"]), "variant": escape(r["variant"] or ""), "params": params_text(r["params"]),
-                 "ms": f"{r['time_ms']:.4g}" if r["time_ms"] else "-",
-                 "speedup": f"{r['speedup']:.3g}" if r["speedup"] else "-",
-                 **{k: escape(f(r)) for k, f in _VALUES.items()}}
+        cells = {
+            "id": str(r["id"]),
+            "variant": escape(r["variant"] or ""),
+            "params": params_text(r["params"]),
+            "ms": f"{r['time_ms']:.4g}" if r["time_ms"] else "-",
+            "speedup": f"{r['speedup']:.3g}" if r["speedup"] else "-",
+            **{k: escape(f(r)) for k, f in _VALUES.items()},
+        }
         table.add_row(*[cells[c] for c in cols], *(facts_cells(r["compile"]) if r["compile"] else ("-",) * 4))
     out.print(_fitted(table))
 
 
-def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = typer.Option(None, "--gpu"),
-         shape: str | None = typer.Option(None, "--shape", help="the winner's time on one shape, e.g. M=4096,N=4096"),
-         limit: int = typer.Option(5, "--limit", min=1, help="at most this many GPUs (--static: configurations)"),
-         static: bool = typer.Option(False, "--static", help="rank the configurations verified ok by compile "
-                                     "facts (spills, occupancy, registers, shared memory): no GPU needed, not a "
-                                     "time"),
-         db: str | None = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite "
-                                       "file in the user data)"),
-         json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout")) -> None:
+def best(
+    task: str = typer.Argument(..., metavar="TASK"),
+    gpu: str | None = typer.Option(None, "--gpu"),
+    shape: str | None = typer.Option(None, "--shape", help="the winner's time on one shape, e.g. M=4096,N=4096"),
+    limit: int = typer.Option(5, "--limit", min=1, help="at most this many GPUs (--static: configurations)"),
+    static: bool = typer.Option(
+        False,
+        "--static",
+        help="rank the configurations verified ok by compile "
+        "facts (spills, occupancy, registers, shared memory): no GPU needed, not a "
+        "time",
+    ),
+    db: str | None = typer.Option(
+        None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)"
+    ),
+    json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
+) -> None:
     """The accepted winner of a task per GPU, as its campaign decided it (beyond noise, re-benchmarked).
 
     Answers from stored decisions only (never by re-ranking raw times); GPUs are never compared. Without a
@@ -250,8 +301,10 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
         shape = _shape_option(reader, task, shape)
     if static:
         if gpu or shape:  # the facts belong to a compile target and cover every shape compiled
-            raise UsageError("--static ranks by compile facts (every compiled shape, per target); --gpu and --shape "
-                             "select timed results: drop them, or drop --static")
+            raise UsageError(
+                "--static ranks by compile facts (every compiled shape, per target); --gpu and --shape "
+                "select timed results: drop them, or drop --static"
+            )
         return _static(reader, task, how, limit, json_out)
     winners = reader.winners(task=task, gpu=gpu, shape=shape)[:limit]
     facts = load_facts(reader, [w.decision.evaluation_id for w in winners if w.decision.evaluation_id is not None])
@@ -259,14 +312,35 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
     for w in winners:
         d = w.decision
         f = facts.get(d.evaluation_id, []) if d.evaluation_id is not None else []
-        rows.append({"variant": d.variant_name, "variant_hash": (d.variant_hash or "")[:12],
-                     "params": dict(d.params or {}), "time_ms": w.ms, "shape": w.shape_key, "speedup": w.speedup,
-                     "speedup_low": d.speedup_low if shape is None else None,
-                     "speedup_high": d.speedup_high if shape is None else None, "interval": d.interval,
-                     "gpu": d.gpu, "timing_source": d.timing_source, "evaluation_id": d.evaluation_id,
-                     "campaign": d.campaign, "decided_at": d.created_at.isoformat(), "resources": f,
-                     "top_k": [{"variant": t.variant, "params": dict(t.params), "ms": t.ms, "speedup": t.speedup,
-                                "chosen": t.chosen} for t in d.top_k]})
+        rows.append(
+            {
+                "variant": d.variant_name,
+                "variant_hash": (d.variant_hash or "")[:12],
+                "params": dict(d.params or {}),
+                "time_ms": w.ms,
+                "shape": w.shape_key,
+                "speedup": w.speedup,
+                "speedup_low": d.speedup_low if shape is None else None,
+                "speedup_high": d.speedup_high if shape is None else None,
+                "interval": d.interval,
+                "gpu": d.gpu,
+                "timing_source": d.timing_source,
+                "evaluation_id": d.evaluation_id,
+                "campaign": d.campaign,
+                "decided_at": d.created_at.isoformat(),
+                "resources": f,
+                "top_k": [
+                    {
+                        "variant": t.variant,
+                        "params": dict(t.params),
+                        "ms": t.ms,
+                        "speedup": t.speedup,
+                        "chosen": t.chosen,
+                    }
+                    for t in d.top_k
+                ],
+            }
+        )
     if json_out:
         _emit_json(rows)
         if not rows:
@@ -279,17 +353,29 @@ def best(task: str = typer.Argument(..., metavar="TASK"), gpu: str | None = type
         ranking = static_ranking(reader, task, limit=limit)
         latest = reader.decisions(task=task)
         if ranking:
-            why = (f" (the latest campaign, {latest[0].campaign}, measured {latest[0].measured} of "
-                   f"{latest[0].evaluations} evaluations)" if latest else "")
+            why = (
+                f" (the latest campaign, {latest[0].campaign}, measured {latest[0].measured} of "
+                f"{latest[0].evaluations} evaluations)"
+                if latest
+                else ""
+            )
             scope = static_scope(reader.ok_campaigns(task))
-            err.print(f"no measured correct result for {task!r}{where}{why}: below, {scope}, "
-                      "ranked by compile facts instead", highlight=False, markup=False, soft_wrap=True)
+            err.print(
+                f"no measured correct result for {task!r}{where}{why}: below, {scope}, ranked by compile facts instead",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
             _static_tables(task, how, ranking, limit)
         else:
             why = f"; the latest campaign ({latest[0].campaign}) says: {latest[0].note}" if latest else ""
-            err.print(f"no measured correct result for {task!r}{where} in the stored campaign decisions{why}; "
-                      f"run a campaign on a GPU (warpforge run {how} --backend cuda)", highlight=False, markup=False,
-                      soft_wrap=True)
+            err.print(
+                f"no measured correct result for {task!r}{where} in the stored campaign decisions{why}; "
+                f"run a campaign on a GPU (warpforge run {how} --backend cuda)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
         raise typer.Exit(1)
     _winners_table(task, how, shape, rows)
 
@@ -308,22 +394,34 @@ def _winners_table(task: str, how: str, shape: str | None, rows: list[dict[str, 
     if wide:
         _facts_columns(table)
     for r in rows:
-        interval = (f" [{r['speedup_low']:.3g}-{r['speedup_high']:.3g}]"
-                    if r["speedup_low"] is not None and r["speedup_high"] is not None else "")
-        cells = [escape(f"{r['gpu']} ({r['timing_source']})"), escape(r["variant"] or "-"), params_text(r["params"]),
-                 f"{r['time_ms']:.4g}", (f"{r['speedup']:.3g}x" if r["speedup"] else "-") + interval]
+        interval = (
+            f" [{r['speedup_low']:.3g}-{r['speedup_high']:.3g}]"
+            if r["speedup_low"] is not None and r["speedup_high"] is not None
+            else ""
+        )
+        cells = [
+            escape(f"{r['gpu']} ({r['timing_source']})"),
+            escape(r["variant"] or "-"),
+            params_text(r["params"]),
+            f"{r['time_ms']:.4g}",
+            (f"{r['speedup']:.3g}x" if r["speedup"] else "-") + interval,
+        ]
         if wide:
-            cells += [escape(r["campaign"] or ""),
-                      *(facts_cells(worst_facts(r["resources"])) if r["resources"] else ("-",) * 4)]
+            cells += [
+                escape(r["campaign"] or ""),
+                *(facts_cells(worst_facts(r["resources"])) if r["resources"] else ("-",) * 4),
+            ]
         table.add_row(*cells)
     out.print(_fitted(table))
     if not wide:
         for r in rows:
             regs, spill, smem, occ = facts_cells(worst_facts(r["resources"])) if r["resources"] else ("?",) * 4
             target = _targets([r["resources"]])
-            _print_wrapped(f"{r['gpu']}: campaign {r['campaign']}; compiled for {target}: registers {regs}, "
-                           f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "
-                           "and shape)")
+            _print_wrapped(
+                f"{r['gpu']}: campaign {r['campaign']}; compiled for {target}: registers {regs}, "
+                f"spilled bytes {spill}, shared memory bytes {smem}, occupancy {occ} (the worst kernel "
+                "and shape)"
+            )
     from warpforge.cli.taskref import exportable
 
     if exportable(how):
@@ -347,8 +445,13 @@ def _static(reader: Any, task: str, how: str, limit: int, json_out: bool) -> Non
     elif ranking:
         _static_tables(task, how, ranking, limit)
     else:
-        err.print(f"no configuration of {task!r} was verified ok: run warpforge run {how} (without a GPU it checks "
-                  "and compiles them)", highlight=False, markup=False, soft_wrap=True)
+        err.print(
+            f"no configuration of {task!r} was verified ok: run warpforge run {how} (without a GPU it checks "
+            "and compiles them)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     if not ranking:
         raise typer.Exit(1)
 
@@ -367,13 +470,17 @@ def _static_tables(task: str, how: str, ranking: Mapping[str, Any], limit: int) 
             table.add_row(str(r.rank), escape(r.variant), params_text(r.params), *facts_cells(r.worst))
         out.print(_fitted(table))
         more = f" (top {limit}; --limit N for more)" if ranked.total > limit else ""
-        _print_wrapped(f"{ranked.total} configurations verified ok{more}, ordered by fewest spilled bytes "
-                       "(spill), then highest occupancy (occ), fewest registers per thread (regs), least shared "
-                       "memory bytes (smem): the worst kernel and shape of each; every kernel and shape: --static "
-                       "--json")
+        _print_wrapped(
+            f"{ranked.total} configurations verified ok{more}, ordered by fewest spilled bytes "
+            "(spill), then highest occupancy (occ), fewest registers per thread (regs), least shared "
+            "memory bytes (smem): the worst kernel and shape of each; every kernel and shape: --static "
+            "--json"
+        )
     from warpforge.cli.taskref import exportable
 
-    later = (f"without one, warpforge export {how} --allow-untimed --dest DIR exports the first, flagged as never "
-             "timed" if exportable(how) else "a PyTorch-module problem file is not exported as a package (export "
-             "takes task modules: docs/tasks.md)")
+    later = (
+        f"without one, warpforge export {how} --allow-untimed --dest DIR exports the first, flagged as never timed"
+        if exportable(how)
+        else "a PyTorch-module problem file is not exported as a package (export takes task modules: docs/tasks.md)"
+    )
     _print_wrapped(f"next: times need a GPU (warpforge run {how} --backend cuda); {later}")

@@ -24,8 +24,11 @@ from warpforge.cli.results import params_text as _params_text
 from warpforge.errors import UsageError
 
 helpfix.install()
-app = typer.Typer(help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="warpforge: agentic optimizer for Triton kernels and parallelism plans.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
@@ -34,15 +37,22 @@ err = Console(stderr=True)
 
 DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")
-UnsafeOpt = typer.Option(False, "--unsafe-run-unsandboxed", envvar="WARPFORGE_UNSAFE_RUN_UNSANDBOXED",
-                         help="let LLM-written or user-supplied candidates run WITHOUT the OS sandbox when "
-                         "bubblewrap is unavailable (default: refuse, exit 2)")
+UnsafeOpt = typer.Option(
+    False,
+    "--unsafe-run-unsandboxed",
+    envvar="WARPFORGE_UNSAFE_RUN_UNSANDBOXED",
+    help="let LLM-written or user-supplied candidates run WITHOUT the OS sandbox when "
+    "bubblewrap is unavailable (default: refuse, exit 2)",
+)
 
 
 @app.callback()
-def _root(verbose: int = typer.Option(0, "-v", "--verbose", count=True,
-                                      help="log what happens: -v fallbacks and decisions (INFO), -vv DEBUG"),
-          log_json: bool = typer.Option(False, "--log-json", help="log JSON lines on stderr (for machines)")) -> None:
+def _root(
+    verbose: int = typer.Option(
+        0, "-v", "--verbose", count=True, help="log what happens: -v fallbacks and decisions (INFO), -vv DEBUG"
+    ),
+    log_json: bool = typer.Option(False, "--log-json", help="log JSON lines on stderr (for machines)"),
+) -> None:
     """warpforge: agentic optimizer for Triton kernels and parallelism plans."""
     from warpforge.logs import configure
 
@@ -54,8 +64,9 @@ def _emit_json(payload: Any) -> None:
 
 
 @app.command()
-def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also load these task files"),
-          json_out: bool = JsonOpt) -> None:
+def tasks(
+    task_file: list[Path] = typer.Option([], "--task-file", help="also load these task files"), json_out: bool = JsonOpt
+) -> None:
     """List tasks (built-in and from --task-file) with their shapes and templates."""
     from warpforge.evaluator.judge.gradients import input_names
     from warpforge.kernels.task import all_tasks
@@ -68,21 +79,33 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
         names = input_names(task)
         # Training (docs/tasks.md): the inputs whose gradients the task defines, and the templates with a backward.
         grads = [names[i] if i < len(names) else str(i) for i in task.grad_inputs]
-        rows.append({"name": task.name, "description": task.description, "builtin": task.builtin,
-                     "dtypes": [dtype_name(d) for d in task.dtypes], "shapes": task.shapes,
-                     "check_shapes": task.check_shapes, "templates": [v.name for v in variants],
-                     "has_backward": task.has_backward, "grad_inputs": grads,
-                     "backward_templates": [v.name for v in variants if v.has_backward and task.has_backward]})
+        rows.append(
+            {
+                "name": task.name,
+                "description": task.description,
+                "builtin": task.builtin,
+                "dtypes": [dtype_name(d) for d in task.dtypes],
+                "shapes": task.shapes,
+                "check_shapes": task.check_shapes,
+                "templates": [v.name for v in variants],
+                "has_backward": task.has_backward,
+                "grad_inputs": grads,
+                "backward_templates": [v.name for v in variants if v.has_backward and task.has_backward],
+            }
+        )
     if json_out:
         return _emit_json(rows)
     # One value per line, never cut: at 80 columns the four narrow columns take ~70 (the longest shape,
     # M=16384,N=4096,K=4096, is 21 characters); descriptions and grads need 120 and are folded into --json
     # below that (a grads column at 80 cut matmul's shapes once a "- (bring --variant-file)" cell was there).
     wide = out.width >= 120
-    table = Table(title="warpforge tasks", show_lines=True,
-                  caption="*: has a backward (launch_forward/launch_backward); grads: the inputs the task "
-                  "differentiates" if wide else "*: has a backward\ndescriptions, check shapes and grads: "
-                  "warpforge tasks --json")
+    table = Table(
+        title="warpforge tasks",
+        show_lines=True,
+        caption="*: has a backward (launch_forward/launch_backward); grads: the inputs the task differentiates"
+        if wide
+        else "*: has a backward\ndescriptions, check shapes and grads: warpforge tasks --json",
+    )
     table.add_column("task", no_wrap=True)
     if wide:
         table.add_column("description", ratio=1)
@@ -90,11 +113,16 @@ def tasks(task_file: list[Path] = typer.Option([], "--task-file", help="also loa
         table.add_column(col, overflow="fold")
     for r in rows:
         shapes = "\n".join(_lines(",".join(f"{k}={v}" for k, v in s.items()), ",", 24) for s in r["shapes"])
-        cells = [_lines(r["name"], "_", 15), *([r["description"]] if wide else []), "\n".join(r["dtypes"]), shapes,
-                 # a template with a backward (launch_forward/launch_backward) is starred
-                 "\n".join(t + ("*" if t in r["backward_templates"] else "") for t in r["templates"])
-                 or "none: use\n--variant-file",
-                 *(["\n".join(r["grad_inputs"]) or "-"] if wide else [])]  # the inputs the task differentiates
+        cells = [
+            _lines(r["name"], "_", 15),
+            *([r["description"]] if wide else []),
+            "\n".join(r["dtypes"]),
+            shapes,
+            # a template with a backward (launch_forward/launch_backward) is starred
+            "\n".join(t + ("*" if t in r["backward_templates"] else "") for t in r["templates"])
+            or "none: use\n--variant-file",
+            *(["\n".join(r["grad_inputs"]) or "-"] if wide else []),
+        ]  # the inputs the task differentiates
         table.add_row(*[rich_escape(c) for c in cells])  # a --task-file's NAME/DESCRIPTION is its author's text
     out.print(table)
 
@@ -126,8 +154,10 @@ def check_target(target: str) -> str:
 
     match = re.fullmatch(r"sm_?(\d+)a?", target.strip())
     if match is None or int(match.group(1)) not in KNOWN_TARGETS:
-        raise UsageError(f"unknown --target {target!r}: use one of "
-                         f"{', '.join(f'sm_{c}' for c in KNOWN_TARGETS)} (e.g. sm_90 for H100)")
+        raise UsageError(
+            f"unknown --target {target!r}: use one of "
+            f"{', '.join(f'sm_{c}' for c in KNOWN_TARGETS)} (e.g. sm_90 for H100)"
+        )
     return target.strip()
 
 
@@ -146,12 +176,15 @@ def _by_stored_name(db: str | None, task: str, quiet: bool) -> str:
 
         shipped = [p.path for p in list_problems([]) if p.name == task]
         if shipped:  # a problem's name as `warpforge problems` lists it: say where its file is
-            raise UsageError(f"unknown task {task!r}: a KernelBench problem of that name is {shipped[0]}; run it by "
-                             f"its path: warpforge run {shlex.quote(shipped[0])}")
+            raise UsageError(
+                f"unknown task {task!r}: a KernelBench problem of that name is {shipped[0]}; run it by "
+                f"its path: warpforge run {shlex.quote(shipped[0])}"
+            )
         return task
     if not quiet:
-        err.print(f"{task}: the task file its stored results came from, {file}", highlight=False, markup=False,
-                  soft_wrap=True)
+        err.print(
+            f"{task}: the task file its stored results came from, {file}", highlight=False, markup=False, soft_wrap=True
+        )
     return file
 
 
@@ -160,28 +193,47 @@ def run(
     task_names: list[str] = typer.Argument(..., metavar="TASK...", help="task names or task files"),
     trials: int = typer.Option(20, "--trials", min=1, help="evaluations per task, split across its variants"),
     time_budget: float | None = typer.Option(None, "--time-budget", help="wall-time budget in seconds"),
-    proposer: str = typer.Option("template", "--proposer", help="where variants come from: template | llm "
-                                 "(docs/agent.md)"),
-    llm_replay: str | None = typer.Option(None, "--llm-replay", metavar="CAMPAIGN", help="with --proposer llm: "
-                                          "answer from CAMPAIGN's stored LLM calls, no network"),
+    proposer: str = typer.Option(
+        "template", "--proposer", help="where variants come from: template | llm (docs/agent.md)"
+    ),
+    llm_replay: str | None = typer.Option(
+        None,
+        "--llm-replay",
+        metavar="CAMPAIGN",
+        help="with --proposer llm: answer from CAMPAIGN's stored LLM calls, no network",
+    ),
     variant_file: list[Path] = typer.Option([], "--variant-file", help="extra variant files to search too"),
-    sampler: str | None = typer.Option(None, "--sampler",
-                                       help="search strategy from docs/search.md's registry (default: wf-default)"),
+    sampler: str | None = typer.Option(
+        None, "--sampler", help="search strategy from docs/search.md's registry (default: wf-default)"
+    ),
     backend: str = typer.Option("auto", "--backend", help="auto | cuda | interpret | replay"),
     campaign: str | None = typer.Option(None, "--campaign", help="campaign name (default: generated)"),
     db: str | None = DbOpt,
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted campaign"),
     target: str = typer.Option("sm_90", "--target", help="GPU architecture for ahead-of-time compilation"),
     seed: int | None = typer.Option(None, "--seed", help="sampler seed"),
-    workers: int = typer.Option(1, "--workers", min=0, help="evaluations at once: one worker per GPU for cuda, CPU "
-                                "workers for interpret/replay; 0 = all GPUs (or CPUs) there are"),
-    compile_workers: int | None = typer.Option(None, "--compile-workers", min=0,
-                                               help="CPU workers compiling ahead of the GPU workers (default: one "
-                                               "per GPU worker)"),
-    ray_address: str | None = typer.Option(None, "--ray-address", help="join this Ray cluster (e.g. auto, "
-                                           "10.0.0.1:6379) instead of starting a local one"),
-    use_ray: bool | None = typer.Option(None, "--ray/--no-ray", help="default: Ray when --workers is not 1 or "
-                                        "--ray-address is given; --no-ray runs workers as threads in this process"),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=0,
+        help="evaluations at once: one worker per GPU for cuda, CPU "
+        "workers for interpret/replay; 0 = all GPUs (or CPUs) there are",
+    ),
+    compile_workers: int | None = typer.Option(
+        None,
+        "--compile-workers",
+        min=0,
+        help="CPU workers compiling ahead of the GPU workers (default: one per GPU worker)",
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="join this Ray cluster (e.g. auto, 10.0.0.1:6379) instead of starting a local one"
+    ),
+    use_ray: bool | None = typer.Option(
+        None,
+        "--ray/--no-ray",
+        help="default: Ray when --workers is not 1 or "
+        "--ray-address is given; --no-ray runs workers as threads in this process",
+    ),
     top_k: int = typer.Option(3, "--top-k", min=0, help="re-benchmark the best K at the end (live GPU timing)"),
     unsafe_unsandboxed: bool = UnsafeOpt,
     json_out: bool = JsonOpt,
@@ -200,6 +252,7 @@ def run(
 
     if proposer == "llm" or variant_file:  # code warpforge did not ship: the sandbox or the explicit flag
         from warpforge.evaluator.sandbox.isolation import require_for_untrusted
+
         require_for_untrusted("LLM-written candidates" if proposer == "llm" else "variant files", unsafe_unsandboxed)
     # Before the heavy imports: "no LLM configured" is a one-line usage error in a fraction of a second.
     proposer_config = proposer_config_for_run(proposer, llm_replay, db, target, seed)
@@ -218,12 +271,27 @@ def run(
     # from any directory.
     tasks = [str(Path(t).resolve()) if t.endswith(".py") or "/" in t else t for t in task_names]
     tasks = [_by_stored_name(db, t, json_out) for t in tasks]
-    spec = CampaignSpec(name=name, tasks=tasks, task_files=[t for t in tasks if t.endswith(".py") or "/" in t],
-                        trials=trials, time_budget_s=time_budget,
-                        proposer=proposer, sampler=sampler or DEFAULT_SAMPLER, backend=backend, target=target,
-                        seed=seed, resume=resume, db_url=db, variant_files=[str(f) for f in variant_file],
-                        workers=workers, compile_workers=compile_workers, ray=use_ray, ray_address=ray_address,
-                        top_k=top_k, proposer_config=proposer_config)
+    spec = CampaignSpec(
+        name=name,
+        tasks=tasks,
+        task_files=[t for t in tasks if t.endswith(".py") or "/" in t],
+        trials=trials,
+        time_budget_s=time_budget,
+        proposer=proposer,
+        sampler=sampler or DEFAULT_SAMPLER,
+        backend=backend,
+        target=target,
+        seed=seed,
+        resume=resume,
+        db_url=db,
+        variant_files=[str(f) for f in variant_file],
+        workers=workers,
+        compile_workers=compile_workers,
+        ray=use_ray,
+        ray_address=ray_address,
+        top_k=top_k,
+        proposer_config=proposer_config,
+    )
     spec = check_run(spec)  # a run that cannot work stops here: nothing evaluated, nothing stored
     from warpforge.kernels.kernelbench import NOTES
 
@@ -231,9 +299,15 @@ def run(
         note = NOTES.get(str(Path(name).resolve()), "")
         if "searched with the templates" in note and not json_out:
             err.print(f"{Path(name).name}: {note}", highlight=False, markup=False, soft_wrap=True)
-    progress = Progress(TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err,
-                        disable=not err.is_terminal and json_out)
+    progress = Progress(
+        TextColumn("[bold]{task.fields[name]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not err.is_terminal and json_out,
+    )
     bars: dict[str, Any] = {}
     reused: dict[str, int] = {}
 
@@ -248,8 +322,12 @@ def run(
         if not err.is_terminal and not json_out:  # the bar draws only on a terminal: one line per evaluation
             from warpforge.run_progress import progress_line
 
-            err.print(progress_line(e.task, e.done, e.total, e.result.summary(), e.best_ms, e.best_label),
-                      highlight=False, markup=False, soft_wrap=True)
+            err.print(
+                progress_line(e.task, e.done, e.total, e.result.summary(), e.best_ms, e.best_label),
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
 
     with progress:
         summary = run_campaign(spec, on_event=on_event, on_start=on_start)
@@ -259,9 +337,13 @@ def run(
         _print_campaign(summary, reused)
     failed = [t for t in summary.tasks if t.failure]
     for t in failed:  # what was asked did not happen: said once, on stderr, and the exit code says it too
-        err.print(f"[red]error:[/red] {rich_escape(t.task)}: {rich_escape(str(t.failure))}; the campaign searched "
-                  "the templates alone (warpforge agent transcripts "
-                  f"{rich_escape(summary.campaign)} shows each call)", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]error:[/red] {rich_escape(t.task)}: {rich_escape(str(t.failure))}; the campaign searched "
+            "the templates alone (warpforge agent transcripts "
+            f"{rich_escape(summary.campaign)} shows each call)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if failed:
         raise typer.Exit(1)
 
@@ -269,8 +351,12 @@ def run(
 def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
     """What ``run`` prints at the end, readable at 80 columns (prose wraps between words)."""
     if summary.resumed:
-        out.print(f"resumed campaign {summary.campaign}: {summary.requeued} interrupted configuration"
-                  f"{'s' if summary.requeued != 1 else ''} re-queued", highlight=False, markup=False)
+        out.print(
+            f"resumed campaign {summary.campaign}: {summary.requeued} interrupted configuration"
+            f"{'s' if summary.requeued != 1 else ''} re-queued",
+            highlight=False,
+            markup=False,
+        )
     for t in summary.tasks:
         # Campaign, task and variant names are the user's or a candidate's text: escaped, never Rich markup.
         table = Table(title=rich_escape(f"campaign {summary.campaign}: {t.task} ({t.backend})"))
@@ -279,27 +365,46 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
         for col in cols:
             table.add_column(col, overflow="fold")
         for v in t.variants:
-            row = [rich_escape(v.variant), str(v.feasible), str(v.evaluated),
-                   ", ".join(f"{k}:{n}" for k, n in sorted(v.verdicts.items())) or "-"]
+            row = [
+                rich_escape(v.variant),
+                str(v.feasible),
+                str(v.evaluated),
+                ", ".join(f"{k}:{n}" for k, n in sorted(v.verdicts.items())) or "-",
+            ]
             if t.measured:
                 row += [f"{v.best_ms:.4g}" if v.best_ms else "-", _params_text(v.best_params)]
             table.add_row(*row)
         out.print(table)
         out.print(t.timing, highlight=False, markup=False)
         if reused.get(t.task):
-            out.print(f"reused {reused[t.task]} stored result{'s' if reused[t.task] != 1 else ''} (same source, "
-                      "parameters, backend and software): not evaluated again", highlight=False, markup=False)
+            out.print(
+                f"reused {reused[t.task]} stored result{'s' if reused[t.task] != 1 else ''} (same source, "
+                "parameters, backend and software): not evaluated again",
+                highlight=False,
+                markup=False,
+            )
         if t.final:
-            final = Table(title=f"top {len(t.final)} re-benchmarked" if any(f.remeasured for f in t.final)
-                          else f"top {len(t.final)} (recorded times, not re-measured)")
+            final = Table(
+                title=f"top {len(t.final)} re-benchmarked"
+                if any(f.remeasured for f in t.final)
+                else f"top {len(t.final)} (recorded times, not re-measured)"
+            )
             for col in ("", "variant", "params", "ms", "speedup", "interval"):
                 final.add_column(col, overflow="fold")
             for f in t.final:
-                interval = (f"{f.speedup_low:.3g}-{f.speedup_high:.3g}x ({f.interval})"
-                            if f.speedup_low is not None and f.speedup_high is not None else f.interval)
-                final.add_row("best" if f.chosen else "", rich_escape(f.variant), _params_text(f.params),
-                              f"{f.ms:.4g}" if f.ms else "-", f"{f.speedup:.3g}x" if f.speedup else "-",
-                              rich_escape(interval))
+                interval = (
+                    f"{f.speedup_low:.3g}-{f.speedup_high:.3g}x ({f.interval})"
+                    if f.speedup_low is not None and f.speedup_high is not None
+                    else f.interval
+                )
+                final.add_row(
+                    "best" if f.chosen else "",
+                    rich_escape(f.variant),
+                    _params_text(f.params),
+                    f"{f.ms:.4g}" if f.ms else "-",
+                    f"{f.speedup:.3g}x" if f.speedup else "-",
+                    rich_escape(interval),
+                )
             out.print(final)
         if t.measured:
             out.print(t.acceptance, highlight=False, markup=False)
@@ -308,14 +413,28 @@ def _print_campaign(summary: Any, reused: dict[str, int]) -> None:
             out.print(note, highlight=False, markup=False, soft_wrap=True)
     out.print(f"stored in {summary.db} ({summary.wall_s:.0f} s)", highlight=False, markup=False)
     if any(t.measured for t in summary.tasks):
-        out.print(f"next: warpforge best {shlex.quote(summary.tasks[0].task)}; every evaluation: warpforge "
-                  f"results --campaign {summary.campaign}", highlight=False, markup=False)
+        out.print(
+            f"next: warpforge best {shlex.quote(summary.tasks[0].task)}; every evaluation: warpforge "
+            f"results --campaign {summary.campaign}",
+            highlight=False,
+            markup=False,
+        )
     else:
         ok = [t.task for t in summary.tasks if any(v.verdicts.get("ok") for v in t.variants)]
-        static = (f"warpforge best {shlex.quote(ok[0])} --static ranks the ok configurations by compile facts "
-                  "(static, not a time); ") if ok else ""
-        out.print(f"next: {static}warpforge results --campaign {summary.campaign} lists the verdicts; for times, "
-                  "run the same command with --backend cuda on a CUDA machine", highlight=False, markup=False)
+        static = (
+            (
+                f"warpforge best {shlex.quote(ok[0])} --static ranks the ok configurations by compile facts "
+                "(static, not a time); "
+            )
+            if ok
+            else ""
+        )
+        out.print(
+            f"next: {static}warpforge results --campaign {summary.campaign} lists the verdicts; for times, "
+            "run the same command with --backend cuda on a CUDA machine",
+            highlight=False,
+            markup=False,
+        )
 
 
 @app.command("eval")
@@ -370,10 +489,12 @@ def eval_cmd(
         chosen, failure, how = pick_params(engine.pool, task, variant, given, target, timeout)
         if failure is None and chosen is None:
             raise VariantError(
-                f"no configuration of SPACE in {variant_file}" + (f" with --params {params}" if given else "")
+                f"no configuration of SPACE in {variant_file}"
+                + (f" with --params {params}" if given else "")
                 + f" satisfies its constraints() on {task.name}'s benchmark shapes "
                 f"{', '.join(','.join(f'{k}={v}' for k, v in sh.items()) for sh in task.shapes)}: "
-                + ("choose other --params" if given else "widen SPACE or fix constraints()"))
+                + ("choose other --params" if given else "widen SPACE or fix constraints()")
+            )
         result = failure or engine.evaluate(Job(task, variant, chosen or {}, target=target, timeout_s=timeout))
         skipped: list[str] = []
         while result.verdict is Verdict.INVALID_CONFIG and chosen and "@config" not in given:
@@ -381,8 +502,7 @@ def eval_cmd(
             if following is None:
                 break
             skipped.append(str(chosen["@config"]).partition(" ")[0])
-            chosen, how = following, f"the first configuration that fits; {', '.join(skipped)} did not: " \
-                f"{result.reason}"
+            chosen, how = following, f"the first configuration that fits; {', '.join(skipped)} did not: {result.reason}"
             result = engine.evaluate(Job(task, variant, chosen, target=target, timeout_s=timeout))
     finally:
         engine.close()
@@ -390,23 +510,32 @@ def eval_cmd(
         _emit_json(result.model_dump(mode="json"))
     else:
         color = "green" if result.verdict is Verdict.OK else "red"
-        out.print(f"[{color}]{result.verdict.value}[/{color}]" + (f": {rich_escape(result.reason)}" if result.reason
-                                                                   else ""))
+        out.print(
+            f"[{color}]{result.verdict.value}[/{color}]" + (f": {rich_escape(result.reason)}" if result.reason else "")
+        )
         if chosen is not None:
             out.print(f"params {_params_text(chosen)} ({how})", highlight=False)
         if result.message:  # quotes the candidate's own text (an exception's message): never Rich markup
             out.print(result.message, highlight=False, markup=False)
-        coverage = ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked") \
-            if result.verdict is Verdict.OK else "stopped at the first failure"
+        coverage = (
+            ("; ".join(result.unchecked) if result.unchecked else "all dtypes checked")
+            if result.verdict is Verdict.OK
+            else "stopped at the first failure"
+        )
         where = result.device or result.backend
-        out.print(f"checked {len(result.checked)} cases" + (f" on {where}" if where else "") + f"; {coverage}"
-                  if result.checked or result.verdict is Verdict.OK else f"no case was checked ({coverage})",
-                  highlight=False, markup=False)
+        out.print(
+            f"checked {len(result.checked)} cases" + (f" on {where}" if where else "") + f"; {coverage}"
+            if result.checked or result.verdict is Verdict.OK
+            else f"no case was checked ({coverage})",
+            highlight=False,
+            markup=False,
+        )
         for line in _resource_lines(result.resources):
             out.print(line, highlight=False, markup=False)
         if result.measured:
-            out.print(f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})",
-                      markup=False)
+            out.print(
+                f"time {result.objective_ms:.4g} ms, speedup {result.speedup:.3g}x ({result.timing})", markup=False
+            )
     if result.verdict is not Verdict.OK:
         raise typer.Exit(1)
 
@@ -416,10 +545,15 @@ def _resource_lines(resources: Any) -> list[str]:
     per shape and dtype (12 lines for matmul's), which read alike without them."""
     from warpforge.kernels.taskdef import shape_key
 
-    return [f"  {r.kernel} [{r.target}]" + (f" {shape_key(r.shape)}" if r.shape else "")
-            + (f" {r.dtype}" if r.dtype else "") + (f" warps={r.num_warps}" if r.num_warps else "")
-            + f": registers={_known(r.registers)} spill={_known(r.spill_bytes, 'B')} "
-            f"shared={_known(r.shared_bytes, 'B')}" for r in resources]
+    return [
+        f"  {r.kernel} [{r.target}]"
+        + (f" {shape_key(r.shape)}" if r.shape else "")
+        + (f" {r.dtype}" if r.dtype else "")
+        + (f" warps={r.num_warps}" if r.num_warps else "")
+        + f": registers={_known(r.registers)} spill={_known(r.spill_bytes, 'B')} "
+        f"shared={_known(r.shared_bytes, 'B')}"
+        for r in resources
+    ]
 
 
 def _known(value: int | None, unit: str = "") -> str:
@@ -452,8 +586,15 @@ def doctor(db: str | None = DbOpt, json_out: bool = JsonOpt) -> None:
         for col in ("check", "status", "detail"):
             table.add_column(col, overflow="fold")  # a long path folds; "…" cut it (the recordings dir)
         for c in checks:
-            status = ("" if c.advice else "[green]ok[/green]" if c.ok else "[red]fail[/red]" if c.required
-                      else "[yellow]no[/yellow]")
+            status = (
+                ""
+                if c.advice
+                else "[green]ok[/green]"
+                if c.ok
+                else "[red]fail[/red]"
+                if c.required
+                else "[yellow]no[/yellow]"
+            )
             table.add_row(c.name, status, rich_escape(c.detail))
         out.print(table)
     if not all(c.ok or not c.required for c in checks):

@@ -91,6 +91,9 @@ def unknown_task_message(reader: Any, task: str) -> str | None:
     stored = [t for t in held if t not in builtin]
     close = difflib.get_close_matches(task, builtin + stored, n=1, cutoff=0.6)
     by_path = [t if (file := runnable(reader, t)) == t else f"{t} ({file})" for t in stored]
-    return (f"unknown task {task!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-            + f": built-in tasks are {', '.join(builtin)} (warpforge tasks lists them)"
-            + (f"; this database also holds {', '.join(by_path)}" if by_path else ""))
+    return (
+        f"unknown task {task!r}"
+        + (f" (did you mean {close[0]!r}?)" if close else "")
+        + f": built-in tasks are {', '.join(builtin)} (warpforge tasks lists them)"
+        + (f"; this database also holds {', '.join(by_path)}" if by_path else "")
+    )

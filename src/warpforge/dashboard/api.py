@@ -72,8 +72,12 @@ def _json(obj: Any) -> Response:
 
 
 @router.get("/campaigns", summary="Campaigns, newest first, with verdict counts and stored decisions")
-def campaigns(request: Request, status: str | None = Query(None, description="running | finished | interrupted"),
-              offset: int = Offset, limit: int = Limit) -> Any:
+def campaigns(
+    request: Request,
+    status: str | None = Query(None, description="running | finished | interrupted"),
+    offset: int = Offset,
+    limit: int = Limit,
+) -> Any:
     return _json(get_reader(request).campaigns(status=status, offset=offset, limit=limit))
 
 
@@ -97,19 +101,34 @@ def charts(request: Request, name: str) -> Any:
 
 
 @router.get("/evaluations", summary="A page of evaluations (filters combine)")
-def evaluations(request: Request, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
-                variant_hash: str | None = None,
-                sort: str = Query("-id", description="id | created_at | objective_ms | speedup | wall_s; - = desc"),
-                offset: int = Offset, limit: int = Limit,
-                cursor: str | None = Query(None, description="the previous page's next_cursor (deep pages stay "
-                                           "fast; offset is then ignored)")) -> Any:
+def evaluations(
+    request: Request,
+    campaign: str | None = None,
+    task: str | None = None,
+    verdict: str | None = None,
+    variant_hash: str | None = None,
+    sort: str = Query("-id", description="id | created_at | objective_ms | speedup | wall_s; - = desc"),
+    offset: int = Offset,
+    limit: int = Limit,
+    cursor: str | None = Query(
+        None, description="the previous page's next_cursor (deep pages stay fast; offset is then ignored)"
+    ),
+) -> Any:
     reader = get_reader(request)
     if variant_hash:  # the 12-digit hashes the pages show work here too (UsageError -> 400)
         from warpforge.db.dashboard_reads import resolve_variant_hash
 
         variant_hash = resolve_variant_hash(reader, variant_hash) or variant_hash
-    page = reader.evaluations(campaign=campaign, task=task, verdict=verdict, variant_hash=variant_hash, sort=sort,
-                              offset=offset, limit=limit, cursor=cursor)  # a bad sort/cursor: UsageError -> 400
+    page = reader.evaluations(
+        campaign=campaign,
+        task=task,
+        verdict=verdict,
+        variant_hash=variant_hash,
+        sort=sort,
+        offset=offset,
+        limit=limit,
+        cursor=cursor,
+    )  # a bad sort/cursor: UsageError -> 400
     return _json(page)
 
 
@@ -130,22 +149,36 @@ def variant(request: Request, source_hash: str, offset: int = Offset, limit: int
 
 
 @router.get("/decisions", summary="Stored campaign decisions (accepted winner, interval, top-k), newest first")
-def decisions(request: Request, campaign: str | None = None, task: str | None = None,
-              gpu: str | None = Query(None, description="part of the GPU name, e.g. H100")) -> Any:
+def decisions(
+    request: Request,
+    campaign: str | None = None,
+    task: str | None = None,
+    gpu: str | None = Query(None, description="part of the GPU name, e.g. H100"),
+) -> Any:
     return _json({"items": get_reader(request).decisions(campaign=campaign, task=task, gpu=gpu)})
 
 
 @router.get("/leaderboard", summary="Task x GPU matrix from stored decisions (shape selectable)")
-def leaderboard(request: Request, shape: str | None = Query(None, description='e.g. "M=4096,N=4096"'),
-                task: str | None = None, gpu: str | None = None,
-                sort: str = Query("task", pattern="^(task|speedup|sol)$")) -> Any:
-    return _json(views.leaderboard(get_reader(request), shape=shape or None, task=task or None, gpu=gpu or None,
-                                   sort=sort))
+def leaderboard(
+    request: Request,
+    shape: str | None = Query(None, description='e.g. "M=4096,N=4096"'),
+    task: str | None = None,
+    gpu: str | None = None,
+    sort: str = Query("task", pattern="^(task|speedup|sol)$"),
+) -> Any:
+    return _json(
+        views.leaderboard(get_reader(request), shape=shape or None, task=task or None, gpu=gpu or None, sort=sort)
+    )
 
 
 @router.get("/plans", summary="Stored parallelism plans (fastest predicted first) with exported arguments")
-def plans(request: Request, model: str | None = None, cluster: str | None = None, offset: int = Offset,
-          limit: int = Query(20, ge=1, le=1000, description="rows per page (at most 1,000, as every list)")) -> Any:
+def plans(
+    request: Request,
+    model: str | None = None,
+    cluster: str | None = None,
+    offset: int = Offset,
+    limit: int = Query(20, ge=1, le=1000, description="rows per page (at most 1,000, as every list)"),
+) -> Any:
     from warpforge.dashboard.plans import plans_view
 
     return _json(plans_view(get_reader(request), model=model or "", cluster=cluster, offset=offset, limit=limit))
@@ -156,8 +189,10 @@ def optimize_runs(request: Request, target: str | None = None, offset: int = Off
     return _json(get_reader(request).optimize_runs(target=target or None, offset=offset, limit=limit))
 
 
-@router.get("/optimize/{id}", summary="One optimize run with its whole report (regions, coverage, checks, speedup, "
-            "patches, plans)")
+@router.get(
+    "/optimize/{id}",
+    summary="One optimize run with its whole report (regions, coverage, checks, speedup, patches, plans)",
+)
 def optimize_run(request: Request, id: int) -> Any:
     run = get_reader(request).optimize_run(id)
     if run is None:
@@ -165,24 +200,52 @@ def optimize_run(request: Request, id: int) -> Any:
     return _json(run)
 
 
-@router.get("/agent", summary="LLM calls, tokens and cost per campaign and per model, outcome mix, the agent's "
-            "runs and a page of calls (without their text)")
-def agent(request: Request, campaign: str | None = None, model: str | None = None, outcome: str | None = None,
-          offset: int = Offset, limit: int = Limit) -> Any:
+@router.get(
+    "/agent",
+    summary="LLM calls, tokens and cost per campaign and per model, outcome mix, the agent's "
+    "runs and a page of calls (without their text)",
+)
+def agent(
+    request: Request,
+    campaign: str | None = None,
+    model: str | None = None,
+    outcome: str | None = None,
+    offset: int = Offset,
+    limit: int = Limit,
+) -> Any:
     from warpforge.dashboard.agent import agent_view
 
-    return _json(agent_view(get_reader(request), campaign=campaign, model=model, outcome=outcome, offset=offset,
-                            limit=limit))
+    return _json(
+        agent_view(get_reader(request), campaign=campaign, model=model, outcome=outcome, offset=offset, limit=limit)
+    )
 
 
 @router.get("/agent/calls", summary="A page of stored LLM calls, newest first (filters combine)")
-def llm_calls(request: Request, campaign: str | None = None, task: str | None = None, model: str | None = None,
-              outcome: str | None = None, variant_hash: str | None = None, offset: int = Offset,
-              limit: int = Limit) -> Any:
+def llm_calls(
+    request: Request,
+    campaign: str | None = None,
+    task: str | None = None,
+    model: str | None = None,
+    outcome: str | None = None,
+    variant_hash: str | None = None,
+    offset: int = Offset,
+    limit: int = Limit,
+) -> Any:
     from warpforge.dashboard.redact import scrub_calls
 
-    return _json(scrub_calls(get_reader(request).llm_calls(campaign=campaign, task=task, model=model, outcome=outcome,
-                                                           variant_hash=variant_hash, offset=offset, limit=limit)))
+    return _json(
+        scrub_calls(
+            get_reader(request).llm_calls(
+                campaign=campaign,
+                task=task,
+                model=model,
+                outcome=outcome,
+                variant_hash=variant_hash,
+                offset=offset,
+                limit=limit,
+            )
+        )
+    )
 
 
 @router.get("/agent/calls/{id}", summary="One LLM call: messages, answer, reasoning (stored redacted)")

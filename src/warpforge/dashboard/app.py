@@ -36,8 +36,10 @@ HERE = Path(__file__).resolve().parent
 
 # Scripts only from this origin: even if escaping were bypassed, an injected inline <script> or onerror=
 # handler would not run. Plotly sets inline styles, hence 'unsafe-inline' for styles only.
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
 
 
 @lru_cache(maxsize=1)
@@ -65,10 +67,15 @@ def create_app(url: str | None = None, *, optuna_base: str | None = None, refres
     url = url or default_url()
     status = check_database(url)
     # No Swagger UI: FastAPI's loads from a CDN and the dashboard works offline; the schema is /api/openapi.json.
-    app = FastAPI(title="warpforge dashboard", version=_version(), docs_url=None,
-                  openapi_url="/api/openapi.json", redoc_url=None,
-                  description="Read-only JSON API over warpforge's stored results; every page uses the same "
-                              "queries. Lists are paginated with offset/limit.")
+    app = FastAPI(
+        title="warpforge dashboard",
+        version=_version(),
+        docs_url=None,
+        openapi_url="/api/openapi.json",
+        redoc_url=None,
+        description="Read-only JSON API over warpforge's stored results; every page uses the same "
+        "queries. Lists are paginated with offset/limit.",
+    )
     app.state.settings = Settings(url, optuna_base, refresh_s)
     app.state.db_status = status
     app.state.reader = _open_reader(url) if status.ok else None
@@ -84,8 +91,9 @@ def create_app(url: str | None = None, *, optuna_base: str | None = None, refres
 
     @app.get("/static-lib/plotly.min.js", include_in_schema=False)
     def plotly_asset() -> FileResponse:
-        return FileResponse(plotly_js(), media_type="text/javascript",
-                            headers={"Cache-Control": "public, max-age=86400"})
+        return FileResponse(
+            plotly_js(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"}
+        )
 
     @app.get("/static-lib/pygments.css", include_in_schema=False)
     def pygments_asset() -> Response:
@@ -130,17 +138,24 @@ def create_app(url: str | None = None, *, optuna_base: str | None = None, refres
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> Response:
         log.error("dashboard bug on %s", request.url.path, exc_info=exc)
-        return _problem(request, 500, "Internal error",
-                        f"{type(exc).__name__} while serving {request.url.path}: a warpforge bug; the server log "
-                        "has the traceback")
+        return _problem(
+            request,
+            500,
+            "Internal error",
+            f"{type(exc).__name__} while serving {request.url.path}: a warpforge bug; the server log has the traceback",
+        )
 
     @app.exception_handler(DriverError)  # the database driver's own errors (db/session.py names them)
     async def db_error(request: Request, exc: Exception) -> Response:
         orig = getattr(exc, "orig", None) or exc
         first = (str(orig).strip().splitlines() or ["database error"])[0]
         log.warning("database error on %s: %s", request.url.path, first)
-        return _problem(request, 503, "Database error",
-                        f"reading {status.safe_url} failed: {first}; check the server and the --db URL")
+        return _problem(
+            request,
+            503,
+            "Database error",
+            f"reading {status.safe_url} failed: {first}; check the server and the --db URL",
+        )
 
     from warpforge.dashboard.api import router as api_router
     from warpforge.dashboard.pages import router as page_router
@@ -167,8 +182,13 @@ def _problem(request: Request, code: int, title: str, detail: str) -> Response:
     if request.url.path.startswith("/api"):
         return JSONResponse({"detail": detail}, status_code=code)
     t: Jinja2Templates = request.app.state.templates
-    ctx = {"settings": request.app.state.settings, "db": request.app.state.db_status.safe_url, "title": title,
-           "detail": detail, "code": code}
+    ctx = {
+        "settings": request.app.state.settings,
+        "db": request.app.state.db_status.safe_url,
+        "title": title,
+        "detail": detail,
+        "code": code,
+    }
     return t.TemplateResponse(request, "error.html", ctx, status_code=code)
 
 

@@ -25,9 +25,17 @@ from typing import Any
 from warpforge.dashboard.views import CHART_ROWS
 
 log = logging.getLogger("warpforge.dashboard")
-VERDICT_COLORS = {"ok": "#2ca02c", "incorrect": "#d62728", "compile_error": "#9467bd", "runtime_error": "#8c564b",
-                  "timeout": "#e377c2", "crashed": "#7f7f7f", "rejected": "#bcbd22", "invalid_config": "#17becf",
-                  "unsupported": "#aec7e8"}
+VERDICT_COLORS = {
+    "ok": "#2ca02c",
+    "incorrect": "#d62728",
+    "compile_error": "#9467bd",
+    "runtime_error": "#8c564b",
+    "timeout": "#e377c2",
+    "crashed": "#7f7f7f",
+    "rejected": "#bcbd22",
+    "invalid_config": "#17becf",
+    "unsupported": "#aec7e8",
+}
 MAX_PARAM_FIGURES = 12
 
 
@@ -51,9 +59,15 @@ class CampaignCharts:
 
 def layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
     # The page prints the title above the plot; the legend goes on top so it never covers the x-axis title.
-    return {"meta": {"title": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
-            "margin": {"l": 60, "r": 20, "t": 30, "b": 60}, "height": 380,
-            "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}, **extra}
+    return {
+        "meta": {"title": title},
+        "xaxis": {"title": {"text": x}},
+        "yaxis": {"title": {"text": y}},
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 60},
+        "height": 380,
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+        **extra,
+    }
 
 
 def _timed(rows: list[Any]) -> list[Any]:
@@ -83,16 +97,29 @@ def best_so_far(rows: list[Any], campaign_start: Any | None) -> tuple[Figure, Fi
                 ts.append(max(0.0, (r.created_at - start).total_seconds()) if r.created_at and start else None)
         if xs:
             n_points += len(xs)
-            by_eval.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys,
-                            "line": {"shape": "hv"}})
-            by_wall.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": ts, "y": ys,
-                            "line": {"shape": "hv"}})
+            by_eval.append(
+                {"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys, "line": {"shape": "hv"}}
+            )
+            by_wall.append(
+                {"type": "scatter", "mode": "lines+markers", "name": label, "x": ts, "y": ys, "line": {"shape": "hv"}}
+            )
     note = "" if n_points else "no measured time yet (interpreter campaigns check correctness only)"
-    return (Figure("best-evals", "Best so far vs evaluations", {
-                "data": by_eval, "layout": layout("Best time so far", "evaluations", "ms (lower is better)")},
-                note, n_points),
-            Figure("best-wall", "Best so far vs wall time", {
-                "data": by_wall, "layout": layout("Best time so far", "seconds since start", "ms")}, note, n_points))
+    return (
+        Figure(
+            "best-evals",
+            "Best so far vs evaluations",
+            {"data": by_eval, "layout": layout("Best time so far", "evaluations", "ms (lower is better)")},
+            note,
+            n_points,
+        ),
+        Figure(
+            "best-wall",
+            "Best so far vs wall time",
+            {"data": by_wall, "layout": layout("Best time so far", "seconds since start", "ms")},
+            note,
+            n_points,
+        ),
+    )
 
 
 def param_figures(rows: list[Any]) -> list[Figure]:
@@ -115,10 +142,19 @@ def param_figures(rows: list[Any]) -> list[Figure]:
                     # hover text: the other parameters (str() of a dict is 5x cheaper than json.dumps here)
                     t["text"].append(str(r.params))
             data = [{"type": "scatter", "mode": "markers", "name": v, **t} for v, t in sorted(traces.items())]
-            figs.append(Figure(f"param-{task}-{p}", f"{task}: time vs {p}", {
-                "data": data, "layout": layout(f"{task}: time vs {p}", p, "ms", yaxis={"type": "log",
-                                                                                     "title": {"text": "ms"}})},
-                points=sum(len(t["x"]) for t in traces.values())))
+            figs.append(
+                Figure(
+                    f"param-{task}-{p}",
+                    f"{task}: time vs {p}",
+                    {
+                        "data": data,
+                        "layout": layout(
+                            f"{task}: time vs {p}", p, "ms", yaxis={"type": "log", "title": {"text": "ms"}}
+                        ),
+                    },
+                    points=sum(len(t["x"]) for t in traces.values()),
+                )
+            )
     return figs
 
 
@@ -126,26 +162,58 @@ def verdict_mix(rows: list[Any], bins: int = 20) -> Figure:
     """Verdict counts; over time (``bins`` groups in order) only when each group holds at least 2 evaluations:
     with fewer, every bar was one evaluation tall and showed nothing a count does not."""
     if not rows:
-        return Figure("verdicts", "Verdict mix", {"data": [], "layout": layout("Verdicts", "", "")},
-                      "no evaluations")
+        return Figure("verdicts", "Verdict mix", {"data": [], "layout": layout("Verdicts", "", "")}, "no evaluations")
     if len(rows) < 2 * bins:
         counts = Counter(r.verdict for r in rows)
         order = sorted(counts, key=lambda v: (-counts[v], v))
-        data = [{"type": "bar", "x": order, "y": [counts[v] for v in order],
-                 "marker": {"color": [VERDICT_COLORS.get(v, "#333") for v in order]}}]
-        return Figure("verdicts", "Verdict mix", {"data": data, "layout": layout(
-            "Verdict mix", "verdict", "evaluations", xaxis={"type": "category", "title": {"text": "verdict"}})},
-            points=len(rows))
+        data = [
+            {
+                "type": "bar",
+                "x": order,
+                "y": [counts[v] for v in order],
+                "marker": {"color": [VERDICT_COLORS.get(v, "#333") for v in order]},
+            }
+        ]
+        return Figure(
+            "verdicts",
+            "Verdict mix",
+            {
+                "data": data,
+                "layout": layout(
+                    "Verdict mix", "verdict", "evaluations", xaxis={"type": "category", "title": {"text": "verdict"}}
+                ),
+            },
+            points=len(rows),
+        )
     size = max(1, -(-len(rows) // bins))
-    groups: list[Counter[str]] = [Counter(r.verdict for r in rows[i:i + size]) for i in range(0, len(rows), size)]
+    groups: list[Counter[str]] = [Counter(r.verdict for r in rows[i : i + size]) for i in range(0, len(rows), size)]
     xs = [f"{i * size + 1}-{min((i + 1) * size, len(rows))}" for i in range(len(groups))]
     verdicts = sorted({v for c in groups for v in c})
-    data = [{"type": "bar", "name": v, "x": xs, "y": [c.get(v, 0) for c in groups],
-             "marker": {"color": VERDICT_COLORS.get(v, "#333")}} for v in verdicts]
-    return Figure("verdicts", "Verdict mix over time", {
-        "data": data, "layout": layout("Verdict mix over time", "evaluations (in order)", "count", barmode="stack",
-                                        xaxis={"type": "category", "title": {"text": "evaluations (in order)"}})},
-        points=len(rows))
+    data = [
+        {
+            "type": "bar",
+            "name": v,
+            "x": xs,
+            "y": [c.get(v, 0) for c in groups],
+            "marker": {"color": VERDICT_COLORS.get(v, "#333")},
+        }
+        for v in verdicts
+    ]
+    return Figure(
+        "verdicts",
+        "Verdict mix over time",
+        {
+            "data": data,
+            "layout": layout(
+                "Verdict mix over time",
+                "evaluations (in order)",
+                "count",
+                barmode="stack",
+                xaxis={"type": "category", "title": {"text": "evaluations (in order)"}},
+            ),
+        },
+        points=len(rows),
+    )
 
 
 def compile_facts_figure(rows: list[Any], facts: dict[int, Any]) -> Figure:
@@ -162,10 +230,19 @@ def compile_facts_figure(rows: list[Any], facts: dict[int, Any]) -> Figure:
         t["text"].append(f"{dict(r.params)} spill {f.get('spill_bytes')} B, smem {f.get('shared_bytes')} B")
     data = [{"type": "scatter", "mode": "markers", "name": v, **t} for v, t in sorted(traces.items())]
     n = sum(len(t["x"]) for t in traces.values())
-    return Figure("compile-facts", "Compile facts: registers and occupancy", {"data": data, "layout": layout(
-        "Compile facts", "registers per thread (worst kernel)", "occupancy % (worst kernel)")},
-        "" if n else "no compile facts stored (a GPU campaign's resource reports, or ahead-of-time compilation "
-        "on a CPU, store them)", n)
+    return Figure(
+        "compile-facts",
+        "Compile facts: registers and occupancy",
+        {
+            "data": data,
+            "layout": layout("Compile facts", "registers per thread (worst kernel)", "occupancy % (worst kernel)"),
+        },
+        ""
+        if n
+        else "no compile facts stored (a GPU campaign's resource reports, or ahead-of-time compilation "
+        "on a CPU, store them)",
+        n,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -180,9 +257,12 @@ def gpu_ceilings(name: str) -> dict[str, Any] | None:
         if str(row["match"]).lower() in name.lower():
             measured = row.get("measured")
             src = {**row, **measured} if isinstance(measured, dict) else row
-            return {"tensor_tflops": float(src["tensor_tflops"]), "fp32_tflops": float(src["fp32_tflops"]),
-                    "hbm_tbps": float(src["hbm_tbps"]),
-                    "how": str(measured.get("how", "measured")) if isinstance(measured, dict) else "data sheet"}
+            return {
+                "tensor_tflops": float(src["tensor_tflops"]),
+                "fp32_tflops": float(src["fp32_tflops"]),
+                "hbm_tbps": float(src["hbm_tbps"]),
+                "how": str(measured.get("how", "measured")) if isinstance(measured, dict) else "data sheet",
+            }
     return None
 
 
@@ -222,9 +302,17 @@ def roofline(decisions: tuple[Any, ...]) -> Figure:
             flops, nbytes = work
             ai = flops / nbytes
             xs_all.append(ai)
-            data.append({"type": "scatter", "mode": "markers", "name": f"{d.task} {s.shape_key} {s.dtype}",
-                         "x": [ai], "y": [flops / (s.p50_ms * 1e-3) / 1e12], "marker": {"size": 10},
-                         "text": [f"{d.variant_name}: {s.p50_ms:.4g} ms on {d.gpu}"]})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f"{d.task} {s.shape_key} {s.dtype}",
+                    "x": [ai],
+                    "y": [flops / (s.p50_ms * 1e-3) / 1e12],
+                    "marker": {"size": 10},
+                    "text": [f"{d.variant_name}: {s.p50_ms:.4g} ms on {d.gpu}"],
+                }
+            )
             points += 1
         c = gpu_ceilings(d.gpu)
         if c is not None and d.gpu not in ceilings_drawn:
@@ -233,14 +321,33 @@ def roofline(decisions: tuple[Any, ...]) -> Figure:
                 peak = c[kind]
                 knee = peak / c["hbm_tbps"]  # FLOP/byte where memory and compute bounds meet
                 xs = [0.01, knee, 10000.0]
-                data.append({"type": "scatter", "mode": "lines", "name": f"{d.gpu} {kind[:-7]} ceiling ({c['how']})",
-                             "x": xs, "y": [min(peak, x * c["hbm_tbps"]) for x in xs],
-                             "line": {"dash": "dot"}})
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "name": f"{d.gpu} {kind[:-7]} ceiling ({c['how']})",
+                        "x": xs,
+                        "y": [min(peak, x * c["hbm_tbps"]) for x in xs],
+                        "line": {"dash": "dot"},
+                    }
+                )
     note = "" if points else "no measured shapes with a known work model"
-    return Figure("roofline", "Roofline", {"data": data, "layout": layout(
-        "Roofline (achieved vs arithmetic intensity)", "FLOP / byte", "TFLOP/s",
-        xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
-        yaxis={"type": "log", "title": {"text": "achieved TFLOP/s"}})}, note, points)
+    return Figure(
+        "roofline",
+        "Roofline",
+        {
+            "data": data,
+            "layout": layout(
+                "Roofline (achieved vs arithmetic intensity)",
+                "FLOP / byte",
+                "TFLOP/s",
+                xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
+                yaxis={"type": "log", "title": {"text": "achieved TFLOP/s"}},
+            ),
+        },
+        note,
+        points,
+    )
 
 
 def campaign_figures(reader: Any, campaign: Any) -> CampaignCharts:
@@ -257,10 +364,21 @@ def campaign_figures(reader: Any, campaign: Any) -> CampaignCharts:
     first, wall = best_so_far(rows, campaign.created_at)
     params = param_figures(rows) or [Figure("params", "Time against each parameter", {}, "no measured time")]
     facts = worst_facts_by_id(reader, [r.id for r in rows if r.verdict == "ok"])
-    figs = [first, wall, *params, roofline(tuple(campaign.decisions)), compile_facts_figure(rows, dict(facts)),
-            verdict_mix(rows)]
-    return CampaignCharts(campaign.name, total, len(rows), tuple(f for f in figs if f.points),
-                          tuple(f"{f.title}: {f.note or 'nothing to draw'}" for f in figs if not f.points))
+    figs = [
+        first,
+        wall,
+        *params,
+        roofline(tuple(campaign.decisions)),
+        compile_facts_figure(rows, dict(facts)),
+        verdict_mix(rows),
+    ]
+    return CampaignCharts(
+        campaign.name,
+        total,
+        len(rows),
+        tuple(f for f in figs if f.points),
+        tuple(f"{f.title}: {f.note or 'nothing to draw'}" for f in figs if not f.points),
+    )
 
 
 # Plan labels are long ("#12 tp2pp4dp8 mb2 z1"): room below the axis for Plotly's rotated tick labels.
@@ -269,8 +387,19 @@ _ROTATED: dict[str, Any] = {"margin": {"l": 60, "r": 20, "t": 30, "b": 110}, "he
 
 def plan_figures(plans: tuple[Any, ...]) -> tuple[Figure, ...]:
     labels = [_plan_label(p) for p in plans]
-    time_parts = ["compute", "memory_bound", "recompute", "host_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_p2p",
-                  "bubble", "dp_comm", "optimizer"]
+    time_parts = [
+        "compute",
+        "memory_bound",
+        "recompute",
+        "host_overhead",
+        "tp_comm",
+        "cp_comm",
+        "ep_comm",
+        "pp_p2p",
+        "bubble",
+        "dp_comm",
+        "optimizer",
+    ]
     mem_parts = ["weights", "grads", "optimizer", "activations", "logits", "overhead"]
     t_data, m_data = [], []
     for part in time_parts:
@@ -281,11 +410,25 @@ def plan_figures(plans: tuple[Any, ...]) -> tuple[Figure, ...]:
         ys = [float(dict(dict(p.prediction).get("memory") or {}).get(part, 0.0)) for p in plans]
         if any(ys):
             m_data.append({"type": "bar", "name": part, "x": labels, "y": ys})
-    return (Figure("plan-time", "Simulated step time", {"data": t_data, "layout": layout(
-                "Simulated step time breakdown", "plan", "seconds per step", barmode="stack", **_ROTATED)},
-                points=len(plans)),
-            Figure("plan-memory", "Memory per GPU", {"data": m_data, "layout": layout(
-                "Peak memory per GPU", "plan", "GiB", barmode="stack", **_ROTATED)}, points=len(plans)))
+    return (
+        Figure(
+            "plan-time",
+            "Simulated step time",
+            {
+                "data": t_data,
+                "layout": layout(
+                    "Simulated step time breakdown", "plan", "seconds per step", barmode="stack", **_ROTATED
+                ),
+            },
+            points=len(plans),
+        ),
+        Figure(
+            "plan-memory",
+            "Memory per GPU",
+            {"data": m_data, "layout": layout("Peak memory per GPU", "plan", "GiB", barmode="stack", **_ROTATED)},
+            points=len(plans),
+        ),
+    )
 
 
 def _plan_label(p: Any) -> str:

@@ -73,6 +73,15 @@ def plan(p: Any) -> str:
     return plan_label(p)
 
 
-FILTERS = {"facts": facts, "plan": plan,
-           "num": num, "ms": ms, "speedup": speedup, "pct": pct, "short": short, "when": when,
-           "params": params, "verdicts": verdicts}
+FILTERS = {
+    "facts": facts,
+    "plan": plan,
+    "num": num,
+    "ms": ms,
+    "speedup": speedup,
+    "pct": pct,
+    "short": short,
+    "when": when,
+    "params": params,
+    "verdicts": verdicts,
+}

@@ -44,8 +44,9 @@ def study_links(url: str, campaign: str, base: str) -> tuple[StudyLink, ...]:
     try:
         storage = _storage(url)
         names = [s.study_name for s in storage.get_all_studies() if s.study_name.startswith(campaign + ":")]
-        links = tuple(StudyLink(n, f"{base}/dashboard/studies/{storage.get_study_id_from_name(n)}")
-                      for n in sorted(names))
+        links = tuple(
+            StudyLink(n, f"{base}/dashboard/studies/{storage.get_study_id_from_name(n)}") for n in sorted(names)
+        )
         storage.remove_session()
         return links
     except Exception as exc:  # noqa: BLE001 - no Optuna tables yet: no links, the page still renders
@@ -53,8 +54,10 @@ def study_links(url: str, campaign: str, base: str) -> tuple[StudyLink, ...]:
         return ()
 
 
-READ_ONLY_REASON = ("read-only: warpforge serves this database read-only, so studies and trials cannot be created, "
-                    "changed or deleted here")
+READ_ONLY_REASON = (
+    "read-only: warpforge serves this database read-only, so studies and trials cannot be created, "
+    "changed or deleted here"
+)
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

@@ -25,14 +25,24 @@ PER_PAGE = 50
 
 
 @router.get("/", response_class=HTMLResponse)
-def overview(request: Request, status: str | None = Query(None), offset: int = Query(0, ge=0),
-             partial: str | None = None) -> Any:
+def overview(
+    request: Request, status: str | None = Query(None), offset: int = Query(0, ge=0), partial: str | None = None
+) -> Any:
     reader = get_reader(request)
     page = reader.campaigns(status=status or None, offset=offset, limit=PER_PAGE)
     live = any(c.status == "running" for c in page.items)
     name = "_campaign_rows.html" if partial == "rows" else "overview.html"
-    return html(request, name, {"page": page, "status": status or "", "live": live, "nav": "overview",
-                                "plan_searches": views.plan_summaries(reader, page.items)})
+    return html(
+        request,
+        name,
+        {
+            "page": page,
+            "status": status or "",
+            "live": live,
+            "nav": "overview",
+            "plan_searches": views.plan_summaries(reader, page.items),
+        },
+    )
 
 
 @router.get("/campaigns/{name:path}/charts", response_class=HTMLResponse)
@@ -43,8 +53,11 @@ def charts(request: Request, name: str) -> Any:
     row = reader.campaign(name)
     if row is None:
         raise HTTPException(404, f"no campaign {name!r}: see the overview for stored campaigns")
-    return html(request, "charts.html", {"c": row, "charts": campaign_figures(reader, row), "nav": "overview",
-                                         "live": row.status == "running"})
+    return html(
+        request,
+        "charts.html",
+        {"c": row, "charts": campaign_figures(reader, row), "nav": "overview", "live": row.status == "running"},
+    )
 
 
 @router.get("/campaigns/{name:path}", response_class=HTMLResponse)
@@ -60,20 +73,35 @@ def campaign(request: Request, name: str, verdict: str | None = Query(None), off
         from warpforge.dashboard.optuna_link import study_links
 
         studies = study_links(settings.db_url, name, settings.optuna_base)
-    return html(request, "campaign.html", {"c": row, "evals": evals, "verdict": verdict or "", "studies": studies,
-                                           "nav": "overview", "live": row.status == "running",
-                                           "static": views.campaign_static(reader, row),
-                                           "facts": views.evaluation_facts(reader, evals.items),
-                                           "plan_search": views.plan_summaries(reader, [row]).get(row.name)})
+    return html(
+        request,
+        "campaign.html",
+        {
+            "c": row,
+            "evals": evals,
+            "verdict": verdict or "",
+            "studies": studies,
+            "nav": "overview",
+            "live": row.status == "running",
+            "static": views.campaign_static(reader, row),
+            "facts": views.evaluation_facts(reader, evals.items),
+            "plan_search": views.plan_summaries(reader, [row]).get(row.name),
+        },
+    )
 
 
 @router.get("/leaderboard", response_class=HTMLResponse)
-def leaderboard(request: Request, shape: str | None = None, task: str | None = None, gpu: str | None = None,
-                sort: str = Query("task", pattern="^(task|speedup|sol)$")) -> Any:
-    board = views.leaderboard(get_reader(request), shape=shape or None, task=task or None, gpu=gpu or None,
-                              sort=sort)
-    return html(request, "leaderboard.html", {"board": board, "task": task or "", "gpu": gpu or "",
-                                              "nav": "leaderboard"})
+def leaderboard(
+    request: Request,
+    shape: str | None = None,
+    task: str | None = None,
+    gpu: str | None = None,
+    sort: str = Query("task", pattern="^(task|speedup|sol)$"),
+) -> Any:
+    board = views.leaderboard(get_reader(request), shape=shape or None, task=task or None, gpu=gpu or None, sort=sort)
+    return html(
+        request, "leaderboard.html", {"board": board, "task": task or "", "gpu": gpu or "", "nav": "leaderboard"}
+    )
 
 
 @router.get("/variants/{source_hash}", response_class=HTMLResponse)
@@ -83,8 +111,9 @@ def variant(request: Request, source_hash: str, offset: int = Query(0, ge=0)) ->
         raise HTTPException(404, f"no variant {source_hash[:70]!r}: give its full hash or its first 12+ hex digits")
     # A variant belongs to the campaigns that evaluated it (Overview), as evaluation pages do; it was
     # highlighted as Leaderboard, where most variants never appear.
-    return html(request, "variant.html", {"v": view, "highlighted": views.highlight(view.variant.source),
-                                          "nav": "overview"})
+    return html(
+        request, "variant.html", {"v": view, "highlighted": views.highlight(view.variant.source), "nav": "overview"}
+    )
 
 
 @router.get("/evaluations/{id}", response_class=HTMLResponse)
@@ -96,8 +125,7 @@ def evaluation(request: Request, id: int) -> Any:
 
 
 @router.get("/plans", response_class=HTMLResponse)
-def plans(request: Request, offset: int = Query(0, ge=0), model: str | None = None,
-          campaign: str | None = None) -> Any:
+def plans(request: Request, offset: int = Query(0, ge=0), model: str | None = None, campaign: str | None = None) -> Any:
     from warpforge.dashboard.plans import plans_view
 
     view = plans_view(get_reader(request), model=model, campaign=campaign or None, offset=offset, limit=20)
@@ -120,12 +148,23 @@ def optimize_run(request: Request, id: int) -> Any:
 
 
 @router.get("/agent", response_class=HTMLResponse)
-def agent(request: Request, campaign: str | None = None, model: str | None = None, outcome: str | None = None,
-          offset: int = Query(0, ge=0)) -> Any:
+def agent(
+    request: Request,
+    campaign: str | None = None,
+    model: str | None = None,
+    outcome: str | None = None,
+    offset: int = Query(0, ge=0),
+) -> Any:
     from warpforge.dashboard.agent import agent_view
 
-    view = agent_view(get_reader(request), campaign=campaign or None, model=model or None, outcome=outcome or None,
-                      offset=offset, limit=PER_PAGE)
+    view = agent_view(
+        get_reader(request),
+        campaign=campaign or None,
+        model=model or None,
+        outcome=outcome or None,
+        offset=offset,
+        limit=PER_PAGE,
+    )
     return html(request, "agent.html", {"view": view, "nav": "agent"})
 
 

@@ -53,8 +53,15 @@ def export_for(p: Any) -> PlanExport:
     return PlanExport(p.id, meg.text, tt.text, tuple(meg.notes) + tuple(tt.notes))
 
 
-def plans_view(reader: Any, *, model: str | None = None, cluster: str | None = None, campaign: str | None = None,
-               offset: int = 0, limit: int = 20) -> PlansView:
+def plans_view(
+    reader: Any,
+    *,
+    model: str | None = None,
+    cluster: str | None = None,
+    campaign: str | None = None,
+    offset: int = 0,
+    limit: int = 20,
+) -> PlansView:
     """Plans fastest first. ``model`` None (not chosen) shows the newest plan's model when several are stored:
     step times of different models on one speed-sorted list compare nothing; ``""`` shows all."""
     from warpforge.db.dashboard_reads import plan_models
@@ -63,5 +70,6 @@ def plans_view(reader: Any, *, model: str | None = None, cluster: str | None = N
     if model is None:
         model = models[0] if len(models) > 1 and campaign is None else ""
     page = reader.plans(model=model or None, cluster=cluster, campaign=campaign, offset=offset, limit=limit)
-    return PlansView(page, plan_figures(tuple(page.items)), tuple(export_for(p) for p in page.items), models,
-                     model, campaign or "")
+    return PlansView(
+        page, plan_figures(tuple(page.items)), tuple(export_for(p) for p in page.items), models, model, campaign or ""
+    )

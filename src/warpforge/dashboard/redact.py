@@ -42,8 +42,9 @@ def scrub_transcript(t: Any) -> Any:
         return t
     messages = tuple({"role": m["role"], "content": scrub(m["content"], secrets)} for m in t.messages)
     call = replace(t.call, message=scrub(t.call.message, secrets))
-    return replace(t, call=call, messages=messages, content=scrub(t.content, secrets),
-                   reasoning=scrub(t.reasoning, secrets))
+    return replace(
+        t, call=call, messages=messages, content=scrub(t.content, secrets), reasoning=scrub(t.reasoning, secrets)
+    )
 
 
 def scrub_calls(page: Any) -> Any:

@@ -75,12 +75,27 @@ def _cell(d: Any, shape: str | None) -> Cell:
     else:
         speed, low, high, sol, t = d.speedup, d.speedup_low, d.speedup_high, max(sols) if sols else None, d.objective_ms
     failure = None if d.accepted else (d.note or "no accepted result")
-    return Cell(d.task, d.gpu or NOT_TIMED, d.campaign, d.variant_hash, d.variant_name, d.params, speed, low, high,
-                None, sol, t, bool(d.accepted), failure)
+    return Cell(
+        d.task,
+        d.gpu or NOT_TIMED,
+        d.campaign,
+        d.variant_hash,
+        d.variant_name,
+        d.params,
+        speed,
+        low,
+        high,
+        None,
+        sol,
+        t,
+        bool(d.accepted),
+        failure,
+    )
 
 
-def leaderboard(reader: Any, *, shape: str | None = None, task: str | None = None, gpu: str | None = None,
-                sort: str = "task") -> Leaderboard:
+def leaderboard(
+    reader: Any, *, shape: str | None = None, task: str | None = None, gpu: str | None = None, sort: str = "task"
+) -> Leaderboard:
     """Task x GPU matrix of stored decisions; with ``shape``, the winners ranked on that shape."""
     decisions = reader.decisions(task=task or None, gpu=gpu or None)
     shapes = sorted({s.shape_key for d in decisions for s in d.shapes})
@@ -195,8 +210,15 @@ class VariantView:
 def source_diff(old: str, new: str, old_name: str, new_name: str) -> tuple[DiffLine, ...]:
     lines = []
     for line in difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm="", n=3):
-        kind = ("hunk" if line.startswith("@@") else "add" if line.startswith("+") else
-                "del" if line.startswith("-") else "ctx")
+        kind = (
+            "hunk"
+            if line.startswith("@@")
+            else "add"
+            if line.startswith("+")
+            else "del"
+            if line.startswith("-")
+            else "ctx"
+        )
         lines.append(DiffLine(kind, line))
     return tuple(lines)
 
@@ -222,8 +244,9 @@ def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int =
         from warpforge.db.dashboard_reads import static_first
 
         static = static_first(reader, v.task, variant_hash=v.source_hash)
-        pick_id = static.evaluation_id if static is not None else (
-            evaluations.items[0].id if evaluations.items else None)
+        pick_id = (
+            static.evaluation_id if static is not None else (evaluations.items[0].id if evaluations.items else None)
+        )
     best = reader.evaluation(pick_id) if pick_id is not None else None
     decisions = tuple(d for d in reader.decisions(task=v.task) if d.variant_hash == v.source_hash)
     transcript = None
@@ -231,8 +254,18 @@ def variant_view(reader: Any, source_hash: str, *, offset: int = 0, limit: int =
         from warpforge.dashboard.redact import scrub_transcript
 
         transcript = scrub_transcript(reader.llm_call_for_variant(v.source_hash))
-    return VariantView(v, lineage, parent, diff, best, decisions, evaluations, transcript, static,
-                       evaluation_facts(reader, evaluations.items))
+    return VariantView(
+        v,
+        lineage,
+        parent,
+        diff,
+        best,
+        decisions,
+        evaluations,
+        transcript,
+        static,
+        evaluation_facts(reader, evaluations.items),
+    )
 
 
 def highlight(source: str) -> str | None:

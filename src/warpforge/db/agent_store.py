@@ -43,10 +43,22 @@ def save_run(s: Session, campaign: str, task: str, totals: Mapping[str, Any]) ->
 
 
 def add_plan(s: Session, campaign_id: int, rec: AgentPlanRow) -> int:
-    row = AgentPlan(campaign_id=campaign_id, call_id=rec.call_id, task=rec.task, slot=rec.slot, plan=dict(rec.plan),
-                    plan_key=rec.plan_key, outcome=rec.outcome, message=rec.message, rationale=rec.rationale,
-                    rank=rec.rank, step_time_s=rec.step_time_s, tokens_per_s=rec.tokens_per_s,
-                    peak_mem_gb=rec.peak_mem_gb, replayed=rec.replayed)
+    row = AgentPlan(
+        campaign_id=campaign_id,
+        call_id=rec.call_id,
+        task=rec.task,
+        slot=rec.slot,
+        plan=dict(rec.plan),
+        plan_key=rec.plan_key,
+        outcome=rec.outcome,
+        message=rec.message,
+        rationale=rec.rationale,
+        rank=rec.rank,
+        step_time_s=rec.step_time_s,
+        tokens_per_s=rec.tokens_per_s,
+        peak_mem_gb=rec.peak_mem_gb,
+        replayed=rec.replayed,
+    )
     s.add(row)
     s.flush()
     return int(row.id)

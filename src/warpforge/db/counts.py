@@ -39,8 +39,12 @@ SETTLE_S = 300.0
 def settle_point(s: Session, now: datetime | None = None) -> int:
     """The id at or below which every evaluation is settled (0: none is): one step down ix_wf_eval_created."""
     cut = (now or datetime.now(timezone.utc)) - timedelta(seconds=SETTLE_S)
-    got = s.scalar(select(Evaluation.id).where(Evaluation.created_at < cut)
-                   .order_by(Evaluation.created_at.desc(), Evaluation.id.desc()).limit(1))
+    got = s.scalar(
+        select(Evaluation.id)
+        .where(Evaluation.created_at < cut)
+        .order_by(Evaluation.created_at.desc(), Evaluation.id.desc())
+        .limit(1)
+    )
     return int(got or 0)
 
 
@@ -62,17 +66,25 @@ class CountCache:
             # Restricting the full count to "id <= upto" instead would make PostgreSQL visit the table for
             # every row (the filters' indexes do not hold the id), ~3x slower than the count itself.
             count_all = select(func.count()).select_from(Evaluation).where(*filters).scalar_subquery()
-            count_tail = select(func.count()).select_from(Evaluation).where(*filters, Evaluation.id > upto) \
-                .scalar_subquery()
+            count_tail = (
+                select(func.count()).select_from(Evaluation).where(*filters, Evaluation.id > upto).scalar_subquery()
+            )
             every, tail = s.execute(select(count_all, count_tail)).one()
             settled = int(every) - int(tail)
         else:
             settled = held[1]
             if held[0] < upto:  # rows settled since the last call: an id-range scan
-                settled += int(s.scalar(select(func.count()).select_from(Evaluation)
-                                        .where(*filters, Evaluation.id > held[0], Evaluation.id <= upto)) or 0)
-            tail = int(s.scalar(select(func.count()).select_from(Evaluation).where(*filters, Evaluation.id > upto))
-                       or 0)
+                settled += int(
+                    s.scalar(
+                        select(func.count())
+                        .select_from(Evaluation)
+                        .where(*filters, Evaluation.id > held[0], Evaluation.id <= upto)
+                    )
+                    or 0
+                )
+            tail = int(
+                s.scalar(select(func.count()).select_from(Evaluation).where(*filters, Evaluation.id > upto)) or 0
+            )
         with self._lock:
             self._totals[key] = (upto, settled)
         return settled + int(tail)
@@ -118,9 +130,11 @@ class CountCache:
 
 def _grouped(ids: list[int], window: list[Any]) -> Any:
     # the settled part is answered from ix_wf_eval_campaign_verdict (campaign_id, verdict, final) alone
-    return (select(Evaluation.campaign_id, Evaluation.verdict, func.count())
-            .where(Evaluation.campaign_id.in_(ids), Evaluation.final.is_(False), *window)
-            .group_by(Evaluation.campaign_id, Evaluation.verdict))
+    return (
+        select(Evaluation.campaign_id, Evaluation.verdict, func.count())
+        .where(Evaluation.campaign_id.in_(ids), Evaluation.final.is_(False), *window)
+        .group_by(Evaluation.campaign_id, Evaluation.verdict)
+    )
 
 
 def _add(s: Session, out: dict[int, dict[str, int]], ids: list[int], window: list[Any]) -> None:

@@ -63,8 +63,13 @@ def resolve_variant_hash(reader: Any, given: str) -> str | None:
     if len(h) < MIN_PREFIX or len(h) > 64 or any(c not in "0123456789abcdef" for c in h):
         return None  # names no variant (the 404 says what a hash looks like)
     with Session(reader.db.engine) as s:
-        found = list(s.scalars(select(VariantRecord.source_hash)
-                               .where(VariantRecord.source_hash.startswith(h, autoescape=True)).limit(2)))
+        found = list(
+            s.scalars(
+                select(VariantRecord.source_hash)
+                .where(VariantRecord.source_hash.startswith(h, autoescape=True))
+                .limit(2)
+            )
+        )
     if len(found) > 1:
         raise UsageError(f"variant hash prefix {h!r} names more than one variant: give more digits")
     return found[0] if found else None
@@ -78,6 +83,7 @@ def plan_models(reader: Any) -> list[str]:
     from warpforge.db.models import Plan
 
     with Session(reader.db.engine) as s:
-        rows = s.execute(select(Plan.model_name, func.max(Plan.id)).group_by(Plan.model_name)
-                         .order_by(func.max(Plan.id).desc()))
+        rows = s.execute(
+            select(Plan.model_name, func.max(Plan.id)).group_by(Plan.model_name).order_by(func.max(Plan.id).desc())
+        )
         return [str(name) for name, _ in rows]

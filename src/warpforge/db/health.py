@@ -69,32 +69,52 @@ def check_database(url: str) -> DbStatus:
     shown = mask_url(url)
     path = sqlite_file(url)
     if path is not None and not path.is_file():
-        return DbStatus(False, shown, usage=True,
-                        problem=f"no database at {path}: run a campaign first (warpforge run TASK --db {shown}) or "
-                                "pass the right --db URL")
+        return DbStatus(
+            False,
+            shown,
+            usage=True,
+            problem=f"no database at {path}: run a campaign first (warpforge run TASK --db {shown}) or "
+            "pass the right --db URL",
+        )
     head = head_revision()
     try:
         engine = create_engine(readonly_url(url))
     except (SQLAlchemyError, ImportError, ValueError) as exc:
-        return DbStatus(False, shown, head=head, usage=True,
-                        problem=f"bad database URL {shown}: {exc}; e.g. sqlite:///wf.db")
+        return DbStatus(
+            False, shown, head=head, usage=True, problem=f"bad database URL {shown}: {exc}; e.g. sqlite:///wf.db"
+        )
     try:
         with engine.connect() as conn:
             from warpforge.db.session import VERSION_TABLE
 
             if not inspect(conn).has_table(VERSION_TABLE):
-                return DbStatus(False, shown, head=head, problem=f"{shown} holds no warpforge tables: run "
-                                f"`warpforge db upgrade --db {shown}` or point --db at a results database")
+                return DbStatus(
+                    False,
+                    shown,
+                    head=head,
+                    problem=f"{shown} holds no warpforge tables: run "
+                    f"`warpforge db upgrade --db {shown}` or point --db at a results database",
+                )
             revision = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
     except SQLAlchemyError as exc:
         orig = getattr(exc, "orig", None) or exc
         first = (str(orig).strip().splitlines() or ["unknown error"])[0]
-        return DbStatus(False, shown, head=head, problem=f"cannot read {shown}: {first}; check the server is "
-                        "running and the --db URL is right")
+        return DbStatus(
+            False,
+            shown,
+            head=head,
+            problem=f"cannot read {shown}: {first}; check the server is running and the --db URL is right",
+        )
     finally:
         engine.dispose()
     if head is not None and revision != head:
-        return DbStatus(False, shown, revision, head, problem=f"{shown} is at schema revision {revision}, this "
-                        f"warpforge needs {head}: run `warpforge db upgrade --db {shown}` (the dashboard never "
-                        "migrates)")
+        return DbStatus(
+            False,
+            shown,
+            revision,
+            head,
+            problem=f"{shown} is at schema revision {revision}, this "
+            f"warpforge needs {head}: run `warpforge db upgrade --db {shown}` (the dashboard never "
+            "migrates)",
+        )
     return DbStatus(True, shown, revision, head)

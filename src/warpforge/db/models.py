@@ -153,9 +153,7 @@ class Evaluation(Base):
 
     campaign: Mapped[Campaign | None] = relationship(back_populates="evaluations")
     variant: Mapped[VariantRecord] = relationship()
-    measurements: Mapped[list[Measurement]] = relationship(
-        back_populates="evaluation", cascade="all, delete-orphan"
-    )
+    measurements: Mapped[list[Measurement]] = relationship(back_populates="evaluation", cascade="all, delete-orphan")
 
 
 @event.listens_for(Evaluation, "before_insert")
@@ -186,8 +184,18 @@ class StaticConfig(Base):
     __table_args__ = (
         # The first rows of one target's ranking are an index walk (ORDER BY the key LIMIT n), its count an
         # index range; variant_hash makes a variant's rows (the variant page) covered too.
-        Index("ix_wf_static_rank", "task", "scope", "target", "key_spill", "key_occupancy", "key_registers",
-              "key_shared", "evaluation_id", "variant_hash"),
+        Index(
+            "ix_wf_static_rank",
+            "task",
+            "scope",
+            "target",
+            "key_spill",
+            "key_occupancy",
+            "key_registers",
+            "key_shared",
+            "evaluation_id",
+            "variant_hash",
+        ),
     )
 
     task: Mapped[str] = mapped_column(String(200), primary_key=True)

@@ -23,15 +23,38 @@ from sqlalchemy.orm import Session
 from warpforge.db.models import OptimizeRun
 from warpforge.db.rows import OptimizeRunDetail, OptimizeRunRow, Page, utc
 
-_COLUMNS = (OptimizeRun.id, OptimizeRun.target, OptimizeRun.kind, OptimizeRun.mode, OptimizeRun.dtype,
-            OptimizeRun.gpu, OptimizeRun.coverage, OptimizeRun.speedup, OptimizeRun.measured, OptimizeRun.regions,
-            OptimizeRun.patched, OptimizeRun.created_at)
+_COLUMNS = (
+    OptimizeRun.id,
+    OptimizeRun.target,
+    OptimizeRun.kind,
+    OptimizeRun.mode,
+    OptimizeRun.dtype,
+    OptimizeRun.gpu,
+    OptimizeRun.coverage,
+    OptimizeRun.speedup,
+    OptimizeRun.measured,
+    OptimizeRun.regions,
+    OptimizeRun.patched,
+    OptimizeRun.created_at,
+)
 
 
 def _row(r: Sequence[Any]) -> OptimizeRunRow:
     v = list(r)
-    return OptimizeRunRow(int(v[0]), v[1], v[2], v[3], v[4], v[5], float(v[6]), v[7], bool(v[8]), int(v[9] or 0),
-                          int(v[10] or 0), utc(v[11]))
+    return OptimizeRunRow(
+        int(v[0]),
+        v[1],
+        v[2],
+        v[3],
+        v[4],
+        v[5],
+        float(v[6]),
+        v[7],
+        bool(v[8]),
+        int(v[9] or 0),
+        int(v[10] or 0),
+        utc(v[11]),
+    )
 
 
 def optimize_runs(s: Session, *, target: str | None = None, offset: int, limit: int) -> Page[OptimizeRunRow]:

@@ -28,8 +28,10 @@ from warpforge.errors import UsageError
 
 # sort name -> (column, may be NULL). Ties break on id, so pages never overlap.
 SORTS: dict[str, tuple[Any, bool]] = {
-    "id": (Evaluation.id, False), "created_at": (Evaluation.created_at, False),
-    "objective_ms": (Evaluation.objective_ms, True), "speedup": (Evaluation.speedup, True),
+    "id": (Evaluation.id, False),
+    "created_at": (Evaluation.created_at, False),
+    "objective_ms": (Evaluation.objective_ms, True),
+    "speedup": (Evaluation.speedup, True),
 }  # each has an index (db/models.py), so a page never sorts the table
 
 
@@ -55,8 +57,9 @@ def decode_cursor(cursor: str, sort: str) -> tuple[int, Any, int]:
     return int(phase), value, int(last_id)
 
 
-def page_ids(s: Session, filters: list[Any], sort: str, *, offset: int = 0, limit: int = 50,
-             cursor: str | None = None) -> tuple[list[int], str | None]:
+def page_ids(
+    s: Session, filters: list[Any], sort: str, *, offset: int = 0, limit: int = 50, cursor: str | None = None
+) -> tuple[list[int], str | None]:
     """The ids of one page (``limit`` rows from ``offset``, or after ``cursor``) and the cursor of the next
     page (None at the end)."""
     name, desc = parse_sort(sort)

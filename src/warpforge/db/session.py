@@ -116,25 +116,31 @@ class Database:
         if self.path is not None and not create and not self.path.is_file():
             raise DatabaseURLError(
                 f"no database at {self.path} ({self.safe_url}): nothing is stored there; check --db or "
-                "WARPFORGE_DB, or run a campaign first (warpforge run)")
+                "WARPFORGE_DB, or run a campaign first (warpforge run)"
+            )
         if self.path is not None and create and create_dirs and not self.path.parent.is_dir():
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise DatabaseError(f"cannot create {self.path.parent} for {self.safe_url}: {exc.strerror}; "
-                                    "pass a writable --db URL") from None
+                raise DatabaseError(
+                    f"cannot create {self.path.parent} for {self.safe_url}: {exc.strerror}; pass a writable --db URL"
+                ) from None
             log.warning("created directory %s for the database %s", self.path.parent, self.safe_url)
         try:
             self.engine: Engine = create_engine(self.url, future=True, pool_pre_ping=True)
         except NoSuchModuleError:
-            raise DatabaseURLError(f"unknown database scheme {parsed.drivername!r} in {self.safe_url}: use "
-                                   f"{EXAMPLE_URLS}") from None
+            raise DatabaseURLError(
+                f"unknown database scheme {parsed.drivername!r} in {self.safe_url}: use {EXAMPLE_URLS}"
+            ) from None
         except ImportError as exc:
-            raise DatabaseURLError(f"the driver for {parsed.drivername} ({self.safe_url}) is not installed "
-                                   f"({exc}): pip install it, or use {EXAMPLE_URLS}") from None
+            raise DatabaseURLError(
+                f"the driver for {parsed.drivername} ({self.safe_url}) is not installed "
+                f"({exc}): pip install it, or use {EXAMPLE_URLS}"
+            ) from None
         except (SQLAlchemyError, ValueError) as exc:
-            raise DatabaseURLError(f"bad database URL {self.safe_url}: {_first_line(exc)}; use {EXAMPLE_URLS}"
-                                   ) from None
+            raise DatabaseURLError(
+                f"bad database URL {self.safe_url}: {_first_line(exc)}; use {EXAMPLE_URLS}"
+            ) from None
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -152,24 +158,31 @@ class Database:
         where = f"{self.safe_url}"
         if self.path is not None:  # SQLite: a file, never a server
             if "not a database" in low or "encrypted" in low or "malformed" in low:
-                return DatabaseURLError(f"{self.path} is not a SQLite database ({where}): {msg}; pass --db with a "
-                                        "warpforge database file, or move this file aside")
+                return DatabaseURLError(
+                    f"{self.path} is not a SQLite database ({where}): {msg}; pass --db with a "
+                    "warpforge database file, or move this file aside"
+                )
             if "readonly" in low or "read-only" in low:
-                return DatabaseError(f"{doing} failed on {where}: {msg}; the database is read-only: pass a writable "
-                                     "--db URL")
+                return DatabaseError(
+                    f"{doing} failed on {where}: {msg}; the database is read-only: pass a writable --db URL"
+                )
             if "unable to open" in low:
-                return DatabaseError(f"cannot open {where}: {msg}; check that {self.path.parent} exists and is "
-                                     "writable")
+                return DatabaseError(
+                    f"cannot open {where}: {msg}; check that {self.path.parent} exists and is writable"
+                )
             if "locked" in low:
-                return DatabaseError(f"{doing} failed on {where}: {msg}; another process holds the file: retry "
-                                     "when it is done")
+                return DatabaseError(
+                    f"{doing} failed on {where}: {msg}; another process holds the file: retry when it is done"
+                )
             return DatabaseError(f"{doing} failed on {where}: {msg}; check the file and --db")
         if self.engine.dialect.name == "sqlite":  # in-memory or URI forms
             hint = "the database is read-only: pass a writable --db URL" if "readonly" in low else "check --db"
             return DatabaseError(f"{doing} failed on {where}: {msg}; {hint}")
         if isinstance(exc, OperationalError) and doing == "connect":
-            return DatabaseError(f"cannot connect to {where}: {msg}; check the server is running and the URL "
-                                 "(host, port, user, database name) is right")
+            return DatabaseError(
+                f"cannot connect to {where}: {msg}; check the server is running and the URL "
+                "(host, port, user, database name) is right"
+            )
         hint = "the database is read-only: pass a writable --db URL" if "read-only" in low else "check --db"
         return DatabaseError(f"{doing} failed on {where}: {msg}; {hint}")
 

@@ -81,14 +81,30 @@ class ResultWriter:
         """Evaluations queued and not yet durable."""
         return len(self._queue)
 
-    def add(self, result: EvalResult, *, task: Task, variant_id: int, variant_hash: str,
-            study_name: str | None = None, trial_number: int | None = None, final: bool = False) -> None:
+    def add(
+        self,
+        result: EvalResult,
+        *,
+        task: Task,
+        variant_id: int,
+        variant_hash: str,
+        study_name: str | None = None,
+        trial_number: int | None = None,
+        final: bool = False,
+    ) -> None:
         """Queue one completed evaluation (no SQL here; durable after the next :meth:`flush`)."""
-        row = store.evaluation_values(result, task=task, variant_hash=variant_hash, study_name=study_name,
-                                      trial_number=trial_number, final=final)
+        row = store.evaluation_values(
+            result, task=task, variant_hash=variant_hash, study_name=study_name, trial_number=trial_number, final=final
+        )
         row |= {"campaign_id": self.campaign_id, "variant_id": variant_id}
-        self._queue.append(_Queued(row, store.measurement_values(result),
-                                   (task.name, task.source_hash, task.description), store.hardware_values(result)))
+        self._queue.append(
+            _Queued(
+                row,
+                store.measurement_values(result),
+                (task.name, task.source_hash, task.description),
+                store.hardware_values(result),
+            )
+        )
 
     def flush(self) -> int:
         """Write everything queued in ONE transaction; returns how many evaluations became durable.
@@ -121,7 +137,7 @@ class ResultWriter:
             raise self.db.explain(exc, "storing results") from exc
         finally:
             self.busy_s += time.perf_counter() - start
-        del self._queue[:len(batch)]
+        del self._queue[: len(batch)]
         for q in batch:
             self._tasks.add(q.task[:2])
             if q.hardware is not None:
@@ -138,8 +154,11 @@ class ResultWriter:
         except Exception as exc:
             if not quiet:
                 raise
-            log.warning("%d completed evaluation(s) could not be stored (%s): they will be evaluated again on "
-                        "--resume", len(self._queue), exc)
+            log.warning(
+                "%d completed evaluation(s) could not be stored (%s): they will be evaluated again on --resume",
+                len(self._queue),
+                exc,
+            )
         finally:
             self._release()
 
@@ -159,12 +178,16 @@ class ResultWriter:
         """The task and hardware rows the batch refers to, looked up once per writer (store.ensure_task's rule)."""
         tasks = {q.task[:2]: q.task[2] for q in batch if q.task[:2] not in self._tasks}
         for (name, source_hash), description in tasks.items():
-            found = conn.scalar(select(TaskRecord.id).where(TaskRecord.name == name,
-                                                            TaskRecord.source_hash == source_hash))
+            found = conn.scalar(
+                select(TaskRecord.id).where(TaskRecord.name == name, TaskRecord.source_hash == source_hash)
+            )
             if found is None:
                 conn.execute(insert(TaskRecord).values(name=name, source_hash=source_hash, description=description))
-        hardware = {q.hardware["fingerprint"]: q.hardware for q in batch
-                    if q.hardware is not None and q.hardware["fingerprint"] not in self._hardware}
+        hardware = {
+            q.hardware["fingerprint"]: q.hardware
+            for q in batch
+            if q.hardware is not None and q.hardware["fingerprint"] not in self._hardware
+        }
         for fingerprint, values in hardware.items():
             if conn.scalar(select(Hardware.fingerprint).where(Hardware.fingerprint == fingerprint)) is None:
                 conn.execute(insert(Hardware).values(**values))

@@ -21,10 +21,34 @@ from warpforge.estimate.gpus import GpuPreset
 from warpforge.estimate.kernels import Kernel
 from warpforge.estimate.model import PRIOR, CostModel
 
-EAGER_KEYS = ("launch_us", "p", "e_gemm", "n0_gemm", "k0_gemm", "e_conv", "e_conv3d", "e_conv_transpose",
-              "e_conv_transpose3d", "e_conv_grouped", "n0_conv", "k0_conv", "e_attention", "m_gemm",
-              "m_conv_grouped", "m_pointwise", "m_reduction", "m_norm", "m_pool", "m_scan", "t0_us", "r0", "l2_gain",
-              "a_window", "a_stride", "a_pool")
+EAGER_KEYS = (
+    "launch_us",
+    "p",
+    "e_gemm",
+    "n0_gemm",
+    "k0_gemm",
+    "e_conv",
+    "e_conv3d",
+    "e_conv_transpose",
+    "e_conv_transpose3d",
+    "e_conv_grouped",
+    "n0_conv",
+    "k0_conv",
+    "e_attention",
+    "m_gemm",
+    "m_conv_grouped",
+    "m_pointwise",
+    "m_reduction",
+    "m_norm",
+    "m_pool",
+    "m_scan",
+    "t0_us",
+    "r0",
+    "l2_gain",
+    "a_window",
+    "a_stride",
+    "a_pool",
+)
 FUSED_KEYS = ("m_fused", "m_fused_norm")
 # Physical ranges: PyTorch eager's per-kernel cost from Python with a synchronising timer (2-30 us); the time
 # to fill HBM's pipeline (latency with queueing: 0.5-5 us, so at most 17 MB on an H100 SXM)
@@ -43,8 +67,9 @@ def predict(model: CostModel, kernels: Sequence[Kernel], gpu: GpuPreset) -> floa
     return sum(model.seconds(k, gpu) for k in kernels)
 
 
-def fit_params(problems: Sequence[Problem], gpu: GpuPreset, keys: Sequence[str],
-               start: dict[str, float] | None = None) -> dict[str, float]:
+def fit_params(
+    problems: Sequence[Problem], gpu: GpuPreset, keys: Sequence[str], start: dict[str, float] | None = None
+) -> dict[str, float]:
     """The parameters ``keys`` fitted on ``problems`` (the others from ``start``, default the priors)."""
     import numpy as np
     from scipy.optimize import least_squares
@@ -60,10 +85,18 @@ def fit_params(problems: Sequence[Problem], gpu: GpuPreset, keys: Sequence[str],
         return {k: float(v if lin else math.exp(v)) for k, v, lin in zip(used, x, linear)}
 
     x0 = np.array([base[k] if lin else math.log(base[k]) for k, lin in zip(used, linear)])
-    hi = np.array([2.0 if lin else math.log(_RANGES[k][1]) if k in _RANGES else math.inf if k in _UNBOUNDED
-                   else 0.0 for k, lin in zip(used, linear)])
-    lo = np.array([-2.0 if lin else math.log(_RANGES[k][0]) if k in _RANGES else 0.0 if k == "p" else -math.inf
-                   for k, lin in zip(used, linear)])
+    hi = np.array(
+        [
+            2.0 if lin else math.log(_RANGES[k][1]) if k in _RANGES else math.inf if k in _UNBOUNDED else 0.0
+            for k, lin in zip(used, linear)
+        ]
+    )
+    lo = np.array(
+        [
+            -2.0 if lin else math.log(_RANGES[k][0]) if k in _RANGES else 0.0 if k == "p" else -math.inf
+            for k, lin in zip(used, linear)
+        ]
+    )
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
 
     def residuals(x: np.ndarray) -> np.ndarray:

@@ -28,21 +28,74 @@ from warpforge.estimate.ops import WalkedOp
 
 GEMM = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "matmul", "linear"}
 CONV = {"convolution", "_convolution", "cudnn_convolution", "conv2d", "conv3d", "conv1d"}
-NORM = {"_softmax", "_log_softmax", "_safe_softmax", "softmax", "log_softmax", "native_batch_norm",
-        "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "native_group_norm",
-        "native_layer_norm", "logsumexp", "_fused_rms_norm", "nll_loss_forward", "var_mean", "var", "std"}
-REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "norm", "linalg_vector_norm",
-             "any", "all", "std_mean", "nansum", "count_nonzero"}
-POOL = {"max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool2d",
-        "adaptive_avg_pool3d", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d", "_adaptive_avg_pool2d",
-        "_adaptive_avg_pool3d"}
+NORM = {
+    "_softmax",
+    "_log_softmax",
+    "_safe_softmax",
+    "softmax",
+    "log_softmax",
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training",
+    "native_group_norm",
+    "native_layer_norm",
+    "logsumexp",
+    "_fused_rms_norm",
+    "nll_loss_forward",
+    "var_mean",
+    "var",
+    "std",
+}
+REDUCTION = {
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "prod",
+    "norm",
+    "linalg_vector_norm",
+    "any",
+    "all",
+    "std_mean",
+    "nansum",
+    "count_nonzero",
+}
+POOL = {
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "avg_pool2d",
+    "avg_pool3d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool2d",
+    "max_pool1d",
+    "avg_pool1d",
+    "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool3d",
+}
 SCAN = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
 
 # The op classes the validation reports (a kernel's sub-class -> its class).
-TOP_CLASS = {"gemm": "gemm", "conv": "conv", "conv3d": "conv", "conv_transpose": "conv",
-             "conv_transpose3d": "conv", "conv_grouped": "conv", "attention": "attention", "reduction": "reduction",
-             "norm": "reduction", "pool": "reduction", "scan": "reduction", "pointwise": "pointwise",
-             "fused": "pointwise", "fused_norm": "reduction"}
+TOP_CLASS = {
+    "gemm": "gemm",
+    "conv": "conv",
+    "conv3d": "conv",
+    "conv_transpose": "conv",
+    "conv_transpose3d": "conv",
+    "conv_grouped": "conv",
+    "attention": "attention",
+    "reduction": "reduction",
+    "norm": "reduction",
+    "pool": "reduction",
+    "scan": "reduction",
+    "pointwise": "pointwise",
+    "fused": "pointwise",
+    "fused_norm": "reduction",
+}
 COMPUTE = {"gemm", "conv", "conv3d", "conv_transpose", "conv_transpose3d", "conv_grouped", "attention"}
 
 
@@ -80,7 +133,7 @@ def _pool_geometry(op: WalkedOp) -> tuple[int, int]:
         return 1, 1
     spatial = len(op.shapes[0]) - 2
     ints = [int(v) for v in op.flags if isinstance(v, int) and not isinstance(v, bool)]
-    kernel, stride = ints[:spatial], ints[spatial:2 * spatial] or ints[:spatial]
+    kernel, stride = ints[:spatial], ints[spatial : 2 * spatial] or ints[:spatial]
     return max(1, math.prod(kernel)), max(1, math.prod(stride))
 
 
@@ -159,8 +212,14 @@ def _attention(ops: list[WalkedOp]) -> Kernel:
     # q, k, v read and the output written once, as a fused attention kernel does
     q = next((s for o in ops for s in o.shapes if len(s) >= 3), ())
     size = torch.empty((), dtype=ops[0].dtype).element_size()
-    return Kernel("attention", sum(o.flops for o in ops), 4.0 * math.prod(q) * size if q else
-                  sum(o.bytes for o in ops), ops[0].dtype, ops[0].module, tuple(o.op for o in ops))
+    return Kernel(
+        "attention",
+        sum(o.flops for o in ops),
+        4.0 * math.prod(q) * size if q else sum(o.bytes for o in ops),
+        ops[0].dtype,
+        ops[0].module,
+        tuple(o.op for o in ops),
+    )
 
 
 def kernels_of(ops: list[WalkedOp]) -> list[Kernel]:
@@ -205,8 +264,16 @@ class Region:
         ks = self.kernels
         kind = "fused_norm" if any(k.kind in ("norm", "pool", "scan") for k in ks) else "fused"
         rows = [k.rows for k in ks if k.rows]
-        return Kernel(kind, sum(k.flops for k in ks), max(k.bytes for k in ks), ks[0].dtype, ks[0].module,
-                      tuple(op for k in ks for op in k.ops), rows=min(rows) if rows else 0, fused=True)
+        return Kernel(
+            kind,
+            sum(k.flops for k in ks),
+            max(k.bytes for k in ks),
+            ks[0].dtype,
+            ks[0].module,
+            tuple(op for k in ks for op in k.ops),
+            rows=min(rows) if rows else 0,
+            fused=True,
+        )
 
 
 def regions_of(kernels: list[Kernel]) -> list[Region]:

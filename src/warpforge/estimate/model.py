@@ -41,16 +41,35 @@ FITTED = Path(__file__).resolve().parent.parent / "data" / "estimate_model.json"
 PRIOR: dict[str, float] = {
     "launch_us": 5.0,  # PyTorch eager's dispatch and launch per kernel; a prior (see module doc)
     "p": 2.0,
-    "e_gemm": 0.8, "n0_gemm": 64.0, "k0_gemm": 64.0,
-    "e_conv": 0.4, "e_conv3d": 0.3, "e_conv_transpose": 0.3, "e_conv_transpose3d": 0.1, "e_conv_grouped": 0.05,
-    "n0_conv": 32.0, "k0_conv": 32.0,
+    "e_gemm": 0.8,
+    "n0_gemm": 64.0,
+    "k0_gemm": 64.0,
+    "e_conv": 0.4,
+    "e_conv3d": 0.3,
+    "e_conv_transpose": 0.3,
+    "e_conv_transpose3d": 0.1,
+    "e_conv_grouped": 0.05,
+    "n0_conv": 32.0,
+    "k0_conv": 32.0,
     # power laws: a convolution's kernel volume (over 3x3) and a transposed one's stride; a pool's overlap
-    "a_window": 0.01, "a_stride": 0.01, "a_pool": 0.3,
+    "a_window": 0.01,
+    "a_stride": 0.01,
+    "a_pool": 0.3,
     "e_attention": 0.5,
-    "m_gemm": 0.8, "m_conv": 0.8, "m_conv3d": 0.8, "m_conv_transpose": 0.8, "m_conv_transpose3d": 0.8,
-    "m_conv_grouped": 0.5, "m_attention": 0.8,
-    "m_pointwise": 0.9, "m_reduction": 0.85, "m_norm": 0.45, "m_pool": 0.4, "m_scan": 0.5,
-    "m_fused": 0.85, "m_fused_norm": 0.5,
+    "m_gemm": 0.8,
+    "m_conv": 0.8,
+    "m_conv3d": 0.8,
+    "m_conv_transpose": 0.8,
+    "m_conv_transpose3d": 0.8,
+    "m_conv_grouped": 0.5,
+    "m_attention": 0.8,
+    "m_pointwise": 0.9,
+    "m_reduction": 0.85,
+    "m_norm": 0.45,
+    "m_pool": 0.4,
+    "m_scan": 0.5,
+    "m_fused": 0.85,
+    "m_fused_norm": 0.5,
     "l2_gain": 1.5,  # L2's bandwidth over HBM's for a memory-bound kernel whose bytes fit in L2
     "t0_us": 1.0,  # HBM latency with the queueing to fill it: a prior (KernelBench's tensors are all far larger)
     "r0": 256.0,  # rows: a norm over fewer rows than about the SMs' count runs on part of the GPU
@@ -112,15 +131,18 @@ class CostModel:
         elif k.flops > 0:
             t_c = k.flops / (gpu.fp32_tflops * 1e12)  # a pointwise op's math: never the bound at fp32
         q = p["p"]
-        body = (t_c ** q + t_m ** q) ** (1.0 / q) if t_c > 0 else t_m
+        body = (t_c**q + t_m**q) ** (1.0 / q) if t_c > 0 else t_m
         return p["launch_us"] * 1e-6 + body
 
     def save(self, path: Path = FITTED) -> None:
-        doc = {"_doc": "warpforge estimate's cost model (estimate/model.py): coefficients fitted by "
-                       "benchmarks/estimate_validation.py --write; provenance says on which published timings; "
-                       "validation holds the held-out error per op class that the bands use.",
-               "provenance": self.provenance, "params": {k: round(v, 6) for k, v in self.params.items()},
-               "validation": self.validation}
+        doc = {
+            "_doc": "warpforge estimate's cost model (estimate/model.py): coefficients fitted by "
+            "benchmarks/estimate_validation.py --write; provenance says on which published timings; "
+            "validation holds the held-out error per op class that the bands use.",
+            "provenance": self.provenance,
+            "params": {k: round(v, 6) for k, v in self.params.items()},
+            "validation": self.validation,
+        }
         path.write_text(json.dumps(doc, indent=2) + "\n")
         _load.cache_clear()
 

@@ -22,8 +22,22 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 # Ops a fake or meta walk records that launch no kernel (metadata reads, allocation, in-place shape changes).
-METADATA = {"device", "dim", "size", "stride", "numel", "is_contiguous", "resize_", "lift_fresh_copy",
-             "zeros_like", "empty_like", "new_empty", "new_empty_strided", "_to_copy_meta"}
+METADATA = {
+    "device",
+    "dim",
+    "size",
+    "stride",
+    "numel",
+    "is_contiguous",
+    "resize_",
+    "lift_fresh_copy",
+    "zeros_like",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "_to_copy_meta",
+}
+
 
 @dataclass(frozen=True)
 class WalkedOp:
@@ -57,8 +71,9 @@ class ShapeRecorder(TorchDispatchMode):
         return out
 
 
-def with_shapes(ops: list[WalkedOp], seen: list[tuple[str, tuple[tuple[int, ...], ...], tuple[Any, ...], int]]
-                 ) -> list[WalkedOp]:
+def with_shapes(
+    ops: list[WalkedOp], seen: list[tuple[str, tuple[tuple[int, ...], ...], tuple[Any, ...], int]]
+) -> list[WalkedOp]:
     # both modes see every op in the same order; trace_step keeps a subset (no views, no allocation)
     out, at = [], 0
     for o in ops:

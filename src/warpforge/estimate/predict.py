@@ -71,12 +71,14 @@ def _class_key(k: Kernel, tf32: bool) -> str:
 
 def _band(total: float, parts: dict[str, float], errors: dict[str, float]) -> Band:
     err = sum(t * errors.get(c, UNVALIDATED_ERROR) for c, t in parts.items()) / total if total > 0 else 0.0
-    return Band(low_us=round(total / (1 + err) * 1e6, 3), high_us=round(total * (1 + err) * 1e6, 3),
-                error=round(err, 4))
+    return Band(
+        low_us=round(total / (1 + err) * 1e6, 3), high_us=round(total * (1 + err) * 1e6, 3), error=round(err, 4)
+    )
 
 
-def price(kernels: list[Kernel], gpu: GpuPreset, model: CostModel | None = None, tf32_matmul: bool = False
-          ) -> tuple[float, float, list[RegionEstimate], dict[str, float], dict[str, float]]:
+def price(
+    kernels: list[Kernel], gpu: GpuPreset, model: CostModel | None = None, tf32_matmul: bool = False
+) -> tuple[float, float, list[RegionEstimate], dict[str, float], dict[str, float]]:
     """(eager s, fused s, regions, eager s per validation class, fused s per class)."""
     model = model or CostModel.load()
     eager_parts: dict[str, float] = {}
@@ -93,14 +95,27 @@ def price(kernels: list[Kernel], gpu: GpuPreset, model: CostModel | None = None,
         fused = model.seconds(one, gpu, tf32_matmul)
         key = _class_key(one, tf32_matmul)
         fused_parts[key] = fused_parts.get(key, 0.0) + fused
-        rows.append(RegionEstimate(module=one.module or "(root)", op_class=one.op_class, ops=list(one.ops),
-                                   eager_us=round(eager * 1e6, 3), fused_us=round(fused * 1e6, 3),
-                                   kernels=len(r.kernels)))
+        rows.append(
+            RegionEstimate(
+                module=one.module or "(root)",
+                op_class=one.op_class,
+                ops=list(one.ops),
+                eager_us=round(eager * 1e6, 3),
+                fused_us=round(fused * 1e6, 3),
+                kernels=len(r.kernels),
+            )
+        )
     return sum(eager_parts.values()), sum(fused_parts.values()), rows, eager_parts, fused_parts
 
 
-def estimate_kernels(target: str, kernels: list[Kernel], gpu: GpuPreset, tf32_matmul: bool = False,
-                     walk_s: float = 0.0, model: CostModel | None = None) -> Estimate:
+def estimate_kernels(
+    target: str,
+    kernels: list[Kernel],
+    gpu: GpuPreset,
+    tf32_matmul: bool = False,
+    walk_s: float = 0.0,
+    model: CostModel | None = None,
+) -> Estimate:
     """The estimate of a forward already walked into kernels (see module doc)."""
     model = model or CostModel.load()
     eager, fused, rows, eager_parts, fused_parts = price(kernels, gpu, model, tf32_matmul)
@@ -109,13 +124,28 @@ def estimate_kernels(target: str, kernels: list[Kernel], gpu: GpuPreset, tf32_ma
     if gpu.name not in model.validation.get("gpus", []):  # its datasheet only: no published timing checked
         unvalidated.append(f"{gpu.name} (no measured timing of this GPU checked)")
     prov = model.provenance
-    fitted = (f"fitted on {prov.get('gpu', '?')} ({prov.get('file', '?')}, {prov.get('problems', '?')} problems)"
-              if prov.get("fitted") else "unfitted priors")
+    fitted = (
+        f"fitted on {prov.get('gpu', '?')} ({prov.get('file', '?')}, {prov.get('problems', '?')} problems)"
+        if prov.get("fitted")
+        else "unfitted priors"
+    )
     held = model.validation.get("summary", "no held-out validation recorded")
-    basis = (f"cost model per op class on {gpu.name} datasheet peaks (estimate/model.py), {fitted}; "
-             f"held out: {held}; eager = each op its own kernel, fused = each fusible region one kernel; "
-             "a prediction, not a measurement")
-    return Estimate(target=target, gpu=gpu.name, gpu_basis=gpu.basis, eager_us=round(eager * 1e6, 3),
-                    eager_band=_band(eager, eager_parts, errors), fused_us=round(fused * 1e6, 3),
-                    fused_band=_band(fused, fused_parts, errors), regions=rows, basis=basis,
-                    unvalidated=unvalidated, tf32_matmul=tf32_matmul, walk_s=round(walk_s, 2))
+    basis = (
+        f"cost model per op class on {gpu.name} datasheet peaks (estimate/model.py), {fitted}; "
+        f"held out: {held}; eager = each op its own kernel, fused = each fusible region one kernel; "
+        "a prediction, not a measurement"
+    )
+    return Estimate(
+        target=target,
+        gpu=gpu.name,
+        gpu_basis=gpu.basis,
+        eager_us=round(eager * 1e6, 3),
+        eager_band=_band(eager, eager_parts, errors),
+        fused_us=round(fused * 1e6, 3),
+        fused_band=_band(fused, fused_parts, errors),
+        regions=rows,
+        basis=basis,
+        unvalidated=unvalidated,
+        tf32_matmul=tf32_matmul,
+        walk_s=round(walk_s, 2),
+    )

@@ -51,8 +51,9 @@ def step_peaks(gpu: str) -> GpuPeaks | None:
         preset = gpu_preset(gpu)
     except UsageError:
         return None
-    return EstimatedPeaks(preset.name, preset.bf16_tflops, preset.fp32_tflops, preset.hbm_tbps, preset,
-                          CostModel.load())
+    return EstimatedPeaks(
+        preset.name, preset.bf16_tflops, preset.fp32_tflops, preset.hbm_tbps, preset, CostModel.load()
+    )
 
 
 def step_basis(peaks: GpuPeaks) -> str | None:
@@ -60,7 +61,9 @@ def step_basis(peaks: GpuPeaks) -> str | None:
     if not isinstance(peaks, EstimatedPeaks) or peaks.model is None:
         return None
     held = peaks.model.validation.get("summary", "no held-out validation recorded")
-    return (f"warpforge estimate's cost model on {peaks.name} (datasheet peaks; per op class, fitted on "
-            f"{peaks.model.provenance.get('gpu', 'no')} published timings; held out: {held}) per op of the eager "
-            "step, against each patched region's forward as one kernel of the task's FLOPs and bytes; backward "
-            "ops unchanged; an estimate, not a time")
+    return (
+        f"warpforge estimate's cost model on {peaks.name} (datasheet peaks; per op class, fitted on "
+        f"{peaks.model.provenance.get('gpu', 'no')} published timings; held out: {held}) per op of the eager "
+        "step, against each patched region's forward as one kernel of the task's FLOPs and bytes; backward "
+        "ops unchanged; an estimate, not a time"
+    )

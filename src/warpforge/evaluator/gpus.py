@@ -44,6 +44,10 @@ def peaks_for(device_name: str) -> GpuPeaks | None:
             measured = row.get("measured")
             # A measured ceiling wins field by field; what was not measured falls back to the data sheet.
             src = {**row, **measured} if isinstance(measured, dict) else row
-            return GpuPeaks(device_name, float(src["tensor_tflops"]), float(src["fp32_tflops"]),  # type: ignore[arg-type]
-                            float(src["hbm_tbps"]))  # type: ignore[arg-type]
+            return GpuPeaks(
+                device_name,
+                float(src["tensor_tflops"]),
+                float(src["fp32_tflops"]),  # type: ignore[arg-type]
+                float(src["hbm_tbps"]),
+            )  # type: ignore[arg-type]
     return None

@@ -45,8 +45,18 @@ from warpforge.kernels.taskdef import Task, dtype_name
 
 MARK = "# ---- warpforge export: the task contract of the problem above (generated; the problem is unchanged) ----"
 # Names the tail defines at module level: a problem that defines one would have it replaced under its code.
-TAIL_NAMES = ("NAME", "DESCRIPTION", "SHAPES", "CHECK_SHAPES", "DTYPES", "TOLERANCES", "make_inputs", "reference",
-              "flops", "bytes_moved")
+TAIL_NAMES = (
+    "NAME",
+    "DESCRIPTION",
+    "SHAPES",
+    "CHECK_SHAPES",
+    "DTYPES",
+    "TOLERANCES",
+    "make_inputs",
+    "reference",
+    "flops",
+    "bytes_moved",
+)
 # Argument names the op module's body uses itself (export/templates/op.py.j2): an input may not shadow them.
 RESERVED = {"inputs", "gpu", "params", "torch", "triton", "grad_out", "ctx", "out", "saved", "values", "result"}
 
@@ -213,8 +223,11 @@ def _identifier(name: str, taken: set[str]) -> str:
 
 def _argument_names(task: Task, n_args: int, module: Any) -> tuple[list[str], list[str]]:
     """(get_inputs() names from Model.forward's parameters, else x0, x1...; state names from state_dict)."""
-    params = [p.name for p in inspect.signature(module.Model.forward).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]
+    params = [
+        p.name
+        for p in inspect.signature(module.Model.forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ][1:]
     given = params[:n_args] if len(params) >= n_args else [f"x{i}" for i in range(n_args)]
     taken: set[str] = set()
     args = [_identifier(n, taken) for n in given]
@@ -232,8 +245,10 @@ def task_module_source(task: Task, module: Any, problem_text: str) -> str:
     defined |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     clash = sorted(defined & set(TAIL_NAMES))
     if clash:
-        raise SourceError(f"{task.name}: {task.path.name} defines {', '.join(clash)}, which the exported task module "
-                          "defines for the task contract: rename them in the problem file and run it again")
+        raise SourceError(
+            f"{task.name}: {task.path.name} defines {', '.join(clash)}, which the exported task module "
+            "defines for the task contract: rename them in the problem file and run it again"
+        )
     n_state = len(task.param_names)
     sample = task.make_inputs(task.check_shapes[0], task.dtypes[0], 0, "cpu")
     args, state = _argument_names(task, len(sample) - n_state, module)
@@ -244,13 +259,21 @@ def task_module_source(task: Task, module: Any, problem_text: str) -> str:
     problem = _problem(task)
     bench = dict(problem.bench)
     text = TAIL.format(
-        mark=MARK, name=op_name(task.name), description=task.description, shapes=[dict(s) for s in task.shapes],
-        check_shapes=[dict(s) for s in task.check_shapes], dtypes=", ".join(f"_wf_torch.{dtype_name(d)}"
-                                                                               for d in task.dtypes),
+        mark=MARK,
+        name=op_name(task.name),
+        description=task.description,
+        shapes=[dict(s) for s in task.shapes],
+        check_shapes=[dict(s) for s in task.check_shapes],
+        dtypes=", ".join(f"_wf_torch.{dtype_name(d)}" for d in task.dtypes),
         tolerances=", ".join(f"_wf_torch.{dtype_name(d)}: {task.tolerance(d)!r}" for d in task.dtypes),
-        keys={k: v for k, v in keys.items() if isinstance(v, str) and v in bench}, bench=bench, dims=dims,
-        state=tuple(task.param_names), signature=", ".join(args + state), args=_tuple_text(args),
-        state_args=_tuple_text(state))
+        keys={k: v for k, v in keys.items() if isinstance(v, str) and v in bench},
+        bench=bench,
+        dims=dims,
+        state=tuple(task.param_names),
+        signature=", ".join(args + state),
+        args=_tuple_text(args),
+        state_args=_tuple_text(state),
+    )
     return problem_text.rstrip("\n") + "\n" + text
 
 
@@ -307,8 +330,10 @@ def searched_file(reader: ReaderLike, task: Task, campaign: str | None) -> Path:
     match, _ = find_match(problem)
     copy = matched_files(problem, match, matched_root())[0] if match is not None else None
     if copy is None or copy.resolve() != ran[0].resolve():
-        raise SourceError(f"{gone}, and {problem.path} no longer matches to the same copy (the problem or the "
-                          f"templates changed): run `warpforge run {problem.path}` again and export that")
+        raise SourceError(
+            f"{gone}, and {problem.path} no longer matches to the same copy (the problem or the "
+            f"templates changed): run `warpforge run {problem.path}` again and export that"
+        )
     return copy
 
 
@@ -317,10 +342,12 @@ def standalone_plan(reader: ReaderLike, plan: OpPlan) -> OpPlan:
     from warpforge.kernels.task import load_task_file
 
     if not any(isinstance(n, ast.FunctionDef) and n.name == "launch" for n in ast.parse(plan.variant_source).body):
-        raise SourceError(f"{plan.task.name}: the winner {plan.variant_name} ({plan.variant_hash[:12]}) defines no "
-                          "launch function (a ModelNew module replaces the whole model): export wraps launch(*inputs) "
-                          "in a custom op; search Triton variants with launch (the template proposer, or "
-                          "--variant-file) to export one")
+        raise SourceError(
+            f"{plan.task.name}: the winner {plan.variant_name} ({plan.variant_hash[:12]}) defines no "
+            "launch function (a ModelNew module replaces the whole model): export wraps launch(*inputs) "
+            "in a custom op; search Triton variants with launch (the template proposer, or "
+            "--variant-file) to export one"
+        )
     path = searched_file(reader, plan.task, plan.info.get("campaign"))
     task = load_task_file(path) if path != plan.task.path else plan.task
     text = task_module_source(task, _problem(task).module, path.read_text())

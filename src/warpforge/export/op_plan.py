@@ -21,11 +21,21 @@ class ExportRefused(WarpforgeError, RuntimeError):
 class ReaderLike(Protocol):
     """The part of ``warpforge.db.queries.Reader`` (docs/seams.md, "Read layer") that export reads."""
 
-    def decisions(self, *, campaign: str | None = None, task: str | None = None,
-                  gpu: str | None = None) -> tuple[Any, ...]: ...
+    def decisions(
+        self, *, campaign: str | None = None, task: str | None = None, gpu: str | None = None
+    ) -> tuple[Any, ...]: ...
 
-    def evaluations(self, *, campaign: str | None = None, task: str | None = None, verdict: str | None = None,
-                    variant_hash: str | None = None, sort: str = "-id", offset: int = 0, limit: int = 50) -> Any: ...
+    def evaluations(
+        self,
+        *,
+        campaign: str | None = None,
+        task: str | None = None,
+        verdict: str | None = None,
+        variant_hash: str | None = None,
+        sort: str = "-id",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> Any: ...
 
     def evaluation(self, id: int) -> Any: ...
 
@@ -53,9 +63,21 @@ class GpuTable:
     entries: tuple[TunedEntry, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "timing_source": self.timing_source, "general": dict(self.general),
-                "shapes": [{"shape": dict(e.shape), "dtype": e.dtype, "params": dict(e.params),
-                            "p50_ms": e.p50_ms, "evaluation": e.evaluation} for e in self.entries]}
+        return {
+            "gpu": self.gpu,
+            "timing_source": self.timing_source,
+            "general": dict(self.general),
+            "shapes": [
+                {
+                    "shape": dict(e.shape),
+                    "dtype": e.dtype,
+                    "params": dict(e.params),
+                    "p50_ms": e.p50_ms,
+                    "evaluation": e.evaluation,
+                }
+                for e in self.entries
+            ],
+        }
 
 
 @dataclass(frozen=True)

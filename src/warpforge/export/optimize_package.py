@@ -62,15 +62,27 @@ def target_files(kind: str, spec: str) -> dict[str, bytes]:
     return {}
 
 
-def optimize_bundle(ns: str, patches_text: str, model_prefix: str, target: dict[str, bytes],
-                    settings: dict[str, Any], summary: dict[str, Any]) -> OptimizeBundle:
+def optimize_bundle(
+    ns: str,
+    patches_text: str,
+    model_prefix: str,
+    target: dict[str, bytes],
+    settings: dict[str, Any],
+    summary: dict[str, Any],
+) -> OptimizeBundle:
     """The bundle of one optimize run. ``patches_text``: patches.json as the proof read it (optimize/patch_spec.py
     ``dump_patches``); ``settings``: kind, file, batch, seq, dtype, seed, steps, lr, train and the proof's
     tolerances; ``summary``: the README's facts (regions patched, verified, untimed ops)."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
     doc = json.loads(patches_text)
     doc = doc if isinstance(doc, dict) else {"format": "warpforge-patches", "version": 1, "patches": doc}
     doc["model_prefix"] = model_prefix

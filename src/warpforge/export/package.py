@@ -62,15 +62,23 @@ def check_namespace(ns: str) -> None:
     # A kernels-library name must be lowercase letters, digits and dashes: the same rule with underscores
     # keeps one namespace valid for torch.library, Python imports and the hf-kernels format.
     if not re.fullmatch(r"[a-z][a-z0-9_]*[a-z0-9]", ns) or ns in {"torch", "triton", "warpforge"}:
-        raise ExportUsageError(f"namespace {ns!r} must be a lowercase Python identifier (letters, digits, "
-                               "underscores; e.g. mykernels) and not torch/triton/warpforge")
+        raise ExportUsageError(
+            f"namespace {ns!r} must be a lowercase Python identifier (letters, digits, "
+            "underscores; e.g. mykernels) and not torch/triton/warpforge"
+        )
 
 
 def _env() -> Any:
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
 
 
 def _json(value: Any) -> bytes:
@@ -107,8 +115,10 @@ def _cases(plan: OpPlan) -> list[tuple[dict[str, int], str]]:
 def _fmt_speedup(info: Mapping[str, Any]) -> tuple[str, str]:
     s = info.get("speedup_vs_eager")
     low, high = (info.get("speedup_vs_eager_interval") or [None, None])[:2]
-    return (f"{s:.3g}x" if s else "not timed",
-            f"{low:.3g}-{high:.3g}x" if low is not None and high is not None else "-")
+    return (
+        f"{s:.3g}x" if s else "not timed",
+        f"{low:.3g}-{high:.3g}x" if low is not None and high is not None else "-",
+    )
 
 
 def _triton_pin(plans: list[OpPlan]) -> tuple[str, str]:
@@ -117,8 +127,10 @@ def _triton_pin(plans: list[OpPlan]) -> tuple[str, str]:
 
     tritons = {p.info.get("versions", {}).get("triton") or triton.__version__ for p in plans}
     if len(tritons) > 1:
-        raise ExportUsageError(f"the ops were tuned with different Triton versions ({', '.join(sorted(tritons))}): "
-                               "export them into separate packages")
+        raise ExportUsageError(
+            f"the ops were tuned with different Triton versions ({', '.join(sorted(tritons))}): "
+            "export them into separate packages"
+        )
     torches = sorted({p.info.get("versions", {}).get("torch") or torch.__version__ for p in plans})
     return tritons.pop(), ", ".join(torches)
 
@@ -133,14 +145,17 @@ def reference_copy(source: str, ns: str) -> str:
     return re.sub(r"(>>>\s+)from warpforge\.kernels\.tasks import ", rf"\1from {ns}._reference import ", source)
 
 
-def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bool = False,
-                   optimize: OptimizeBundle | None = None) -> dict[str, bytes]:
+def render_package(
+    plans: list[OpPlan], ns: str, fmt: str = "package", patch: bool = False, optimize: OptimizeBundle | None = None
+) -> dict[str, bytes]:
     """Every file of the exported package, by relative path (see the module docstring); ``optimize``: an optimize
     run's patch of a model (export/optimize_package.py), ``patch(model)`` in the package."""
     check_namespace(ns)
     if patch and optimize is not None:
-        raise ExportUsageError("--patch (apply_NS_kernels by module structure) and an optimize run's patch(model) "
-                               "are two ways to patch: export them into separate packages")
+        raise ExportUsageError(
+            "--patch (apply_NS_kernels by module structure) and an optimize run's patch(model) "
+            "are two ways to patch: export them into separate packages"
+        )
     if fmt not in FORMATS:
         raise ExportUsageError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     env = _env()
@@ -166,18 +181,41 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
         train = training_facts(plan.task, plan.variant_source)
         if train is not None:
             trained.append(op)
-        common = {"ns": ns, "op": op, "info": info, "untimed": plan.untimed, **_training_context(sig, train),
-                  "description": plan.task.description.replace('"""', "'''")}
-        pkg[f"{op}.py"] = env.get_template("op.py.j2").render(
-            **common, signature=sig.annotated(), returns=sig.returns(), names=", ".join(sig.names),
-            example_args=", ".join(sig.names), first_tensor=first_tensor, first_index=sig.names.index(first_tensor),
-            dims=repr({k: list(v) for k, v in sorted(shape_map(plan.task).items())})).encode()
+        common = {
+            "ns": ns,
+            "op": op,
+            "info": info,
+            "untimed": plan.untimed,
+            **_training_context(sig, train),
+            "description": plan.task.description.replace('"""', "'''"),
+        }
+        pkg[f"{op}.py"] = (
+            env.get_template("op.py.j2")
+            .render(
+                **common,
+                signature=sig.annotated(),
+                returns=sig.returns(),
+                names=", ".join(sig.names),
+                example_args=", ".join(sig.names),
+                first_tensor=first_tensor,
+                first_index=sig.names.index(first_tensor),
+                dims=repr({k: list(v) for k, v in sorted(shape_map(plan.task).items())}),
+            )
+            .encode()
+        )
         cases = _cases(plan)
-        root[f"tests/test_{op}.py"] = env.get_template("test_op.py.j2").render(
-            **common, cases=_py_list(cases), interp_limit=INTERPRETER_LIMIT,
-            tolerances=repr(dict(sorted(effective_tolerances(plan.task).items()))),
-            grad_tolerances=repr(dict(sorted(effective_grad_tolerances(plan.task).items()))),
-            bf16_dot=bool(re.search(r"\btl\.dot\b", plan.variant_source))).encode()
+        root[f"tests/test_{op}.py"] = (
+            env.get_template("test_op.py.j2")
+            .render(
+                **common,
+                cases=_py_list(cases),
+                interp_limit=INTERPRETER_LIMIT,
+                tolerances=repr(dict(sorted(effective_tolerances(plan.task).items()))),
+                grad_tolerances=repr(dict(sorted(effective_grad_tolerances(plan.task).items()))),
+                bf16_dot=bool(re.search(r"\btl\.dot\b", plan.variant_source)),
+            )
+            .encode()
+        )
         measured = [c for c in cases if any(c[0] == dict(e.shape) for t in plan.tables for e in t.entries)]
         shapes_for_bench[op] = measured or [(dict(s), dtype_name(plan.task.dtypes[0])) for s in plan.task.shapes]
         speedup, interval = _fmt_speedup(info)
@@ -191,8 +229,9 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
     pkg["_kernels/__init__.py"] = b'"""The winning Triton kernels and launchers, one module per op."""\n'
     pkg["_reference/__init__.py"] = b'"""The tasks\' PyTorch references (ground truth, CPU path), one per op."""\n'
     pkg["py.typed"] = b""
-    pkg["__init__.py"] = env.get_template("__init__.py.j2").render(ns=ns, ops=ops,
-                                                                   optimize=optimize is not None).encode()
+    pkg["__init__.py"] = (
+        env.get_template("__init__.py.j2").render(ns=ns, ops=ops, optimize=optimize is not None).encode()
+    )
     if optimize is not None:
         pkg.update(optimize.package_files)
         root.update(optimize.root_files)
@@ -203,28 +242,59 @@ def render_package(plans: list[OpPlan], ns: str, fmt: str = "package", patch: bo
         patch_files, patch_kinds = render_patch(env, ns, ops, trained)
         for path, data in patch_files.items():
             (root if path.startswith("tests/") else pkg)[path] = data
-    root["README.md"] = env.get_template("README.md.j2").render(
-        ns=ns, plans=rows, triton_version=triton_version, any_untimed=bool(untimed_ops), untimed_ops=untimed_ops,
-        patch=patch, patch_kinds=patch_kinds, trained=trained,
-        optimize=optimize.readme if optimize is not None else None).encode()
-    root["bench.py"] = env.get_template("bench.py.j2").render(
-        ns=ns, ops=ops, shapes=json.dumps(shapes_for_bench, indent=4, sort_keys=True)).encode()
+    root["README.md"] = (
+        env.get_template("README.md.j2")
+        .render(
+            ns=ns,
+            plans=rows,
+            triton_version=triton_version,
+            any_untimed=bool(untimed_ops),
+            untimed_ops=untimed_ops,
+            patch=patch,
+            patch_kinds=patch_kinds,
+            trained=trained,
+            optimize=optimize.readme if optimize is not None else None,
+        )
+        .encode()
+    )
+    root["bench.py"] = (
+        env.get_template("bench.py.j2")
+        .render(ns=ns, ops=ops, shapes=json.dumps(shapes_for_bench, indent=4, sort_keys=True))
+        .encode()
+    )
     if fmt == "package":
-        root["pyproject.toml"] = env.get_template("pyproject.toml.j2").render(
-            ns=ns, dist=ns.replace("_", "-"), version="0.1.0", ops=ops, triton_version=triton_version,
-            torch_version=torch_version).encode()
+        root["pyproject.toml"] = (
+            env.get_template("pyproject.toml.j2")
+            .render(
+                ns=ns,
+                dist=ns.replace("_", "-"),
+                version="0.1.0",
+                ops=ops,
+                triton_version=triton_version,
+                torch_version=torch_version,
+            )
+            .encode()
+        )
         files = {f"{ns}/{k}": v for k, v in pkg.items()} | root
     else:
         files = {f"{HF_VARIANT}/{ns}/{k}": v for k, v in pkg.items()} | root
         digest = hashlib.sha256(b"".join(k.encode() + v for k, v in sorted(files.items()))).hexdigest()[:12]
-        files[f"{HF_VARIANT}/metadata.json"] = _json({
-            "id": f"{ns}_{digest}", "name": ns.replace("_", "-"), "version": 1, "license": "Apache-2.0",
-            "python-depends": [], "backend": {"type": "cuda"}})
+        files[f"{HF_VARIANT}/metadata.json"] = _json(
+            {
+                "id": f"{ns}_{digest}",
+                "name": ns.replace("_", "-"),
+                "version": 1,
+                "license": "Apache-2.0",
+                "python-depends": [],
+                "backend": {"type": "cuda"},
+            }
+        )
         # The generated tests import the package by name: put the build variant on sys.path for them.
         files["tests/conftest.py"] = (
             '"""Make the hf-kernels build variant importable by name for the generated tests."""\n\n'
             "import sys\nfrom pathlib import Path\n\n"
-            f'sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "{HF_VARIANT}"))\n').encode()
+            f'sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "{HF_VARIANT}"))\n'
+        ).encode()
     for rel, data in files.items():  # the package runs with torch and triton only: refuse it otherwise, loudly
         if rel.endswith(".py"):
             check_standalone(data.decode(), rel)
@@ -238,7 +308,9 @@ def _training_context(sig: OpSignature, train: TrainingFacts | None) -> dict[str
     saved = [f"saved_{i}" for i in range(train.n_saved)]
     n_out, n_grads = 1 + train.n_saved, len(train.grad_inputs)
     return {
-        "training": True, "n_saved": train.n_saved, "grad_inputs": list(train.grad_inputs),
+        "training": True,
+        "n_saved": train.n_saved,
+        "grad_inputs": list(train.grad_inputs),
         "grad_names": ", ".join(sig.names[i] for i in train.grad_inputs),
         "grad_tensors": ", ".join(sig.names[i] for i in train.grad_inputs),
         "saved_signature": "".join(f"{s}: torch.Tensor, " for s in saved),
@@ -263,8 +335,9 @@ def write_tree(dest: Path, files: Mapping[str, bytes]) -> WriteReport:
     if manifest.exists():
         old = json.loads(manifest.read_text()).get("files", {})
     elif dest.exists() and any(dest.iterdir()):
-        raise ExportUsageError(f"{dest} is not empty and was not written by warpforge export: pass an empty or new "
-                               "--dest directory")
+        raise ExportUsageError(
+            f"{dest} is not empty and was not written by warpforge export: pass an empty or new --dest directory"
+        )
     written, unchanged = [], []
     for rel, data in files.items():
         path = dest / rel

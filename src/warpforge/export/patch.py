@@ -21,17 +21,33 @@ from __future__ import annotations
 
 from typing import Any
 
-KINDS = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm", "swiglu": "SwiGLU MLP",
-         "rotary": "rotary embedding (apply_rotary_pos_emb)", "attention": "attention (AttentionInterface)",
-         "fused_linear_cross_entropy": "LM head + loss (fused linear cross-entropy)"}
+KINDS = {
+    "rmsnorm": "RMSNorm",
+    "layernorm": "LayerNorm",
+    "swiglu": "SwiGLU MLP",
+    "rotary": "rotary embedding (apply_rotary_pos_emb)",
+    "attention": "attention (AttentionInterface)",
+    "fused_linear_cross_entropy": "LM head + loss (fused linear cross-entropy)",
+}
 
 
-def render_patch(env: Any, ns: str, ops: list[str],
-                 trained: list[str] | None = None) -> tuple[dict[str, bytes], list[str]]:
+def render_patch(
+    env: Any, ns: str, ops: list[str], trained: list[str] | None = None
+) -> tuple[dict[str, bytes], list[str]]:
     present = [op for op in ops if op in KINDS]
     kinds = [KINDS[op] for op in present]
     trained_present = [op for op in present if op in (trained or [])]
-    ctx = {"ns": ns, "ops": present, "kinds": kinds, "trained": trained_present,
-           "untrained": [op for op in present if op not in trained_present]}
-    return ({"patch.py": env.get_template("patch.py.j2").render(**ctx).encode(),
-             "tests/test_patch.py": env.get_template("test_patch.py.j2").render(**ctx).encode()}, kinds)
+    ctx = {
+        "ns": ns,
+        "ops": present,
+        "kinds": kinds,
+        "trained": trained_present,
+        "untrained": [op for op in present if op not in trained_present],
+    }
+    return (
+        {
+            "patch.py": env.get_template("patch.py.j2").render(**ctx).encode(),
+            "tests/test_patch.py": env.get_template("test_patch.py.j2").render(**ctx).encode(),
+        },
+        kinds,
+    )

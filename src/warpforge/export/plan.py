@@ -74,8 +74,11 @@ def member_plan(plan: OpPlan) -> OpPlan:
     family's module with the tail selecting the member), its docstring's examples importing that module."""
     family, _ = split_member(plan.task.name) or ("", "")
     op = op_identifier(plan.task.name)
-    source = re.sub(rf"(>>>\s+from warpforge\.kernels\.tasks import ){family}\b(?! as)", rf"\1{op} as {family}",
-                    plan.task.path.read_text())
+    source = re.sub(
+        rf"(>>>\s+from warpforge\.kernels\.tasks import ){family}\b(?! as)",
+        rf"\1{op} as {family}",
+        plan.task.path.read_text(),
+    )
     return replace(plan, task=replace(plan.task, name=op), task_source=source, info={**plan.info, "op": op})
 
 
@@ -86,22 +89,28 @@ def _plan(reader: ReaderLike, task: Task, gpu: str | None, allow_untimed: bool) 
         if allow_untimed:
             return _plan_untimed(reader, task, decisions)
         seen = f"{len(decisions)} decision(s), none accepted with measured times" if decisions else "no decision"
-        raise ExportRefused(f"{task.name}: no accepted winner ({seen}): run a campaign on a GPU "
-                            "(warpforge run --backend cuda) or on recordings (--backend replay), or pass "
-                            "--allow-untimed to export the statically best configuration verified ok")
+        raise ExportRefused(
+            f"{task.name}: no accepted winner ({seen}): run a campaign on a GPU "
+            "(warpforge run --backend cuda) or on recordings (--backend replay), or pass "
+            "--allow-untimed to export the statically best configuration verified ok"
+        )
     on_gpu = [d for d in timed if _gpu_matches(d.gpu, gpu)]
     if not on_gpu:
         have = ", ".join(sorted({str(d.gpu) for d in timed}))
-        raise ExportRefused(f"{task.name}: no accepted result for GPU {gpu!r} (accepted on: {have}); "
-                            "pick one of those with --gpu or run a campaign on that GPU")
+        raise ExportRefused(
+            f"{task.name}: no accepted result for GPU {gpu!r} (accepted on: {have}); "
+            "pick one of those with --gpu or run a campaign on that GPU"
+        )
     winner = max(on_gpu, key=lambda d: (d.created_at, d.gpu or ""))
     ok = [e for e in _all_evaluations(reader, task=task.name, verdict="ok", variant_hash=winner.variant_hash)]
     # The decision links the winner's search evaluation; any ok evaluation of the same source and params counts.
     win_eval = [e for e in ok if params_key(e.params) == params_key(winner.params or {})]
     if not win_eval:
-        raise ExportRefused(f"{task.name}: the accepted winner ({winner.variant_name} {dict(winner.params or {})}, "
-                            f"campaign {winner.campaign}) has no evaluation with verdict ok: re-run its campaign "
-                            "with --resume so the winner is checked, then export")
+        raise ExportRefused(
+            f"{task.name}: the accepted winner ({winner.variant_name} {dict(winner.params or {})}, "
+            f"campaign {winner.campaign}) has no evaluation with verdict ok: re-run its campaign "
+            "with --resume so the winner is checked, then export"
+        )
     # One table per GPU whose accepted decision chose this same source; times of different GPUs never mix.
     per_gpu: dict[str, Any] = {}
     for d in sorted(timed, key=lambda d: d.created_at):
@@ -112,18 +121,26 @@ def _plan(reader: ReaderLike, task: Task, gpu: str | None, allow_untimed: bool) 
     first = reader.evaluation((linked or sorted(win_eval, key=lambda e: e.id))[0].id)
     source = _variant_source(reader, winner.variant_hash, task.name)
     info = {
-        "op": task.name, "task": task.name, "gpu": winner.gpu, "gpus": [t.gpu for t in tables],
-        "timing_source": winner.timing_source, "backend": winner.backend, "campaign": winner.campaign,
-        "variant": winner.variant_name, "variant_hash": winner.variant_hash, "params": dict(winner.params),
+        "op": task.name,
+        "task": task.name,
+        "gpu": winner.gpu,
+        "gpus": [t.gpu for t in tables],
+        "timing_source": winner.timing_source,
+        "backend": winner.backend,
+        "campaign": winner.campaign,
+        "variant": winner.variant_name,
+        "variant_hash": winner.variant_hash,
+        "params": dict(winner.params),
         "objective_ms": winner.objective_ms,
         "speedup_vs_eager": winner.speedup,
         "speedup_vs_eager_interval": [winner.speedup_low, winner.speedup_high],
         # The campaign times the task's eager reference only; bench.py in the package measures torch.compile.
         "speedup_vs_torch_compile": None,
         "speedup_note": "against the task's eager PyTorch reference, geometric mean over the benchmark shapes"
-                        + (f"; {winner.note}" if winner.note else ""),
+        + (f"; {winner.note}" if winner.note else ""),
         "versions": dict(first.versions) if first is not None else {},
-        "date": _date(winner.created_at), "untimed": False,
+        "date": _date(winner.created_at),
+        "untimed": False,
     }
     dtypes = tuple(sorted({s.dtype for s in winner.shapes}))
     return OpPlan(task, winner.variant_name, winner.variant_hash, source, tables, info, False, dtypes)
@@ -149,8 +166,9 @@ def _table(reader: ReaderLike, decision: Any, ok: list[Any]) -> GpuTable:
         if adopt or g is None:
             entries.append(TunedEntry(dict(s.shape), s.dtype, dict(e.params), p50, e.id))
         else:
-            entries.append(TunedEntry(dict(g.shape), g.dtype, dict(decision.params), g.p50_ms,
-                                      _decision_eval(ok, decision)))
+            entries.append(
+                TunedEntry(dict(g.shape), g.dtype, dict(decision.params), g.p50_ms, _decision_eval(ok, decision))
+            )
     return GpuTable(decision.gpu, decision.timing_source, dict(decision.params), tuple(entries))
 
 
@@ -162,18 +180,21 @@ def _decision_eval(ok: list[Any], decision: Any) -> int:
 def _variant_source(reader: ReaderLike, source_hash: str, task: str) -> str:
     row = reader.variant(source_hash)
     if row is None or not row.source:
-        raise ExportRefused(f"{task}: the winner's variant source {source_hash[:12]} is not stored: the database is "
-                            "incomplete; re-run the campaign")
+        raise ExportRefused(
+            f"{task}: the winner's variant source {source_hash[:12]} is not stored: the database is "
+            "incomplete; re-run the campaign"
+        )
     return str(row.source)
 
 
 def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPlan:
     campaigns = {d.campaign for d in decisions}
-    ok = [e for e in _all_evaluations(reader, task=task.name, verdict="ok")
-          if not campaigns or e.campaign in campaigns]
+    ok = [e for e in _all_evaluations(reader, task=task.name, verdict="ok") if not campaigns or e.campaign in campaigns]
     if not ok:
-        raise ExportRefused(f"{task.name}: no configuration was ever verified ok (even untimed): run "
-                            f"`warpforge run {task.name} --backend interpret` first")
+        raise ExportRefused(
+            f"{task.name}: no configuration was ever verified ok (even untimed): run "
+            f"`warpforge run {task.name} --backend interpret` first"
+        )
     ranked = []
     for e in ok:
         detail = reader.evaluation(e.id)
@@ -189,16 +210,27 @@ def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPla
     checked = (detail.result or {}).get("checked", []) if detail is not None else []
     dtypes = tuple(sorted({c.split()[1] for c in checked if len(c.split()) >= 2}))
     info = {
-        "op": task.name, "task": task.name, "gpu": None, "gpus": [],
-        "timing_source": "untimed", "backend": best.backend, "campaign": best.campaign,
-        "variant": best.variant_name, "variant_hash": best.variant_hash, "params": dict(best.params),
-        "objective_ms": None, "speedup_vs_eager": None, "speedup_vs_eager_interval": [None, None],
+        "op": task.name,
+        "task": task.name,
+        "gpu": None,
+        "gpus": [],
+        "timing_source": "untimed",
+        "backend": best.backend,
+        "campaign": best.campaign,
+        "variant": best.variant_name,
+        "variant_hash": best.variant_hash,
+        "params": dict(best.params),
+        "objective_ms": None,
+        "speedup_vs_eager": None,
+        "speedup_vs_eager_interval": [None, None],
         "speedup_vs_torch_compile": None,
         "speedup_note": "NEVER TIMED: exported with --allow-untimed; chosen by static compile facts for "
-                        f"{target or 'an unknown target'} (spills {rank[0]:g} B, occupancy "
-                        f"{'unknown' if math.isinf(rank[1]) else f'{-rank[1]:.0%}'}, registers "
-                        f"{rank[2]:g}, shared memory {rank[3]:g} B), verified ok on {best.device or best.backend}",
-        "versions": versions, "date": _date(best.created_at), "untimed": True,
+        f"{target or 'an unknown target'} (spills {rank[0]:g} B, occupancy "
+        f"{'unknown' if math.isinf(rank[1]) else f'{-rank[1]:.0%}'}, registers "
+        f"{rank[2]:g}, shared memory {rank[3]:g} B), verified ok on {best.device or best.backend}",
+        "versions": versions,
+        "date": _date(best.created_at),
+        "untimed": True,
     }
     table = GpuTable("untimed", "untimed", dict(best.params), ())
     return OpPlan(task, best.variant_name, best.variant_hash, source, (table,), info, True, dtypes)

@@ -54,13 +54,19 @@ def wrap_launches(source: str) -> str:
         raise SourceError("the winning variant defines no @triton.jit kernel: nothing to export")
     edits: list[tuple[int, int, int, str]] = []  # (line, start col, end col, replacement)
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Subscript)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in kernels
+        ):
             name = node.func.value
             edits.append((name.lineno, name.col_offset, name.end_col_offset or 0, f"wrap_triton({name.id})"))
     if not edits:
-        raise SourceError("the winning variant never launches its kernels as kernel[grid](...): wrap_triton "
-                          "needs that form; rewrite the launcher")
+        raise SourceError(
+            "the winning variant never launches its kernels as kernel[grid](...): wrap_triton "
+            "needs that form; rewrite the launcher"
+        )
     lines = source.splitlines(keepends=True)
     # Later edits first, so earlier columns stay valid (col offsets are UTF-8 byte offsets: the sources are
     # ASCII in practice; a non-ASCII line is edited on its encoded bytes to stay exact).
@@ -93,8 +99,10 @@ def check_standalone(source: str, what: str) -> None:
             names = [node.module]
         if any(n == "warpforge" or n.startswith("warpforge.") for n in names):
             line = getattr(node, "lineno", 0)
-            raise SourceError(f"{what} imports {', '.join(names)} (line {line}); the exported package must run "
-                              "without warpforge: inline what it uses")
+            raise SourceError(
+                f"{what} imports {', '.join(names)} (line {line}); the exported package must run "
+                "without warpforge: inline what it uses"
+            )
 
 
 @dataclass(frozen=True)
@@ -127,23 +135,30 @@ def _kind(value: object) -> str:
         return "int"
     if isinstance(value, float):
         return "float"
-    raise SourceError(f"an input of type {type(value).__name__} cannot be an op argument: inputs must be "
-                      "tensors or int/float/bool scalars")
+    raise SourceError(
+        f"an input of type {type(value).__name__} cannot be an op argument: inputs must be "
+        "tensors or int/float/bool scalars"
+    )
 
 
 def op_signature(task: Task) -> OpSignature:
     """Input names from ``reference``'s parameters, kinds from one set of inputs on a correctness shape."""
-    params = [p for p in inspect.signature(task.reference).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = [
+        p
+        for p in inspect.signature(task.reference).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     shape = (task.check_shapes or task.shapes)[0]
     inputs = task.make_inputs(shape, task.dtypes[0], 0, "cpu")
-    if len(params) > len(inputs) and all(p.default is not p.empty for p in params[len(inputs):]):
+    if len(params) > len(inputs) and all(p.default is not p.empty for p in params[len(inputs) :]):
         # Trailing parameters with defaults that the judge never passes (attention's ``causal=True``): the op
         # is what was checked, the reference with its defaults.
         params = params[: len(inputs)]
     if len(params) != len(inputs):
-        raise SourceError(f"task {task.name}: reference takes {len(params)} positional arguments but make_inputs "
-                          f"returns {len(inputs)}: name every input in reference's signature")
+        raise SourceError(
+            f"task {task.name}: reference takes {len(params)} positional arguments but make_inputs "
+            f"returns {len(inputs)}: name every input in reference's signature"
+        )
     out = task.reference(*inputs)
     outputs = len(out) if isinstance(out, (tuple, list)) else 1
     return OpSignature(tuple((p.name, _kind(v)) for p, v in zip(params, inputs)), outputs)
@@ -175,8 +190,9 @@ def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
                             found[n].add((i, d, t.dim()))
         candidates = found if candidates is None else {n: candidates[n] & found[n] for n in names}
     if candidates is None:
-        raise SourceError(f"task {task.name}: no correctness shape small enough to read the input layout from; "
-                          "add CHECK_SHAPES")
+        raise SourceError(
+            f"task {task.name}: no correctness shape small enough to read the input layout from; add CHECK_SHAPES"
+        )
     # A key with one value over every task shape that no tensor carries (attention's CAUSAL = 1) is a constant
     # of the op: (-1, value, -1).
     for n in names:
@@ -186,8 +202,10 @@ def shape_map(task: Task) -> dict[str, tuple[int, int, int]]:
             candidates[n] = {(-1, int(value), -1)}
     missing = [n for n in names if not candidates[n]]
     if missing:
-        raise SourceError(f"task {task.name}: shape dimension(s) {', '.join(missing)} are not a dimension of any "
-                          "input tensor; the exported op cannot key its tuned configs by them")
+        raise SourceError(
+            f"task {task.name}: shape dimension(s) {', '.join(missing)} are not a dimension of any "
+            "input tensor; the exported op cannot key its tuned configs by them"
+        )
     return {n: min(candidates[n]) for n in names}
 
 
@@ -221,15 +239,23 @@ def _saved_count(fn: ast.FunctionDef) -> int:
     for node in ast.walk(fn):
         if isinstance(node, ast.Return):
             value = node.value
-            if not (isinstance(value, ast.Tuple) and len(value.elts) == 2 and isinstance(value.elts[1], ast.Tuple)
-                    and not any(isinstance(e, ast.Starred) for e in value.elts[1].elts)):
-                raise SourceError(f"line {node.lineno}: launch_forward must return (out, (saved, ...)) with the saved "
-                                  "tensors written as a tuple, e.g. `return y, (rstd,)` or `return y, ()`: export "
-                                  "reads from it how many tensors the forward op returns")
+            if not (
+                isinstance(value, ast.Tuple)
+                and len(value.elts) == 2
+                and isinstance(value.elts[1], ast.Tuple)
+                and not any(isinstance(e, ast.Starred) for e in value.elts[1].elts)
+            ):
+                raise SourceError(
+                    f"line {node.lineno}: launch_forward must return (out, (saved, ...)) with the saved "
+                    "tensors written as a tuple, e.g. `return y, (rstd,)` or `return y, ()`: export "
+                    "reads from it how many tensors the forward op returns"
+                )
             counts.add(len(value.elts[1].elts))
     if len(counts) != 1:
-        raise SourceError("launch_forward must return the same number of saved tensors on every path "
-                          f"(found {sorted(counts) or 'no return'})")
+        raise SourceError(
+            "launch_forward must return the same number of saved tensors on every path "
+            f"(found {sorted(counts) or 'no return'})"
+        )
     return counts.pop()
 
 

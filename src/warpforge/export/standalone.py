@@ -39,10 +39,30 @@ from warpforge.export.source import SourceError
 # What an exported package (and a reader of the task's contract) may read from a task module: the contract
 # of kernels/task.py, less what only the matcher reads (``propose_members``, ``MATCH_PROBES``, ``UNIT_DIMS_AT``,
 # ``FILL_INPUTS``).
-CONTRACT = ("NAME", "DESCRIPTION", "reference", "make_inputs", "SHAPES", "CHECK_SHAPES", "SMALL_SHAPES", "DTYPES",
-            "TOLERANCES", "flops", "bytes_moved", "adversarial_inputs", "ACCUMULATION", "PRECISION_SHAPES",
-            "precision_inputs", "GRAD_INPUTS", "GRAD_TOLERANCES", "grad_scales", "MEMBERS", "DEFAULT_MEMBER",
-            "KIND", "OPTIONAL_INPUTS")
+CONTRACT = (
+    "NAME",
+    "DESCRIPTION",
+    "reference",
+    "make_inputs",
+    "SHAPES",
+    "CHECK_SHAPES",
+    "SMALL_SHAPES",
+    "DTYPES",
+    "TOLERANCES",
+    "flops",
+    "bytes_moved",
+    "adversarial_inputs",
+    "ACCUMULATION",
+    "PRECISION_SHAPES",
+    "precision_inputs",
+    "GRAD_INPUTS",
+    "GRAD_TOLERANCES",
+    "grad_scales",
+    "MEMBERS",
+    "DEFAULT_MEMBER",
+    "KIND",
+    "OPTIONAL_INPUTS",
+)
 ROOT = "warpforge"
 
 
@@ -57,8 +77,13 @@ def _bound(node: ast.stmt) -> set[str]:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in node.names}
     names: set[str] = set()
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-        node, (ast.AnnAssign, ast.AugAssign)) else []
+    targets = (
+        node.targets
+        if isinstance(node, ast.Assign)
+        else [node.target]
+        if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+        else []
+    )
     for t in targets:
         names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
     if isinstance(node, (ast.If, ast.Try, ast.With, ast.For)):  # names bound inside a block at module level
@@ -137,8 +162,10 @@ class _Inliner:
                     continue
                 mod.chosen.add(i)
                 if isinstance(node, ast.Import) and any(_is_ours(a.name) for a in node.names):
-                    raise SourceError(f"{module} imports a warpforge module as a whole (`import warpforge...`): "
-                                      "import the names it uses instead")
+                    raise SourceError(
+                        f"{module} imports a warpforge module as a whole (`import warpforge...`): "
+                        "import the names it uses instead"
+                    )
                 elif not isinstance(node, (ast.Import, ast.ImportFrom)):
                     todo.extend(_used(node))
         if module not in self.order:
@@ -152,8 +179,10 @@ class _Inliner:
             if local not in wanted:
                 continue
             if alias.asname and alias.asname != alias.name:
-                raise SourceError(f"`from {node.module} import {alias.name} as {alias.asname}`: import it under its "
-                                  "own name so it can be written into an exported task")
+                raise SourceError(
+                    f"`from {node.module} import {alias.name} as {alias.asname}`: import it under its "
+                    "own name so it can be written into an exported task"
+                )
             self.need(str(node.module), {alias.name})
 
     def block(self, mod: _Module) -> list[str]:
@@ -165,7 +194,7 @@ class _Inliner:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue  # warpforge's are written in; the others are gathered at the top (imports())
             first = _first_line(lines, node)
-            chunk = lines[first - 1: node.end_lineno]
+            chunk = lines[first - 1 : node.end_lineno]
             if mod.renames:
                 chunk = _renamed(chunk, first, node, mod.renames)
             out.append("".join(chunk).rstrip("\n") + "\n")
@@ -175,8 +204,11 @@ class _Inliner:
 def _local_names(scope: ast.AST) -> set[str]:
     """Names a function, lambda or class body binds itself (its arguments, assignments, inner definitions)."""
     names = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    names |= {n.name for n in ast.walk(scope)
-              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not scope}
+    names |= {
+        n.name
+        for n in ast.walk(scope)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not scope
+    }
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         a = scope.args
         names |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
@@ -200,8 +232,7 @@ def _global_refs(node: ast.AST) -> list[ast.AST]:
                 outer += [*n.bases, *n.keywords]
             else:
                 outer += [*n.args.defaults, *(d for d in n.args.kw_defaults if d)]
-                outer += [x.annotation for x in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs]
-                          if x.annotation]
+                outer += [x.annotation for x in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs] if x.annotation]
                 outer += [n.returns] if n.returns else []
             for o in outer:
                 visit(o, shadowed)
@@ -300,8 +331,10 @@ def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CO
                     todo.extend(_used(body[i]))
     for i, node in enumerate(body):  # the task's own imports stay (unused ones cost nothing)
         if isinstance(node, ast.Import) and any(_is_ours(a.name) for a in node.names):
-            raise SourceError(f"{what} imports a warpforge module as a whole (`import warpforge...`): import the "
-                              "names it uses instead")
+            raise SourceError(
+                f"{what} imports a warpforge module as a whole (`import warpforge...`): import the "
+                "names it uses instead"
+            )
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not _is_ours(getattr(node, "module", None)):
             keep.add(i)
     kept_code = [body[i] for i in sorted(keep) if not isinstance(body[i], (ast.Import, ast.ImportFrom))]
@@ -310,8 +343,16 @@ def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CO
     # Names imported from warpforge that the kept code uses, and the attributes read of a module alias.
     for name, module in imported.items():
         if name in used or roots is None:  # a runtime module's imports are its surface: all written in
-            inliner._import_from(next(n for n in body if isinstance(n, ast.ImportFrom) and n.module == module
-                                      and any((a.asname or a.name) == name for a in n.names)), {name})
+            inliner._import_from(
+                next(
+                    n
+                    for n in body
+                    if isinstance(n, ast.ImportFrom)
+                    and n.module == module
+                    and any((a.asname or a.name) == name for a in n.names)
+                ),
+                {name},
+            )
     attr_edits: list[tuple[int, int, int, str]] = []
     own = set(binders)
     own_defs = {b for stmt in body if not isinstance(stmt, (ast.Import, ast.ImportFrom)) for b in _bound(stmt)}
@@ -325,14 +366,21 @@ def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CO
                         raise SourceError(f"{what}: line {sub.lineno}: {alias}.{sub.attr} spans lines")
                     reads[(sub.lineno, sub.col_offset, sub.end_col_offset or 0)] = sub.attr
                 elif isinstance(sub, ast.Name) and sub.id == alias and not _is_attribute_base(node, sub):
-                    raise SourceError(f"{what}: line {sub.lineno}: the module {alias} is used other than as "
-                                      f"{alias}.NAME; it cannot be written into an exported task")
+                    raise SourceError(
+                        f"{what}: line {sub.lineno}: the module {alias} is used other than as "
+                        f"{alias}.NAME; it cannot be written into an exported task"
+                    )
         if not reads:
             continue
         inliner.need(module, set(reads.values()))
         mod = inliner.module(module)
-        chosen_names = set().union(*(_bound(mod.tree.body[i]) for i in mod.chosen
-                                     if not isinstance(mod.tree.body[i], (ast.Import, ast.ImportFrom))))
+        chosen_names = set().union(
+            *(
+                _bound(mod.tree.body[i])
+                for i in mod.chosen
+                if not isinstance(mod.tree.body[i], (ast.Import, ast.ImportFrom))
+            )
+        )
         mod.renames = {n: f"_{mod.stem}_{n}" for n in chosen_names if n in own_defs}
         for (lineno, start, end), attr in reads.items():
             attr_edits.append((lineno, start, end, mod.renames.get(attr, attr)))
@@ -348,8 +396,10 @@ def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CO
                 continue
             for n in (mod.renames.get(b, b) for b in _bound(node)):
                 if (n in own and n not in removed) or origin.get(n, name) != name:
-                    raise SourceError(f"{what}: {name}'s {n} clashes with another definition of that name; it "
-                                      "cannot be written into an exported task")
+                    raise SourceError(
+                        f"{what}: {name}'s {n} clashes with another definition of that name; it "
+                        "cannot be written into an exported task"
+                    )
                 origin[n] = name
 
     # Assemble: the task's text with its warpforge imports and matcher-only statements removed, the written-in
@@ -360,10 +410,19 @@ def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CO
         warp_import = isinstance(node, ast.ImportFrom) and node.level == 0 and _is_ours(node.module)
         if i not in keep or warp_import:
             drop.update(range(_first_line(lines, node), (node.end_lineno or node.lineno) + 1))
-    imports = [i for i, node in enumerate(body) if isinstance(node, (ast.Import, ast.ImportFrom))
-               and not (isinstance(node, ast.ImportFrom) and _is_ours(node.module))]
-    after = (body[imports[-1]].end_lineno or 0) if imports else (body[0].end_lineno or 0) if body and isinstance(
-        body[0], ast.Expr) else 0
+    imports = [
+        i
+        for i, node in enumerate(body)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and not (isinstance(node, ast.ImportFrom) and _is_ours(node.module))
+    ]
+    after = (
+        (body[imports[-1]].end_lineno or 0)
+        if imports
+        else (body[0].end_lineno or 0)
+        if body and isinstance(body[0], ast.Expr)
+        else 0
+    )
     own_imports = {ast.unparse(body[i]) for i in imports}
     extra_imports: list[str] = []
     blocks: list[str] = []
@@ -377,8 +436,9 @@ def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CO
                     extra_imports.append(text)
         chunks = inliner.block(mod)
         if chunks:
-            blocks.append(f"\n\n# ---- written in at export from {name} (the definitions used below) ----\n"
-                          + "\n".join(chunks))
+            blocks.append(
+                f"\n\n# ---- written in at export from {name} (the definitions used below) ----\n" + "\n".join(chunks)
+            )
     text_lines: list[str] = []
     for lineno, line in enumerate(out, start=1):
         if lineno not in drop:
@@ -388,8 +448,10 @@ def standalone_source(source: str, what: str, roots: tuple[str, ...] | None = CO
             text_lines.append("".join(blocks) + ("\n\n# ---- this module ----\n" if blocks else ""))
     result = re.sub(r"\n{4,}", "\n\n\n", "".join(text_lines))
     if imports_warpforge(result):
-        raise SourceError(f"{what} still imports warpforge where it cannot be written in (an import inside a "
-                          "function the task's contract uses): import at module level")
+        raise SourceError(
+            f"{what} still imports warpforge where it cannot be written in (an import inside a "
+            "function the task's contract uses): import at module level"
+        )
     return result
 
 

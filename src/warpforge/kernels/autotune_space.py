@@ -29,8 +29,13 @@ CONFIG_OPTIONS = {"num_warps", "num_stages"}
 def autotune_decorator(fn: ast.FunctionDef) -> ast.Call | None:
     """``fn``'s ``@triton.autotune(...)`` call, if it has one."""
     for dec in fn.decorator_list:
-        if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "autotune" \
-                and isinstance(dec.func.value, ast.Name) and dec.func.value.id == "triton":
+        if (
+            isinstance(dec, ast.Call)
+            and isinstance(dec.func, ast.Attribute)
+            and dec.func.attr == "autotune"
+            and isinstance(dec.func.value, ast.Name)
+            and dec.func.value.id == "triton"
+        ):
             return dec
     return None
 
@@ -42,8 +47,10 @@ def keyword(call: ast.Call, name: str) -> ast.expr | None:
 def config_values(config: ast.Call) -> dict[str, Any]:
     """One ``triton.Config({...}, num_warps=.., num_stages=..)`` as data; SpaceRefused for anything else."""
     if len(config.args) != 1 or not isinstance(config.args[0], ast.Dict):
-        raise SpaceRefused(f"{ast.unparse(config)[:60]}: a configuration is triton.Config({{'NAME': literal, ...}}, "
-                           "num_warps=INT, num_stages=INT)")
+        raise SpaceRefused(
+            f"{ast.unparse(config)[:60]}: a configuration is triton.Config({{'NAME': literal, ...}}, "
+            "num_warps=INT, num_stages=INT)"
+        )
     out: dict[str, Any] = {}
     for k, v in zip(config.args[0].keys, config.args[0].values):
         if not (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isidentifier()):
@@ -53,8 +60,10 @@ def config_values(config: ast.Call) -> dict[str, Any]:
         out[k.value] = typed_value(k.value, v)
     for kw in config.keywords:
         if kw.arg not in CONFIG_OPTIONS:
-            raise SpaceRefused(f"triton.Config takes num_warps and num_stages only ({kw.arg or '**'} is a hook or an "
-                               "option the search does not tune)")
+            raise SpaceRefused(
+                f"triton.Config takes num_warps and num_stages only ({kw.arg or '**'} is a hook or an "
+                "option the search does not tune)"
+            )
         value = typed_value(kw.arg, kw.value)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise SpaceRefused(f"{kw.arg}={ast.unparse(kw.value)[:20]}: a positive integer")
@@ -73,9 +82,12 @@ def autotune_space(tree: ast.Module) -> dict[str, list[str]] | None:
         configs = keyword(dec, "configs")
         if not isinstance(configs, (ast.List, ast.Tuple)) or not configs.elts:
             raise SpaceRefused("@triton.autotune's configs is a non-empty list of triton.Config(...) written out")
-        found.append([config_label(i, config_values(c) if isinstance(c, ast.Call) else {})
-                      for i, c in enumerate(configs.elts)])
+        found.append(
+            [config_label(i, config_values(c) if isinstance(c, ast.Call) else {}) for i, c in enumerate(configs.elts)]
+        )
     if len(found) > 1:
-        raise SpaceRefused("two @triton.autotune kernels: a variant autotunes one kernel (its configurations are "
-                           "the variant's space); pass the other's values as tl.constexpr arguments from launch")
+        raise SpaceRefused(
+            "two @triton.autotune kernels: a variant autotunes one kernel (its configurations are "
+            "the variant's space); pass the other's values as tl.constexpr arguments from launch"
+        )
     return {AUTOTUNE_PARAM: found[0]} if found else None

@@ -60,7 +60,7 @@ def _end(kind: str, indent: str) -> str:
     return f"{indent}# ---- end generated: {kind} ----"
 
 
-_HELPERS = '''@triton.jit
+_HELPERS = """@triton.jit
 def _tanh(x):
     # 1 - exp(-2|x|) cancels below |x| ~ 0.1 (3e-4 relative at 1e-4): there the odd series to x^5, whose
     # next term 17x^7/315 is below 6e-8 relative.
@@ -79,7 +79,7 @@ def _softplus(x):
     u = tl.exp(-tl.abs(x))
     log1p = tl.where(u < 1e-3, u * (1.0 - u * (0.5 - u * (1.0 / 3.0))), tl.log(1.0 + u))
     return tl.maximum(x, 0.0) + log1p
-'''
+"""
 
 
 def expand(groups: tuple[str, ...]) -> tuple[str, ...]:
@@ -122,25 +122,43 @@ def _tail() -> list[str]:
 def _vocabulary(ops: tuple[str, ...]) -> list[str]:
     takes_p = any(op in PARAM_OPS for op in ops)
     p = "p, " if takes_p else ""
-    out = [*_HELPERS.splitlines(), "", "", "@triton.jit",
-           f"def _step(y, z, {p}OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):",
-           "    # One step of the chain on the fp32 tile: y the running value, z the head's output with its bias"
-           + (", p the" if takes_p else "."),
-           *(["    # parameter per output column or channel ([1, BLOCK_N], fp32)."] if takes_p else []),
-           '    if OP == "none":', "        out = y"]
+    out = [
+        *_HELPERS.splitlines(),
+        "",
+        "",
+        "@triton.jit",
+        f"def _step(y, z, {p}OP: tl.constexpr, A: tl.constexpr, B: tl.constexpr):",
+        "    # One step of the chain on the fp32 tile: y the running value, z the head's output with its bias"
+        + (", p the" if takes_p else "."),
+        *(["    # parameter per output column or channel ([1, BLOCK_N], fp32)."] if takes_p else []),
+        '    if OP == "none":',
+        "        out = y",
+    ]
     for op in ops:
         if op in TRITON_STEPS:
             out.append(f'    elif OP == "{op}":')
             if op in TRITON_NOTES:
                 out.append(f"        # {TRITON_NOTES[op]}")
             out.append(f"        out = {TRITON_STEPS[op]}")
-    out += ["    else:", '        tl.static_assert(False, "a step this template does not declare in CHAIN_STEPS")',
-            "    return out", "", "", "@triton.jit", "def _steps(", "    y,", "    z,",
-            *(["    p,"] if takes_p else []), "    FIRST: tl.constexpr,", "    LAST: tl.constexpr,",
-            *(f"    {name}: tl.constexpr," for name in _tail()), "):",
-            "    # Steps FIRST..LAST of the chain, resolved at compile time (a step past its end is \"none\" and costs",
-            "    # nothing): a kernel with a row step or a norm runs those before it on tiles, those after it on the",
-            "    # reduced or normalized values."]
+    out += [
+        "    else:",
+        '        tl.static_assert(False, "a step this template does not declare in CHAIN_STEPS")',
+        "    return out",
+        "",
+        "",
+        "@triton.jit",
+        "def _steps(",
+        "    y,",
+        "    z,",
+        *(["    p,"] if takes_p else []),
+        "    FIRST: tl.constexpr,",
+        "    LAST: tl.constexpr,",
+        *(f"    {name}: tl.constexpr," for name in _tail()),
+        "):",
+        '    # Steps FIRST..LAST of the chain, resolved at compile time (a step past its end is "none" and costs',
+        "    # nothing): a kernel with a row step or a norm runs those before it on tiles, those after it on the",
+        "    # reduced or normalized values.",
+    ]
     for s in range(1, MAX_STEPS + 1):
         out += [f"    if FIRST <= {s} and {s} <= LAST:", f"        y = _step(y, z, {p}OP{s}, A{s}, B{s})"]
     out += ["    return y", "", ""]
@@ -151,9 +169,11 @@ def _region(kind: str, indent: str, text: str) -> list[str]:
     """The lines between ``kind``'s markers (without them), at the markers' indentation."""
     if kind == "constants":
         values = _default_constants(_task_of(text))
-        body = ["# The chain: each step's op and scalars, \"none\" past its end (a member's constants replace these",
-                "# lines; the default is the task's default member).",
-                *(f"{name} = {_literal(values[name])}" for name in _tail())]
+        body = [
+            "# The chain: each step's op and scalars, \"none\" past its end (a member's constants replace these",
+            "# lines; the default is the task's default member).",
+            *(f"{name} = {_literal(values[name])}" for name in _tail()),
+        ]
     elif kind == "vocabulary":
         groups = declared(text)
         if groups is None:
@@ -208,7 +228,7 @@ def region_texts(text: str) -> list[str]:
         if _BEGIN.match(line):
             start = i
         elif start is not None and line.strip().startswith("# ---- end generated:"):
-            out.append("\n".join(lines[start:i + 1]))
+            out.append("\n".join(lines[start : i + 1]))
             start = None
     return out
 
@@ -216,8 +236,9 @@ def region_texts(text: str) -> list[str]:
 def is_chain_template(text: str) -> bool:
     """Whether a template takes a chain (the step constants, a ``_step``, a region or a declaration): each such
     template must declare CHAIN_STEPS and carry the regions."""
-    return bool(re.search(r"^(OP1 = |CHAIN_STEPS = |def _step\(|# ---- generated: )", text, re.M)) \
-        or any(_BEGIN.match(line) for line in text.split("\n"))
+    return bool(re.search(r"^(OP1 = |CHAIN_STEPS = |def _step\(|# ---- generated: )", text, re.M)) or any(
+        _BEGIN.match(line) for line in text.split("\n")
+    )
 
 
 def chain_templates(root: Path = TEMPLATES_DIR) -> list[Path]:
@@ -241,8 +262,11 @@ def stale(root: Path = TEMPLATES_DIR) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=_TOOL, description="Rewrite the chain templates' generated regions "
-                                     "from kernels/fx_chain.py (TRITON_STEPS) and kernels/chain_regions.py.")
+    parser = argparse.ArgumentParser(
+        prog=_TOOL,
+        description="Rewrite the chain templates' generated regions "
+        "from kernels/fx_chain.py (TRITON_STEPS) and kernels/chain_regions.py.",
+    )
     parser.add_argument("--check", action="store_true", help="list stale templates and exit 1; write nothing")
     args = parser.parse_args(argv)
     try:

@@ -45,11 +45,13 @@ def _rows(steps: tuple[Step, ...]) -> dict[str, int]:
         return {}
     at = spots[0]
     op, keep, _ = steps[at]
-    after = steps[at + 1:]
+    after = steps[at + 1 :]
     reduce = op in REDUCE_OPS
     if len(spots) > 1 or not (reduce or op == "row_softmax") or (reduce and keep != 1.0):
-        raise ValueError(f"a convolution's chain reduces (keepdim) or takes a softmax over its channels once, "
-                         f"and pools nothing: {steps}")
+        raise ValueError(
+            f"a convolution's chain reduces (keepdim) or takes a softmax over its channels once, "
+            f"and pools nothing: {steps}"
+        )
     if any(s.endswith("_z") or (reduce and s in PARAM_OPS) for s, _, _ in after):
         raise ValueError(f"no step after a reduction over the channels reads z or a parameter: {steps}")
     return {"RED_AT": at + 1 if reduce else 0, "SOFTMAX_AT": 0 if reduce else at + 1, "POOL_AT": 0}
@@ -60,12 +62,17 @@ def _pooled(steps: tuple[Step, ...]) -> dict[str, int]:
     elementwise steps before it, and after it elementwise steps on the [N, C]
     means with at most one reduction over the channels (KernelBench 42's logsumexp), no z."""
     at = next(i for i, (op, _, _) in enumerate(steps) if op == "spatial_mean")
-    before, after = steps[:at], steps[at + 1:]
+    before, after = steps[:at], steps[at + 1 :]
     rows = _rows(tuple((op, a, b) for op, a, b in after if op != "spatial_mean"))
-    if any(op in ROW_OPS for op, _, _ in before) or any(op == "spatial_mean" or op.endswith("_z")
-                                                         for op, _, _ in after) or rows.get("SOFTMAX_AT"):
-        raise ValueError(f"a convolution's chain pools globally once, after elementwise steps, and then reads no "
-                         f"z and takes no softmax: {steps}")
+    if (
+        any(op in ROW_OPS for op, _, _ in before)
+        or any(op == "spatial_mean" or op.endswith("_z") for op, _, _ in after)
+        or rows.get("SOFTMAX_AT")
+    ):
+        raise ValueError(
+            f"a convolution's chain pools globally once, after elementwise steps, and then reads no "
+            f"z and takes no softmax: {steps}"
+        )
     red = rows.get("RED_AT", 0)
     return {"RED_AT": red and at + 1 + red, "SOFTMAX_AT": 0, "POOL_AT": at + 1}
 
@@ -79,5 +86,5 @@ def apply_channel_steps(y: torch.Tensor, steps: tuple[Step, ...], p: torch.Tenso
     if at is not None:
         pooled = apply_steps(moved, steps[:at], flat) if at else moved
         moved = pooled.mean(tuple(range(1, pooled.dim() - 1)), keepdim=True)
-        steps = steps[at + 1:]
+        steps = steps[at + 1 :]
     return (apply_steps(moved, steps, flat) if steps else moved).movedim(-1, 1)

@@ -90,7 +90,9 @@ ROW_OPS = frozenset(op for op in STEP_OPS if op.startswith("row_"))
 # Ops with a parameter tensor p broadcast per output channel (a conv's ``x + self.bias`` of shape [C, 1, 1]):
 # y op p. A chain reads at most one such parameter; the task that takes it passes it to the reference.
 PARAM_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "add_p": lambda y, p: y + p, "sub_p": lambda y, p: y - p, "mul_p": lambda y, p: y * p,
+    "add_p": lambda y, p: y + p,
+    "sub_p": lambda y, p: y - p,
+    "mul_p": lambda y, p: y * p,
     "div_p": lambda y, p: y / p,
 }
 # Each op of STEP_OPS and PARAM_OPS a template computes on its fp32 tile, as Triton: y the running value, z the
@@ -99,9 +101,17 @@ PARAM_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 # no expression: a template's kernel computes them itself. The one source of every chain template's `_step`,
 # which `python -m warpforge.kernels.chain_regions` writes into each template's generated region.
 TRITON_STEPS: dict[str, str] = {
-    "mul": "y * A", "div": "y / A", "add": "y + A", "rsub": "A - y",
-    "add_z": "y + z", "sub_z": "y - z", "mul_z": "y * z",
-    "add_p": "y + p", "sub_p": "y - p", "mul_p": "y * p", "div_p": "y / p",
+    "mul": "y * A",
+    "div": "y / A",
+    "add": "y + A",
+    "rsub": "A - y",
+    "add_z": "y + z",
+    "sub_z": "y - z",
+    "mul_z": "y * z",
+    "add_p": "y + p",
+    "sub_p": "y - p",
+    "mul_p": "y * p",
+    "div_p": "y / p",
     "relu": "tl.maximum(y, 0.0)",
     "leaky_relu": "tl.where(y >= 0, y, y * A)",
     "gelu": "0.5 * y * (1.0 + tl.math.erf(y * 0.7071067811865476))",
@@ -119,16 +129,27 @@ TRITON_STEPS: dict[str, str] = {
 # Why an expression is written as it is (a comment above it in the generated `_step`).
 TRITON_NOTES: dict[str, str] = {
     "gelu_tanh": "0.5 (1 + tanh(u)) is sigmoid(2u); 1 + tanh(u) cancels for y < -3 (2% off at y = -4.46, "
-                 "torch's fp32 0.6%)",
+    "torch's fp32 0.6%)",
 }
 # Ops whose scalar arguments are part of their name (the rest take none).
-_ARGS = {"mul": 1, "div": 1, "add": 1, "rsub": 1, "leaky_relu": 1, "clamp": 2, "max": 1, "min": 1,
-         "row_pool_max": 1, "row_pool_avg": 1, **{op: 1 for op in REDUCE_OPS}}
+_ARGS = {
+    "mul": 1,
+    "div": 1,
+    "add": 1,
+    "rsub": 1,
+    "leaky_relu": 1,
+    "clamp": 2,
+    "max": 1,
+    "min": 1,
+    "row_pool_max": 1,
+    "row_pool_avg": 1,
+    **{op: 1 for op in REDUCE_OPS},
+}
 
 
 def step_name(step: Step) -> str:
     op, a, b = step
-    args = (a, b)[:_ARGS.get(op, 0)]
+    args = (a, b)[: _ARGS.get(op, 0)]
     return f"{op}({','.join(repr(float(v)) for v in args)})" if args else op
 
 
@@ -160,10 +181,20 @@ def step_constants(steps: tuple[Step, ...]) -> dict[str, str | float]:
         out.update({f"OP{i + 1}": op, f"A{i + 1}": a, f"B{i + 1}": b})
     return out
 
+
 # Unary callables (functions, and the methods by name) -> the step op; an argument-free op.
 _UNARY: dict[Any, str] = {
-    torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
-    F.tanh: "tanh", F.silu: "silu", F.mish: "mish", F.hardswish: "hardswish", "relu": "relu", "sigmoid": "sigmoid",
+    torch.relu: "relu",
+    F.relu: "relu",
+    torch.sigmoid: "sigmoid",
+    F.sigmoid: "sigmoid",
+    torch.tanh: "tanh",
+    F.tanh: "tanh",
+    F.silu: "silu",
+    F.mish: "mish",
+    F.hardswish: "hardswish",
+    "relu": "relu",
+    "sigmoid": "sigmoid",
     "tanh": "tanh",
 }
 # No-ops: the value itself.
@@ -171,9 +202,20 @@ _SAME: set[Any] = {"clone", "detach", "contiguous", torch.clone}
 _MATMUL: set[Any] = {torch.matmul, operator.matmul, torch.mm}
 # Reductions over the output row (functions, and the methods by name) -> the step op.
 _REDUCE: dict[Any, str] = {
-    torch.sum: "row_sum", "sum": "row_sum", torch.mean: "row_mean", "mean": "row_mean", torch.amax: "row_max",
-    "amax": "row_max", torch.max: "row_max", "max": "row_max", torch.amin: "row_min", "amin": "row_min",
-    torch.min: "row_min", "min": "row_min", torch.logsumexp: "row_logsumexp", "logsumexp": "row_logsumexp",
+    torch.sum: "row_sum",
+    "sum": "row_sum",
+    torch.mean: "row_mean",
+    "mean": "row_mean",
+    torch.amax: "row_max",
+    "amax": "row_max",
+    torch.max: "row_max",
+    "max": "row_max",
+    torch.amin: "row_min",
+    "amin": "row_min",
+    torch.min: "row_min",
+    "min": "row_min",
+    torch.logsumexp: "row_logsumexp",
+    "logsumexp": "row_logsumexp",
 }
 _SOFTMAX: set[Any] = {torch.softmax, F.softmax, "softmax"}
 # Elementwise min/max of two tensors (as torch.min/max with a tensor second argument): a step when one is 0-d.
@@ -184,8 +226,18 @@ _ADAPTIVE_AVG_FN: set[Any] = {F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.ad
 # 1-D pooling modules read as a step: ``pool(v.unsqueeze(1)).squeeze(1)``.
 _POOLS: dict[type[nn.Module], str] = {nn.MaxPool1d: "row_pool_max", nn.AvgPool1d: "row_pool_avg"}
 _BINARY: dict[Any, str] = {
-    operator.mul: "mul", torch.mul: "mul", "mul": "mul", operator.add: "add", torch.add: "add", "add": "add",
-    operator.sub: "sub", torch.sub: "sub", "sub": "sub", operator.truediv: "div", torch.div: "div", "div": "div",
+    operator.mul: "mul",
+    torch.mul: "mul",
+    "mul": "mul",
+    operator.add: "add",
+    torch.add: "add",
+    "add": "add",
+    operator.sub: "sub",
+    torch.sub: "sub",
+    "sub": "sub",
+    operator.truediv: "div",
+    torch.div: "div",
+    "div": "div",
 }
 
 
@@ -260,8 +312,12 @@ class _Reader:
                 self.params.add(node)
             elif self._scalar_source(node):
                 continue
-            elif node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0] in self.params and (
-                    (node.target is getattr and node.args[1] == "T") or node.target == "t"):
+            elif (
+                node.args
+                and isinstance(node.args[0], torch.fx.Node)
+                and node.args[0] in self.params
+                and ((node.target is getattr and node.args[1] == "T") or node.target == "t")
+            ):
                 self.params.add(node)  # W.T of a parameter: the operand of x @ W.T
             elif node.op == "output":
                 out = node.args[0]
@@ -318,8 +374,9 @@ class _Reader:
             if kwargs or len(node.args) not in (2, 3) or any(a not in self.params for a in node.args[1:]):
                 raise _Unsupported
             return self._head(node.args[0] is x, len(node.args) == 3)
-        if key in _ELEMENTWISE_MINMAX or (key in _REDUCE and len(node.args) == 2 and not kwargs
-                                          and self._scalar(node.args[1]) is not None):
+        if key in _ELEMENTWISE_MINMAX or (
+            key in _REDUCE and len(node.args) == 2 and not kwargs and self._scalar(node.args[1]) is not None
+        ):
             return self._minmax(key, node)
         if key in _ADAPTIVE_AVG_FN:
             return self._spatial_pool(node, _arg(node, 1, "output_size", None))
@@ -328,8 +385,11 @@ class _Reader:
         if key in _REDUCE:
             return self._reduce(_REDUCE[key], node)
         if key in _SOFTMAX:
-            if _arg(node, 1, "dim", None) not in (1, -1) or set(kwargs) - {"dim", "_stacklevel", "dtype"} \
-                    or kwargs.get("dtype") is not None:
+            if (
+                _arg(node, 1, "dim", None) not in (1, -1)
+                or set(kwargs) - {"dim", "_stacklevel", "dtype"}
+                or kwargs.get("dtype") is not None
+            ):
                 raise _Unsupported
             return self._chain(node.args[0]) + (("row_softmax", 0.0, 0.0),)
         if key in ("squeeze", "flatten", torch.flatten) and self._pooled_view(node):
@@ -391,8 +451,13 @@ class _Reader:
         arg = node.args[0]
         kind, chain = self.views.get(arg, ("", ())) if isinstance(arg, torch.fx.Node) else ("", ())
         k, stride, padding = (_one(getattr(module, a)) for a in ("kernel_size", "stride", "padding"))
-        plain = stride in (k, None) and padding == 0 and not getattr(module, "ceil_mode", False) and _one(
-            getattr(module, "dilation", 1)) == 1 and not getattr(module, "return_indices", False)
+        plain = (
+            stride in (k, None)
+            and padding == 0
+            and not getattr(module, "ceil_mode", False)
+            and _one(getattr(module, "dilation", 1)) == 1
+            and not getattr(module, "return_indices", False)
+        )
         if kind != "unsqueezed" or not plain or not isinstance(k, int):
             raise _Unsupported
         self.views[node] = ("pooled", chain + ((_POOLS[type(module)], float(k), 0.0),))
@@ -402,8 +467,12 @@ class _Reader:
         """Whether ``dim`` names every spatial dim of a convolution head's [N, C, ...] output (and only those)."""
         rank = len(getattr(self.head, "kernel_size", ())) + 2
         dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
-        return rank > 2 and all(isinstance(d, int) for d in dims) and len(dims) == rank - 2 and {
-            d % rank for d in dims} == set(range(2, rank))
+        return (
+            rank > 2
+            and all(isinstance(d, int) for d in dims)
+            and len(dims) == rank - 2
+            and {d % rank for d in dims} == set(range(2, rank))
+        )
 
     def _spatial_pool(self, node: torch.fx.Node, size: Any) -> tuple[Step, ...]:
         """A global average pooling of a convolution's output (``AdaptiveAvgPoolNd(1)``): one ``spatial_mean``."""
@@ -420,8 +489,7 @@ class _Reader:
             raise _Unsupported
         if any(s[0] == "spatial_mean" for s in chain):
             return chain
-        if op != "row_mean" or not (pooling or _arg(node, 2, "keepdim", False)) or any(
-                s[0] in ROW_OPS for s in chain):
+        if op != "row_mean" or not (pooling or _arg(node, 2, "keepdim", False)) or any(s[0] in ROW_OPS for s in chain):
             raise _Unsupported  # a spatial sum, a squeezed mean, or a pooling after a channel reduction
         return chain + (("spatial_mean", 0.0, 0.0),)
 
@@ -456,8 +524,13 @@ class _Reader:
                     self.bias_folded = self.bias = True
                     return ()
         for v, w, swapped in ((a, b, False), (b, a, True)):
-            if isinstance(w, torch.fx.Node) and w.op == "get_attr" and w in self.params \
-                    and isinstance(v, torch.fx.Node) and v in self.chains:
+            if (
+                isinstance(w, torch.fx.Node)
+                and w.op == "get_attr"
+                and w in self.params
+                and isinstance(v, torch.fx.Node)
+                and v in self.chains
+            ):
                 # y op p with a parameter broadcast per channel (p - y or p / y: no step)
                 if self.param not in ("", str(w.target)) or (swapped and op in ("sub", "div")):
                     raise _Unsupported
@@ -469,8 +542,11 @@ class _Reader:
         if op in ("add", "sub") and ca == cb:
             return ca + (("mul", 2.0 if op == "add" else 0.0, 0.0),)
         # v * f(v): gates with one step op
-        for gate, step in (((("sigmoid", 0.0, 0.0),), "silu"), ((("mish", 0.0, 0.0),), "mul_mish"),
-                           ((("add", 3.0, 0.0), ("div", 6.0, 0.0), ("clamp", 0.0, 1.0)), "hardswish")):
+        for gate, step in (
+            ((("sigmoid", 0.0, 0.0),), "silu"),
+            ((("mish", 0.0, 0.0),), "mul_mish"),
+            ((("add", 3.0, 0.0), ("div", 6.0, 0.0), ("clamp", 0.0, 1.0)), "hardswish"),
+        ):
             if op == "mul" and (cb == ca + gate or ca == cb + gate):
                 return min(ca, cb, key=len) + ((step, 0.0, 0.0),)
         if any(s[0] in ROW_OPS for s in ca + cb):
@@ -492,10 +568,18 @@ class _Reader:
         if node.target is getattr and len(node.args) == 2 and node.args[1] in ("device", "dtype"):
             self.meta.add(node)
             return True
-        if node.target is torch.tensor and len(node.args) == 1 and _number(node.args[0]) \
-                and set(node.kwargs) <= {"device", "dtype"} and node.kwargs.get("dtype") in (None, torch.float32) \
-                and all(v is None or v in self.meta or isinstance(v, (str, torch.device)) for v in node.kwargs.values()
-                        if not isinstance(v, torch.dtype)):
+        if (
+            node.target is torch.tensor
+            and len(node.args) == 1
+            and _number(node.args[0])
+            and set(node.kwargs) <= {"device", "dtype"}
+            and node.kwargs.get("dtype") in (None, torch.float32)
+            and all(
+                v is None or v in self.meta or isinstance(v, (str, torch.device))
+                for v in node.kwargs.values()
+                if not isinstance(v, torch.dtype)
+            )
+        ):
             value = node.args[0]
             assert isinstance(value, (int, float))
             self.scalars[node] = float(value)

@@ -121,9 +121,15 @@ class ProblemSource:
                         new = _with_items(value, items[name])
                     else:
                         new = value
-                    tree.body.append(ast.copy_location(ast.Assign(
-                        targets=[ast.copy_location(ast.Name(id=name, ctx=ast.Store()), node)],
-                        value=ast.copy_location(new, node)), node))
+                    tree.body.append(
+                        ast.copy_location(
+                            ast.Assign(
+                                targets=[ast.copy_location(ast.Name(id=name, ctx=ast.Store()), node)],
+                                value=ast.copy_location(new, node),
+                            ),
+                            node,
+                        )
+                    )
                 continue
             tree.body.append(node)
         ast.fix_missing_locations(tree)
@@ -138,9 +144,13 @@ def _simple_assignments(node: ast.stmt) -> list[tuple[str, ast.expr]]:
         return []
     if all(isinstance(t, ast.Name) for t in node.targets):
         return [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
-    if (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple)
-            and len(node.targets[0].elts) == len(node.value.elts)
-            and all(isinstance(t, ast.Name) for t in node.targets[0].elts)):
+    if (
+        len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Tuple)
+        and isinstance(node.value, ast.Tuple)
+        and len(node.targets[0].elts) == len(node.value.elts)
+        and all(isinstance(t, ast.Name) for t in node.targets[0].elts)
+    ):
         return [(t.id, v) for t, v in zip(node.targets[0].elts, node.value.elts) if isinstance(t, ast.Name)]
     return []
 
@@ -217,8 +227,11 @@ def _literal_items(expr: ast.expr, value: list[Any] | tuple[Any, ...]) -> list[i
     parsed = _items(expr)
     if parsed is None or len(parsed[0]) != len(value):
         return []
-    return [i for i, (e, v) in enumerate(zip(parsed[0], value))
-            if isinstance(e, ast.Constant) and type(e.value) is int and type(v) is int and v == e.value]
+    return [
+        i
+        for i, (e, v) in enumerate(zip(parsed[0], value))
+        if isinstance(e, ast.Constant) and type(e.value) is int and type(v) is int and v == e.value
+    ]
 
 
 def _with_items(expr: ast.expr, items: dict[int, int]) -> ast.expr:
@@ -236,15 +249,17 @@ def _candidates(sizes: list[str], bench: Shape) -> list[tuple[Shape, bool]]:
     in the last place, and the benchmark shape with its largest size halved (not kept odd) until it fits, so
     sizes that must divide each other, such as channels and GroupNorm's groups, mostly still do. Never
     above the benchmark."""
+
     def cap(name: str, value: int) -> int:
         return min(int(bench[name]), value)
 
-    out = [({n: cap(n, 13) for n in sizes}, True),
-           ({n: cap(n, 1 if i == 0 else 257) for i, n in enumerate(sizes)}, True),
-           ({n: cap(n, 1031 if i == len(sizes) - 1 else (3 if i == 0 else 67)) for i, n in enumerate(sizes)}, True),
-           ({n: int(bench[n]) for n in sizes}, False)]
+    out = [
+        ({n: cap(n, 13) for n in sizes}, True),
+        ({n: cap(n, 1 if i == 0 else 257) for i, n in enumerate(sizes)}, True),
+        ({n: cap(n, 1031 if i == len(sizes) - 1 else (3 if i == 0 else 67)) for i, n in enumerate(sizes)}, True),
+        ({n: int(bench[n]) for n in sizes}, False),
+    ]
     return [(dict(s), odd) for i, (s, odd) in enumerate(out) if s not in [o for o, _ in out[:i]]]
-
 
 
 class Work(NamedTuple):
@@ -269,8 +284,9 @@ def forward_work(model: torch.nn.Module, inputs: list[Any]) -> Work | None:
 
     steps: list[int] = []
 
-    def gather_conv(x_shape: list[int], w_shape: list[int], *args: Any, out_shape: list[int] | None = None,
-                    **kwargs: Any) -> int:
+    def gather_conv(
+        x_shape: list[int], w_shape: list[int], *args: Any, out_shape: list[int] | None = None, **kwargs: Any
+    ) -> int:
         # FLOPs (2 per multiply-add): out elements x input channels of a group x taps. torch's own count takes
         # a transposed convolution's input positions, 1/stride^dims of this (1/8 at stride 2 in 3-D).
         assert out_shape is not None
@@ -287,8 +303,9 @@ def forward_work(model: torch.nn.Module, inputs: list[Any]) -> Work | None:
         return 2 * positions * c_out * taps * c_in_group
 
     aten = torch.ops.aten
-    counter = FlopCounterMode(display=False, custom_mapping={aten.convolution: gather_conv,
-                                                             aten._convolution: gather_conv})
+    counter = FlopCounterMode(
+        display=False, custom_mapping={aten.convolution: gather_conv, aten._convolution: gather_conv}
+    )
     try:
         with counter, torch.no_grad():
             model(*inputs)
@@ -306,6 +323,7 @@ def as_run(model: torch.nn.Module) -> torch.nn.Module:
             m.eval()
     return model
 
+
 class KernelBenchProblem:
     """One problem file: its namespaces per shape, models per shape, inputs, reference and derived shapes."""
 
@@ -319,14 +337,17 @@ class KernelBenchProblem:
         # the reference splits inputs from weights by the benchmark's count of weights (Task.param_names).
         base = self._input_dims(self.bench)
         if base is not None:
-            self.size_names = [n for n in self.size_names
-                               if (d := self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)})) is None
-                               or len(d) == len(base)]
+            self.size_names = [
+                n
+                for n in self.size_names
+                if (d := self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)})) is None or len(d) == len(base)
+            ]
             # So do hyperparameters that size no input or weight (GroupNorm's group count: halved, every
             # dimension stays): a matched template takes them as constants read from the module at the probe,
             # so probe, check and hidden shapes must share them (hidden shapes keep them: fixed_keys).
-            self.size_names = [n for n in self.size_names
-                               if self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)}) != base]
+            self.size_names = [
+                n for n in self.size_names if self._input_dims({**self.bench, n: max(1, self.bench[n] // 2)}) != base
+            ]
         self._ns: dict[str, dict[str, Any]] = {}
         self._models: dict[str, torch.nn.Module] = {}
         self._by_signature: dict[tuple[Any, ...], Shape] = {}
@@ -361,8 +382,10 @@ class KernelBenchProblem:
                 continue  # descriptive keys only
             if name in values and values[name] != int(v):
                 keys = sorted(k for k, n in self.aliases.items() if n == name)
-                raise TaskError(f"{self.path.name}: shape {shape_key(shape)} gives {name} two values "
-                                f"({values[name]} and {v}): its keys {keys} are one size of this problem")
+                raise TaskError(
+                    f"{self.path.name}: shape {shape_key(shape)} gives {name} two values "
+                    f"({values[name]} and {v}): its keys {keys} are one size of this problem"
+                )
             values[name] = int(v)
         return {**self.bench, **values}
 
@@ -459,8 +482,9 @@ class KernelBenchProblem:
             bumped = [self._input_dims({**self.bench, name: w}) for w in (v + 1, 2 * v)]
             # A count of layers or blocks (ResNet101's layers = [3, 4, 23, 3]) changes how many weights there
             # are, and Task.param_names is the benchmark's list: hidden shapes keep it too.
-            if all(d is None or d == base for d in bumped) or any(d is not None and len(d) != len(base)
-                                                                  for d in bumped):
+            if all(d is None or d == base for d in bumped) or any(
+                d is not None and len(d) != len(base) for d in bumped
+            ):
                 fixed.update(inverse.get(name, [name]))
             elif v == 1 and runs and not any(self._forward_runs({**self.bench, name: w}) for w in (v + 1, 2 * v)):
                 fixed.update(inverse.get(name, [name]))
@@ -500,13 +524,16 @@ class KernelBenchProblem:
             return _why(exc, self.path)
         return None
 
-    def derive(self, reference: Callable[..., Any], make: Callable[[Shape, int], tuple[Any, ...]]) -> tuple[
-            list[Shape], str]:
+    def derive(
+        self, reference: Callable[..., Any], make: Callable[[Shape, int], tuple[Any, ...]]
+    ) -> tuple[list[Shape], str]:
         """Check shapes within CHECK_ELEMENTS per input on which the file's code runs, and a note when none."""
         if not self.size_names:
             fixed = ", ".join(f"{n}={v}" for n, v in self.bench.items()) or "no integer globals"
-            return [], (f"check shapes: none derived from {self.path.name} (get_inputs/get_init_inputs read "
-                        f"no size above {KEEP_AT_MOST} from module globals: {fixed}); only its own shape is checked")
+            return [], (
+                f"check shapes: none derived from {self.path.name} (get_inputs/get_init_inputs read "
+                f"no size above {KEEP_AT_MOST} from module globals: {fixed}); only its own shape is checked"
+            )
         out: list[Shape] = []
         failures: list[str] = []
         # The smallest sizes tried, their largest input, and why sizes kept larger values (size -> reason).
@@ -562,8 +589,10 @@ class KernelBenchProblem:
                 if heavy:
                     refused = self._meta_failure(new) or self._meta_failure({**new, name: max(1, new[name] // 2)})
                     if refused is not None:
-                        kept[name] = (f"{name} stays {values[name]} under the work cap: the code fails at "
-                                      f"{new[name]} or half of it ({refused})")
+                        kept[name] = (
+                            f"{name} stays {values[name]} under the work cap: the code fails at "
+                            f"{new[name]} or half of it ({refused})"
+                        )
                         continue
                 elif retreat:
                     if meta_probe is None:
@@ -584,9 +613,11 @@ class KernelBenchProblem:
         known = [(w, s) for s, w in zip(out, works) if w is not None]
         out = light or ([min(known, key=lambda ws: ws[0].macs)[1]] if known else out)  # else the lightest
         if failures:
-            note = (f"check shapes: {self.path.name} could not run at {'; '.join(failures[:3])}"
-                    + (f" (derived sizes kept: {', '.join(shape_key(s) for s in out)})" if out else
-                       "; only its own shape is checked"))
+            note = f"check shapes: {self.path.name} could not run at {'; '.join(failures[:3])}" + (
+                f" (derived sizes kept: {', '.join(shape_key(s) for s in out)})"
+                if out
+                else "; only its own shape is checked"
+            )
         return out, note
 
     def _one_per_divisor(self, values: Shape, name: str, value: int) -> str | None:
@@ -602,8 +633,12 @@ class KernelBenchProblem:
                 return f"{name} stays {old}: {kept} = {k} must divide it, at least twice"
         return None
 
-    def _at_floor(self, floor: tuple[Shape, int, dict[str, str]], reference: Callable[..., Any],
-                  make: Callable[[Shape, int], tuple[Any, ...]]) -> tuple[list[Shape], str]:
+    def _at_floor(
+        self,
+        floor: tuple[Shape, int, dict[str, str]],
+        reference: Callable[..., Any],
+        make: Callable[[Shape, int], tuple[Any, ...]],
+    ) -> tuple[list[Shape], str]:
         """The smallest sizes the code runs at, their largest input still over CHECK_ELEMENTS: checked there
         up to FLOOR_ELEMENTS (the interpreter's minutes, not hours), with a note saying why they are larger
         than the budget; past it, a note naming those sizes and the bytes."""
@@ -613,13 +648,17 @@ class KernelBenchProblem:
         mb = f"{biggest * 4 / 1e6:.1f} MB in float32"
         total = self._total_elements(values)
         if total is not None and total > TOTAL_ELEMENTS:
-            return [], (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) its "
-                        f"inputs and weights hold {total} elements ({total * 4 / 1e9:.2f} GB in float32, over the "
-                        f"{TOTAL_ELEMENTS} allowed on the CPU; {why_big}); only its own shape is checked")
+            return [], (
+                f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) its "
+                f"inputs and weights hold {total} elements ({total * 4 / 1e9:.2f} GB in float32, over the "
+                f"{TOTAL_ELEMENTS} allowed on the CPU; {why_big}); only its own shape is checked"
+            )
         if biggest > FLOOR_ELEMENTS:
-            return [], (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
-                        f"largest input has {biggest} elements ({mb}, over the {FLOOR_ELEMENTS} the CPU "
-                        f"checks; {why_big}); only its own shape is checked")
+            return [], (
+                f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
+                f"largest input has {biggest} elements ({mb}, over the {FLOOR_ELEMENTS} the CPU "
+                f"checks; {why_big}); only its own shape is checked"
+            )
         try:
             outs = _tensors(reference(*make(self.public(values), 0)))
             runs = bool(outs) and all(torch.isfinite(o).all() for o in outs if o.is_floating_point())
@@ -627,12 +666,15 @@ class KernelBenchProblem:
         except Exception as exc:  # noqa: BLE001 - the user's code at a size it was not written for
             runs, why = False, _why(exc, self.path)
         if not runs:
-            return [], (f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
-                        f"largest input has {biggest} elements ({mb}; {why_big}) and the code fails there ({why}); "
-                        "only its own shape is checked")
+            return [], (
+                f"check shapes: none derived from {self.path.name}: at the smallest sizes ({sizes}) the "
+                f"largest input has {biggest} elements ({mb}; {why_big}) and the code fails there ({why}); "
+                "only its own shape is checked"
+            )
         return [self.public(values)], (
             f"check shapes: at the smallest sizes ({sizes}) the largest input of {self.path.name} still has "
-            f"{biggest} elements ({mb}), over the {CHECK_ELEMENTS} budget ({why_big}): checked there")
+            f"{biggest} elements ({mb}), over the {CHECK_ELEMENTS} budget ({why_big}): checked there"
+        )
 
 
 def _why(exc: BaseException, path: Path | None = None) -> str:
@@ -650,8 +692,14 @@ def _why(exc: BaseException, path: Path | None = None) -> str:
 
 
 # Import names whose pip package is spelled otherwise; any other missing module is installed by its own name.
-PIP_NAMES = {"cv2": "opencv-python", "PIL": "pillow", "sklearn": "scikit-learn", "yaml": "pyyaml",
-             "skimage": "scikit-image", "bs4": "beautifulsoup4"}
+PIP_NAMES = {
+    "cv2": "opencv-python",
+    "PIL": "pillow",
+    "sklearn": "scikit-learn",
+    "yaml": "pyyaml",
+    "skimage": "scikit-image",
+    "bs4": "beautifulsoup4",
+}
 
 
 def missing_import(path: Path, exc: BaseException) -> str | None:
@@ -734,8 +782,9 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
         except TaskError:
             raise
         except Exception as exc:
-            raise TaskError(f"{path.name}: get_inputs() at {shape_key(shape)} failed: {type(exc).__name__}: "
-                            f"{exc}") from exc
+            raise TaskError(
+                f"{path.name}: get_inputs() at {shape_key(shape)} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         n_inputs[shape_key(shape)] = len(values)
         out = tuple(_cast(v, dtype, device) for v in values + state)
         problem.remember(shape, out)
@@ -754,8 +803,13 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
         for kind in kinds[floating[0]]:
             inputs = tuple(kinds[i][kind].to(dtype) if i in kinds else v for i, v in enumerate(base))
             try:
-                ref = _tensors(reference(*tuple(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point()
-                                                else v for v in inputs)))
+                ref = _tensors(
+                    reference(
+                        *tuple(
+                            v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs
+                        )
+                    )
+                )
                 # in a half dtype the problem's own output can overflow (an fp16 matmul of x1e4 inputs is inf in
                 # torch too): such inputs judge no implementation
                 if dtype in (torch.float16, torch.bfloat16):
@@ -772,8 +826,9 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
             with torch.device("meta"):
                 ns = problem.source.namespace(problem.globals_of(shape))
                 model = ns["Model"](*ns["get_init_inputs"]())
-                inputs = tuple(_cast(v, dtype, "meta") for v in
-                               list(ns["get_inputs"]()) + list(model.state_dict().values()))
+                inputs = tuple(
+                    _cast(v, dtype, "meta") for v in list(ns["get_inputs"]()) + list(model.state_dict().values())
+                )
             return count(inputs)
         except Exception:  # noqa: BLE001 - an op without a meta kernel: count on real tensors
             return count(make_inputs(shape, dtype, 0, "cpu"))
@@ -802,8 +857,9 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
             meta = _tensors(list(inputs))[0].device.type == "meta" if _tensors(list(inputs)) else False
             with torch.device("meta") if meta else torch.device("cpu"), torch.no_grad():
                 model = ns["Model"](*ns["get_init_inputs"]()) if meta else problem.model(shape)
-                outs = _tensors(torch.func.functional_call(model, dict(zip(param_names, inputs[split:])),
-                                                           tuple(inputs[:split])))
+                outs = _tensors(
+                    torch.func.functional_call(model, dict(zip(param_names, inputs[split:])), tuple(inputs[:split]))
+                )
             return float(sum(t.numel() * t.element_size() for t in _tensors(list(inputs)) + outs))
 
         return on_meta(shape, dtype, count)
@@ -816,16 +872,35 @@ def kernelbench_task(module: ModuleType, path: Path) -> Task:
         bench = {f"x{i}_d{j}": int(d) for i, t in enumerate(_tensors(sample)) for j, d in enumerate(t.shape)}
     matched = getattr(module, MATCH_ATTR, "")
     if matched:
-        note = "; ".join(n for n in (f"searched with the templates of the built-in task {matched}, judged by "
-                                     f"{path.name}'s own reference and inputs", note) if n)
+        note = "; ".join(
+            n
+            for n in (
+                f"searched with the templates of the built-in task {matched}, judged by "
+                f"{path.name}'s own reference and inputs",
+                note,
+            )
+            if n
+        )
     if note:
         NOTES[str(path)] = note
     else:
         NOTES.pop(str(path), None)
     doc = (module.__doc__ or module.Model.__doc__ or "").strip().splitlines()
-    return Task(name=path.stem, description=doc[0] if doc else f"KernelBench problem {path.stem}", path=path,
-                reference=reference, make_inputs=make_inputs, shapes=[bench], check_shapes=check_shapes or [bench],
-                dtypes=[problem_dtype(module)], flops=flops, bytes_moved=bytes_moved, builtin=False,
-                param_names=param_names, init_inputs=problem.init_inputs, model=problem.model,
-                adversarial_inputs=adversarial_inputs,
-                fixed_keys=problem.fixed_keys())
+    return Task(
+        name=path.stem,
+        description=doc[0] if doc else f"KernelBench problem {path.stem}",
+        path=path,
+        reference=reference,
+        make_inputs=make_inputs,
+        shapes=[bench],
+        check_shapes=check_shapes or [bench],
+        dtypes=[problem_dtype(module)],
+        flops=flops,
+        bytes_moved=bytes_moved,
+        builtin=False,
+        param_names=param_names,
+        init_inputs=problem.init_inputs,
+        model=problem.model,
+        adversarial_inputs=adversarial_inputs,
+        fixed_keys=problem.fixed_keys(),
+    )

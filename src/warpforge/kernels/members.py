@@ -82,10 +82,12 @@ def renamed_template(text: str, family: str, task_name: str) -> str | None:
 
 def member_tail(task_name: str, member: str) -> str:
     """The lines that make a family's module compute ``member`` (appended to the family's source verbatim)."""
-    return (f"\n\n{MARK}\n"
-            f"NAME = {task_name!r}\n"
-            f"DEFAULT_MEMBER = {member!r}\n"
-            "reference = {_wf_row[0]: _wf_row[1] for _wf_row in MEMBERS}[DEFAULT_MEMBER]\n")
+    return (
+        f"\n\n{MARK}\n"
+        f"NAME = {task_name!r}\n"
+        f"DEFAULT_MEMBER = {member!r}\n"
+        "reference = {_wf_row[0]: _wf_row[1] for _wf_row in MEMBERS}[DEFAULT_MEMBER]\n"
+    )
 
 
 def cache_root() -> Path:

@@ -55,15 +55,21 @@ def check_source_text(source: str, cookie: bool = True) -> None:
     except UnicodeEncodeError:
         raise _fail("source_encoding", "the source is not valid UTF-8 text (lone surrogates)") from None
     if len(data) > MAX_BYTES or source.count("\n") > MAX_LINES:
-        raise _fail("source_too_large", f"the source has {len(data)} bytes and {source.count(chr(10)) + 1} lines; "
-                    f"a variant may have at most {MAX_BYTES} bytes and {MAX_LINES} lines")
+        raise _fail(
+            "source_too_large",
+            f"the source has {len(data)} bytes and {source.count(chr(10)) + 1} lines; "
+            f"a variant may have at most {MAX_BYTES} bytes and {MAX_LINES} lines",
+        )
     # Python's own lines: str.splitlines() also splits at \x0c, \x0b, \x1c-\x1e, \x85 and \u2028, so
     # "# x\x0c\n# coding: utf-7" hid Python's line 2 (its cookie) behind an empty third "line".
     for line in re.split(r"\r\n|\r|\n", source, maxsplit=2)[:2] if cookie else []:
         found = COOKIE.match(line)
         if found and found.group(1).lower().replace("_", "-") not in ("utf-8", "utf8"):
-            raise _fail("source_encoding", f"coding cookie '{found.group(1)}': a variant is UTF-8 only (the checker "
-                        "and the importer must read the same text)")
+            raise _fail(
+                "source_encoding",
+                f"coding cookie '{found.group(1)}': a variant is UTF-8 only (the checker "
+                "and the importer must read the same text)",
+            )
 
 
 def parse_limited(source: str, cookie: bool = True) -> ast.Module:
@@ -74,12 +80,16 @@ def parse_limited(source: str, cookie: bool = True) -> ast.Module:
     except SyntaxError as exc:
         raise _fail("syntax_error", f"line {exc.lineno or 1}: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        raise _fail("source_too_deep", f"the parser gave up ({type(exc).__name__}): the source nests too "
-                    "deeply") from None
+        raise _fail(
+            "source_too_deep", f"the parser gave up ({type(exc).__name__}): the source nests too deeply"
+        ) from None
     depth, nodes = _measure(tree)
     if depth > MAX_DEPTH or nodes > MAX_NODES:
-        raise _fail("source_too_deep", f"the syntax tree is {depth} levels deep with {nodes} nodes; at most "
-                    f"{MAX_DEPTH} levels and {MAX_NODES} nodes")
+        raise _fail(
+            "source_too_deep",
+            f"the syntax tree is {depth} levels deep with {nodes} nodes; at most "
+            f"{MAX_DEPTH} levels and {MAX_NODES} nodes",
+        )
     return tree
 
 

@@ -70,8 +70,10 @@ def typed_value(name: str, node: ast.AST) -> Any:
         if not (isinstance(inner, ast.Constant) and type(inner.value) in (int, float)):
             raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)}: a sign goes only before a number literal")
     if not isinstance(inner, ast.Constant):
-        raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} ({type(node).__name__}): SPACE values are "
-                           f"{ALLOWED}: SPACE must be a literal dict of lists (no names, calls or containers)")
+        raise SpaceRefused(
+            f"SPACE[{name!r}] has {_shown(node)} ({type(node).__name__}): SPACE values are "
+            f"{ALLOWED}: SPACE must be a literal dict of lists (no names, calls or containers)"
+        )
     value: Any = inner.value
     kind = type(value)
     if kind not in (int, float, bool, str, type(None)):
@@ -81,18 +83,24 @@ def typed_value(name: str, node: ast.AST) -> Any:
     if isinstance(value, int):
         value = sign * value
         if not -INT_LIMIT <= value < INT_LIMIT:
-            raise SpaceRefused(f"SPACE[{name!r}] has an integer of {value.bit_length()} bits: a kernel receives at "
-                               "most 64-bit integers")
+            raise SpaceRefused(
+                f"SPACE[{name!r}] has an integer of {value.bit_length()} bits: a kernel receives at "
+                "most 64-bit integers"
+            )
     elif isinstance(value, float):
         value = sign * value
         if not math.isfinite(value):
-            raise SpaceRefused(f"SPACE[{name!r}] has {_shown(node)} (not finite): SPACE floats are finite (JSON and "
-                               "the stores have no inf or nan)")
+            raise SpaceRefused(
+                f"SPACE[{name!r}] has {_shown(node)} (not finite): SPACE floats are finite (JSON and "
+                "the stores have no inf or nan)"
+            )
     else:
         bad = next((ch for ch in value if unicodedata.category(ch) in ("Cc", "Cs")), None)
         if bad is not None:
-            raise SpaceRefused(f"SPACE[{name!r}] has a string with {ascii(bad)}: SPACE strings hold no control "
-                               "characters or lone surrogates")
+            raise SpaceRefused(
+                f"SPACE[{name!r}] has a string with {ascii(bad)}: SPACE strings hold no control "
+                "characters or lone surrogates"
+            )
     return value
 
 
@@ -129,14 +137,21 @@ def expand(params: dict[str, Any]) -> dict[str, Any]:
 def configuration(node: ast.AST, index: int) -> dict[str, Any]:
     """One ``{'NAME': literal, ...}`` configuration of a list-form SPACE."""
     if not isinstance(node, ast.Dict):
-        raise SpaceRefused(f"SPACE[{index}] = {_shown(node)}: a list-form SPACE holds dict literals, e.g. "
-                           "[{'BLOCK': 64, 'num_warps': 4}, {'BLOCK': 128, 'num_warps': 8}]")
+        raise SpaceRefused(
+            f"SPACE[{index}] = {_shown(node)}: a list-form SPACE holds dict literals, e.g. "
+            "[{'BLOCK': 64, 'num_warps': 4}, {'BLOCK': 128, 'num_warps': 8}]"
+        )
     out: dict[str, Any] = {}
     for key, value in zip(node.keys, node.values):
-        if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isascii()
-                and key.value.isidentifier()):
-            raise SpaceRefused(f"SPACE[{index}] key {_shown(key) if key else '**'}: parameter names are ASCII "
-                               "identifier strings")
+        if not (
+            isinstance(key, ast.Constant)
+            and isinstance(key.value, str)
+            and key.value.isascii()
+            and key.value.isidentifier()
+        ):
+            raise SpaceRefused(
+                f"SPACE[{index}] key {_shown(key) if key else '**'}: parameter names are ASCII identifier strings"
+            )
         if key.value in out:
             raise SpaceRefused(f"SPACE[{index}] names {key.value!r} twice")
         out[key.value] = typed_value(key.value, value)
@@ -151,8 +166,10 @@ def space_from_node(node: ast.AST) -> dict[str, list[Any]]:
             raise SpaceRefused(f"SPACE = {_shown(node)}: a list-form SPACE holds 1 to {MAX_CONFIGS} configurations")
         return {CONFIG_PARAM: [config_label(i, configuration(e, i)) for i, e in enumerate(node.elts)]}
     if not isinstance(node, ast.Dict):
-        raise SpaceRefused(f"SPACE = {_shown(node)}: SPACE must be a literal dict of lists (no names or calls), e.g. "
-                           "{'BLOCK': [64, 128], 'num_warps': [4, 8]}")
+        raise SpaceRefused(
+            f"SPACE = {_shown(node)}: SPACE must be a literal dict of lists (no names or calls), e.g. "
+            "{'BLOCK': [64, 128], 'num_warps': [4, 8]}"
+        )
     space: dict[str, list[Any]] = {}
     for key, values in zip(node.keys, node.values):
         if key is None:
@@ -161,17 +178,21 @@ def space_from_node(node: ast.AST) -> dict[str, list[Any]]:
             raise SpaceRefused(f"SPACE key {_shown(key)}: parameter names are strings, e.g. 'BLOCK'")
         name = key.value
         if not (name.isascii() and name.isidentifier()):
-            raise SpaceRefused(f"SPACE key {name!r}: a parameter name is an ASCII identifier (launch takes it as a "
-                               "keyword)")
+            raise SpaceRefused(
+                f"SPACE key {name!r}: a parameter name is an ASCII identifier (launch takes it as a keyword)"
+            )
         if name in space:
             raise SpaceRefused(f"SPACE names {name!r} twice: each parameter once")
         if not isinstance(values, (ast.List, ast.Tuple)) or not values.elts:
-            raise SpaceRefused(f"SPACE[{name!r}] = {_shown(values)}: each parameter maps to a non-empty list of "
-                               f"{ALLOWED} literals")
+            raise SpaceRefused(
+                f"SPACE[{name!r}] = {_shown(values)}: each parameter maps to a non-empty list of {ALLOWED} literals"
+            )
         space[name] = [typed_value(name, element) for element in values.elts]
     size = math.prod(len(v) for v in space.values())  # lengths only: the product itself is never built
     if size > MAX_CONFIGS:
         sizes = " x ".join(str(len(v)) for v in space.values())
-        raise SpaceTooLarge(f"SPACE names {size:.3g} configurations ({sizes}), over the {MAX_CONFIGS:,} a variant "
-                            "may name: split it into variants or prune values (constraints() runs on every one)")
+        raise SpaceTooLarge(
+            f"SPACE names {size:.3g} configurations ({sizes}), over the {MAX_CONFIGS:,} a variant "
+            "may name: split it into variants or prune values (constraints() runs on every one)"
+        )
     return space

@@ -50,8 +50,9 @@ def _import_file(path: Path, module_name: str) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:  # a broken user task file: report, never crash the CLI with a traceback
         sys.modules.pop(module_name, None)
-        raise TaskError(missing_import(path, exc)
-                        or f"task file {path} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise TaskError(
+            missing_import(path, exc) or f"task file {path} failed to import: {type(exc).__name__}: {exc}"
+        ) from exc
     return module
 
 
@@ -148,8 +149,10 @@ def get_task(name_or_path: str) -> Task:
     else:
         if name_or_path not in builtin_task_names():
             known = ", ".join(builtin_task_names())
-            raise TaskError(f"unknown task {name_or_path!r}: known tasks are {known}; a family's member is "
-                            "FAMILY[MEMBER], e.g. 'elementwise[gelu_tanh]' (or pass a task file path)")
+            raise TaskError(
+                f"unknown task {name_or_path!r}: known tasks are {known}; a family's member is "
+                "FAMILY[MEMBER], e.g. 'elementwise[gelu_tanh]' (or pass a task file path)"
+            )
         path = TASKS_DIR / f"{name_or_path}.py"
         task = task_from_module(_import_file(path, f"warpforge.kernels.tasks.{name_or_path}"), path, builtin=True)
     _CACHE[name_or_path] = task
@@ -162,15 +165,19 @@ def _family_member(name: str) -> tuple[Task, Member]:
     assert parsed is not None
     family, member = parsed
     if family not in builtin_task_names():
-        raise TaskError(f"unknown task {family!r} in {name!r}: a member is FAMILY[MEMBER] with FAMILY a built-in "
-                        f"family ({', '.join(n for n in builtin_task_names() if get_task(n).members)})")
+        raise TaskError(
+            f"unknown task {family!r} in {name!r}: a member is FAMILY[MEMBER] with FAMILY a built-in "
+            f"family ({', '.join(n for n in builtin_task_names() if get_task(n).members)})"
+        )
     task = get_task(family)
     row = next((m for m in task.members if m.name == member), None)
     if row is None:
         if not task.members:
             raise TaskError(f"task {family!r} is no family (it has no members): run it as {family!r}")
-        raise TaskError(f"task {family!r} has no member {member!r}: name one as {family}[MEMBER] (quoted in a "
-                        f"shell) with MEMBER one of {', '.join(m.name for m in task.members)}")
+        raise TaskError(
+            f"task {family!r} has no member {member!r}: name one as {family}[MEMBER] (quoted in a "
+            f"shell) with MEMBER one of {', '.join(m.name for m in task.members)}"
+        )
     return task, row
 
 
@@ -193,5 +200,3 @@ def member_templates(name: str) -> list[Path]:
 
 def all_tasks(extra_files: Sequence[str] = ()) -> list[Task]:
     return [get_task(n) for n in builtin_task_names()] + [load_task_file(f) for f in extra_files]
-
-

@@ -34,8 +34,21 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 # A task's role in a model's step, its module's ``KIND``: what the model optimizer calls the regions the task
 # computes (optimize/regions.py) and what a by-path problem or a task file without one is ("other").
-KINDS = ("gemm", "convolution", "attention", "normalization", "activation", "elementwise", "reduction", "pooling",
-         "loss", "embedding", "rotary", "quantization", "other")
+KINDS = (
+    "gemm",
+    "convolution",
+    "attention",
+    "normalization",
+    "activation",
+    "elementwise",
+    "reduction",
+    "pooling",
+    "loss",
+    "embedding",
+    "rotary",
+    "quantization",
+    "other",
+)
 
 
 class TaskError(UsageError):
@@ -198,16 +211,21 @@ def parse_shape_key(text: str, dims: Sequence[str] = (), task: str = "the task",
         if not eq or not name:
             raise TaskError(f"--shape {text!r}: each part is NAME=SIZE, got {part!r}; e.g. --shape {example}")
         if not value.isdigit() or int(value) < 1:
-            raise TaskError(f"--shape {text!r}: {name} must be a positive integer, got {value!r}; "
-                            f"e.g. --shape {example}")
+            raise TaskError(
+                f"--shape {text!r}: {name} must be a positive integer, got {value!r}; e.g. --shape {example}"
+            )
         if dims and name not in dims:
-            raise TaskError(f"--shape {text!r}: {task} has no dimension {name!r}; its shapes name "
-                            f"{', '.join(dims)} (e.g. --shape {example})")
+            raise TaskError(
+                f"--shape {text!r}: {task} has no dimension {name!r}; its shapes name "
+                f"{', '.join(dims)} (e.g. --shape {example})"
+            )
         if name in shape:
             raise TaskError(f"--shape {text!r}: {name} is given twice; e.g. --shape {example}")
         shape[name] = int(value)
     if dims and complete and set(shape) != set(dims):
         missing = [d for d in dims if d not in shape]
-        raise TaskError(f"--shape {text!r}: {task}'s shapes also name {', '.join(missing)}; give every "
-                        f"dimension (e.g. --shape {example})")
+        raise TaskError(
+            f"--shape {text!r}: {task}'s shapes also name {', '.join(missing)}; give every "
+            f"dimension (e.g. --shape {example})"
+        )
     return shape_key(shape)

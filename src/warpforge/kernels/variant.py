@@ -117,20 +117,26 @@ def parse_variant(source: str, name: str = "variant", path: Path | None = None) 
     if model_new and "launch" in functions:
         raise VariantError(f"{where}: defines both launch and class ModelNew: a variant is one or the other")
     if "launch" not in functions and not model_new:
-        raise VariantError(f"{where}: missing 'def launch(*inputs, **params)' (or KernelBench's "
-                           "`class ModelNew(nn.Module)`)")
+        raise VariantError(
+            f"{where}: missing 'def launch(*inputs, **params)' (or KernelBench's `class ModelNew(nn.Module)`)"
+        )
     training = {"launch_forward", "launch_backward"} & functions
     if len(training) == 1:
         missing = ({"launch_forward", "launch_backward"} - training).pop()
-        raise VariantError(f"{where}: defines {training.pop()} but not {missing}: a training variant defines both "
-                           "(docs/design.md §3.2)")
+        raise VariantError(
+            f"{where}: defines {training.pop()} but not {missing}: a training variant defines both "
+            "(docs/design.md §3.2)"
+        )
     try:  # an autotuned kernel's configurations are the space (kernels/autotune_space.py)
         tuned = autotune_space(tree)
     except SpaceRefused as exc:
         raise VariantError(f"{where}: decorator: {exc}", "decorator") from None
     if tuned is not None and space is not None:
-        raise VariantError(f"{where}: {REASON}: SPACE beside @triton.autotune: the autotuned kernel's configurations "
-                           "are the space; drop SPACE (or the decorator)", REASON)
+        raise VariantError(
+            f"{where}: {REASON}: SPACE beside @triton.autotune: the autotuned kernel's configurations "
+            "are the space; drop SPACE (or the decorator)",
+            REASON,
+        )
     space = tuned if tuned is not None else space or {}
     return Variant(
         name=name,
@@ -159,8 +165,10 @@ def check_space(variant: Variant) -> None:
     if not variant.space and variant.model_new:
         return  # a ModelNew answer without SPACE is one configuration
     if not variant.space:
-        raise VariantError(f"{where}: no SPACE to pick parameters from: define a literal SPACE with every parameter "
-                           "launch() takes, e.g. SPACE = {'BLOCK': [256, 1024], 'num_warps': [4, 8]}")
+        raise VariantError(
+            f"{where}: no SPACE to pick parameters from: define a literal SPACE with every parameter "
+            "launch() takes, e.g. SPACE = {'BLOCK': [256, 1024], 'num_warps': [4, 8]}"
+        )
     bad = [v for v in variant.space.get("num_warps", []) if isinstance(v, bool) or v not in NUM_WARPS]
     if bad:
         raise VariantError(f"{where}: SPACE['num_warps'] has {bad}: Triton needs a power of two from {list(NUM_WARPS)}")
@@ -184,12 +192,16 @@ def check_params(variant: Variant, params: dict[str, Any]) -> None:
     where = _where(variant)
     unknown = [k for k in params if k not in variant.space]
     if unknown:
-        raise VariantError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for "
-                           f"{where}: its SPACE has {', '.join(variant.space)}")
+        raise VariantError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for "
+            f"{where}: its SPACE has {', '.join(variant.space)}"
+        )
     for name, value in params.items():
         if not any(_same(value, v) for v in variant.space[name]):
-            raise VariantError(f"{name}={_json(value)} is not in SPACE[{name!r}] of {where}: choose one of "
-                               f"{_json(variant.space[name])} (or add it to SPACE)")
+            raise VariantError(
+                f"{name}={_json(value)} is not in SPACE[{name!r}] of {where}: choose one of "
+                f"{_json(variant.space[name])} (or add it to SPACE)"
+            )
 
 
 def _json(value: Any) -> str:
@@ -201,8 +213,9 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-def first_config(variant: Variant, given: dict[str, Any],
-                 feasible: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def first_config(
+    variant: Variant, given: dict[str, Any], feasible: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """The first configuration in SPACE order that agrees with ``given``, among ``feasible`` (the
     configurations that satisfy ``constraints``, from the evaluator's space stage; None when the variant
     has no constraints). None when there is none.
@@ -214,8 +227,11 @@ def first_config(variant: Variant, given: dict[str, Any],
         {'BLOCK': 128, 'num_warps': 4}
     """
     names = list(variant.space)
-    candidates = (feasible if feasible is not None else
-                  (dict(zip(names, values)) for values in itertools.product(*(variant.space[n] for n in names))))
+    candidates = (
+        feasible
+        if feasible is not None
+        else (dict(zip(names, values)) for values in itertools.product(*(variant.space[n] for n in names)))
+    )
     for config in candidates:
         if all(_same(config.get(k), v) for k, v in given.items()):
             return dict(config)
@@ -229,8 +245,9 @@ def load_variant(path: str | Path) -> Variant:
     try:  # UTF-8 only, strictly: the evaluator checks and runs exactly these bytes (evaluator/static/grammar/)
         source = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise VariantError(f"{p}: not UTF-8 text (byte {exc.start}): a variant file is UTF-8 only",
-                           "source_encoding") from None
+        raise VariantError(
+            f"{p}: not UTF-8 text (byte {exc.start}): a variant file is UTF-8 only", "source_encoding"
+        ) from None
     return parse_variant(source, name=p.stem, path=p.resolve())
 
 

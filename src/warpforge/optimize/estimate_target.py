@@ -49,16 +49,23 @@ def walk_forward(target: Target, seed: int = 0) -> list[WalkedOp]:
             with ShapeRecorder() as shapes:
                 trace = trace_step(model, inputs, None, _UNPRICED)
     except NotImplementedError as e:  # an op with no meta kernel, or one that reads values
-        raise WalkError(f"{target.spec}: its forward cannot run on meta tensors "
-                        f"({str(e).splitlines()[0][:160]})") from None
+        raise WalkError(
+            f"{target.spec}: its forward cannot run on meta tensors ({str(e).splitlines()[0][:160]})"
+        ) from None
     except RuntimeError as e:
         raise WalkError(f"{target.spec}: its forward failed on meta tensors ({str(e).splitlines()[0][:160]})") from None
     ops = [WalkedOp(o.op, o.flops, o.bytes, o.dtype, o.module, o.call) for o in trace.ops if not o.backward]
     return [o for o in with_shapes(ops, shapes.seen) if o.op not in METADATA]
 
 
-def estimate_target(target: str, gpu: str = "H100", tf32_matmul: bool = False, dtype: torch.dtype | None = None,
-                    batch: int = 2, seq: int = 64) -> Estimate:
+def estimate_target(
+    target: str,
+    gpu: str = "H100",
+    tf32_matmul: bool = False,
+    dtype: torch.dtype | None = None,
+    batch: int = 2,
+    seq: int = 64,
+) -> Estimate:
     """TARGET's predicted forward time on ``gpu`` (estimate/predict.py). ``dtype`` None: FP32 for a KernelBench
     file or a function (KernelBench's problems are FP32), BF16 for a transformers config."""
     preset = gpu_preset(gpu)
@@ -70,15 +77,15 @@ def estimate_target(target: str, gpu: str = "H100", tf32_matmul: bool = False, d
     return estimate_kernels(loaded.spec, kernels, preset, tf32_matmul, walk_s=time.perf_counter() - start)
 
 
-def priced_trace(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], torch.Tensor] | None,
-                 peaks: GpuPeaks) -> StepTrace:
+def priced_trace(
+    model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], torch.Tensor] | None, peaks: GpuPeaks
+) -> StepTrace:
     """optimize's trace of one step, each op priced by the cost model where ``peaks`` is a preset's."""
     if not isinstance(peaks, EstimatedPeaks):
         return trace_step(model, inputs, loss_fn, peaks)
     with ShapeRecorder() as shapes:
         trace = trace_step(model, inputs, loss_fn, peaks)
-    walked = with_shapes([WalkedOp(o.op, o.flops, o.bytes, o.dtype, o.module, o.call) for o in trace.ops],
-                         shapes.seen)
+    walked = with_shapes([WalkedOp(o.op, o.flops, o.bytes, o.dtype, o.module, o.call) for o in trace.ops], shapes.seen)
     # one kernel per op here (an attention call's ops priced as they were recorded, not regrouped)
     trace.ops = [replace(o, seconds=peaks.kernel_seconds(kernels_of([w])[0])) for o, w in zip(trace.ops, walked)]
     return trace

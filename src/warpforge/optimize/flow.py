@@ -97,8 +97,10 @@ def _patchable(region: Region, train: bool) -> str:
 
     assert region.match is not None
     if region.source == "loss":
-        return ("the step's loss is warpforge's stand-in for a training loss (the output's mean square), not "
-                "the model's code: only the model is patched")
+        return (
+            "the step's loss is warpforge's stand-in for a training loss (the output's mean square), not "
+            "the model's code: only the model is patched"
+        )
     if get_task(region.match.task).n_params:
         return "a by-path task"
     return ""
@@ -149,9 +151,19 @@ def _search(tasks: dict[str, int], opts: OptimizeOptions, stamp: str) -> tuple[d
         # a training step searches kernels with a backward where the task has one (the others are patched with
         # their reference's autograd as the backward)
         training = opts.train and get_task(task).has_backward
-        spec = check_run(CampaignSpec(name=names[task], tasks=[task], trials=n, backend=opts.backend,
-                                      db_url=opts.db, seed=opts.seed, top_k=1, resume=task in used,
-                                      proposer_config={"training": training}))
+        spec = check_run(
+            CampaignSpec(
+                name=names[task],
+                tasks=[task],
+                trials=n,
+                backend=opts.backend,
+                db_url=opts.db,
+                seed=opts.seed,
+                top_k=1,
+                resume=task in used,
+                proposer_config={"training": training},
+            )
+        )
         summary = run_campaign(spec)
         used[task] = n
         ok[task] = ok.get(task, False) or any(v.verdicts.get("ok", 0) for t in summary.tasks for v in t.variants)
@@ -206,14 +218,28 @@ def _settings(opts: OptimizeOptions, target: Target) -> dict[str, Any]:
     from warpforge.optimize.prove import TOLERANCES
 
     out_rtol, loss_rtol, grad_rtol = TOLERANCES.get(target.dtype, TOLERANCES[torch.float32])
-    return {"kind": target.kind, "file": Path(target.spec).name if target.kind == "kernelbench" else "",
-            "batch": target.batch, "seq": target.seq, "dtype": opts.dtype, "seed": opts.seed, "steps": opts.steps,
-            "lr": opts.lr, "train": opts.train,
-            "tolerances": {"output": out_rtol, "loss": loss_rtol, "grad": grad_rtol}}
+    return {
+        "kind": target.kind,
+        "file": Path(target.spec).name if target.kind == "kernelbench" else "",
+        "batch": target.batch,
+        "seq": target.seq,
+        "dtype": opts.dtype,
+        "seed": opts.seed,
+        "steps": opts.steps,
+        "lr": opts.lr,
+        "train": opts.train,
+        "tolerances": {"output": out_rtol, "loss": loss_rtol, "grad": grad_rtol},
+    }
 
 
-def write_package(dest: Path, plans: list[Any], ns: str, patches_text: str, bundle_source: dict[str, Any],
-                  checks: Checks | None = None) -> None:
+def write_package(
+    dest: Path,
+    plans: list[Any],
+    ns: str,
+    patches_text: str,
+    bundle_source: dict[str, Any],
+    checks: Checks | None = None,
+) -> None:
     """The optimize run's package: the ops and ``patch(model)`` over the patches of ``patches_text``
     (export/optimize_package.py). ``bundle_source``: the target's files and settings and the README's facts."""
     from warpforge.export.optimize_package import optimize_bundle
@@ -221,11 +247,26 @@ def write_package(dest: Path, plans: list[Any], ns: str, patches_text: str, bund
 
     summary = dict(bundle_source["summary"], proven=checks is not None)
     if checks is not None:
-        summary.update(checks.model_dump(include={"max_abs_diff", "output_tolerance", "losses_match",
-                                                  "grads_match", "grad_max_rel_diff", "interpreted"}))
-    bundle = optimize_bundle(ns, patches_text, bundle_source["model_prefix"],
-                             {k: v.encode() for k, v in bundle_source["target"].items()},
-                             bundle_source["settings"], summary)
+        summary.update(
+            checks.model_dump(
+                include={
+                    "max_abs_diff",
+                    "output_tolerance",
+                    "losses_match",
+                    "grads_match",
+                    "grad_max_rel_diff",
+                    "interpreted",
+                }
+            )
+        )
+    bundle = optimize_bundle(
+        ns,
+        patches_text,
+        bundle_source["model_prefix"],
+        {k: v.encode() for k, v in bundle_source["target"].items()},
+        bundle_source["settings"],
+        summary,
+    )
     write_tree(dest, render_package(plans, ns, "package", optimize=bundle))
 
 
@@ -241,13 +282,28 @@ def _specs_for(region: Region, dtypes: list[str], train: bool = False) -> list[P
     for m in region.matches:
         task = get_task(m.task)
         ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
-        specs.append(PatchSpec(
-            region=region.name, module=module, function=rest.partition("#")[0] if rest else "",
-            op=op_identifier(m.task_name), task=m.task_name,
-            shape=dict(m.shape), order=list(m.order), flatten=list(m.flatten), ranks=ranks,
-            zero_shapes=[list(s) for s in m.zero_shapes], reduce=m.reduce, ignore_index=m.ignore_index,
-            dtypes=dtypes, helper=region.source == "helper", output=m.output, per_item=m.items > 1,
-            helper_file=region.helper_file, reference_backward=train and not m.has_backward))
+        specs.append(
+            PatchSpec(
+                region=region.name,
+                module=module,
+                function=rest.partition("#")[0] if rest else "",
+                op=op_identifier(m.task_name),
+                task=m.task_name,
+                shape=dict(m.shape),
+                order=list(m.order),
+                flatten=list(m.flatten),
+                ranks=ranks,
+                zero_shapes=[list(s) for s in m.zero_shapes],
+                reduce=m.reduce,
+                ignore_index=m.ignore_index,
+                dtypes=dtypes,
+                helper=region.source == "helper",
+                output=m.output,
+                per_item=m.items > 1,
+                helper_file=region.helper_file,
+                reference_backward=train and not m.has_backward,
+            )
+        )
     return specs
 
 
@@ -262,15 +318,32 @@ def _loose_spec(region: Region, dtypes: list[str], train: bool) -> PatchSpec:
     ranks = [t.dim() for t in task.make_inputs(m.shape, torch.float32, 0, "cpu") if isinstance(t, torch.Tensor)]
     metas, tuples = cut.placeholders()
     return PatchSpec(
-        region=region.name, module=cut.path, op=op_identifier(m.task_name), task=m.task_name, shape=dict(m.shape),
-        order=list(m.order), flatten=list(m.flatten), ranks=ranks, zero_shapes=[list(s) for s in m.zero_shapes],
-        reduce=m.reduce, ignore_index=m.ignore_index, dtypes=dtypes, per_item=m.items > 1,
-        loose_start=cut.start, loose_end=cut.end, loose_names=cut.names, loose_reads=[list(r) for r in cut.reads],
+        region=region.name,
+        module=cut.path,
+        op=op_identifier(m.task_name),
+        task=m.task_name,
+        shape=dict(m.shape),
+        order=list(m.order),
+        flatten=list(m.flatten),
+        ranks=ranks,
+        zero_shapes=[list(s) for s in m.zero_shapes],
+        reduce=m.reduce,
+        ignore_index=m.ignore_index,
+        dtypes=dtypes,
+        per_item=m.items > 1,
+        loose_start=cut.start,
+        loose_end=cut.end,
+        loose_names=cut.names,
+        loose_reads=[list(r) for r in cut.reads],
         loose_input_shapes=[list(t.shape) for t in cut.inputs],
         loose_input_dtypes=[str(t.dtype).removeprefix("torch.") for t in cut.inputs],
         loose_input_floating=[t.is_floating_point() for t in cut.inputs],
-        loose_output_shape=list(cut.output.shape), loose_placeholders=metas, loose_tuples=tuples,
-        loose_guard=cut.guard, reference_backward=train and not m.has_backward)
+        loose_output_shape=list(cut.output.shape),
+        loose_placeholders=metas,
+        loose_tuples=tuples,
+        loose_guard=cut.guard,
+        reference_backward=train and not m.has_backward,
+    )
 
 
 class _CampaignReader:
@@ -295,8 +368,10 @@ def package_from_source(source: dict[str, Any], dest: Path, db: str | None, name
     from warpforge.kernels.task import get_task
 
     reader = Reader(db)
-    plans = [plan_task(_CampaignReader(reader, campaign), get_task(task), allow_untimed=True)
-             for task, campaign in sorted(source["campaigns"].items())]
+    plans = [
+        plan_task(_CampaignReader(reader, campaign), get_task(task), allow_untimed=True)
+        for task, campaign in sorted(source["campaigns"].items())
+    ]
     ns = namespace or str(source["namespace"])
     checks = Checks.model_validate(source["checks"]) if source.get("checks") else None
     write_package(dest, plans, ns, str(source["patches"]), source, checks)
@@ -307,8 +382,14 @@ def _run_prove(request: dict[str, Any]) -> Checks:
     env = dict(os.environ)
     if not torch.cuda.is_available():
         env["TRITON_INTERPRET"] = "1"  # the exported Triton kernels themselves, in the interpreter
-    proc = subprocess.run([sys.executable, "-m", "warpforge.optimize.prove"], input=json.dumps(request),
-                          capture_output=True, text=True, env=env, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "warpforge.optimize.prove"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -335,8 +416,14 @@ def run_shipped_proof(package_dir: Path) -> Checks:
     if not torch.cuda.is_available():
         env["TRITON_INTERPRET"] = "1"
     script = package_dir / "tests" / "test_patched_model.py"
-    proc = subprocess.run([sys.executable, "-c", SHIPPED_PROOF, str(script)], capture_output=True, text=True,
-                          env=env, cwd=package_dir, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-c", SHIPPED_PROOF, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=package_dir,
+        timeout=3600,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -344,8 +431,9 @@ def run_shipped_proof(package_dir: Path) -> Checks:
     return Checks.model_validate_json(lines[-1])
 
 
-def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], plans: list[Any],
-           bundle_source: dict[str, Any]) -> Checks:
+def _prove(
+    opts: OptimizeOptions, target: Target, specs: list[PatchSpec], plans: list[Any], bundle_source: dict[str, Any]
+) -> Checks:
     """Each op at its region's shape (optimize/prove.py, warpforge's judge), then the patched model against
     the unpatched one by the package's own test with warpforge blocked, over the regions whose ops passed
     (a target without a bundled copy, ``module:function``, is compared by optimize/prove.py)."""
@@ -355,10 +443,20 @@ def _prove(opts: OptimizeOptions, target: Target, specs: list[PatchSpec], plans:
     patches = opts.out / "patches.json"
     patches.write_text(dump_patches(specs))
     write_package(package_dir, plans, opts.namespace, patches.read_text(), bundle_source)
-    request = {"target": target.spec, "batch": target.batch, "seq": target.seq, "dtype": opts.dtype,
-               "train": opts.train, "steps": opts.steps, "seed": opts.seed, "lr": opts.lr,
-               "package_dir": str(package_dir), "namespace": opts.namespace, "patches": str(patches),
-               "ops_only": bool(bundle_source["target"])}
+    request = {
+        "target": target.spec,
+        "batch": target.batch,
+        "seq": target.seq,
+        "dtype": opts.dtype,
+        "train": opts.train,
+        "steps": opts.steps,
+        "seed": opts.seed,
+        "lr": opts.lr,
+        "package_dir": str(package_dir),
+        "namespace": opts.namespace,
+        "patches": str(patches),
+        "ops_only": bool(bundle_source["target"]),
+    }
     checks = _run_prove(request)
     if checks.error or not bundle_source["target"]:
         return checks
@@ -377,8 +475,10 @@ def _plans(opts: OptimizeOptions, target: Target) -> PlanSection:
     from warpforge.optimize.plans import best_plans, model_spec
 
     if target.kind != "transformers":
-        raise UsageError(f"--cluster needs a transformers config folder (its layers, widths and heads); "
-                         f"{target.spec} is a {target.kind} target")
+        raise UsageError(
+            f"--cluster needs a transformers config folder (its layers, widths and heads); "
+            f"{target.spec} is a {target.kind} target"
+        )
     opts.on_stage(f"plan the parallel layout on {opts.cluster}")
     spec = model_spec(target.config, opts.plan_seq or opts.seq, name=target.name)
     return best_plans(spec, str(opts.cluster), opts.nodes, opts.global_batch)
@@ -437,43 +537,82 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
         "model_prefix": "lm." if target.kind == "transformers" else "",
         "target": {k: v.decode() for k, v in target_files(target.kind, target.spec).items()},
         "settings": _settings(opts, target),
-        "summary": {"target": target.name, "dtype": opts.dtype, "batch": target.batch, "seq": target.seq,
-                    "train": opts.train, "steps": opts.steps, "untimed": untimed,
-                    "regions": [{"name": r, "task": task_of[r], "status": "verified"} for r in sorted(task_of)]}}
+        "summary": {
+            "target": target.name,
+            "dtype": opts.dtype,
+            "batch": target.batch,
+            "seq": target.seq,
+            "train": opts.train,
+            "steps": opts.steps,
+            "untimed": untimed,
+            "regions": [{"name": r, "task": task_of[r], "status": "verified"} for r in sorted(task_of)],
+        },
+    }
     checks = _prove(opts, target, specs, export_plans, bundle_source) if specs else nothing
     if specs and not checks.error:
         patched_now = [row for row in bundle_source["summary"]["regions"] if row["name"] in checks.kernel_calls]
         bundle_source["summary"]["regions"] = patched_now
-        write_package(package_dir, export_plans, opts.namespace, (opts.out / "patches.json").read_text(),
-                      bundle_source, checks)
+        write_package(
+            package_dir, export_plans, opts.namespace, (opts.out / "patches.json").read_text(), bundle_source, checks
+        )
         # what `warpforge export --optimize-run ID` writes the package again from (stored with the report)
-        source = {"version": 1, "namespace": opts.namespace, "patches": (opts.out / "patches.json").read_text(),
-                  "campaigns": {t: c for t, c in campaigns.items() if t not in refused},
-                  "checks": json.loads(checks.model_dump_json()), **bundle_source}
+        source = {
+            "version": 1,
+            "namespace": opts.namespace,
+            "patches": (opts.out / "patches.json").read_text(),
+            "campaigns": {t: c for t, c in campaigns.items() if t not in refused},
+            "checks": json.loads(checks.model_dump_json()),
+            **bundle_source,
+        }
         (opts.out / PACKAGE_SOURCE).write_text(json.dumps(source, indent=2, sort_keys=True) + "\n")
 
     patched = set(checks.kernel_calls)
     after_s = step_s - sum(max(0.0, r.seconds - fused[r.name]) for r in regions if r.name in patched)
-    rows = [RegionRow(name=r.name, kind=r.kind, share=round(r.share, 4),
-                      task="; ".join(m.describe() for m in r.matches) if r.match else None,
-                      status=_status(r, why_not, checks, reference_backward(r, opts.train)),
-                      patched=r.name in patched,
-                      estimated_us=round(r.seconds * 1e6, 3),
-                      fused_us=round(fused[r.name] * 1e6, 3) if r.name in fused else None)
-            for r in regions]
-    basis = (f"speed of light on {peaks.name} per op of the eager step (max of FLOPs / peak and bytes / bandwidth; "
-             "each op its own kernel) against the patched regions' forward as one kernel at the task's FLOPs and "
-             "bytes; backward ops unchanged; an estimate, not a time")
+    rows = [
+        RegionRow(
+            name=r.name,
+            kind=r.kind,
+            share=round(r.share, 4),
+            task="; ".join(m.describe() for m in r.matches) if r.match else None,
+            status=_status(r, why_not, checks, reference_backward(r, opts.train)),
+            patched=r.name in patched,
+            estimated_us=round(r.seconds * 1e6, 3),
+            fused_us=round(fused[r.name] * 1e6, 3) if r.name in fused else None,
+        )
+        for r in regions
+    ]
+    basis = (
+        f"speed of light on {peaks.name} per op of the eager step (max of FLOPs / peak and bytes / bandwidth; "
+        "each op its own kernel) against the patched regions' forward as one kernel at the task's FLOPs and "
+        "bytes; backward ops unchanged; an estimate, not a time"
+    )
     basis = step_basis(peaks) or basis
     report = OptimizeReport(
-        target=target.spec, kind=target.kind, train=opts.train, dtype=opts.dtype, batch=opts.batch, seq=opts.seq,
-        gpu=peaks.name, regions=rows, coverage=round(coverage(regions), 4), checks=checks,
+        target=target.spec,
+        kind=target.kind,
+        train=opts.train,
+        dtype=opts.dtype,
+        batch=opts.batch,
+        seq=opts.seq,
+        gpu=peaks.name,
+        regions=rows,
+        coverage=round(coverage(regions), 4),
+        checks=checks,
         model_coverage=round(model_coverage(regions), 4),
-        speedup=SpeedupEstimate(estimated=round(step_s / after_s, 4) if after_s > 0 else None, basis=basis,
-                                before_us=round(step_s * 1e6, 3), after_us=round(after_s * 1e6, 3),
-                                ceiling=round(step_s / ceiling_s, 4) if ceiling_s > 0 else None),
-        campaigns=campaigns, trials=budget, untimed=untimed, package=str(package_dir),
-        patches=str(opts.out / "patches.json") if specs else None, plans=plans)
+        speedup=SpeedupEstimate(
+            estimated=round(step_s / after_s, 4) if after_s > 0 else None,
+            basis=basis,
+            before_us=round(step_s * 1e6, 3),
+            after_us=round(after_s * 1e6, 3),
+            ceiling=round(step_s / ceiling_s, 4) if ceiling_s > 0 else None,
+        ),
+        campaigns=campaigns,
+        trials=budget,
+        untimed=untimed,
+        package=str(package_dir),
+        patches=str(opts.out / "patches.json") if specs else None,
+        plans=plans,
+    )
     (opts.out / "report.json").write_text(report.model_dump_json(indent=2) + "\n")
     (opts.out / "report.md").write_text(report.markdown())
     return report
@@ -481,8 +620,11 @@ def optimize(opts: OptimizeOptions) -> OptimizeReport:
 
 def _status(r: Region, why_not: dict[str, str], checks: Checks, backward: bool = False) -> str:
     if r.match is None:
-        return "no task: " + ("the LLM proposer can take its problem (--proposer llm)" if r.source != "rest"
-                              else "loose tensor ops of its module")
+        return "no task: " + (
+            "the LLM proposer can take its problem (--proposer llm)"
+            if r.source != "rest"
+            else "loose tensor ops of its module"
+        )
     if why_not.get(r.name):
         return "matched; not patched: " + why_not[r.name]
     if r.name in checks.kernel_calls:
@@ -490,4 +632,3 @@ def _status(r: Region, why_not: dict[str, str], checks: Checks, backward: bool =
     if r.name in checks.fallback:
         return "matched; not patched: " + checks.fallback[r.name]
     return "matched; not patched: the proof did not run it"
-

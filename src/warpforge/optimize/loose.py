@@ -43,8 +43,21 @@ from warpforge.optimize.trace import OpRecord, StepTrace, StreamEntry
 MAX_CALL_TENSORS = 6
 # Aten ops that only move or cast data: a cut whose forward does nothing else (a transpose made contiguous)
 # is no task's, and is not tried (each try runs the matcher over every task).
-DATA_MOVES = frozenset({"clone", "copy_", "_to_copy", "cat", "stack", "_unsafe_view", "empty_like", "zeros_like",
-                        "ones_like", "new_empty", "new_zeros"})
+DATA_MOVES = frozenset(
+    {
+        "clone",
+        "copy_",
+        "_to_copy",
+        "cat",
+        "stack",
+        "_unsafe_view",
+        "empty_like",
+        "zeros_like",
+        "ones_like",
+        "new_empty",
+        "new_zeros",
+    }
+)
 
 
 @dataclass
@@ -77,8 +90,9 @@ class LooseCut:
         for e in self.entries:
             if e.child or e.position < 0 or e.position == self.end:
                 continue
-            metas.append([(list(t.shape), list(t.stride()), str(t.dtype).removeprefix("torch."))
-                          for t in _tensors(e.output)])
+            metas.append(
+                [(list(t.shape), list(t.stride()), str(t.dtype).removeprefix("torch.")) for t in _tensors(e.output)]
+            )
             tuples.append(not isinstance(e.output, torch.Tensor))
         return metas, tuples
 
@@ -95,9 +109,24 @@ def _tensors(values: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor)]
 
 
-_INPLACE_DUNDERS = frozenset({"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
-                              "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
-                              "__imatmul__", "__setitem__"})
+_INPLACE_DUNDERS = frozenset(
+    {
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__itruediv__",
+        "__ifloordiv__",
+        "__imod__",
+        "__ipow__",
+        "__iand__",
+        "__ior__",
+        "__ixor__",
+        "__ilshift__",
+        "__irshift__",
+        "__imatmul__",
+        "__setitem__",
+    }
+)
 
 
 def _inplace(e: StreamEntry) -> bool:
@@ -107,8 +136,11 @@ def _inplace(e: StreamEntry) -> bool:
 
 
 def _stateless(module: Any) -> bool:
-    return isinstance(module, torch.nn.Module) and not any(True for _ in module.parameters()) and \
-        not any(True for _ in module.buffers())
+    return (
+        isinstance(module, torch.nn.Module)
+        and not any(True for _ in module.parameters())
+        and not any(True for _ in module.buffers())
+    )
 
 
 def _replayable(stream: Sequence[StreamEntry]) -> bool:
@@ -148,15 +180,19 @@ def _later_reads(stream: Sequence[StreamEntry], after: int, returned: Any) -> se
 
 def _cut(path: str, stream: list[StreamEntry], i: int, j: int, buffers: set[int], returned: Any) -> LooseCut | None:
     """The run stream[i..j] as a cut, or None when it is none (see module doc)."""
-    run = stream[i:j + 1]
+    run = stream[i : j + 1]
     last = run[-1]
     if not isinstance(last.output, torch.Tensor) or not last.output.is_floating_point():
         return None
     if "__get__" in (run[0].name, last.name):  # a property (x.T): a patch reads it, never replaces it
         return None
-    if any(e.opaque or (e.child and not _stateless(e.func)) or (not e.child and e.position < 0
-                                                                  and e.name not in META_CALLS) or _inplace(e)
-           for e in run):
+    if any(
+        e.opaque
+        or (e.child and not _stateless(e.func))
+        or (not e.child and e.position < 0 and e.name not in META_CALLS)
+        or _inplace(e)
+        for e in run
+    ):
         return None
     made: set[int] = set()
     inputs: list[torch.Tensor] = []
@@ -199,7 +235,7 @@ def candidate_cuts(model: torch.nn.Module, trace: StepTrace, path: str) -> list[
             cut = _cut(path, stream, i, j, buffers, returned)
             if cut is None:
                 continue
-            cut.names, cut.guard = names[:cut.end + 1], guard
+            cut.names, cut.guard = names[: cut.end + 1], guard
             cut.ops = cut_ops(trace, cut, nested)
             cut.seconds = sum(o.seconds for o in cut.ops)
             if cut.seconds > 0 and any(o.op not in DATA_MOVES for o in cut.ops if not o.backward):
@@ -212,8 +248,12 @@ def cut_ops(trace: StepTrace, cut: LooseCut, nested: dict[str, set[str]]) -> lis
     and its child modules'."""
     keys = set().union(*(nested.get(k, {k}) for k in cut.keys))
     children = cut.children
-    return [o for o in trace.ops if (o.call in keys and o.module == cut.path)
-            or any(o.module == c or o.module.startswith(c + ".") for c in children)]
+    return [
+        o
+        for o in trace.ops
+        if (o.call in keys and o.module == cut.path)
+        or any(o.module == c or o.module.startswith(c + ".") for c in children)
+    ]
 
 
 def _nested_keys(trace: StepTrace) -> dict[str, set[str]]:
@@ -234,6 +274,7 @@ def _nested_keys(trace: StepTrace) -> dict[str, set[str]]:
 
 def _signature(cut: LooseCut) -> tuple[Any, ...]:
     """Equal for two cuts computing the same function (a model's repeated layers): matched once."""
+
     def norm(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
             return (tuple(v.shape), v.dtype)
@@ -248,8 +289,13 @@ def _signature(cut: LooseCut) -> tuple[Any, ...]:
     return (tuple((e.name, norm(e.args), norm(e.kwargs)) for e in cut.entries), norm(cut.inputs))
 
 
-def loose_cuts(model: torch.nn.Module, trace: StepTrace, path: str,
-               match: Callable[[Call], CallMatch | None], cache: dict[Any, CallMatch | None]) -> list[LooseCut]:
+def loose_cuts(
+    model: torch.nn.Module,
+    trace: StepTrace,
+    path: str,
+    match: Callable[[Call], CallMatch | None],
+    cache: dict[Any, CallMatch | None],
+) -> list[LooseCut]:
     """The module's matched cuts, no two sharing a call (costliest first; ``cache`` by signature)."""
     taken: set[int] = set()
     found: list[LooseCut] = []

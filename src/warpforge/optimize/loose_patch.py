@@ -32,17 +32,35 @@ if TYPE_CHECKING:
 
 # Calls returning no tensor that read only metadata, the same for a placeholder as for the value it stands
 # for; ``register_hook``: torch's ModuleTracker registers gradient hooks on a child's inputs while tracing.
-META_CALLS = frozenset({"size", "dim", "__get__", "stride", "numel", "register_hook", "__len__", "is_contiguous",
-                        "is_floating_point", "element_size", "get_device", "storage_offset", "ndimension",
-                        "nelement", "is_complex", "__hash__"})
+META_CALLS = frozenset(
+    {
+        "size",
+        "dim",
+        "__get__",
+        "stride",
+        "numel",
+        "register_hook",
+        "__len__",
+        "is_contiguous",
+        "is_floating_point",
+        "element_size",
+        "get_device",
+        "storage_offset",
+        "ndimension",
+        "nelement",
+        "is_complex",
+        "__hash__",
+    }
+)
 
 
 class Runner(Protocol):
     """The op of ``spec`` on a call's tensors, its output reshaped to ``shape``; None (the fallback counted)
     when it cannot run. ``probe``: only whether it would, nothing run or counted."""
 
-    def __call__(self, spec: PatchSpec, tensors: Sequence[torch.Tensor], shape: torch.Size,
-                 probe: bool = False) -> Any: ...
+    def __call__(
+        self, spec: PatchSpec, tensors: Sequence[torch.Tensor], shape: torch.Size, probe: bool = False
+    ) -> Any: ...
 
 
 def tensors_of(values: Any) -> list[torch.Tensor]:
@@ -57,8 +75,9 @@ class LooseDiverged(RuntimeError):
 class LoosePatcher:
     """Every loose region of one module (see module doc); ``enter`` at each of its calls."""
 
-    def __init__(self, path: str, specs: Sequence[PatchSpec], run: Runner,
-                 fallback: Callable[[str, str], None]) -> None:
+    def __init__(
+        self, path: str, specs: Sequence[PatchSpec], run: Runner, fallback: Callable[[str, str], None]
+    ) -> None:
         self.path, self.run, self.fallback = path, run, fallback
         self.specs = sorted(specs, key=lambda s: s.loose_start)
         self.names = max((s.loose_names for s in self.specs), key=len)
@@ -78,8 +97,7 @@ class LoosePatcher:
         for s in self.specs:
             self.fallback(s.region, why)
 
-    def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-             passthrough: Callable[[], Any]) -> Any:
+    def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], passthrough: Callable[[], Any]) -> Any:
         """This module's own torch call; ``passthrough`` runs it as the rest of the patch would."""
         if not self.live:
             return passthrough()
@@ -94,9 +112,11 @@ class LoosePatcher:
         if self.open is not None:
             if name in META_CALLS:
                 return func(*args, **kwargs)
-            raise LooseDiverged(f"{self.path}: {name} inside the patched run {self.open.region} (traced: "
-                                f"{self.names[self.pos] if self.pos < len(self.names) else 'nothing'}); its "
-                                "forward reads values or takes another path than its trace")
+            raise LooseDiverged(
+                f"{self.path}: {name} inside the patched run {self.open.region} (traced: "
+                f"{self.names[self.pos] if self.pos < len(self.names) else 'nothing'}); its "
+                "forward reads values or takes another path than its trace"
+            )
         out = passthrough()
         if returns_tensors(out):  # a tensor call the trace did not have: the rest of this call runs as written
             self.live = False
@@ -123,8 +143,9 @@ class LoosePatcher:
                         got[k] = flat[index]
         return pos
 
-    def _at(self, pos: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-            passthrough: Callable[[], Any]) -> Any:
+    def _at(
+        self, pos: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], passthrough: Callable[[], Any]
+    ) -> Any:
         if pos < 0:
             return passthrough()
         if self.open is not None:
@@ -146,9 +167,12 @@ class LoosePatcher:
         if first is None:
             self.fallback(spec.region, "no floating tensor at the run's first call")
             return False
-        dummies = [torch.empty(shape, dtype=first.dtype if floating else getattr(torch, dtype), device=first.device)
-                   for shape, dtype, floating in zip(spec.loose_input_shapes, spec.loose_input_dtypes,
-                                                     spec.loose_input_floating)]
+        dummies = [
+            torch.empty(shape, dtype=first.dtype if floating else getattr(torch, dtype), device=first.device)
+            for shape, dtype, floating in zip(
+                spec.loose_input_shapes, spec.loose_input_dtypes, spec.loose_input_floating
+            )
+        ]
         return bool(self.run(spec, dummies, torch.Size(spec.loose_output_shape), probe=True))
 
     def _finish(self, spec: PatchSpec) -> Any:
@@ -169,6 +193,7 @@ def _device(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device:
 def _placeholders(spec: PatchSpec, pos: int, device: torch.device) -> Any:
     """What the traced call at ``pos`` returned, as uninitialised tensors of its shapes, strides and dtypes."""
     metas = spec.loose_placeholders[pos - spec.loose_start]
-    made = [torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device=device)
-            for shape, stride, dtype in metas]
+    made = [
+        torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device=device) for shape, stride, dtype in metas
+    ]
     return made[0] if not spec.loose_tuples[pos - spec.loose_start] else tuple(made)

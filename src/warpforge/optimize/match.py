@@ -113,8 +113,11 @@ def _probe_inputs(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[An
     if found is None:
         return None
     where, _ = found
-    inputs = list(task.make_inputs(dict(task.check_shapes[0]) if task.check_shapes else dict(task.shapes[0]),
-                                   torch.float32, 0, "cpu"))
+    inputs = list(
+        task.make_inputs(
+            dict(task.check_shapes[0]) if task.check_shapes else dict(task.shapes[0]), torch.float32, 0, "cpu"
+        )
+    )
     return where, inputs
 
 
@@ -123,7 +126,7 @@ def _view(t: torch.Tensor, rank: int) -> torch.Tensor | None:
         return t
     if t.dim() < rank or rank < 1:
         return None
-    return t.reshape(-1, *t.shape[t.dim() - rank + 1:])
+    return t.reshape(-1, *t.shape[t.dim() - rank + 1 :])
 
 
 def _assignments(call: Call, task_inputs: list[Any], optional: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -143,8 +146,11 @@ def _assignments(call: Call, task_inputs: list[Any], optional: tuple[int, ...]) 
                 if j < 0:
                     continue
                 t, ti = call.tensors[j], task_inputs[i]
-                if not isinstance(ti, torch.Tensor) or t.is_floating_point() != ti.is_floating_point() \
-                        or t.dim() < ti.dim():
+                if (
+                    not isinstance(ti, torch.Tensor)
+                    or t.is_floating_point() != ti.is_floating_point()
+                    or t.dim() < ti.dim()
+                ):
                     ok = False
                     break
             if ok:
@@ -152,8 +158,9 @@ def _assignments(call: Call, task_inputs: list[Any], optional: tuple[int, ...]) 
     return out
 
 
-def _shapes_of(task: Task, where: dict[str, list[tuple[int, int]]], views: list[torch.Tensor | None],
-               order: tuple[int, ...]) -> list[Shape]:
+def _shapes_of(
+    task: Task, where: dict[str, list[tuple[int, int]]], views: list[torch.Tensor | None], order: tuple[int, ...]
+) -> list[Shape]:
     """The task's shapes at these tensors' sizes: one, or one per value of each key no tensor carries (a flag
     such as attention's CAUSAL, tried with every value the task's own shapes give it)."""
     shape: Shape = {}
@@ -215,12 +222,18 @@ def _agrees(call: Call, task: Task, shape: Shape, order: tuple[int, ...]) -> tup
     for case, inputs in enumerate(cases):
         if -1 in order:  # an absent input is zeros in the task's call too
             inputs = tuple(torch.zeros_like(v) if j < 0 else v for v, j in zip(inputs, order))
-        targets = next((inputs[i] for i, j in enumerate(order) if j >= 0 and isinstance(inputs[i], torch.Tensor)
-                        and not inputs[i].is_floating_point()), None)
+        targets = next(
+            (
+                inputs[i]
+                for i, j in enumerate(order)
+                if j >= 0 and isinstance(inputs[i], torch.Tensor) and not inputs[i].is_floating_point()
+            ),
+            None,
+        )
         if call.ignore_index is not None and targets is not None and call.reduction:
             # a quarter of the rows ignored, as a causal LM's shifted labels pad each sequence
             marked = targets.clone()
-            marked[:: 4] = call.ignore_index
+            marked[::4] = call.ignore_index
             fed = list(inputs)
             fed[[i for i, v in enumerate(inputs) if v is targets][0]] = marked
             call_inputs: tuple[Any, ...] = tuple(fed)
@@ -229,8 +242,12 @@ def _agrees(call: Call, task: Task, shape: Shape, order: tuple[int, ...]) -> tup
         try:
             with torch.no_grad():
                 got = call.run(_feed(call, order, call_inputs, 1000 + case))
-                ref = task.reference(*(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                                       for v in _task_args(order, inputs)))
+                ref = task.reference(
+                    *(
+                        v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                        for v in _task_args(order, inputs)
+                    )
+                )
         except Exception:  # noqa: BLE001 - the call or the task refuses this assignment: no match
             return False, ""
         if isinstance(got, torch.Tensor) and isinstance(ref, torch.Tensor) and got.dim() == 0 and ref.dim() == 1:
@@ -254,8 +271,15 @@ def find_call_match(call: Call, tasks: Sequence[Task] | None = None) -> CallMatc
     if found is not None or not _batched(call):
         return found
     items = int(call.tensors[0].shape[0])
-    item = Call(tuple(t[:1] for t in call.tensors), call.run, call.output[:1], call.ignore_index, call.reduction,
-                call.index, call.spare)
+    item = Call(
+        tuple(t[:1] for t in call.tensors),
+        call.run,
+        call.output[:1],
+        call.ignore_index,
+        call.reduction,
+        call.index,
+        call.spare,
+    )
     found = _find(item, tasks)
     if found is None or not _itemwise(call):
         return None
@@ -270,12 +294,14 @@ def _batched(call: Call) -> bool:
 def _itemwise(call: Call) -> bool:
     """The call on a random batch is the call on each item, stacked (no item reads another)."""
     gen = torch.Generator().manual_seed(7)
-    fed = [torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype) if t.is_floating_point() else t
-           for t in call.tensors]
+    fed = [
+        torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype) if t.is_floating_point() else t
+        for t in call.tensors
+    ]
     try:
         with torch.no_grad():
             whole = call.run(fed)
-            each = [call.run([t[b:b + 1] for t in fed]) for b in range(fed[0].shape[0])]
+            each = [call.run([t[b : b + 1] for t in fed]) for b in range(fed[0].shape[0])]
     except Exception:  # noqa: BLE001 - the call refuses a one-item batch: not item by item
         return False
     return isinstance(whole, torch.Tensor) and _close(whole, torch.cat(each, 0))
@@ -301,14 +327,17 @@ def _find(call: Call, tasks: Sequence[Task] | None) -> CallMatch | None:
     return None
 
 
-def _try_shape(call: Call, task: Task, shape: Shape, order: tuple[int, ...],
-               views: list[torch.Tensor | None]) -> CallMatch | None:
+def _try_shape(
+    call: Call, task: Task, shape: Shape, order: tuple[int, ...], views: list[torch.Tensor | None]
+) -> CallMatch | None:
     try:
         made = task.make_inputs(shape, torch.float32, 0, "cpu")
     except Exception:  # noqa: BLE001 - the task refuses these sizes (heads that must divide)
         return None
-    if any(j >= 0 and tuple(m.shape) != tuple(views[i].shape)  # type: ignore[union-attr]
-           for i, (m, j) in enumerate(zip(made, order))):
+    if any(
+        j >= 0 and tuple(m.shape) != tuple(views[i].shape)  # type: ignore[union-attr]
+        for i, (m, j) in enumerate(zip(made, order))
+    ):
         return None
     members = [task.as_member(m.name) for m in task.members] or [task]
     for member in members:
@@ -316,6 +345,16 @@ def _try_shape(call: Call, task: Task, shape: Shape, order: tuple[int, ...],
         if ok:
             zero_shapes = tuple(tuple(made[i].shape) for i, j in enumerate(order) if j < 0)
             flatten = tuple(j >= 0 and call.tensors[j].dim() != made[i].dim() for i, j in enumerate(order))
-            return CallMatch(task.name, member.member, shape, order, flatten, reduce,
-                             call.ignore_index if reduce else None, task.has_backward, zero_shapes, call.index)
+            return CallMatch(
+                task.name,
+                member.member,
+                shape,
+                order,
+                flatten,
+                reduce,
+                call.ignore_index if reduce else None,
+                task.has_backward,
+                zero_shapes,
+                call.index,
+            )
     return None

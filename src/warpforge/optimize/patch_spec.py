@@ -92,6 +92,8 @@ def load_patches(text: str) -> list[PatchSpec]:
     if not isinstance(doc, dict) or doc.get("format") != PATCHES_FORMAT:
         raise ValueError(f"not a {PATCHES_FORMAT} document")
     if int(doc.get("version", 0)) > PATCHES_VERSION:
-        raise ValueError(f"patches version {doc['version']} is newer than this reader's ({PATCHES_VERSION}): "
-                         "export the package again with this warpforge")
+        raise ValueError(
+            f"patches version {doc['version']} is newer than this reader's ({PATCHES_VERSION}): "
+            "export the package again with this warpforge"
+        )
     return [PatchSpec.from_json(d) for d in doc["patches"]]

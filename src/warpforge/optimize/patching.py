@@ -55,8 +55,9 @@ class PatchCounters:
 
 
 def _tensors_of(args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
-    return [a for a in args if isinstance(a, torch.Tensor)] + [v for v in kwargs.values()
-                                                                if isinstance(v, torch.Tensor)]
+    return [a for a in args if isinstance(a, torch.Tensor)] + [
+        v for v in kwargs.values() if isinstance(v, torch.Tensor)
+    ]
 
 
 def _kernel_fits(package: ModuleType, op: str, inputs: Sequence[Any]) -> bool:
@@ -66,12 +67,25 @@ def _kernel_fits(package: ModuleType, op: str, inputs: Sequence[Any]) -> bool:
     first = next(t for t in inputs if isinstance(t, torch.Tensor))
     if first.device.type == "cpu" and not config.interpreting():
         return False
-    return mod._TABLE.select(config.shape_of(inputs, mod._DIMS), config.dtype_of(inputs),
-                             config.device_name(first.device), mod._constraints) is not None
+    return (
+        mod._TABLE.select(
+            config.shape_of(inputs, mod._DIMS),
+            config.dtype_of(inputs),
+            config.device_name(first.device),
+            mod._constraints,
+        )
+        is not None
+    )
 
 
-def _run(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor], output_like: torch.Size | None,
-         counters: PatchCounters, probe: bool = False) -> Any:
+def _run(
+    spec: PatchSpec,
+    package: ModuleType,
+    tensors: Sequence[torch.Tensor],
+    output_like: torch.Size | None,
+    counters: PatchCounters,
+    probe: bool = False,
+) -> Any:
     """The op on the call's tensors; None when it cannot (then the original code runs); ``probe``: True when
     it would run, nothing run or counted."""
     floating = next((t for t in tensors if t.is_floating_point()), None)
@@ -85,7 +99,7 @@ def _run(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor], 
             inputs.append(torch.zeros(next(zeros), dtype=floating.dtype, device=floating.device))
             continue
         t = tensors[j]
-        inputs.append(t.reshape(-1, *t.shape[t.dim() - rank + 1:]) if flat else t)
+        inputs.append(t.reshape(-1, *t.shape[t.dim() - rank + 1 :]) if flat else t)
     targets = next((v for v in inputs if isinstance(v, torch.Tensor) and not v.is_floating_point()), None)
     if spec.reduce and targets is not None and spec.ignore_index is not None:
         # ignored rows: a valid target for the kernel, dropped from the reduction below (as torch does)
@@ -112,8 +126,9 @@ class _ReferenceBackward(torch.autograd.Function):
     """The op's kernel forward; the backward is torch autograd of the task's reference at the saved inputs."""
 
     @staticmethod
-    def forward(ctx: Any, op: Callable[..., torch.Tensor], reference: Callable[..., torch.Tensor],
-                *inputs: Any) -> torch.Tensor:
+    def forward(
+        ctx: Any, op: Callable[..., torch.Tensor], reference: Callable[..., torch.Tensor], *inputs: Any
+    ) -> torch.Tensor:
         ctx.reference = reference
         ctx.inputs = inputs  # the tensors themselves (no in-place op touches them before the backward)
         with torch.no_grad():
@@ -122,8 +137,10 @@ class _ReferenceBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         wanted = ctx.needs_input_grad[2:]
-        leaves = [t.detach().requires_grad_(w) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-                  for t, w in zip(ctx.inputs, wanted)]
+        leaves = [
+            t.detach().requires_grad_(w) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+            for t, w in zip(ctx.inputs, wanted)
+        ]
         with torch.enable_grad():
             out = ctx.reference(*leaves)
             chosen = [leaf for leaf, w in zip(leaves, wanted) if w]
@@ -147,8 +164,9 @@ def op_of(package: ModuleType, spec: PatchSpec) -> Callable[..., Any]:
     return call
 
 
-def _module_forward(module: torch.nn.Module, spec: PatchSpec, package: ModuleType,
-                    counters: PatchCounters) -> Callable[..., Any]:
+def _module_forward(
+    module: torch.nn.Module, spec: PatchSpec, package: ModuleType, counters: PatchCounters
+) -> Callable[..., Any]:
     original = module.forward
     params = [p for _, p in module.named_parameters()]
 
@@ -171,15 +189,21 @@ def _output_shape(spec: PatchSpec, tensors: Sequence[torch.Tensor]) -> torch.Siz
     return torch.Size([*t.shape[: t.dim() - spec.ranks[0] + 1], -1])
 
 
-def _run_spec(spec: PatchSpec, package: ModuleType, tensors: Sequence[torch.Tensor],
-              counters: PatchCounters, shape: torch.Size | None = None, probe: bool = False) -> Any:
+def _run_spec(
+    spec: PatchSpec,
+    package: ModuleType,
+    tensors: Sequence[torch.Tensor],
+    counters: PatchCounters,
+    shape: torch.Size | None = None,
+    probe: bool = False,
+) -> Any:
     """The op on the call's tensors, item by item for a per-item spec; None when it cannot run. ``shape``: the
     output's (a loose region's, as traced); ``probe``: only whether it would run."""
     if not spec.per_item:
         return _run(spec, package, tensors, shape or _output_shape(spec, tensors), counters, probe)
     outs = []
     for b in range(int(tensors[0].shape[0])):
-        item = [t[b:b + 1] for t in tensors]
+        item = [t[b : b + 1] for t in tensors]
         out = _run(spec, package, item, None if shape is not None else _output_shape(spec, item), counters, probe)
         if out is None or probe:
             return out
@@ -213,8 +237,13 @@ def ordered_tensors(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def _helper_wrapper(original: Callable[..., Any], specs: dict[str, list[PatchSpec]], active: list[str],
-                    package: ModuleType, counters: PatchCounters) -> Callable[..., Any]:
+def _helper_wrapper(
+    original: Callable[..., Any],
+    specs: dict[str, list[PatchSpec]],
+    active: list[str],
+    package: ModuleType,
+    counters: PatchCounters,
+) -> Callable[..., Any]:
     name = getattr(original, "__name__", "")
 
     def helper(*args: Any, **kwargs: Any) -> Any:
@@ -230,15 +259,22 @@ def _helper_wrapper(original: Callable[..., Any], specs: dict[str, list[PatchSpe
             outs[spec.output] = _like_call(out, tensors)
         if -1 in outs:
             return outs[-1]
-        return tuple(outs[i] for i in range(len(outs))) if sorted(outs) == list(range(len(outs))) \
+        return (
+            tuple(outs[i] for i in range(len(outs)))
+            if sorted(outs) == list(range(len(outs)))
             else original(*args, **kwargs)
+        )
 
     helper.__wrapped__ = original  # type: ignore[attr-defined]  # inspect.signature reads through it
     return helper
 
 
-def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callable[[Callable[..., Any]], Any],
-                    undo: list[Callable[[], None]]) -> None:
+def _rebind_helpers(
+    model: torch.nn.Module,
+    names: dict[str, str],
+    wrap: Callable[[Callable[..., Any]], Any],
+    undo: list[Callable[[], None]],
+) -> None:
     """Rebind each helper name (name -> its defining file; "" for any) in the globals of every class file of
     ``model`` (once per file), where it names that file's function: a namesake from another file is kept."""
     done: set[int] = set()
@@ -253,8 +289,9 @@ def _rebind_helpers(model: torch.nn.Module, names: dict[str, str], wrap: Callabl
             code_file = inspect.unwrap(found).__code__.co_filename if found is not None else ""
             # the same file, or one of its name (the model's code installed elsewhere: an exported package's
             # tests rebuild the model from their own copy of its file)
-            if found is not None and (not file or code_file == file or code_file.rsplit("/", 1)[-1] == file.rsplit(
-                    "/", 1)[-1]):
+            if found is not None and (
+                not file or code_file == file or code_file.rsplit("/", 1)[-1] == file.rsplit("/", 1)[-1]
+            ):
                 undo.append(_restorer(scope, name))
                 scope[name] = wrap(found)
 
@@ -269,8 +306,14 @@ def _restorer(scope: dict[str, Any], name: str) -> Callable[[], None]:
 
 
 class _FunctionSwap(TorchFunctionMode):
-    def __init__(self, specs: dict[str, list[PatchSpec]], active: list[str], package: ModuleType,
-                 counters: PatchCounters, loose: dict[str, LoosePatcher]) -> None:
+    def __init__(
+        self,
+        specs: dict[str, list[PatchSpec]],
+        active: list[str],
+        package: ModuleType,
+        counters: PatchCounters,
+        loose: dict[str, LoosePatcher],
+    ) -> None:
         super().__init__()
         self.specs, self.active, self.package, self.counters = specs, active, package, counters
         self.loose = loose
@@ -297,8 +340,9 @@ class _FunctionSwap(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _loose_patchers(by_module: dict[str, list[PatchSpec]], package: ModuleType,
-                    counters: PatchCounters) -> dict[str, LoosePatcher]:
+def _loose_patchers(
+    by_module: dict[str, list[PatchSpec]], package: ModuleType, counters: PatchCounters
+) -> dict[str, LoosePatcher]:
     def run(spec: PatchSpec, tensors: Sequence[torch.Tensor], shape: torch.Size, probe: bool = False) -> Any:
         out = _run_spec(spec, package, tensors, counters, shape=shape, probe=probe)
         return out if probe or out is None else _like_call(out, tensors)
@@ -306,8 +350,11 @@ def _loose_patchers(by_module: dict[str, list[PatchSpec]], package: ModuleType,
     def fallback(region: str, why: str) -> None:
         counters.fallback[region] = why
 
-    return {path: LoosePatcher(path, [s for s in specs if s.loose_start >= 0], run, fallback)
-            for path, specs in by_module.items() if any(s.loose_start >= 0 for s in specs)}
+    return {
+        path: LoosePatcher(path, [s for s in specs if s.loose_start >= 0], run, fallback)
+        for path, specs in by_module.items()
+        if any(s.loose_start >= 0 for s in specs)
+    }
 
 
 def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: ModuleType) -> PatchCounters:
@@ -326,10 +373,12 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
         active: list[str] = []
         loose = _loose_patchers(by_module, package, counters)
         mode = _FunctionSwap(by_module, active, package, counters, loose)
+
         # every module pushes its path, so the innermost running module is active[-1]
         def enter(path: str) -> Callable[..., None]:
             def hook(module: torch.nn.Module, args: Any) -> None:
                 active.append(path)
+
             return hook
 
         def leave(module: torch.nn.Module, args: Any, output: Any) -> None:
@@ -340,13 +389,15 @@ def apply_patches(model: torch.nn.Module, specs: Sequence[PatchSpec], package: M
             handles.append(module.register_forward_pre_hook(enter(path)))
             handles.append(module.register_forward_hook(leave))
         for path, patcher in loose.items():
-            handles.append(modules[path].register_forward_pre_hook(lambda m, a, k, p=patcher: p.enter(a, k),
-                                                                   with_kwargs=True))
+            handles.append(
+                modules[path].register_forward_pre_hook(lambda m, a, k, p=patcher: p.enter(a, k), with_kwargs=True)
+            )
         counters.undo.extend(h.remove for h in handles)
         helpers = {s.function: s.helper_file for s in specs if s.helper}
         if helpers:
-            _rebind_helpers(model, helpers, lambda f: _helper_wrapper(f, by_module, active, package, counters),
-                            counters.undo)
+            _rebind_helpers(
+                model, helpers, lambda f: _helper_wrapper(f, by_module, active, package, counters), counters.undo
+            )
         counters.undo.append(_forward_restorer(model))
         root_forward = model.forward
 

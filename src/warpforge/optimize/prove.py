@@ -30,8 +30,7 @@ from warpforge.optimize.target import load_target
 # (output rtol, loss rtol, gradient relative L2): bf16 keeps 8 significant bits (eps 7.8e-3); a 2-layer model's
 # logits pass through ~10 roundings per layer in either order, so a few eps of the largest logit; Adam's first
 # steps amplify gradient noise into the weights, hence the losses' 1e-2.
-TOLERANCES = {torch.float32: (1e-4, 1e-4, 1e-3), torch.float16: (1e-2, 5e-3, 5e-2),
-              torch.bfloat16: (5e-2, 2e-2, 1e-1)}
+TOLERANCES = {torch.float32: (1e-4, 1e-4, 1e-3), torch.float16: (1e-2, 5e-3, 5e-2), torch.bfloat16: (5e-2, 2e-2, 1e-1)}
 
 
 def _first(out: Any) -> torch.Tensor:
@@ -49,8 +48,9 @@ def _outputs(model: torch.nn.Module, inputs: tuple[Any, ...], kind: str) -> torc
         return _first(model(*inputs))
 
 
-def _steps(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Any, steps: int,
-           lr: float) -> tuple[list[float], dict[str, torch.Tensor]]:
+def _steps(
+    model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Any, steps: int, lr: float
+) -> tuple[list[float], dict[str, torch.Tensor]]:
     # SGD, not Adam: in a float16 model Adam's eps (1e-8) underflows to 0 and its first step divides by zero
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     losses, grads = [], {}
@@ -66,7 +66,7 @@ def _steps(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Any, steps:
 
 
 def check_at_shape(package: Any, spec: PatchSpec, dtype: torch.dtype, train: bool) -> str:
-    """"" when the exported op computes its task at the region's own shape (forward, and with ``train`` the
+    """ "" when the exported op computes its task at the region's own shape (forward, and with ``train`` the
     gradients), as the evaluator's judge would; else why not. A campaign checks its task's check shapes: a
     region's shape (a head dim of 16, a vocabulary of 1024) may be one no kernel was ever verified at."""
     from warpforge.evaluator.judge.compare import compare_outputs
@@ -74,10 +74,16 @@ def check_at_shape(package: Any, spec: PatchSpec, dtype: torch.dtype, train: boo
 
     task = get_task(spec.task or spec.op)
     inputs = task.make_inputs(spec.shape, dtype, 0, "cpu")
-    mine = [t.clone().requires_grad_(train and i in task.grad_inputs) if isinstance(t, torch.Tensor) else t
-            for i, t in enumerate(inputs)]
-    exact = [t.double().requires_grad_(train and i in task.grad_inputs)
-             if isinstance(t, torch.Tensor) and t.is_floating_point() else t for i, t in enumerate(inputs)]
+    mine = [
+        t.clone().requires_grad_(train and i in task.grad_inputs) if isinstance(t, torch.Tensor) else t
+        for i, t in enumerate(inputs)
+    ]
+    exact = [
+        t.double().requires_grad_(train and i in task.grad_inputs)
+        if isinstance(t, torch.Tensor) and t.is_floating_point()
+        else t
+        for i, t in enumerate(inputs)
+    ]
     out = op_of(package, spec)(*mine)
     ref = task.reference(*exact)
     atol, rtol = task.tolerance(dtype)
@@ -136,8 +142,12 @@ def prove(request: dict[str, Any]) -> Checks:
     scale = float(ref_out.abs().max()) if ref_out.numel() else 0.0
     diff = float((ref_out - new_out).abs().max()) if ref_out.shape == new_out.shape else float("inf")
     out_tol = out_rtol * max(scale, 1.0)
-    checks = Checks(max_abs_diff=diff, output_tolerance=out_tol, outputs_match=diff <= out_tol,
-                    interpreted=not torch.cuda.is_available())
+    checks = Checks(
+        max_abs_diff=diff,
+        output_tolerance=out_tol,
+        outputs_match=diff <= out_tol,
+        interpreted=not torch.cuda.is_available(),
+    )
     if request["train"]:
         before, g_ref = _steps(reference, inputs, target.loss, request["steps"], request["lr"])
         after, g_new = _steps(patched, inputs, target.loss, request["steps"], request["lr"])

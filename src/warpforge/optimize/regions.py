@@ -65,8 +65,15 @@ class Region:
 def _kind_of(ops: Sequence[OpRecord]) -> str:
     cost: dict[str, float] = {}
     for o in ops:
-        kind = ("gemm" if o.op in _GEMM_OPS else "attention" if "scaled_dot_product" in o.op
-                else "embedding" if o.op.startswith("embedding") else "elementwise")
+        kind = (
+            "gemm"
+            if o.op in _GEMM_OPS
+            else "attention"
+            if "scaled_dot_product" in o.op
+            else "embedding"
+            if o.op.startswith("embedding")
+            else "elementwise"
+        )
         cost[kind] = cost.get(kind, 0.0) + o.seconds
     return max(cost, key=lambda k: cost[k]) if cost else "other"
 
@@ -105,7 +112,7 @@ def module_call(call: ModuleCall) -> Call | None:
 
     def run(values: Sequence[torch.Tensor]) -> Any:
         replace = {id(t): v for t, v in zip(originals, values[: len(originals)])}
-        state = dict(zip(names, values[len(originals):]))
+        state = dict(zip(names, values[len(originals) :]))
         return torch.func.functional_call(module, state, _rebuild(call.args, replace), _rebuild(call.kwargs, replace))
 
     return Call(tensors, run, call.output)
@@ -114,8 +121,9 @@ def module_call(call: ModuleCall) -> Call | None:
 def function_calls(call: FunctionCall) -> list[Call]:
     """A functional or helper call as :class:`Call` s: one, or one per element of a returned tuple of tensors
     (each may then ignore some of the tensors); a loss's ``reduction`` and ``ignore_index`` are read off it."""
-    flat = [a for a in call.args if isinstance(a, torch.Tensor)] + \
-        [v for v in call.kwargs.values() if isinstance(v, torch.Tensor)]
+    flat = [a for a in call.args if isinstance(a, torch.Tensor)] + [
+        v for v in call.kwargs.values() if isinstance(v, torch.Tensor)
+    ]
     out = call.output
     several = isinstance(out, tuple) and len(out) > 1 and all(isinstance(o, torch.Tensor) for o in out)
     if not flat or len(flat) > MAX_CALL_TENSORS or not (isinstance(out, torch.Tensor) or several):
@@ -147,6 +155,7 @@ def function_calls(call: FunctionCall) -> list[Call]:
 
 def _call_signature(call: FunctionCall) -> tuple[Any, ...]:
     """Equal for two calls of one function on tensors of the same shapes and dtypes with the same settings."""
+
     def norm(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
             return (tuple(v.shape), v.dtype)
@@ -162,12 +171,22 @@ def _call_signature(call: FunctionCall) -> tuple[Any, ...]:
 def _signature(call: ModuleCall) -> tuple[Any, ...]:
     """Equal for two calls that compute the same function: the class, every scalar setting (an eps), every
     tensor's shape and dtype. Matching is then done once per signature."""
-    settings = tuple(sorted((k, v) for k, v in vars(call.module).items()
-                            if isinstance(v, (int, float, bool, str)) and not k.startswith("_")))
+    settings = tuple(
+        sorted(
+            (k, v)
+            for k, v in vars(call.module).items()
+            if isinstance(v, (int, float, bool, str)) and not k.startswith("_")
+        )
+    )
     shapes = tuple((tuple(t.shape), t.dtype) for t in call.args if isinstance(t, torch.Tensor))
     params = tuple((n, tuple(p.shape), p.dtype) for n, p in call.module.named_parameters())
-    return (type(call.module), settings, shapes, params,
-            tuple(sorted((k, repr(v)) for k, v in call.kwargs.items() if not isinstance(v, torch.Tensor))))
+    return (
+        type(call.module),
+        settings,
+        shapes,
+        params,
+        tuple(sorted((k, repr(v)) for k, v in call.kwargs.items() if not isinstance(v, torch.Tensor))),
+    )
 
 
 def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
@@ -219,10 +238,17 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
         if matches:
             keys = keys_within(f)
             origin = getattr(inspect.unwrap(f.func), "__code__", None) if f.helper else None
-            take(Region(f.key, task_kind(matches[0].task), source, match=matches[0],
-                        outputs=matches if len(matches) > 1 else [],
-                        helper_file=origin.co_filename if origin is not None else ""),
-                 [o for o in trace.ops if o.call in keys and o.module == f.path])
+            take(
+                Region(
+                    f.key,
+                    task_kind(matches[0].task),
+                    source,
+                    match=matches[0],
+                    outputs=matches if len(matches) > 1 else [],
+                    helper_file=origin.co_filename if origin is not None else "",
+                ),
+                [o for o in trace.ops if o.call in keys and o.module == f.path],
+            )
             return
         for g in inner.get(f.key, []):
             visit_call(g)
@@ -238,15 +264,25 @@ def cut_regions(model: torch.nn.Module, trace: StepTrace) -> list[Region]:
                 cache[key] = find_call_match(as_call) if as_call is not None else None
             match = cache[key]
             if match is not None:
-                take(Region(path, task_kind(match.task), "module", match=match),
-                     [o for o in trace.ops if _within(o.module, path)])
+                take(
+                    Region(path, task_kind(match.task), "module", match=match),
+                    [o for o in trace.ops if _within(o.module, path)],
+                )
                 return
         # loose runs first: a matched run owns the calls and stateless children (a Dropout) inside it
         inside: set[str] = set()
         for cut in loose_cuts(model, trace, path, find_call_match, loose_cache):
             assert cut.match is not None
-            take(Region(f"{path or '<root>'}::{cut.describe()}#{cut.start}", task_kind(cut.match.task),
-                        "loose", match=cut.match, loose=cut), cut.ops)
+            take(
+                Region(
+                    f"{path or '<root>'}::{cut.describe()}#{cut.start}",
+                    task_kind(cut.match.task),
+                    "loose",
+                    match=cut.match,
+                    loose=cut,
+                ),
+                cut.ops,
+            )
             inside |= cut.keys | set(cut.children)
         for child in children.get(path, []):
             if child not in inside:

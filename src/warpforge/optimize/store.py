@@ -30,11 +30,19 @@ def run_record(report: OptimizeReport, package_source: dict[str, Any] | None = N
     s = report.speedup
     measured = s.measured is not None
     return OptimizeRunRecord(
-        target=report.target[:1000], kind=report.kind, mode="train" if report.train else "infer", dtype=report.dtype,
-        gpu=report.gpu, coverage=report.coverage, speedup=s.measured if measured else s.estimated,
-        measured=measured, regions=len(report.regions), patched=sum(r.patched for r in report.regions),
+        target=report.target[:1000],
+        kind=report.kind,
+        mode="train" if report.train else "infer",
+        dtype=report.dtype,
+        gpu=report.gpu,
+        coverage=report.coverage,
+        speedup=s.measured if measured else s.estimated,
+        measured=measured,
+        regions=len(report.regions),
+        patched=sum(r.patched for r in report.regions),
         report=json.loads(report.model_dump_json()) | ({"package_source": package_source} if package_source else {}),
-        warpforge_version=__version__)
+        warpforge_version=__version__,
+    )
 
 
 def store_report(url: str | None, report: OptimizeReport, package_source: dict[str, Any] | None = None) -> int:

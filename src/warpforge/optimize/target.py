@@ -50,8 +50,7 @@ class Target:
         torch.manual_seed(seed)
         model, inputs = _BUILDERS[self.kind](self)
         model = model.to(self.dtype)
-        inputs = tuple(t.to(self.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-                       for t in inputs)
+        inputs = tuple(t.to(self.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
         return model, inputs
 
     def loss(self, output: Any) -> torch.Tensor:
@@ -116,7 +115,10 @@ def _function(t: Target) -> tuple[torch.nn.Module, tuple[Any, ...]]:
 
 
 _BUILDERS: dict[str, Callable[[Target], tuple[torch.nn.Module, tuple[Any, ...]]]] = {
-    "transformers": _transformers, "kernelbench": _kernelbench, "function": _function}
+    "transformers": _transformers,
+    "kernelbench": _kernelbench,
+    "function": _function,
+}
 
 
 def load_target(spec: str, batch: int = 2, seq: int = 64, dtype: torch.dtype = torch.bfloat16) -> Target:
@@ -138,11 +140,15 @@ def load_target(spec: str, batch: int = 2, seq: int = 64, dtype: torch.dtype = t
         module = _load_file(path)
         missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
         if missing:
-            raise TargetError(f"{spec}: a model file needs Model, get_inputs and get_init_inputs "
-                              f"(KernelBench's format); missing {', '.join(missing)}")
+            raise TargetError(
+                f"{spec}: a model file needs Model, get_inputs and get_init_inputs "
+                f"(KernelBench's format); missing {', '.join(missing)}"
+            )
         sys.modules.pop(f"wf_optimize_{path.stem}", None)
         return Target(path.stem, "kernelbench", str(path.resolve()), batch, seq, dtype)
     if ":" in spec:
         return Target(spec.rpartition(":")[2], "function", spec, batch, seq, dtype)
-    raise TargetError(f"{spec}: give a folder with a transformers config.json, a KernelBench-format .py file, "
-                      "or module:function returning (model, inputs)")
+    raise TargetError(
+        f"{spec}: give a folder with a transformers config.json, a KernelBench-format .py file, "
+        "or module:function returning (model, inputs)"
+    )

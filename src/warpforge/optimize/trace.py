@@ -43,15 +43,50 @@ from torch.utils.module_tracker import ModuleTracker
 from warpforge.evaluator.gpus import GpuPeaks
 
 # Ops that allocate, alias or only read metadata: no kernel moves their bytes.
-_FREE = {"empty", "empty_like", "empty_strided", "detach", "alias", "lift_fresh", "_unsafe_view", "view",
-         "t", "transpose", "permute", "expand", "unsqueeze", "squeeze", "slice", "select", "split",
-         "split_with_sizes", "as_strided", "unbind", "_reshape_alias", "reshape", "chunk", "narrow",
-         "view_as", "diagonal", "movedim", "unflatten", "flatten", "sym_size", "sym_stride", "sym_numel",
-         "_local_scalar_dense", "is_same_size", "sym_storage_offset"}
+_FREE = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "detach",
+    "alias",
+    "lift_fresh",
+    "_unsafe_view",
+    "view",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "slice",
+    "select",
+    "split",
+    "split_with_sizes",
+    "as_strided",
+    "unbind",
+    "_reshape_alias",
+    "reshape",
+    "chunk",
+    "narrow",
+    "view_as",
+    "diagonal",
+    "movedim",
+    "unflatten",
+    "flatten",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "_local_scalar_dense",
+    "is_same_size",
+    "sym_storage_offset",
+}
 
 # torch.nn.functional's functions by identity (many are C builtins whose __module__ is torch._C._nn).
-_FUNCTIONAL = {id(f) for n, f in vars(torch.nn.functional).items() if callable(f) and not n.startswith("_")
-               and not isinstance(f, type)}
+_FUNCTIONAL = {
+    id(f)
+    for n, f in vars(torch.nn.functional).items()
+    if callable(f) and not n.startswith("_") and not isinstance(f, type)
+}
 
 
 @dataclass(frozen=True)
@@ -223,8 +258,9 @@ class _Recorder(TorchDispatchMode):
         if parent is not None and parent[1] and parent[1][-1].child and parent[1][-1].name == path:
             parent[1][-1].output = output
 
-    def streamed(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, key: str,
-                 opaque: bool) -> None:
+    def streamed(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, key: str, opaque: bool
+    ) -> None:
         """A torch call the innermost module's own code made (after it ran)."""
         found = self.stream()
         if found is None:
@@ -234,8 +270,11 @@ class _Recorder(TorchDispatchMode):
         if returns_tensors(out):
             position = self.positions[path]
             self.positions[path] = position + 1
-        stream.append(StreamEntry(path, getattr(func, "__name__", str(func)), func, args, kwargs, out, key,
-                                  position, opaque=opaque))
+        stream.append(
+            StreamEntry(
+                path, getattr(func, "__name__", str(func)), func, args, kwargs, out, key, position, opaque=opaque
+            )
+        )
 
     @property
     def call(self) -> str:
@@ -294,8 +333,9 @@ class _Recorder(TorchDispatchMode):
         flops = _flops(func, args, kwargs, out)
         moved = _bytes((args, kwargs)) + _bytes(out)
         dtype = _dtype((args, out))
-        self.ops.append(OpRecord(where, name, backward, flops, moved, dtype,
-                                 self.gpu.sol_ms(flops, moved, dtype) / 1e3, call))
+        self.ops.append(
+            OpRecord(where, name, backward, flops, moved, dtype, self.gpu.sol_ms(flops, moved, dtype) / 1e3, call)
+        )
         return out
 
 
@@ -348,8 +388,9 @@ class _Functions(TorchFunctionMode):
         return out
 
 
-_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | \
-    inspect.CO_ITERABLE_COROUTINE
+_GENERATOR_FLAGS = (
+    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+)
 
 
 def model_files(model: torch.nn.Module) -> set[str]:
@@ -372,7 +413,7 @@ def _arguments(frame: FrameType) -> tuple[tuple[Any, ...], dict[str, Any]]:
     names = code.co_varnames
     n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
     args = [local[n] for n in names[:n_pos]]
-    kwargs = {n: local[n] for n in names[n_pos:n_pos + n_kw]}
+    kwargs = {n: local[n] for n in names[n_pos : n_pos + n_kw]}
     at = n_pos + n_kw
     if code.co_flags & inspect.CO_VARARGS:
         args += list(local[names[at]])
@@ -441,8 +482,7 @@ class _Helpers:
             self.calls.append(call)
 
 
-def _loss(recorder: _Recorder, functions: _Functions, loss_fn: Callable[[Any], torch.Tensor],
-          out: Any) -> torch.Tensor:
+def _loss(recorder: _Recorder, functions: _Functions, loss_fn: Callable[[Any], torch.Tensor], out: Any) -> torch.Tensor:
     """The step's loss on the model's output, recorded as a call of its own (its ops, forward and backward,
     carry its key) when it computes anything: a KernelBench target's mean square; a causal LM's loss is
     the model's own, returned as it is."""
@@ -458,8 +498,9 @@ def _loss(recorder: _Recorder, functions: _Functions, loss_fn: Callable[[Any], t
     return loss
 
 
-def trace_step(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], torch.Tensor] | None,
-               gpu: GpuPeaks) -> StepTrace:
+def trace_step(
+    model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], torch.Tensor] | None, gpu: GpuPeaks
+) -> StepTrace:
     """Run one step (``loss_fn`` given: forward, loss, backward) and record it op by op (see module doc)."""
     tracker = ModuleTracker()
     root = type(model).__name__
@@ -478,11 +519,13 @@ def trace_step(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callabl
     def enters(path: str) -> Callable[..., None]:
         def pre(module: torch.nn.Module, args: Any, kwargs: Any) -> None:
             recorder.module_enters(path, module, args, kwargs)
+
         return pre
 
     def leaves(path: str) -> Callable[..., None]:
         def post(module: torch.nn.Module, args: Any, output: Any) -> None:
             recorder.module_leaves(path, output)  # returns None: a forward hook's result replaces the output
+
         return post
 
     handles = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]

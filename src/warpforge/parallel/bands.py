@@ -55,7 +55,7 @@ def _bands() -> dict[str, dict[str, Any]]:
 
 def band_entries(prefix: str) -> dict[str, dict[str, Any]]:
     """Stored bands whose key starts with ``prefix`` (e.g. ``memory/``), keyed by the rest of the key."""
-    return {k[len(prefix):]: v for k, v in _bands().items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in _bands().items() if k.startswith(prefix)}
 
 
 def band_key(cluster: ClusterSpec, model: ModelSpec, plan: PlanConfig) -> str:
@@ -66,8 +66,14 @@ def error_band(cluster: ClusterSpec, model: ModelSpec, plan: PlanConfig) -> Erro
     key = band_key(cluster, model, plan)
     entry = _bands().get(key)
     if not entry:
-        return ErrorBand(key=key, validated=False,
-                         source="no measured runs of this GPU family / precision / model kind")
-    return ErrorBand(key=key, validated=True, mape=float(entry["mape"]),
-                     worst=float(entry["worst"]) if entry.get("worst") is not None else None,
-                     n=int(entry.get("n", 0)), source=str(entry.get("source", "")))
+        return ErrorBand(
+            key=key, validated=False, source="no measured runs of this GPU family / precision / model kind"
+        )
+    return ErrorBand(
+        key=key,
+        validated=True,
+        mape=float(entry["mape"]),
+        worst=float(entry["worst"]) if entry.get("worst") is not None else None,
+        n=int(entry.get("n", 0)),
+        source=str(entry.get("source", "")),
+    )

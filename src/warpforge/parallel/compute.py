@@ -94,20 +94,29 @@ class Hw:
                 attn *= SDPA_FLASH_VS_TE
             else:
                 attn *= calib.torchtitan_gemm_scale
-        return Hw(cluster.peak_tflops * 1e12 * scale, cluster.hbm_tbps * 1e12 * calib.mem_eff, calib,
-                  (cluster.fp8_tflops or 0.0) * 1e12 * scale, attn)
+        return Hw(
+            cluster.peak_tflops * 1e12 * scale,
+            cluster.hbm_tbps * 1e12 * calib.mem_eff,
+            calib,
+            (cluster.fp8_tflops or 0.0) * 1e12 * scale,
+            attn,
+        )
 
     def g(self, d: float) -> float:
         return d / (d + self.calib.gemm_half_dim)
 
-    def gemm(self, m: float, n: float, k: float, batch: float = 1.0, *, fp8: bool = False,
-             grouped: bool = False) -> float:
+    def gemm(
+        self, m: float, n: float, k: float, batch: float = 1.0, *, fp8: bool = False, grouped: bool = False
+    ) -> float:
         """Seconds for ``batch`` GEMMs of (m x k) @ (k x n), bf16 or FP8 (1-byte inputs, bf16 output);
         ``grouped`` = one grouped GEMM over ``batch`` experts (MoE), at ``grouped_gemm_eff`` of the rate."""
         if m <= 0 or n <= 0 or k <= 0:
             return 0.0
-        peak, base, in_b = ((self.fp8_flops, self.calib.fp8_gemm_eff, 1.0) if fp8 and self.fp8_flops
-                            else (self.flops, self.calib.gemm_eff, BF16))
+        peak, base, in_b = (
+            (self.fp8_flops, self.calib.fp8_gemm_eff, 1.0)
+            if fp8 and self.fp8_flops
+            else (self.flops, self.calib.gemm_eff, BF16)
+        )
         eff = base * self.g(m) * self.g(n) * self.g(k)
         if grouped:
             eff *= self.calib.grouped_gemm_eff * m / (m + self.calib.grouped_half_tokens)
@@ -168,16 +177,29 @@ def groups(plan: PlanConfig, gpus_per_node: int) -> dict[str, Group]:
     }
 
 
-def layer_cost(
-    model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration, *, moe: bool
-) -> LayerCost:
+def layer_cost(model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration, *, moe: bool) -> LayerCost:
     """Cost of one transformer layer (dense or MoE) for one micro-batch on one GPU.
 
     Only TP, CP, EP, micro-batch, recompute, SP and FlashAttention matter here, so a search that varies
     PP, DP, ZeRO and interleaving reuses one evaluation (cached)."""
-    key = (plan.tp, plan.cp, plan.ep, plan.micro_batch, plan.recompute, plan.sp, plan.flash_attention,
-           plan.precision, plan.etp, plan.moe_load_factor, plan.overlap_tp_comm, plan.moe_dispatcher,
-           plan.framework, plan.compiled, plan.moe_a2a_overlap, plan.recompute_modules)
+    key = (
+        plan.tp,
+        plan.cp,
+        plan.ep,
+        plan.micro_batch,
+        plan.recompute,
+        plan.sp,
+        plan.flash_attention,
+        plan.precision,
+        plan.etp,
+        plan.moe_load_factor,
+        plan.overlap_tp_comm,
+        plan.moe_dispatcher,
+        plan.framework,
+        plan.compiled,
+        plan.moe_a2a_overlap,
+        plan.recompute_modules,
+    )
     return _layer_cost_cached(model, cluster, calib, key, moe)
 
 
@@ -186,10 +208,24 @@ def _layer_cost_cached(
     model: ModelSpec, cluster: ClusterSpec, calib: Calibration, key: tuple[Any, ...], moe: bool
 ) -> LayerCost:
     tp, cp, ep, mb, recompute, sp, fa, precision, etp, load, tpo, disp, fw, compiled, a2a_ov, modules = key
-    plan = PlanConfig(tp=tp, cp=cp, ep=ep, micro_batch=mb, recompute=recompute, sequence_parallel=sp,
-                      flash_attention=fa, precision=precision, expert_tp=etp, moe_load_factor=load,
-                      overlap_tp_comm=tpo, moe_dispatcher=disp, framework=fw, compiled=compiled,
-                      moe_a2a_overlap=a2a_ov, recompute_modules=modules)
+    plan = PlanConfig(
+        tp=tp,
+        cp=cp,
+        ep=ep,
+        micro_batch=mb,
+        recompute=recompute,
+        sequence_parallel=sp,
+        flash_attention=fa,
+        precision=precision,
+        expert_tp=etp,
+        moe_load_factor=load,
+        overlap_tp_comm=tpo,
+        moe_dispatcher=disp,
+        framework=fw,
+        compiled=compiled,
+        moe_a2a_overlap=a2a_ov,
+        recompute_modules=modules,
+    )
     return _layer_cost(model, plan, cluster, calib, moe=moe)
 
 
@@ -224,12 +260,21 @@ def _layer_cost(
     bwd_comm = tp_bwd + ring.bwd_comm + ep_fwd
 
     bwd_compute = 2 * gemm + attn.bwd
-    fwd_stall, bwd_stall = host_stall(L, elem.kernels, moe, fwd_compute + fwd_mem + fwd_comm,
-                                      bwd_compute + bwd_mem + bwd_comm)
+    fwd_stall, bwd_stall = host_stall(
+        L, elem.kernels, moe, fwd_compute + fwd_mem + fwd_comm, bwd_compute + bwd_mem + bwd_comm
+    )
     model_flops = 2.0 * L.tokens * (model.attention_params() + mlp.params) / plan.tp + attn.flops
     recompute, recompute_flops = recompute_cost(
-        L, moe, replay_fwd=fwd_compute + fwd_mem + fwd_comm + fwd_stall, fwd_mem=fwd_mem, attn=attn, elem=elem,
-        mlp=mlp, ep_fwd=ep_fwd, model_flops=model_flops)
+        L,
+        moe,
+        replay_fwd=fwd_compute + fwd_mem + fwd_comm + fwd_stall,
+        fwd_mem=fwd_mem,
+        attn=attn,
+        elem=elem,
+        mlp=mlp,
+        ep_fwd=ep_fwd,
+        model_flops=model_flops,
+    )
 
     return LayerCost(
         fwd_compute=fwd_compute,
@@ -271,10 +316,21 @@ class _Layer:
     def of(model: ModelSpec, plan: PlanConfig, cluster: ClusterSpec, calib: Calibration) -> _Layer:
         s_loc = model.seq / plan.cp
         known = gpu_model(cluster.gpu)
-        return _Layer(model, plan, calib, Hw.of(cluster, calib, plan.framework), Network.of(cluster, calib),
-                      groups(plan, cluster.gpus_per_node), plan.micro_batch * s_loc, s_loc,
-                      model.n_kv_heads * model.head_dim, plan.tp if plan.sp else 1, plan.precision == "fp8",
-                      model.mlp_mats - 1, known.sms if known else DEFAULT_SMS)
+        return _Layer(
+            model,
+            plan,
+            calib,
+            Hw.of(cluster, calib, plan.framework),
+            Network.of(cluster, calib),
+            groups(plan, cluster.gpus_per_node),
+            plan.micro_batch * s_loc,
+            s_loc,
+            model.n_kv_heads * model.head_dim,
+            plan.tp if plan.sp else 1,
+            plan.precision == "fp8",
+            model.mlp_mats - 1,
+            known.sms if known else DEFAULT_SMS,
+        )
 
 
 @dataclass(frozen=True)
@@ -331,8 +387,9 @@ def moe_mlp(L: _Layer, casts: Casts) -> Mlp:
     routed = tok_in * model.top_k * plan.moe_load_factor
     tokens_e = plan.ep * routed / model.experts  # per local expert (balanced dispatch: in = out)
     gemm = hw.gemm(tokens / L.sp_div, model.experts, h)  # router
-    gemm += (hw.gemm(tokens_e, up * fe / et, h, e_loc, fp8=fp8, grouped=True)
-             + hw.gemm(tokens_e, h, fe / et, e_loc, fp8=fp8, grouped=True))
+    gemm += hw.gemm(tokens_e, up * fe / et, h, e_loc, fp8=fp8, grouped=True) + hw.gemm(
+        tokens_e, h, fe / et, e_loc, fp8=fp8, grouped=True
+    )
     flops = 2.0 * routed * (up + 1) * fe / et * h
     casts = casts.plus(routed * (h + fe / et), routed * (up * fe / et + h))  # routed pairs processed here
     if model.shared_experts:
@@ -341,8 +398,16 @@ def moe_mlp(L: _Layer, casts: Casts) -> Mlp:
         flops += 2.0 * tokens * (up + 1) * fs / t * h
         casts = casts.plus(tokens * (h + fs / t), tokens * (up * fs / t + h))
     act_width = routed / tokens * fe / et * t + model.shared_experts * fe  # per token, before / t
-    return Mlp(gemm, casts, act_width, model.moe_mlp_params(model.top_k), flops, routed,
-               moe_dispatch(L, routed), expert_tp_comm(L, routed))
+    return Mlp(
+        gemm,
+        casts,
+        act_width,
+        model.moe_mlp_params(model.top_k),
+        flops,
+        routed,
+        moe_dispatch(L, routed),
+        expert_tp_comm(L, routed),
+    )
 
 
 def moe_dispatch(L: _Layer, routed: float) -> float:
@@ -373,8 +438,11 @@ def expert_tp_comm(L: _Layer, routed: float) -> float:
 def torchtitan_sac_gemms(L: _Layer, moe: bool) -> float:
     """torchtitan's selective "op" recompute replays every other matmul of the block's seven (wk, wo, w3)."""
     t, h, q, fp8 = L.plan.tp, L.model.hidden, L.model.q_width, L.fp8
-    return (L.hw.gemm(L.tokens, L.kv / t, h, fp8=fp8) + L.hw.gemm(L.tokens, h, q / t, fp8=fp8)
-            + (L.hw.gemm(L.tokens, L.model.ffn_dim / t, h, fp8=fp8) if not moe else 0.0))
+    return (
+        L.hw.gemm(L.tokens, L.kv / t, h, fp8=fp8)
+        + L.hw.gemm(L.tokens, h, q / t, fp8=fp8)
+        + (L.hw.gemm(L.tokens, L.model.ffn_dim / t, h, fp8=fp8) if not moe else 0.0)
+    )
 
 
 @dataclass(frozen=True)
@@ -472,10 +540,18 @@ def context_parallel(L: _Layer, attn: AttentionCore) -> RingCost:
     """CP: ring attention as each framework runs it (ring.py): the exchange and what hides it, the per-step
     merges; torchtitan exchanges K/V at the query width (repeat_kv runs before SDPA)."""
     plan, q, t, b = L.plan, L.model.q_width, L.plan.tp, L.plan.micro_batch
-    return ring_cost(framework=plan.framework, cp=plan.cp, q_elems=b * L.s_loc * q / t,
-                     kv_elems=b * L.s_loc * (q if plan.framework == "torchtitan" else L.kv) / t,
-                     attn_fwd=attn.fwd, attn_bwd=attn.bwd, net=L.net, group=L.grp["cp"], hbm=L.hw.hbm,
-                     kernel_s=L.calib.kernel_us * 1e-6)
+    return ring_cost(
+        framework=plan.framework,
+        cp=plan.cp,
+        q_elems=b * L.s_loc * q / t,
+        kv_elems=b * L.s_loc * (q if plan.framework == "torchtitan" else L.kv) / t,
+        attn_fwd=attn.fwd,
+        attn_bwd=attn.bwd,
+        net=L.net,
+        group=L.grp["cp"],
+        hbm=L.hw.hbm,
+        kernel_s=L.calib.kernel_us * 1e-6,
+    )
 
 
 def tp_collectives(L: _Layer) -> float:
@@ -495,8 +571,9 @@ def tp_collectives(L: _Layer) -> float:
     return 2 * tp_one
 
 
-def tp_exposed(L: _Layer, tp_fwd: float, gemm: float,
-               linear: tuple[float, float, float, float] | None = None) -> tuple[float, float, float]:
+def tp_exposed(
+    L: _Layer, tp_fwd: float, gemm: float, linear: tuple[float, float, float, float] | None = None
+) -> tuple[float, float, float]:
     """(forward, backward) TP seconds left exposed, and memory-bound seconds the overlap adds to each.
 
     ``linear``: a dense layer's four forward GEMM times (QKV, output projection, fc1, fc2); with sequence
@@ -521,8 +598,11 @@ def tp_exposed(L: _Layer, tp_fwd: float, gemm: float,
     if plan.overlap_tp_comm and plan.tp > 1:
         # TP communication overlap (Transformer Engine userbuffers): the all-gathers and reduce-scatters
         # run in chunks under the linear GEMMs; the first and last chunk stay exposed.
-        return (max(tp_fwd - gemm, TP_OVERLAP_EXPOSED * tp_fwd),
-                max(tp_bwd - 2 * gemm, TP_OVERLAP_EXPOSED * tp_bwd), 0.0)
+        return (
+            max(tp_fwd - gemm, TP_OVERLAP_EXPOSED * tp_fwd),
+            max(tp_bwd - 2 * gemm, TP_OVERLAP_EXPOSED * tp_bwd),
+            0.0,
+        )
     return tp_fwd, tp_bwd, 0.0
 
 
@@ -579,8 +659,18 @@ def host_stall(L: _Layer, kernels: int, moe: bool, gpu_fwd: float, gpu_bwd: floa
     return max(0.0, host_fwd - gpu_fwd), max(0.0, 2 * host_fwd - gpu_bwd)
 
 
-def recompute_cost(L: _Layer, moe: bool, *, replay_fwd: float, fwd_mem: float, attn: AttentionCore,
-                   elem: Elementwise, mlp: Mlp, ep_fwd: float, model_flops: float) -> tuple[float, float]:
+def recompute_cost(
+    L: _Layer,
+    moe: bool,
+    *,
+    replay_fwd: float,
+    fwd_mem: float,
+    attn: AttentionCore,
+    elem: Elementwise,
+    mlp: Mlp,
+    ep_fwd: float,
+    model_flops: float,
+) -> tuple[float, float]:
     """(seconds, FLOPs) of the forward work backward replays: all of it (full), torchtitan's selective "op"
     policy, or Megatron's selective recompute modules."""
     plan, model, tokens, h = L.plan, L.model, L.tokens, L.model.hidden

@@ -29,10 +29,16 @@ from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig
 
 # input -> (value taken when unsaid, why, candidate values for the spread)
 DEFAULTS: dict[str, tuple[Any, str, tuple[Any, ...]]] = {
-    "micro_batch": (1, "Megatron-LM's and NVIDIA's recipes' usual micro-batch; larger ones run faster when "
-                       "they fit", (1, 2, 4, 8)),
-    "recompute": ("selective", "the planner's default; NVIDIA's Megatron-Bridge recipes run selective",
-                  ("none", "selective", "full")),
+    "micro_batch": (
+        1,
+        "Megatron-LM's and NVIDIA's recipes' usual micro-batch; larger ones run faster when they fit",
+        (1, 2, 4, 8),
+    ),
+    "recompute": (
+        "selective",
+        "the planner's default; NVIDIA's Megatron-Bridge recipes run selective",
+        ("none", "selective", "full"),
+    ),
     "interleave": (1, "plain 1F1B, Megatron's schedule unless virtual stages are named", (1, 2, 3, 4, 6, 8)),
 }
 
@@ -59,14 +65,23 @@ class Spread:
     mfu: tuple[float, float] = (0.0, 0.0)
 
     def as_json(self) -> dict[str, Any]:
-        return {"assumed": [a.__dict__ for a in self.assumed],
-                "range": {"over": self.over, "plans": self.plans, "step_time_s": list(self.step_time_s),
-                          "tokens_per_s": list(self.tokens_per_s), "mfu": list(self.mfu)}}
+        return {
+            "assumed": [a.__dict__ for a in self.assumed],
+            "range": {
+                "over": self.over,
+                "plans": self.plans,
+                "step_time_s": list(self.step_time_s),
+                "tokens_per_s": list(self.tokens_per_s),
+                "mfu": list(self.mfu),
+            },
+        }
 
     def line(self) -> str:
         vals = "; ".join(f"{k.replace('_', '-')} {'/'.join(map(str, v))}" for k, v in self.over.items())
-        return (f"over the inputs not given ({vals}): MFU {self.mfu[0]:.1%}-{self.mfu[1]:.1%}, "
-                f"{self.tokens_per_s[0]:,.0f}-{self.tokens_per_s[1]:,.0f} tokens/s ({self.plans} plans that fit)")
+        return (
+            f"over the inputs not given ({vals}): MFU {self.mfu[0]:.1%}-{self.mfu[1]:.1%}, "
+            f"{self.tokens_per_s[0]:,.0f}-{self.tokens_per_s[1]:,.0f} tokens/s ({self.plans} plans that fit)"
+        )
 
 
 def relevant(plan: PlanConfig, unsaid: Sequence[str]) -> list[str]:
@@ -101,5 +116,11 @@ def spread(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig, unsaid: Seq
     def lo_hi(xs: list[float]) -> tuple[float, float]:
         return (min(xs), max(xs))
 
-    return Spread(assumed, over, len(preds), lo_hi([p.step_time_s for p in preds]),
-                  lo_hi([p.tokens_per_s for p in preds]), lo_hi([p.mfu for p in preds]))
+    return Spread(
+        assumed,
+        over,
+        len(preds),
+        lo_hi([p.step_time_s for p in preds]),
+        lo_hi([p.tokens_per_s for p in preds]),
+        lo_hi([p.mfu for p in preds]),
+    )

@@ -36,8 +36,10 @@ def _fmt_s(x: float) -> str:
 
 
 def headline(p: Prediction) -> str:
-    return (f"{_fmt_s(p.step_time_s)}/step, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
-            f"{p.peak_mem_gb:.1f} of {p.hbm_gb:g} GiB")
+    return (
+        f"{_fmt_s(p.step_time_s)}/step, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
+        f"{p.peak_mem_gb:.1f} of {p.hbm_gb:g} GiB"
+    )
 
 
 def time_split(p: Prediction, n: int = 3) -> str:
@@ -74,6 +76,8 @@ def explain(p: Prediction, rank: int, other: Prediction | None = None, other_ran
         why.append(f"{loss:.1%} slower than #{other_rank} with {plan_diff(p, other)}: {moved}")
     mem = p.memory
     biggest = max(("weights", "grads", "optimizer", "activations"), key=lambda k: getattr(mem, k))
-    why.append(f"memory: {p.hbm_gb - p.peak_mem_gb:.1f} GiB headroom; largest share {biggest} "
-               f"{getattr(mem, biggest):.1f} GiB (pipeline rank {mem.stage})")
+    why.append(
+        f"memory: {p.hbm_gb - p.peak_mem_gb:.1f} GiB headroom; largest share {biggest} "
+        f"{getattr(mem, biggest):.1f} GiB (pipeline rank {mem.stage})"
+    )
     return why

@@ -40,29 +40,33 @@ def megatron_args(model: ModelSpec, plan: PlanConfig) -> Export:
     """Megatron-LM arguments for ``plan`` (one flag and its value per list item)."""
     gb = plan.batch(model)
     a: list[str] = [
-        f"--num-layers {model.layers}", f"--hidden-size {model.hidden}",
-        f"--num-attention-heads {model.heads}", f"--ffn-hidden-size {model.ffn_dim}",
-        f"--seq-length {model.seq}", f"--max-position-embeddings {model.seq}",
-        f"--micro-batch-size {plan.micro_batch}", f"--global-batch-size {gb}",
-        f"--tensor-model-parallel-size {plan.tp}", f"--pipeline-model-parallel-size {plan.pp}",
+        f"--num-layers {model.layers}",
+        f"--hidden-size {model.hidden}",
+        f"--num-attention-heads {model.heads}",
+        f"--ffn-hidden-size {model.ffn_dim}",
+        f"--seq-length {model.seq}",
+        f"--max-position-embeddings {model.seq}",
+        f"--micro-batch-size {plan.micro_batch}",
+        f"--global-batch-size {gb}",
+        f"--tensor-model-parallel-size {plan.tp}",
+        f"--pipeline-model-parallel-size {plan.pp}",
         "--bf16",
     ]
-    notes = [f"data-parallel size {plan.dp} follows from the world size {plan.gpus} (tp*pp*cp*dp)",
-             "vocabulary size comes from the tokenizer (--tokenizer-type / --tokenizer-model)"]
+    notes = [
+        f"data-parallel size {plan.dp} follows from the world size {plan.gpus} (tp*pp*cp*dp)",
+        "vocabulary size comes from the tokenizer (--tokenizer-type / --tokenizer-model)",
+    ]
     if model.n_kv_heads != model.heads:
         a += ["--group-query-attention", f"--num-query-groups {model.n_kv_heads}"]
     if model.activation == "swiglu":
-        a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope",
-              "--disable-bias-linear"]
+        a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]
     if not model.dropout:
         a += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
     if not model.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
-    if plan.pp > 1 and (model.layers % plan.pp or plan.pp_first_layers is not None
-                        or plan.pp_last_layers is not None):
+    if plan.pp > 1 and (model.layers % plan.pp or plan.pp_first_layers is not None or plan.pp_last_layers is not None):
         layers = plan.stage_layers(model.layers)
-        a += [f"--decoder-first-pipeline-num-layers {layers[0]}",
-              f"--decoder-last-pipeline-num-layers {layers[-1]}"]
+        a += [f"--decoder-first-pipeline-num-layers {layers[0]}", f"--decoder-last-pipeline-num-layers {layers[-1]}"]
     chunks = plan.pp * plan.interleave
     if plan.interleave > 1 and model.layers % chunks == 0:
         a.append(f"--num-layers-per-virtual-pipeline-stage {model.layers // chunks}")
@@ -72,14 +76,21 @@ def megatron_args(model: ModelSpec, plan: PlanConfig) -> Export:
             # Llama-3-405B's layout: 126 layers + embedding + loss = 128 = 2 per virtual stage.
             a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
         else:
-            notes.append(f"{model.layers} layers do not split evenly over {chunks} virtual stages: set "
-                         "--pipeline-model-parallel-layout to place them")
+            notes.append(
+                f"{model.layers} layers do not split evenly over {chunks} virtual stages: set "
+                "--pipeline-model-parallel-layout to place them"
+            )
     if plan.cp > 1:
         a.append(f"--context-parallel-size {plan.cp}")
     if model.is_moe:
-        a += [f"--num-experts {model.experts}", f"--moe-router-topk {model.top_k}",
-              f"--moe-ffn-hidden-size {model.expert_ffn}", f"--expert-model-parallel-size {plan.ep}",
-              "--moe-grouped-gemm", "--moe-token-dispatcher-type alltoall"]
+        a += [
+            f"--num-experts {model.experts}",
+            f"--moe-router-topk {model.top_k}",
+            f"--moe-ffn-hidden-size {model.expert_ffn}",
+            f"--expert-model-parallel-size {plan.ep}",
+            "--moe-grouped-gemm",
+            "--moe-token-dispatcher-type alltoall",
+        ]
         if model.shared_experts:
             a.append(f"--moe-shared-expert-intermediate-size {model.shared_experts * model.expert_ffn}")
         if model.first_dense_layers:
@@ -88,8 +99,12 @@ def megatron_args(model: ModelSpec, plan: PlanConfig) -> Export:
     if model.is_moe and plan.etp != plan.tp:
         a.append(f"--expert-tensor-parallel-size {plan.etp}")
     if plan.precision == "fp8":
-        a += ["--fp8-format hybrid", "--fp8-recipe delayed", "--fp8-amax-history-len 1024",
-              "--fp8-amax-compute-algo max"]
+        a += [
+            "--fp8-format hybrid",
+            "--fp8-recipe delayed",
+            "--fp8-amax-history-len 1024",
+            "--fp8-amax-compute-algo max",
+        ]
     if plan.overlap_tp_comm and plan.tp > 1:
         a.append("--tp-comm-overlap")
     if plan.sp:
@@ -100,8 +115,12 @@ def megatron_args(model: ModelSpec, plan: PlanConfig) -> Export:
         a.append("--use-distributed-optimizer")
     elif plan.zero >= 2:
         strategy = "optim_grads" if plan.zero == 2 else "optim_grads_params"
-        a += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy}",
-              "--no-gradient-accumulation-fusion", "--use-distributed-optimizer"]
+        a += [
+            "--use-megatron-fsdp",
+            f"--data-parallel-sharding-strategy {strategy}",
+            "--no-gradient-accumulation-fusion",
+            "--use-distributed-optimizer",
+        ]
     if plan.overlap_grad_reduce and plan.dp * plan.cp > 1:
         a.append("--overlap-grad-reduce")
         if plan.zero >= 1:
@@ -123,8 +142,10 @@ def torchtitan_toml(model: ModelSpec, plan: PlanConfig) -> Export:
         replicate, shard = 1, plan.dp
         reshard = "always" if plan.zero == 3 else "never"
         if plan.zero == 1:
-            notes.append("torchtitan has no ZeRO-1; FSDP2 with reshard_after_forward='never' (ZeRO-2) "
-                         "is the nearest and uses less memory")
+            notes.append(
+                "torchtitan has no ZeRO-1; FSDP2 with reshard_after_forward='never' (ZeRO-2) "
+                "is the nearest and uses less memory"
+            )
     if plan.ep > 1:
         notes.append("expert_parallel_degree borrows its ranks from data_parallel_shard_degree x cp")
     # Without PP, torchtitan accumulates gradients over local batches: local = micro-batch. With PP,
@@ -148,8 +169,10 @@ def torchtitan_toml(model: ModelSpec, plan: PlanConfig) -> Export:
     ]
     if plan.pp > 1:
         schedule = "Interleaved1F1B" if plan.interleave > 1 else "1F1B"
-        lines += [f'pipeline_parallel_schedule = "{schedule}"',
-                  f"pipeline_parallel_microbatch_size = {plan.micro_batch}"]
+        lines += [
+            f'pipeline_parallel_schedule = "{schedule}"',
+            f"pipeline_parallel_microbatch_size = {plan.micro_batch}",
+        ]
         if plan.interleave > 1:
             per_stage = -(-model.layers // (plan.pp * plan.interleave))
             lines.append(f"pipeline_parallel_layers_per_stage = {per_stage}")
@@ -160,8 +183,7 @@ def torchtitan_toml(model: ModelSpec, plan: PlanConfig) -> Export:
     if plan.tp > 1 and not plan.sp:
         notes.append("torchtitan always shards norms/dropout over TP (sequence parallel)")
     if plan.precision == "fp8":
-        lines += ["", "[model]", 'converters = ["float8"]', "", "[float8]",
-                  "enable_fsdp_float8_all_gather = true"]
+        lines += ["", "[model]", 'converters = ["float8"]', "", "[float8]", "enable_fsdp_float8_all_gather = true"]
     lines += ["", "[activation_checkpoint]", f'mode = "{plan.recompute}"']
     if plan.recompute == "selective":
         lines.append('selective_ac_option = "op"')
@@ -178,22 +200,31 @@ def deepspeed_config(model: ModelSpec, plan: PlanConfig) -> Export:
         "train_micro_batch_size_per_gpu": plan.micro_batch,
         "gradient_accumulation_steps": plan.num_microbatches(model),
         "bf16": {"enabled": True},
-        "zero_optimization": {"stage": plan.zero, "overlap_comm": plan.overlap_grad_reduce,
-                              "contiguous_gradients": True},
-        "activation_checkpointing": {"partition_activations": plan.recompute == "full",
-                                     "contiguous_memory_optimization": False},
+        "zero_optimization": {
+            "stage": plan.zero,
+            "overlap_comm": plan.overlap_grad_reduce,
+            "contiguous_gradients": True,
+        },
+        "activation_checkpointing": {
+            "partition_activations": plan.recompute == "full",
+            "contiguous_memory_optimization": False,
+        },
     }
     args = [f"--tensor-model-parallel-size {plan.tp}", f"--pipeline-model-parallel-size {plan.pp}"]
     args += ["--sequence-parallel"] if plan.sp else []
     args += ["--checkpoint-activations"] if plan.recompute == "full" else []
-    args += [f"--num-experts {model.experts}", f"--moe-expert-parallel-size {plan.ep}",
-             f"--topk {model.top_k}"] if model.is_moe else []
+    args += (
+        [f"--num-experts {model.experts}", f"--moe-expert-parallel-size {plan.ep}", f"--topk {model.top_k}"]
+        if model.is_moe
+        else []
+    )
     notes = [f"Megatron-DeepSpeed arguments: {' '.join(args)}"]
-    for why, bad in ((f"DeepSpeed runs ZeRO-{plan.zero} only without pipeline parallelism",
-                      plan.zero >= 2 and plan.pp > 1),
-                     ("DeepSpeed has no context parallelism", plan.cp > 1),
-                     ("DeepSpeed's pipeline engine has no interleaved schedule", plan.interleave > 1),
-                     ("DeepSpeed's engine has no FP8 training", plan.precision == "fp8")):
+    for why, bad in (
+        (f"DeepSpeed runs ZeRO-{plan.zero} only without pipeline parallelism", plan.zero >= 2 and plan.pp > 1),
+        ("DeepSpeed has no context parallelism", plan.cp > 1),
+        ("DeepSpeed's pipeline engine has no interleaved schedule", plan.interleave > 1),
+        ("DeepSpeed's engine has no FP8 training", plan.precision == "fp8"),
+    ):
         if bad:
             raise SpecError(f"cannot export to deepspeed: {why}; search with --framework deepspeed")
     if plan.recompute == "selective":

@@ -39,8 +39,10 @@ class FitVerdict(BaseModel):
     source: str
 
     def label(self) -> str:
-        return (f"{self.verdict} (peak {self.low_gib:.1f}-{self.high_gib:.1f} GiB at the validated "
-                f"±{self.band:.0%}; {self.source})")
+        return (
+            f"{self.verdict} (peak {self.low_gib:.1f}-{self.high_gib:.1f} GiB at the validated "
+            f"±{self.band:.0%}; {self.source})"
+        )
 
 
 def memory_band(framework: str) -> tuple[float, str]:

@@ -45,10 +45,16 @@ TRACKER_GRID: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("gqa mb2 dp4 z3 none", {}, dict(dp=4, micro_batch=2, recompute="none", zero=3)),
     ("gqa mb2 dp4 z3 full", {}, dict(dp=4, micro_batch=2, recompute="full", zero=3)),
     ("vocab 8192 z3 full", dict(vocab=8192), dict(dp=4, micro_batch=2, recompute="full", zero=3)),
-    ("mha h512 L4 dp2 z3 none", dict(layers=4, hidden=512, heads=8, kv_heads=8, ffn=1376),
-     dict(dp=2, micro_batch=1, recompute="none", zero=3)),
-    ("mha h512 L4 dp2 z3 full", dict(layers=4, hidden=512, heads=8, kv_heads=8, ffn=1376),
-     dict(dp=2, micro_batch=1, recompute="full", zero=3)),
+    (
+        "mha h512 L4 dp2 z3 none",
+        dict(layers=4, hidden=512, heads=8, kv_heads=8, ffn=1376),
+        dict(dp=2, micro_batch=1, recompute="none", zero=3),
+    ),
+    (
+        "mha h512 L4 dp2 z3 full",
+        dict(layers=4, hidden=512, heads=8, kv_heads=8, ffn=1376),
+        dict(dp=2, micro_batch=1, recompute="full", zero=3),
+    ),
     ("L3 seq512 dp8 z2 none", dict(layers=3, seq=512), dict(dp=8, micro_batch=1, recompute="none", zero=2)),
     ("L3 seq512 dp8 z2 full", dict(layers=3, seq=512), dict(dp=8, micro_batch=1, recompute="full", zero=2)),
 ]
@@ -68,8 +74,10 @@ def _pct(x: float) -> str:
 
 
 def tracker_cases() -> list[tuple[str, ModelSpec, PlanConfig]]:
-    return [(label, ModelSpec(**{**_BASE, **m}), PlanConfig(**p, framework="torchtitan"))  # type: ignore[arg-type]
-            for label, m, p in TRACKER_GRID]
+    return [
+        (label, ModelSpec(**{**_BASE, **m}), PlanConfig(**p, framework="torchtitan"))  # type: ignore[arg-type]
+        for label, m, p in TRACKER_GRID
+    ]
 
 
 def tracker_rows() -> list[tuple[str, float, float]]:
@@ -78,8 +86,7 @@ def tracker_rows() -> list[tuple[str, float, float]]:
 
     out = []
     for label, model, plan in tracker_cases():
-        live, _ = fsdp_live(model, plan, dense_layers=model.layers, embed=True, head=True,
-                            in_flight_microbatches=1)
+        live, _ = fsdp_live(model, plan, dense_layers=model.layers, embed=True, head=True, in_flight_microbatches=1)
         out.append((label, live / 2**20, measure(model, plan).total / 2**20))
     return out
 
@@ -93,13 +100,25 @@ def tracker_report(table: Table) -> FrameworkReport:
         rows.append([label, f"{meas:.2f}", f"{pred:.2f}", _pct(e), "met" if abs(e) <= TRACKER_TARGET else "MISSED"])
         if abs(e) > TRACKER_TARGET:
             rep.failures.append(f"tracker check {label}: planner {pred:.2f} MiB vs tracker {meas:.2f} ({e:+.1%})")
-    rep.lines.append("Memory vs PyTorch's own measurement (torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker, "
-                     "FakeTensorMode, fake process group;\ntorchtitan-style Llama, bf16 compute / fp32 reduce, AdamW; "
-                     "peak live MiB per rank of the second step; no published number)")
+    rep.lines.append(
+        "Memory vs PyTorch's own measurement (torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker, "
+        "FakeTensorMode, fake process group;\ntorchtitan-style Llama, bf16 compute / fp32 reduce, AdamW; "
+        "peak live MiB per rank of the second step; no published number)"
+    )
     rep.lines.append(table(["configuration", "tracker MiB", "planner MiB", "error", "<= 10%"], rows))
     m = sum(errs) / len(errs)
-    rep.summary.append(["torchtitan", "memory (live) vs torch tracker", "memcheck grid (ground truth)",
-                        "all", str(len(errs)), f"{m:.1%}", "n/a", f"{max(errs):.1%}"])
+    rep.summary.append(
+        [
+            "torchtitan",
+            "memory (live) vs torch tracker",
+            "memcheck grid (ground truth)",
+            "all",
+            str(len(errs)),
+            f"{m:.1%}",
+            "n/a",
+            f"{max(errs):.1%}",
+        ]
+    )
     return rep
 
 
@@ -117,8 +136,15 @@ def _subsets(scored: list[Scored]) -> list[list[str]]:
     for label, pick in kinds:
         errs = [s.tps_per_gpu / s.run.tps_per_gpu - 1 for s in scored if not s.run.train and pick(s)]
         if errs:
-            rows.append([label, str(len(errs)), f"{sum(map(abs, errs)) / len(errs):.1%}",
-                         _pct(sum(errs) / len(errs)), f"{max(map(abs, errs)):.1%}"])
+            rows.append(
+                [
+                    label,
+                    str(len(errs)),
+                    f"{sum(map(abs, errs)) / len(errs):.1%}",
+                    _pct(sum(errs) / len(errs)),
+                    f"{max(map(abs, errs)):.1%}",
+                ]
+            )
     return rows
 
 
@@ -128,9 +154,11 @@ def torchtitan_report(table: Table) -> FrameworkReport:
     scale, ratio = fit_gemm_scale(runs), fit_reserved_ratio(runs)
     packaged = calibration_for(runs[0].cluster).torchtitan_gemm_scale
     rep.lines.append(f"torchtitan (PyTorch FSDP2) published H100 runs: {SOURCE}")
-    rep.lines.append(f"fitted on the {sum(r.train for r in runs)} train rows only: torchtitan_gemm_scale "
-                     f"{scale:.4f} (packaged {packaged:.4f}), allocator reserved/live {ratio:.4f} "
-                     f"(packaged {RESERVED_RATIO:.4f})")
+    rep.lines.append(
+        f"fitted on the {sum(r.train for r in runs)} train rows only: torchtitan_gemm_scale "
+        f"{scale:.4f} (packaged {packaged:.4f}), allocator reserved/live {ratio:.4f} "
+        f"(packaged {RESERVED_RATIO:.4f})"
+    )
     if abs(scale - packaged) > 0.01 or abs(ratio - RESERVED_RATIO) > 0.01:
         rep.failures.append("torchtitan constants differ from this fit (update calibration.yaml / memory_fsdp.py)")
     rows, scored = [], []
@@ -138,11 +166,23 @@ def torchtitan_report(table: Table) -> FrameworkReport:
         s = score(r)
         scored.append(s)
         fit = {"yes": "fits", "no": "DOES NOT FIT", "uncertain": "uncertain"}[s.verdict]
-        rows.append([r.id, "train" if r.train else "held-out", r.plan.short(), f"{r.tps_per_gpu:,.0f}",
-                     f"{s.tps_per_gpu:,.0f}", _pct(s.tps_per_gpu / r.tps_per_gpu - 1), f"{r.memory_gib:.1f}",
-                     f"{s.memory_gib:.1f}", _pct(s.memory_gib / r.memory_gib - 1), fit])
-    rep.lines.append(table(["run", "split", "plan", "TPS/GPU meas", "pred", "err", "GiB meas", "pred", "err",
-                            "verdict"], rows))
+        rows.append(
+            [
+                r.id,
+                "train" if r.train else "held-out",
+                r.plan.short(),
+                f"{r.tps_per_gpu:,.0f}",
+                f"{s.tps_per_gpu:,.0f}",
+                _pct(s.tps_per_gpu / r.tps_per_gpu - 1),
+                f"{r.memory_gib:.1f}",
+                f"{s.memory_gib:.1f}",
+                _pct(s.memory_gib / r.memory_gib - 1),
+                fit,
+            ]
+        )
+    rep.lines.append(
+        table(["run", "split", "plan", "TPS/GPU meas", "pred", "err", "GiB meas", "pred", "err", "verdict"], rows)
+    )
     out = []
     for split in ("train", "held-out"):
         sel = [s for s in scored if s.run.train == (split == "train")]
@@ -159,23 +199,49 @@ def torchtitan_report(table: Table) -> FrameworkReport:
                     rep.failures.append(f"torchtitan held-out {qty} MAPE {m:.1%} > {target:.0%}")
             if split == "held-out":
                 rep.held_out[qty] = (len(sel), m, rho, worst)
-            out.append([qty, split, str(len(sel)), f"{m:.1%}", f"{rho:.3f}", f"{worst:.1%}",
-                        f"MAPE <= {target:.0%}" if split == "held-out" else "", verdict])
-            rep.summary.append(["torchtitan", f"{qty}", "torchtitan H100 benchmark (Dec 2024)", split,
-                                str(len(sel)), f"{m:.1%}", f"{rho:.3f}", f"{worst:.1%}"])
+            out.append(
+                [
+                    qty,
+                    split,
+                    str(len(sel)),
+                    f"{m:.1%}",
+                    f"{rho:.3f}",
+                    f"{worst:.1%}",
+                    f"MAPE <= {target:.0%}" if split == "held-out" else "",
+                    verdict,
+                ]
+            )
+            rep.summary.append(
+                [
+                    "torchtitan",
+                    f"{qty}",
+                    "torchtitan H100 benchmark (Dec 2024)",
+                    split,
+                    str(len(sel)),
+                    f"{m:.1%}",
+                    f"{rho:.3f}",
+                    f"{worst:.1%}",
+                ]
+            )
             if split == "held-out" and qty == "peak memory":
-                rep.bands["memory/torchtitan"] = {"mape": round(m, 4), "worst": round(worst, 4), "n": len(sel),
-                                                  "source": "torchtitan H100 runs, held out (" + SOURCE + ")"}
+                rep.bands["memory/torchtitan"] = {
+                    "mape": round(m, 4),
+                    "worst": round(worst, 4),
+                    "n": len(sel),
+                    "source": "torchtitan H100 runs, held out (" + SOURCE + ")",
+                }
     rep.lines.append(table(["quantity", "split", "n", "MAPE", "Spearman", "worst", "target", "verdict"], out))
     rep.lines.append("held-out throughput by what the run used (a run can be in several rows)")
     rep.lines.append(table(["subset", "n", "MAPE", "mean signed", "worst"], _subsets(scored)))
     missed = [s.run.id for s in scored if s.verdict == "no"]
     ok = not missed
     unsure = [s.run.id for s in scored if s.verdict == "uncertain"]
-    rep.lines.append(f"fit verdicts: {len(scored) - len(unsure) - len(missed)} yes, {len(unsure)} uncertain, "
-                     f"{len(missed)} no")
-    rep.lines.append("no published run (all ran) predicted not to fit: " + ("met" if ok else
-                     "MISSED: " + ", ".join(missed)))
+    rep.lines.append(
+        f"fit verdicts: {len(scored) - len(unsure) - len(missed)} yes, {len(unsure)} uncertain, {len(missed)} no"
+    )
+    rep.lines.append(
+        "no published run (all ran) predicted not to fit: " + ("met" if ok else "MISSED: " + ", ".join(missed))
+    )
     if not ok:
         rep.failures.append("torchtitan runs predicted not to fit: " + ", ".join(missed))
     return rep

@@ -44,8 +44,9 @@ class Framework:
         if plan.interleave > 1 and not self.interleave:
             return f"{self.name} has no interleaved pipeline schedule"
         if plan.zero not in self.zeros(plan.pp):
-            return f"{self.name} does not run ZeRO-{plan.zero}" + (" with pipeline parallelism" if plan.pp > 1
-                                                                     and plan.zero in self.zero_stages else "")
+            return f"{self.name} does not run ZeRO-{plan.zero}" + (
+                " with pipeline parallelism" if plan.pp > 1 and plan.zero in self.zero_stages else ""
+            )
         if plan.ep > 1 and plan.etp != plan.tp and not self.expert_tp:
             return f"{self.name} has no expert TP apart from TP"
         if plan.precision not in self.precisions:
@@ -57,8 +58,9 @@ FRAMEWORKS: dict[str, Framework] = {
     "any": Framework("any"),
     "megatron": Framework("megatron"),
     "torchtitan": Framework("torchtitan", expert_tp=False, zero_stages=(0, 2, 3)),
-    "deepspeed": Framework("deepspeed", cp=False, interleave=False, expert_tp=False,
-                           zero_with_pp=(0, 1), precisions=("bf16",)),
+    "deepspeed": Framework(
+        "deepspeed", cp=False, interleave=False, expert_tp=False, zero_with_pp=(0, 1), precisions=("bf16",)
+    ),
 }
 
 

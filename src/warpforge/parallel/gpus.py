@@ -75,7 +75,8 @@ def gpu_model(gpu: str) -> GpuModel | None:
         return None
     form = form_of(gpu) or "SXM"
     cands = [m for m in gpu_models() if m.family == fam and m.form == form] or [
-        m for m in gpu_models() if m.family == fam]
+        m for m in gpu_models() if m.family == fam
+    ]
     size = re.search(r"(\d+)\s*gb", gpu.lower())
     if size:
         want = float(size.group(1))

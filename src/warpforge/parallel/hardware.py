@@ -42,8 +42,10 @@ class HardwareInfo(BaseModel):
     def label(self) -> str:
         if self.validated:
             return "validated"
-        return (f"unvalidated: {self.family} numbers are datasheet values only; no measured training table "
-                "backs them (see presets/clusters.yaml for each value's source)")
+        return (
+            f"unvalidated: {self.family} numbers are datasheet values only; no measured training table "
+            "backs them (see presets/clusters.yaml for each value's source)"
+        )
 
 
 @lru_cache(maxsize=1)
@@ -55,9 +57,13 @@ def _datasheets() -> dict[str, HardwareInfo]:
         sheet = body.get("datasheet")
         if sheet is None:
             continue
-        out[name] = HardwareInfo(preset=name, family=str(body["family"]), validated=bool(sheet["validated"]),
-                                 fp4_tflops=sheet.get("fp4_tflops"),
-                                 sources={str(k): str(v) for k, v in sheet.get("sources", {}).items()})
+        out[name] = HardwareInfo(
+            preset=name,
+            family=str(body["family"]),
+            validated=bool(sheet["validated"]),
+            fp4_tflops=sheet.get("fp4_tflops"),
+            sources={str(k): str(v) for k, v in sheet.get("sources", {}).items()},
+        )
     return out
 
 

@@ -77,8 +77,7 @@ def _build(model: ModelSpec) -> Any:
             rep = nh // nkv
             k = k.repeat_interleave(rep, dim=2) if rep > 1 else k
             v = v.repeat_interleave(rep, dim=2) if rep > 1 else v
-            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                               is_causal=True)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
             x = x + self.wo(o.transpose(1, 2).reshape(b, s, nh * hd))
             n2 = self.ffn_norm(x)
             return x + self.w2(F.silu(self.w1(n2)) * self.w3(n2))
@@ -131,11 +130,11 @@ def measure(model: ModelSpec, plan: PlanConfig) -> Measured:
             n = len(net.layers)
             for i, blk in enumerate(net.layers):
                 # torchtitan: every block reshards after forward except the last (backward needs it next).
-                fully_shard(blk, mesh=mesh, mp_policy=mp,
-                            reshard_after_forward=plan.zero == 3 and i < n - 1)
+                fully_shard(blk, mesh=mesh, mp_policy=mp, reshard_after_forward=plan.zero == 3 and i < n - 1)
             fully_shard(net, mesh=mesh, mp_policy=mp, reshard_after_forward=plan.zero == 3)
             opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
             tokens = torch.randint(0, model.vocab, (plan.micro_batch, model.seq))
+
             def step() -> None:
                 opt.zero_grad(set_to_none=True)
                 logits = net(tokens)

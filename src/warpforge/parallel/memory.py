@@ -94,15 +94,18 @@ class StageMemory:
         }
 
 
-def stage_params(model: ModelSpec, plan: PlanConfig, dense_layers: int, moe_layers: int,
-                 embed: bool, head: bool) -> tuple[float, float]:
+def stage_params(
+    model: ModelSpec, plan: PlanConfig, dense_layers: int, moe_layers: int, embed: bool, head: bool
+) -> tuple[float, float]:
     """(non-expert, expert) parameters held by one GPU of a stage."""
     t = plan.tp
     # Norm weights are replicated on every TP rank (2h per layer); everything else is split by TP.
     per_layer = (model.attention_params()) / t + 2 * model.hidden
     dense = dense_layers * (per_layer + model.dense_mlp_params() / t)
-    dense += moe_layers * (per_layer + (model.shared_experts * model.mlp_mats * model.hidden
-                                         * model.expert_ffn + model.hidden * model.experts) / t)
+    dense += moe_layers * (
+        per_layer
+        + (model.shared_experts * model.mlp_mats * model.hidden * model.expert_ffn + model.hidden * model.experts) / t
+    )
     expert = moe_layers * model.experts * model.mlp_mats * model.hidden * model.expert_ffn / (plan.etp * plan.ep)
     vh = model.vocab * model.hidden / t
     dense += (vh if embed else 0.0) + (vh if head and (not model.tied_embeddings or plan.pp > 1) else 0.0)

@@ -31,11 +31,26 @@ BUCKET_ELEMS = 5e8  # reduce_bucket_size and allgather_bucket_size defaults (ele
 LIVE_PARAMS = 1e9 + 5e7  # stage3_max_live_parameters + stage3_prefetch_bucket_size defaults
 
 
-def deepspeed_stage_memory(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, moe_layers: int,
-                           embed: bool, head: bool, in_flight_layers: float) -> StageMemory:
+def deepspeed_stage_memory(
+    model: ModelSpec,
+    plan: PlanConfig,
+    *,
+    dense_layers: int,
+    moe_layers: int,
+    embed: bool,
+    head: bool,
+    in_flight_layers: float,
+) -> StageMemory:
     """Megatron's accounting with DeepSpeed's buffers (see the module docstring)."""
-    base = stage_memory(model, plan, dense_layers=dense_layers, moe_layers=moe_layers, embed=embed, head=head,
-                        in_flight_layers=in_flight_layers)
+    base = stage_memory(
+        model,
+        plan,
+        dense_layers=dense_layers,
+        moe_layers=moe_layers,
+        embed=embed,
+        head=head,
+        in_flight_layers=in_flight_layers,
+    )
     dense_p, expert_p = stage_params(model, plan, dense_layers, moe_layers, embed, head)
     params = dense_p + expert_p
     if plan.zero >= 3:
@@ -43,8 +58,8 @@ def deepspeed_stage_memory(model: ModelSpec, plan: PlanConfig, *, dense_layers: 
         n_layers = max(1, dense_layers + moe_layers)
         two_layers = 2 * WEIGHT_B * params / n_layers
         live = WEIGHT_B * min(params, LIVE_PARAMS)
-        return StageMemory(base.weights - two_layers + live, base.grads, base.optimizer, base.activations,
-                           base.logits, base.overhead)
+        return StageMemory(
+            base.weights - two_layers + live, base.grads, base.optimizer, base.activations, base.logits, base.overhead
+        )
     buffers = 2 * WEIGHT_B * min(params, BUCKET_ELEMS) if plan.zero >= 1 else WEIGHT_B * min(params, BUCKET_ELEMS)
-    return StageMemory(base.weights, base.grads, base.optimizer, base.activations, base.logits,
-                       base.overhead + buffers)
+    return StageMemory(base.weights, base.grads, base.optimizer, base.activations, base.logits, base.overhead + buffers)

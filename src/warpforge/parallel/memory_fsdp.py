@@ -111,22 +111,50 @@ class FsdpPhases:
     in_backward: float
 
 
-def fsdp_stage_memory(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: bool, head: bool,
-                      in_flight_microbatches: float, moe_layers: int = 0, compiled: bool = False,
-                      microbatches: int = 1, reserved_ratio: float = RESERVED_RATIO) -> StageMemory:
+def fsdp_stage_memory(
+    model: ModelSpec,
+    plan: PlanConfig,
+    *,
+    dense_layers: int,
+    embed: bool,
+    head: bool,
+    in_flight_microbatches: float,
+    moe_layers: int = 0,
+    compiled: bool = False,
+    microbatches: int = 1,
+    reserved_ratio: float = RESERVED_RATIO,
+) -> StageMemory:
     """Reserved bytes on one GPU of a stage under torchtitan; ``activations``, ``logits`` and the
     unsharded parameters are those of the peak moment; ``overhead`` is the allocator's reserve."""
-    live, parts = fsdp_live(model, plan, dense_layers=dense_layers, moe_layers=moe_layers, embed=embed,
-                            head=head, in_flight_microbatches=in_flight_microbatches, compiled=compiled,
-                            microbatches=microbatches)
+    live, parts = fsdp_live(
+        model,
+        plan,
+        dense_layers=dense_layers,
+        moe_layers=moe_layers,
+        embed=embed,
+        head=head,
+        in_flight_microbatches=in_flight_microbatches,
+        compiled=compiled,
+        microbatches=microbatches,
+    )
     weights, grads, optimizer, activations, logits = parts
-    return StageMemory(weights, grads, optimizer, activations, logits,
-                       RUNTIME_GIB * GIB + (reserved_ratio - 1.0) * live)
+    return StageMemory(
+        weights, grads, optimizer, activations, logits, RUNTIME_GIB * GIB + (reserved_ratio - 1.0) * live
+    )
 
 
-def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: bool, head: bool,
-              in_flight_microbatches: float, moe_layers: int = 0, compiled: bool = False,
-              microbatches: int = 1) -> tuple[float, tuple[float, float, float, float, float]]:
+def fsdp_live(
+    model: ModelSpec,
+    plan: PlanConfig,
+    *,
+    dense_layers: int,
+    embed: bool,
+    head: bool,
+    in_flight_microbatches: float,
+    moe_layers: int = 0,
+    compiled: bool = False,
+    microbatches: int = 1,
+) -> tuple[float, tuple[float, float, float, float, float]]:
     """Live-tensor peak (what torch's memory tracker counts) and its parts at that moment:
     (weights, grads, optimizer, activations, logits). ``microbatches`` per step matters only on the
     last pipeline stage (its outputs are kept until the step ends)."""
@@ -183,8 +211,13 @@ def fsdp_live(model: ModelSpec, plan: PlanConfig, *, dense_layers: int, embed: b
         return in_bwd, (sharded + bwd_w, early_g, moments, acts + head_acts + rebuilt_b, kept_preds)
     if peak == at_merge:
         return at_merge, (sharded, grads_sharded, moments, 0.0, merged)
-    return at_step, (sharded + resident_w, max(resident_g, grads_sharded), moments + ADAM_TEMP_B * params / shard,
-                     0.0, 0.0)
+    return at_step, (
+        sharded + resident_w,
+        max(resident_g, grads_sharded),
+        moments + ADAM_TEMP_B * params / shard,
+        0.0,
+        0.0,
+    )
 
 
 def loss_bytes_per_logit(plan: PlanConfig, microbatches: int = 1) -> tuple[float, float, float]:

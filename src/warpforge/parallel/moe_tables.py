@@ -92,17 +92,40 @@ def modelzoo_cases(root: Path, models: dict[str, dict[str, str]] | None = None) 
         tp, pp, cp, ep = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["ep"])
         recompute, modules = recompute_of(str(r["recompute"]))
         plan = PlanConfig(
-            tp=tp, pp=pp, dp=int(r["dp"]), cp=cp, ep=ep, micro_batch=int(r["mbs"]), global_batch=int(r["gbs"]),
-            recompute=recompute, recompute_modules=modules, zero=3 if r["fsdp"] else 1,
-            interleave=int(r["vpp"]) if pp > 1 and int(r["vpp"]) > 1 else 1, sequence_parallel=tp > 1,
-            overlap_tp_comm=bool(raw["tp_comm_overlap"]) and tp > 1, expert_tp=int(r["etp"]), precision="bf16",
+            tp=tp,
+            pp=pp,
+            dp=int(r["dp"]),
+            cp=cp,
+            ep=ep,
+            micro_batch=int(r["mbs"]),
+            global_batch=int(r["gbs"]),
+            recompute=recompute,
+            recompute_modules=modules,
+            zero=3 if r["fsdp"] else 1,
+            interleave=int(r["vpp"]) if pp > 1 and int(r["vpp"]) > 1 else 1,
+            sequence_parallel=tp > 1,
+            overlap_tp_comm=bool(raw["tp_comm_overlap"]) and tp > 1,
+            expert_tp=int(r["etp"]),
+            precision="bf16",
             moe_dispatcher="deepep" if str(r["dispatcher"]).lower() == "deepep" else "alltoall",
             moe_a2a_overlap=bool(r.get("a2a_overlap", False)),
         )
         gpus = int(r["gpus"])
         label = f"{RELEASE} {raw['model_key']} BF16 {gpus}g #{i + 1}"
-        out.append(NemoCase(label, RELEASE, raw["model_key"], "Megatron-Core (model zoo)", "bf16", "moe", model,
-                            load_cluster("dgx-h100", nodes=max(1, gpus // 8)), plan, float(r["step_s"])))
+        out.append(
+            NemoCase(
+                label,
+                RELEASE,
+                raw["model_key"],
+                "Megatron-Core (model zoo)",
+                "bf16",
+                "moe",
+                model,
+                load_cluster("dgx-h100", nodes=max(1, gpus // 8)),
+                plan,
+                float(r["step_s"]),
+            )
+        )
     return out
 
 
@@ -134,18 +157,43 @@ def published_cases(root: Path) -> tuple[list[NemoCase], list[Excluded]]:
         tp, pp, cp, ep = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["ep"])
         recompute, modules = recompute_of(str(r["recompute"]))
         plan = PlanConfig(
-            tp=tp, pp=pp, dp=gpus // (tp * pp * cp), cp=cp, ep=ep, micro_batch=int(r["mbs"]),
-            global_batch=int(r["gbs"]), recompute=recompute, recompute_modules=modules, zero=1,
+            tp=tp,
+            pp=pp,
+            dp=gpus // (tp * pp * cp),
+            cp=cp,
+            ep=ep,
+            micro_batch=int(r["mbs"]),
+            global_batch=int(r["gbs"]),
+            recompute=recompute,
+            recompute_modules=modules,
+            zero=1,
             interleave=int(r["vpp"]) if pp > 1 and int(r["vpp"]) > 1 else 1,
-            sequence_parallel=bool(r.get("sp", tp > 1)), overlap_tp_comm=bool(r["tp_overlap"]) and tp > 1,
-            expert_tp=int(r["etp"]), precision="bf16",
+            sequence_parallel=bool(r.get("sp", tp > 1)),
+            overlap_tp_comm=bool(r["tp_overlap"]) and tp > 1,
+            expert_tp=int(r["etp"]),
+            precision="bf16",
             moe_dispatcher="alltoall" if r["dispatcher"] == "alltoall" else "deepep",
             moe_a2a_overlap=bool(r["a2a_overlap"]),
         )
-        step = (float(r["step_s"]) if "step_s" in r
-                else megatron_step_flops(model, int(r["gbs"])) / (gpus * float(r["tflops"]) * 1e12))
-        cases.append(NemoCase(label, src["release"], r["model"], "Megatron-Core (NVIDIA study)", "bf16", "moe",
-                              model, load_cluster("dgx-h100", nodes=max(1, gpus // 8)), plan, step))
+        step = (
+            float(r["step_s"])
+            if "step_s" in r
+            else megatron_step_flops(model, int(r["gbs"])) / (gpus * float(r["tflops"]) * 1e12)
+        )
+        cases.append(
+            NemoCase(
+                label,
+                src["release"],
+                r["model"],
+                "Megatron-Core (NVIDIA study)",
+                "bf16",
+                "moe",
+                model,
+                load_cluster("dgx-h100", nodes=max(1, gpus // 8)),
+                plan,
+                step,
+            )
+        )
     return cases, excluded
 
 

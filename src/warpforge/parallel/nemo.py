@@ -53,8 +53,14 @@ import yaml
 from warpforge.parallel.simulator import peak_memory_gib
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, Recompute, RecomputeModule, load_cluster
 
-MODULES: dict[str, RecomputeModule] = {"core_attn": "core_attn", "layernorm": "layernorm", "norm": "layernorm",
-                                       "moe_act": "moe_act", "act": "moe_act", "moe": "moe"}
+MODULES: dict[str, RecomputeModule] = {
+    "core_attn": "core_attn",
+    "layernorm": "layernorm",
+    "norm": "layernorm",
+    "moe_act": "moe_act",
+    "act": "moe_act",
+    "moe": "moe",
+}
 
 HYBRID_MAMBA = ("Nemotron-3-Nano", "Nemotron-3-Super", "Nemotron-3-Ultra")
 # What each category is scored on (dense BF16, dense FP8, MoE), as the targets name them.
@@ -104,14 +110,24 @@ def nemo_model(r: dict[str, str], seq: int) -> ModelSpec:
     gated = "squared-relu" not in note and "gelu" not in note  # Llama/Qwen/DeepSeek/GPT-OSS: SwiGLU
     experts = _int(r["num_experts"])
     fields: dict[str, Any] = dict(
-        name=r["model"], layers=_int(r["layers"]), hidden=_int(r["hidden"]), heads=_int(r["heads"]),
-        kv_heads=_int(r["kv_heads"]) or None, vocab=_int(r["vocab"]), seq=seq,
-        activation="swiglu" if gated else "gelu", tied_embeddings=False,
+        name=r["model"],
+        layers=_int(r["layers"]),
+        hidden=_int(r["hidden"]),
+        heads=_int(r["heads"]),
+        kv_heads=_int(r["kv_heads"]) or None,
+        vocab=_int(r["vocab"]),
+        seq=seq,
+        activation="swiglu" if gated else "gelu",
+        tied_embeddings=False,
     )
     if experts:
-        fields.update(experts=experts, top_k=_int(r["top_k"]), moe_ffn=_int(r["ffn"]),
-                      ffn=_int(r["dense_ffn"]) or _int(r["ffn"]),
-                      first_dense_layers=_int(r["first_k_dense"]))
+        fields.update(
+            experts=experts,
+            top_k=_int(r["top_k"]),
+            moe_ffn=_int(r["ffn"]),
+            ffn=_int(r["dense_ffn"]) or _int(r["ffn"]),
+            first_dense_layers=_int(r["first_k_dense"]),
+        )
         shared = _int(r["shared_ffn"])
         if shared:
             fields["shared_experts"] = max(1, round(shared / _int(r["ffn"])))
@@ -172,10 +188,20 @@ def _plan(r: dict[str, str], model: ModelSpec, precision: str) -> PlanConfig:
     if automodel and model.is_moe and not r["ep"].strip():
         ep = math.gcd(model.experts, fsdp or dp)
     plan = PlanConfig(
-        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mbs, global_batch=_int(r["gbs"]),
-        recompute="none" if automodel else "selective", zero=3 if (fsdp or automodel) else 1,
-        interleave=_interleave(model, pp, vp), sequence_parallel=tp > 1, flash_attention=True,
-        overlap_grad_reduce=True, overlap_tp_comm=tp > 1 and not automodel,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        micro_batch=mbs,
+        global_batch=_int(r["gbs"]),
+        recompute="none" if automodel else "selective",
+        zero=3 if (fsdp or automodel) else 1,
+        interleave=_interleave(model, pp, vp),
+        sequence_parallel=tp > 1,
+        flash_attention=True,
+        overlap_grad_reduce=True,
+        overlap_tp_comm=tp > 1 and not automodel,
         **_extra_plan_fields(precision),
         # Megatron-Bridge's MoE recipes fold experts with expert TP 1 (EP over TP x DP x CP ranks).
         expert_tp=1 if model.is_moe else None,
@@ -183,8 +209,10 @@ def _plan(r: dict[str, str], model: ModelSpec, precision: str) -> PlanConfig:
     )
     recipe = recipe_settings().get((r["release"], r["model_key"])) if model.is_moe and not automodel else None
     if recipe is not None:
-        update: dict[str, Any] = {"moe_a2a_overlap": bool(recipe["a2a_overlap"]),
-                                  "moe_dispatcher": "alltoall" if recipe["dispatcher"] == "alltoall" else "deepep"}
+        update: dict[str, Any] = {
+            "moe_a2a_overlap": bool(recipe["a2a_overlap"]),
+            "moe_dispatcher": "alltoall" if recipe["dispatcher"] == "alltoall" else "deepep",
+        }
         if recipe.get("recompute"):
             update["recompute"], update["recompute_modules"] = recompute_of(str(recipe["recompute"]))
         plan = plan.model_copy(update=update)
@@ -259,6 +287,9 @@ def nemo_cases(root: Path) -> tuple[list[NemoCase], list[Excluded]]:
         gpus = _int(r["gpus"])
         cluster = load_cluster("dgx-h100", nodes=max(1, gpus // 8))
         measured = nemo_step_time(plan.batch(model), seq, float(r["tokens_per_s_per_gpu"]), gpus)
-        cases.append(NemoCase(label, r["release"], r["model_key"], r["framework"], precision, category,
-                              model, cluster, plan, measured))
+        cases.append(
+            NemoCase(
+                label, r["release"], r["model_key"], r["framework"], precision, category, model, cluster, plan, measured
+            )
+        )
     return cases, excluded

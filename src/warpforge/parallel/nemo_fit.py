@@ -35,8 +35,14 @@ from warpforge.parallel.validation import fit_calibration, mape, spearman
 # replaced it. Held at the H100 prior from measurements, not fitted: fused attention (``attn_eff``, the
 # cuDNN kernel's published rate) and the share of the all-to-all that Megatron's 1F1B overlap hides
 # (``ep_overlap``, NVIDIA's Nsight Systems profile): calibration.yaml says where each comes from.
-H100_FIT_PARAMS = ("gemm_eff", "fp8_gemm_eff", "grouped_gemm_eff", "inter_bw_eff", "grouped_half_tokens",
-                   "fp8_expert_us")
+H100_FIT_PARAMS = (
+    "gemm_eff",
+    "fp8_gemm_eff",
+    "grouped_gemm_eff",
+    "inter_bw_eff",
+    "grouped_half_tokens",
+    "fp8_expert_us",
+)
 SCORED = ("dense-bf16", "dense-fp8", "moe")
 
 
@@ -44,12 +50,14 @@ def step_time(case: NemoCase, cal: Calibration) -> float:
     return predict(case.model, case.cluster, case.plan, cal).step_time_s
 
 
-def fit(cases: Sequence[NemoCase], start: Calibration, params: Sequence[str] = H100_FIT_PARAMS,
-        source: str = "") -> Calibration:
+def fit(
+    cases: Sequence[NemoCase], start: Calibration, params: Sequence[str] = H100_FIT_PARAMS, source: str = ""
+) -> Calibration:
     """Least squares on log(pred / measured) over ``cases`` only, within ``FIT_BOUNDS`` (robust soft-l1 loss:
     a few inconsistent published rows must not pull the whole fit)."""
-    return fit_calibration(cases, start, step_time, params, source=source or f"fit: {len(cases)} rows",
-                           loss="soft_l1", f_scale=0.2)
+    return fit_calibration(
+        cases, start, step_time, params, source=source or f"fit: {len(cases)} rows", loss="soft_l1", f_scale=0.2
+    )
 
 
 def group_of(case: NemoCase, by: str) -> str:
@@ -69,8 +77,9 @@ class HeldOut:
         return self.predicted_s / self.case.measured_s - 1.0
 
 
-def held_out(cases: Sequence[NemoCase], start: Calibration, by: str,
-             fitter: Callable[..., Calibration] = fit) -> list[HeldOut]:
+def held_out(
+    cases: Sequence[NemoCase], start: Calibration, by: str, fitter: Callable[..., Calibration] = fit
+) -> list[HeldOut]:
     """Leave-one-group-out predictions (``by`` = "release" or "model")."""
     out: list[HeldOut] = []
     for g in sorted({group_of(c, by) for c in cases}):
@@ -100,6 +109,5 @@ def category_scores(preds: Sequence[tuple[NemoCase, float]]) -> list[Score]:
             continue
         p = [x for _, x in sel]
         m = [c.measured_s for c, _ in sel]
-        out.append(Score(cat, len(sel), mape(p, m), spearman(p, m),
-                         max(abs(a / b - 1) for a, b in zip(p, m))))
+        out.append(Score(cat, len(sel), mape(p, m), spearman(p, m), max(abs(a / b - 1) for a, b in zip(p, m))))
     return out

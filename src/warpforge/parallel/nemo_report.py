@@ -88,8 +88,14 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
     prior = prior_for(scored[0].cluster)
     releases = sorted({c.release for c in scored})
     models = sorted({c.model_key for c in scored})
-    fitted = fit(scored, prior, source=(f"fit: NeMo/Megatron-Bridge DGX-H100 rows ({len(scored)}; releases "
-                                        f"{', '.join(releases)}; {len(models)} models)"))
+    fitted = fit(
+        scored,
+        prior,
+        source=(
+            f"fit: NeMo/Megatron-Bridge DGX-H100 rows ({len(scored)}; releases "
+            f"{', '.join(releases)}; {len(models)} models)"
+        ),
+    )
     loro = held_out(scored, prior, "release")
     lomo = held_out(scored, prior, "model")
     p_prior = {id(c): step_time(c, prior) for c in scored}
@@ -100,8 +106,10 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
     out: list[str] = []
     out.append("DGX-H100: NVIDIA NeMo / Megatron-Bridge / AutoModel published pre-training rows")
     n_cat = {k: sum(c.category == k for c in cases) for k in (*SCORED, "unstated")}
-    out.append(f"{len(cases)} usable rows ({', '.join(f'{k} {v}' for k, v in n_cat.items())}), "
-               f"{len(excluded)} excluded; measured step time = gbs*seq/(tokens/s/GPU*GPUs)")
+    out.append(
+        f"{len(cases)} usable rows ({', '.join(f'{k} {v}' for k, v in n_cat.items())}), "
+        f"{len(excluded)} excluded; measured step time = gbs*seq/(tokens/s/GPU*GPUs)"
+    )
     out.append(f"calibration parameters fitted: {', '.join(H100_FIT_PARAMS)} (the rest at the H100 prior)")
     rows = []
     for name in H100_FIT_PARAMS:
@@ -111,14 +119,20 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
         rows.append([name, f"{getattr(prior, name):g}", f"{v:g}{at}", f"[{b_lo:g}, {b_hi:g}]"])
     out.append(table(["parameter", "H100 prior", "fit on all scored rows", "bounds"], rows))
 
-    out.append("\nStep time per category: prior, held-out (leave-one-release-out, leave-one-model-out), "
-               f"in-sample; target held-out MAPE <= {TARGET_MAPE:.0%} (MoE leave-one-model-out: "
-               f"<= {TARGET_MAPE_MOE_NEW_MODEL:.0%}) and rho >= {TARGET_RHO}")
+    out.append(
+        "\nStep time per category: prior, held-out (leave-one-release-out, leave-one-model-out), "
+        f"in-sample; target held-out MAPE <= {TARGET_MAPE:.0%} (MoE leave-one-model-out: "
+        f"<= {TARGET_MAPE_MOE_NEW_MODEL:.0%}) and rho >= {TARGET_RHO}"
+    )
     failures: list[str] = []
     rows = []
     by: dict[str, list[Score]] = {}
-    for name, preds in (("prior", p_prior), ("leave-one-release-out", p_loro),
-                        ("leave-one-model-out", p_lomo), ("in-sample (all rows)", p_fit)):
+    for name, preds in (
+        ("prior", p_prior),
+        ("leave-one-release-out", p_loro),
+        ("leave-one-model-out", p_lomo),
+        ("in-sample (all rows)", p_fit),
+    ):
         scores = category_scores([(c, preds[id(c)]) for c in scored])
         by[name] = scores
         for s in scores:
@@ -147,23 +161,39 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
                 if m > TARGET_MFU:
                     failures.append(f"H100 MFU on Megatron-Core rows, {name}: {_pct(m)}")
             rows.append([name, cat, str(len(sel)), _pct(m), _pct(max(errs)), verdict])
-    out.append(f"\nMFU error on Megatron-Core rows (|measured / predicted step time - 1|), held out; target "
-               f"<= {TARGET_MFU:.0%} over all of them")
+    out.append(
+        f"\nMFU error on Megatron-Core rows (|measured / predicted step time - 1|), held out; target "
+        f"<= {TARGET_MFU:.0%} over all of them"
+    )
     out.append(table(["fit", "category", "n", "MAPE of MFU", "worst", "target"], rows))
 
-    out.append("\nPer-row step-time errors (predicted / measured - 1); LORO/LOMO = the fold that left the "
-               "row's release / model out")
+    out.append(
+        "\nPer-row step-time errors (predicted / measured - 1); LORO/LOMO = the fold that left the "
+        "row's release / model out"
+    )
     rows = []
     for c in scored:
         m = c.measured_s
-        rows.append([c.label, c.category, c.plan.short(), f"{m:.2f}", _sgn(p_prior[id(c)] / m - 1),
-                     _sgn(p_loro[id(c)] / m - 1), _sgn(p_lomo[id(c)] / m - 1), _sgn(p_fit[id(c)] / m - 1)])
+        rows.append(
+            [
+                c.label,
+                c.category,
+                c.plan.short(),
+                f"{m:.2f}",
+                _sgn(p_prior[id(c)] / m - 1),
+                _sgn(p_loro[id(c)] / m - 1),
+                _sgn(p_lomo[id(c)] / m - 1),
+                _sgn(p_fit[id(c)] / m - 1),
+            ]
+        )
     out.append(table(["row", "category", "plan", "measured s", "prior", "LORO", "LOMO", "in-sample"], rows))
 
     if unstated:
         out.append("\nRows with unstated precision (not scored): all-rows fit, run as BF16")
-        rows = [[c.label, c.plan.short(), f"{c.measured_s:.2f}", _sgn(step_time(c, fitted) / c.measured_s - 1)]
-                for c in unstated]
+        rows = [
+            [c.label, c.plan.short(), f"{c.measured_s:.2f}", _sgn(step_time(c, fitted) / c.measured_s - 1)]
+            for c in unstated
+        ]
         out.append(table(["row", "plan", "measured s", "error"], rows))
     out.append("\nExcluded rows")
     reasons: dict[str, list[str]] = {}
@@ -174,13 +204,21 @@ def nemo_report(root: Path, table: Table) -> NemoReport:
 
     # Error bands: the worse of the two held-out MAPEs per category (what a user should expect).
     bands: dict[str, dict[str, float | int | str]] = {}
-    for key, cat in (("h100/fp8/dense", "dense-fp8"), ("h100/bf16/dense", "dense-bf16"),
-                     ("h100/fp8/moe", "moe"), ("h100/bf16/moe", "moe")):
+    for key, cat in (
+        ("h100/fp8/dense", "dense-fp8"),
+        ("h100/bf16/dense", "dense-bf16"),
+        ("h100/fp8/moe", "moe"),
+        ("h100/bf16/moe", "moe"),
+    ):
         lo = next(s for s in by["leave-one-release-out"] if s.category == cat)
         lm = next(s for s in by["leave-one-model-out"] if s.category == cat)
         if lo.n < 3:
             continue
-        bands[key] = {"mape": round(max(lo.mape, lm.mape), 4), "worst": round(max(lo.max_abs, lm.max_abs), 4),
-                      "n": lo.n, "source": f"NeMo DGX-H100 {cat} rows, held out (worse of LORO/LOMO)"}
+        bands[key] = {
+            "mape": round(max(lo.mape, lm.mape), 4),
+            "worst": round(max(lo.max_abs, lm.max_abs), 4),
+            "n": lo.n,
+            "source": f"NeMo DGX-H100 {cat} rows, held out (worse of LORO/LOMO)",
+        }
     held_scores = {k: v for k, v in by.items() if k.startswith("leave")}
     return NemoReport(out, failures, fitted, bands, held_scores)

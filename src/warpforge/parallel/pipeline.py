@@ -29,8 +29,10 @@ def stage_layers(layers: int, pp: int, first: int | None = None, last: int | Non
         mid_n = pp - (first is not None) - (last is not None)
         rest = layers - f - la
         if rest < 0 or (mid_n == 0 and rest) or (mid_n and (rest % mid_n or rest // mid_n < 1)):
-            raise ValueError(f"first {first} / last {last} stage layers leave {rest} layers that do not split "
-                             f"evenly over the other {mid_n} stages")
+            raise ValueError(
+                f"first {first} / last {last} stage layers leave {rest} layers that do not split "
+                f"evenly over the other {mid_n} stages"
+            )
         middle = [rest // mid_n] * mid_n if mid_n else []
         return ([f] if first is not None else []) + middle + ([la] if last is not None else [])
     if layers % pp == 0:

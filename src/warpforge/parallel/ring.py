@@ -71,8 +71,19 @@ class RingCost:
     bwd_mem: float  # accumulations and copies, backward
 
 
-def ring_cost(*, framework: str, cp: int, q_elems: float, kv_elems: float, attn_fwd: float,
-              attn_bwd: float, net: Network, group: Group, hbm: float, kernel_s: float) -> RingCost:
+def ring_cost(
+    *,
+    framework: str,
+    cp: int,
+    q_elems: float,
+    kv_elems: float,
+    attn_fwd: float,
+    attn_bwd: float,
+    net: Network,
+    group: Group,
+    hbm: float,
+    kernel_s: float,
+) -> RingCost:
     """Ring attention over ``cp`` ranks for one layer and micro-batch on one GPU.
 
     ``q_elems``: elements of this rank's output (tokens x query width / TP); ``kv_elems``: elements of one
@@ -95,8 +106,9 @@ def ring_cost(*, framework: str, cp: int, q_elems: float, kv_elems: float, attn_
         fwd_bytes = steps * (MERGE_FWD_B * q_elems + KV_CAT_B * 2 * kv_elems) + 6.0 * q_elems
         bwd_bytes = steps * (GRAD_Q_B * q_elems + GRAD_KV_B * 2 * kv_elems + KV_CAT_B * 2 * kv_elems)
         n_kernels = 6
-        return RingCost(fwd, bwd, fwd_bytes / hbm + steps * n_kernels * kernel_s,
-                        bwd_bytes / hbm + steps * n_kernels * kernel_s)
+        return RingCost(
+            fwd, bwd, fwd_bytes / hbm + steps * n_kernels * kernel_s, bwd_bytes / hbm + steps * n_kernels * kernel_s
+        )
     one = net.p2p(kv_bytes, inter)
     fwd = steps * max(one - step_f, 2e-6)
     bwd = steps * max(2 * one - step_b, 2e-6)  # K/V and dK/dV

@@ -96,19 +96,33 @@ def _divisors(n: int) -> list[int]:
 def space_axes(model: ModelSpec, cluster: ClusterSpec) -> dict[str, list[Any]]:
     """Candidate values per axis (before cross-axis validity)."""
     g = cluster.total_gpus
-    tps = [t for t in _pow2_upto(cluster.gpus_per_node)
-           if model.heads % t == 0 and model.n_kv_heads % t == 0 and model.ffn_dim % t == 0
-           and (not model.is_moe or model.expert_ffn % t == 0) and g % t == 0]
+    tps = [
+        t
+        for t in _pow2_upto(cluster.gpus_per_node)
+        if model.heads % t == 0
+        and model.n_kv_heads % t == 0
+        and model.ffn_dim % t == 0
+        and (not model.is_moe or model.expert_ffn % t == 0)
+        and g % t == 0
+    ]
     cps = [c for c in _pow2_upto(min(16, g)) if c == 1 or model.seq % (2 * c) == 0]
     pps = [p for p in _divisors(g) if p <= model.layers]
     eps = [e for e in _divisors(model.experts) if g % e == 0] if model.is_moe else [1]
-    return {"tp": tps, "cp": cps, "pp": pps, "ep": eps, "micro_batch": list(MICRO_BATCHES),
-            "interleave": list(range(1, MAX_INTERLEAVE + 1)), "recompute": list(RECOMPUTE),
-            "zero": [0, 1, 2, 3]}
+    return {
+        "tp": tps,
+        "cp": cps,
+        "pp": pps,
+        "ep": eps,
+        "micro_batch": list(MICRO_BATCHES),
+        "interleave": list(range(1, MAX_INTERLEAVE + 1)),
+        "recompute": list(RECOMPUTE),
+        "zero": [0, 1, 2, 3],
+    }
 
 
-def _candidates(model: ModelSpec, cluster: ClusterSpec, gb: int, fw: Framework | None = None
-                ) -> Iterator[dict[str, Any]]:
+def _candidates(
+    model: ModelSpec, cluster: ClusterSpec, gb: int, fw: Framework | None = None
+) -> Iterator[dict[str, Any]]:
     fw = fw or FRAMEWORKS["any"]
     for tp, cp, pp, ep, dp, etp in _meshes(model, cluster, gb, fw):
         for mb in MICRO_BATCHES:
@@ -117,12 +131,24 @@ def _candidates(model: ModelSpec, cluster: ClusterSpec, gb: int, fw: Framework |
             vs = _interleaves(model, pp, gb // (dp * mb)) if fw.interleave else [1]
             zeros = fw.zeros(pp) if dp * cp > 1 else (0,)
             for v, rc, z in itertools.product(vs, RECOMPUTE, zeros):
-                yield {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "ep": ep, "micro_batch": mb, "interleave": v,
-                       "recompute": rc, "zero": z, "global_batch": gb, "expert_tp": etp}
+                yield {
+                    "tp": tp,
+                    "cp": cp,
+                    "pp": pp,
+                    "dp": dp,
+                    "ep": ep,
+                    "micro_batch": mb,
+                    "interleave": v,
+                    "recompute": rc,
+                    "zero": z,
+                    "global_batch": gb,
+                    "expert_tp": etp,
+                }
 
 
-def candidate_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
-                    framework: str = "any", precision: str = "bf16") -> Iterator[PlanConfig]:
+def candidate_plans(
+    model: ModelSpec, cluster: ClusterSpec, global_batch: int, framework: str = "any", precision: str = "bf16"
+) -> Iterator[PlanConfig]:
     """Every structurally valid plan that uses all of the cluster's GPUs (and that ``framework`` runs)."""
     for fields in _candidates(model, cluster, global_batch, FRAMEWORKS[framework]):
         yield PlanConfig(**fields, precision=precision)  # type: ignore[arg-type]
@@ -142,8 +168,9 @@ class _Evaluator:
     """Simulates plans once each (Optuna may propose the same plan twice). With ``prefilter``, a plan whose
     memory alone exceeds the usable HBM is not timed (two thirds of a typical space: ~3x faster)."""
 
-    def __init__(self, model: ModelSpec, cluster: ClusterSpec, calib: Calibration, usable_gb: float,
-                 framework: str = "any") -> None:
+    def __init__(
+        self, model: ModelSpec, cluster: ClusterSpec, calib: Calibration, usable_gb: float, framework: str = "any"
+    ) -> None:
         self.model, self.cluster, self.calib, self.usable_gb = model, cluster, calib, usable_gb
         self.framework = framework_for_plan(framework)
         self.cache: dict[str, Prediction | None] = {}
@@ -209,8 +236,9 @@ def _interleaves(model: ModelSpec, pp: int, m: int) -> list[int]:
     return [1] + [v for v in range(2, MAX_INTERLEAVE + 1) if model.layers % (pp * v) == 0]
 
 
-def _optuna_search(ev: _Evaluator, gb: int, trials: int, seed: int, enqueue: Sequence[PlanConfig],
-                   fw: Framework, precision: str) -> None:
+def _optuna_search(
+    ev: _Evaluator, gb: int, trials: int, seed: int, enqueue: Sequence[PlanConfig], fw: Framework, precision: str
+) -> None:
     """TPE over a parametrisation in which every suggestion maps to a valid plan: the mesh is an index
     into the valid (TP, CP, PP, EP, expert TP) layouts (an integer: Optuna compares categorical choices
     one by one, which cost 20 s on DeepSeek-V3's 2,000+ layouts), and micro-batch / interleaving are
@@ -223,33 +251,51 @@ def _optuna_search(ev: _Evaluator, gb: int, trials: int, seed: int, enqueue: Seq
         return
     index = {m: i for i, m in enumerate(meshes)}
     zeros = list(fw.zeros(2))
-    study = optuna.create_study(direction="minimize",
-                                sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True))
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True))
 
     def build(i: int, mb: int, v_rank: int, recompute: str, zero: int) -> PlanConfig:
         tp, cp, pp, ep, dp, etp = meshes[i]
         mb = max(b for b in MICRO_BATCHES if b <= mb and gb % (dp * b) == 0)
         vs = _interleaves(ev.model, pp, gb // (dp * mb)) if fw.interleave else [1]
         ok = [z for z in zeros if z in fw.zeros(pp)]
-        return PlanConfig(tp=tp, cp=cp, pp=pp, ep=ep, dp=dp, micro_batch=mb, global_batch=gb,
-                          interleave=vs[min(v_rank, len(vs) - 1)], recompute=recompute,  # type: ignore[arg-type]
-                          zero=(zero if zero in ok else ok[-1]) if dp * cp > 1 else 0, expert_tp=etp,
-                          precision=precision)  # type: ignore[arg-type]
+        return PlanConfig(
+            tp=tp,
+            cp=cp,
+            pp=pp,
+            ep=ep,
+            dp=dp,
+            micro_batch=mb,
+            global_batch=gb,
+            interleave=vs[min(v_rank, len(vs) - 1)],
+            recompute=recompute,  # type: ignore[arg-type]
+            zero=(zero if zero in ok else ok[-1]) if dp * cp > 1 else 0,
+            expert_tp=etp,
+            precision=precision,
+        )  # type: ignore[arg-type]
 
     for plan in enqueue:
         mesh = (plan.tp, plan.cp, plan.pp, plan.ep, plan.dp, plan.etp)
         vs = _interleaves(ev.model, plan.pp, gb // (plan.dp * plan.micro_batch))
         if mesh in index and plan.micro_batch in MICRO_BATCHES and plan.interleave in vs and plan.zero in zeros:
-            study.enqueue_trial({"mesh": index[mesh], "micro_batch": plan.micro_batch,
-                                 "interleave_rank": vs.index(plan.interleave), "recompute": plan.recompute,
-                                 "zero": plan.zero}, skip_if_exists=True)
+            study.enqueue_trial(
+                {
+                    "mesh": index[mesh],
+                    "micro_batch": plan.micro_batch,
+                    "interleave_rank": vs.index(plan.interleave),
+                    "recompute": plan.recompute,
+                    "zero": plan.zero,
+                },
+                skip_if_exists=True,
+            )
     for _ in range(trials):
         trial = study.ask()
-        plan = build(trial.suggest_int("mesh", 0, len(meshes) - 1),
-                     trial.suggest_categorical("micro_batch", list(MICRO_BATCHES)),
-                     trial.suggest_categorical("interleave_rank", [0, 1, 2, 3]),
-                     trial.suggest_categorical("recompute", list(RECOMPUTE)),
-                     trial.suggest_categorical("zero", zeros))
+        plan = build(
+            trial.suggest_int("mesh", 0, len(meshes) - 1),
+            trial.suggest_categorical("micro_batch", list(MICRO_BATCHES)),
+            trial.suggest_categorical("interleave_rank", [0, 1, 2, 3]),
+            trial.suggest_categorical("recompute", list(RECOMPUTE)),
+            trial.suggest_categorical("zero", zeros),
+        )
         pred = ev(plan)
         if pred is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -298,8 +344,7 @@ def search_plans(
         raise SpecError(f"unknown framework '{framework}'; use one of {', '.join(FRAMEWORKS)}")
     fw = FRAMEWORKS[framework]
     if precision not in fw.precisions:
-        raise SpecError(f"{framework} does not train in {precision} here; use --precision "
-                        f"{'|'.join(fw.precisions)}")
+        raise SpecError(f"{framework} does not train in {precision} here; use --precision {'|'.join(fw.precisions)}")
     gb = global_batch or model.default_global_batch()
     if gb < 1:
         raise SpecError(f"global batch must be positive, got {gb}")
@@ -324,9 +369,14 @@ def search_plans(
         ev.leanest_gb = min(ev.leanest_gb, pred.peak_mem_gb)
         enq_keys.add(plan.key())
         ok = ev.feasible(pred)
-        enq_results.append(EnqueuedResult(
-            plan=plan, status="ranked" if ok else "does_not_fit", prediction=pred,
-            message="" if ok else f"needs {pred.peak_mem_gb:.1f} GiB, usable {usable:.1f} GiB"))
+        enq_results.append(
+            EnqueuedResult(
+                plan=plan,
+                status="ranked" if ok else "does_not_fit",
+                prediction=pred,
+                message="" if ok else f"needs {pred.peak_mem_gb:.1f} GiB, usable {usable:.1f} GiB",
+            )
+        )
 
     if method == "exhaustive":
         for plan in candidate_plans(model, cluster, gb, framework, precision):
@@ -352,16 +402,29 @@ def search_plans(
         # The winner is contrasted with the next plan shown (the best other layout), the rest with the winner.
         other = shown[1] if p is shown[0] and len(shown) > 1 else (shown[0] if p is not shown[0] else None)
         why = explain(p, ranks[id(p)], other, ranks[id(other)] if other is not None else 0)
-        ranked.append(RankedPlan(rank=ranks[id(p)], prediction=p, why=why,
-                                 source="enqueued" if p.plan.key() in enq_keys else "search"))
+        ranked.append(
+            RankedPlan(
+                rank=ranks[id(p)], prediction=p, why=why, source="enqueued" if p.plan.key() in enq_keys else "search"
+            )
+        )
     for r in enq_results:
         if r.status == "ranked" and r.prediction is not None:
             r.message = f"rank {ranks[id(ev.cache[r.plan.key()])]} of {len(feasible)} fitting plans"
     return SearchResult(
-        model=model.name, cluster=cluster.name, nodes=cluster.nodes, gpus=cluster.total_gpus,
-        global_batch=gb, method=method, space_size=n_space, evaluated=ev.checked + len(enq_keys),
+        model=model.name,
+        cluster=cluster.name,
+        nodes=cluster.nodes,
+        gpus=cluster.total_gpus,
+        global_batch=gb,
+        method=method,
+        space_size=n_space,
+        evaluated=ev.checked + len(enq_keys),
         feasible=len(feasible),
-        elapsed_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0, plans=ranked,
-        framework=framework, precision=precision, enqueued=enq_results,
+        elapsed_s=time.perf_counter() - t0,
+        cpu_s=time.process_time() - c0,
+        plans=ranked,
+        framework=framework,
+        precision=precision,
+        enqueued=enq_results,
         feasible_predictions=feasible,
     )

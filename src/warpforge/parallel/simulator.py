@@ -44,24 +44,32 @@ def check_plan(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig) -> None
         (model.ffn_dim % t == 0, f"ffn {model.ffn_dim} not divisible by TP {t}"),
         (plan.pp <= model.layers, f"PP {plan.pp} exceeds the model's {model.layers} layers"),
         (plan.interleave == 1 or plan.pp > 1, "--interleave needs PP > 1"),
-        (plan.interleave == 1 or model.layers >= plan.pp * plan.interleave,
-         f"interleave {plan.interleave} x PP {plan.pp} exceeds the model's {model.layers} layers"),
-        (plan.cp == 1 or model.seq % (2 * plan.cp) == 0,
-         f"seq {model.seq} not divisible by 2 x CP {plan.cp}"),
+        (
+            plan.interleave == 1 or model.layers >= plan.pp * plan.interleave,
+            f"interleave {plan.interleave} x PP {plan.pp} exceeds the model's {model.layers} layers",
+        ),
+        (plan.cp == 1 or model.seq % (2 * plan.cp) == 0, f"seq {model.seq} not divisible by 2 x CP {plan.cp}"),
         (plan.ep == 1 or model.is_moe, f"EP {plan.ep} needs a mixture-of-experts model"),
-        (not model.is_moe or model.experts % plan.ep == 0,
-         f"experts {model.experts} not divisible by EP {plan.ep}"),
+        (not model.is_moe or model.experts % plan.ep == 0, f"experts {model.experts} not divisible by EP {plan.ep}"),
         (plan.tp % plan.etp == 0, f"expert TP {plan.etp} must divide TP {plan.tp}"),
-        (not model.is_moe or model.expert_ffn % plan.etp == 0,
-         f"moe_ffn {model.expert_ffn} not divisible by expert TP {plan.etp}"),
-        ((plan.tp * plan.dp * plan.cp) % (plan.etp * plan.ep) == 0,
-         f"expert TP {plan.etp} x EP {plan.ep} must divide TP x DP x CP = {plan.tp * plan.dp * plan.cp}; "
-         "use a smaller EP or --expert-tp 1"),
-        (plan.precision == "bf16" or cluster.fp8_tflops is not None,
-         f"{cluster.gpu} has no FP8 tensor cores (fp8_tflops unset); use --precision bf16"),
-        (plan.gpus <= cluster.total_gpus,
-         f"plan needs {plan.gpus} GPUs (tp*pp*dp*cp) but cluster '{cluster.name}' has {cluster.total_gpus}; "
-         f"pass --nodes {-(-plan.gpus // cluster.gpus_per_node)} or shrink the plan"),
+        (
+            not model.is_moe or model.expert_ffn % plan.etp == 0,
+            f"moe_ffn {model.expert_ffn} not divisible by expert TP {plan.etp}",
+        ),
+        (
+            (plan.tp * plan.dp * plan.cp) % (plan.etp * plan.ep) == 0,
+            f"expert TP {plan.etp} x EP {plan.ep} must divide TP x DP x CP = {plan.tp * plan.dp * plan.cp}; "
+            "use a smaller EP or --expert-tp 1",
+        ),
+        (
+            plan.precision == "bf16" or cluster.fp8_tflops is not None,
+            f"{cluster.gpu} has no FP8 tensor cores (fp8_tflops unset); use --precision bf16",
+        ),
+        (
+            plan.gpus <= cluster.total_gpus,
+            f"plan needs {plan.gpus} GPUs (tp*pp*dp*cp) but cluster '{cluster.name}' has {cluster.total_gpus}; "
+            f"pass --nodes {-(-plan.gpus // cluster.gpus_per_node)} or shrink the plan",
+        ),
     ]
     for ok, msg in rules:
         if not ok:
@@ -77,9 +85,7 @@ def check_plan(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig) -> None
             raise InvalidPlanError(f"{exc}; change --pp-first-layers / --pp-last-layers") from None
     gb = plan.batch(model)
     if gb % (plan.dp * plan.micro_batch):
-        raise InvalidPlanError(
-            f"global batch {gb} not divisible by DP {plan.dp} x micro-batch {plan.micro_batch}"
-        )
+        raise InvalidPlanError(f"global batch {gb} not divisible by DP {plan.dp} x micro-batch {plan.micro_batch}")
     m = gb // (plan.dp * plan.micro_batch)
     if plan.interleave > 1 and m % plan.pp:
         raise InvalidPlanError(f"interleaved schedule needs micro-batches ({m}) divisible by PP {plan.pp}")
@@ -97,8 +103,17 @@ def _moe_split(model: ModelSpec, layers: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _dp_exposed(plan: PlanConfig, net: Network, grp: dict[str, Group], dense_p: float, expert_p: float,
-                fwd_window: float, bwd_window: float, m: int, n_layers: int) -> float:
+def _dp_exposed(
+    plan: PlanConfig,
+    net: Network,
+    grp: dict[str, Group],
+    dense_p: float,
+    expert_p: float,
+    fwd_window: float,
+    bwd_window: float,
+    m: int,
+    n_layers: int,
+) -> float:
     """Seconds of data-parallel communication left on the critical path for one stage."""
     pairs = ((dense_p, grp["dp"]), (expert_p, grp["edp"]))
     if plan.zero >= 3 and plan.pp > 1 and plan.framework == "torchtitan":
@@ -134,15 +149,21 @@ def optimistic_assumptions(model: ModelSpec, plan: PlanConfig) -> list[str]:
     """Where a plan leans on an assumption the validation runs do not back."""
     out = []
     if plan.recompute == "none":
-        out.append("assumes no activation recompute: activations fit by the simulator's accounting only; "
-                   "allocator spikes may force selective recompute")
+        out.append(
+            "assumes no activation recompute: activations fit by the simulator's accounting only; "
+            "allocator spikes may force selective recompute"
+        )
     if plan.cp > 1 and model.seq / plan.cp < 4096:
-        out.append(f"CP {plan.cp} at sequence {model.seq} leaves {model.seq // plan.cp} tokens per rank: "
-                   "ring attention hides its K/V exchange less at short chunks than modelled (validated CP "
-                   "runs use >= 4K tokens per rank)")
+        out.append(
+            f"CP {plan.cp} at sequence {model.seq} leaves {model.seq // plan.cp} tokens per rank: "
+            "ring attention hides its K/V exchange less at short chunks than modelled (validated CP "
+            "runs use >= 4K tokens per rank)"
+        )
     if model.is_moe and plan.moe_load_factor == 1.0:
-        out.append("assumes balanced expert routing (moe_load_factor 1, as NVIDIA's tables were measured); "
-                   "real routing is imbalanced: try moe_load_factor 1.2-1.5")
+        out.append(
+            "assumes balanced expert routing (moe_load_factor 1, as NVIDIA's tables were measured); "
+            "real routing is imbalanced: try moe_load_factor 1.2-1.5"
+        )
     if plan.overlap_tp_comm and plan.tp > 1:
         out.append("assumes TP communication overlap (TE userbuffers / async TP)")
     return out
@@ -162,15 +183,37 @@ def memory_by_rank(
         chunks = in_flight_chunks(i, pp, m, v)
         embed, head = i == 0, i == pp - 1
         if plan.framework == "torchtitan":
-            out[i] = fsdp_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
-                                       in_flight_microbatches=chunks / v, compiled=plan.compiled,
-                                       microbatches=m)
+            out[i] = fsdp_stage_memory(
+                model,
+                plan,
+                dense_layers=nd,
+                moe_layers=nm,
+                embed=embed,
+                head=head,
+                in_flight_microbatches=chunks / v,
+                compiled=plan.compiled,
+                microbatches=m,
+            )
         elif plan.framework == "deepspeed":
-            out[i] = deepspeed_stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
-                                            in_flight_layers=chunks * (nd + nm) / v)
+            out[i] = deepspeed_stage_memory(
+                model,
+                plan,
+                dense_layers=nd,
+                moe_layers=nm,
+                embed=embed,
+                head=head,
+                in_flight_layers=chunks * (nd + nm) / v,
+            )
         else:
-            out[i] = stage_memory(model, plan, dense_layers=nd, moe_layers=nm, embed=embed, head=head,
-                                  in_flight_layers=chunks * (nd + nm) / v)
+            out[i] = stage_memory(
+                model,
+                plan,
+                dense_layers=nd,
+                moe_layers=nm,
+                embed=embed,
+                head=head,
+                in_flight_layers=chunks * (nd + nm) / v,
+            )
     return out
 
 
@@ -179,9 +222,7 @@ def peak_memory_gib(model: ModelSpec, plan: PlanConfig) -> float:
     return max(mem.total for mem in memory_by_rank(model, plan).values()) / GIB
 
 
-def predict(
-    model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig, calib: Calibration | None = None
-) -> Prediction:
+def predict(model: ModelSpec, cluster: ClusterSpec, plan: PlanConfig, calib: Calibration | None = None) -> Prediction:
     """Predict step time, throughput, MFU/HFU and peak memory per GPU of ``plan``."""
     check_plan(model, cluster, plan)
     calib = calib or calibration_for(cluster)
@@ -223,8 +264,9 @@ def predict(
         dense_p, expert_p = stage_params(model, plan, nd, nm, embed=embed, head=has_head)
         fwd_window = nd * dense_c.fwd + nm * moe_c.fwd
         bwd_window = nd * dense_c.bwd + nm * moe_c.bwd
-        dp_exposed = max(dp_exposed, _dp_exposed(plan, net, grp, dense_p, expert_p, fwd_window, bwd_window,
-                                                 m, max(1, nd + nm)))
+        dp_exposed = max(
+            dp_exposed, _dp_exposed(plan, net, grp, dense_p, expert_p, fwd_window, bwd_window, m, max(1, nd + nm))
+        )
         shard = plan.dp * plan.cp if plan.zero >= 1 else 1
         eshard = max(1, plan.tp * plan.dp * plan.cp // (plan.etp * plan.ep)) if plan.zero >= 1 else 1
         opt_t = max(opt_t, hw.mem(ADAM_BYTES * (dense_p / shard + expert_p / eshard), 8))
@@ -232,9 +274,17 @@ def predict(
     step = pipe + dp_exposed + opt_t
     comp, mem, rec, host, tp_c, cp_c, ep_c = (m * x for x in parts[crit])
     time = TimeBreakdown(
-        compute=comp, memory_bound=mem, recompute=rec, host_overhead=host,
-        tp_comm=tp_c, cp_comm=cp_c, ep_comm=ep_c,
-        pp_p2p=m * p2p_mb, bubble=bubble, dp_comm=dp_exposed, optimizer=opt_t,
+        compute=comp,
+        memory_bound=mem,
+        recompute=rec,
+        host_overhead=host,
+        tp_comm=tp_c,
+        cp_comm=cp_c,
+        ep_comm=ep_c,
+        pp_p2p=m * p2p_mb,
+        bubble=bubble,
+        dp_comm=dp_exposed,
+        optimizer=opt_t,
     )
 
     # --- memory: first, second and last ranks bound the peak.
@@ -263,20 +313,36 @@ def predict(
         notes.append(hw_info.label())
     band = error_band(cluster, model, plan)
     if not band.validated:
-        notes.append(f"not validated: no measured runs for {band.key} (GPU family / precision / model kind); "
-                     "the numbers extrapolate the calibrated model")
+        notes.append(
+            f"not validated: no measured runs for {band.key} (GPU family / precision / model kind); "
+            "the numbers extrapolate the calibrated model"
+        )
     notes += optimistic_assumptions(model, plan)
     fits = peak.total / GIB <= cluster.hbm_gb
     fit = verdict(peak.total / GIB, cluster.hbm_gb, plan.framework)
     if not fits:
-        notes.append(f"needs {peak.total / GIB:.1f} GiB on pipeline rank {peak_rank}; "
-                     f"HBM holds {cluster.hbm_gb:g}")
+        notes.append(f"needs {peak.total / GIB:.1f} GiB on pipeline rank {peak_rank}; HBM holds {cluster.hbm_gb:g}")
     if fit.verdict == "uncertain":
         notes.append(f"may or may not fit: {fit.label()}")
     return Prediction(
-        model=model.name, cluster=cluster.name, plan=plan, gpus=plan.gpus, global_batch=gb,
-        num_microbatches=m, step_time_s=step, tokens_per_s=gb * model.seq / step,
-        mfu=model_flops / denom, hfu=hw_flops / denom, peak_mem_gb=peak.total / GIB, hbm_gb=cluster.hbm_gb,
-        fits=fits, bubble_fraction=bubble / step, time=time, memory=memory, notes=notes,
-        error_band=band, fit=fit, hardware_validated=hw_info.validated,
+        model=model.name,
+        cluster=cluster.name,
+        plan=plan,
+        gpus=plan.gpus,
+        global_batch=gb,
+        num_microbatches=m,
+        step_time_s=step,
+        tokens_per_s=gb * model.seq / step,
+        mfu=model_flops / denom,
+        hfu=hw_flops / denom,
+        peak_mem_gb=peak.total / GIB,
+        hbm_gb=cluster.hbm_gb,
+        fits=fits,
+        bubble_fraction=bubble / step,
+        time=time,
+        memory=memory,
+        notes=notes,
+        error_band=band,
+        fit=fit,
+        hardware_validated=hw_info.validated,
     )

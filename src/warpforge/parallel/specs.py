@@ -215,8 +215,10 @@ class ClusterSpec(BaseModel):
         clocks = bool(self.sustained_clock_mhz and self.boost_clock_mhz)
         out = []
         if clocks:
-            out.append(f"sustained clock {self.sustained_clock_mhz:g} of {self.boost_clock_mhz:g} MHz boost: "
-                       f"peak FLOP/s x{self.compute_scale():.3f}")
+            out.append(
+                f"sustained clock {self.sustained_clock_mhz:g} of {self.boost_clock_mhz:g} MHz boost: "
+                f"peak FLOP/s x{self.compute_scale():.3f}"
+            )
             if self.power_limit_w or self.tdp_w:
                 out.append("warning: power_limit_w / tdp_w not used: the clocks given set the derating")
         elif self.sustained_clock_mhz or self.boost_clock_mhz:
@@ -227,13 +229,17 @@ class ClusterSpec(BaseModel):
         tdp = self.tdp()
         if self.power_limit_w:
             if tdp is None:
-                out.append(f"warning: power_limit_w {self.power_limit_w:g} W not used: the TDP of GPU "
-                           f"'{self.gpu}' is not known here; add tdp_w to the cluster file")
+                out.append(
+                    f"warning: power_limit_w {self.power_limit_w:g} W not used: the TDP of GPU "
+                    f"'{self.gpu}' is not known here; add tdp_w to the cluster file"
+                )
             elif self.power_limit_w < tdp:
                 known = gpu_model(self.gpu)
                 whose = f"{known.name}'s TDP, known" if known and not self.tdp_w else "the file's tdp_w"
-                out.append(f"power limit {self.power_limit_w:g} W of {tdp:g} W ({whose}): peak FLOP/s "
-                           f"x{self.compute_scale():.3f}")
+                out.append(
+                    f"power limit {self.power_limit_w:g} W of {tdp:g} W ({whose}): peak FLOP/s "
+                    f"x{self.compute_scale():.3f}"
+                )
             else:
                 out.append(f"power limit {self.power_limit_w:g} W is not below the {tdp:g} W TDP: no derating")
         elif self.tdp_w:

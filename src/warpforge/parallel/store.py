@@ -29,31 +29,49 @@ if TYPE_CHECKING:
 Row = tuple[Prediction, str, list[str]]  # prediction, source (search | enqueued | predict), why
 
 
-def _record(model: ModelSpec, cluster: ClusterSpec, pred: Prediction, source: str, why: list[str],
-            campaign_id: int | None) -> PlanRecord:
+def _record(
+    model: ModelSpec, cluster: ClusterSpec, pred: Prediction, source: str, why: list[str], campaign_id: int | None
+) -> PlanRecord:
     from warpforge.db.plan_store import PlanRecord  # SQLAlchemy behind it: only when a plan is stored
 
     doc = pred.model_dump(mode="json")
     doc["why"] = why
     return PlanRecord(
-        campaign_id=campaign_id, model_name=model.name, cluster_name=cluster.name, nodes=cluster.nodes,
-        model_spec=model.model_dump(mode="json"), cluster_spec=cluster.model_dump(mode="json"),
-        plan=pred.plan.model_dump(mode="json"), plan_key=pred.plan.key()[:400], source=source,
-        fits=pred.fits, step_time_s=pred.step_time_s, mfu=pred.mfu, peak_mem_gb=pred.peak_mem_gb,
-        prediction=doc, warpforge_version=__version__,
+        campaign_id=campaign_id,
+        model_name=model.name,
+        cluster_name=cluster.name,
+        nodes=cluster.nodes,
+        model_spec=model.model_dump(mode="json"),
+        cluster_spec=cluster.model_dump(mode="json"),
+        plan=pred.plan.model_dump(mode="json"),
+        plan_key=pred.plan.key()[:400],
+        source=source,
+        fits=pred.fits,
+        step_time_s=pred.step_time_s,
+        mfu=pred.mfu,
+        peak_mem_gb=pred.peak_mem_gb,
+        prediction=doc,
+        warpforge_version=__version__,
     )
 
 
-def store_predictions(url: str | None, model: ModelSpec, cluster: ClusterSpec, rows: Sequence[Row],
-                      campaign_id: int | None = None) -> int:
+def store_predictions(
+    url: str | None, model: ModelSpec, cluster: ClusterSpec, rows: Sequence[Row], campaign_id: int | None = None
+) -> int:
     """Insert plans (migrating the database first); returns the number of rows written."""
     from warpforge.db.plan_store import write_plans
 
     return write_plans(url, [_record(model, cluster, p, src, why, campaign_id) for p, src, why in rows])
 
 
-def store_search(url: str | None, model: ModelSpec, cluster: ClusterSpec, result: SearchResult,
-                 limit: int = 100, campaign_id: int | None = None) -> int:
+def store_search(
+    url: str | None,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    result: SearchResult,
+    limit: int = 100,
+    campaign_id: int | None = None,
+) -> int:
     """Store a search: its best ``limit`` fitting plans and every enqueued plan that could be simulated."""
     why = {r.prediction.plan.key(): r.why for r in result.plans}
     enq = {e.plan.key() for e in result.enqueued if e.prediction is not None}
@@ -67,4 +85,3 @@ def store_search(url: str | None, model: ModelSpec, cluster: ClusterSpec, result
         if e.prediction is not None and e.plan.key() not in seen:
             rows.append((e.prediction, "enqueued", [e.message] if e.message else []))
     return store_predictions(url, model, cluster, rows, campaign_id)
-

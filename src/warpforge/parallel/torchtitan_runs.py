@@ -31,8 +31,10 @@ from warpforge.parallel.memory_fsdp import RESERVED_RATIO
 from warpforge.parallel.simulator import predict
 from warpforge.parallel.specs import ClusterSpec, ModelSpec, PlanConfig, load_model
 
-SOURCE = ("torchtitan, benchmarks/llama3_h100_202412_torchtitan.md (github.com/pytorch/torchtitan, "
-          "commit 31a17bf; H100 96GB HBM2e at 500 W)")
+SOURCE = (
+    "torchtitan, benchmarks/llama3_h100_202412_torchtitan.md (github.com/pytorch/torchtitan, "
+    "commit 31a17bf; H100 96GB HBM2e at 500 W)"
+)
 
 
 @dataclass(frozen=True)
@@ -69,19 +71,44 @@ def load_runs() -> list[Run]:
     for r in raw["runs"]:
         cluster = ClusterSpec(**raw["cluster"], nodes=max(1, r["gpus"] // raw["cluster"]["gpus_per_node"]))
         plan = PlanConfig(
-            tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], micro_batch=r["micro_batch"],
-            global_batch=r["local_batch"] * r["dp"], recompute=r["recompute"], zero=3,
-            interleave=2 if r["schedule"] == "interleaved" else 1, precision="fp8" if r["fp8"] else "bf16",
-            overlap_tp_comm=bool(r["async_tp"]), framework="torchtitan", compiled=bool(r["compiled"]))
-        out.append(Run(r["id"], int(r["table"]), load_model(r["model"], seq=r["seq"]), cluster, plan,
-                       float(r["tps_per_gpu"]), float(r["memory_gib"]), r["split"] == "train"))
+            tp=r["tp"],
+            pp=r["pp"],
+            dp=r["dp"],
+            cp=r["cp"],
+            micro_batch=r["micro_batch"],
+            global_batch=r["local_batch"] * r["dp"],
+            recompute=r["recompute"],
+            zero=3,
+            interleave=2 if r["schedule"] == "interleaved" else 1,
+            precision="fp8" if r["fp8"] else "bf16",
+            overlap_tp_comm=bool(r["async_tp"]),
+            framework="torchtitan",
+            compiled=bool(r["compiled"]),
+        )
+        out.append(
+            Run(
+                r["id"],
+                int(r["table"]),
+                load_model(r["model"], seq=r["seq"]),
+                cluster,
+                plan,
+                float(r["tps_per_gpu"]),
+                float(r["memory_gib"]),
+                r["split"] == "train",
+            )
+        )
     return out
 
 
 def score(run: Run, calib: Calibration | None = None) -> Scored:
     pred = predict(run.model, run.cluster, run.plan, calib)
-    return Scored(run, pred.tokens_per_s / run.plan.gpus, pred.peak_mem_gb, pred.fits,
-                  pred.fit.verdict if pred.fit else ("yes" if pred.fits else "no"))
+    return Scored(
+        run,
+        pred.tokens_per_s / run.plan.gpus,
+        pred.peak_mem_gb,
+        pred.fits,
+        pred.fit.verdict if pred.fit else ("yes" if pred.fits else "no"),
+    )
 
 
 def fit_gemm_scale(runs: list[Run], lo: float = 0.3, hi: float = 1.5) -> float:

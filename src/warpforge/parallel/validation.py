@@ -70,8 +70,17 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def gpt(layers: int, hidden: int, heads: int, seq: int, vocab: int = 51200, name: str = "gpt") -> ModelSpec:
     """A GPT-style model as in the Megatron papers: ffn = 4h, GeLU, dropout, and the output layer tied
     to the embedding (Megatron-LM's default)."""
-    return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=seq,
-                     activation="gelu", dropout=True, tied_embeddings=True)
+    return ModelSpec(
+        name=name,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        vocab=vocab,
+        seq=seq,
+        activation="gelu",
+        dropout=True,
+        tied_embeddings=True,
+    )
 
 
 def chunks_for(layers: int, pp: int, wanted: int) -> int:
@@ -94,9 +103,19 @@ def megatron_cases(root: Path) -> list[Case]:
         # Paper's FLOP count (recompute included): F = 96 B s l h^2 (1 + s/6h + V/16lh).
         flops = 96 * gb * s * l_ * h * h * (1 + s / (6 * h) + v / (16 * l_ * h))
         measured = flops / (float(r["tflops_per_gpu_measured"]) * 1e12 * gpus)
-        plan = PlanConfig(tp=tp, pp=pp, dp=dp, micro_batch=1, global_batch=gb, recompute="full",
-                          zero=0, interleave=chunks_for(l_, pp, ASSUMED_CHUNKS), sequence_parallel=False,
-                          flash_attention=False, overlap_grad_reduce=False)
+        plan = PlanConfig(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            micro_batch=1,
+            global_batch=gb,
+            recompute="full",
+            zero=0,
+            interleave=chunks_for(l_, pp, ASSUMED_CHUNKS),
+            sequence_parallel=False,
+            flash_attention=False,
+            overlap_grad_reduce=False,
+        )
         out.append(Case("megatron_sc21", f"{r['params_b']}B", model, _selene(gpus), plan, measured))
     return out
 
@@ -105,24 +124,39 @@ def _korthikanti_plan(r: dict[str, str], model: ModelSpec, sp_selective: bool) -
     pp = int(r["pp"])
     wanted = int(r.get("interleave_chunks") or ASSUMED_CHUNKS)
     return PlanConfig(
-        tp=int(r["tp"]), pp=pp, dp=int(r.get("dp") or 1), micro_batch=int(r["micro_batch"]),
+        tp=int(r["tp"]),
+        pp=pp,
+        dp=int(r.get("dp") or 1),
+        micro_batch=int(r["micro_batch"]),
         global_batch=int(r["global_batch"]) if r.get("global_batch") else None,
-        recompute="selective" if sp_selective else "full", zero=0,
-        interleave=chunks_for(model.layers, pp, wanted), sequence_parallel=sp_selective,
-        flash_attention=False, overlap_grad_reduce=False,
+        recompute="selective" if sp_selective else "full",
+        zero=0,
+        interleave=chunks_for(model.layers, pp, wanted),
+        sequence_parallel=sp_selective,
+        flash_attention=False,
+        overlap_grad_reduce=False,
     )
 
 
 def korthikanti_cases(root: Path) -> list[Case]:
     out = []
     for r in _rows(root / "korthikanti_table5.csv"):
-        model = gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), int(r["seq"]), int(r["vocab"]),
-                    name=f"gpt-{r['params_b']}b")
+        model = gpt(
+            int(r["layers"]),
+            int(r["hidden"]),
+            int(r["heads"]),
+            int(r["seq"]),
+            int(r["vocab"]),
+            name=f"gpt-{r['params_b']}b",
+        )
         for sp_sel, col in ((False, "iter_s_full_recompute"), (True, "iter_s_sp_selective")):
             plan = _korthikanti_plan(r, model, sp_sel)
             tag = "sp+sel" if sp_sel else "full"
-            out.append(Case("korthikanti_table5", f"{r['params_b']}B {tag}", model, _selene(int(r["gpus"])),
-                            plan, float(r[col])))
+            out.append(
+                Case(
+                    "korthikanti_table5", f"{r['params_b']}B {tag}", model, _selene(int(r["gpus"])), plan, float(r[col])
+                )
+            )
     return out
 
 
@@ -130,14 +164,36 @@ def vtrain_cases(root: Path) -> list[Case]:
     cluster = load_cluster("dgx-a100", intra_gbps=150.0)  # vTrain's configs: intra_node_bandwidth 150
     out = []
     for i, r in enumerate(_rows(root / "vtrain_a100_single_node.csv")):
-        model = gpt(int(r["# layers"]), int(r["hidden size"]), int(r["attention heads"]),
-                    int(r["sequence length"]), name="vtrain")
-        plan = PlanConfig(tp=int(r["tensor parallelism"]), pp=int(r["pipeline parallelism"]),
-                          dp=int(r["data parallelism"]), micro_batch=int(r["micro batch"]),
-                          global_batch=int(r["global batch"]), recompute="full", zero=0,
-                          sequence_parallel=False, flash_attention=False, overlap_grad_reduce=False)
-        out.append(Case("vtrain", f"row{i}", model, cluster, plan, float(r["iteration time (ms)"]) / 1e3,
-                        train=i % TRAIN_EVERY == 0))
+        model = gpt(
+            int(r["# layers"]),
+            int(r["hidden size"]),
+            int(r["attention heads"]),
+            int(r["sequence length"]),
+            name="vtrain",
+        )
+        plan = PlanConfig(
+            tp=int(r["tensor parallelism"]),
+            pp=int(r["pipeline parallelism"]),
+            dp=int(r["data parallelism"]),
+            micro_batch=int(r["micro batch"]),
+            global_batch=int(r["global batch"]),
+            recompute="full",
+            zero=0,
+            sequence_parallel=False,
+            flash_attention=False,
+            overlap_grad_reduce=False,
+        )
+        out.append(
+            Case(
+                "vtrain",
+                f"row{i}",
+                model,
+                cluster,
+                plan,
+                float(r["iteration time (ms)"]) / 1e3,
+                train=i % TRAIN_EVERY == 0,
+            )
+        )
     return out
 
 
@@ -158,22 +214,37 @@ def memory_cases(root: Path) -> list[MemoryCase]:
     batches = {r["params_b"]: r for r in _rows(root / "korthikanti_table5.csv")}
     out = []
     for r in _rows(root / "korthikanti_memory.csv"):
-        model = gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), int(r["seq"]), int(r["vocab"]),
-                    name=f"gpt-{r['params_b']}b")
+        model = gpt(
+            int(r["layers"]),
+            int(r["hidden"]),
+            int(r["heads"]),
+            int(r["seq"]),
+            int(r["vocab"]),
+            name=f"gpt-{r['params_b']}b",
+        )
         t5 = batches.get(r["params_b"], {})
-        row = {**r, "global_batch": t5.get("global_batch", ""),
-               "interleave_chunks": t5.get("interleave_chunks", "")}
+        row = {**r, "global_batch": t5.get("global_batch", ""), "interleave_chunks": t5.get("interleave_chunks", "")}
         base = _korthikanti_plan(row, model, False).model_copy(update={"recompute": "none"})
-        out.append(MemoryCase(f"{r['params_b']}B", model, base, _korthikanti_plan(row, model, True),
-                              float(r["weights_grads_optimizer_gib"]),
-                              float(r["activations_gib_no_sp_no_selective"]),
-                              float(r["activations_gib_sp_selective"])))
+        out.append(
+            MemoryCase(
+                f"{r['params_b']}B",
+                model,
+                base,
+                _korthikanti_plan(row, model, True),
+                float(r["weights_grads_optimizer_gib"]),
+                float(r["activations_gib_no_sp_no_selective"]),
+                float(r["activations_gib_sp_selective"]),
+            )
+        )
     return out
 
 
 def load_cases(root: Path) -> dict[str, list[Case]]:
-    return {"megatron_sc21": megatron_cases(root), "korthikanti_table5": korthikanti_cases(root),
-            "vtrain": vtrain_cases(root)}
+    return {
+        "megatron_sc21": megatron_cases(root),
+        "korthikanti_table5": korthikanti_cases(root),
+        "vtrain": vtrain_cases(root),
+    }
 
 
 def mape(pred: Sequence[float], meas: Sequence[float]) -> float:
@@ -191,8 +262,13 @@ def spearman(pred: Sequence[float], meas: Sequence[float]) -> float:
 
 
 def fit_calibration(
-    cases: Sequence[Any], start: Calibration, predict_fn: Callable[[Any, Calibration], float],
-    params: Sequence[str] = FIT_PARAMS, *, source: str | None = None, **least_squares_options: Any,
+    cases: Sequence[Any],
+    start: Calibration,
+    predict_fn: Callable[[Any, Calibration], float],
+    params: Sequence[str] = FIT_PARAMS,
+    *,
+    source: str | None = None,
+    **least_squares_options: Any,
 ) -> Calibration:
     """Least squares on log(pred/measured) over ``cases`` (the training split only), within FIT_BOUNDS.
 
@@ -212,8 +288,9 @@ def fit_calibration(
         cal = start.with_params(**dict(zip(names, map(float, x))))
         return np.log(np.array([predict_fn(c, cal) for c in cases]) / meas)
 
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1e-3), diff_step=1e-3,
-                        **least_squares_options)
+    sol = least_squares(
+        resid, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1e-3), diff_step=1e-3, **least_squares_options
+    )
     fitted = {n: round(float(v), 4) for n, v in zip(names, sol.x)}
     if source is None:
         source = f"fit: vTrain rows with index % {TRAIN_EVERY} == 0 ({len(cases)} runs)"

@@ -43,8 +43,12 @@ def check_version() -> bool:
     """True when the installed Optuna is one this module was checked against; else a note, once."""
     if version_checked(optuna.__version__):
         return True
-    log.warning("Optuna %s is not one warpforge checked its private API against (%s): the GP and TPE arms fall "
-                "back to the others if it changed", optuna.__version__, ", ".join(CHECKED))
+    log.warning(
+        "Optuna %s is not one warpforge checked its private API against (%s): the GP and TPE arms fall "
+        "back to the others if it changed",
+        optuna.__version__,
+        ", ".join(CHECKED),
+    )
     return False
 
 
@@ -85,8 +89,7 @@ def study_id(study: optuna.Study) -> int:
     return int(study._study_id)
 
 
-def set_trial_attr(study: optuna.Study, trial: optuna.trial.FrozenTrial, key: str, value: Any, *,
-                   system: bool) -> None:
+def set_trial_attr(study: optuna.Study, trial: optuna.trial.FrozenTrial, key: str, value: Any, *, system: bool) -> None:
     """Set an attribute on a trial the study's sampler is proposing, or one left running (no public API
     takes a FrozenTrial: ``Study._storage`` with ``FrozenTrial._trial_id``)."""
     setter = study._storage.set_trial_system_attr if system else study._storage.set_trial_user_attr

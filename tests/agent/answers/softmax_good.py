@@ -1,4 +1,5 @@
 """Softmax, one row per program, whole row in registers (an LLM-style rewrite)."""
+
 import torch
 import triton
 import triton.language as tl
@@ -23,6 +24,7 @@ def launch(x, **params):
     n = x.shape[-1]
     x2 = x.contiguous().view(-1, n)
     y = torch.empty_like(x2)
-    _row_softmax[(x2.shape[0],)](x2, y, n, x2.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n),
-                                 num_warps=params["num_warps"])
+    _row_softmax[(x2.shape[0],)](
+        x2, y, n, x2.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n), num_warps=params["num_warps"]
+    )
     return y.view(x.shape)

@@ -42,9 +42,20 @@ def main(out: Path) -> None:
     url = f"sqlite:///{db}"
     pool = PoolConfig(workers=2, use_ray=False, backend_kwargs={"eval_s": 0.0, "compile_s": 0.0})
     for name, trials in (("release-a", 6), ("release-b", 4)):
-        run_campaign(CampaignSpec(name=name, tasks=[str(PLANTED / "task_double.py")],
-                                  variant_files=[str(PLANTED / "good.py")], trials=trials, backend="standin-cpu",
-                                  db_url=url, seed=0, sampler="random", top_k=3), pool_config=pool)
+        run_campaign(
+            CampaignSpec(
+                name=name,
+                tasks=[str(PLANTED / "task_double.py")],
+                variant_files=[str(PLANTED / "good.py")],
+                trials=trials,
+                backend="standin-cpu",
+                db_url=url,
+                seed=0,
+                sampler="random",
+                top_k=3,
+            ),
+            pool_config=pool,
+        )
     conn = sqlite3.connect(db)
     lines = []
     for line in conn.iterdump():

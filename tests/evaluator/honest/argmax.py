@@ -1,4 +1,5 @@
 """FlagGems' row argmax, as written: tl.argmax over a row in one block, the size by a module alias."""
+
 import torch
 import torch.nn as nn
 import triton

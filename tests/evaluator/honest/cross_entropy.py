@@ -1,5 +1,6 @@
 """Liger-Kernel's cross-entropy forward (online softmax over column blocks), as written: an annotated constexpr
 module constant for the reduction mode, a jit helper with a return annotation, the loop step through tl.cdiv."""
+
 import torch
 import torch.nn as nn
 import triton
@@ -15,8 +16,9 @@ def _lse(m, d) -> tl.tensor:
 
 
 @triton.jit
-def liger_cross_entropy_kernel(X_ptr, X_stride, Y_ptr, loss_ptr, n_cols, reduction: tl.constexpr,
-                               BLOCK_SIZE: tl.constexpr):
+def liger_cross_entropy_kernel(
+    X_ptr, X_stride, Y_ptr, loss_ptr, n_cols, reduction: tl.constexpr, BLOCK_SIZE: tl.constexpr
+):
     program_id = tl.program_id(0).to(tl.int64)
     y = tl.load(Y_ptr + program_id)
     X_ptr += program_id * X_stride
@@ -43,6 +45,7 @@ class ModelNew(nn.Module):
         n_rows, n_cols = logits.shape
         loss = torch.empty((n_rows,), dtype=torch.float32, device=logits.device)
         BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(n_cols))
-        liger_cross_entropy_kernel[(n_rows,)](logits, logits.stride(0), target, loss, n_cols, reduction=0,
-                                              BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+        liger_cross_entropy_kernel[(n_rows,)](
+            logits, logits.stride(0), target, loss, n_cols, reduction=0, BLOCK_SIZE=BLOCK_SIZE, num_warps=4
+        )
         return loss

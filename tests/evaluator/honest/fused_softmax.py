@@ -1,4 +1,5 @@
 """Triton's tutorial 02 fused softmax, as written: a kernel with a `num_stages` parameter passed by position."""
+
 import torch
 import torch.nn as nn
 import triton
@@ -6,8 +7,16 @@ import triton.language as tl
 
 
 @triton.jit
-def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
-                   BLOCK_SIZE: tl.constexpr, num_stages: tl.constexpr):
+def softmax_kernel(
+    output_ptr,
+    input_ptr,
+    input_row_stride,
+    output_row_stride,
+    n_rows,
+    n_cols,
+    BLOCK_SIZE: tl.constexpr,
+    num_stages: tl.constexpr,
+):
     row_start = tl.program_id(0)
     row_step = tl.num_programs(0)
     for row_idx in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
@@ -36,6 +45,7 @@ class ModelNew(nn.Module):
         num_stages = 2
         y = torch.empty_like(x)
         num_programs = min(8, n_rows)
-        softmax_kernel[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages,
-                                             num_warps=num_warps)
+        softmax_kernel[(num_programs, 1, 1)](
+            y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages, num_warps=num_warps
+        )
         return y

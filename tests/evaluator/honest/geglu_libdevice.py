@@ -1,5 +1,6 @@
 """Liger-Kernel's GeGLU forward (tanh approximation), as written: `from triton.language.extra import libdevice`,
 a module alias of libdevice.tanh, a lambda META grid over rows, helpers with return annotations."""
+
 import torch
 import torch.nn as nn
 import triton
@@ -19,8 +20,9 @@ def gelu_tanh(a) -> tl.tensor:
 
 
 @triton.jit
-def _geglu_tanh_forward_kernel(a, b, c, stride, n_rows, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                               ROWS: tl.constexpr):
+def _geglu_tanh_forward_kernel(
+    a, b, c, stride, n_rows, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr, ROWS: tl.constexpr
+):
     for r in range(ROWS):
         row = tl.program_id(0) * ROWS + r
         col_offsets = tl.arange(0, BLOCK_SIZE)
@@ -40,6 +42,7 @@ class ModelNew(nn.Module):
         n_rows, n_cols = a.shape
         c = torch.empty_like(a)
         grid = lambda META: (cdiv(n_rows, META["ROWS"]),)  # noqa: E731
-        _geglu_tanh_forward_kernel[grid](a, b, c, c.stride(-2), n_rows, n_cols=n_cols,
-                                         BLOCK_SIZE=triton.next_power_of_2(n_cols), ROWS=2)
+        _geglu_tanh_forward_kernel[grid](
+            a, b, c, c.stride(-2), n_rows, n_cols=n_cols, BLOCK_SIZE=triton.next_power_of_2(n_cols), ROWS=2
+        )
         return c

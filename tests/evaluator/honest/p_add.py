@@ -1,4 +1,5 @@
 """Elementwise sum of two vectors (KernelBench format, small odd size)."""
+
 import torch
 import torch.nn as nn
 

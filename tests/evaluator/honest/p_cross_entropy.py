@@ -1,4 +1,5 @@
 """Per-row cross-entropy of logits against class indices (KernelBench format, small odd sizes)."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """GeGLU gate: gelu_tanh(a) * b (KernelBench format, small odd sizes)."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Layer norm over the last dimension with an affine weight and bias (KernelBench format, small odd sizes)."""
+
 import torch
 import torch.nn as nn
 

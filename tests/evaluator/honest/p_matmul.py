@@ -1,4 +1,5 @@
 """Matrix product in fp16 (KernelBench format, small odd sizes): judged in fp16, its inputs' dtype."""
+
 import torch
 import torch.nn as nn
 

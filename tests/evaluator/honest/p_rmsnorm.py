@@ -1,4 +1,5 @@
 """RMSNorm over the last dimension with a weight (KernelBench format, small odd sizes)."""
+
 import torch
 import torch.nn as nn
 

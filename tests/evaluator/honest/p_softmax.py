@@ -1,4 +1,5 @@
 """Row softmax (KernelBench format, small odd sizes)."""
+
 import torch
 import torch.nn as nn
 

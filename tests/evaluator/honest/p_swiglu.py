@@ -1,4 +1,5 @@
 """SwiGLU gate: silu(a) * b (KernelBench format, small odd sizes)."""
+
 import torch
 import torch.nn as nn
 

@@ -1,5 +1,6 @@
 """RMSNorm in Liger-Kernel's style: `from triton.language.extra.libdevice import rsqrt`, an annotated constexpr
 module constant, a jit helper with a return annotation, next_power_of_2 through a module alias."""
+
 import torch
 import torch.nn as nn
 import triton
@@ -16,8 +17,9 @@ def _mean_square(x, n_cols) -> tl.tensor:
 
 
 @triton.jit
-def _rms_norm_forward_kernel(Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, eps,
-                             casting_mode: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+def _rms_norm_forward_kernel(
+    Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, eps, casting_mode: tl.constexpr, BLOCK_SIZE: tl.constexpr
+):
     row_idx = tl.program_id(0)
     col_offsets = tl.arange(0, BLOCK_SIZE)
     mask = col_offsets < n_cols
@@ -39,6 +41,16 @@ class ModelNew(nn.Module):
     def forward(self, x):
         n_rows, n_cols = x.shape
         y = torch.empty_like(x)
-        _rms_norm_forward_kernel[(n_rows,)](y, y.stride(0), x, x.stride(0), self.weight, n_cols, self.eps,
-                                            casting_mode=0, BLOCK_SIZE=next_power_of_2(n_cols), num_warps=4)
+        _rms_norm_forward_kernel[(n_rows,)](
+            y,
+            y.stride(0),
+            x,
+            x.stride(0),
+            self.weight,
+            n_cols,
+            self.eps,
+            casting_mode=0,
+            BLOCK_SIZE=next_power_of_2(n_cols),
+            num_warps=4,
+        )
         return y

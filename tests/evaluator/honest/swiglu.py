@@ -1,4 +1,5 @@
 """Liger-Kernel's SwiGLU forward, as written: a jit helper with a return annotation, heuristics for the block."""
+
 import torch
 import torch.nn as nn
 import triton

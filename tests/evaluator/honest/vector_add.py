@@ -1,4 +1,5 @@
 """Triton's tutorial 01 vector add, as written: a lambda META grid and BLOCK_SIZE by keyword."""
+
 import torch
 import torch.nn as nn
 import triton

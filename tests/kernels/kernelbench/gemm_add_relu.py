@@ -8,6 +8,7 @@ class Model(nn.Module):
     """
     Simple model that performs a matrix multiplication, adds a bias term, and applies ReLU.
     """
+
     def __init__(self, in_features, out_features, bias_shape):
         super(Model, self).__init__()
         self.gemm = nn.Linear(in_features, out_features, bias=False)
@@ -19,13 +20,16 @@ class Model(nn.Module):
         x = torch.relu(x)
         return x
 
+
 batch_size = 16
 in_features = 40
 out_features = 24
 bias_shape = (out_features,)
 
+
 def get_inputs():
     return [torch.rand(batch_size, in_features)]
+
 
 def get_init_inputs():
     return [in_features, out_features, bias_shape]

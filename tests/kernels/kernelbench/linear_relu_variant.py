@@ -28,6 +28,7 @@ def launch(x, weight, bias, BM=16, num_warps=4):
     M, K = x.shape
     N = weight.shape[0]
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
-    _linear_relu[(triton.cdiv(M, BM), triton.cdiv(N, 16))](x, weight, bias, y, M, N, K, BM=BM, BN=16, BK=16,
-                                                           num_warps=num_warps)
+    _linear_relu[(triton.cdiv(M, BM), triton.cdiv(N, 16))](
+        x, weight, bias, y, M, N, K, BM=BM, BN=16, BK=16, num_warps=num_warps
+    )
     return y

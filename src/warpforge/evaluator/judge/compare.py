@@ -58,8 +58,13 @@ def as_tuple(value: object) -> tuple[torch.Tensor, ...]:
 
 
 def compare_outputs(
-    outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], ref_lowp: Sequence[torch.Tensor],
-    atol: float, rtol: float, scale_floor: float = 0.0, ref_error: Sequence[torch.Tensor] | None = None,
+    outs: Sequence[torch.Tensor],
+    ref64: Sequence[torch.Tensor],
+    ref_lowp: Sequence[torch.Tensor],
+    atol: float,
+    rtol: float,
+    scale_floor: float = 0.0,
+    ref_error: Sequence[torch.Tensor] | None = None,
 ) -> Mismatch | None:
     """None when every output matches; else the first mismatch with a readable message. ``scale_floor``: the
     least magnitude atol is scaled by (a task's ``grad_scales``), else the reference's RMS. ``ref_error``: per
@@ -81,8 +86,10 @@ def compare_outputs(
         bad_finite = finite_ref & ~torch.isfinite(o)
         if bool(bad_finite.any()):
             n = int(bad_finite.sum())
-            return Mismatch("non_finite_output", f"output {i}: {n} NaN/Inf values where the reference is finite "
-                            "(unwritten output is NaN-filled)")
+            return Mismatch(
+                "non_finite_output",
+                f"output {i}: {n} NaN/Inf values where the reference is finite (unwritten output is NaN-filled)",
+            )
         if not bool(torch.equal(torch.isnan(o[~finite_ref]), torch.isnan(r[~finite_ref]))):
             return Mismatch("wrong_values", f"output {i}: non-finite values differ from the reference")
         rf, of = r[finite_ref], o[finite_ref]
@@ -102,13 +109,15 @@ def compare_outputs(
                 "wrong_values",
                 f"output {i}: {n}/{rf.numel()} elements out of tolerance; worst got {float(of[worst]):.6g}, "
                 f"expected {float(rf[worst]):.6g} (allowed error {float(allowed[worst]):.3g})",
-                bad=n, total=rf.numel(),
+                bad=n,
+                total=rf.numel(),
             )
     return None
 
 
-def references(reference: Callable[..., object], inputs: Sequence[object],
-               device: str = "cpu") -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+def references(
+    reference: Callable[..., object], inputs: Sequence[object], device: str = "cpu"
+) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
     """(float64 reference, reference in the task's dtype), both on the CPU, computed from copies of
     the trusted inputs on ``device`` (a GPU makes a float64 reference of a 16k x 4k x 4k matmul cheap)."""
     moved = tuple(x.detach().clone().to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
@@ -143,8 +152,7 @@ def _jittered(x: object, gen: torch.Generator) -> object:
 References = Callable[[Sequence[object]], tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]]]
 
 
-def reference_spread(refs_of: References, inputs: Sequence[object], seed: int = 0
-                     ) -> tuple[torch.Tensor, ...] | None:
+def reference_spread(refs_of: References, inputs: Sequence[object], seed: int = 0) -> tuple[torch.Tensor, ...] | None:
     """Per output, SPREAD_FACTOR x the worst rounding error of the reference in its dtype over SPREAD_DRAWS
     resamplings of its inputs (see above), or None when the reference refuses the resampled inputs.
     ``refs_of(inputs)`` is (float64 reference, reference in the task's dtype), e.g. :func:`references`."""
@@ -155,8 +163,12 @@ def reference_spread(refs_of: References, inputs: Sequence[object], seed: int = 
             r64, rlp = refs_of(tuple(_jittered(x, gen) for x in inputs))
         except (RuntimeError, ValueError, AssertionError):  # it checks its inputs' exact values: stay strict
             return None
-        errs = [torch.nan_to_num((lp.double() - r).abs(), nan=0.0, posinf=0.0) if lp.is_floating_point()
-                else torch.zeros(r.shape, dtype=torch.float64) for r, lp in zip(r64, rlp)]
+        errs = [
+            torch.nan_to_num((lp.double() - r).abs(), nan=0.0, posinf=0.0)
+            if lp.is_floating_point()
+            else torch.zeros(r.shape, dtype=torch.float64)
+            for r, lp in zip(r64, rlp)
+        ]
         worst = errs if worst is None else [torch.maximum(a, b) for a, b in zip(worst, errs)]
     return None if worst is None else tuple(SPREAD_FACTOR * w for w in worst)
 
@@ -184,8 +196,9 @@ def _moved(x: object, gen: torch.Generator) -> object:
     return (x.detach().double() * (1 + noise.to(x.device))).to(x.dtype)
 
 
-def input_conditioning(refs_of: References, inputs: Sequence[object], ref64: Sequence[torch.Tensor], seed: int = 0
-                       ) -> tuple[torch.Tensor, ...] | None:
+def input_conditioning(
+    refs_of: References, inputs: Sequence[object], ref64: Sequence[torch.Tensor], seed: int = 0
+) -> tuple[torch.Tensor, ...] | None:
     """Per output, CONDITION_FACTOR x the largest change of the float64 reference when the inputs move by their
     dtype's resolution (see above); None when the reference refuses the moved inputs or changes shape."""
     gen = torch.Generator().manual_seed(seed + 1)
@@ -197,20 +210,32 @@ def input_conditioning(refs_of: References, inputs: Sequence[object], ref64: Seq
             return None
         if len(moved64) != len(ref64) or any(m.shape != r.shape for m, r in zip(moved64, ref64)):
             return None
-        changes = [torch.nan_to_num((m.double() - r.double()).abs(), nan=0.0, posinf=0.0)
-                   if r.is_floating_point() else torch.zeros(r.shape, dtype=torch.float64)
-                   for m, r in zip(moved64, ref64)]
+        changes = [
+            torch.nan_to_num((m.double() - r.double()).abs(), nan=0.0, posinf=0.0)
+            if r.is_floating_point()
+            else torch.zeros(r.shape, dtype=torch.float64)
+            for m, r in zip(moved64, ref64)
+        ]
         worst = changes if worst is None else [torch.maximum(a, b) for a, b in zip(worst, changes)]
     if worst is None:
         return None
-    return tuple(CONDITION_FACTOR * torch.clamp_min(w, float(w.pow(2).mean().sqrt()) if w.numel() else 0.0)
-                 for w in worst)
+    return tuple(
+        CONDITION_FACTOR * torch.clamp_min(w, float(w.pow(2).mean().sqrt()) if w.numel() else 0.0) for w in worst
+    )
 
 
-def compare_with_spread(outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
-                        ref_lowp: Sequence[torch.Tensor], atol: float, rtol: float, refs_of: References,
-                        inputs: Sequence[object], seed: int = 0, scale_floor: float = 0.0,
-                        conditioned: bool = False) -> Mismatch | None:
+def compare_with_spread(
+    outs: Sequence[torch.Tensor],
+    ref64: Sequence[torch.Tensor],
+    ref_lowp: Sequence[torch.Tensor],
+    atol: float,
+    rtol: float,
+    refs_of: References,
+    inputs: Sequence[object],
+    seed: int = 0,
+    scale_floor: float = 0.0,
+    conditioned: bool = False,
+) -> Mismatch | None:
     """:func:`compare_outputs`, and where only a few elements miss, again with the reference's resampled
     rounding allowed (:func:`reference_spread`, seeded by ``seed`` so a verdict replays). ``conditioned`` (the
     task's adversarial inputs): what the problem's conditioning at these inputs allows is allowed too
@@ -284,8 +309,16 @@ def round_to(x: torch.Tensor, precision: str) -> torch.Tensor:
     return torch.where(torch.isfinite(x), rounded, x.float()).to(x.dtype)
 
 
-def _within(outs: Sequence[torch.Tensor], model: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
-            ref_lowp: Sequence[torch.Tensor], atol: float, rtol: float, precision: str, u: float) -> bool:
+def _within(
+    outs: Sequence[torch.Tensor],
+    model: Sequence[torch.Tensor],
+    ref64: Sequence[torch.Tensor],
+    ref_lowp: Sequence[torch.Tensor],
+    atol: float,
+    rtol: float,
+    precision: str,
+    u: float,
+) -> bool:
     """Every output equals ``model`` within the fp32 allowance, plus one rounding to ``precision`` where the
     output is exactly representable there (the kernel rounded its result to that precision)."""
     for out, m, r, rlp in zip(outs, model, ref64, ref_lowp):
@@ -307,8 +340,9 @@ def _within(outs: Sequence[torch.Tensor], model: Sequence[torch.Tensor], ref64: 
     return True
 
 
-def precision_loss(outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], ref_lowp: Sequence[torch.Tensor],
-                   probe: PrecisionProbe) -> str | None:
+def precision_loss(
+    outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], ref_lowp: Sequence[torch.Tensor], probe: PrecisionProbe
+) -> str | None:
     """The lower precision whose loss explains the outputs exactly, or None (then the values are just wrong).
 
     Two hypotheses per precision, each a specific pattern rather than an error size:
@@ -323,16 +357,24 @@ def precision_loss(outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor], 
         if precision != "tf32" and _within(outs, ref64, ref64, ref_lowp, probe.atol, probe.rtol, precision, u):
             return precision
     for precision, u in LOWER_PRECISIONS + (("bf16-rtz", 2.0**-8),):  # inputs truncated, modelled exactly
-        rounded = tuple(round_to(x, precision) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
-                        for x in probe.inputs)
+        rounded = tuple(
+            round_to(x, precision) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+            for x in probe.inputs
+        )
         model, _ = references(probe.reference, rounded, probe.device)
         if len(model) == len(outs) and _within(outs, model, ref64, ref_lowp, probe.atol, probe.rtol, precision, u):
             return precision
     return None
 
 
-def refine(mismatch: Mismatch, outs: Sequence[torch.Tensor], ref64: Sequence[torch.Tensor],
-           ref_lowp: Sequence[torch.Tensor], sentinel: float, probe: PrecisionProbe | None = None) -> Mismatch:
+def refine(
+    mismatch: Mismatch,
+    outs: Sequence[torch.Tensor],
+    ref64: Sequence[torch.Tensor],
+    ref_lowp: Sequence[torch.Tensor],
+    sentinel: float,
+    probe: PrecisionProbe | None = None,
+) -> Mismatch:
     """A more specific reason for a mismatch, from the shape of the error.
 
     - ``output_unwritten``: an output still holds the allocation sentinel everywhere (nothing wrote it,
@@ -347,22 +389,27 @@ def refine(mismatch: Mismatch, outs: Sequence[torch.Tensor], ref64: Sequence[tor
         if math.isnan(sentinel):
             break
         if out.is_floating_point() and out.numel() and bool(is_sentinel(out, sentinel).all()):
-            return Mismatch("output_unwritten", f"output {i} still holds the allocation sentinel ({sentinel}) "
-                            "everywhere: launch returned memory that no kernel wrote")
+            return Mismatch(
+                "output_unwritten",
+                f"output {i} still holds the allocation sentinel ({sentinel}) "
+                "everywhere: launch returned memory that no kernel wrote",
+            )
     for i, out in enumerate(floats):
         if out.numel() >= 2 and bool((out == out.reshape(-1)[0]).all()):
             value = float(out.reshape(-1)[0])
-            return Mismatch("constant_output", f"output {i} is the constant {value:g} everywhere; "
-                            f"{mismatch.message}")
+            return Mismatch("constant_output", f"output {i} is the constant {value:g} everywhere; {mismatch.message}")
     # Integer and boolean outputs are judged exactly: no rounding explains them (precision_loss skips them,
     # so a wrong argmax alone was "explained" by fp16 and named precision_downgrade).
     exact = any(not o.is_floating_point() for o in outs)
     if probe is not None and mismatch.reason == "wrong_values" and not exact:
         precision = precision_loss(outs, ref64, ref_lowp, probe)
         if precision is not None:
-            return Mismatch("precision_downgrade", f"an fp32 result that is exactly what computing through "
-                            f"{precision} gives (its inputs or its output rounded to {precision}): keep fp32 "
-                            f"(e.g. tl.dot(..., input_precision='ieee')); {mismatch.message}")
+            return Mismatch(
+                "precision_downgrade",
+                f"an fp32 result that is exactly what computing through "
+                f"{precision} gives (its inputs or its output rounded to {precision}): keep fp32 "
+                f"(e.g. tl.dot(..., input_precision='ieee')); {mismatch.message}",
+            )
     return mismatch
 
 
@@ -389,8 +436,12 @@ def lint_task(task: Any) -> str | None:
         for seed in (1, 2):
             r64, rlp = references(task.reference, task.make_inputs(dict(shape), dtype, seed, "cpu"))
             zeros = [torch.zeros_like(r) for r in rlp]
-            consts = [torch.full_like(r, float(q.double().mean())) if r.is_floating_point() and r.numel()
-                      else torch.zeros_like(r) for r, q in zip(rlp, r64)]
+            consts = [
+                torch.full_like(r, float(q.double().mean()))
+                if r.is_floating_point() and r.numel()
+                else torch.zeros_like(r)
+                for r, q in zip(rlp, r64)
+            ]
             zeros_pass = zeros_pass and compare_outputs(zeros, r64, rlp, atol, rtol) is None
             # A one-element output's mean is its answer, not a constant standing in for one: such a case says
             # nothing about constants (a loss reduced to a scalar was "degenerate" on every check shape).
@@ -401,7 +452,9 @@ def lint_task(task: Any) -> str | None:
     problem = None
     if zeros_pass or (const_pass and const_seen):
         what = "an all-zeros output" if zeros_pass else "a constant output (the reference's mean)"
-        problem = (f"task {task.name}: {what} passes every check shape with tolerance (atol={atol}, rtol={rtol}) "
-                   f"for {dtype}; tighten TOLERANCES or use check shapes whose reference varies")
+        problem = (
+            f"task {task.name}: {what} passes every check shape with tolerance (atol={atol}, rtol={rtol}) "
+            f"for {dtype}; tighten TOLERANCES or use check shapes whose reference varies"
+        )
     _LINT[key] = problem
     return problem

@@ -49,21 +49,32 @@ def draw_grad_out(reference: Callable[..., object], inputs: Sequence[object], se
     return upstream_gradient(tuple(out.shape), out.dtype, seed)
 
 
-def _autograd(reference: Callable[..., object], inputs: Sequence[object], grad_inputs: Sequence[int],
-              grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    leaves = [x.detach().clone().requires_grad_(i in grad_inputs) if isinstance(x, torch.Tensor)
-              and x.is_floating_point() else x for i, x in enumerate(inputs)]
+def _autograd(
+    reference: Callable[..., object], inputs: Sequence[object], grad_inputs: Sequence[int], grad_out: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    leaves = [
+        x.detach().clone().requires_grad_(i in grad_inputs)
+        if isinstance(x, torch.Tensor) and x.is_floating_point()
+        else x
+        for i, x in enumerate(inputs)
+    ]
     with torch.enable_grad():
         out = as_tuple(reference(*leaves))[0]
         wanted = [cast(torch.Tensor, leaves[i]) for i in grad_inputs]
         grads = torch.autograd.grad(out, wanted, grad_out.to(out.dtype), allow_unused=True)
-    return tuple(torch.zeros_like(w) if g is None else g.detach()  # type: ignore[union-attr]
-                 for g, w in zip(grads, wanted))
+    return tuple(
+        torch.zeros_like(w) if g is None else g.detach()  # type: ignore[union-attr]
+        for g, w in zip(grads, wanted)
+    )
 
 
-def grad_references(reference: Callable[..., object], inputs: Sequence[object], grad_inputs: Sequence[int],
-                    grad_out: torch.Tensor, device: str = "cpu"
-                    ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+def grad_references(
+    reference: Callable[..., object],
+    inputs: Sequence[object],
+    grad_inputs: Sequence[int],
+    grad_out: torch.Tensor,
+    device: str = "cpu",
+) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
     """(float64 gradients, gradients in the inputs' dtypes), one per ``grad_inputs`` entry, on the CPU."""
     moved = tuple(x.detach().clone().to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
     g = grad_out.to(device)
@@ -72,8 +83,9 @@ def grad_references(reference: Callable[..., object], inputs: Sequence[object], 
     return tuple(t.cpu() for t in r64), tuple(t.cpu() for t in lowp)
 
 
-def gradient_of(reference: Callable[..., object], grad_inputs: Sequence[int], grad_out: torch.Tensor, j: int,
-                device: str = "cpu") -> References:
+def gradient_of(
+    reference: Callable[..., object], grad_inputs: Sequence[int], grad_out: torch.Tensor, j: int, device: str = "cpu"
+) -> References:
     """Gradient ``j``'s references on given inputs: what compare.compare_with_spread resamples."""
 
     def refs(inputs: Sequence[object]) -> tuple[tuple[torch.Tensor], tuple[torch.Tensor]]:
@@ -81,7 +93,6 @@ def gradient_of(reference: Callable[..., object], grad_inputs: Sequence[int], gr
         return (g64[j],), (glp[j],)
 
     return refs
-
 
 
 def grad_floors(task: Task, inputs: Sequence[object], grad_out: torch.Tensor) -> tuple[float, ...]:
@@ -110,16 +121,23 @@ def input_names(task: Task) -> list[str]:
     return names + list(task.param_names)
 
 
-def recheck_training(task: Task, inputs: Sequence[object], outs: Sequence[torch.Tensor], dtype: torch.dtype,
-                     grad_seed: int, device: str = "cpu") -> str | None:
+def recheck_training(
+    task: Task,
+    inputs: Sequence[object],
+    outs: Sequence[torch.Tensor],
+    dtype: torch.dtype,
+    grad_seed: int,
+    device: str = "cpu",
+) -> str | None:
     """A timed training call's saved outputs (out, then the gradients) against the float64 references of
     exactly that call's inputs and upstream gradient (evaluator/run/timing.py); None when right."""
     r64, rlp = references(task.reference, inputs, device)
     k = len(r64)
     if len(outs) != k + len(task.grad_inputs):
         return f"{len(outs)} outputs, expected {k} and {len(task.grad_inputs)} gradients"
-    found = compare_with_spread(outs[:k], r64, rlp, *task.tolerance(dtype), forward_references(task.reference, device),
-                                inputs, grad_seed)
+    found = compare_with_spread(
+        outs[:k], r64, rlp, *task.tolerance(dtype), forward_references(task.reference, device), inputs, grad_seed
+    )
     if found is not None:
         return f"launch_forward: {found.message}"
     grad_out = draw_grad_out(task.reference, inputs, grad_seed)
@@ -127,9 +145,16 @@ def recheck_training(task: Task, inputs: Sequence[object], outs: Sequence[torch.
     names = input_names(task)
     floors = grad_floors(task, inputs, grad_out)
     for j, index in enumerate(task.grad_inputs):
-        found = compare_with_spread([outs[k + j]], [g64[j]], [glp[j]], *task.grad_tolerance(dtype),
-                                    gradient_of(task.reference, task.grad_inputs, grad_out, j, device), inputs,
-                                    grad_seed, floors[j])
+        found = compare_with_spread(
+            [outs[k + j]],
+            [g64[j]],
+            [glp[j]],
+            *task.grad_tolerance(dtype),
+            gradient_of(task.reference, task.grad_inputs, grad_out, j, device),
+            inputs,
+            grad_seed,
+            floors[j],
+        )
         if found is not None:
             name = f" ({names[index]})" if index < len(names) else ""
             return f"grad of input {index}{name}: {found.message.removeprefix('output 0: ')}"

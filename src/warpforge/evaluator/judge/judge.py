@@ -87,7 +87,7 @@ class CheckPlan:
 
 
 def _primes(lo: int, hi: int) -> list[int]:
-    return [n for n in range(max(lo, 2), hi + 1) if all(n % d for d in range(2, int(n ** 0.5) + 1))]
+    return [n for n in range(max(lo, 2), hi + 1) if all(n % d for d in range(2, int(n**0.5) + 1))]
 
 
 def perturb_dim(value: int, rng: random.Random) -> int:
@@ -130,8 +130,15 @@ def reference_error(task: Task, inputs: tuple[Any, ...]) -> str | None:
     return None
 
 
-def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype], seeds: int,
-               hidden: int, rng: random.Random, scale: Sequence[Shape] = ()) -> CheckPlan:
+def plan_cases(
+    task: Task,
+    shapes: Sequence[Shape],
+    dtypes: Sequence[torch.dtype],
+    seeds: int,
+    hidden: int,
+    rng: random.Random,
+    scale: Sequence[Shape] = (),
+) -> CheckPlan:
     """Cases for the published shapes (``seeds`` each), then ``hidden`` fresh shapes (one seed each).
 
     Sentinels alternate NaN and a random finite value, so output left unwritten fails either the finite
@@ -190,8 +197,9 @@ def plan_cases(task: Task, shapes: Sequence[Shape], dtypes: Sequence[torch.dtype
     return CheckPlan(cases, pair, float(rng.randint(1000, 9000)), notes)
 
 
-def _add_adversarial(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype], rng: random.Random,
-                     notes: list[str]) -> None:
+def _add_adversarial(
+    task: Task, cases: list[Case], dtypes: Sequence[torch.dtype], rng: random.Random, notes: list[str]
+) -> None:
     """The task's declared adversarial inputs, on its largest check shape, every dtype, one seed each."""
     make = task.adversarial_inputs
     base = list(task.check_shapes or task.small_shapes)
@@ -219,8 +227,17 @@ def _add_precision(task: Task, cases: list[Case], dtypes: Sequence[torch.dtype],
                 continue
             seed = rng.getrandbits(31)
             sentinel = math.nan if len(cases) % 2 == 0 else float(rng.randint(1000, 9000))
-            cases.append(Case(len(cases), dict(shape), dtype, seed, sentinel, tuple(make(dict(shape), dtype, seed,
-                                                                                         "cpu")), precision=True))
+            cases.append(
+                Case(
+                    len(cases),
+                    dict(shape),
+                    dtype,
+                    seed,
+                    sentinel,
+                    tuple(make(dict(shape), dtype, seed, "cpu")),
+                    precision=True,
+                )
+            )
 
 
 def _fail(job: Job, verdict: Verdict, reason: str, message: str) -> EvalResult:
@@ -258,11 +275,23 @@ class Judge:
         return load_saved(data)  # None unless it is a saved case as the harness writes one
 
     def judge(self) -> EvalResult | None:
-        found = (self._environment() or self._grid_orders() or self._launches() or self._pair() or self._values()
-                 or self._ghost() or self._compiled())
+        found = (
+            self._environment()
+            or self._grid_orders()
+            or self._launches()
+            or self._pair()
+            or self._values()
+            or self._ghost()
+            or self._compiled()
+        )
         if self.tampered_files:  # a file changed after its hash was reported outranks what it led to
-            return _fail(self.job, Verdict.REJECTED, "output_tampered", f"{sorted(set(self.tampered_files))[:3]} "
-                         "changed after the child reported their hashes: something rewrote the outputs")
+            return _fail(
+                self.job,
+                Verdict.REJECTED,
+                "output_tampered",
+                f"{sorted(set(self.tampered_files))[:3]} "
+                "changed after the child reported their hashes: something rewrote the outputs",
+            )
         return found
 
     def _grid_orders(self) -> EvalResult | None:
@@ -286,8 +315,10 @@ class Judge:
             shuffled = info.get("case", info.get("id")) in self.plan.shuffled  # the rerun reports "case"
             grids = info.get("grids")
             if not isinstance(grids, list) or len(grids) != info.get("kernel_calls"):
-                return self._order_fail(f"{len(grids) if isinstance(grids, list) else 'no'} logged grid orders for "
-                                        f"{info.get('kernel_calls')} kernel launches")
+                return self._order_fail(
+                    f"{len(grids) if isinstance(grids, list) else 'no'} logged grid orders for "
+                    f"{info.get('kernel_calls')} kernel launches"
+                )
             for entry in grids:
                 if not (isinstance(entry, list) and len(entry) == 5 and all(isinstance(v, int) for v in entry[:3])):
                     return self._order_fail(f"a malformed grid log entry {str(entry)[:80]}")
@@ -302,8 +333,12 @@ class Judge:
         return None
 
     def _order_fail(self, what: str) -> EvalResult:
-        return _fail(self.job, Verdict.REJECTED, "grid_order_tampered", f"{what}: the program order the judge "
-                     "chose (to expose races between programs) was not the order that ran")
+        return _fail(
+            self.job,
+            Verdict.REJECTED,
+            "grid_order_tampered",
+            f"{what}: the program order the judge chose (to expose races between programs) was not the order that ran",
+        )
 
     def _compiled(self) -> EvalResult | None:
         """Every kernel launched in the check is one the ahead-of-time stage compiled (by source hash)."""
@@ -314,27 +349,50 @@ class Judge:
         launched = {k for f in facts for k in f.get("kernels", [])}
         stray = sorted(launched - set(compiled))
         if stray:
-            return _fail(self.job, Verdict.REJECTED, "kernel_not_compiled", f"the check launched kernel(s) "
-                         f"{stray[:3]} that the ahead-of-time compile never saw: a variant must launch the same "
-                         "kernels whether or not it is interpreted")
+            return _fail(
+                self.job,
+                Verdict.REJECTED,
+                "kernel_not_compiled",
+                f"the check launched kernel(s) "
+                f"{stray[:3]} that the ahead-of-time compile never saw: a variant must launch the same "
+                "kernels whether or not it is interpreted",
+            )
         return None
 
     def _environment(self) -> EvalResult | None:
         job, report = self.job, self.report
         stray = self.outcome.unexpected_files()
         if stray:
-            return _fail(job, Verdict.REJECTED, "wrote_files", f"the candidate wrote {stray[:5]} into its working "
-                         "directory; a variant may only compute, never write files")
-        changed = sorted({k for c in report.get("cases", []) for k in c.get("state_changed", [])}
-                         | set(report.get("state_changed_end", [])))
+            return _fail(
+                job,
+                Verdict.REJECTED,
+                "wrote_files",
+                f"the candidate wrote {stray[:5]} into its working "
+                "directory; a variant may only compute, never write files",
+            )
+        changed = sorted(
+            {k for c in report.get("cases", []) for k in c.get("state_changed", [])}
+            | set(report.get("state_changed_end", []))
+        )
         if changed:
-            return _fail(job, Verdict.REJECTED, "global_state_modified", f"the candidate changed {changed[:5]} "
-                         "(TF32 / matmul precision / environment); such flags change other code's numerics")
-        tampered = sorted({k for c in report.get("cases", []) for k in c.get("tampered", [])}
-                          | set(report.get("tampered_end", [])))
+            return _fail(
+                job,
+                Verdict.REJECTED,
+                "global_state_modified",
+                f"the candidate changed {changed[:5]} "
+                "(TF32 / matmul precision / environment); such flags change other code's numerics",
+            )
+        tampered = sorted(
+            {k for c in report.get("cases", []) for k in c.get("tampered", [])} | set(report.get("tampered_end", []))
+        )
         if tampered:
-            return _fail(job, Verdict.REJECTED, "harness_tampered", f"the candidate replaced {tampered[:5]}; "
-                         "timers, synchronization, saving and allocation belong to the harness")
+            return _fail(
+                job,
+                Verdict.REJECTED,
+                "harness_tampered",
+                f"the candidate replaced {tampered[:5]}; "
+                "timers, synchronization, saving and allocation belong to the harness",
+            )
         return None
 
     def _launches(self) -> EvalResult | None:
@@ -345,42 +403,82 @@ class Judge:
             if info is None:
                 return _fail(job, Verdict.CRASHED, "missing_case", f"no report for case {case.label}")
             if any(kind != "Tensor" for kind in info["kinds"]):
-                return _fail(job, Verdict.REJECTED, "output_not_tensor", f"launch returned {info['kinds']}; a plain "
-                             "torch.Tensor is required (no subclasses, lazy or deferred results)")
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "output_not_tensor",
+                    f"launch returned {info['kinds']}; a plain "
+                    "torch.Tensor is required (no subclasses, lazy or deferred results)",
+                )
             if any(info["aliases"]):
-                return _fail(job, Verdict.REJECTED, "output_aliases_input",
-                             "an output shares memory with an input; allocate outputs fresh")
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "output_aliases_input",
+                    "an output shares memory with an input; allocate outputs fresh",
+                )
             if info.get("threads"):
-                return _fail(job, Verdict.REJECTED, "background_thread", f"{info['threads']} thread(s) still ran "
-                             f"after launch returned ({case.label}); work must finish inside launch")
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "background_thread",
+                    f"{info['threads']} thread(s) still ran "
+                    f"after launch returned ({case.label}); work must finish inside launch",
+                )
             raw = info.get("refused_arguments")
             refused: list[dict[str, Any]] = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
             if refused:  # the launcher refused an argument and launch carried on without that launch
                 rule = refused[0].get("rule")
-                return _fail(job, Verdict.REJECTED, rule if rule in ("constexpr_tensor", "kernel_argument_type")
-                             else "kernel_argument_type", str(refused[0].get("message", ""))[:600])
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    rule if rule in ("constexpr_tensor", "kernel_argument_type") else "kernel_argument_type",
+                    str(refused[0].get("message", ""))[:600],
+                )
             inside = sorted(op.removeprefix("in_kernel:") for op in info.get("ops", []) if op.startswith("in_kernel:"))
             if inside:
-                return _fail(job, Verdict.REJECTED, "torch_compute_call", f"torch operators {inside[:6]} ran inside "
-                             "a kernel launch (beyond the interpreter's own argument moves): torch computed what the "
-                             "kernel should; pass tensors only to pointer parameters")
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "torch_compute_call",
+                    f"torch operators {inside[:6]} ran inside "
+                    "a kernel launch (beyond the interpreter's own argument moves): torch computed what the "
+                    "kernel should; pass tensors only to pointer parameters",
+                )
             bad = disallowed_ops(info.get("ops", []))
             if bad:
-                return _fail(job, Verdict.REJECTED, "torch_compute_call", f"launch called torch operators {bad[:6]} "
-                             "at run time: compute belongs in @triton.jit kernels")
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "torch_compute_call",
+                    f"launch called torch operators {bad[:6]} at run time: compute belongs in @triton.jit kernels",
+                )
             saved = self.load(f"out_{case.id}.pt")
             if saved is None:
-                return _fail(job, Verdict.REJECTED, "missing_artefact", f"no saved output for case {case.label} "
-                             "(or it changed after its hash was reported)")
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "missing_artefact",
+                    f"no saved output for case {case.label} (or it changed after its hash was reported)",
+                )
             inputs_after = saved.get("inputs_after", [])  # load_saved admits a record without the key
             if len(inputs_after) < len(case.inputs):  # the harness saves every input: fewer is a forged record
-                return _fail(job, Verdict.REJECTED, "missing_artefact", f"the saved record of case {case.label} "
-                             f"holds {len(inputs_after)} inputs of {len(case.inputs)}")
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "missing_artefact",
+                    f"the saved record of case {case.label} holds {len(inputs_after)} inputs of {len(case.inputs)}",
+                )
             for before, after in zip(case.inputs, inputs_after):
-                if isinstance(before, torch.Tensor) and not (isinstance(after, torch.Tensor)
-                                                             and torch.equal(before, after)):
-                    return _fail(job, Verdict.REJECTED, "input_mutated",
-                                 f"launch modified an input ({case.label}); inputs are read-only")
+                if isinstance(before, torch.Tensor) and not (
+                    isinstance(after, torch.Tensor) and torch.equal(before, after)
+                ):
+                    return _fail(
+                        job,
+                        Verdict.REJECTED,
+                        "input_mutated",
+                        f"launch modified an input ({case.label}); inputs are read-only",
+                    )
         if self.report.get("threads_end"):
             return _fail(job, Verdict.REJECTED, "background_thread", "the candidate left threads running")
         return None
@@ -393,20 +491,32 @@ class Judge:
         first = self.load(f"out_{pair.id}.pt")
         second = self.load("out_rerun.pt") if rerun else None
         if first is None or second is None:  # requested and missing: a failure, never a pass
-            return _fail(self.job, Verdict.REJECTED, "missing_artefact", "the rerun of "
-                         f"{pair.label} was requested and did not come back (or came back altered)")
+            return _fail(
+                self.job,
+                Verdict.REJECTED,
+                "missing_artefact",
+                f"the rerun of {pair.label} was requested and did not come back (or came back altered)",
+            )
         s = self.plan.rerun_sentinel
         for i, (a, b) in enumerate(zip(first["out"], second["out"])):
-            if a.shape == b.shape and a.numel() and not a.is_floating_point() and not a.is_complex() \
-                    and a.dtype == b.dtype:
+            if (
+                a.shape == b.shape
+                and a.numel()
+                and not a.is_floating_point()
+                and not a.is_complex()
+                and a.dtype == b.dtype
+            ):
                 # integer/boolean: the case's allocation held exact_sentinel(NaN), the rerun's the finite one
                 lo, hi = exact_sentinel(a.dtype, math.nan), exact_sentinel(a.dtype, s)
                 unwritten = (a == lo) & (b == hi)
                 if bool(unwritten.any()):
                     n = int(unwritten.sum())
-                    return _fail(self.job, Verdict.INCORRECT, "output_unwritten" if n == a.numel() else
-                                 "partial_output", f"output {i}: {n}/{a.numel()} elements were never written "
-                                 f"({pair.label})")
+                    return _fail(
+                        self.job,
+                        Verdict.INCORRECT,
+                        "output_unwritten" if n == a.numel() else "partial_output",
+                        f"output {i}: {n}/{a.numel()} elements were never written ({pair.label})",
+                    )
                 continue
             if not (a.is_floating_point() and a.shape == b.shape and a.numel()):
                 continue
@@ -418,30 +528,53 @@ class Judge:
                 continue
             unwritten = torch.isnan(a) & is_sentinel(b, s)
             if bool(unwritten.all()):
-                return _fail(self.job, Verdict.INCORRECT, "output_unwritten", f"output {i} was never written "
-                             f"({pair.label}): it holds whatever the allocation held (NaN-filled here)")
+                return _fail(
+                    self.job,
+                    Verdict.INCORRECT,
+                    "output_unwritten",
+                    f"output {i} was never written "
+                    f"({pair.label}): it holds whatever the allocation held (NaN-filled here)",
+                )
             if bool(unwritten.any()):
                 n = int(unwritten.sum())
-                return _fail(self.job, Verdict.INCORRECT, "partial_output", f"output {i}: {n}/{a.numel()} elements "
-                             f"were never written ({pair.label})")
-        same = all(torch.equal(a, b) or (a.is_floating_point() and torch.allclose(a, b, 0, 0, equal_nan=True))
-                   for a, b in zip(first["out"], second["out"]))
+                return _fail(
+                    self.job,
+                    Verdict.INCORRECT,
+                    "partial_output",
+                    f"output {i}: {n}/{a.numel()} elements were never written ({pair.label})",
+                )
+        same = all(
+            torch.equal(a, b) or (a.is_floating_point() and torch.allclose(a, b, 0, 0, equal_nan=True))
+            for a, b in zip(first["out"], second["out"])
+        )
         if not same:
             ok_a = self.matches(pair, first["out"]) is None
             ok_b = self.matches(pair, second["out"]) is None
             if not (ok_a and ok_b):
-                return _fail(self.job, Verdict.REJECTED, "uninitialized_read", "the output depends on what the "
-                             f"output memory held before launch ({pair.label}: prefilled with NaN it is "
-                             f"{'right' if ok_a else 'wrong'}, with {s:g} it is {'right' if ok_b else 'wrong'})")
+                return _fail(
+                    self.job,
+                    Verdict.REJECTED,
+                    "uninitialized_read",
+                    "the output depends on what the "
+                    f"output memory held before launch ({pair.label}: prefilled with NaN it is "
+                    f"{'right' if ok_a else 'wrong'}, with {s:g} it is {'right' if ok_b else 'wrong'})",
+                )
         return None
 
     def matches(self, case: Case, outs: Sequence[torch.Tensor]) -> Any:
         """None when ``outs`` are right for ``case``, else the Mismatch (judge/training.py judges a training check's
         outputs part by part)."""
         r64, rlp = self.refs(case)
-        return compare_with_spread(outs, r64, rlp, *self.job.task.tolerance(case.dtype),
-                                   forward_references(self.job.task.reference, self.ref_device), case.inputs, case.seed,
-                                   conditioned=bool(case.adversarial))
+        return compare_with_spread(
+            outs,
+            r64,
+            rlp,
+            *self.job.task.tolerance(case.dtype),
+            forward_references(self.job.task.reference, self.ref_device),
+            case.inputs,
+            case.seed,
+            conditioned=bool(case.adversarial),
+        )
 
     def _values(self) -> EvalResult | None:
         previous: list[tuple[Case, list[torch.Tensor]]] = []
@@ -457,34 +590,70 @@ class Judge:
             self.checked.append(case.label)
         return None
 
-    def _explain(self, case: Case, outs: list[torch.Tensor], r64: tuple[torch.Tensor, ...],
-                 rlp: tuple[torch.Tensor, ...], mismatch: Any, previous: list[tuple[Case, list[torch.Tensor]]]
-                 ) -> EvalResult:
+    def _explain(
+        self,
+        case: Case,
+        outs: list[torch.Tensor],
+        r64: tuple[torch.Tensor, ...],
+        rlp: tuple[torch.Tensor, ...],
+        mismatch: Any,
+        previous: list[tuple[Case, list[torch.Tensor]]],
+    ) -> EvalResult:
         job = self.job
         for old, old_outs in previous:
-            if len(old_outs) == len(outs) and all(a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
-                                                  for a, b in zip(outs, old_outs)):
-                return _fail(job, Verdict.REJECTED, "replayed_output", f"{case.label}: launch returned the output of "
-                             f"an earlier call ({old.label}) for new inputs: results are cached across calls")
+            if len(old_outs) == len(outs) and all(
+                a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(outs, old_outs)
+            ):
+                return _fail(
+                    job,
+                    Verdict.REJECTED,
+                    "replayed_output",
+                    f"{case.label}: launch returned the output of "
+                    f"an earlier call ({old.label}) for new inputs: results are cached across calls",
+                )
         if case.adversarial:
             found = refine(mismatch, outs, r64, rlp, case.sentinel, self._probe(case))
-            return _fail(job, Verdict.INCORRECT, "fails_adversarial_input", f"right on random inputs, wrong on the "
-                         f"task's '{case.adversarial}' inputs ({case.label}): {found.reason}: {found.message}")
+            return _fail(
+                job,
+                Verdict.INCORRECT,
+                "fails_adversarial_input",
+                f"right on random inputs, wrong on the "
+                f"task's '{case.adversarial}' inputs ({case.label}): {found.reason}: {found.message}",
+            )
         if case.precision and mismatch.reason == "wrong_values":
             acc = dtype_name(job.task.accumulation) if job.task.accumulation is not None else "?"
-            return _fail(job, Verdict.INCORRECT, "precision_downgrade", f"right on random inputs, wrong on "
-                         f"{case.label}: the task accumulates in {acc}, and on partial sums that grow and cancel "
-                         f"the output is what a narrower accumulator gives: {mismatch.message}")
+            return _fail(
+                job,
+                Verdict.INCORRECT,
+                "precision_downgrade",
+                f"right on random inputs, wrong on "
+                f"{case.label}: the task accumulates in {acc}, and on partial sums that grow and cancel "
+                f"the output is what a narrower accumulator gives: {mismatch.message}",
+            )
         if case.scale:
-            return _fail(job, Verdict.INCORRECT, "fails_benchmark_scale", f"right on the check shapes, wrong on "
-                         f"{case.label}, a dimension at its benchmark size: {mismatch.message}")
+            return _fail(
+                job,
+                Verdict.INCORRECT,
+                "fails_benchmark_scale",
+                f"right on the check shapes, wrong on "
+                f"{case.label}, a dimension at its benchmark size: {mismatch.message}",
+            )
         if case.hidden:
-            return _fail(job, Verdict.INCORRECT, "fails_hidden_shape", f"right on every published shape, wrong on "
-                         f"{case.label}: is it hard-coded to the benchmark sizes? {mismatch.message}")
+            return _fail(
+                job,
+                Verdict.INCORRECT,
+                "fails_hidden_shape",
+                f"right on every published shape, wrong on "
+                f"{case.label}: is it hard-coded to the benchmark sizes? {mismatch.message}",
+            )
         constant = self._constant_everywhere()
         if constant is not None and not math.isnan(constant):
-            return _fail(job, Verdict.INCORRECT, "constant_output", f"every output of every case is {constant:g}: "
-                         f"{case.label}: {mismatch.message}")
+            return _fail(
+                job,
+                Verdict.INCORRECT,
+                "constant_output",
+                f"every output of every case is {constant:g}: {case.label}: {mismatch.message}",
+            )
         found = refine(mismatch, outs, r64, rlp, case.sentinel, self._probe(case))
         return _fail(job, Verdict.INCORRECT, found.reason, f"{case.label}: {found.message}")
 
@@ -492,8 +661,9 @@ class Judge:
         """fp32 cases only: what compare.refine needs to test whether a precision loss explains the outputs."""
         if case.dtype != torch.float32:
             return None
-        return PrecisionProbe(self.job.task.reference, case.inputs, *self.job.task.tolerance(case.dtype),
-                              device=self.ref_device)
+        return PrecisionProbe(
+            self.job.task.reference, case.inputs, *self.job.task.tolerance(case.dtype), device=self.ref_device
+        )
 
     def _constant_everywhere(self) -> float | None:
         """The single value every float output element of every case holds, if there is one (zeros too)."""
@@ -513,20 +683,34 @@ class Judge:
         by_id = {c["id"]: c for c in self.report.get("cases", [])}
         for case in self.plan.cases:
             if by_id.get(case.id, {}).get("kernel_calls") == 0:
-                return _fail(self.job, Verdict.REJECTED, "kernel_bypass", f"launch returned the right answer for "
-                             f"{case.label} without launching any Triton kernel")
+                return _fail(
+                    self.job,
+                    Verdict.REJECTED,
+                    "kernel_bypass",
+                    f"launch returned the right answer for {case.label} without launching any Triton kernel",
+                )
         ghost, pair = self.report.get("ghost"), self.plan.pair
         if pair is None or (ghost and ghost.get("error")):  # without its kernels it failed: they mattered
             return None
         saved = self.load("out_ghost.pt") if ghost and ghost.get("saved") else None
         if saved is None:
-            return _fail(self.job, Verdict.REJECTED, "missing_artefact", "the ghost replay (every Triton launch "
-                         f"disabled) of {pair.label} was requested and did not come back (or came back altered)")
+            return _fail(
+                self.job,
+                Verdict.REJECTED,
+                "missing_artefact",
+                "the ghost replay (every Triton launch "
+                f"disabled) of {pair.label} was requested and did not come back (or came back altered)",
+            )
         bypassed = self.bypassed(pair, saved["out"])
         if bypassed is not None:
-            return _fail(self.job, Verdict.REJECTED, "kernel_bypass", f"with every Triton launch disabled, {bypassed} "
-                         f"still came out right ({pair.label}): the work is done outside the kernels "
-                         "(torch, numpy or the reference)")
+            return _fail(
+                self.job,
+                Verdict.REJECTED,
+                "kernel_bypass",
+                f"with every Triton launch disabled, {bypassed} "
+                f"still came out right ({pair.label}): the work is done outside the kernels "
+                "(torch, numpy or the reference)",
+            )
         return None
 
     def bypassed(self, case: Case, outs: Sequence[torch.Tensor]) -> str | None:
@@ -534,8 +718,9 @@ class Judge:
         return "launch's output" if self.matches(case, outs) is None else None
 
 
-def judge_check(job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
-                ) -> tuple[EvalResult | None, list[str]]:
+def judge_check(
+    job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
+) -> tuple[EvalResult | None, list[str]]:
     """The verdict of a finished check run (None = every case passed) and the cases that passed."""
     judge = Judge(job, plan, outcome, ref_device)
     return judge.judge(), judge.checked

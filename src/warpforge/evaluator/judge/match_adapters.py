@@ -102,8 +102,9 @@ class Adapter:
         for f in self.filled:
             size = tuple(int(viewed[j].shape[d]) if j >= 0 else d for j, d in f.dims)
             dtype = torch.int64 if f.integer else viewed[0].dtype
-            viewed.insert(f.index, torch.full(size, int(f.value) if f.integer else f.value, dtype=dtype,
-                                              device=viewed[0].device))
+            viewed.insert(
+                f.index, torch.full(size, int(f.value) if f.integer else f.value, dtype=dtype, device=viewed[0].device)
+            )
         return viewed
 
     def swaps(self, i: int) -> bool:
@@ -119,8 +120,9 @@ class Adapter:
     def output(self, y: torch.Tensor, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         if self.reduction:
             y = y.sum() if self.reduction == "sum" else y.mean()
-        return y.reshape(tuple(int(tensors[i].shape[d]) if i >= 0 else int(y.shape[d]) if i == TASK_OUT else d
-                               for i, d in self.out))
+        return y.reshape(
+            tuple(int(tensors[i].shape[d]) if i >= 0 else int(y.shape[d]) if i == TASK_OUT else d for i, d in self.out)
+        )
 
     @property
     def reads_output(self) -> bool:
@@ -172,16 +174,21 @@ def output_rule(out_shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> tu
     return tuple(rule)
 
 
-def unit_layouts(out_shape: Sequence[int], tensors: Sequence[torch.Tensor],
-                 task_inputs: Sequence[torch.Tensor]) -> list[tuple[tuple[tuple[int, int], ...], ...]]:
+def unit_layouts(
+    out_shape: Sequence[int], tensors: Sequence[torch.Tensor], task_inputs: Sequence[torch.Tensor]
+) -> list[tuple[tuple[tuple[int, int], ...], ...]]:
     """Where the output sizes are no input's (a pooling's output length): each input's dims as they are, in
     order, with unit dims inserted up to the task input's rank (a 1-D pooling's [N, C, L] as the task's
     [N, C, 1, 1, L]), one grouping per choice of places; :func:`unit_rule` then reads the output off the
     task's. Empty unless the output has the first input's rank, no input has more dims than the task's and
     some has fewer (the same ranks are the problem's inputs as they are, tried without an adapter)."""
     ranks = [(t.dim(), u.dim()) for t, u in zip(tensors, task_inputs)]
-    if not tensors or len(out_shape) != tensors[0].dim() or any(r > q for r, q in ranks) or all(
-            r == q for r, q in ranks):
+    if (
+        not tensors
+        or len(out_shape) != tensors[0].dim()
+        or any(r > q for r, q in ranks)
+        or all(r == q for r, q in ranks)
+    ):
         return []
     per_input = []
     for t, u in zip(tensors, task_inputs):
@@ -227,14 +234,24 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
 
     prologue = [f"{indent}# Added by warpforge (evaluator/judge/match_adapters.py): inputs as the task takes them.\n"]
     prologue += [f"{indent}{shapes[i]} = {n}.shape\n" for i, n in enumerate(names)]
-    prologue += [f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
-                 for i, (n, g) in enumerate(zip(names, adapter.groups))]
+    prologue += [
+        f"{indent}{n} = {n}.reshape({', '.join(dims(i, a, b) for a, b in g)})\n"
+        for i, (n, g) in enumerate(zip(names, adapter.groups))
+    ]
     prologue += [f"{indent}{n} = {n}.transpose(-2, -1)\n" for i, n in enumerate(names) if adapter.swaps(i)]
-    prologue += [f"{indent}{every[f.index]} = torch.full(({''.join(_fill_dim(names, j, d) for j, d in f.dims)}), "
-                 f"{_fill_value(f)}, dtype={'torch.int64' if f.integer else names[0] + '.dtype'}, "
-                 f"device={names[0]}.device)\n" for f in adapter.filled]
-    out = ", ".join(f"{shapes[i]}[{d}]" if i >= 0 else f"{OUT_NAME}.shape[{d}]" if i == TASK_OUT else str(d)
-                    for i, d in adapter.out) or "()"
+    prologue += [
+        f"{indent}{every[f.index]} = torch.full(({''.join(_fill_dim(names, j, d) for j, d in f.dims)}), "
+        f"{_fill_value(f)}, dtype={'torch.int64' if f.integer else names[0] + '.dtype'}, "
+        f"device={names[0]}.device)\n"
+        for f in adapter.filled
+    ]
+    out = (
+        ", ".join(
+            f"{shapes[i]}[{d}]" if i >= 0 else f"{OUT_NAME}.shape[{d}]" if i == TASK_OUT else str(d)
+            for i, d in adapter.out
+        )
+        or "()"
+    )
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
     if any(isinstance(n, (ast.FunctionDef, ast.Lambda)) for n in ast.walk(fn) if n is not fn):
         return None
@@ -247,16 +264,18 @@ def adapted_template(text: str, adapter: Adapter, n_inputs: int) -> str | None:
         if value is None or ret.end_lineno is None:
             return None
         pad = " " * ret.col_offset
-        if (adapter.reduction or adapter.reads_output) and lines[ret.lineno - 1][:ret.col_offset].strip():
+        if (adapter.reduction or adapter.reads_output) and lines[ret.lineno - 1][: ret.col_offset].strip():
             return None  # ``if c: return y`` on one line: the statements a reduction adds need lines of their own
         if adapter.reduction:
-            lines[ret.lineno - 1:ret.end_lineno] = _reduced_return(pad, value, adapter.reduction, out)
+            lines[ret.lineno - 1 : ret.end_lineno] = _reduced_return(pad, value, adapter.reduction, out)
         elif adapter.reads_output:
-            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}{OUT_NAME} = ({value})\n",
-                                                    f"{pad}return {OUT_NAME}.view({out})\n"]
+            lines[ret.lineno - 1 : ret.end_lineno] = [
+                f"{pad}{OUT_NAME} = ({value})\n",
+                f"{pad}return {OUT_NAME}.view({out})\n",
+            ]
         else:
-            lines[ret.lineno - 1:ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
-    lines[first.lineno - 1:first.lineno - 1] = prologue
+            lines[ret.lineno - 1 : ret.end_lineno] = [f"{pad}return ({value}).view({out})\n"]
+    lines[first.lineno - 1 : first.lineno - 1] = prologue
     text = "".join(lines)
     return text + REDUCE_KERNEL if adapter.reduction else text
 
@@ -265,11 +284,13 @@ def _reduced_return(pad: str, value: str, reduction: str, out: str) -> list[str]
     """A return of the reduction of ``value`` (a tensor the template allocated): a scalar of its dtype written by
     :data:`REDUCE_KERNEL`, then viewed as the problem's output."""
     div = "wf_full.numel()" if reduction == "mean" else "1"
-    return [f"{pad}wf_full = ({value})\n",
-            f"{pad}wf_red = torch.empty((), dtype=wf_full.dtype, device=wf_full.device)\n",
-            f"{pad}{REDUCE_NAME}[(1,)](wf_full, wf_red, wf_full.numel(), float({div}), BLOCK=1024, num_warps=4, "
-            "num_stages=1)\n",
-            f"{pad}return wf_red.view({out})\n"]
+    return [
+        f"{pad}wf_full = ({value})\n",
+        f"{pad}wf_red = torch.empty((), dtype=wf_full.dtype, device=wf_full.device)\n",
+        f"{pad}{REDUCE_NAME}[(1,)](wf_full, wf_red, wf_full.numel(), float({div}), BLOCK=1024, num_warps=4, "
+        "num_stages=1)\n",
+        f"{pad}return wf_red.view({out})\n",
+    ]
 
 
 def reordered_template(text: str, order: tuple[int, ...]) -> str | None:

@@ -93,8 +93,11 @@ class Match:
                 out *= int(shape[part]) if isinstance(part, str) else int(part)
             return out
 
-        return {**{k: int(v) for k, v in shape.items() if k not in named},
-                **{k: value(v) for k, v in self.keys.items()}, **dict(self.fixed)}
+        return {
+            **{k: int(v) for k, v in shape.items() if k not in named},
+            **{k: value(v) for k, v in self.keys.items()},
+            **dict(self.fixed),
+        }
 
     @property
     def label(self) -> str:
@@ -140,8 +143,11 @@ def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[An
     keys = list(task.check_shapes[0]) if task.check_shapes else list(task.shapes[0])
     if len(keys) > len(PRIMES):
         return None
-    own = [s for s in task.match_probes + task.check_shapes + task.small_shapes + task.shapes
-           if set(s) == set(keys) and _distinct(s, keys)]
+    own = [
+        s
+        for s in task.match_probes + task.check_shapes + task.small_shapes + task.shapes
+        if set(s) == set(keys) and _distinct(s, keys)
+    ]
     for probe in [dict(zip(keys, PRIMES)), *own]:
         try:
             inputs = list(task.make_inputs(probe, torch.float32, 0, "cpu"))
@@ -151,9 +157,16 @@ def key_positions(task: Task) -> tuple[dict[str, list[tuple[int, int]]], list[An
             continue
         # a size of 1 locates no key: a probe's key of 1 (a group count) would name every unit dim (a
         # per-channel parameter's [C, 1, 1, 1])
-        where = {k: [(i, j) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
-                     for j, d in enumerate(t.shape) if d == v != 1]
-                 for k, v in probe.items()}
+        where = {
+            k: [
+                (i, j)
+                for i, t in enumerate(inputs)
+                if isinstance(t, torch.Tensor)
+                for j, d in enumerate(t.shape)
+                if d == v != 1
+            ]
+            for k, v in probe.items()
+        }
         return where, inputs
     return None
 
@@ -166,8 +179,13 @@ def _problem_probes(problem: Task) -> list[Shape]:
     sizes = [k for k in base if problem.check_shapes and any(s.get(k) != base[k] for s in problem.check_shapes)]
     if not sizes or len(sizes) > len(PRIMES):
         return []
-    derived = [d for s in problem.check_shapes if all(s[k] > 1 for k in sizes)
-               for d in [_spread(problem, dict(s), sizes)] if d is not None]
+    derived = [
+        d
+        for s in problem.check_shapes
+        if all(s[k] > 1 for k in sizes)
+        for d in [_spread(problem, dict(s), sizes)]
+        if d is not None
+    ]
     # Primes no kept global holds (45_Average_Pooling_2D's kernel_size = 11 would name its batch size)
     free = [p for p in PRIMES if p not in {v for k, v in base.items() if k not in sizes}]
     return [{**base, **dict(zip(sizes, free))}, *derived] if len(free) >= len(sizes) else derived
@@ -185,7 +203,7 @@ def _spread(problem: Task, shape: Shape, sizes: list[str]) -> Shape | None:
             continue
         v = shape[key]
         for cand in [v + d for d in range(1, 4)] + [v * f for f in (2, 3, 4)]:
-            later = {shape[k] for k in sizes[i + 1:]}
+            later = {shape[k] for k in sizes[i + 1 :]}
             if cand not in taken and cand not in later and _runs(problem, {**shape, key: cand}):
                 shape = {**shape, key: cand}
                 break
@@ -247,8 +265,9 @@ def _proposed(problem: Task, task: Task, probe: Shape) -> list[Member]:
         return []
 
 
-def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, ...], Any]],
-         max_cost: int = 2) -> tuple[Match | None, str]:
+def _try(
+    problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, ...], Any]], max_cost: int = 2
+) -> tuple[Match | None, str]:
     located = key_positions(task)
     if located is None:
         return None, f"{task.name}: its generator accepts no probe with distinct sizes"
@@ -295,8 +314,7 @@ def _try(problem: Task, task: Task, probe: Shape, cases: list[tuple[tuple[Any, .
                 continue
             for member in members:
                 if _agrees_everywhere(cases, member, order, adapter):
-                    constants = next((tuple(m.constants.items()) for m in task.members if m.name == member.member),
-                                     ())
+                    constants = next((tuple(m.constants.items()) for m in task.members if m.name == member.member), ())
                     return Match(task.name, tuple(order), keys, member.member, constants, fixed, adapter), ""
             reason = f"{task.name}: outputs differ" + (f" ({len(members)} members)" if task.members else "")
     return None, reason
@@ -317,8 +335,13 @@ def _omissions(task: Task, n_problem: int, n_task: int) -> list[tuple[int, ...]]
     return [tuple(sorted(c)) for c in itertools.combinations(sorted(task.fill_inputs, reverse=True), missing)]
 
 
-def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: tuple[int, ...],
-           task: Task, task_inputs: list[torch.Tensor]) -> tuple[Fill, ...] | None:
+def _fills(
+    where: dict[str, list[tuple[int, int]]],
+    passed: list[int],
+    omitted: tuple[int, ...],
+    task: Task,
+    task_inputs: list[torch.Tensor],
+) -> tuple[Fill, ...] | None:
     """The omitted inputs as constants, each dimension the same key's dimension in a passed input (a bias of
     [C_out] takes the weight's first dimension) or a size of 1 where the task's input has one that is no key (a
     per-channel parameter [C_out, 1, 1, 1]); None when some other dimension is no key of a passed input."""
@@ -326,18 +349,32 @@ def _fills(where: dict[str, list[tuple[int, int]]], passed: list[int], omitted: 
     for index in omitted:
         dims = []
         for d, size in enumerate(task_inputs[index].shape):
-            spot = next(((passed.index(i), j) for spots in where.values() if (index, d) in spots
-                         for i, j in spots if i in passed), None)
+            spot = next(
+                (
+                    (passed.index(i), j)
+                    for spots in where.values()
+                    if (index, d) in spots
+                    for i, j in spots
+                    if i in passed
+                ),
+                None,
+            )
             if spot is None and size != 1:
                 return None
             dims.append(spot if spot is not None else (-1, 1))
-        fills.append(Fill(index, tuple(dims), float(task.fill_inputs[index]),
-                          not task_inputs[index].is_floating_point()))
+        fills.append(
+            Fill(index, tuple(dims), float(task.fill_inputs[index]), not task_inputs[index].is_floating_point())
+        )
     return tuple(fills)
 
 
-def _with_fills(adapter: Adapter | None, fills: tuple[Fill, ...], mapped: list[torch.Tensor],
-                out_shape: tuple[int, ...] | None, task: Task) -> Adapter | None:
+def _with_fills(
+    adapter: Adapter | None,
+    fills: tuple[Fill, ...],
+    mapped: list[torch.Tensor],
+    out_shape: tuple[int, ...] | None,
+    task: Task,
+) -> Adapter | None:
     """``adapter`` (or the identity of the passed inputs) that also creates the omitted inputs."""
     if not all(isinstance(m, torch.Tensor) for m in mapped):
         return None  # a Python number among them: reshapes and fills are of tensors
@@ -373,8 +410,9 @@ MAX_ADAPTED_INPUTS = 3
 MAX_LAYOUTS = 64
 
 
-def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any], out_shape: tuple[int, ...] | None,
-             unit_dims_at: int | None = None) -> list[tuple[tuple[int, ...], Adapter | None]]:
+def _layouts(
+    inputs: tuple[Any, ...], task_inputs: list[Any], out_shape: tuple[int, ...] | None, unit_dims_at: int | None = None
+) -> list[tuple[tuple[int, ...], Adapter | None]]:
     """Argument orders as they are, then (one output, few inputs) the same orders with the task's own unit
     dims (taskdef.Task.unit_dims_at) and with each input's dims cut into the task input's rank; where the
     problem returns a scalar, each of those also with the mean or sum of the task's output (a loss over
@@ -387,8 +425,12 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any], out_shape: tuple[i
     # The task's own unit dims are one layout per order, so they are tried with more inputs too (a 2-D
     # convolution with a bias parameter after it passes x, that parameter, w and b)
     if unit_dims_at is not None:
-        out += [(o, a) for o in orders for a in [_unit_dims(unit_dims_at, [inputs[j] for j in o], task_inputs,
-                                                            len(out_shape))] if a is not None]
+        out += [
+            (o, a)
+            for o in orders
+            for a in [_unit_dims(unit_dims_at, [inputs[j] for j in o], task_inputs, len(out_shape))]
+            if a is not None
+        ]
     if len(inputs) > MAX_ADAPTED_INPUTS:
         return out
     reductions = ("", *REDUCTIONS) if out_shape == () else ("",)
@@ -397,8 +439,14 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any], out_shape: tuple[i
         rule = output_rule(out_shape, mapped)
         # An input of the task's rank is taken as it is: only a rank that differs is cut.
         # (a task's 0-d input takes no other rank: no cuts)
-        choices = [[tuple((d, d + 1) for d in range(m.dim()))] if m.dim() == t.dim() else
-                   list(cuts(m.dim(), t.dim())) if t.dim() else [] for m, t in zip(mapped, task_inputs)]
+        choices = [
+            [tuple((d, d + 1) for d in range(m.dim()))]
+            if m.dim() == t.dim()
+            else list(cuts(m.dim(), t.dim()))
+            if t.dim()
+            else []
+            for m, t in zip(mapped, task_inputs)
+        ]
         count = 1
         for c in choices:
             count *= len(c)
@@ -415,13 +463,15 @@ def _layouts(inputs: tuple[Any, ...], task_inputs: list[Any], out_shape: tuple[i
             # The identity without a reduction: already tried without an adapter.
             out += [(order, Adapter(tuple(groups), rule, r)) for r in reductions if r or not identity]
             if identity:  # transposed views of the inputs as they are (a GEMM's A.T or B.T), not of reshapes
-                out += [(order, Adapter(tuple(groups), rule, r, flags)) for flags in _transposes(mapped, task_inputs)
-                        for r in reductions]
+                out += [
+                    (order, Adapter(tuple(groups), rule, r, flags))
+                    for flags in _transposes(mapped, task_inputs)
+                    for r in reductions
+                ]
     return out
 
 
-def _unit_dims(at: int, mapped: list[torch.Tensor], task_inputs: list[torch.Tensor],
-               out_rank: int) -> Adapter | None:
+def _unit_dims(at: int, mapped: list[torch.Tensor], task_inputs: list[torch.Tensor], out_rank: int) -> Adapter | None:
     """The adapter inserting size-1 dims at ``at`` into each input of lower rank than the task's, and dropping
     as many from the task's output there (as many as the first input lacks): [N, C, L] is [N, C, 1, 1, L],
     and the task's [N, C', 1, 1, L'] the problem's [N, C', L']. None when no input lacks dims or one cannot."""
@@ -430,8 +480,11 @@ def _unit_dims(at: int, mapped: list[torch.Tensor], task_inputs: list[torch.Tens
         missing = t.dim() - m.dim()
         if missing < 0 or (missing and m.dim() < at):
             return None
-        groups.append(tuple((d, d + 1) for d in range(at)) * bool(missing) + ((at, at),) * missing
-                      + tuple((d, d + 1) for d in range(at if missing else 0, m.dim())))
+        groups.append(
+            tuple((d, d + 1) for d in range(at)) * bool(missing)
+            + ((at, at),) * missing
+            + tuple((d, d + 1) for d in range(at if missing else 0, m.dim()))
+        )
     dropped = task_inputs[0].dim() - mapped[0].dim()
     if not any(t.dim() != m.dim() for m, t in zip(mapped, task_inputs)) or out_rank < at:
         return None
@@ -446,8 +499,9 @@ def _transposes(mapped: list[torch.Tensor], task_inputs: list[torch.Tensor]) -> 
     return [f for f in flags if any(f)]
 
 
-def _keys(where: dict[str, list[tuple[int, int]]], mapped: list[torch.Tensor], adapter: Adapter | None,
-          probe: Shape) -> dict[str, str | list[str | int]] | None:
+def _keys(
+    where: dict[str, list[tuple[int, int]]], mapped: list[torch.Tensor], adapter: Adapter | None, probe: Shape
+) -> dict[str, str | list[str | int]] | None:
     """Each task key as the problem's global (or, through an adapter, the product of globals and literal sizes of
     the dims it groups); None when a key names two different things."""
     by_value = {v: n for n, v in probe.items()}
@@ -502,8 +556,9 @@ def _oversized(args: tuple[Any, ...], mine: Any, task: Task, order: tuple[int, .
 OVERSIZE = 4
 
 
-def _agrees_everywhere(cases: list[tuple[tuple[Any, ...], Any]], task: Task, order: tuple[int, ...],
-                       adapter: Adapter | None = None) -> bool:
+def _agrees_everywhere(
+    cases: list[tuple[tuple[Any, ...], Any]], task: Task, order: tuple[int, ...], adapter: Adapter | None = None
+) -> bool:
     if cases and _oversized(*cases[0], task, order, adapter):
         return False
     for args, mine in cases:
@@ -578,10 +633,15 @@ def _no_probe_reason(problem: Task) -> str:
 
     note = NOTES.get(str(problem.path), "")
     if problem.check_shapes == problem.shapes:
-        return f"no derived sizes to vary ({note})" if note else (
-            "no sizes to vary: the problem's get_inputs() reads no size from its module globals")
-    return ("its code runs at no probe with distinct sizes (distinct primes, or a derived check shape with "
-            "colliding sizes moved apart)" + (f"; {note}" if note else ""))
+        return (
+            f"no derived sizes to vary ({note})"
+            if note
+            else ("no sizes to vary: the problem's get_inputs() reads no size from its module globals")
+        )
+    return (
+        "its code runs at no probe with distinct sizes (distinct primes, or a derived check shape with "
+        "colliding sizes moved apart)" + (f"; {note}" if note else "")
+    )
 
 
 def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[Path]]:
@@ -592,10 +652,15 @@ def matched_files(problem: Task, match: Match, root: Path) -> tuple[Path, list[P
     its ``TASK`` line only. Files go under ``root/<hash of both>/`` so a changed problem gets new files.
     """
     source = problem.path.read_text()
-    aliases: dict[str, str | int | list[str | int]] = {**match.keys, **dict(match.fixed),
-                                                        ELEM_BYTES: _elem_bytes(problem)}
-    tail = (f"\n\n# Added by warpforge (evaluator/judge/matching.py): computes the built-in task {match.label!r}\n"
-            f"{ALIAS_ATTR} = {aliases!r}\n{MATCH_ATTR} = {match.describe()!r}\n")
+    aliases: dict[str, str | int | list[str | int]] = {
+        **match.keys,
+        **dict(match.fixed),
+        ELEM_BYTES: _elem_bytes(problem),
+    }
+    tail = (
+        f"\n\n# Added by warpforge (evaluator/judge/matching.py): computes the built-in task {match.label!r}\n"
+        f"{ALIAS_ATTR} = {aliases!r}\n{MATCH_ATTR} = {match.describe()!r}\n"
+    )
     templates = template_files(match.task)
     digest = hashlib.sha256((source + tail + "".join(p.read_text() for p in templates)).encode()).hexdigest()[:16]
     folder = root / digest
@@ -641,8 +706,9 @@ def _feasible(template: Path, shapes: list[Shape]) -> bool:
     variant = load_variant(template)
     if not variant.has_constraints:
         return True
-    spec = importlib.util.spec_from_file_location(f"warpforge_template_{template.parent.name}_{template.stem}",
-                                                  template)
+    spec = importlib.util.spec_from_file_location(
+        f"warpforge_template_{template.parent.name}_{template.stem}", template
+    )
     if spec is None or spec.loader is None:
         return False
     module = importlib.util.module_from_spec(spec)
@@ -652,7 +718,9 @@ def _feasible(template: Path, shapes: list[Shape]) -> bool:
 
 def no_match_message(problem: Task, tried: list[str]) -> str:
     """One line: this problem, what was tried, what to do."""
-    return (f"task {problem.name!r} ({problem.path.name}): no built-in task computes the same function "
-            f"(tried {'; '.join(tried)}), so "
-            "there are no templates to search: pass --variant-file FILE.py (a Triton variant with TASK = "
-            f"{problem.name!r}, or a KernelBench ModelNew file), or let an LLM write them with --proposer llm")
+    return (
+        f"task {problem.name!r} ({problem.path.name}): no built-in task computes the same function "
+        f"(tried {'; '.join(tried)}), so "
+        "there are no templates to search: pass --variant-file FILE.py (a Triton variant with TASK = "
+        f"{problem.name!r}, or a KernelBench ModelNew file), or let an LLM write them with --proposer llm"
+    )

@@ -30,8 +30,15 @@ class TimedCall(Protocol):
     def inputs_of_call(self, job: Job, call: int) -> tuple[Any, ...]: ...
 
 
-def recheck_timed_call(job: Job, case: TimedCall, outcome: ChildOutcome, call: int, name: str, ref_device: str,
-                       training: bool | None = None) -> str | None:
+def recheck_timed_call(
+    job: Job,
+    case: TimedCall,
+    outcome: ChildOutcome,
+    call: int,
+    name: str,
+    ref_device: str,
+    training: bool | None = None,
+) -> str | None:
     """Why timed call ``call`` of ``case`` (saved as ``name``) was wrong, or None when it was right."""
     try:  # a regular file of the child's, never a link or FIFO, at most OUTPUT_CAP bytes (readback.py)
         data = read_regular(outcome.scratch / name, OUTPUT_CAP)
@@ -49,6 +56,7 @@ def recheck_timed_call(job: Job, case: TimedCall, outcome: ChildOutcome, call: i
         return None if problem is None else f"timed call {call} ({shape_key(case.shape)}): {problem}"
     r64, rlp = references(job.task.reference, inputs, ref_device)
     atol, rtol = job.task.tolerance(case.dtype)
-    mismatch = compare_with_spread(outs, r64, rlp, atol, rtol, forward_references(job.task.reference, ref_device),
-                                   inputs, call)
+    mismatch = compare_with_spread(
+        outs, r64, rlp, atol, rtol, forward_references(job.task.reference, ref_device), inputs, call
+    )
     return None if mismatch is None else f"timed call {call} ({shape_key(case.shape)}): {mismatch.message}"

@@ -33,13 +33,16 @@ class ToleranceVerdicts:
 
     def line(self) -> str:
         word = {True: "pass", False: "fail"}
-        return (f"warpforge {word[self.warpforge]} ({self.warpforge_rule}); KernelBench atol=rtol=1e-4 "
-                f"{word[self.kernelbench]}; KernelBench v0/v0.1 atol=rtol=1e-2 {word[self.kernelbench_v0]} "
-                f"(max |err| {self.max_abs_err:.3g})")
+        return (
+            f"warpforge {word[self.warpforge]} ({self.warpforge_rule}); KernelBench atol=rtol=1e-4 "
+            f"{word[self.kernelbench]}; KernelBench v0/v0.1 atol=rtol=1e-2 {word[self.kernelbench_v0]} "
+            f"(max |err| {self.max_abs_err:.3g})"
+        )
 
 
-def tolerance_verdicts(out: torch.Tensor, ref64: torch.Tensor, ref: torch.Tensor,
-                       task: Task | None = None) -> ToleranceVerdicts:
+def tolerance_verdicts(
+    out: torch.Tensor, ref64: torch.Tensor, ref: torch.Tensor, task: Task | None = None
+) -> ToleranceVerdicts:
     """warpforge's verdict (compare.compare_outputs: per-dtype atol/rtol, atol scaled by the reference's RMS,
     against the float64 reference ``ref64`` plus the reference's own rounding in ``ref``'s dtype) and
     KernelBench's ``torch.allclose(out, ref)`` verdicts, on the same candidate output."""
@@ -52,5 +55,6 @@ def tolerance_verdicts(out: torch.Tensor, ref64: torch.Tensor, ref: torch.Tensor
         return ToleranceVerdicts(ours is None, f"atol={atol:g} x RMS(ref), rtol={rtol:g}", False, False, math.inf)
     err = float((o - r).abs().max()) if o.numel() else 0.0
     kb = {name: bool(torch.allclose(o, r, atol=a, rtol=t)) for name, (a, t) in KERNELBENCH_TOLERANCES.items()}
-    return ToleranceVerdicts(ours is None, f"atol={atol:g} x RMS(ref), rtol={rtol:g}", kb["kernelbench"],
-                             kb["kernelbench v0/v0.1"], err)
+    return ToleranceVerdicts(
+        ours is None, f"atol={atol:g} x RMS(ref), rtol={rtol:g}", kb["kernelbench"], kb["kernelbench v0/v0.1"], err
+    )

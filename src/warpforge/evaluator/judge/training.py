@@ -46,8 +46,9 @@ class TrainingJudge(Judge):
         super().__init__(job, plan, outcome, ref_device)
         self._grads: dict[int, tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]] = {}
         names = input_names(job.task)
-        self.labels = [f"grad of input {i} ({names[i]})" if i < len(names) else f"grad of input {i}"
-                       for i in job.task.grad_inputs]
+        self.labels = [
+            f"grad of input {i} ({names[i]})" if i < len(names) else f"grad of input {i}" for i in job.task.grad_inputs
+        ]
 
     def judge(self) -> EvalResult | None:
         found = super().judge()
@@ -56,8 +57,13 @@ class TrainingJudge(Judge):
 
     def grads(self, case: Case) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         if case.id not in self._grads:
-            self._grads[case.id] = grad_references(self.job.task.reference, case.inputs, self.job.task.grad_inputs,
-                                                   self.plan.grad_outs[case.id], self.ref_device)
+            self._grads[case.id] = grad_references(
+                self.job.task.reference,
+                case.inputs,
+                self.job.task.grad_inputs,
+                self.plan.grad_outs[case.id],
+                self.ref_device,
+            )
         return self._grads[case.id]
 
     def floors(self, case: Case) -> tuple[float, ...]:
@@ -70,63 +76,101 @@ class TrainingJudge(Judge):
     def matches(self, case: Case, outs: Sequence[torch.Tensor]) -> PartMismatch | None:
         k, g = self._layout(case)
         if len(outs) != 2 * k + g:
-            return PartMismatch("wrong_output_count", f"{len(outs)} outputs in all, the contract gives {2 * k + g} "
-                                f"({k} from launch, {k} from launch_forward, {g} gradients)", part="training call")
+            return PartMismatch(
+                "wrong_output_count",
+                f"{len(outs)} outputs in all, the contract gives {2 * k + g} "
+                f"({k} from launch, {k} from launch_forward, {g} gradients)",
+                part="training call",
+            )
         r64, rlp = self.refs(case)
         atol, rtol = self.job.task.tolerance(case.dtype)
-        for name, part in (("launch", outs[:k]), ("launch_forward", outs[k:2 * k])):
-            found = compare_with_spread(part, r64, rlp, atol, rtol,
-                                        forward_references(self.job.task.reference, self.ref_device), case.inputs,
-                                        case.seed)
+        for name, part in (("launch", outs[:k]), ("launch_forward", outs[k : 2 * k])):
+            found = compare_with_spread(
+                part,
+                r64,
+                rlp,
+                atol,
+                rtol,
+                forward_references(self.job.task.reference, self.ref_device),
+                case.inputs,
+                case.seed,
+            )
             if found is not None:
                 return PartMismatch(found.reason, f"{name}: {found.message}", part=name, inner=found)
         g64, glp = self.grads(case)
         atol, rtol = self.job.task.grad_tolerance(case.dtype)
         floors = self.floors(case)
         for j, label in enumerate(self.labels):
-            grad_of = gradient_of(self.job.task.reference, self.job.task.grad_inputs, self.plan.grad_outs[case.id], j,
-                                  self.ref_device)
-            found = compare_with_spread([outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol, grad_of, case.inputs,
-                                        case.seed, floors[j])
+            grad_of = gradient_of(
+                self.job.task.reference, self.job.task.grad_inputs, self.plan.grad_outs[case.id], j, self.ref_device
+            )
+            found = compare_with_spread(
+                [outs[2 * k + j]], [g64[j]], [glp[j]], atol, rtol, grad_of, case.inputs, case.seed, floors[j]
+            )
             if found is not None:
                 message = found.message.removeprefix("output 0: ").removeprefix("output 0 ")
                 return PartMismatch(found.reason, f"{label}: {message}", part=label, inner=found, grad=j)
         return None
 
-    def _explain(self, case: Case, outs: list[torch.Tensor], r64: tuple[torch.Tensor, ...],
-                 rlp: tuple[torch.Tensor, ...], mismatch: Any, previous: list[tuple[Case, list[torch.Tensor]]]
-                 ) -> EvalResult:
+    def _explain(
+        self,
+        case: Case,
+        outs: list[torch.Tensor],
+        r64: tuple[torch.Tensor, ...],
+        rlp: tuple[torch.Tensor, ...],
+        mismatch: Any,
+        previous: list[tuple[Case, list[torch.Tensor]]],
+    ) -> EvalResult:
         assert isinstance(mismatch, PartMismatch)
         k, _ = self._layout(case)
         if mismatch.inner is None:  # the count is wrong: nothing to refine
             return self.job.result(Verdict.INCORRECT, mismatch.reason, f"{case.label}: {mismatch.message}")
         if mismatch.grad is None:  # a forward output: judge.Judge's refinements, on that output alone
             start = 0 if mismatch.part == "launch" else k
-            part = outs[start:start + k]
-            result = super()._explain(case, part, r64, rlp, mismatch.inner,
-                                      [(c, o[start:start + k]) for c, o in previous])
+            part = outs[start : start + k]
+            result = super()._explain(
+                case, part, r64, rlp, mismatch.inner, [(c, o[start : start + k]) for c, o in previous]
+            )
             result.message = f"{mismatch.part}: {result.message}"
             return result
         for old, old_outs in previous:
-            if len(old_outs) == len(outs) and all(a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
-                                                  for a, b in zip(outs, old_outs)):
-                return self.job.result(Verdict.REJECTED, "replayed_output", f"{case.label}: the training call "
-                                       f"returned the outputs of an earlier call ({old.label}) for new inputs")
+            if len(old_outs) == len(outs) and all(
+                a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(outs, old_outs)
+            ):
+                return self.job.result(
+                    Verdict.REJECTED,
+                    "replayed_output",
+                    f"{case.label}: the training call "
+                    f"returned the outputs of an earlier call ({old.label}) for new inputs",
+                )
         g64, glp = self.grads(case)
         j = mismatch.grad
         found = refine(mismatch.inner, [outs[2 * k + j]], [g64[j]], [glp[j]], case.sentinel, None)
         detail = f"{mismatch.part}: {found.message.removeprefix('output 0: ')}"
         if case.adversarial:
-            return self.job.result(Verdict.INCORRECT, "fails_adversarial_input", f"right on random inputs, wrong on "
-                                   f"the task's '{case.adversarial}' inputs ({case.label}): {detail}")
+            return self.job.result(
+                Verdict.INCORRECT,
+                "fails_adversarial_input",
+                f"right on random inputs, wrong on the task's '{case.adversarial}' inputs ({case.label}): {detail}",
+            )
         if case.scale:
-            return self.job.result(Verdict.INCORRECT, "fails_benchmark_scale", f"right on the check shapes, wrong "
-                                   f"on {case.label}, a dimension at its benchmark size: {detail}")
+            return self.job.result(
+                Verdict.INCORRECT,
+                "fails_benchmark_scale",
+                f"right on the check shapes, wrong on {case.label}, a dimension at its benchmark size: {detail}",
+            )
         if case.hidden:
-            return self.job.result(Verdict.INCORRECT, "fails_hidden_shape", f"right on every published shape, "
-                                   f"wrong on {case.label}: is it hard-coded to the benchmark sizes? {detail}")
-        reason = found.reason if found.reason in ("output_unwritten", "non_finite_output", "shape_mismatch",
-                                                  "dtype_mismatch") else "wrong_gradient"
+            return self.job.result(
+                Verdict.INCORRECT,
+                "fails_hidden_shape",
+                f"right on every published shape, "
+                f"wrong on {case.label}: is it hard-coded to the benchmark sizes? {detail}",
+            )
+        reason = (
+            found.reason
+            if found.reason in ("output_unwritten", "non_finite_output", "shape_mismatch", "dtype_mismatch")
+            else "wrong_gradient"
+        )
         return self.job.result(Verdict.INCORRECT, reason, f"{detail} ({case.label})")
 
     def _launches(self) -> EvalResult | None:
@@ -142,21 +186,33 @@ class TrainingJudge(Judge):
                 return self.job.result(Verdict.REJECTED, "missing_artefact", f"no training facts for {case.label}")
             for name, got, want in zip(("launch", "launch_forward", "launch_backward"), parts, (k, k, g)):
                 if got != want:
-                    return self.job.result(Verdict.INCORRECT, "wrong_output_count", f"{name} returned {got} "
-                                           f"output(s), the contract {want} ({case.label}): launch_backward "
-                                           "returns one gradient per GRAD_INPUTS entry, in that order")
+                    return self.job.result(
+                        Verdict.INCORRECT,
+                        "wrong_output_count",
+                        f"{name} returned {got} "
+                        f"output(s), the contract {want} ({case.label}): launch_backward "
+                        "returns one gradient per GRAD_INPUTS entry, in that order",
+                    )
             kinds = info.get("saved_kinds") or []
             if any(kind != "Tensor" for kind in kinds):
-                return self.job.result(Verdict.REJECTED, "saved_not_tensor", f"launch_forward saved {kinds[:6]}; "
-                                       "saved is a tuple of plain torch.Tensors (statistics the backward reads)")
+                return self.job.result(
+                    Verdict.REJECTED,
+                    "saved_not_tensor",
+                    f"launch_forward saved {kinds[:6]}; "
+                    "saved is a tuple of plain torch.Tensors (statistics the backward reads)",
+                )
             saved = self.load(f"out_{case.id}.pt")
             assert saved is not None  # judge.Judge._launches checked every file
             after = saved.get("inputs_after", [])
             grad_out = self.plan.grad_outs[case.id]
-            if len(after) != len(case.inputs) + 1 or not (isinstance(after[-1], torch.Tensor)
-                                                          and torch.equal(after[-1], grad_out)):
-                return self.job.result(Verdict.REJECTED, "input_mutated", f"launch_backward modified grad_out "
-                                       f"({case.label}); the upstream gradient is read-only")
+            if len(after) != len(case.inputs) + 1 or not (
+                isinstance(after[-1], torch.Tensor) and torch.equal(after[-1], grad_out)
+            ):
+                return self.job.result(
+                    Verdict.REJECTED,
+                    "input_mutated",
+                    f"launch_backward modified grad_out ({case.label}); the upstream gradient is read-only",
+                )
         return None
 
     def bypassed(self, case: Case, outs: Sequence[torch.Tensor]) -> str | None:
@@ -165,7 +221,7 @@ class TrainingJudge(Judge):
             return None
         r64, rlp = self.refs(case)
         atol, rtol = self.job.task.tolerance(case.dtype)
-        for name, part in (("launch's output", outs[:k]), ("launch_forward's output", outs[k:2 * k])):
+        for name, part in (("launch's output", outs[:k]), ("launch_forward's output", outs[k : 2 * k])):
             if compare_outputs(part, r64, rlp, atol, rtol) is None:
                 return name
         g64, glp = self.grads(case)
@@ -177,8 +233,9 @@ class TrainingJudge(Judge):
         return None
 
 
-def judge_training(job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
-                   ) -> tuple[EvalResult | None, list[str]]:
+def judge_training(
+    job: Job, plan: CheckPlan, outcome: ChildOutcome, ref_device: str = "cpu"
+) -> tuple[EvalResult | None, list[str]]:
     """judge.judge_check for a training check (job.training_check)."""
     judge = TrainingJudge(job, plan, outcome, ref_device)
     return judge.judge(), judge.checked

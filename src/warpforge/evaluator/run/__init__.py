@@ -38,6 +38,8 @@ def make_pool(backend: str | type[Backend], config: PoolConfig) -> EvalPool:
         return RayPool(cls, config)
     workers = config.workers or (os.cpu_count() or 1)
     if cls.uses_gpu and workers > 1:
-        raise PoolError(f"{workers} in-process workers would time candidates on one GPU at once, which corrupts "
-                        "the times: drop --no-ray (one Ray worker per GPU) or use --workers 1")
+        raise PoolError(
+            f"{workers} in-process workers would time candidates on one GPU at once, which corrupts "
+            "the times: drop --no-ray (one Ray worker per GPU) or use --workers 1"
+        )
     return LocalPool(cls, config.backend_kwargs, workers, config.interpret_check)

@@ -97,21 +97,33 @@ def load_manifest(path: str | Path | None = None) -> list[Fixture]:
     """The fixtures of a manifest file (default: the source checkout's tests/evaluator/adversarial)."""
     manifest = Path(path) if path else MANIFEST
     if not manifest.is_file():
-        raise FileNotFoundError(f"adversarial manifest {manifest} not found: pass its path (it lives in a source "
-                                "checkout under tests/evaluator/adversarial/)")
+        raise FileNotFoundError(
+            f"adversarial manifest {manifest} not found: pass its path (it lives in a source "
+            "checkout under tests/evaluator/adversarial/)"
+        )
     fixtures = []
     for entry in json.loads(manifest.read_text())["fixtures"]:
         reasons = entry.get("expected_reason", "")
-        fixtures.append(Fixture(
-            name=entry["name"], attack=entry.get("attack", ""), defence=entry.get("defence", ""), task=entry["task"],
-            variant=entry["variant"], params=dict(entry.get("params", {})),
-            expected_verdict=entry["expected_verdict"],
-            expected_reasons=tuple(reasons) if isinstance(reasons, list) else (reasons,),
-            gpu_only=bool(entry.get("gpu_only", False)), backends=tuple(entry.get("backends", ())),
-            timeout_s=entry.get("timeout_s"), host_memory_gb=entry.get("host_memory_gb"),
-            poisons_device=bool(entry.get("poisons_device", False)), control=bool(entry.get("control", False)),
-            gpu_shapes=tuple(entry.get("gpu_shapes", ())), runtime_only=bool(entry.get("runtime_only", False)),
-        ))
+        fixtures.append(
+            Fixture(
+                name=entry["name"],
+                attack=entry.get("attack", ""),
+                defence=entry.get("defence", ""),
+                task=entry["task"],
+                variant=entry["variant"],
+                params=dict(entry.get("params", {})),
+                expected_verdict=entry["expected_verdict"],
+                expected_reasons=tuple(reasons) if isinstance(reasons, list) else (reasons,),
+                gpu_only=bool(entry.get("gpu_only", False)),
+                backends=tuple(entry.get("backends", ())),
+                timeout_s=entry.get("timeout_s"),
+                host_memory_gb=entry.get("host_memory_gb"),
+                poisons_device=bool(entry.get("poisons_device", False)),
+                control=bool(entry.get("control", False)),
+                gpu_shapes=tuple(entry.get("gpu_shapes", ())),
+                runtime_only=bool(entry.get("runtime_only", False)),
+            )
+        )
     Verdict(fixtures[0].expected_verdict) if fixtures else None  # a typo in a verdict fails loudly here
     return fixtures
 
@@ -152,19 +164,38 @@ def run_fixture(backend: Backend, fixture: Fixture, root: Path) -> FixtureOutcom
     except VariantError as exc:
         if exc.reason:  # refused by the grammar's source rules before a Variant exists (as `warpforge eval` is)
             found = EvalResult(verdict=Verdict.REJECTED, reason=exc.reason, message=str(exc))
-            return FixtureOutcome(fixture.name, fixture.expected, found.verdict.value, found.reason, found.message,
-                                  time.monotonic() - start, matches(fixture, found))
+            return FixtureOutcome(
+                fixture.name,
+                fixture.expected,
+                found.verdict.value,
+                found.reason,
+                found.message,
+                time.monotonic() - start,
+                matches(fixture, found),
+            )
         return FixtureOutcome(fixture.name, fixture.expected, "error", "fixture_unloadable", str(exc), 0.0, False)
     except (TaskError, OSError) as exc:  # a broken manifest entry is a failed fixture, not a crash
         return FixtureOutcome(fixture.name, fixture.expected, "error", "fixture_unloadable", str(exc), 0.0, False)
     result = backend.evaluate(job)
-    return FixtureOutcome(fixture.name, fixture.expected, result.verdict.value, result.reason, result.message,
-                          time.monotonic() - start, matches(fixture, result), unchecked=list(result.unchecked))
+    return FixtureOutcome(
+        fixture.name,
+        fixture.expected,
+        result.verdict.value,
+        result.reason,
+        result.message,
+        time.monotonic() - start,
+        matches(fixture, result),
+        unchecked=list(result.unchecked),
+    )
 
 
-def run_manifest(backend_name: str, manifest: str | Path | None = None, names: Iterable[str] | None = None,
-                 pool: ChildPool | None = None,
-                 on_outcome: Callable[[FixtureOutcome], None] | None = None) -> list[FixtureOutcome]:
+def run_manifest(
+    backend_name: str,
+    manifest: str | Path | None = None,
+    names: Iterable[str] | None = None,
+    pool: ChildPool | None = None,
+    on_outcome: Callable[[FixtureOutcome], None] | None = None,
+) -> list[FixtureOutcome]:
     """Evaluate every fixture that applies to ``backend_name``; one outcome per fixture, in manifest order.
 
     ``on_outcome`` sees each outcome as soon as it is known: on a GPU the whole manifest takes minutes,
@@ -187,8 +218,9 @@ def run_manifest(backend_name: str, manifest: str | Path | None = None, names: I
                 ok = outcome.control_ratio is not None and outcome.control_ratio <= CONTROL_SLOWDOWN
                 outcome.passed = outcome.passed and ok
                 if not ok:
-                    outcome.notes.append(f"the control after this fixture was not within {CONTROL_SLOWDOWN:.2f}x "
-                                         "of its time before")
+                    outcome.notes.append(
+                        f"the control after this fixture was not within {CONTROL_SLOWDOWN:.2f}x of its time before"
+                    )
             outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)

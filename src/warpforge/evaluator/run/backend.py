@@ -83,11 +83,14 @@ class Backend(ABC):
             self.pool.close()
 
 
-BACKENDS: Registry[type[Backend]] = Registry("backend", {
-    "interpret": "warpforge.evaluator.run.interpret:InterpretBackend",
-    "cuda": "warpforge.evaluator.run.cuda:CudaBackend",
-    "replay": "warpforge.evaluator.run.replay:ReplayBackend",
-})
+BACKENDS: Registry[type[Backend]] = Registry(
+    "backend",
+    {
+        "interpret": "warpforge.evaluator.run.interpret:InterpretBackend",
+        "cuda": "warpforge.evaluator.run.cuda:CudaBackend",
+        "replay": "warpforge.evaluator.run.replay:ReplayBackend",
+    },
+)
 register = BACKENDS.register  # class decorator: make a Backend subclass available as ``--backend NAME``
 
 
@@ -104,8 +107,9 @@ def resolve_backend_name(name: str, task_name: str | None = None) -> str:
     return "interpret"
 
 
-def get_backend(name: str = "auto", task_name: str | None = None, pool: ChildPool | None = None,
-                **kwargs: object) -> Backend:
+def get_backend(
+    name: str = "auto", task_name: str | None = None, pool: ChildPool | None = None, **kwargs: object
+) -> Backend:
     return BACKENDS[resolve_backend_name(name, task_name)](pool=pool, **kwargs)
 
 
@@ -143,13 +147,14 @@ def usable_backend(name: str, task_name: str, variants: Sequence[Variant] | None
         alt = "--backend replay (recorded GPU times) or " if recorded() else ""
         raise BackendUnavailable(
             f"--backend cuda needs a CUDA GPU and torch sees none here: use {alt}--backend interpret (correctness "
-            "in the Triton interpreter plus compile facts, no times), or run on a GPU machine")
+            "in the Triton interpreter plus compile facts, no times), or run on a GPU machine"
+        )
     if resolved == "replay" and not recorded():
         names = ", ".join(v.name for v in variants or [])
         which = f" (variant{'s' if len(variants or []) > 1 else ''} {names})" if names else ""
         raise BackendUnavailable(
             f"--backend replay has no recorded GPU times for {task_name!r}{which} under {recordings_root()}: use "
             "--backend interpret here, record on a GPU with benchmarks/record_spaces.py, or point "
-            "WARPFORGE_RECORDINGS at a folder of recordings")
+            "WARPFORGE_RECORDINGS at a folder of recordings"
+        )
     return resolved
-

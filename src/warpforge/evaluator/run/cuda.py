@@ -71,28 +71,38 @@ class CudaBackend(Backend):
             return failure
         budgets = phase_budgets(job, max(ref.values()) / 1e3 if ref else None)
         if not ref:
-            log.warning("%s: the reference could not be timed on this GPU: no speedups, and launches are bounded "
-                        "only by the %.0f s timeout", job.task.name, job.timeout_s)
+            log.warning(
+                "%s: the reference could not be timed on this GPU: no speedups, and launches are bounded "
+                "only by the %.0f s timeout",
+                job.task.name,
+                job.timeout_s,
+            )
         # Every dtype and seed on the small check shapes (plus hidden ones); the benchmark shapes are
         # checked by the bench stage, which rechecks timed outputs against a float64 reference. Shipping
         # every benchmark shape x dtype x seed through files would move GBs per evaluation (an 8192^3
         # fp16 matmul alone has 256 MB of inputs).
         check_shapes = list(job.task.check_shapes) or list(job.task.small_shapes) or shapes
-        failure, checked = check_stage(self.pool, job, "cuda", False, check_shapes, job.dtypes, budgets=budgets,
-                                       ref_device="cuda")
+        failure, checked = check_stage(
+            self.pool, job, "cuda", False, check_shapes, job.dtypes, budgets=budgets, ref_device="cuda"
+        )
         if failure is not None:
             failure.checked = checked
             return failure
-        failure, shape_results, device = bench_stage(self.pool, job, "cuda", False, job.shapes, job.dtypes[0],
-                                                     self.settings, ref, ref_device="cuda")
+        failure, shape_results, device = bench_stage(
+            self.pool, job, "cuda", False, job.shapes, job.dtypes[0], self.settings, ref, ref_device="cuda"
+        )
         if failure is not None:
             failure.checked = checked
             return failure
         result = measured_result(job, checked, shape_results, device, fingerprint(device))
         result.resources = resources
         if result.verdict is Verdict.OK:
-            result.unchecked.append(coverage(result) + "; benchmark shapes " + ", ".join(
-                shape_key(s) for s in job.shapes) + " checked by the timed runs against a float64 reference")
+            result.unchecked.append(
+                coverage(result)
+                + "; benchmark shapes "
+                + ", ".join(shape_key(s) for s in job.shapes)
+                + " checked by the timed runs against a float64 reference"
+            )
             result.unchecked += by_path_notes(job)
         if not ref:  # recorded with the result: its speedup is missing for this reason, not an oversight
             result.unchecked.append("reference: could not be timed on this GPU, so no speedup")
@@ -107,8 +117,18 @@ class CudaBackend(Backend):
         """
         if not torch.cuda.is_available():
             raise RuntimeError("remeasure needs a CUDA GPU")
-        failure, a, b = ab_stage(self.pool, job_a, job_b, "cuda", False, job_a.shapes, job_a.dtypes[0], rounds,
-                                 self.settings, ref_device="cuda")
+        failure, a, b = ab_stage(
+            self.pool,
+            job_a,
+            job_b,
+            "cuda",
+            False,
+            job_a.shapes,
+            job_a.dtypes[0],
+            rounds,
+            self.settings,
+            ref_device="cuda",
+        )
         if failure is not None:
             raise RuntimeError(f"A/B re-measurement failed: {failure.summary()}: {failure.message}")
         return a, b

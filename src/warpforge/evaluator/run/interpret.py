@@ -53,8 +53,7 @@ def coverage(result: EvalResult) -> str:
             kind = label.split("(adversarial inputs: ", 1)[1].split(")", 1)[0]
             if kind not in kinds:
                 kinds.append(kind)
-    return (f"coverage: shapes {'; '.join(shapes) or 'none'}; input kinds "
-            f"{', '.join(kinds)}")
+    return f"coverage: shapes {'; '.join(shapes) or 'none'}; input kinds {', '.join(kinds)}"
 
 
 def by_path_notes(job: Job) -> list[str]:
@@ -82,11 +81,15 @@ def too_big_for_interpreter(job: Job) -> EvalResult | None:
             continue
         if size > INTERPRET_MAX_BYTES:
             notes = " ".join(by_path_notes(job))
-            return job.result(Verdict.UNSUPPORTED, "shape_too_large_for_interpreter",
-                              f"{job.task.path.name}: its check shape {shape_key(shape)} moves {size / 1e9:.2g} GB, "
-                              "more than the Triton interpreter can judge on a CPU; " + (notes + "; " if notes else "")
-                              + "run with --backend cuda on a GPU, or give the problem smaller sizes as module "
-                              "globals read by get_inputs()")
+            return job.result(
+                Verdict.UNSUPPORTED,
+                "shape_too_large_for_interpreter",
+                f"{job.task.path.name}: its check shape {shape_key(shape)} moves {size / 1e9:.2g} GB, "
+                "more than the Triton interpreter can judge on a CPU; "
+                + (notes + "; " if notes else "")
+                + "run with --backend cuda on a GPU, or give the problem smaller sizes as module "
+                "globals read by get_inputs()",
+            )
     return None
 
 
@@ -133,15 +136,16 @@ def scale_shapes(task: Task) -> tuple[list[Shape], str]:
         if shape[d] > max(int(s[d]) for s in small) and shape not in out:
             out.append(shape)
     full = min(task.shapes, key=lambda s: math.prod(int(v) for v in s.values()))
-    fits = size(full) <= SCALE_BUDGET and all(
-        int(full[d]) <= SCALE_MAX_OTHER for d in dims[:-1])
+    fits = size(full) <= SCALE_BUDGET and all(int(full[d]) <= SCALE_MAX_OTHER for d in dims[:-1])
     if fits and full not in out:
         out.append(dict(full))
     covered = ", ".join(shape_key(s) for s in out) or "none"
     limits = f"; only {', '.join(capped)}: the interpreter runs ~10 ms per program" if capped else ""
-    note = (f"benchmark scale: checked {covered} (one dimension at a time at its benchmark size{limits}"
-            + ("; the smallest full benchmark shape too)" if fits else
-               f"; no full benchmark shape, the smallest is {shape_key(full)}: check it on a GPU)"))
+    note = f"benchmark scale: checked {covered} (one dimension at a time at its benchmark size{limits}" + (
+        "; the smallest full benchmark shape too)"
+        if fits
+        else f"; no full benchmark shape, the smallest is {shape_key(full)}: check it on a GPU)"
+    )
     return out, note
 
 
@@ -154,8 +158,11 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
         dtypes.remove(torch.bfloat16)
         unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")
     if not dtypes:
-        return job.result(Verdict.UNSUPPORTED, "interpreter_bf16_dot",
-                          "bf16 tl.dot cannot be checked in the Triton interpreter; use --backend cuda")
+        return job.result(
+            Verdict.UNSUPPORTED,
+            "interpreter_bf16_dot",
+            "bf16 tl.dot cannot be checked in the Triton interpreter; use --backend cuda",
+        )
     # Compile first: Triton's real front-end names compile errors that the interpreter would only meet as
     # Python exceptions, and a compile (0.5-1.5 s) is cheaper than the interpreter checks.
     failure, resources = compile_stage(pool, job)
@@ -164,11 +171,15 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
         return failure
     fp8 = fp8_dtypes(job.task)
     if fp8:  # compiled for the target, never run here: the interpreter's float8 is not the GPU's
-        return job.result(Verdict.UNSUPPORTED, "interpreter_fp8",
-                          f"correctness needs a GPU (fp8): the Triton interpreter does not compute {', '.join(fp8)} "
-                          f"as the GPU does; compiled for {job.target} only (check it with --backend cuda)",
-                          unchecked=unchecked, resources=resources,
-                          compile_s=sum(r.compile_s or 0.0 for r in resources))
+        return job.result(
+            Verdict.UNSUPPORTED,
+            "interpreter_fp8",
+            f"correctness needs a GPU (fp8): the Triton interpreter does not compute {', '.join(fp8)} "
+            f"as the GPU does; compiled for {job.target} only (check it with --backend cuda)",
+            unchecked=unchecked,
+            resources=resources,
+            compile_s=sum(r.compile_s or 0.0 for r in resources),
+        )
     shapes = job.task.check_shapes or job.task.small_shapes
     failure, checked = check_stage(pool, job, "cpu", True, shapes, dtypes)
     if failure is not None:
@@ -180,10 +191,15 @@ def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
         failure.checked, failure.unchecked, failure.resources = checked, unchecked, resources
         return failure
     unchecked += [note, NOT_EMULATED]
-    return job.result(Verdict.OK, checked=checked, unchecked=unchecked, resources=resources,
-                      device="cpu (triton interpreter)",
-                      compile_s=sum(r.compile_s or 0.0 for r in resources),
-                      fingerprint=fingerprint({"host": platform.machine(), "kind": "interpreter"}))
+    return job.result(
+        Verdict.OK,
+        checked=checked,
+        unchecked=unchecked,
+        resources=resources,
+        device="cpu (triton interpreter)",
+        compile_s=sum(r.compile_s or 0.0 for r in resources),
+        fingerprint=fingerprint({"host": platform.machine(), "kind": "interpreter"}),
+    )
 
 
 @register

@@ -77,14 +77,31 @@ class JobSpec:
     @classmethod
     def of(cls, job: Job, key: str) -> JobSpec:
         source = None if job.task.builtin else job.task.path.read_bytes().decode()
-        return cls(key, job.task.name if job.task.builtin else str(job.task.path), job.task.source_hash, source,
-                   job.variant, dict(job.params), job.seeds, job.target, job.timeout_s,
-                   tuple(dtype_name(d) for d in job.dtypes), tuple(dict(s) for s in job.shapes))
+        return cls(
+            key,
+            job.task.name if job.task.builtin else str(job.task.path),
+            job.task.source_hash,
+            source,
+            job.variant,
+            dict(job.params),
+            job.seeds,
+            job.target,
+            job.timeout_s,
+            tuple(dtype_name(d) for d in job.dtypes),
+            tuple(dict(s) for s in job.shapes),
+        )
 
     def job(self) -> Job:
-        return Job(_load_task(self), self.variant, dict(self.params), seeds=self.seeds, target=self.target,
-                   timeout_s=self.timeout_s, dtypes=[parse_dtype(d) for d in self.dtypes],
-                   shapes=[dict(s) for s in self.shapes])
+        return Job(
+            _load_task(self),
+            self.variant,
+            dict(self.params),
+            seeds=self.seeds,
+            target=self.target,
+            timeout_s=self.timeout_s,
+            dtypes=[parse_dtype(d) for d in self.dtypes],
+            shapes=[dict(s) for s in self.shapes],
+        )
 
 
 def _load_task(spec: JobSpec) -> Task:
@@ -113,8 +130,9 @@ class Completion:
 class Worker:
     """One evaluator: a Backend with its own ChildPool. Lives in a pool thread or inside a Ray actor."""
 
-    def __init__(self, backend_cls: type[Backend], backend_kwargs: dict[str, Any] | None = None,
-                 interpret_check: bool = False) -> None:
+    def __init__(
+        self, backend_cls: type[Backend], backend_kwargs: dict[str, Any] | None = None, interpret_check: bool = False
+    ) -> None:
         self.backend = backend_cls(**(backend_kwargs or {}))
         self.interpret_check = interpret_check
 
@@ -135,8 +153,9 @@ class Worker:
             result = interpret_checks(self.backend.pool, job)
         else:
             failure, resources = compile_stage(self.backend.pool, job)
-            result = failure or job.result(Verdict.OK, resources=resources,
-                                           compile_s=sum(r.compile_s or 0.0 for r in resources))
+            result = failure or job.result(
+                Verdict.OK, resources=resources, compile_s=sum(r.compile_s or 0.0 for r in resources)
+            )
             result.resources = resources
         result.backend, result.versions = self.backend.name, result.versions or software_versions()
         result.wall_s = time.monotonic() - start
@@ -156,9 +175,14 @@ class Worker:
 
 def worker_error(key: str, spec: JobSpec, exc: BaseException) -> Completion:
     """A worker-side exception is a bug in trusted code, not the candidate's fault: crashed, with the reason."""
-    result = EvalResult(verdict=Verdict.CRASHED, reason="worker_error", task=spec.variant.task,
-                        variant_hash=spec.variant.source_hash, params=dict(spec.params),
-                        message=f"the evaluation worker raised {type(exc).__name__}: {str(exc)[:400]}")
+    result = EvalResult(
+        verdict=Verdict.CRASHED,
+        reason="worker_error",
+        task=spec.variant.task,
+        variant_hash=spec.variant.source_hash,
+        params=dict(spec.params),
+        message=f"the evaluation worker raised {type(exc).__name__}: {str(exc)[:400]}",
+    )
     return Completion(key, result=result)
 
 
@@ -212,8 +236,13 @@ class PoolConfig:
 class LocalPool(EvalPool):
     """``workers`` daemon threads in this process, each with its own Backend (daemon: Ctrl-C exits at once)."""
 
-    def __init__(self, backend_cls: type[Backend], backend_kwargs: dict[str, Any] | None = None,
-                 workers: int = 1, interpret_check: bool = False) -> None:
+    def __init__(
+        self,
+        backend_cls: type[Backend],
+        backend_kwargs: dict[str, Any] | None = None,
+        workers: int = 1,
+        interpret_check: bool = False,
+    ) -> None:
         self.backend_name = backend_cls.name
         self.can_remeasure = backend_cls.can_remeasure
         # Two per worker: the next job is already queued when a worker finishes one.

@@ -85,19 +85,27 @@ class RayPool(EvalPool):
                 if config.address:
                     ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
                 else:  # every asked-for actor must fit: one logical CPU each, even beyond the physical cores
-                    ray.init(num_cpus=config.num_cpus or max(os.cpu_count() or 1, guess + compilers(guess)),
-                             include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+                    ray.init(
+                        num_cpus=config.num_cpus or max(os.cpu_count() or 1, guess + compilers(guess)),
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        logging_level=logging.WARNING,
+                    )
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"the Ray cluster at {config.address}" if config.address else "a local Ray instance"
-                raise PoolError(f"cannot start or join {where}: {exc}; check --ray-address, or run without Ray "
-                                "(--workers 1 or --no-ray)") from exc
+                raise PoolError(
+                    f"cannot start or join {where}: {exc}; check --ray-address, or run without Ray "
+                    "(--workers 1 or --no-ray)"
+                ) from exc
             self._started_ray = True
         available = ray.cluster_resources()
         workers = config.workers or int(available.get(unit, 0))
         compile_workers = compilers(workers)
         if workers < 1:
-            raise PoolError(f"Ray sees no {unit} resource ({available}); use --backend interpret or join a GPU "
-                            "cluster with --ray-address")
+            raise PoolError(
+                f"Ray sees no {unit} resource ({available}); use --backend interpret or join a GPU "
+                "cluster with --ray-address"
+            )
         placement: dict[str, Any] = ({"num_gpus": 1} if unit == "GPU" else {"resources": {unit: 1}}) if gpu else {}
         module = sys.modules.get(backend_cls.__module__)
         if module is not None and module.__name__ != "__main__" and not module.__name__.startswith("warpforge."):
@@ -109,8 +117,9 @@ class RayPool(EvalPool):
         self.can_remeasure = backend_cls.can_remeasure
         # One running and one queued per evaluation worker, plus one compiling per CPU actor.
         self.depth = 2 * workers + compile_workers
-        self.describe = (f"Ray, {workers} {'GPU ' if gpu else ''}worker{'s' if workers > 1 else ''}"
-                         + (f" + {compile_workers} CPU compile worker(s)" if compile_workers else ""))
+        self.describe = f"Ray, {workers} {'GPU ' if gpu else ''}worker{'s' if workers > 1 else ''}" + (
+            f" + {compile_workers} CPU compile worker(s)" if compile_workers else ""
+        )
         self._slots = [_Slot("eval", self._spawn("eval")) for _ in range(workers)]
         self._slots += [_Slot("compile", self._spawn("compile")) for _ in range(compile_workers)]
         self._early: list[Completion] = []  # finished during pump(), returned by the next poll()
@@ -120,9 +129,11 @@ class RayPool(EvalPool):
             ray.get([s.actor.info.remote() for s in self._slots], timeout=startup_timeout_s)
         except ray.exceptions.GetTimeoutError:
             self.close()
-            raise PoolError(f"could not place {workers} {unit} worker(s) and {compile_workers} compile worker(s) "
-                            f"within {startup_timeout_s:.0f} s; the cluster offers {available}: lower --workers "
-                            "or add nodes") from None
+            raise PoolError(
+                f"could not place {workers} {unit} worker(s) and {compile_workers} compile worker(s) "
+                f"within {startup_timeout_s:.0f} s; the cluster offers {available}: lower --workers "
+                "or add nodes"
+            ) from None
 
     def _spawn(self, role: str) -> Any:
         return self._actor_cls.options(**self._opts[role]).remote(*self._args)
@@ -190,10 +201,15 @@ class RayPool(EvalPool):
             item.attempts += 1
             if item.attempts >= self.max_attempts:
                 spec = item.specs[0]
-                result = EvalResult(verdict=Verdict.CRASHED, reason="worker_died", task=spec.variant.task,
-                                    variant_hash=spec.variant.source_hash, params=dict(spec.params),
-                                    message=f"the evaluation worker died {item.attempts} times running this job "
-                                            f"({type(exc).__name__}); it was given up")
+                result = EvalResult(
+                    verdict=Verdict.CRASHED,
+                    reason="worker_died",
+                    task=spec.variant.task,
+                    variant_hash=spec.variant.source_hash,
+                    params=dict(spec.params),
+                    message=f"the evaluation worker died {item.attempts} times running this job "
+                    f"({type(exc).__name__}); it was given up",
+                )
                 return [Completion(item.key, result=result, attempts=item.attempts)]
             (self._pre if slot.role == "compile" else self._ready).appendleft(item)
             return []

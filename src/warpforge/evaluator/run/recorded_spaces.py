@@ -38,8 +38,15 @@ _INVALID = "InvalidConfig"
 _FAILED_STATUS: dict[str, Status] = {COMPILE_FAILED: "compile", RUNTIME_FAILED: "runtime"}
 _T4_STATUS: dict[str, Status] = {"correct": "ok", "compile": "compile", "runtime": "runtime"}
 # T4 files state their unit in metadata.timeunit (the A100 file spells it "miliseconds").
-_T4_UNIT_TO_MS = {"miliseconds": 1.0, "milliseconds": 1.0, "ms": 1.0, "seconds": 1e3, "s": 1e3,
-                  "microseconds": 1e-3, "us": 1e-3}
+_T4_UNIT_TO_MS = {
+    "miliseconds": 1.0,
+    "milliseconds": 1.0,
+    "ms": 1.0,
+    "seconds": 1e3,
+    "s": 1e3,
+    "microseconds": 1e-3,
+    "us": 1e-3,
+}
 
 
 class CacheFormatError(UsageError):
@@ -169,8 +176,14 @@ def _from_kt(data: dict[str, Any], source: str) -> RecordedSpace:
         result = _kt_time(rec["time"], rec.get("times"), source, cache_key)
         if result is not None:
             records[values] = result
-    return RecordedSpace(str(data.get("device_name", "")), str(data.get("kernel_name", "")),
-                         data.get("problem_size"), params, records, source)
+    return RecordedSpace(
+        str(data.get("device_name", "")),
+        str(data.get("kernel_name", "")),
+        data.get("problem_size"),
+        params,
+        records,
+        source,
+    )
 
 
 def _parse_key(cache_key: str, params: dict[str, list[Any]], source: str) -> tuple[Any, ...]:
@@ -221,8 +234,7 @@ def _from_t4(data: dict[str, Any], source: str) -> RecordedSpace:
             if status == "ok":
                 value = next(m["value"] for m in res["measurements"] if m["name"] == "time")
                 runtimes = res.get("times", {}).get("runtimes", [])
-                rows.append((config, RecordedTime("ok", float(value) * scale,
-                                                  [float(t) * scale for t in runtimes])))
+                rows.append((config, RecordedTime("ok", float(value) * scale, [float(t) * scale for t in runtimes])))
             else:
                 rows.append((config, RecordedTime(status)))
         except (KeyError, TypeError, ValueError, StopIteration):
@@ -230,17 +242,28 @@ def _from_t4(data: dict[str, Any], source: str) -> RecordedSpace:
     # T4 files carry no candidate lists: the candidates are the values seen, in sorted (ordinal) order.
     params = {n: sorted({c[n] for c, _ in rows}, key=_sort_key) for n in names}
     records = {tuple(c[n] for n in names): r for c, r in rows}
-    return RecordedSpace(str(meta.get("device_name", "")), str(meta.get("kernel_name", "")),
-                         meta.get("problem_size"), params, records, source)
+    return RecordedSpace(
+        str(meta.get("device_name", "")),
+        str(meta.get("kernel_name", "")),
+        meta.get("problem_size"),
+        params,
+        records,
+        source,
+    )
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:
     return (0, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, str(v))
 
 
-def write_cache(path: str | Path, device_name: str, kernel_name: str, problem_size: Any,
-                tune_params: dict[str, list[Any]],
-                records: Sequence[tuple[Mapping[str, Any], RecordTime, Sequence[float]]]) -> Path:
+def write_cache(
+    path: str | Path,
+    device_name: str,
+    kernel_name: str,
+    problem_size: Any,
+    tune_params: dict[str, list[Any]],
+    records: Sequence[tuple[Mapping[str, Any], RecordTime, Sequence[float]]],
+) -> Path:
     """Write a Kernel Tuner cache file (gzip-compressed when ``path`` ends in ``.gz``).
 
     ``records`` holds ``(params, time_ms | "CompilationFailedConfig" | "RuntimeFailedConfig", times)``.
@@ -267,9 +290,15 @@ def write_cache(path: str | Path, device_name: str, kernel_name: str, problem_si
         entry = {k: params[k] for k in keys}
         entry.update(time=entry_time, times=[float(t) for t in times])
         cache[",".join(str(params[k]) for k in keys)] = entry
-    doc = {"device_name": device_name, "kernel_name": kernel_name, "problem_size": problem_size,
-           "tune_params_keys": keys, "tune_params": {k: list(v) for k, v in tune_params.items()},
-           "objective": "time", "cache": cache}
+    doc = {
+        "device_name": device_name,
+        "kernel_name": kernel_name,
+        "problem_size": problem_size,
+        "tune_params_keys": keys,
+        "tune_params": {k: list(v) for k, v in tune_params.items()},
+        "objective": "time",
+        "cache": cache,
+    }
     payload = json.dumps(doc).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(payload) if path.name.endswith(".gz") else payload)

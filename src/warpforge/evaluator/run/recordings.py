@@ -23,17 +23,21 @@ from warpforge.kernels.taskdef import shape_key
 
 PACKAGE_RECORDINGS = Path(warpforge.__file__).resolve().parent / "recordings"
 
+
 def recordings_root() -> Path:
     return Path(os.environ.get("WARPFORGE_RECORDINGS", PACKAGE_RECORDINGS))
+
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", text).strip("_")
 
-def recording_path(root: Path, gpu: str, task: str, variant: str, source_hash: str, dtype: str,
-                   shape: dict[str, int]) -> Path:
+
+def recording_path(
+    root: Path, gpu: str, task: str, variant: str, source_hash: str, dtype: str, shape: dict[str, int]
+) -> Path:
     return root / slug(gpu) / task / f"{variant}-{source_hash[:12]}" / f"{dtype}__{slug(shape_key(shape))}.json.gz"
+
 
 def has_recordings(task: str, root: Path | None = None) -> bool:
     root = root or recordings_root()
     return root.is_dir() and any(root.glob(f"*/{task}/*/*.json.gz"))
-

@@ -80,8 +80,9 @@ def phase_budgets(job: Job, reference_s: float | None) -> dict[str, float]:
 
 def warm_cache(pool: ChildPool, job: Job) -> Path:
     """The candidate's warm Triton cache on the trusted side (kernel_cache.py), under the pool's scratch root."""
-    return kernel_cache.warm_dir(pool.scratch_root, job.variant.source_hash, job.params, job.task.source_hash,
-                                 job.target)
+    return kernel_cache.warm_dir(
+        pool.scratch_root, job.variant.source_hash, job.params, job.task.source_hash, job.target
+    )
 
 
 def cached(pool: ChildPool, job: Job, prepare: Any, request: dict[str, Any]) -> tuple[Any, list[int]]:
@@ -132,9 +133,11 @@ def largest_checked(job: Job, shapes: Sequence[Shape]) -> str:
     if not missed:
         return f"shapes: correctness checked up to {shape_key(big)}, the largest benchmark shape included"
     bench = max(missed, key=size)
-    return (f"shapes: correctness checked up to {shape_key(big)} (product of dimensions {size(big)}); "
-            f"no full benchmark shape was run, e.g. {shape_key(bench)} (product {size(bench)}): check on a GPU "
-            "(--backend cuda checks the benchmark shapes)")
+    return (
+        f"shapes: correctness checked up to {shape_key(big)} (product of dimensions {size(big)}); "
+        f"no full benchmark shape was run, e.g. {shape_key(bench)} (product {size(bench)}): check on a GPU "
+        "(--backend cuda checks the benchmark shapes)"
+    )
 
 
 def static_stage(job: Job) -> EvalResult | None:
@@ -144,8 +147,11 @@ def static_stage(job: Job) -> EvalResult | None:
         return job.result(verdict, finding.reason, finding.message, device="static check (nothing ran)")
     unknown = sorted(set(job.params) - set(job.variant.space))
     if job.variant.space and unknown:
-        return job.result(Verdict.INVALID_CONFIG, "unknown_parameter",
-                          f"parameters {unknown} are not in the variant's SPACE {sorted(job.variant.space)}")
+        return job.result(
+            Verdict.INVALID_CONFIG,
+            "unknown_parameter",
+            f"parameters {unknown} are not in the variant's SPACE {sorted(job.variant.space)}",
+        )
     return None
 
 
@@ -211,83 +217,130 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
         job.walls[what] = outcome.walls.summary()
     if outcome.status == "walls_down":
         problem = outcome.walls.problem if outcome.walls is not None else "a wall did not install"
-        return job.result(Verdict.CRASHED, "wall_not_installed",
-                          f"evaluator error, not the candidate's: {problem} (the {what}); nothing it reported was "
-                          "judged. `warpforge doctor` shows which walls install on this machine")
+        return job.result(
+            Verdict.CRASHED,
+            "wall_not_installed",
+            f"evaluator error, not the candidate's: {problem} (the {what}); nothing it reported was "
+            "judged. `warpforge doctor` shows which walls install on this machine",
+        )
     if outcome.status == "timeout":
         if outcome.phase:
-            budget = (f"the '{outcome.phase}' phase's budget of {outcome.limit_s:.3g} s (set from the reference's "
-                      "measured time, or the job timeout for 'compile')")
+            budget = (
+                f"the '{outcome.phase}' phase's budget of {outcome.limit_s:.3g} s (set from the reference's "
+                "measured time, or the job timeout for 'compile')"
+            )
         else:
-            budget = (f"its budget of {outcome.limit_s or job.timeout_s:.3g} s (the job timeout of "
-                      f"{job.timeout_s:g} s x the machine's load factor {outcome.limit_s / job.timeout_s:.2g})"
-                      if outcome.limit_s else f"the job timeout of {job.timeout_s:g} s")
-        return job.result(Verdict.TIMEOUT, "timed_out",
-                          f"the {what} did not finish within {budget}; its sandbox was killed and a fresh worker "
-                          "took its place. Raise the budget with `warpforge eval --timeout S` (Job.timeout_s) if "
-                          "the variant is honest but slow here")
+            budget = (
+                f"its budget of {outcome.limit_s or job.timeout_s:.3g} s (the job timeout of "
+                f"{job.timeout_s:g} s x the machine's load factor {outcome.limit_s / job.timeout_s:.2g})"
+                if outcome.limit_s
+                else f"the job timeout of {job.timeout_s:g} s"
+            )
+        return job.result(
+            Verdict.TIMEOUT,
+            "timed_out",
+            f"the {what} did not finish within {budget}; its sandbox was killed and a fresh worker "
+            "took its place. Raise the budget with `warpforge eval --timeout S` (Job.timeout_s) if "
+            "the variant is honest but slow here",
+        )
     if outcome.status == "oom":
-        return job.result(Verdict.RUNTIME_ERROR, "out_of_memory",
-                          f"the {what} used {outcome.peak_rss / 2**30:.1f} GiB of host memory, over its "
-                          f"{job.rss_limit_bytes / 2**30:g} GiB limit, and was killed")
+        return job.result(
+            Verdict.RUNTIME_ERROR,
+            "out_of_memory",
+            f"the {what} used {outcome.peak_rss / 2**30:.1f} GiB of host memory, over its "
+            f"{job.rss_limit_bytes / 2**30:g} GiB limit, and was killed",
+        )
     if outcome.status == "flooded":
-        return job.result(Verdict.REJECTED, "output_flood",
-                          f"the {what} sent {outcome.flood} on the result pipe; reading stopped at the cap and its "
-                          "sandbox was killed (sandbox.MAX_MARKS, MAX_MARK_BYTES, MAX_REPORT_BYTES)")
+        return job.result(
+            Verdict.REJECTED,
+            "output_flood",
+            f"the {what} sent {outcome.flood} on the result pipe; reading stopped at the cap and its "
+            "sandbox was killed (sandbox.MAX_MARKS, MAX_MARK_BYTES, MAX_REPORT_BYTES)",
+        )
     if outcome.survivors:
-        return job.result(Verdict.REJECTED, "process_escaped",
-                          f"{outcome.survivors} process(es) of the candidate were still alive after its sandbox "
-                          "was killed; nothing it wrote was read")
+        return job.result(
+            Verdict.REJECTED,
+            "process_escaped",
+            f"{outcome.survivors} process(es) of the candidate were still alive after its sandbox "
+            "was killed; nothing it wrote was read",
+        )
     if outcome.status == "malformed":
-        return job.result(Verdict.REJECTED, "malformed_report",
-                          f"the {what}'s report does not fit the protocol ({outcome.malformed}): the harness writes "
-                          "typed reports, so something else in the candidate's process wrote it")
+        return job.result(
+            Verdict.REJECTED,
+            "malformed_report",
+            f"the {what}'s report does not fit the protocol ({outcome.malformed}): the harness writes "
+            "typed reports, so something else in the candidate's process wrote it",
+        )
     if outcome.status == "forged":
-        return job.result(Verdict.REJECTED, "forged_report",
-                          "the child's report did not carry this evaluation's nonce: something other than the "
-                          "harness wrote to the result pipe")
+        return job.result(
+            Verdict.REJECTED,
+            "forged_report",
+            "the child's report did not carry this evaluation's nonce: something other than the "
+            "harness wrote to the result pipe",
+        )
     if outcome.status == "crashed" or outcome.report is None:
         code = outcome.returncode
         tail = outcome.stderr_tail.strip().splitlines()[-1:] or [""]
         if code == 0:
-            return job.result(Verdict.CRASHED, "exited_without_report",
-                              f"the candidate ended the {what} process (exit code 0) before the harness reported; "
-                              "only the trusted side issues verdicts")
-        return job.result(Verdict.CRASHED, "process_died",
-                          f"the candidate process exited with code {code} before reporting: {tail[0][:300]}")
+            return job.result(
+                Verdict.CRASHED,
+                "exited_without_report",
+                f"the candidate ended the {what} process (exit code 0) before the harness reported; "
+                "only the trusted side issues verdicts",
+            )
+        return job.result(
+            Verdict.CRASHED,
+            "process_died",
+            f"the candidate process exited with code {code} before reporting: {tail[0][:300]}",
+        )
     err = outcome.report.get("error")
     if not err:
         return None
     summary = f"{err['type']}: {err['message'].splitlines()[0][:400] if err['message'] else ''}"
     kind = err["kind"]
     if kind == "sandbox":
-        return job.result(Verdict.REJECTED, "sandbox_violation",
-                          f"the candidate tried something the sandbox forbids ({summary}): writing outside its "
-                          "scratch directory, reading other processes, creating processes or reaching the network")
+        return job.result(
+            Verdict.REJECTED,
+            "sandbox_violation",
+            f"the candidate tried something the sandbox forbids ({summary}): writing outside its "
+            "scratch directory, reading other processes, creating processes or reaching the network",
+        )
     if kind == "import":
-        return job.result(Verdict.COMPILE_ERROR, "import_failed",
-                          f"the variant failed to import ({summary}); install the missing module or remove the import")
+        return job.result(
+            Verdict.COMPILE_ERROR,
+            "import_failed",
+            f"the variant failed to import ({summary}); install the missing module or remove the import",
+        )
     if kind == "compile":
         return job.result(Verdict.COMPILE_ERROR, "compile_failed", summary)
     if kind == "resources":
         return job.result(Verdict.INVALID_CONFIG, "out_of_resources", summary)
     if kind == "wall_not_installed":  # child/__main__.py: its filter did not install; no candidate code ran
-        return job.result(Verdict.CRASHED, "wall_not_installed", f"evaluator error, not the candidate's: "
-                          f"{err['message'][:600]}")
+        return job.result(
+            Verdict.CRASHED, "wall_not_installed", f"evaluator error, not the candidate's: {err['message'][:600]}"
+        )
     if kind == "evaluator_limit":  # child/__main__.py: the cap it was asked to set, not the candidate
-        return job.result(Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: "
-                          f"{err['message'][:600]}")
+        return job.result(
+            Verdict.CRASHED, "evaluator_limit", f"evaluator error, not the candidate's: {err['message'][:600]}"
+        )
     if kind == "argument":  # child/launcher.py: typed as the compiler types kernel arguments
         rule = err.get("rule") if err.get("rule") in ARGUMENT_RULES else "kernel_argument_type"
         return job.result(Verdict.REJECTED, rule, f"{err['message'][:600]}")
     if kind == "interpreter_layout":  # child/faithful.py, child/grid.py: fail closed
-        return job.result(Verdict.UNSUPPORTED, "interpreter_internals",
-                          f"the installed Triton's interpreter is not laid out as warpforge's faithful layer "
-                          f"expects ({err['message'][:400]}): no CPU verdict; check on a GPU (--backend cuda)")
+        return job.result(
+            Verdict.UNSUPPORTED,
+            "interpreter_internals",
+            f"the installed Triton's interpreter is not laid out as warpforge's faithful layer "
+            f"expects ({err['message'][:400]}): no CPU verdict; check on a GPU (--backend cuda)",
+        )
     if kind == "state_mismatch":  # child/model_new.py: ModelNew's parameters are not the reference's
         return job.result(Verdict.REJECTED, "state_mismatch", err["message"][:1000])
-    simple = {"oom": "out_of_memory", "exit": "exit_called", "illegal_memory_access": "illegal_memory_access",
-              "device_assert": "device_assert"}
+    simple = {
+        "oom": "out_of_memory",
+        "exit": "exit_called",
+        "illegal_memory_access": "illegal_memory_access",
+        "device_assert": "device_assert",
+    }
     if kind in simple:
         return job.result(Verdict.RUNTIME_ERROR, simple[kind], summary)
     if err["stage"] == "constraints":
@@ -338,8 +391,11 @@ def add_spec_cases(plan: CheckPlan, job: Job, dtypes: Sequence[torch.dtype], rng
             continue
         # keys that size nothing (a group count) stay as every benchmark shape has them: elsewhere the reference
         # is another function than the one the variant was specialized for (child/compile.py keeps them)
-        moved = [k for k in job.task.fixed_keys
-                 if k in shape and all(k in s and int(s[k]) != int(shape[k]) for s in job.task.shapes)]
+        moved = [
+            k
+            for k in job.task.fixed_keys
+            if k in shape and all(k in s and int(s[k]) != int(shape[k]) for s in job.task.shapes)
+        ]
         if moved:
             plan.notes.append(f"specializations: {shape_key(shape)} changes {', '.join(sorted(moved))}; not checked")
             continue
@@ -354,17 +410,22 @@ def add_spec_cases(plan: CheckPlan, job: Job, dtypes: Sequence[torch.dtype], rng
         # nothing can be compared, and the specialization stays unjudged (spec_stage says so)
         why = reference_error(job.task, inputs)
         if why is not None:
-            plan.notes.append(f"specializations: the reference does not run at {shape_key(shape)} ({why}); "
-                              "not checked")
+            plan.notes.append(f"specializations: the reference does not run at {shape_key(shape)} ({why}); not checked")
             continue
         sentinel = math.nan if len(plan.cases) % 2 == 0 else float(rng.randint(1000, 9000))
         plan.cases.append(Case(len(plan.cases), dict(shape), dtype, seed, sentinel, inputs, scale=True))
 
 
-def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
-                shapes: Sequence[Shape], dtypes: Sequence[torch.dtype],
-                budgets: dict[str, float] | None = None, ref_device: str = "cpu",
-                ) -> tuple[EvalResult | None, list[str]]:
+def check_stage(
+    pool: ChildPool,
+    job: Job,
+    device: str,
+    interpret: bool,
+    shapes: Sequence[Shape],
+    dtypes: Sequence[torch.dtype],
+    budgets: dict[str, float] | None = None,
+    ref_device: str = "cpu",
+) -> tuple[EvalResult | None, list[str]]:
     """Run the candidate on fresh inputs in a child; judge in this process. Returns (failure, checked)."""
     problem = lint_task(job.task)
     if problem is not None:
@@ -382,9 +443,13 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
 
     # Under the interpreter every other case runs its grids in a shuffled order (child/grid.py).
     request: CheckRequest = {
-        "mode": "check", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
-        "params": job.params, "device": device,
-        "constraint_shapes": job.shapes, "grid_seed": plan.grid_seed or 0,
+        "mode": "check",
+        "candidate": CANDIDATE_FILE,
+        "candidate_sha256": job.variant.source_hash,
+        "params": job.params,
+        "device": device,
+        "constraint_shapes": job.shapes,
+        "grid_seed": plan.grid_seed or 0,
         "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": c.id in plan.shuffled} for c in plan.cases],
     }
     if training:
@@ -399,14 +464,24 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
     seeded: list[int] = []
     if not interpret:  # a compiling child: the AOT stage's kernels are in its cache (what it adds is not kept)
         prepare, seeded = cached(pool, job, prepare, cast(dict[str, Any], request))
-    with pool.running(request, job.env(interpret, cuda), budget_s(job), prepare, budgets=budgets,
-                      rss_limit_bytes=job.rss_limit_bytes, feed=feed) as outcome:
+    with pool.running(
+        request,
+        job.env(interpret, cuda),
+        budget_s(job),
+        prepare,
+        budgets=budgets,
+        rss_limit_bytes=job.rss_limit_bytes,
+        feed=feed,
+    ) as outcome:
         if not interpret:
             job.kernel_cache.append(cache_use("check", outcome.scratch, seeded))
         if feed.refused and outcome.status == "done":
-            return job.result(Verdict.REJECTED, "input_request_refused",
-                              f"the child asked for inputs out of turn ({feed.refused[:3]}): each case's inputs "
-                              "are sent once, after the candidate is imported"), []
+            return job.result(
+                Verdict.REJECTED,
+                "input_request_refused",
+                f"the child asked for inputs out of turn ({feed.refused[:3]}): each case's inputs "
+                "are sent once, after the candidate is imported",
+            ), []
         failure = child_failure(job, outcome, "correctness check")
         if failure is not None:
             return failure, []
@@ -418,8 +493,11 @@ def check_stage(pool: ChildPool, job: Job, device: str, interpret: bool,
                 if isinstance(spec, dict) and {"hash", "args", "options"} <= set(spec):
                     job.interpreted_specs[spec_key(spec)] = spec
         if "invalid_config" in report:
-            return job.result(Verdict.INVALID_CONFIG, "constraints_false",
-                              f"constraints(params, shape) is False for shape {report['invalid_config']}"), []
+            return job.result(
+                Verdict.INVALID_CONFIG,
+                "constraints_false",
+                f"constraints(params, shape) is False for shape {report['invalid_config']}",
+            ), []
         failure, checked = (judge_training if training else judge_check)(job, plan, outcome, ref_device)
         if failure is not None:
             failure.unchecked = list(plan.notes)
@@ -433,25 +511,43 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
     cases += [{"shape": job.shapes[0], "dtype": dtype_name(d)} for d in job.dtypes[1:]]
     # The check shapes too, compiling only kernels not met yet: a variant that picks another kernel for
     # small sizes has that kernel through Triton's real front end as well (and its hash on the list).
-    cases += [{"shape": s, "dtype": dtype_name(first), "only_new": True}
-              for s in (job.task.check_shapes or job.task.small_shapes)]
-    request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
-                               "candidate_sha256": job.variant.source_hash, "params": job.params,
-                               "task_path": task_path(job), "target": job.target, "cases": cases,
-                               "training": training_check(job.task, job.variant),
-                               # the smallest shape of each benchmark specialization (child/compile.py)
-                               "spec_budget": SPEC_BUDGET, "spec_floor": _floor(job)}
+    cases += [
+        {"shape": s, "dtype": dtype_name(first), "only_new": True}
+        for s in (job.task.check_shapes or job.task.small_shapes)
+    ]
+    request: dict[str, Any] = {
+        "mode": "compile",
+        "candidate": CANDIDATE_FILE,
+        "candidate_sha256": job.variant.source_hash,
+        "params": job.params,
+        "task_path": task_path(job),
+        "target": job.target,
+        "cases": cases,
+        "training": training_check(job.task, job.variant),
+        # the smallest shape of each benchmark specialization (child/compile.py)
+        "spec_budget": SPEC_BUDGET,
+        "spec_floor": _floor(job),
+    }
     model_spec.attach(request, job.task, job.variant, [c["shape"] for c in cases])
     prepare, seeded = cached(pool, job, _write_candidate(job), request)
-    with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
-                      rss_limit_bytes=job.rss_limit_bytes) as outcome:
+    with pool.running(
+        request, job.env(interpret=False), budget_s(job), prepare, rss_limit_bytes=job.rss_limit_bytes
+    ) as outcome:
         harvest(pool, job, outcome, seeded, "compile")
         failure = child_failure(job, outcome, "ahead-of-time compile")
         report = outcome.report or {}
         resources = [
-            Resources(kernel=k["kernel"], target=job.target, registers=k["registers"], spill_bytes=k["spill_bytes"],
-                      shared_bytes=k["shared_bytes"], compile_s=k["compile_s"], shape=k.get("shape"),
-                      dtype=k.get("dtype"), num_warps=k.get("num_warps"))
+            Resources(
+                kernel=k["kernel"],
+                target=job.target,
+                registers=k["registers"],
+                spill_bytes=k["spill_bytes"],
+                shared_bytes=k["shared_bytes"],
+                compile_s=k["compile_s"],
+                shape=k.get("shape"),
+                dtype=k.get("dtype"),
+                num_warps=k.get("num_warps"),
+            )
             for k in report.get("kernels", [])
         ]
         job.compiled_kernels = sorted(set(report.get("compiled_hashes", [])))
@@ -460,15 +556,21 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
         if failure is not None:
             return failure, resources
         if not resources:
-            return job.result(Verdict.REJECTED, "no_triton_kernel",
-                              "launch ran no @triton.jit kernel: the variant must launch a Triton kernel"), resources
+            return job.result(
+                Verdict.REJECTED,
+                "no_triton_kernel",
+                "launch ran no @triton.jit kernel: the variant must launch a Triton kernel",
+            ), resources
         arch = int("".join(ch for ch in job.target if ch.isdigit()) or 90)
         limit = SHARED_LIMIT.get(arch)
         for r in resources:
             if limit is not None and r.shared_bytes is not None and r.shared_bytes > limit:
-                return job.result(Verdict.INVALID_CONFIG, "out_of_resources",
-                                  f"{r.kernel} needs {r.shared_bytes} bytes of shared memory; {job.target} "
-                                  f"allows {limit}", resources=resources), resources
+                return job.result(
+                    Verdict.INVALID_CONFIG,
+                    "out_of_resources",
+                    f"{r.kernel} needs {r.shared_bytes} bytes of shared memory; {job.target} allows {limit}",
+                    resources=resources,
+                ), resources
         return None, resources
 
 
@@ -489,70 +591,118 @@ def _floor(job: Job) -> dict[str, int]:
 MAX_LATE_SPECS = 64
 
 
-def spec_stage(pool: ChildPool, job: Job, dtypes: Sequence[torch.dtype] | None = None
-               ) -> tuple[EvalResult | None, list[Resources], str]:
+def spec_stage(
+    pool: ChildPool, job: Job, dtypes: Sequence[torch.dtype] | None = None
+) -> tuple[EvalResult | None, list[Resources], str]:
     """The kernel judged is the kernel that would run: every specialization the interpreter ran is compiled for
     the target too (those the AOT stage did not meet, in one more compile child); one the compiler rejects is a
     compile error, one that cannot be compiled from this source is refused. Returns the failure, the resources of
     the late compiles and a sentence for the ``ok``."""
     missing = {k: v for k, v in job.interpreted_specs.items() if k not in job.compiled_specs}
     if len(missing) > MAX_LATE_SPECS:
-        return job.result(Verdict.REJECTED, "too_many_specializations",
-                          f"the interpreter ran {len(missing)} kernel specializations the ahead-of-time compile had "
-                          f"not met (at most {MAX_LATE_SPECS} are compiled afterwards): constexprs that take a new "
-                          "value on every shape recompile on every call on a GPU too"), [], ""
+        return (
+            job.result(
+                Verdict.REJECTED,
+                "too_many_specializations",
+                f"the interpreter ran {len(missing)} kernel specializations the ahead-of-time compile had "
+                f"not met (at most {MAX_LATE_SPECS} are compiled afterwards): constexprs that take a new "
+                "value on every shape recompile on every call on a GPU too",
+            ),
+            [],
+            "",
+        )
     resources: list[Resources] = []
     started = time.monotonic()
     if missing:
         first = job.dtypes[0]
-        request: dict[str, Any] = {"mode": "compile", "candidate": CANDIDATE_FILE,
-                                   "candidate_sha256": job.variant.source_hash, "params": job.params,
-                                   "task_path": task_path(job), "target": job.target, "cases": [],
-                                   "specs": list(missing.values()), "training": False,
-                                   "dtype": dtype_name(first)}
+        request: dict[str, Any] = {
+            "mode": "compile",
+            "candidate": CANDIDATE_FILE,
+            "candidate_sha256": job.variant.source_hash,
+            "params": job.params,
+            "task_path": task_path(job),
+            "target": job.target,
+            "cases": [],
+            "specs": list(missing.values()),
+            "training": False,
+            "dtype": dtype_name(first),
+        }
         model_spec.attach(request, job.task, job.variant, [])
         prepare, seeded = cached(pool, job, _write_candidate(job), request)
-        with pool.running(request, job.env(interpret=False), budget_s(job), prepare,
-                          rss_limit_bytes=job.rss_limit_bytes) as outcome:
+        with pool.running(
+            request, job.env(interpret=False), budget_s(job), prepare, rss_limit_bytes=job.rss_limit_bytes
+        ) as outcome:
             harvest(pool, job, outcome, seeded, "compile")
             report = outcome.report or {}
             failure = child_failure(job, outcome, "ahead-of-time compile of the interpreted specializations")
             if failure is not None:
                 if failure.verdict is Verdict.COMPILE_ERROR:
                     failure.reason = "specialization_compile_failed"
-                    failure.message = (f"a specialization the interpreter ran does not compile for {job.target} "
-                                       f"({report.get('failed_spec', '?')[:300]}): {failure.message}")
+                    failure.message = (
+                        f"a specialization the interpreter ran does not compile for {job.target} "
+                        f"({report.get('failed_spec', '?')[:300]}): {failure.message}"
+                    )
                 return failure, resources, ""
             job.compiled_specs.update(report.get("compiled_specs") or {})
-            resources = [Resources(kernel=k["kernel"], target=job.target, registers=k["registers"],
-                                   spill_bytes=k["spill_bytes"], shared_bytes=k["shared_bytes"],
-                                   compile_s=k["compile_s"], num_warps=k.get("num_warps"))
-                         for k in report.get("kernels", [])]
+            resources = [
+                Resources(
+                    kernel=k["kernel"],
+                    target=job.target,
+                    registers=k["registers"],
+                    spill_bytes=k["spill_bytes"],
+                    shared_bytes=k["shared_bytes"],
+                    compile_s=k["compile_s"],
+                    num_warps=k.get("num_warps"),
+                )
+                for k in report.get("kernels", [])
+            ]
     never = sorted(k for k in job.interpreted_specs if k not in job.compiled_specs)
     if never:
         spec = job.interpreted_specs[never[0]]
-        return job.result(Verdict.REJECTED, "specialization_not_compiled",
-                          f"the interpreter ran {spec.get('kernel')} as {never[0][:300]}, which the ahead-of-time "
-                          f"compile for {job.target} could not build from this source (not a module-level "
-                          "@triton.jit function): the kernel judged must be a kernel that would run"), resources, ""
+        return (
+            job.result(
+                Verdict.REJECTED,
+                "specialization_not_compiled",
+                f"the interpreter ran {spec.get('kernel')} as {never[0][:300]}, which the ahead-of-time "
+                f"compile for {job.target} could not build from this source (not a module-level "
+                "@triton.jit function): the kernel judged must be a kernel that would run",
+            ),
+            resources,
+            "",
+        )
     shipped = sorted(k for k, kind in job.compiled_specs.items() if kind == "benchmark")
     found = {e.get("key"): e for e in job.spec_shapes}
     checked = {dtype_name(d) for d in (job.dtypes if dtypes is None else dtypes)}
     # a dtype the interpreter does not check at all (bf16 with tl.dot) is named in the ok already
-    unjudged = [k for k in shipped if k not in job.interpreted_specs
-                and str(found.get(k, {}).get("dtype", next(iter(checked), ""))) in checked]
+    unjudged = [
+        k
+        for k in shipped
+        if k not in job.interpreted_specs and str(found.get(k, {}).get("dtype", next(iter(checked), ""))) in checked
+    ]
     if unjudged:
         entry = found.get(unjudged[0], {})
-        where = (f"its smallest shape found is {shape_key(entry['smallest'])}, over the interpreter's budget of "
-                 f"{SPEC_BUDGET} elements" if entry.get("smallest") and not entry.get("shape") else
-                 "no smaller shape has it")
-        return job.result(Verdict.UNSUPPORTED, "specialization_not_interpreted",
-                          f"{len(unjudged)} of the {len(shipped)} kernel specializations compiled for the benchmark "
-                          f"shapes never ran in the interpreter (e.g. {unjudged[0][:240]}; {where}): a CPU ok would "
-                          "judge other code than the GPU runs; check it with --backend cuda"), resources, ""
-    note = (f"specializations: all {len(job.interpreted_specs)} interpreted were compiled for {job.target} "
-            f"({len(missing)} after the check, {time.monotonic() - started:.1f} s), and all {len(shipped)} benchmark "
-            "ones were interpreted")
+        where = (
+            f"its smallest shape found is {shape_key(entry['smallest'])}, over the interpreter's budget of "
+            f"{SPEC_BUDGET} elements"
+            if entry.get("smallest") and not entry.get("shape")
+            else "no smaller shape has it"
+        )
+        return (
+            job.result(
+                Verdict.UNSUPPORTED,
+                "specialization_not_interpreted",
+                f"{len(unjudged)} of the {len(shipped)} kernel specializations compiled for the benchmark "
+                f"shapes never ran in the interpreter (e.g. {unjudged[0][:240]}; {where}): a CPU ok would "
+                "judge other code than the GPU runs; check it with --backend cuda",
+            ),
+            resources,
+            "",
+        )
+    note = (
+        f"specializations: all {len(job.interpreted_specs)} interpreted were compiled for {job.target} "
+        f"({len(missing)} after the check, {time.monotonic() - started:.1f} s), and all {len(shipped)} benchmark "
+        "ones were interpreted"
+    )
     return None, resources, note
 
 
@@ -563,10 +713,16 @@ def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict
     refused = static_stage(job)
     if refused is not None:
         return refused, []
-    request = {"mode": "space", "candidate": CANDIDATE_FILE, "candidate_sha256": job.variant.source_hash,
-               "space": job.variant.space, "shapes": job.shapes}
-    with pool.running(request, job.env(interpret=True), budget_s(job), _write_candidate(job),
-                      rss_limit_bytes=job.rss_limit_bytes) as outcome:
+    request = {
+        "mode": "space",
+        "candidate": CANDIDATE_FILE,
+        "candidate_sha256": job.variant.source_hash,
+        "space": job.variant.space,
+        "shapes": job.shapes,
+    }
+    with pool.running(
+        request, job.env(interpret=True), budget_s(job), _write_candidate(job), rss_limit_bytes=job.rss_limit_bytes
+    ) as outcome:
         failure = child_failure(job, outcome, "constraint enumeration")
         if failure is not None:
             return failure, []
@@ -576,12 +732,16 @@ def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict
         names = list(job.variant.space)
         configs = []
         for row in report.get("feasible", []):
-            ours = [next((v for v in job.variant.space[n] if _same_value(v, got)), _MISSING)
-                    for n, got in zip(names, row)]
+            ours = [
+                next((v for v in job.variant.space[n] if _same_value(v, got)), _MISSING) for n, got in zip(names, row)
+            ]
             if any(v is _MISSING for v in ours):
-                return job.result(Verdict.REJECTED, "malformed_report",
-                                  f"the constraint enumeration reported {str(row)[:80]}, not a configuration of SPACE: "
-                                  "the harness reports SPACE's own values"), []
+                return job.result(
+                    Verdict.REJECTED,
+                    "malformed_report",
+                    f"the constraint enumeration reported {str(row)[:80]}, not a configuration of SPACE: "
+                    "the harness reports SPACE's own values",
+                ), []
             configs.append(dict(zip(names, ours)))
         return None, configs
 

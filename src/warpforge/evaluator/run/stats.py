@@ -45,8 +45,9 @@ def quantiles(samples: Sequence[float]) -> tuple[float, float, float]:
     return q[1], statistics.median(vals), q[7]
 
 
-def is_faster(candidate_samples: Sequence[float], incumbent_samples: Sequence[float], alpha: float = 0.05,
-              paired: bool = False) -> bool:
+def is_faster(
+    candidate_samples: Sequence[float], incumbent_samples: Sequence[float], alpha: float = 0.05, paired: bool = False
+) -> bool:
     """True when the candidate's times are lower than the incumbent's beyond noise, at level ``alpha``.
 
     Requires at least MIN_SAMPLES samples on each side and a lower median; ``paired`` needs equal lengths
@@ -69,8 +70,13 @@ def is_faster(candidate_samples: Sequence[float], incumbent_samples: Sequence[fl
     return bool(p < alpha)
 
 
-def speedup_ci(candidate_samples: Sequence[float], reference_samples: Sequence[float], confidence: float = 0.95,
-               resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+def speedup_ci(
+    candidate_samples: Sequence[float],
+    reference_samples: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """(median(reference) / median(candidate), lower, upper): a percentile bootstrap over both lists.
 
     Each resample draws both lists with replacement, independently; the interval is deterministic for a

@@ -78,8 +78,7 @@ class Isolation:
             return f"none ({self.problem or 'WARPFORGE_SANDBOX=off'})"
         uid = f"user {SANDBOX_UID}" if self.as_root else f"user {os.getuid()} (unprivileged caller)"
         gpu = f", GPU nodes {list(self.gpu_devices)}" if self.gpu_devices else ", no device nodes"
-        return (f"bwrap: {uid}, mount/pid/net/ipc namespaces, read-only system and environment, "
-                f"scratch-only writes{gpu}")
+        return f"bwrap: {uid}, mount/pid/net/ipc namespaces, read-only system and environment, scratch-only writes{gpu}"
 
 
 def policy() -> str:
@@ -99,8 +98,12 @@ def _gpu_devices() -> tuple[str, ...]:
 
 def _needed_roots() -> list[Path]:
     """Directories the child must read: the interpreter, the environment, warpforge's own source."""
-    paths = {Path(sys.base_prefix), Path(sys.prefix), Path(os.path.realpath(sys.executable)).parent.parent,
-             Path(warpforge.__file__).resolve().parents[1]}
+    paths = {
+        Path(sys.base_prefix),
+        Path(sys.prefix),
+        Path(os.path.realpath(sys.executable)).parent.parent,
+        Path(warpforge.__file__).resolve().parents[1],
+    }
     return sorted({p.resolve() for p in paths})
 
 
@@ -120,8 +123,23 @@ def _hidden_ancestor(path: Path) -> Path | None:
 
 def bwrap_args(scratch: Path, devices: Sequence[str], as_root: bool) -> list[str]:
     """The bubblewrap command line (before the child's own command) for one scratch directory."""
-    args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    args = [
+        "bwrap",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--new-session",
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
     if not as_root:
         args[1:1] = ["--unshare-user", "--disable-userns"]
     hidden: dict[Path, list[Path]] = {}
@@ -146,8 +164,15 @@ def bwrap_args(scratch: Path, devices: Sequence[str], as_root: bool) -> list[str
         args += ["--ro-bind", str(root), str(root)]
     args += ["--bind", str(scratch), INSIDE_SCRATCH, "--chdir", INSIDE_SCRATCH, "--"]
     if as_root:
-        args += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
-                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+        args += [
+            "setpriv",
+            f"--reuid={SANDBOX_UID}",
+            f"--regid={SANDBOX_GID}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+        ]
     return args
 
 
@@ -172,8 +197,10 @@ def probe() -> Isolation:
     chosen = policy()
     iso = _detect(chosen)
     if not iso.active:
-        message = (f"candidate code runs WITHOUT OS isolation: {iso.problem}. It can write wherever this user "
-                   f"can (site-packages included) and see this process; set {SANDBOX_ENV}=require to refuse")
+        message = (
+            f"candidate code runs WITHOUT OS isolation: {iso.problem}. It can write wherever this user "
+            f"can (site-packages included) and see this process; set {SANDBOX_ENV}=require to refuse"
+        )
         if chosen == "require":
             raise SandboxUnavailable(message.replace("; set", ". Unset") + f" (policy {SANDBOX_ENV}=require)")
         if chosen != "off":
@@ -225,8 +252,12 @@ def probe_seccomp() -> dict[str, str]:
     found = {}
     for profile in seccomp.PROFILES:
         try:
-            done = subprocess.run([sys.executable, "-I", "-c", _SECCOMP_PROBE, seccomp.__file__, profile],
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", _SECCOMP_PROBE, seccomp.__file__, profile],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             found[profile] = f"the probe did not run ({exc})"
             continue
@@ -236,8 +267,10 @@ def probe_seccomp() -> dict[str, str]:
 
 
 UNSAFE_FLAG = "--unsafe-run-unsandboxed"
-HOW_TO_INSTALL = ("install bubblewrap (as root: apt-get install -y bubblewrap, which `make run` does where it can; "
-                  "elsewhere ask an administrator, see `warpforge doctor`)")
+HOW_TO_INSTALL = (
+    "install bubblewrap (as root: apt-get install -y bubblewrap, which `make run` does where it can; "
+    "elsewhere ask an administrator, see `warpforge doctor`)"
+)
 
 
 def require_for_untrusted(what: str, unsafe: bool) -> None:
@@ -257,8 +290,10 @@ def require_for_untrusted(what: str, unsafe: bool) -> None:
         raise SandboxUnavailable(f"{what} never run unisolated: {SANDBOX_ENV}=off needs {UNSAFE_FLAG} as well")
     iso = _detect("require")
     if not iso.active:
-        raise SandboxUnavailable(f"{what} run only in the bubblewrap sandbox, unavailable here ({iso.problem}): "
-                                 f"{HOW_TO_INSTALL}, or pass {UNSAFE_FLAG} to run them without OS isolation")
+        raise SandboxUnavailable(
+            f"{what} run only in the bubblewrap sandbox, unavailable here ({iso.problem}): "
+            f"{HOW_TO_INSTALL}, or pass {UNSAFE_FLAG} to run them without OS isolation"
+        )
     os.environ[SANDBOX_ENV] = "require"
     probe.cache_clear()
 

@@ -49,11 +49,15 @@ def training_check(task: Task, variant: Variant) -> bool:
 def training_note(task: Task, variant: Variant) -> str | None:
     """What a result says about the backward when it was not checked (None when it was, or nothing to say)."""
     if task.has_backward and not variant.has_backward:
-        return (f"backward: not checked: the task defines gradients of inputs {list(task.grad_inputs)} but the "
-                "variant has no launch_forward/launch_backward, so it was judged (and timed) forward-only")
+        return (
+            f"backward: not checked: the task defines gradients of inputs {list(task.grad_inputs)} but the "
+            "variant has no launch_forward/launch_backward, so it was judged (and timed) forward-only"
+        )
     if variant.has_backward and not task.has_backward:
-        return ("backward: ignored: the variant defines launch_forward/launch_backward but the task has no "
-                "GRAD_INPUTS (no gradient reference), so only launch was judged")
+        return (
+            "backward: ignored: the variant defines launch_forward/launch_backward but the task has no "
+            "GRAD_INPUTS (no gradient reference), so only launch was judged"
+        )
     return None
 
 
@@ -94,8 +98,15 @@ class Job:
         self.shapes = self.shapes or list(self.task.shapes)
 
     def result(self, verdict: Verdict, reason: str = "", message: str = "", **kw: Any) -> EvalResult:
-        return EvalResult(verdict=verdict, reason=reason, message=message, task=self.task.name,
-                          variant_hash=self.variant.source_hash, params=dict(self.params), **kw)
+        return EvalResult(
+            verdict=verdict,
+            reason=reason,
+            message=message,
+            task=self.task.name,
+            variant_hash=self.variant.source_hash,
+            params=dict(self.params),
+            **kw,
+        )
 
     @property
     def host_memory_bytes(self) -> int:

@@ -32,8 +32,10 @@ def case_init(task: Task, shape: Shape) -> list[Any]:
     try:
         return json.loads(json.dumps(values))
     except (TypeError, ValueError) as exc:
-        raise TaskError(f"{task.name}: get_init_inputs() returns {values!r}, not plain values (ints, floats, "
-                        f"tuples): a ModelNew answer cannot be built from them in the sandbox ({exc})") from None
+        raise TaskError(
+            f"{task.name}: get_init_inputs() returns {values!r}, not plain values (ints, floats, "
+            f"tuples): a ModelNew answer cannot be built from them in the sandbox ({exc})"
+        ) from None
 
 
 def attach(request: Any, task: Task, variant: Variant, shapes: list[Shape]) -> None:

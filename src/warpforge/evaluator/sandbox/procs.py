@@ -131,7 +131,7 @@ def write_all(fd: int, data: bytes, deadline: float) -> bool:
         if not ready:
             continue
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         except BlockingIOError:
             continue
         except (BrokenPipeError, OSError):

@@ -203,8 +203,14 @@ class ABReport(_Report, total=False):
     which: int
 
 
-REPORTS: dict[str, Any] = {"check": CheckReport, "compile": CompileReport, "space": SpaceReport,
-                           "reference": BenchReport, "bench": BenchReport, "ab": ABReport}
+REPORTS: dict[str, Any] = {
+    "check": CheckReport,
+    "compile": CompileReport,
+    "space": SpaceReport,
+    "reference": BenchReport,
+    "bench": BenchReport,
+    "ab": ABReport,
+}
 
 
 @lru_cache(maxsize=None)
@@ -267,7 +273,8 @@ def check_report(request: dict[str, Any], report: dict[str, Any]) -> str:
     if mode == "ab":
         samples = report.get("samples", [])
         rounds, n = int(request.get("rounds", 0)), len(request.get("cases", []))
-        if len(samples) != 2 or any(len(per) != n or any(len(r) != rounds or not _times(r) for r in per)
-                                    for per in samples):
+        if len(samples) != 2 or any(
+            len(per) != n or any(len(r) != rounds or not _times(r) for r in per) for per in samples
+        ):
             return f"samples: not 2 candidates x {n} cases x {rounds} rounds of positive finite ms"
     return ""

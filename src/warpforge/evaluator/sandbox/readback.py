@@ -128,7 +128,8 @@ def load_saved(data: bytes) -> dict[str, Any] | None:
     if not all(type(o) is torch.Tensor for o in obj["out"]):
         return None
     after = obj.get("inputs_after", [])
-    if not isinstance(after, list) or not all(type(x) is torch.Tensor or type(x) in (int, float, bool, type(None))
-                                              for x in after):
+    if not isinstance(after, list) or not all(
+        type(x) is torch.Tensor or type(x) in (int, float, bool, type(None)) for x in after
+    ):
         return None
     return obj

@@ -57,8 +57,10 @@ from warpforge.evaluator.sandbox.readback import tail_text
 # The environment variable through which the child learns how much address space it may add after its imports.
 AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
 # Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
-HARNESS_FILES = re.compile(r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|triton-cache|"
-                           r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)")
+HARNESS_FILES = re.compile(
+    r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|triton-cache|"
+    r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)"
+)
 # How the child is started: from the same warpforge tree as this process (an editable install may point
 # elsewhere), in isolated mode (-I: neither the working directory nor PYTHONPATH can plant modules).
 _BOOT = "import sys; sys.path.insert(0, {root!r}); from warpforge.evaluator.sandbox.child.__main__ import main; main()"
@@ -73,7 +75,6 @@ MAX_MARK_BYTES = 64 << 10
 MAX_REPORT_BYTES = 16 << 20
 # The stderr tail quoted in verdicts (read from the file's end: a 3 GiB stderr costs this much, not 3 GiB).
 TAIL_BYTES = 2000
-
 
 
 def cpu_backstop_s(timeout_s: float) -> int:
@@ -190,16 +191,28 @@ class _Child:
     started: float = field(default_factory=time.monotonic)
 
 
-def child_env(interpret: bool, extra: dict[str, str] | None = None,
-              as_limit_bytes: int | None = None) -> dict[str, str]:
+def child_env(
+    interpret: bool, extra: dict[str, str] | None = None, as_limit_bytes: int | None = None
+) -> dict[str, str]:
     """The child's environment: only what it needs; no API keys or database URLs leak into it.
 
     ``as_limit_bytes`` is the address space the child may add once torch and Triton are imported
     (RLIMIT_AS): a runaway host allocation fails with MemoryError inside the child instead of waking the
     OOM killer. Never set it for a CUDA child: the driver reserves far more address space than it uses.
     """
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TMPDIR",
-            "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "CUDA_VISIBLE_DEVICES",
+        "TRITON_CACHE_DIR",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+        "OMP_NUM_THREADS",
+    )
     env = {k: v for k, v in os.environ.items() if k in keep}
     env["PYTHONUNBUFFERED"] = "1"
     # The Triton interpreter must be chosen before Triton is imported (docs/design.md §8).
@@ -246,8 +259,17 @@ class ChildPool:
         if iso.active:
             command = isolation.wrap(command, scratch, iso)
             command[1:1] = ["--info-fd", str(info_w)]
-        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, cwd=scratch, env=env,
-                                pass_fds=tuple(fds), start_new_session=True, preexec_fn=die_with_parent())
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=scratch,
+            env=env,
+            pass_fds=tuple(fds),
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
         os.close(result_w)
         stdout.close()
         stderr.close()
@@ -267,9 +289,16 @@ class ChildPool:
             self._spares[key] = self._spawn(env)  # warm the next one while this one works
         return child
 
-    def run(self, request: Mapping[str, Any], env: dict[str, str], timeout_s: float,
-            prepare: Any = None, budgets: dict[str, float] | None = None,
-            rss_limit_bytes: int | None = None, feed: Feed | None = None) -> ChildOutcome:
+    def run(
+        self,
+        request: Mapping[str, Any],
+        env: dict[str, str],
+        timeout_s: float,
+        prepare: Any = None,
+        budgets: dict[str, float] | None = None,
+        rss_limit_bytes: int | None = None,
+        feed: Feed | None = None,
+    ) -> ChildOutcome:
         """Run one request in a fresh child; ``prepare(scratch)`` writes files the child will read.
 
         ``budgets`` maps a mark name to a phase deadline in seconds: when the child sends that mark, it
@@ -331,8 +360,11 @@ class ChildPool:
                 msg = _parse(line)
                 if isinstance(msg, dict) and isinstance(msg.get("mark"), str):
                     if len(line) > MAX_MARK_BYTES or len(marks) >= MAX_MARKS:
-                        flood = (f"a mark of {len(line)} bytes (cap {MAX_MARK_BYTES})" if len(line) > MAX_MARK_BYTES
-                                 else f"more than {MAX_MARKS} progress marks")
+                        flood = (
+                            f"a mark of {len(line)} bytes (cap {MAX_MARK_BYTES})"
+                            if len(line) > MAX_MARK_BYTES
+                            else f"more than {MAX_MARKS} progress marks"
+                        )
                         break
                     at = time.monotonic()
                     marks.append(Mark(msg["mark"], at - start, msg))
@@ -375,9 +407,19 @@ class ChildPool:
             status, report = "walls_down", None
         wall = time.monotonic() - start
         stderr_tail = tail_text(child.scratch / "stderr.txt", TAIL_BYTES)
-        outcome = ChildOutcome(status, report, child.proc.returncode, stderr_tail, wall, child.scratch, marks,
-                               peak_rss=peak_rss, isolation=self.isolation.summary(), survivors=survivors,
-                               flood=flood)
+        outcome = ChildOutcome(
+            status,
+            report,
+            child.proc.returncode,
+            stderr_tail,
+            wall,
+            child.scratch,
+            marks,
+            peak_rss=peak_rss,
+            isolation=self.isolation.summary(),
+            survivors=survivors,
+            flood=flood,
+        )
         if status == "timeout":
             outcome.phase, outcome.limit_s = status_phase, limit
         outcome.malformed = malformed
@@ -394,8 +436,10 @@ class ChildPool:
         problem = ""
         harness_only = ((report or {}).get("error") or {}).get("kind") == "evaluator_limit"  # before any install
         if report is not None and ran != expected and not harness_only:
-            problem = (f"the child reports seccomp {ran or 'absent'!r} where the {expected!r} filter must be installed "
-                       "before any candidate code")
+            problem = (
+                f"the child reports seccomp {ran or 'absent'!r} where the {expected!r} filter must be installed "
+                "before any candidate code"
+            )
         return Walls(self.isolation.summary(), ran or "unknown (no report)", problem)
 
     def _end(self, child: _Child, grace_s: float) -> int:
@@ -425,9 +469,16 @@ class ChildPool:
             shutil.rmtree(outcome.scratch, ignore_errors=True)
 
     @contextmanager
-    def running(self, request: Mapping[str, Any], env: dict[str, str], timeout_s: float,
-                prepare: Any = None, budgets: dict[str, float] | None = None,
-                rss_limit_bytes: int | None = None, feed: Feed | None = None) -> Iterator[ChildOutcome]:
+    def running(
+        self,
+        request: Mapping[str, Any],
+        env: dict[str, str],
+        timeout_s: float,
+        prepare: Any = None,
+        budgets: dict[str, float] | None = None,
+        rss_limit_bytes: int | None = None,
+        feed: Feed | None = None,
+    ) -> Iterator[ChildOutcome]:
         """:meth:`run` one request; the with-block judges its outcome and the files the child left in its scratch
         directory, which is released when the block ends, however it ends (a return, a failure, an error).
 
@@ -436,8 +487,9 @@ class ChildPool:
             >>> with pool.running(request, job.env(interpret=True), 60.0, _write_candidate(job)) as outcome:
             ...     failure = child_failure(job, outcome, "constraint enumeration")     # doctest: +SKIP
         """
-        outcome = self.run(request, env, timeout_s, prepare, budgets=budgets, rss_limit_bytes=rss_limit_bytes,
-                           feed=feed)
+        outcome = self.run(
+            request, env, timeout_s, prepare, budgets=budgets, rss_limit_bytes=rss_limit_bytes, feed=feed
+        )
         try:
             yield outcome
         finally:
@@ -487,7 +539,6 @@ def _no_surrogates(value: Any) -> Any:
     return value
 
 
-
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -497,4 +548,3 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
-

@@ -103,8 +103,13 @@ class ConfigTable:
         tables = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
         return cls(op, tables, primary)
 
-    def select(self, shape: Mapping[str, int], dtype: str, gpu: str | None,
-               constraints: Callable[[dict[str, Any], dict[str, int]], bool] | None = None) -> dict[str, Any] | None:
+    def select(
+        self,
+        shape: Mapping[str, int],
+        dtype: str,
+        gpu: str | None,
+        constraints: Callable[[dict[str, Any], dict[str, int]], bool] | None = None,
+    ) -> dict[str, Any] | None:
         key = (tuple(sorted(shape.items())), dtype, gpu)
         if key not in self._cache:
             self._cache[key] = self._select(dict(shape), dtype, gpu, constraints)
@@ -117,8 +122,13 @@ class ConfigTable:
         order = sorted(same, key=lambda e: (_distance(shape, e["shape"]), json.dumps(e["shape"], sort_keys=True)))
         return [e["params"] for e in order]
 
-    def _select(self, shape: dict[str, int], dtype: str, gpu: str | None,
-                constraints: Callable[[dict[str, Any], dict[str, int]], bool] | None) -> dict[str, Any] | None:
+    def _select(
+        self,
+        shape: dict[str, int],
+        dtype: str,
+        gpu: str | None,
+        constraints: Callable[[dict[str, Any], dict[str, int]], bool] | None,
+    ) -> dict[str, Any] | None:
         def fits(params: Mapping[str, Any]) -> bool:
             return constraints is None or bool(constraints(dict(params), dict(shape)))
 
@@ -126,9 +136,12 @@ class ConfigTable:
         if table is None:
             # An untimed export has no GPU table at all; its import already warned that it was never timed.
             if self.primary.get("timing_source") != "untimed":
-                warn_once(f"{self.op}:{gpu}", f"{self.op}: no tuned configurations for {gpu} (tuned for: "
-                          f"{', '.join(t['gpu'] for t in self.tables.values())}); using the general configuration "
-                          f"chosen on {self.primary['gpu']}")
+                warn_once(
+                    f"{self.op}:{gpu}",
+                    f"{self.op}: no tuned configurations for {gpu} (tuned for: "
+                    f"{', '.join(t['gpu'] for t in self.tables.values())}); using the general configuration "
+                    f"chosen on {self.primary['gpu']}",
+                )
             table = self.primary
             candidates = [table["general"]] + self._nearest(table, shape, dtype)
         else:
@@ -136,8 +149,10 @@ class ConfigTable:
         for params in candidates:
             if fits(params):
                 return dict(params)
-        warn_once(f"{self.op}:nofit:{sorted(shape.items())}", f"{self.op}: no verified configuration fits shape "
-                  f"{shape}; running the PyTorch reference for it")
+        warn_once(
+            f"{self.op}:nofit:{sorted(shape.items())}",
+            f"{self.op}: no verified configuration fits shape {shape}; running the PyTorch reference for it",
+        )
         return None
 
 

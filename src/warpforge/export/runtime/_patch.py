@@ -70,15 +70,19 @@ def patch(model: torch.nn.Module, *, regions: Iterable[str] | None = None) -> li
         wanted = set(regions)
         unknown = sorted(wanted - {s.region for s in chosen})
         if unknown:
-            raise ValueError(f"no verified region named {', '.join(unknown)}; the regions are: "
-                             f"{', '.join(sorted({s.region for s in chosen}))}")
+            raise ValueError(
+                f"no verified region named {', '.join(unknown)}; the regions are: "
+                f"{', '.join(sorted({s.region for s in chosen}))}"
+            )
         chosen = [s for s in chosen if s.region in wanted]
     chosen = _for_model(model, chosen)
     names = dict(model.named_modules())
     missing = sorted({s.module for s in chosen if s.module not in names})
     if missing:
-        raise ValueError(f"the model has no module {', '.join(missing[:3])}: patch() applies to a model built from "
-                         "the code these kernels were verified on")
+        raise ValueError(
+            f"the model has no module {', '.join(missing[:3])}: patch() applies to a model built from "
+            "the code these kernels were verified on"
+        )
     package = importlib.import_module(__name__.rpartition(".")[0])
     model.__dict__[_STATE] = _patching.apply_patches(model, chosen, package)
     return sorted({s.region for s in chosen})

@@ -31,15 +31,17 @@ def _as_tuple(value: Any) -> tuple[torch.Tensor, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def assert_matches_reference(out: Any, reference: Callable[..., Any], inputs: Sequence[Any],
-                             atol: float, rtol: float) -> None:
+def assert_matches_reference(
+    out: Any, reference: Callable[..., Any], inputs: Sequence[Any], atol: float, rtol: float
+) -> None:
     outs = _as_tuple(out)
     ref64 = _as_tuple(reference(*_upcast(inputs)))
     lowp = _as_tuple(reference(*inputs))
     assert len(outs) == len(ref64), f"{len(outs)} outputs, the reference returns {len(ref64)}"
     for i, (o, r, rl) in enumerate(zip(outs, ref64, lowp)):
         assert o.shape == rl.shape and o.dtype == rl.dtype, (
-            f"output {i}: {tuple(o.shape)} {o.dtype}, reference {tuple(rl.shape)} {rl.dtype}")
+            f"output {i}: {tuple(o.shape)} {o.dtype}, reference {tuple(rl.shape)} {rl.dtype}"
+        )
         if not o.is_floating_point():
             torch.testing.assert_close(o, rl, atol=0, rtol=0)
             continue
@@ -47,21 +49,37 @@ def assert_matches_reference(out: Any, reference: Callable[..., Any], inputs: Se
         finite = torch.isfinite(r)
         scale = float(r[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 1.0
         own = float((rl.double().to(o.device) - r)[finite].abs().max()) if bool(finite.any()) else 0.0
-        torch.testing.assert_close(o.double(), r, atol=atol * max(scale, 1e-12) + own, rtol=rtol, equal_nan=True,
-                                   msg=_prefixed(f"output {i} differs from the reference"))
+        torch.testing.assert_close(
+            o.double(),
+            r,
+            atol=atol * max(scale, 1e-12) + own,
+            rtol=rtol,
+            equal_nan=True,
+            msg=_prefixed(f"output {i} differs from the reference"),
+        )
 
 
-def _reference_grads(reference: Callable[..., Any], inputs: Sequence[Any], grad_inputs: Sequence[int],
-                     grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    leaves = [x.detach().clone().requires_grad_(i in grad_inputs) if isinstance(x, torch.Tensor) else x
-              for i, x in enumerate(inputs)]
+def _reference_grads(
+    reference: Callable[..., Any], inputs: Sequence[Any], grad_inputs: Sequence[int], grad_out: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    leaves = [
+        x.detach().clone().requires_grad_(i in grad_inputs) if isinstance(x, torch.Tensor) else x
+        for i, x in enumerate(inputs)
+    ]
     out = _as_tuple(reference(*leaves))[0]
     grads = torch.autograd.grad(out, [leaves[i] for i in grad_inputs], grad_out.to(out.dtype), allow_unused=True)
     return tuple(torch.zeros_like(leaves[i]) if g is None else g for i, g in zip(grad_inputs, grads))
 
 
-def assert_grads_match_reference(grads: Sequence[torch.Tensor], reference: Callable[..., Any], inputs: Sequence[Any],
-                                 grad_inputs: Sequence[int], grad_out: torch.Tensor, atol: float, rtol: float) -> None:
+def assert_grads_match_reference(
+    grads: Sequence[torch.Tensor],
+    reference: Callable[..., Any],
+    inputs: Sequence[Any],
+    grad_inputs: Sequence[int],
+    grad_out: torch.Tensor,
+    atol: float,
+    rtol: float,
+) -> None:
     """Gradients against torch autograd of the reference in float64, by the rule above: atol scaled by the true
     gradient's RMS, plus the error torch's own autograd of the reference makes in the inputs' dtype."""
     cpu = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -70,10 +88,17 @@ def assert_grads_match_reference(grads: Sequence[torch.Tensor], reference: Calla
     assert len(grads) == len(grad_inputs), f"{len(grads)} gradients for {len(grad_inputs)} trained inputs"
     for i, g, t, tl in zip(grad_inputs, grads, truth, lowp):
         assert g.shape == cpu[i].shape and g.dtype == cpu[i].dtype, (
-            f"gradient of input {i}: {tuple(g.shape)} {g.dtype}, input {tuple(cpu[i].shape)} {cpu[i].dtype}")
+            f"gradient of input {i}: {tuple(g.shape)} {g.dtype}, input {tuple(cpu[i].shape)} {cpu[i].dtype}"
+        )
         finite = torch.isfinite(t)
         scale = float(t[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 1.0
         own = float((tl.double() - t)[finite].abs().max()) if bool(finite.any()) else 0.0
         where = f"gradient of input {i} differs"
-        torch.testing.assert_close(g.detach().cpu().double(), t, atol=atol * max(scale, 1e-12) + own, rtol=rtol,
-                                   equal_nan=True, msg=_prefixed(where))
+        torch.testing.assert_close(
+            g.detach().cpu().double(),
+            t,
+            atol=atol * max(scale, 1e-12) + own,
+            rtol=rtol,
+            equal_nan=True,
+            msg=_prefixed(where),
+        )

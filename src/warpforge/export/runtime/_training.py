@@ -78,8 +78,9 @@ def _meta(value: Any) -> Any:
     return value
 
 
-def saved_like(kernel_module: ModuleType, inputs: Sequence[Any], params: dict[str, Any],
-               device: torch.device) -> tuple[torch.Tensor, ...]:
+def saved_like(
+    kernel_module: ModuleType, inputs: Sequence[Any], params: dict[str, Any], device: torch.device
+) -> tuple[torch.Tensor, ...]:
     """Zero tensors shaped and typed as ``launch_forward(*inputs, **params)`` saves them, on ``device``."""
     with _no_launch(kernel_module):
         _, saved = kernel_module.launch_forward(*(_meta(v) for v in inputs), **params)
@@ -87,8 +88,9 @@ def saved_like(kernel_module: ModuleType, inputs: Sequence[Any], params: dict[st
     return tuple(torch.zeros(s.shape, dtype=s.dtype, device=device) for s in saved)
 
 
-def reference_grads(reference: Callable[..., Any], grad_inputs: Sequence[int], grad_out: torch.Tensor,
-                    inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+def reference_grads(
+    reference: Callable[..., Any], grad_inputs: Sequence[int], grad_out: torch.Tensor, inputs: Sequence[Any]
+) -> tuple[torch.Tensor, ...]:
     """Gradients of ``reference`` at ``inputs`` for ``grad_out``, one per ``grad_inputs`` entry."""
 
     def trained(*values: torch.Tensor) -> torch.Tensor:
@@ -103,19 +105,23 @@ def reference_grads(reference: Callable[..., Any], grad_inputs: Sequence[int], g
     return tuple(g.detach().to(inputs[i].dtype).contiguous() for i, g in zip(grad_inputs, grads))
 
 
-def _autograd(reference: Callable[..., Any], grad_inputs: Sequence[int], grad_out: torch.Tensor,
-              inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+def _autograd(
+    reference: Callable[..., Any], grad_inputs: Sequence[int], grad_out: torch.Tensor, inputs: Sequence[Any]
+) -> tuple[torch.Tensor, ...]:
     leaves = [v.detach().requires_grad_(True) if i in grad_inputs else v for i, v in enumerate(inputs)]
     with torch.enable_grad():
         out = reference(*leaves)
         out = out[0] if isinstance(out, (tuple, list)) else out
         grads = torch.autograd.grad(out, [leaves[i] for i in grad_inputs], grad_out.to(out.dtype), allow_unused=True)
-    return tuple(torch.zeros_like(inputs[i]) if g is None else g.detach().to(inputs[i].dtype).contiguous()
-                 for i, g in zip(grad_inputs, grads))
+    return tuple(
+        torch.zeros_like(inputs[i]) if g is None else g.detach().to(inputs[i].dtype).contiguous()
+        for i, g in zip(grad_inputs, grads)
+    )
 
 
-def reference_grads_eager(reference: Callable[..., Any], grad_inputs: Sequence[int], grad_out: torch.Tensor,
-                          inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+def reference_grads_eager(
+    reference: Callable[..., Any], grad_inputs: Sequence[int], grad_out: torch.Tensor, inputs: Sequence[Any]
+) -> tuple[torch.Tensor, ...]:
     """As :func:`reference_grads`, for a kernel implementation (runs torch autograd in a fresh thread)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(_autograd, reference, grad_inputs, grad_out, inputs).result()

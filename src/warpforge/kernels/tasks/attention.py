@@ -28,8 +28,10 @@ import torch
 
 NAME = "attention"
 KIND = "attention"
-DESCRIPTION = ("attention out = softmax(q k^T / sqrt(D), causal) v; q [B, HQ, S, D], k/v [B, HKV, S, D] (GQA); "
-               "forward and backward (dq, dk, dv)")
+DESCRIPTION = (
+    "attention out = softmax(q k^T / sqrt(D), causal) v; q [B, HQ, S, D], k/v [B, HKV, S, D] (GQA); "
+    "forward and backward (dq, dk, dv)"
+)
 
 GRAD_INPUTS = (0, 1, 2)
 
@@ -117,8 +119,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return tuple(t.to(dtype=dtype, device=device) for t in (q, k, v))
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``peaked``: q x 12 (scores with a spread of ~+-40 after scaling: exp overflows fp32 past 88 without

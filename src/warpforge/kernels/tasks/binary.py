@@ -29,8 +29,10 @@ import torch
 
 NAME = "binary"
 KIND = "elementwise"
-DESCRIPTION = ("Binary elementwise op y = op(x, z) on [M, N], z [ZM, ZN] same-shaped or broadcast along rows or "
-               "columns (one family: add, sub, mul, div, maximum, minimum, x * sigmoid(z)).")
+DESCRIPTION = (
+    "Binary elementwise op y = op(x, z) on [M, N], z [ZM, ZN] same-shaped or broadcast along rows or "
+    "columns (one family: add, sub, mul, div, maximum, minimum, x * sigmoid(z))."
+)
 
 # Memory-bound: 4096 x 16384 fp32 is 256 MiB per operand, past any L2; a residual add (same shapes), a bias
 # row added to every row, a per-row value.
@@ -113,8 +115,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
 _LARGE = {torch.float16: 16.0}
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``ties``: x equal to its z in about half the elements (maximum and minimum must pick either, sub
     gives exact zeros, div exact ones: a kernel reading z at the wrong index is off there); ``large``: both
     scaled by 1e4 (16 in fp16), where sigmoid written as exp(z) / (1 + exp(z)) is inf / inf; ``tiny``: both

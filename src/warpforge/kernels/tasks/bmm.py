@@ -63,8 +63,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return a.to(dtype).to(device), b.to(dtype).to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``offset``: A + 8 (every product the same sign: partial sums grow to ~8 sqrt(K), where an fp16 accumulator
     loses the O(1) result's low bits); ``sparse_batch``: every batch zero but the last (a kernel that reads one
     batch's tiles for another, or skips the last, is off there by O(1))."""

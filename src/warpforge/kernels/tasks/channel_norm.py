@@ -32,8 +32,10 @@ from warpforge.kernels.taskdef import Member
 
 NAME = "channel_norm"
 KIND = "normalization"
-DESCRIPTION = ("y = (x - mean) * rsqrt(var + eps) * w + b over channel groups of x [N, C, H, W]: batch norm "
-               "(running or batch statistics), instance norm, group norm; fp32 statistics")
+DESCRIPTION = (
+    "y = (x - mean) * rsqrt(var + eps) * w + b over channel groups of x [N, C, H, W]: batch norm "
+    "(running or batch statistics), instance norm, group norm; fp32 statistics"
+)
 
 # KernelBench level 1's 33 (BatchNorm2d), 34 (InstanceNorm2d) and 35 (GroupNorm, 8 groups) benchmark shapes,
 # and a diffusion U-Net's group norm (32 groups of 320 channels at 64 x 64).
@@ -60,16 +62,23 @@ FILL_INPUTS: dict[int, float] = {1: 1.0, 2: 0.0, 3: 0.0, 4: 1.0, 5: 0}
 KINDS = ("batch", "batch_train", "instance", "group")
 
 
-def member(kind: str, groups: int = 1, eps: float = 1e-5) -> tuple[str, Callable[..., torch.Tensor],
-                                                                   dict[str, str | int | float]]:
+def member(
+    kind: str, groups: int = 1, eps: float = 1e-5
+) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | int | float]]:
     """The member normalizing as ``kind`` (one of :data:`KINDS`; ``groups`` for group norm): (name, reference,
     template constants)."""
     if kind not in KINDS or groups < 1:
         raise ValueError(f"kind is one of {KINDS} with groups >= 1, got {kind!r}, {groups}")
     eps = float(eps)
 
-    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, running_mean: torch.Tensor,
-                  running_var: torch.Tensor, num_batches_tracked: torch.Tensor) -> torch.Tensor:
+    def reference(
+        x: torch.Tensor,
+        w: torch.Tensor,
+        b: torch.Tensor,
+        running_mean: torch.Tensor,
+        running_var: torch.Tensor,
+        num_batches_tracked: torch.Tensor,
+    ) -> torch.Tensor:
         ct = torch.promote_types(x.dtype, torch.float32)
         v, wc, bc = x.to(ct), w.to(ct), b.to(ct)
         if kind == "batch":
@@ -83,7 +92,8 @@ def member(kind: str, groups: int = 1, eps: float = 1e-5) -> tuple[str, Callable
         return y.to(x.dtype)
 
     label = {"batch": "batch_norm", "batch_train": "batch_norm_train", "instance": "instance_norm"}.get(
-        kind, f"group_norm({groups},")
+        kind, f"group_norm({groups},"
+    )
     name = f"{label}(eps={eps!r})" if kind != "group" else f"{label}eps={eps!r})"
     return name, reference, {"KIND": kind, "GROUPS": int(groups), "EPS": eps}
 
@@ -108,8 +118,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (*floats, torch.zeros((), dtype=torch.int64, device=device))
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``offset``: x + 100, where a variance taken as E[x^2] - E[x]^2 in fp32 cancels (1e4 against a
     variance of 1: ~6e-4 of it, 6x the tolerance) and so does ``x * rstd + (b - mean * rstd)`` (the terms are
     100x the result); ``large``: x times 1e4."""

@@ -54,10 +54,12 @@ from warpforge.kernels.taskdef import Member
 
 NAME = "conv"
 KIND = "convolution"
-DESCRIPTION = ("y = chain(conv(x, w) + b, p): a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, "
-               "padding, dilation and groups as a member's constants) and up to 6 elementwise steps, p a "
-               "per-channel parameter, a reduction or softmax over the channels or a global average pooling among "
-               "them; fp32 accumulation, output in the input dtype")
+DESCRIPTION = (
+    "y = chain(conv(x, w) + b, p): a convolution (1-D, 2-D or 3-D as 3-D with unit dims; stride, "
+    "padding, dilation and groups as a member's constants) and up to 6 elementwise steps, p a "
+    "per-channel parameter, a reduction or softmax over the channels or a global average pooling among "
+    "them; fp32 accumulation, output in the input dtype"
+)
 
 # The task's own shapes: a 3x3x3 convolution (make_inputs' kernel). G is the group count; the task's shapes use 1.
 # KernelBench level 1's 3-D problems (16 x 3 -> 64 channels at 64^3) and a ResNet-like 2-D layer as unit depth.
@@ -108,16 +110,27 @@ class Hyper:
 
     @property
     def name(self) -> str:
-        parts = [f"{tag}={','.join(map(str, v))}" for tag, v, unit in (
-            ("s", self.stride, 1), ("p", self.padding, 0), ("d", self.dilation, 1), ("op", self.output_padding, 0))
-            if any(e != unit for e in v)]
+        parts = [
+            f"{tag}={','.join(map(str, v))}"
+            for tag, v, unit in (
+                ("s", self.stride, 1),
+                ("p", self.padding, 0),
+                ("d", self.dilation, 1),
+                ("op", self.output_padding, 0),
+            )
+            if any(e != unit for e in v)
+        ]
         head = "conv_transpose3d" if self.transposed else "conv3d"
         return f"{head}({' '.join(parts)})"
 
     def constants(self) -> dict[str, bool | int]:
         out: dict[str, bool | int] = {"TRANSPOSED": self.transposed}
-        for tag, value in (("STRIDE", self.stride), ("PAD", self.padding), ("DIL", self.dilation),
-                           ("OUT_PAD", self.output_padding)):
+        for tag, value in (
+            ("STRIDE", self.stride),
+            ("PAD", self.padding),
+            ("DIL", self.dilation),
+            ("OUT_PAD", self.output_padding),
+        ):
             out.update({f"{tag}_{d}": int(v) for d, v in zip("DHW", value)})
         return out
 
@@ -127,16 +140,21 @@ def groups_of(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, transposed: boo
     return (b.shape[0] if transposed else x.shape[1]) // w.shape[1]
 
 
-def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper,
-         steps: tuple[Step, ...] = (), p: torch.Tensor | None = None) -> torch.Tensor:
+def conv(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    b: torch.Tensor,
+    hyper: Hyper,
+    steps: tuple[Step, ...] = (),
+    p: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``hyper``'s convolution of 5-D inputs by torch, its group count from the shapes, then ``steps`` (p the
     parameter their ``*_p`` steps read), in fp32 (float64 for float64 inputs), rounded to x's dtype."""
     ct = torch.promote_types(x.dtype, torch.float32)
     x2, w2, b2 = x.to(ct), w.to(ct), b.to(ct)
     groups = groups_of(x, w, b, hyper.transposed)
     if hyper.transposed:
-        y = F.conv_transpose3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.output_padding, groups,
-                               hyper.dilation)
+        y = F.conv_transpose3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.output_padding, groups, hyper.dilation)
     else:
         y = F.conv3d(x2, w2, b2, hyper.stride, hyper.padding, hyper.dilation, groups)
     if steps:
@@ -145,8 +163,9 @@ def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, hyper: Hyper,
     return y.to(x.dtype)
 
 
-def member(hyper: Hyper, steps: tuple[Step, ...] = ()) -> tuple[str, Callable[..., torch.Tensor],
-                                                                 dict[str, str | float | bool | int]]:
+def member(
+    hyper: Hyper, steps: tuple[Step, ...] = ()
+) -> tuple[str, Callable[..., torch.Tensor], dict[str, str | float | bool | int]]:
     """The family member computing ``hyper``'s convolution and then ``steps``: (name, reference, template
     constants). The group count is no constant: the shapes imply it, and a depthwise problem's changes with its
     channel count."""
@@ -169,8 +188,9 @@ DEFAULT_MEMBER = "conv3d()"
 reference = MEMBERS[0][1]
 
 
-def inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str,
-           transposed: bool) -> tuple[torch.Tensor, ...]:
+def inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str, transposed: bool
+) -> tuple[torch.Tensor, ...]:
     """x, w (in the transposed layout [C_in, C_out / G, k...] when ``transposed``), b and p for ``shape``."""
     n, c_in, c_out, g = shape["N"], shape["C_IN"], shape["C_OUT"], shape["G"]
     if c_in % g or c_out % g:
@@ -194,8 +214,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return inputs(shape, dtype, seed, device, transposed=False)
 
 
-def scaled_inputs(make: Callable[..., tuple[torch.Tensor, ...]], shape: dict[str, int], dtype: torch.dtype,
-                  seed: int, device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def scaled_inputs(
+    make: Callable[..., tuple[torch.Tensor, ...]], shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``large`` and ``tiny``: x and b times 1e4 and 1e-4 (times 100 in half precision, 65504 being fp16's
     largest): products and sums far from 1, where a kernel rounding its terms to tf32 shows ~1e-3 errors (and a
     chain's sigmoid or softplus written without its stable form overflows)."""
@@ -205,8 +226,9 @@ def scaled_inputs(make: Callable[..., tuple[torch.Tensor, ...]], shape: dict[str
     return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     return scaled_inputs(make_inputs, shape, dtype, seed, device)
 
 
@@ -263,10 +285,14 @@ def hyper_of(module: nn.Module) -> Hyper | None:
             return None
         padding = tuple(t // 2 for t in totals)
     transposed = isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d))
-    return Hyper(transposed=transposed, stride=_as_3d(module.stride, rank, 1), padding=_as_3d(padding, rank, 0),
-                 dilation=_as_3d(module.dilation, rank, 1),
-                 output_padding=_as_3d(module.output_padding, rank, 0) if transposed else (0, 0, 0),
-                 groups=int(module.groups))
+    return Hyper(
+        transposed=transposed,
+        stride=_as_3d(module.stride, rank, 1),
+        padding=_as_3d(padding, rank, 0),
+        dilation=_as_3d(module.dilation, rank, 1),
+        output_padding=_as_3d(module.output_padding, rank, 0) if transposed else (0, 0, 0),
+        groups=int(module.groups),
+    )
 
 
 def proposals(model: nn.Module, transposed: bool) -> list[Member]:

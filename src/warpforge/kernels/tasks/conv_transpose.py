@@ -24,10 +24,12 @@ from warpforge.kernels.tasks import conv
 
 NAME = "conv_transpose"
 KIND = "convolution"
-DESCRIPTION = ("y = chain(conv_transpose(x, w) + b, p): a transposed convolution (1-D, 2-D or 3-D as 3-D with unit "
-               "dims; stride, padding, dilation, output padding and groups as a member's constants) and up to 6 "
-               "elementwise steps, p a per-channel parameter, a reduction or softmax over the channels or a global "
-               "average pooling among them; fp32 accumulation, output in the input dtype")
+DESCRIPTION = (
+    "y = chain(conv_transpose(x, w) + b, p): a transposed convolution (1-D, 2-D or 3-D as 3-D with unit "
+    "dims; stride, padding, dilation, output padding and groups as a member's constants) and up to 6 "
+    "elementwise steps, p a per-channel parameter, a reduction or softmax over the channels or a global "
+    "average pooling among them; fp32 accumulation, output in the input dtype"
+)
 
 # KernelBench level 1's 3-D transposed problems (16 x 32 -> 16 channels at 16 x 32 x 64) and a 2-D decoder
 # layer as unit depth.
@@ -54,8 +56,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return conv.inputs(shape, dtype, seed, device, transposed=True)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     return conv.scaled_inputs(make_inputs, shape, dtype, seed, device)
 
 

@@ -72,8 +72,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return logits.to(dtype).to(device), targets.to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_offset``: every logit + 1000 (exp(1000) overflows every float format: a log-sum-exp without
@@ -84,6 +85,7 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     x = logits.float()
     sets = {"large_offset": x + 1000.0, "large_magnitude": x * 20.0}
     return {name: (t.to(dtype=dtype, device=device), targets.to(device)) for name, t in sets.items()}
+
 
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # per logit: max compare, subtract, exp, add

@@ -50,22 +50,31 @@ DTYPES: list[torch.dtype] = [torch.float32, torch.float16, torch.bfloat16]
 # the matcher picks the row that agrees numerically, so a LeakyReLU with slope 0.3 is no match for 0.2.
 _OPS: list[tuple[str, Callable[[torch.Tensor], torch.Tensor], str, float, float]] = [
     ("relu", torch.relu, "relu", 0.0, 0.0),
-    *[(f"leaky_relu({s})", (lambda x, s=s: F.leaky_relu(x, s)), "leaky_relu", s, 0.0)
-      for s in (0.01, 0.05, 0.1, 0.2, 0.3)],
+    *[
+        (f"leaky_relu({s})", (lambda x, s=s: F.leaky_relu(x, s)), "leaky_relu", s, 0.0)
+        for s in (0.01, 0.05, 0.1, 0.2, 0.3)
+    ],
     ("sigmoid", torch.sigmoid, "sigmoid", 0.0, 0.0),
     ("tanh", torch.tanh, "tanh", 0.0, 0.0),
     ("gelu", F.gelu, "gelu", 0.0, 0.0),
     # F.gelu(x, approximate="tanh") as x * sigmoid(2u), the same function: torch's 0.5 * x * (1 + tanh(u))
     # cancels to exactly 0 in float64 below x ~ -7 (tanh(-19.25) rounds to -1), where the value is -1.4e-16
     # and a kernel that computes it was judged wrong against that 0 on a one-element check shape
-    ("gelu_tanh", (lambda x: x * torch.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))), "gelu_tanh",
-     0.0, 0.0),
+    (
+        "gelu_tanh",
+        (lambda x: x * torch.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))),
+        "gelu_tanh",
+        0.0,
+        0.0,
+    ),
     ("selu", torch.selu, "selu", 0.0, 0.0),
     *[(f"elu({a})", (lambda x, a=a: F.elu(x, a)), "elu", a, 0.0) for a in (1.0, 0.5, 2.0)],
     ("hardsigmoid", F.hardsigmoid, "hardsigmoid", 0.0, 0.0),
     ("hardswish", F.hardswish, "hardswish", 0.0, 0.0),
-    *[(f"hardtanh({lo},{hi})", (lambda x, lo=lo, hi=hi: F.hardtanh(x, lo, hi)), "hardtanh", lo, hi)
-      for lo, hi in ((-1.0, 1.0), (0.0, 6.0))],
+    *[
+        (f"hardtanh({lo},{hi})", (lambda x, lo=lo, hi=hi: F.hardtanh(x, lo, hi)), "hardtanh", lo, hi)
+        for lo, hi in ((-1.0, 1.0), (0.0, 6.0))
+    ],
     ("softplus", F.softplus, "softplus", 0.0, 0.0),
     ("softsign", F.softsign, "softsign", 0.0, 0.0),
     ("silu", F.silu, "silu", 0.0, 0.0),
@@ -93,14 +102,17 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (x.to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor]]:
     """``tiny``: |x| ~ 1e-4, where exp(x) - 1 and 1 - exp(-2x) cancel (an ELU or tanh written that way loses
     ~3e-4 relative); ``large``: |x| ~ 300, where exp overflows float32 (a softplus or sigmoid without the
     stable form gives inf or NaN)."""
     (x,) = make_inputs(shape, torch.float32, seed, "cpu")
-    return {"tiny": ((x * 3e-5).to(dtype=dtype, device=device),),
-            "large": ((x * 100.0).to(dtype=dtype, device=device),)}
+    return {
+        "tiny": ((x * 3e-5).to(dtype=dtype, device=device),),
+        "large": ((x * 100.0).to(dtype=dtype, device=device),),
+    }
 
 
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:

@@ -22,8 +22,10 @@ import torch.nn.functional as F
 
 NAME = "embedding"
 KIND = "embedding"
-DESCRIPTION = ("out = weight[ids] (torch.nn.functional.embedding), int64 ids [M] in [0, V), weight [V, N]; "
-               "fp16/bf16/fp32, bit-exact gather; backward dW = fp32 index-add of grad rows (ids repeat)")
+DESCRIPTION = (
+    "out = weight[ids] (torch.nn.functional.embedding), int64 ids [M] in [0, V), weight [V, N]; "
+    "fp16/bf16/fp32, bit-exact gather; backward dW = fp32 index-add of grad rows (ids repeat)"
+)
 
 # Llama-3's 128256-token vocabulary at hidden 4096 (Llama-3-8B) over 4096 and 8192 tokens, and Llama-2 /
 # Mistral-7B's 32000 x 4096. The weight is 1 GiB in bf16 at V = 128256 (V * N = 525M elements, a quarter of
@@ -90,8 +92,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return ids.to(device), weight.to(dtype).to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``one_id``: every id is V - 1: the farthest row (offset (V - 1) * N, past 2^31 bytes at the benchmark

@@ -18,8 +18,10 @@ import torch
 
 NAME = "fp8_gemm"
 KIND = "gemm"
-DESCRIPTION = ("block-scaled FP8 GEMM out = dequant(A) @ dequant(B)^T, A fp8 [M, K] with 1x128 scales, B fp8 [N, K] "
-               "with 128x128 scales; bfloat16 output")
+DESCRIPTION = (
+    "block-scaled FP8 GEMM out = dequant(A) @ dequant(B)^T, A fp8 [M, K] with 1x128 scales, B fp8 [N, K] "
+    "with 128x128 scales; bfloat16 output"
+)
 
 GROUP = 128
 FP8_MAX = 448.0
@@ -58,8 +60,9 @@ def _expand(scales: torch.Tensor, rows: int, cols: int, row_group: int) -> torch
     return s.repeat_interleave(GROUP, dim=1)[:, :cols]
 
 
-def dequantize(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor,
-               b_scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def dequantize(
+    a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The float64 operands: each fp8 element times its group's (A) or block's (B) scale."""
     (m, k), n = a.shape, b.shape[0]
     a64 = a.to(torch.float64) * _expand(a_scales.to(torch.float64), m, k, 1)
@@ -97,8 +100,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return a.to(device), a_scales.to(device), b.to(device), b_scales.to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``skewed_groups``: A's scales alternate by 2^+-8 from one K group to the next (a kernel that sums the

@@ -15,8 +15,10 @@ import torch
 
 NAME = "fp8_quant_block"
 KIND = "quantization"
-DESCRIPTION = ("per-block (1 x 128) quantisation of x [M, K] to float8_e4m3fn with float32 scales amax/448 per "
-               "group; outputs (q [M, K], scales [M, ceil(K/128)])")
+DESCRIPTION = (
+    "per-block (1 x 128) quantisation of x [M, K] to float8_e4m3fn with float32 scales amax/448 per "
+    "group; outputs (q [M, K], scales [M, ceil(K/128)])"
+)
 
 FP8_MAX = 448.0
 AMAX_FLOOR = 1e-4
@@ -66,14 +68,15 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (x.to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """- ``zero_groups``: every other group all zero (the floor keeps its scale finite, q zero);
     - ``huge``: values near the dtype's largest (x / s must not be formed as x * 448 first)."""
     (x,) = make_inputs(shape, dtype, seed, "cpu")
     zeroed = x.float().clone()
     for start in range(0, shape["K"], 2 * GROUP):
-        zeroed[:, start:start + GROUP] = 0.0
+        zeroed[:, start : start + GROUP] = 0.0
     big = torch.finfo(dtype).max / 4
     sets = {"zero_groups": zeroed, "huge": x.float() / x.float().abs().amax().clamp(min=1e-30) * big}
     return {name: (t.to(dtype=dtype, device=device),) for name, t in sets.items()}

@@ -14,8 +14,10 @@ import torch
 
 NAME = "fp8_quant_token"
 KIND = "quantization"
-DESCRIPTION = ("per-token (1 x H) quantisation of x [M, H] to float8_e4m3fn with float32 scales amax/448; "
-               "outputs (q [M, H], scales [M])")
+DESCRIPTION = (
+    "per-token (1 x H) quantisation of x [M, H] to float8_e4m3fn with float32 scales amax/448; "
+    "outputs (q [M, H], scales [M])"
+)
 
 FP8_MAX = 448.0
 AMAX_FLOOR = 1e-4
@@ -63,14 +65,17 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (x.to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """- ``zeros``: all-zero rows (amax 0: the floor keeps scales finite and q zero);
     - ``huge``: values near the dtype's largest (x / s must not be formed as x * 448 first: fp16 overflows)."""
     (x,) = make_inputs(shape, dtype, seed, "cpu")
     big = torch.finfo(dtype).max / 4
-    sets = {"zeros": torch.zeros_like(x, dtype=torch.float32),
-            "huge": x.float() / x.float().abs().amax().clamp(min=1e-30) * big}
+    sets = {
+        "zeros": torch.zeros_like(x, dtype=torch.float32),
+        "huge": x.float() / x.float().abs().amax().clamp(min=1e-30) * big,
+    }
     return {name: (t.to(dtype=dtype, device=device),) for name, t in sets.items()}
 
 

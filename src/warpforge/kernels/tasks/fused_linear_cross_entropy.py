@@ -26,8 +26,10 @@ import torch
 
 NAME = "fused_linear_cross_entropy"
 KIND = "loss"
-DESCRIPTION = ("per-row loss of logits = h @ w^T without materialising them; h [M, H], w [V, H], int64 target [M] "
-               "(-100 ignored); fp32 loss [M]; forward and backward (dh, dw)")
+DESCRIPTION = (
+    "per-row loss of logits = h @ w^T without materialising them; h [M, H], w [V, H], int64 target [M] "
+    "(-100 ignored); fp32 loss [M]; forward and backward (dh, dw)"
+)
 
 GRAD_INPUTS = (0, 1)
 IGNORE_INDEX = -100
@@ -88,8 +90,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return h.to(dtype=dtype, device=device), w.to(dtype=dtype, device=device), target.to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_logits``: h x 40 (logits spread ~+-250: exp overflows without the running max);

@@ -93,8 +93,9 @@ def make_inputs(
     return x.to(dtype=dtype, device=device), w.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_offset``: activations + 1000 (E[x^2] - E[x]^2 in float32 loses the variance of about 1 to
@@ -104,6 +105,7 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     x, w, b = make_inputs(shape, dtype, seed, "cpu")
     sets = {"large_offset": x.float() + 1000.0, "large_magnitude": x.float() * 300.0}
     return {name: (t.to(dtype=dtype, device=device), w.to(device), b.to(device)) for name, t in sets.items()}
+
 
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Per element: accumulate for the mean, subtract it, square, accumulate for the variance, scale by

@@ -23,8 +23,10 @@ import torch.nn.functional as F
 
 NAME = "linear"
 KIND = "gemm"
-DESCRIPTION = ("y = x @ w.T + b (torch.nn.functional.linear with bias), x [M, K], w [N, K], b [N]; fp16/bf16 "
-               "inputs, fp32 accumulation, output in the input dtype; forward and backward (dx, dw, db)")
+DESCRIPTION = (
+    "y = x @ w.T + b (torch.nn.functional.linear with bias), x [M, K], w [N, K], b [N]; fp16/bf16 "
+    "inputs, fp32 accumulation, output in the input dtype; forward and backward (dx, dw, db)"
+)
 
 # Llama-3-8B's projections over 4096 tokens (a batch of 4 x 1024 or one 4k sequence): attention output
 # 4096 -> 4096, FFN up/gate 4096 -> 14336, FFN down 14336 -> 4096, and its GQA key/value projection 4096 -> 1024
@@ -93,15 +95,16 @@ def precision_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, devic
     m, n, k = shape["M"], shape["N"], shape["K"]
     gen = torch.Generator().manual_seed(seed)
     sign = torch.ones(1, k)
-    sign[:, k // 2:] = -1.0
+    sign[:, k // 2 :] = -1.0
     x = 1.0 + 0.1 * torch.randn(m, k, generator=gen)
     w = sign * (1.0 + 0.1 * torch.randn(n, k, generator=gen))
     b = 0.5 * torch.randn(n, generator=gen)
     return x.to(dtype).to(device), w.to(dtype).to(device), b.to(dtype).to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``bias_cancels_overflow``: x ~ 500 x U(0.9, 1.1) and w ~ +-(140 / K) x U(0.9, 1.1) (sign per output

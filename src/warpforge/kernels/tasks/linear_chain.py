@@ -48,11 +48,13 @@ from warpforge.kernels.taskdef import Member
 
 NAME = "linear_chain"
 KIND = "gemm"
-DESCRIPTION = ("y = chain(x @ w.T + b, p): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
-               "(scale, shift, residual add, a per-column parameter p [N], ReLU, LeakyReLU, GELU, sigmoid, tanh, "
-               "SiLU, Mish, clamp), a row "
-               "reduction, softmax or 1-D pooling among them, fused into its epilogue; fp32 accumulation, output "
-               "in the input dtype")
+DESCRIPTION = (
+    "y = chain(x @ w.T + b, p): a linear layer (x [M, K], w [N, K], b [N]) and up to 6 elementwise steps "
+    "(scale, shift, residual add, a per-column parameter p [N], ReLU, LeakyReLU, GELU, sigmoid, tanh, "
+    "SiLU, Mish, clamp), a row "
+    "reduction, softmax or 1-D pooling among them, fused into its epilogue; fp32 accumulation, output "
+    "in the input dtype"
+)
 
 # KernelBench level 2's GEMM + activation problems (1024 x 8192 -> 8192 and 16384 x 4096 -> 4096) and an
 # LLM FFN up-projection with its activation (4096 tokens, 4096 -> 14336).
@@ -99,18 +101,27 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
     if any(op == "spatial_mean" for op, _, _ in steps):
         raise ValueError(f"a global average pooling follows a convolution, not a Linear's [M, N]: {steps}")
     param = any(op in PARAM_OPS for op, _, _ in steps)
-    at = {kind: [i + 1 for i, (op, _, _) in enumerate(steps) if op in ops] for kind, ops in (
-        ("RED_AT", REDUCE_OPS), ("SOFTMAX_AT", {"row_softmax"}), ("POOL_AT", {"row_pool_max", "row_pool_avg"}))}
+    at = {
+        kind: [i + 1 for i, (op, _, _) in enumerate(steps) if op in ops]
+        for kind, ops in (
+            ("RED_AT", REDUCE_OPS),
+            ("SOFTMAX_AT", {"row_softmax"}),
+            ("POOL_AT", {"row_pool_max", "row_pool_avg"}),
+        )
+    }
     first = min((i for spots in at.values() for i in spots), default=0)
     after = steps[first:] if first else ()
     if any(len(spots) > 1 for spots in at.values()) or any(op.endswith("_z") for op, _, _ in after):
-        raise ValueError(f"a chain reduces, normalizes or pools its rows at most once each, and reads z only "
-                         f"before: {steps}")
+        raise ValueError(
+            f"a chain reduces, normalizes or pools its rows at most once each, and reads z only before: {steps}"
+        )
     if at["SOFTMAX_AT"] and at["RED_AT"] or at["POOL_AT"] > (at["RED_AT"] or at["SOFTMAX_AT"] or [7]):
         raise ValueError(f"a chain pools before it reduces or normalizes its rows, and does not do both: {steps}")
     if param and first:
-        raise ValueError(f"a chain reading the per-column parameter reduces, normalizes or pools no row (the "
-                         f"`rows` template, the only one that does, takes no parameter): {steps}")
+        raise ValueError(
+            f"a chain reading the per-column parameter reduces, normalizes or pools no row (the "
+            f"`rows` template, the only one that does, takes no parameter): {steps}"
+        )
     if at["POOL_AT"] and _pool_kernel(steps[at["POOL_AT"][0] - 1][1]) is None:
         raise ValueError(f"a pooling's kernel is a power of two up to {MAX_POOL}: {steps}")
     reduce_at = at["RED_AT"]
@@ -133,9 +144,18 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
 
 # The table: Linear + one activation, matched on their numbers alone (a module fx cannot trace); any other
 # chain is proposed by the matcher from the problem's own forward.
-MEMBERS = [member(((op, a, b),)) for op, a, b in (
-    ("gelu", 0.0, 0.0), ("gelu_tanh", 0.0, 0.0), ("relu", 0.0, 0.0), ("silu", 0.0, 0.0), ("sigmoid", 0.0, 0.0),
-    ("tanh", 0.0, 0.0), ("mish", 0.0, 0.0))]
+MEMBERS = [
+    member(((op, a, b),))
+    for op, a, b in (
+        ("gelu", 0.0, 0.0),
+        ("gelu_tanh", 0.0, 0.0),
+        ("relu", 0.0, 0.0),
+        ("silu", 0.0, 0.0),
+        ("sigmoid", 0.0, 0.0),
+        ("tanh", 0.0, 0.0),
+        ("mish", 0.0, 0.0),
+    )
+]
 DEFAULT_MEMBER = "gelu"
 reference = next(ref for name, ref, _ in MEMBERS if name == DEFAULT_MEMBER)
 
@@ -154,8 +174,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return tuple(t.to(dtype).to(device) for t in (x, w, b, p))
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``large``: x and b times 100, z ~ +-100, where exp(-z) overflows fp32 (a sigmoid or softplus written
     without its stable form gives NaN); ``tiny``: times 1e-4, where tanh written as (1 - e^-2z) / (1 + e^-2z)
     cancels (~3e-4 relative)."""

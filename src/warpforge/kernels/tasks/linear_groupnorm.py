@@ -35,9 +35,11 @@ from warpforge.kernels.taskdef import Member
 
 NAME = "linear_groupnorm"
 KIND = "gemm"
-DESCRIPTION = ("y = post(group_norm(pre(x @ w.T + b), G) * gamma + beta): a linear layer, elementwise steps "
-               "(a per-feature parameter among them), a GroupNorm over G contiguous feature groups of each row "
-               "and steps after it, fused; fp32 accumulation and statistics, output in the input dtype")
+DESCRIPTION = (
+    "y = post(group_norm(pre(x @ w.T + b), G) * gamma + beta): a linear layer, elementwise steps "
+    "(a per-feature parameter among them), a GroupNorm over G contiguous feature groups of each row "
+    "and steps after it, fused; fp32 accumulation and statistics, output in the input dtype"
+)
 
 # KernelBench level 2's GEMM + GroupNorm problems: 1024 x 8192 -> 8192 (30, 62, 75, 88, 94) and
 # 32768 x 1024 -> 4096 (37).
@@ -72,7 +74,7 @@ def _split(steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], Step, tuple[Step,
     at = [i for i, (op, _, _) in enumerate(steps) if op == NORM]
     if len(at) != 1 or not 1 <= len(steps) <= MAX_STEPS:
         raise ValueError(f"a chain of at most {MAX_STEPS} steps with one {NORM} step, got {steps}")
-    pre, norm, post = steps[:at[0]], steps[at[0]], steps[at[0] + 1:]
+    pre, norm, post = steps[: at[0]], steps[at[0]], steps[at[0] + 1 :]
     for part in (pre, post):
         if part and (any(op in ROW_OPS or op == "spatial_mean" for op, _, _ in checked(part))):
             raise ValueError(f"no row reduction, softmax or pooling around the norm: {steps}")
@@ -90,8 +92,9 @@ def member(steps: tuple[Step, ...]) -> tuple[str, Callable[..., torch.Tensor], d
     pre, norm, post = _split(tuple((op, float(a), float(b)) for op, a, b in steps))
     groups, eps = int(norm[1]), norm[2]
 
-    def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
-                  p: torch.Tensor) -> torch.Tensor:
+    def reference(
+        x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, p: torch.Tensor
+    ) -> torch.Tensor:
         ct = torch.promote_types(x.dtype, torch.float32)
         z = F.linear(x.to(ct), w.to(ct), b.to(ct))
         y = apply_steps(z, pre, p.to(ct)) if pre else z
@@ -133,13 +136,17 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return tuple(t.to(dtype=dtype, device=device) for t in (x, w, b, gamma, beta, p))
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``offset``: b + 100, where a variance taken as E[y^2] - E[y]^2 in fp32 cancels (1e4 against a variance
     of ~1: 6e-4 of it); ``large``: x and b times 1e4; ``tiny``: times 1e-4 (the variance near eps)."""
     x, w, b, *rest = make_inputs(shape, torch.float32, seed, "cpu")
-    sets = {"offset": (x, w, b + 100.0, *rest), "large": (x * 1e4, w, b * 1e4, *rest),
-            "tiny": (x * 1e-4, w, b * 1e-4, *rest)}
+    sets = {
+        "offset": (x, w, b + 100.0, *rest),
+        "large": (x * 1e4, w, b * 1e4, *rest),
+        "tiny": (x * 1e-4, w, b * 1e-4, *rest),
+    }
     return {name: tuple(t.to(dtype=dtype, device=device) for t in inputs) for name, inputs in sets.items()}
 
 
@@ -166,4 +173,3 @@ def propose_members(model: torch.nn.Module) -> list[Member]:
     if steps is None or sum(op == NORM for op, _, _ in steps) != 1:
         return []
     return [Member(*member(steps))]
-

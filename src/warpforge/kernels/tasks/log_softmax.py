@@ -62,8 +62,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (x.to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor]]:
     """Inputs that break fragile log-softmaxes, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_offset``: every logit + 1000 (exp(1000) overflows every float format: a kernel without

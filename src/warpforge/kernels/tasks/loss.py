@@ -34,8 +34,10 @@ import torch.nn.functional as F
 
 NAME = "loss"
 KIND = "loss"
-DESCRIPTION = ("Elementwise loss of pred and target [M, N] reduced to a scalar: mse, l1, smooth_l1, hinge, kl_div "
-               "with mean, sum or batchmean (fp32 accumulation).")
+DESCRIPTION = (
+    "Elementwise loss of pred and target [M, N] reduced to a scalar: mse, l1, smooth_l1, hinge, kl_div "
+    "with mean, sum or batchmean (fp32 accumulation)."
+)
 
 # KernelBench's 32768 x 32768 (MSE, Huber, hinge) and 16384 x 16384 (KL), a distillation KL over a 32000-word
 # vocabulary for 8192 tokens, and a 4096-square that fits in L2 of no GPU but is launch-bound on none.
@@ -78,9 +80,14 @@ _LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "kl_div_log": lambda p, t: F.kl_div(p, t, reduction="none"),
 }
 # The reductions each op is written with: batchmean is F.kl_div's own (the sum over the rows' count).
-_REDUCTIONS = {"mse": ("mean", "sum"), "l1": ("mean", "sum"), "smooth_l1": ("mean", "sum"),
-               "hinge": ("mean", "sum"), "kl_div": ("batchmean", "sum", "mean"),
-               "kl_div_log": ("batchmean", "sum", "mean")}
+_REDUCTIONS = {
+    "mse": ("mean", "sum"),
+    "l1": ("mean", "sum"),
+    "smooth_l1": ("mean", "sum"),
+    "hinge": ("mean", "sum"),
+    "kl_div": ("batchmean", "sum", "mean"),
+    "kl_div_log": ("batchmean", "sum", "mean"),
+}
 
 
 def _reference_of(op: str, reduction: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -101,14 +108,16 @@ def _reference_of(op: str, reduction: str) -> Callable[[torch.Tensor, torch.Tens
 # matcher of ``warpforge optimize`` (optimize/match.py) feeds zeros for an absent target.
 OPTIONAL_INPUTS = (1,)
 
-MEMBERS = [(f"{op}_{red}", _reference_of(op, red), {"OP": op, "REDUCTION": red})
-           for op, reds in _REDUCTIONS.items() for red in reds]
+MEMBERS = [
+    (f"{op}_{red}", _reference_of(op, red), {"OP": op, "REDUCTION": red})
+    for op, reds in _REDUCTIONS.items()
+    for red in reds
+]
 DEFAULT_MEMBER = "mse_mean"
 reference = next(ref for name, ref, _ in MEMBERS if name == DEFAULT_MEMBER)
 
 
-def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     # Positive values, so every member is defined on the same inputs (kl_div takes log p; the reference of a
     # negative p is NaN). pred in [0.05, 3) and target in [0.05, 2) reach both branches of smooth_l1
     # (|p - t| up to 3 against beta 1) and of hinge (p * t from 0.0025 to 6 against the margin 1).
@@ -119,8 +128,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     return pred.to(dtype=dtype, device=device), target.to(dtype=dtype, device=device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """``near_one``: every element's loss near one (mse 1.44, l1 1.2, smooth_l1 0.7, hinge 0.97) with
     deviations of a few percent, so a sum over thousands of elements accumulated in fp16 (spacing 2 to 16)
     misses the tolerance; ``tail``: p == t everywhere (zero loss for every member but kl_div_log) but the very
@@ -137,8 +147,7 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     sets = {"near_one": (p, t), "tail": (tail_p, tail_t)}
     if dtype != torch.float16:
         sets["large"] = (300.0 + torch.rand(size, generator=gen), 1.0 + 0.1 * torch.rand(size, generator=gen))
-    return {name: (a.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device))
-            for name, (a, b) in sets.items()}
+    return {name: (a.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device)) for name, (a, b) in sets.items()}
 
 
 # The judge checks fp16 and bf16 inputs on PRECISION_SHAPES with precision_inputs: the sum must be accumulated
@@ -148,8 +157,9 @@ ACCUMULATION = torch.float32
 PRECISION_SHAPES: list[dict[str, int]] = [{"M": 16, "N": 1031}]
 
 
-def precision_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                     device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def precision_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``near_one`` of :func:`adversarial_inputs` at PRECISION_SHAPES: each term ~1.44 against a running sum
     of thousands, which an fp16 accumulator rounds away (an add below half its spacing of 8 to 16 is lost)."""
     sets = adversarial_inputs(shape, dtype, seed, device)

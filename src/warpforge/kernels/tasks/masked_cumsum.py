@@ -60,14 +60,18 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return x.to(dtype=dtype, device=device), mask.to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``none_kept``: the mask all false (the output exactly 0: a kernel that ignores the mask is off by the plain
     cumsum); ``all_kept``: all true; ``offset``: x + 10 with the mask kept (running sums grow to 10 L, where a
     half-precision carry drifts from the fp32 one)."""
     x, mask = make_inputs(shape, torch.float32, seed, "cpu")
-    sets = {"none_kept": (x, torch.zeros_like(mask)), "all_kept": (x, torch.ones_like(mask)),
-            "offset": (x + 10.0, mask)}
+    sets = {
+        "none_kept": (x, torch.zeros_like(mask)),
+        "all_kept": (x, torch.ones_like(mask)),
+        "offset": (x + 10.0, mask),
+    }
     return {name: (t.to(dtype=dtype, device=device), m.to(device)) for name, (t, m) in sets.items()}
 
 

@@ -64,8 +64,7 @@ def _lower(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 # name -> reference, TRI constant of the templates ("upper": C[i, j] = 0 where i > j; "lower": where i < j).
-MEMBERS = [("full", _product, {"TRI": "none"}), ("triu", _upper, {"TRI": "upper"}),
-           ("tril", _lower, {"TRI": "lower"})]
+MEMBERS = [("full", _product, {"TRI": "none"}), ("triu", _upper, {"TRI": "upper"}), ("tril", _lower, {"TRI": "lower"})]
 DEFAULT_MEMBER = "full"
 reference = _product
 
@@ -85,7 +84,7 @@ def precision_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, devic
     m, n, k = shape["M"], shape["N"], shape["K"]
     gen = torch.Generator().manual_seed(seed)
     sign = torch.ones(k, 1)
-    sign[k // 2:] = -1.0
+    sign[k // 2 :] = -1.0
     a = 1.0 + 0.1 * torch.randn(m, k, generator=gen)
     b = sign * (1.0 + 0.1 * torch.randn(k, n, generator=gen))
     return a.to(dtype).to(device), b.to(dtype).to(device)

@@ -64,8 +64,12 @@ def _reference_of(op: str, eps: float) -> Callable[[torch.Tensor], torch.Tensor]
     return reference
 
 
-_ROWS = [("l2", "l2", 0.0), ("l1", "l1", 0.0), ("l1_mean", "l1_mean", 0.0),
-         *[(f"rms({eps:g})", "rms", eps) for eps in (1e-5, 1e-6, 1e-8)]]
+_ROWS = [
+    ("l2", "l2", 0.0),
+    ("l1", "l1", 0.0),
+    ("l1_mean", "l1_mean", 0.0),
+    *[(f"rms({eps:g})", "rms", eps) for eps in (1e-5, 1e-6, 1e-8)],
+]
 MEMBERS = [(name, _reference_of(op, eps), {"OP": op, "EPS": eps}) for name, op, eps in _ROWS]
 DEFAULT_MEMBER = "rms(1e-05)"
 reference = next(ref for name, ref, _ in MEMBERS if name == DEFAULT_MEMBER)
@@ -77,13 +81,13 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (x.to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor]]:
     """``large``: x * 1e3 (x^2 of 1e6 over a long R: a sum of squares in fp16 overflows at 65504);
     ``tiny``: x * 1e-3, where RMS's eps (1e-5 against a mean square of 1e-6) decides the result."""
     (x,) = make_inputs(shape, torch.float32, seed, "cpu")
-    return {"large": ((x * 1e3).to(dtype=dtype, device=device),),
-            "tiny": ((x * 1e-3).to(dtype=dtype, device=device),)}
+    return {"large": ((x * 1e3).to(dtype=dtype, device=device),), "tiny": ((x * 1e-3).to(dtype=dtype, device=device),)}
 
 
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:

@@ -33,8 +33,10 @@ from warpforge.kernels.taskdef import Member
 
 NAME = "pool"
 KIND = "pooling"
-DESCRIPTION = ("y = max_pool3d / avg_pool3d of x [N, C, D, H, W] (1-D and 2-D as unit dims): kernel, stride, "
-               "padding, dilation, ceil_mode, count_include_pad and divisor_override per member; fp32 sums")
+DESCRIPTION = (
+    "y = max_pool3d / avg_pool3d of x [N, C, D, H, W] (1-D and 2-D as unit dims): kernel, stride, "
+    "padding, dilation, ceil_mode, count_include_pad and divisor_override per member; fp32 sums"
+)
 
 # KernelBench level 1's pooling benchmarks as this task sees them: 43/46 (3-D), 42/45 (2-D as D = 1) and 41/44
 # (1-D as D = H = 1), plus an image network's 2x2 max pool.
@@ -70,9 +72,16 @@ def _triple(v: int | tuple[int, ...], rank: int, fill: int) -> Triple:
     return int(out[0]), int(out[1]), int(out[2])
 
 
-def member(op: str, kernel: Triple, stride: Triple | None = None, padding: Triple = (0, 0, 0),
-           dilation: Triple = (1, 1, 1), ceil_mode: bool = False, count_include_pad: bool = True,
-           divisor: int = 0) -> tuple[str, Callable[[torch.Tensor], torch.Tensor], dict[str, str | int | bool]]:
+def member(
+    op: str,
+    kernel: Triple,
+    stride: Triple | None = None,
+    padding: Triple = (0, 0, 0),
+    dilation: Triple = (1, 1, 1),
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor: int = 0,
+) -> tuple[str, Callable[[torch.Tensor], torch.Tensor], dict[str, str | int | bool]]:
     """The member pooling with these hyperparameters: (name, reference, template constants). ``divisor`` 0 is
     the window's count (average pooling without divisor_override); average pooling has no dilation."""
     stride = stride or kernel
@@ -86,8 +95,15 @@ def member(op: str, kernel: Triple, stride: Triple | None = None, padding: Tripl
         if op == "max":
             y = F.max_pool3d(v, kernel, stride, padding, dilation, ceil_mode=ceil_mode)
         else:
-            y = F.avg_pool3d(v, kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
-                             divisor_override=divisor or None)
+            y = F.avg_pool3d(
+                v,
+                kernel,
+                stride,
+                padding,
+                ceil_mode=ceil_mode,
+                count_include_pad=count_include_pad,
+                divisor_override=divisor or None,
+            )
         return y.to(x.dtype)
 
     constants: dict[str, str | int | bool] = {"OP": op}
@@ -107,8 +123,12 @@ def member(op: str, kernel: Triple, stride: Triple | None = None, padding: Tripl
 
 # The table (a module the matcher cannot read): an image network's 2x2 max and average pools, and a 3-D 2x2x2
 # max pool; every other member is proposed from the problem's own module.
-MEMBERS = [member("max", (1, 2, 2)), member("avg", (1, 2, 2)), member("max", (2, 2, 2)),
-           member("max", (1, 3, 3), (1, 2, 2), (0, 1, 1))]
+MEMBERS = [
+    member("max", (1, 2, 2)),
+    member("avg", (1, 2, 2)),
+    member("max", (2, 2, 2)),
+    member("max", (1, 3, 3), (1, 2, 2), (0, 1, 1)),
+]
 DEFAULT_MEMBER = MEMBERS[0][0]
 reference = MEMBERS[0][1]
 
@@ -130,8 +150,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return (x.to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor]]:
     """``negative``: every value below -1, where a max padded with 0 (not -inf) returns 0 at the borders;
     ``offset``: 1000 + randn, whose average summed in fp16 is off by its sum's spacing (0.5 at 1000 x 8)."""
     (x,) = make_inputs(shape, torch.float32, seed + 1, "cpu")
@@ -157,8 +178,14 @@ def bytes_moved(shape: dict[str, int], dtype: torch.dtype) -> float:
 
 def _pool_module(model: torch.nn.Module) -> torch.nn.Module | None:
     """The model's one pooling module (MaxPool1d..3d or AvgPool1d..3d), or None."""
-    kinds = (torch.nn.MaxPool1d, torch.nn.MaxPool2d, torch.nn.MaxPool3d, torch.nn.AvgPool1d, torch.nn.AvgPool2d,
-             torch.nn.AvgPool3d)
+    kinds = (
+        torch.nn.MaxPool1d,
+        torch.nn.MaxPool2d,
+        torch.nn.MaxPool3d,
+        torch.nn.AvgPool1d,
+        torch.nn.AvgPool2d,
+        torch.nn.AvgPool3d,
+    )
     found = [m for m in model.modules() if isinstance(m, kinds)]
     return found[0] if len(found) == 1 else None
 
@@ -180,5 +207,17 @@ def propose_members(model: torch.nn.Module) -> list[Member]:
         dilation = _triple(mod.dilation, rank, 1)
         return [Member(*member("max", kernel, stride, padding, dilation, bool(mod.ceil_mode)))]
     divisor = getattr(mod, "divisor_override", None) or 0
-    return [Member(*member("avg", kernel, stride, padding, (1, 1, 1), bool(mod.ceil_mode),
-                           bool(mod.count_include_pad), int(divisor)))]
+    return [
+        Member(
+            *member(
+                "avg",
+                kernel,
+                stride,
+                padding,
+                (1, 1, 1),
+                bool(mod.ceil_mode),
+                bool(mod.count_include_pad),
+                int(divisor),
+            )
+        )
+    ]

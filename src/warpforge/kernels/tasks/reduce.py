@@ -68,8 +68,11 @@ def _reference_of(op: str, keepdim: bool) -> Callable[[torch.Tensor], torch.Tens
     return reference
 
 
-MEMBERS = [(f"{op}{'_keepdim' if keep else ''}", _reference_of(op, keep), {"OP": op, "KEEPDIM": keep})
-           for op in (*_VALUE_OPS, *_INDEX_OPS) for keep in (False, True)]
+MEMBERS = [
+    (f"{op}{'_keepdim' if keep else ''}", _reference_of(op, keep), {"OP": op, "KEEPDIM": keep})
+    for op in (*_VALUE_OPS, *_INDEX_OPS)
+    for keep in (False, True)
+]
 DEFAULT_MEMBER = "sum"
 reference = next(ref for name, ref, _ in MEMBERS if name == DEFAULT_MEMBER)
 
@@ -83,8 +86,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return ((mag * sign).to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor]]:
     """``ties``: values from {-1, 0, 1} (argmax/argmin must return the first index of the extreme, max/min of
     all-equal columns the value); ``near_one``: 1 + 0.01 randn, whose sum over R = 1031 (about 1031, where
     the fp16 spacing is 1) loses every deviation when accumulated in fp16 (an offset of 1000 would be the

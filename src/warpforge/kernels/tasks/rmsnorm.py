@@ -70,9 +70,7 @@ def grad_scales(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> tuple[floa
     return float(dx_terms.pow(2).mean().sqrt()), float(dw_terms.pow(2).mean().sqrt())
 
 
-def make_inputs(
-    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
-) -> tuple[torch.Tensor, torch.Tensor]:
+def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     m, n = shape["M"], shape["N"]
     # Activations: standard normal with a per-row scale in [0.5, 2] (token norms differ); trained norm
@@ -83,8 +81,9 @@ def make_inputs(
     return x.to(dtype=dtype, device=device), w.to(dtype=dtype, device=device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_magnitude``: activations x 300 (squares near 1e5 each: a sum of squares kept in fp16
@@ -95,6 +94,7 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     x, w = make_inputs(shape, dtype, seed, "cpu")
     sets = {"large_magnitude": x.float() * 300.0, "tiny": x.float() * 1e-3}
     return {name: (t.to(dtype=dtype, device=device), w.to(device)) for name, t in sets.items()}
+
 
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # Per element: square, accumulate, scale by rstd, scale by w = 4 operations.

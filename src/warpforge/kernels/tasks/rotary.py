@@ -23,8 +23,10 @@ import torch
 
 NAME = "rotary"
 KIND = "rotary"
-DESCRIPTION = ("rotary embedding out = x*cos + rotate_half(x)*sin (Llama/NeoX); x [B, H, S, D], cos/sin [S, D]; "
-               "forward and backward (dx)")
+DESCRIPTION = (
+    "rotary embedding out = x*cos + rotate_half(x)*sin (Llama/NeoX); x [B, H, S, D], cos/sin [S, D]; "
+    "forward and backward (dx)"
+)
 
 GRAD_INPUTS = (0,)
 
@@ -78,12 +80,16 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     # Python's RNG: no tensor is read on the host, so make_inputs also runs on fake tensors (compile stage).
     offset = random.Random(seed).randrange(4096)
     ang = angles(s + offset, d)[offset:]
-    return (x.to(dtype=dtype, device=device), ang.cos().to(dtype=dtype, device=device),
-            ang.sin().to(dtype=dtype, device=device))
+    return (
+        x.to(dtype=dtype, device=device),
+        ang.cos().to(dtype=dtype, device=device),
+        ang.sin().to(dtype=dtype, device=device),
+    )
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_magnitude``: x scaled to ~1e4 (fp16 holds it; a kernel that sums x*cos + x*sin in fp16 before

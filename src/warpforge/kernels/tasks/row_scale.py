@@ -57,8 +57,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return s.to(dtype=dtype, device=device), x.to(dtype=dtype, device=device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """``zero_rows``: every other factor 0 (rows that must come out exactly 0); ``one_row``: the last factor alone
     non-zero (a kernel that drops the last row block, or reads s[0] for every row, is off by O(1) there)."""
     s, x = make_inputs(shape, torch.float32, seed, "cpu")

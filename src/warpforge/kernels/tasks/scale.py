@@ -57,8 +57,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return x.to(dtype=dtype, device=device), s
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, float]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, float]]:
     """``large``: x times 1e3 with a factor of 3.5 (products near fp16's 65504 stay finite only when rounded once
     from fp32); ``tiny``: x times 1e-4 (a kernel that flushes small values to zero is off by its whole size)."""
     x, s = make_inputs(shape, torch.float32, seed, "cpu")

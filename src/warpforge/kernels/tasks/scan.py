@@ -31,8 +31,10 @@ import torch
 
 NAME = "scan"
 KIND = "reduction"
-DESCRIPTION = ("y = cumop(x, dim=1) of an [M, L, N] tensor: cumsum and cumprod, inclusive or exclusive, forward or "
-               "reverse; fp32 accumulation.")
+DESCRIPTION = (
+    "y = cumop(x, dim=1) of an [M, L, N] tensor: cumsum and cumprod, inclusive or exclusive, forward or "
+    "reverse; fp32 accumulation."
+)
 
 # KernelBench's 32768 rows of 32768 (level 1, problems 89-92: a last-dim scan of a 2-D tensor, N = 1) and a
 # scan along the sequence of [B, S, hidden] (a causal running sum), where the scanned elements are N apart.
@@ -84,8 +86,12 @@ def _member_name(op: str, reverse: bool, exclusive: bool) -> str:
     return f"cum{op}" + ("_reverse" if reverse else "") + ("_exclusive" if exclusive else "")
 
 
-MEMBERS = [(_member_name(op, rev, exc), _reference_of(op, rev, exc), {"OP": op, "REVERSE": rev, "EXCLUSIVE": exc})
-           for op in _OPS for rev in (False, True) for exc in (False, True)]
+MEMBERS = [
+    (_member_name(op, rev, exc), _reference_of(op, rev, exc), {"OP": op, "REVERSE": rev, "EXCLUSIVE": exc})
+    for op in _OPS
+    for rev in (False, True)
+    for exc in (False, True)
+]
 DEFAULT_MEMBER = "cumsum"
 reference = next(ref for name, ref, _ in MEMBERS if name == DEFAULT_MEMBER)
 
@@ -100,8 +106,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return ((mag * sign).to(dtype=dtype, device=device),)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor]]:
     """``third``: 1/3 + 1e-3 randn, whose running sum grows steadily: accumulated in fp16 each addition to a
     partial sum between 256 and 512 (spacing 0.25) rounds 0.333 to 0.25: 14 off after L = 1031, against an
     allowance of 2.2 there (a running product underflows to 0 in fp32 past L ~ 90, where the float64 one is below

@@ -48,8 +48,9 @@ def make_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int, device: st
     return a.to(dtype).to(device), b.to(dtype).to(device)
 
 
-def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
-                       device: str) -> dict[str, tuple[torch.Tensor, ...]]:
+def adversarial_inputs(
+    shape: dict[str, int], dtype: torch.dtype, seed: int, device: str
+) -> dict[str, tuple[torch.Tensor, ...]]:
     """Inputs that break fragile kernels, checked besides random ones (evaluator/judge/judge.py).
 
     - ``large_magnitude``: gate x 30 (|a| up to about 120: a sigmoid written exp(a) / (1 + exp(a)) gives
@@ -57,6 +58,7 @@ def adversarial_inputs(shape: dict[str, int], dtype: torch.dtype, seed: int,
     """
     a, b = make_inputs(shape, dtype, seed, "cpu")
     return {"large_magnitude": ((a.float() * 30.0).to(dtype=dtype, device=device), b.to(device))}
+
 
 def flops(shape: dict[str, int], dtype: torch.dtype) -> float:
     # per element: sigmoid = exp + add + divide (3), times a (1), times b (1)

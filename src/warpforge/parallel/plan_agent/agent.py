@@ -106,10 +106,12 @@ class PlanAgentResult:
     def note(self) -> str:
         outcomes = ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items())) or "no answers"
         ranked = sorted(p.rank for p in self.proposals if p.rank is not None)
-        return (f"llm plan agent: {self.calls} calls ({outcomes}), {len(self.proposals)} plans proposed, "
-                f"{len(ranked)} ranked (best rank {ranked[0] if ranked else '-'}), "
-                f"{self.prompt_tokens + self.completion_tokens} tokens, ${self.cost_usd:.4f}; "
-                f"stopped by {self.stop_reason}")
+        return (
+            f"llm plan agent: {self.calls} calls ({outcomes}), {len(self.proposals)} plans proposed, "
+            f"{len(ranked)} ranked (best rank {ranked[0] if ranked else '-'}), "
+            f"{self.prompt_tokens + self.completion_tokens} tokens, ${self.cost_usd:.4f}; "
+            f"stopped by {self.stop_reason}"
+        )
 
 
 def plan_task(model: ModelSpec, cluster: ClusterSpec) -> str:
@@ -120,15 +122,31 @@ def plan_task(model: ModelSpec, cluster: ClusterSpec) -> str:
 class PlanAgent:
     """One LLM plan search (see the module docstring); ``client`` is an OpenAIChatClient or a ReplayClient."""
 
-    def __init__(self, model: ModelSpec, cluster: ClusterSpec, options: SearchOptions, settings: PlanAgentSettings,
-                 *, llm: LLMConfig, db_url: str | None, campaign: str, client: ChatClient | None = None,
-                 replay_of: str | None = None) -> None:
+    def __init__(
+        self,
+        model: ModelSpec,
+        cluster: ClusterSpec,
+        options: SearchOptions,
+        settings: PlanAgentSettings,
+        *,
+        llm: LLMConfig,
+        db_url: str | None,
+        campaign: str,
+        client: ChatClient | None = None,
+        replay_of: str | None = None,
+    ) -> None:
         self.model, self.cluster, self.options, self.settings, self.llm = model, cluster, options, settings, llm
         self.db_url, self.campaign, self.replay_of = db_url, campaign, replay_of
         self.client = client
         self.task = plan_task(model, cluster)
-        self.judge = PlanJudge(model, cluster, options.global_batch or model.default_global_batch(),
-                               options.precision, options.framework, options.memory_margin)
+        self.judge = PlanJudge(
+            model,
+            cluster,
+            options.global_batch or model.default_global_batch(),
+            options.precision,
+            options.framework,
+            options.memory_margin,
+        )
         self.gb, self.usable = self.judge.gb, self.judge.usable
         self.meter = UsageMeter(settings)
         self.recorder = CallRecorder(self.meter, self._database, campaign, replayed=replay_of is not None)
@@ -147,8 +165,14 @@ class PlanAgent:
     def _save_run(self) -> None:
         from warpforge.agent.transcripts import store_run
 
-        store_run(self._database(), self.campaign, self.task, self.meter.totals(
-            {**self.settings.model_dump(mode="json"), "models": [m.public() for m in self.llm.models]}))
+        store_run(
+            self._database(),
+            self.campaign,
+            self.task,
+            self.meter.totals(
+                {**self.settings.model_dump(mode="json"), "models": [m.public() for m in self.llm.models]}
+            ),
+        )
 
     # --- the loop ------------------------------------------------------------------------------------------
     async def _ask(self, slot: int, messages: list[Any], model: ModelConfig) -> list[Attempt[ParsedPlans]]:
@@ -156,22 +180,38 @@ class PlanAgent:
         assert self.client is not None
 
         def check(answer: LLMResponse) -> ParsedPlans:
-            parsed = parse_plan_answer(answer.content, finish_reason=answer.finish_reason,
-                                       max_plans=self.settings.plans_per_call)
+            parsed = parse_plan_answer(
+                answer.content, finish_reason=answer.finish_reason, max_plans=self.settings.plans_per_call
+            )
             if parsed.outcome == "accepted":
                 judged = [self.judge(p) for p in parsed.plans]
-                if all(j.outcome in ("invalid", "duplicate") for j in judged) and \
-                        any(j.outcome == "invalid" for j in judged):
-                    parsed = replace(parsed, outcome="rejected", message="none of the plans can run: " + "; ".join(
-                        f"plan {i + 1}: {j.message}" for i, j in enumerate(judged) if j.outcome == "invalid"))
+                if all(j.outcome in ("invalid", "duplicate") for j in judged) and any(
+                    j.outcome == "invalid" for j in judged
+                ):
+                    parsed = replace(
+                        parsed,
+                        outcome="rejected",
+                        message="none of the plans can run: "
+                        + "; ".join(
+                            f"plan {i + 1}: {j.message}" for i, j in enumerate(judged) if j.outcome == "invalid"
+                        ),
+                    )
             return parsed
 
         def reask(parsed: ParsedPlans) -> str | None:
             return plan_reask_message(parsed.outcome, parsed.message) if parsed.outcome in REASKABLE else None
 
         rounds = self.meter.rounds
-        return await ask(self.client, self.meter, model, messages, key=lambda a: f"r{rounds}.s{slot}.a{a}",
-                         check=check, reask=reask, schema=PLAN_SCHEMA)
+        return await ask(
+            self.client,
+            self.meter,
+            model,
+            messages,
+            key=lambda a: f"r{rounds}.s{slot}.a{a}",
+            check=check,
+            reask=reask,
+            schema=PLAN_SCHEMA,
+        )
 
     def _settle(self, attempts: list[Attempt[ParsedPlans]]) -> None:
         """Store a proposal's calls and judge its plans, in slot order (so duplicates across slots are seeded)."""
@@ -188,11 +228,21 @@ class PlanAgent:
             call_id = self.recorder.record(self.task, a.key, a.messages, a.response, outcome, message) or 0
             for slot, j in enumerate(judged):
                 p = j.prediction
-                rec = AgentPlanRow(self.task, call_id, a.key, slot, j.raw.plan, j.plan.key() if j.plan else None,
-                                      j.outcome, j.message, " ".join(j.raw.rationale.split())[:1000],
-                                      step_time_s=p.step_time_s if p else None,
-                                      tokens_per_s=p.tokens_per_s if p else None,
-                                      peak_mem_gb=p.peak_mem_gb if p else None, replayed=self.replay_of is not None)
+                rec = AgentPlanRow(
+                    self.task,
+                    call_id,
+                    a.key,
+                    slot,
+                    j.raw.plan,
+                    j.plan.key() if j.plan else None,
+                    j.outcome,
+                    j.message,
+                    " ".join(j.raw.rationale.split())[:1000],
+                    step_time_s=p.step_time_s if p else None,
+                    tokens_per_s=p.tokens_per_s if p else None,
+                    peak_mem_gb=p.peak_mem_gb if p else None,
+                    replayed=self.replay_of is not None,
+                )
                 rec = replace(rec, id=store_agent_plan(self._database(), self._campaign_id, rec))
                 self.proposals.append((rec, p))
                 if j.plan is not None and j.outcome != "duplicate":
@@ -233,10 +283,19 @@ class PlanAgent:
 
         db = self._database()
         db.upgrade()
-        self._campaign_id = create_plan_campaign(db, self.campaign, {
-            "kind": "plan", "proposer": "llm", "tasks": [self.task], "replay_of": self.replay_of,
-            "model_spec": self.model.model_dump(mode="json"), "cluster_spec": self.cluster.model_dump(mode="json"),
-            "search": self.options.model_dump(mode="json")})
+        self._campaign_id = create_plan_campaign(
+            db,
+            self.campaign,
+            {
+                "kind": "plan",
+                "proposer": "llm",
+                "tasks": [self.task],
+                "replay_of": self.replay_of,
+                "model_spec": self.model.model_dump(mode="json"),
+                "cluster_spec": self.cluster.model_dump(mode="json"),
+                "search": self.options.model_dump(mode="json"),
+            },
+        )
         try:
             return await self._search_and_ask(db)
         except BaseException:  # no plan fits, a store error, Ctrl-C: the campaign row must not stay "running"
@@ -249,8 +308,16 @@ class PlanAgent:
 
         opts = self.options.model_dump()
         baseline = search_plans(self.model, self.cluster, **opts)  # raises when no plan fits: the CLI says why
-        view = SearchView(self.model, self.cluster, self.gb, self.options.precision, self.usable,
-                          space_axes(self.model, self.cluster), baseline.evaluated, baseline.feasible)
+        view = SearchView(
+            self.model,
+            self.cluster,
+            self.gb,
+            self.options.precision,
+            self.usable,
+            space_axes(self.model, self.cluster),
+            baseline.evaluated,
+            baseline.feasible,
+        )
         if self.client is None:
             from warpforge.agent.client import OpenAIChatClient
 
@@ -260,12 +327,20 @@ class PlanAgent:
                 self.meter.rounds += 1
                 rng = random.Random(f"{self.settings.seed}:{self.task}:{self.meter.rounds}")
                 models = [self.client.pick(random.Random(rng.random())) for _ in range(self.settings.in_flight)]
-                prompts = [build_plan_prompt(view, best=self._evidence(baseline), earlier=self._earlier(),
-                                             max_plans=self.settings.plans_per_call,
-                                             budget_tokens=self.settings.prompt_tokens,
-                                             structured=m.structured_output) for m in models]
-                results = await asyncio.gather(*(self._ask(s, list(p.messages), m)
-                                                 for s, (p, m) in enumerate(zip(prompts, models))))
+                prompts = [
+                    build_plan_prompt(
+                        view,
+                        best=self._evidence(baseline),
+                        earlier=self._earlier(),
+                        max_plans=self.settings.plans_per_call,
+                        budget_tokens=self.settings.prompt_tokens,
+                        structured=m.structured_output,
+                    )
+                    for m in models
+                ]
+                results = await asyncio.gather(
+                    *(self._ask(s, list(p.messages), m) for s, (p, m) in enumerate(zip(prompts, models)))
+                )
                 for attempts in results:
                     self._settle(attempts)
                 if self.meter.exhausted:
@@ -277,18 +352,33 @@ class PlanAgent:
         enqueue = [p.plan for r, p in self.proposals if r.outcome in ("ranked", "does_not_fit") and p is not None]
         final = search_plans(self.model, self.cluster, **{**opts, "enqueue": enqueue})
         rank = {p.plan.key(): i + 1 for i, p in enumerate(final.feasible_predictions)}
-        ranked = [replace(r, rank=rank.get(r.plan_key or "")) if r.outcome == "ranked" else r
-                  for r, _ in self.proposals]
+        ranked = [
+            replace(r, rank=rank.get(r.plan_key or "")) if r.outcome == "ranked" else r for r, _ in self.proposals
+        ]
         set_ranks(db, {r.id: r.rank for r in ranked if r.id is not None and r.rank is not None})
-        lines = {r.plan_key: f"proposed by the LLM (call {r.call_id}, {r.call_key}): {r.rationale}"
-                 for r in reversed(ranked) if r.plan_key and r.outcome in ("ranked", "does_not_fit")}
+        lines = {
+            r.plan_key: f"proposed by the LLM (call {r.call_id}, {r.call_key}): {r.rationale}"
+            for r in reversed(ranked)
+            if r.plan_key and r.outcome in ("ranked", "does_not_fit")
+        }
         unfit = [p for r, p in self.proposals if r.outcome == "does_not_fit" and p is not None]
         stored = store_ranked_plans(self.db_url, self.model, self.cluster, final, lines, unfit, self._campaign_id)
         finish_campaign(db, self._campaign_id)
         mismatches = list(getattr(self.client, "mismatches", []))
         m = self.meter
-        return PlanAgentResult(self.campaign, final, ranked, m.stop_reason or "", m.calls, m.prompt_tokens,
-                               m.completion_tokens, m.cost_usd, dict(m.outcomes), mismatches, stored)
+        return PlanAgentResult(
+            self.campaign,
+            final,
+            ranked,
+            m.stop_reason or "",
+            m.calls,
+            m.prompt_tokens,
+            m.completion_tokens,
+            m.cost_usd,
+            dict(m.outcomes),
+            mismatches,
+            stored,
+        )
 
     def _replayed_stop_reason(self) -> str:
         from warpforge.agent.transcripts import read_runs

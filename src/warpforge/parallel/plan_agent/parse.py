@@ -42,11 +42,27 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 # strict mode needs every property required, and a plan names only the fields it changes.
 PLAN_SCHEMA: dict[str, Any] = {
     "type": "json_schema",
-    "json_schema": {"name": "parallel_plans", "strict": False, "schema": {
-        "type": "object", "additionalProperties": False, "required": ["plans"],
-        "properties": {"plans": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "additionalProperties": False, "required": ["plan", "rationale"],
-            "properties": {"plan": {"type": "object"}, "rationale": {"type": "string"}}}}}}},
+    "json_schema": {
+        "name": "parallel_plans",
+        "strict": False,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["plans"],
+            "properties": {
+                "plans": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["plan", "rationale"],
+                        "properties": {"plan": {"type": "object"}, "rationale": {"type": "string"}},
+                    },
+                }
+            },
+        },
+    },
 }
 
 
@@ -92,17 +108,26 @@ def extract_json(content: str) -> str | None:
 def parse_plan_answer(content: str, *, finish_reason: str, max_plans: int) -> ParsedPlans:
     """Parse one answer strictly; ``accepted`` means well-formed, not yet valid for the simulator."""
     if finish_reason == "length":
-        return ParsedPlans("truncated", "the answer was cut off at the token limit: answer with the JSON object "
-                           "only, shorter rationales, no prose outside the ```json block")
+        return ParsedPlans(
+            "truncated",
+            "the answer was cut off at the token limit: answer with the JSON object "
+            "only, shorter rationales, no prose outside the ```json block",
+        )
     text = extract_json(content)
     if text is None:
-        return ParsedPlans("no_code", 'no ```json block with {"plans": [...]} was found: answer with one ```json '
-                           "block holding the object described above")
+        return ParsedPlans(
+            "no_code",
+            'no ```json block with {"plans": [...]} was found: answer with one ```json '
+            "block holding the object described above",
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        return ParsedPlans("parse_error", f"the JSON does not parse (line {exc.lineno} column {exc.colno}: "
-                           f"{exc.msg}): answer with valid JSON, no comments or trailing commas")
+        return ParsedPlans(
+            "parse_error",
+            f"the JSON does not parse (line {exc.lineno} column {exc.colno}: "
+            f"{exc.msg}): answer with valid JSON, no comments or trailing commas",
+        )
     try:
         answer = PlanAnswer.model_validate(data)
     except ValidationError as exc:

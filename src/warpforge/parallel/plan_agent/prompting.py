@@ -37,8 +37,12 @@ PROMPTS = Path(__file__).parent / "prompts"
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(PROMPTS)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
 
 
 def _render(name: str, **context: Any) -> str:
@@ -69,29 +73,43 @@ class EarlierProposal:
 
 
 def model_section(m: ModelSpec) -> Section:
-    lines = [f"{m.name}: {m.num_params() / 1e9:.1f} B parameters, {m.layers} layers, hidden {m.hidden}, "
-             f"{m.heads} heads ({m.n_kv_heads} KV heads, head dim {m.head_dim}), FFN {m.ffn_dim} ({m.activation}), "
-             f"vocab {m.vocab}, sequence {m.seq}" + (", tied embeddings" if m.tied_embeddings else "")]
+    lines = [
+        f"{m.name}: {m.num_params() / 1e9:.1f} B parameters, {m.layers} layers, hidden {m.hidden}, "
+        f"{m.heads} heads ({m.n_kv_heads} KV heads, head dim {m.head_dim}), FFN {m.ffn_dim} ({m.activation}), "
+        f"vocab {m.vocab}, sequence {m.seq}" + (", tied embeddings" if m.tied_embeddings else "")
+    ]
     if m.is_moe:
-        lines.append(f"MoE: {m.experts} experts, top-{m.top_k}, expert FFN {m.expert_ffn}, {m.shared_experts} "
-                     f"shared, {m.first_dense_layers} dense first layers; {m.active_params() / 1e9:.1f} B active")
+        lines.append(
+            f"MoE: {m.experts} experts, top-{m.top_k}, expert FFN {m.expert_ffn}, {m.shared_experts} "
+            f"shared, {m.first_dense_layers} dense first layers; {m.active_params() / 1e9:.1f} B active"
+        )
     return Section("Model", "\n".join(lines), 100)
 
 
 def cluster_section(c: ClusterSpec) -> Section:
     fp8 = f", {c.fp8_tflops:g} TFLOP/s fp8" if c.fp8_tflops else ""
-    return Section("Cluster", (
-        f"{c.name}: {c.nodes} nodes x {c.gpus_per_node} {c.gpu} = {c.total_gpus} GPUs; {c.hbm_gb:g} GiB HBM at "
-        f"{c.hbm_tbps:g} TB/s, {c.peak_tflops:g} TFLOP/s bf16 dense{fp8}; intra-node {c.intra_gbps:g} GB/s "
-        f"({c.intra_latency_us:g} us), inter-node {c.inter_gbps:g} GB/s per GPU ({c.inter_latency_us:g} us)"), 100)
+    return Section(
+        "Cluster",
+        (
+            f"{c.name}: {c.nodes} nodes x {c.gpus_per_node} {c.gpu} = {c.total_gpus} GPUs; {c.hbm_gb:g} GiB HBM at "
+            f"{c.hbm_tbps:g} TB/s, {c.peak_tflops:g} TFLOP/s bf16 dense{fp8}; intra-node {c.intra_gbps:g} GB/s "
+            f"({c.intra_latency_us:g} us), inter-node {c.inter_gbps:g} GB/s per GPU ({c.inter_latency_us:g} us)"
+        ),
+        100,
+    )
 
 
 def search_section(v: SearchView) -> Section:
     axes = "; ".join(f"{k} {v.axes[k]}" for k in ("tp", "pp", "cp", "ep") if k in v.axes)
-    return Section("Search", (
-        f"Global batch {v.global_batch} sequences (fixed), precision {v.precision} (fixed). A plan must use all "
-        f"{v.cluster.total_gpus} GPUs and fit in {v.usable_gb:.1f} GiB per GPU (the rest of HBM is kept free). "
-        f"Structurally valid values: {axes}. The search simulated {v.evaluated} plans; {v.feasible} fit."), 100)
+    return Section(
+        "Search",
+        (
+            f"Global batch {v.global_batch} sequences (fixed), precision {v.precision} (fixed). A plan must use all "
+            f"{v.cluster.total_gpus} GPUs and fit in {v.usable_gb:.1f} GiB per GPU (the rest of HBM is kept free). "
+            f"Structurally valid values: {axes}. The search simulated {v.evaluated} plans; {v.feasible} fit."
+        ),
+        100,
+    )
 
 
 def _secs(x: float) -> str:
@@ -111,13 +129,15 @@ def plan_breakdown(p: Prediction, rank: int, why: str = "") -> str:
     t = p.time.model_dump()
     parts = [f"{LABELS[k]} {_secs(t[k])}" for k in LABELS if t.get(k, 0.0) > 0]
     mem = p.memory
-    lines = [f"#{rank} `{p.plan.short()}` {plan_fields(p.plan)}",
-             f"  step {p.step_time_s:.4g} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
-             f"{p.num_microbatches} micro-batches, bubble {p.bubble_fraction:.1%} of the step",
-             "  time per step: " + ", ".join(parts),
-             f"  memory per GPU (GiB, pipeline rank {mem.stage}): weights {mem.weights:.1f}, grads {mem.grads:.1f}, "
-             f"optimizer {mem.optimizer:.1f}, activations {mem.activations:.1f}, logits {mem.logits:.1f}, "
-             f"overhead {mem.overhead:.1f}; peak {p.peak_mem_gb:.1f} of {p.hbm_gb:g}"]
+    lines = [
+        f"#{rank} `{p.plan.short()}` {plan_fields(p.plan)}",
+        f"  step {p.step_time_s:.4g} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
+        f"{p.num_microbatches} micro-batches, bubble {p.bubble_fraction:.1%} of the step",
+        "  time per step: " + ", ".join(parts),
+        f"  memory per GPU (GiB, pipeline rank {mem.stage}): weights {mem.weights:.1f}, grads {mem.grads:.1f}, "
+        f"optimizer {mem.optimizer:.1f}, activations {mem.activations:.1f}, logits {mem.logits:.1f}, "
+        f"overhead {mem.overhead:.1f}; peak {p.peak_mem_gb:.1f} of {p.hbm_gb:g}",
+    ]
     if why:
         lines.append(f"  {why}")
     return "\n".join(lines)
@@ -126,8 +146,11 @@ def plan_breakdown(p: Prediction, rank: int, why: str = "") -> str:
 def best_section(best: Sequence[tuple[int, Prediction, str]]) -> Section | None:
     if not best:
         return None
-    return Section("Best plans so far (simulated, fastest first)",
-                   "\n".join(plan_breakdown(p, rank, why) for rank, p, why in best), 90)
+    return Section(
+        "Best plans so far (simulated, fastest first)",
+        "\n".join(plan_breakdown(p, rank, why) for rank, p, why in best),
+        90,
+    )
 
 
 def earlier_section(earlier: Sequence[EarlierProposal], limit: int = 24) -> Section | None:
@@ -140,22 +163,39 @@ def earlier_section(earlier: Sequence[EarlierProposal], limit: int = 24) -> Sect
 def does_not_fit_message(p: Prediction, usable_gb: float) -> str:
     """Why a plan does not fit, in one line: how much it needs and the shares that take the memory."""
     mem = p.memory
-    shares = sorted(((getattr(mem, k), k) for k in ("weights", "grads", "optimizer", "activations", "logits")),
-                    reverse=True)
+    shares = sorted(
+        ((getattr(mem, k), k) for k in ("weights", "grads", "optimizer", "activations", "logits")), reverse=True
+    )
     top = ", ".join(f"{k} {v:.1f}" for v, k in shares[:3])
     return f"needs {p.peak_mem_gb:.1f} GiB per GPU, usable {usable_gb:.1f} (largest: {top})"
 
 
-def build_plan_prompt(view: SearchView, *, best: Sequence[tuple[int, Prediction, str]],
-                      earlier: Sequence[EarlierProposal], max_plans: int, budget_tokens: int = 12000,
-                      structured: bool = False) -> Prompt:
+def build_plan_prompt(
+    view: SearchView,
+    *,
+    best: Sequence[tuple[int, Prediction, str]],
+    earlier: Sequence[EarlierProposal],
+    max_plans: int,
+    budget_tokens: int = 12000,
+    structured: bool = False,
+) -> Prompt:
     """System + user messages for one plan proposal; ``best`` holds (rank, prediction, one line of why)."""
     system = _render("system.j2", max_plans=max_plans, structured=structured)
     sections = [model_section(view.model), cluster_section(view.cluster), search_section(view)]
     sections += [s for s in (best_section(best), earlier_section(earlier)) if s is not None]
-    return fit_prompt(system, sections, lambda kept: _render(
-        "propose.j2", sections=kept, max_plans=max_plans, model_name=view.model.name,
-        gpus=view.cluster.total_gpus, usable_gb=f"{view.usable_gb:.1f}"), budget_tokens)
+    return fit_prompt(
+        system,
+        sections,
+        lambda kept: _render(
+            "propose.j2",
+            sections=kept,
+            max_plans=max_plans,
+            model_name=view.model.name,
+            gpus=view.cluster.total_gpus,
+            usable_gb=f"{view.usable_gb:.1f}",
+        ),
+        budget_tokens,
+    )
 
 
 def plan_reask_message(outcome: str, message: str) -> str:

@@ -51,8 +51,9 @@ def store_agent_plan(db: Database, campaign_id: int, rec: AgentPlanRow) -> int:
     from warpforge.db import agent_store
 
     with db.session() as s:  # the model's text is untrusted: redacted before it is stored
-        return agent_store.add_plan(s, campaign_id, replace(rec, message=redact(rec.message),
-                                                            rationale=redact(rec.rationale)))
+        return agent_store.add_plan(
+            s, campaign_id, replace(rec, message=redact(rec.message), rationale=redact(rec.rationale))
+        )
 
 
 def set_ranks(db: Database, ranks: Mapping[int, int | None]) -> None:
@@ -70,8 +71,16 @@ def read_agent_plans(db: Database, campaign: str) -> list[AgentPlanRow]:
     return list(Reader(database=db).agent_plans(campaign))
 
 
-def store_ranked_plans(url: str | None, model: Any, cluster: Any, result: Any, llm: Mapping[str, str],
-                       extra: Sequence[Any] = (), campaign_id: int | None = None, limit: int = 100) -> int:
+def store_ranked_plans(
+    url: str | None,
+    model: Any,
+    cluster: Any,
+    result: Any,
+    llm: Mapping[str, str],
+    extra: Sequence[Any] = (),
+    campaign_id: int | None = None,
+    limit: int = 100,
+) -> int:
     """The final search's fitting plans (best ``limit``, plus every LLM-ranked one) and the LLM's plans that do not
     fit (``extra`` predictions), into ``wf_plans``; ``llm`` maps a plan key to the line that says who proposed it
     and why. Returns the number of rows written."""

@@ -107,8 +107,7 @@ def random_expectation(recorded: RecordedSpace, k: int) -> float:
     return total
 
 
-def run_once(recorded: RecordedSpace, space: SearchSpace, sampler: str, seed: int,
-             budgets: list[int]) -> RunResult:
+def run_once(recorded: RecordedSpace, space: SearchSpace, sampler: str, seed: int, budgets: list[int]) -> RunResult:
     """One search of ``max(budgets)`` distinct evaluations on a recorded space."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = make_study(f"bench-{sampler}-{seed}", None, sampler, seed)
@@ -139,19 +138,32 @@ def run_once(recorded: RecordedSpace, space: SearchSpace, sampler: str, seed: in
         keys.append(best_key)
     fractions = [curve[min(b, len(curve)) - 1] if curve else 0.0 for b in budgets]
     fs = strategy.sampler
-    return RunResult(fractions, wall, fs.n_infeasible, fs.n_duplicate, failed,
-                     [keys[min(b, len(keys)) - 1] if keys else None for b in budgets],
-                     [min(b, len(curve)) for b in budgets])
+    return RunResult(
+        fractions,
+        wall,
+        fs.n_infeasible,
+        fs.n_duplicate,
+        failed,
+        [keys[min(b, len(keys)) - 1] if keys else None for b in budgets],
+        [min(b, len(curve)) for b in budgets],
+    )
 
 
 def run_kt_once(recorded: RecordedSpace, name: str, seed: int, budgets: list[int]) -> RunResult:
     """Kernel Tuner's strategy ``kt:NAME``, one run per budget (some of its strategies plan on max_fevals)."""
     from warpforge.search.bench.kt_baseline import KT_PREFIX, run_kt
 
-    runs = [run_kt(recorded, name[len(KT_PREFIX):], seed, b) for b in budgets]
+    runs = [run_kt(recorded, name[len(KT_PREFIX) :], seed, b) for b in budgets]
     last = runs[budgets.index(max(budgets))]
-    return RunResult([r.fraction for r in runs], last.wall_s, 0, last.revisits, last.failed,
-                     [r.best_key for r in runs], [r.evaluations for r in runs])
+    return RunResult(
+        [r.fraction for r in runs],
+        last.wall_s,
+        0,
+        last.revisits,
+        last.failed,
+        [r.best_key for r in runs],
+        [r.evaluations for r in runs],
+    )
 
 
 def collapse(recorded: RecordedSpace, keys: list[tuple[Any, ...] | None]) -> tuple[int, float | None]:
@@ -192,8 +204,14 @@ def _task(args: tuple[str, str, int, list[int]]) -> RunResult:
         return run_once(rec, space, sampler, seed, budgets)
 
 
-def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repeats: int = 10,
-          seed: int = 0, jobs: int | None = None) -> list[BenchRecord]:
+def bench(
+    files: list[str | Path],
+    samplers: list[str],
+    budgets: list[int],
+    repeats: int = 10,
+    seed: int = 0,
+    jobs: int | None = None,
+) -> list[BenchRecord]:
     """Run every sampler ``repeats`` times on every file; one :class:`BenchRecord` per budget.
 
     Repeat ``r`` uses seed ``seed + r`` for every sampler (common random numbers).
@@ -230,12 +248,27 @@ def bench(files: list[str | Path], samplers: list[str], budgets: list[int], repe
             for j, b in enumerate(budgets):
                 se = float(fr[:, j].std(ddof=1) / math.sqrt(repeats)) if repeats > 1 else 0.0
                 same, same_fraction = collapse(rec, [r.best_keys[j] for r in runs])
-                out.append(BenchRecord(
-                    rec.name, s, b, float(fr[:, j].mean()), se, random_expectation(rec, b), repeats,
-                    float(np.mean([r.wall_s for r in runs])), float(np.mean([r.infeasible for r in runs])),
-                    float(np.mean([r.duplicate for r in runs])), float(np.mean([r.failed for r in runs])),
-                    len(rec), rec.optimum, same, same_fraction,
-                    float(np.mean([r.evaluations[j] for r in runs])), digest))
+                out.append(
+                    BenchRecord(
+                        rec.name,
+                        s,
+                        b,
+                        float(fr[:, j].mean()),
+                        se,
+                        random_expectation(rec, b),
+                        repeats,
+                        float(np.mean([r.wall_s for r in runs])),
+                        float(np.mean([r.infeasible for r in runs])),
+                        float(np.mean([r.duplicate for r in runs])),
+                        float(np.mean([r.failed for r in runs])),
+                        len(rec),
+                        rec.optimum,
+                        same,
+                        same_fraction,
+                        float(np.mean([r.evaluations[j] for r in runs])),
+                        digest,
+                    )
+                )
     return out
 
 
@@ -276,8 +309,9 @@ def render_table(records: list[BenchRecord], width: int = 80) -> Any:
     cost_table.add_column("s/run", justify="right")
     cost_table.add_column("wasted", justify="right")
     cost_table.add_column("evals", justify="right")  # distinct evaluations used at the largest budget
-    cost_table.add_column(f"same end ({budgets[-1]})" if wide and budgets else "same end", justify="right",
-                          no_wrap=wide)
+    cost_table.add_column(
+        f"same end ({budgets[-1]})" if wide and budgets else "same end", justify="right", no_wrap=wide
+    )
     tail = 4 if wide else 0
     by_space: dict[str, dict[str, dict[int, BenchRecord]]] = {}
     for r in records:
@@ -316,8 +350,10 @@ def table_notes(records: list[BenchRecord]) -> list[str]:
     """What the table's columns mean where Kernel Tuner rows differ (printed under the table)."""
     from warpforge.search.bench.kt_baseline import KT_PREFIX, STOPS_EARLY
 
-    notes = ["same end: the largest number of repeats whose best configuration at the largest budget was the "
-             "same one, @ its fraction of the optimum (all repeats below 1.000: every run ends in one trap)."]
+    notes = [
+        "same end: the largest number of repeats whose best configuration at the largest budget was the "
+        "same one, @ its fraction of the optimum (all repeats below 1.000: every run ends in one trap)."
+    ]
     kt = sorted({r.sampler for r in records if r.sampler.startswith(KT_PREFIX)})
     if kt:
         notes += [
@@ -330,7 +366,7 @@ def table_notes(records: list[BenchRecord]) -> list[str]:
             "kt:* seeding: random and numpy.random seeded per repeat, unseeded scipy LatinHypercube draws "
             "(bayes_opt, diff_evo) seeded from numpy.random; deterministic for a given seed.",
         ]
-        early = [s for s in kt if s[len(KT_PREFIX):] in STOPS_EARLY]
+        early = [s for s in kt if s[len(KT_PREFIX) :] in STOPS_EARLY]
         if early:
             notes.append(f"{', '.join(early)}: may stop before the budget on their own (evals column).")
     return notes

@@ -54,9 +54,23 @@ KT_PREFIX = "kt:"
 # order of its strategy map. Left out: brute_force (not a search), nsga3 (many-objective),
 # skopt (needs scikit-optimize) and pyatf_strategies (needs pyATF), neither a dependency of kernel_tuner.
 DEFAULT_KT_STRATEGIES = (
-    "random_sample", "minimize", "basinhopping", "diff_evo", "genetic_algorithm", "greedy_mls",
-    "ordered_greedy_mls", "greedy_ils", "dual_annealing", "mls", "pso", "simulated_annealing",
-    "firefly_algorithm", "bayes_opt", "hybrid_vndx", "adaptive_tabu_greywolf", "nsga2",
+    "random_sample",
+    "minimize",
+    "basinhopping",
+    "diff_evo",
+    "genetic_algorithm",
+    "greedy_mls",
+    "ordered_greedy_mls",
+    "greedy_ils",
+    "dual_annealing",
+    "mls",
+    "pso",
+    "simulated_annealing",
+    "firefly_algorithm",
+    "bayes_opt",
+    "hybrid_vndx",
+    "adaptive_tabu_greywolf",
+    "nsga2",
 )
 # Strategies that end before the budget on their own (iteration limits or convergence; measured on
 # pnpoly/RTX_3090 at 100: minimize 8-35 distinct evaluations, simulated_annealing 75, dual_annealing
@@ -80,7 +94,7 @@ def expand_baselines(text: str) -> list[str]:
             continue
         if part == "kt":
             names += [KT_PREFIX + s for s in DEFAULT_KT_STRATEGIES]
-        elif part.startswith(KT_PREFIX) and part[len(KT_PREFIX):]:
+        elif part.startswith(KT_PREFIX) and part[len(KT_PREFIX) :]:
             names.append(part)
         else:
             raise UsageError(f"unknown baseline {part!r}; use 'kt' or 'kt:STRATEGY' (e.g. kt:genetic_algorithm)")
@@ -96,7 +110,7 @@ def check_strategies(names: list[str]) -> None:
     from kernel_tuner.interface import strategy_map
 
     for name in names:
-        strategy = name[len(KT_PREFIX):]
+        strategy = name[len(KT_PREFIX) :]
         if strategy not in strategy_map:
             raise UsageError(f"unknown Kernel Tuner strategy {strategy!r}; choose from {', '.join(strategy_map)}")
 
@@ -131,10 +145,17 @@ def cache_file(recorded: RecordedSpace) -> Path:
         fail: dict[str, RecordTime] = {"compile": "CompilationFailedConfig", "runtime": "RuntimeFailedConfig"}
         rows: list[tuple[dict[str, Any], RecordTime, list[float]]] = [
             (dict(zip(recorded.params, k)), r.time_ms if r.time_ms is not None else fail[r.status], [])
-            for k, r in recorded.records.items()]
+            for k, r in recorded.records.items()
+        ]
         path = Path(_TMP[0].name) / f"{len(_FILES)}.json"  # Kernel Tuner reads '.json', never '.gz'
-        _FILES[key] = write_cache(path, recorded.device_name or "recorded", recorded.kernel_name or "kernel",
-                                  _problem_size(recorded), recorded.params, rows)
+        _FILES[key] = write_cache(
+            path,
+            recorded.device_name or "recorded",
+            recorded.kernel_name or "kernel",
+            _problem_size(recorded),
+            recorded.params,
+            rows,
+        )
     return _FILES[key]
 
 
@@ -181,9 +202,19 @@ def run_kt(recorded: RecordedSpace, strategy: str, seed: int, budget: int) -> KT
     with _seeded(seed), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results, _ = tune_kernel(
-            recorded.kernel_name or "kernel", "", _problem_size(recorded), [], dict(recorded.params),
-            restrictions=[FunctionConstraint(in_file)], cache=str(path), simulation_mode=True,
-            strategy=strategy, strategy_options={"max_fevals": budget}, quiet=True, seed=seed)
+            recorded.kernel_name or "kernel",
+            "",
+            _problem_size(recorded),
+            [],
+            dict(recorded.params),
+            restrictions=[FunctionConstraint(in_file)],
+            cache=str(path),
+            simulation_mode=True,
+            strategy=strategy,
+            strategy_options={"max_fevals": budget},
+            quiet=True,
+            seed=seed,
+        )
     wall = time.perf_counter() - t0
     seen: dict[tuple[Any, ...], None] = {}
     for r in results:

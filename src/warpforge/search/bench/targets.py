@@ -112,8 +112,9 @@ def compare_to_kt(records: Sequence[BenchRow], sampler: str = DEFAULT_SAMPLER) -
     for r in kept:
         if r.sampler != sampler:
             continue
-        kt = [k for k in kept if _content(k) == _content(r) and k.budget == r.budget
-              and k.sampler.startswith(KT_PREFIX)]
+        kt = [
+            k for k in kept if _content(k) == _content(r) and k.budget == r.budget and k.sampler.startswith(KT_PREFIX)
+        ]
         if kt:
             best = max(kt, key=lambda k: k.mean)
             rows.append(KTComparison(r.space, r.budget, r.mean, r.stderr, best.sampler, best.mean, best.stderr))
@@ -126,8 +127,10 @@ def absolute_targets(records: Sequence[BenchRow], sampler: str = DEFAULT_SAMPLER
     a100_content = {_content(r) for r in records if r.space == A100_SPACE}  # whichever file came first
     a100 = next((r.mean for r in at if _content(r) in a100_content), None)
     mean = sum(r.mean for r in at) / len(at) if at else None
-    return [Target(f"{A100_SPACE} at {TARGET_BUDGET}", a100, A100_TARGET),
-            Target(f"mean of {len(at)} distinct spaces at {TARGET_BUDGET}", mean, MEAN_TARGET)]
+    return [
+        Target(f"{A100_SPACE} at {TARGET_BUDGET}", a100, A100_TARGET),
+        Target(f"mean of {len(at)} distinct spaces at {TARGET_BUDGET}", mean, MEAN_TARGET),
+    ]
 
 
 def render_targets(records: Sequence[BenchRow], sampler: str = DEFAULT_SAMPLER) -> object | None:
@@ -138,16 +141,33 @@ def render_targets(records: Sequence[BenchRow], sampler: str = DEFAULT_SAMPLER) 
     if not rows:
         return None
     table = Table(title=f"targets: {sampler} against the best Kernel Tuner strategy of this run")
-    for name, justify in (("space", "left"), ("budget", "right"), (sampler, "right"), ("best kt", "left"),
-                          ("kt", "right"), ("difference", "right"), ("target", "left")):
+    for name, justify in (
+        ("space", "left"),
+        ("budget", "right"),
+        (sampler, "right"),
+        ("best kt", "left"),
+        ("kt", "right"),
+        ("difference", "right"),
+        ("target", "left"),
+    ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for c in rows:
         verdict = "[green]met[/green]" if c.met else f"[red]missed by {-c.difference - c.se:.3f}[/red]"
-        table.add_row(c.space, str(c.budget), f"{c.ours:.3f} ± {c.ours_se:.3f}", c.best_kt,
-                      f"{c.kt:.3f} ± {c.kt_se:.3f}", f"{c.difference:+.3f} ± {c.se:.3f}", verdict)
+        table.add_row(
+            c.space,
+            str(c.budget),
+            f"{c.ours:.3f} ± {c.ours_se:.3f}",
+            c.best_kt,
+            f"{c.kt:.3f} ± {c.kt_se:.3f}",
+            f"{c.difference:+.3f} ± {c.se:.3f}",
+            verdict,
+        )
     for t in absolute_targets(records, sampler):
         value = "not run" if t.value is None else f"{t.value:.3f}"
-        verdict = "[green]met[/green]" if t.met else (
-            "[red]not run[/red]" if t.value is None else f"[red]missed by {t.goal - t.value:.3f}[/red]")
+        verdict = (
+            "[green]met[/green]"
+            if t.met
+            else ("[red]not run[/red]" if t.value is None else f"[red]missed by {t.goal - t.value:.3f}[/red]")
+        )
         table.add_row(t.what, "", value, "", f">= {t.goal:.2f}", "", verdict)
     return table

@@ -79,8 +79,9 @@ def faster(a: list[float], b: list[float], alpha: float, paired: bool = False) -
     return bool(stats.is_faster(a, b, alpha=alpha, paired=paired and len(a) == len(b)))
 
 
-def beyond_noise(challenger: EvalResult, incumbent: EvalResult, alpha: float,
-                 ab: Samples | None = None) -> tuple[bool, str]:
+def beyond_noise(
+    challenger: EvalResult, incumbent: EvalResult, alpha: float, ab: Samples | None = None
+) -> tuple[bool, str]:
     """Decide one challenge; returns (faster, the evidence used)."""
     if ab is not None and (won := faster(ab[0], ab[1], alpha, paired=True)) is not None:
         return won, "interleaved A/B re-measurement"
@@ -149,12 +150,15 @@ class Incumbent:
         if self.best is None:
             return "no measured candidate"
         how = ", ".join(f"{k}: {n}" for k, n in sorted(self.evidence.items())) or "no challenge"
-        return (f"best adopted only when faster beyond noise (alpha {self.alpha}): {self.adopted} adopted, "
-                f"{self.within_noise} faster medians within noise ({how})")
+        return (
+            f"best adopted only when faster beyond noise (alpha {self.alpha}): {self.adopted} adopted, "
+            f"{self.within_noise} faster medians within noise ({how})"
+        )
 
 
-def speedup_interval(result: EvalResult, confidence: float = 0.95) -> tuple[float | None, float | None,
-                                                                             float | None, str]:
+def speedup_interval(
+    result: EvalResult, confidence: float = 0.95
+) -> tuple[float | None, float | None, float | None, str]:
     """(low, speedup, high, method) of a result's speedup over the reference, from the best evidence."""
     cand, ref = objective_samples(result), objective_samples(result, reference=True)
     stats = _stats()
@@ -177,8 +181,9 @@ def top_k(entries: Iterable[Entry], best: Entry, k: int) -> list[Entry]:
     return others[: max(k - 1, 0)] + [best]
 
 
-def settle(chosen: list[Entry], fresh: dict[str, EvalResult], best: Entry,
-           alpha: float) -> tuple[Entry | None, list[FinalEntry]]:
+def settle(
+    chosen: list[Entry], fresh: dict[str, EvalResult], best: Entry, alpha: float
+) -> tuple[Entry | None, list[FinalEntry]]:
     """The final choice among the top-k on their fresh results (``fresh`` by key; the stored result where
     absent): the incumbent stays unless another is faster beyond noise again. Returns (winner, report)."""
     results = {e.key: fresh.get(e.key, e.result) for e in chosen}
@@ -192,8 +197,11 @@ def settle(chosen: list[Entry], fresh: dict[str, EvalResult], best: Entry,
     for e in chosen:
         r = results[e.key]
         low, mid, high, how = speedup_interval(r) if r.measured else (None, None, None, r.verdict.value)
-        report.append(FinalEntry(e.variant, e.params, r.verdict.value, r.objective_ms, mid, low, high, how,
-                                 e.key in fresh, e is winner))
+        report.append(
+            FinalEntry(
+                e.variant, e.params, r.verdict.value, r.objective_ms, mid, low, high, how, e.key in fresh, e is winner
+            )
+        )
     if winner is not None:
         winner = Entry(winner.key, winner.variant, winner.params, results[winner.key], winner.spec)
     return winner, sorted(report, key=lambda f: f.ms or math.inf)

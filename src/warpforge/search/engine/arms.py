@@ -53,5 +53,12 @@ def study_name(campaign: str, task: str, variant: Variant) -> str:
 
 def ensure_variant(s: Any, variant: Variant, origin: Origin) -> store.VariantRecord:
     """Store the variant with its lineage (origin kind, proposer, parents, proposal id, rationale)."""
-    return store.ensure_variant(s, variant, origin=origin.kind, proposer=origin.proposer,
-                                parents=origin.parents, proposal_id=origin.proposal_id, rationale=origin.rationale)
+    return store.ensure_variant(
+        s,
+        variant,
+        origin=origin.kind,
+        proposer=origin.proposer,
+        parents=origin.parents,
+        proposal_id=origin.proposal_id,
+        rationale=origin.rationale,
+    )

@@ -41,9 +41,12 @@ from warpforge.search.samplers.registry import resolve_sampler
 __all__ = ["RESUME_KEEPS", "CampaignError", "CampaignSpec", "Event", "resumed_spec", "run_campaign", "study_name"]
 
 
-def run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None = None,
-                 on_start: Callable[[str, int], None] | None = None,
-                 pool_config: PoolConfig | None = None) -> CampaignSummary:
+def run_campaign(
+    spec: CampaignSpec,
+    on_event: Callable[[Event], None] | None = None,
+    on_start: Callable[[str, int], None] | None = None,
+    pool_config: PoolConfig | None = None,
+) -> CampaignSummary:
     """Run (or resume) a campaign; ``pool_config`` overrides the pool the spec describes (tests, benchmarks).
 
     A new campaign that fails before storing its first evaluation (no variants, no feasible configuration,
@@ -76,17 +79,23 @@ def _release_if_unused(url: str | None, name: str) -> None:
         return
 
 
-def _run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None,
-                  on_start: Callable[[str, int], None] | None, pool_config: PoolConfig | None,
-                  created: list[str]) -> CampaignSummary:
+def _run_campaign(
+    spec: CampaignSpec,
+    on_event: Callable[[Event], None] | None,
+    on_start: Callable[[str, int], None] | None,
+    pool_config: PoolConfig | None,
+    created: list[str],
+) -> CampaignSummary:
     start = time.monotonic()
     db = Database(spec.db_url)
     db.upgrade()
     with db.session() as s:
         existing = store.get_campaign(s, spec.name)
         if existing is not None and not spec.resume:
-            raise CampaignError(f"campaign {spec.name!r} already exists in {db.safe_url}: pass --resume to continue "
-                                "it, or choose another --campaign name")
+            raise CampaignError(
+                f"campaign {spec.name!r} already exists in {db.safe_url}: pass --resume to continue "
+                "it, or choose another --campaign name"
+            )
         if existing is None and spec.resume:
             raise CampaignError(f"no campaign {spec.name!r} in {db.safe_url} to resume; drop --resume to start it")
         if existing is None:
@@ -104,8 +113,9 @@ def _run_campaign(spec: CampaignSpec, on_event: Callable[[Event], None] | None,
             # The wall-time budget is the campaign's: each task gets an equal share of what is left.
             left = None if spec.time_budget_s is None else spec.time_budget_s - (time.monotonic() - start)
             deadline = None if left is None else time.monotonic() + max(left, 0.0) / (len(tasks) - i)
-            summary, n = TaskRun(db, spec, task, pools, pool_config or spec.pool_config(), deadline,
-                                  on_event, on_start).run()
+            summary, n = TaskRun(
+                db, spec, task, pools, pool_config or spec.pool_config(), deadline, on_event, on_start
+            ).run()
             summaries.append(summary)
             requeued += n
     finally:

@@ -26,19 +26,20 @@ def _shape_key(shape: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
 
 
-def decision_fields(summary: TaskSummary, best: Entry | None, final: list[FinalEntry], *, backend: str,
-                    acceptance: str) -> dict[str, Any]:
+def decision_fields(
+    summary: TaskSummary, best: Entry | None, final: list[FinalEntry], *, backend: str, acceptance: str
+) -> dict[str, Any]:
     """Keyword arguments of ``store.save_decision`` for one task's outcome.
 
     ``best`` is the campaign's accepted best after the final re-benchmark (None: no confirmed winner);
     ``final`` the top-k report (empty when ``top_k`` was 0 or nothing was measured).
     """
-    fields: dict[str, Any] = dict(backend=backend, evaluations=summary.evaluations, measured=summary.measured,
-                                  top_k=[asdict(f) for f in final])
+    fields: dict[str, Any] = dict(
+        backend=backend, evaluations=summary.evaluations, measured=summary.measured, top_k=[asdict(f) for f in final]
+    )
     if best is None or not best.result.measured:
         if summary.measured:
-            why = ("no confirmed winner: the fastest configuration failed its fresh re-check in the final "
-                   "re-benchmark")
+            why = "no confirmed winner: the fastest configuration failed its fresh re-check in the final re-benchmark"
             return fields | dict(accepted=False, note=f"{why}. {summary.timing}")
         return fields | dict(accepted=False, note=summary.timing)
     result = best.result
@@ -50,12 +51,33 @@ def decision_fields(summary: TaskSummary, best: Entry | None, final: list[FinalE
     note = f"{acceptance}. {summary.timing}"
     if not final:
         note += ". Top-k not re-benchmarked (top_k 0)"
-    shapes = [dict(shape=dict(s.shape), shape_key=_shape_key(s.shape), dtype=s.dtype, p20_ms=s.p20_ms,
-                   p50_ms=s.p50_ms, p80_ms=s.p80_ms, ref_p50_ms=s.ref_p50_ms, speedup=s.speedup,
-                   roofline_pct=s.roofline_pct) for s in result.shapes]
+    shapes = [
+        dict(
+            shape=dict(s.shape),
+            shape_key=_shape_key(s.shape),
+            dtype=s.dtype,
+            p20_ms=s.p20_ms,
+            p50_ms=s.p50_ms,
+            p80_ms=s.p80_ms,
+            ref_p50_ms=s.ref_p50_ms,
+            speedup=s.speedup,
+            roofline_pct=s.roofline_pct,
+        )
+        for s in result.shapes
+    ]
     return fields | dict(
-        accepted=True, note=note, timing_source=result.timing.source if result.timing else None,
-        timing_gpu=result.timing.gpu if result.timing else None, fingerprint=result.fingerprint,
-        variant_hash=result.variant_hash or None, variant_name=best.variant, params=dict(best.params),
-        objective_ms=result.objective_ms, speedup=speedup, speedup_low=low, speedup_high=high, interval=interval,
-        shapes=shapes)
+        accepted=True,
+        note=note,
+        timing_source=result.timing.source if result.timing else None,
+        timing_gpu=result.timing.gpu if result.timing else None,
+        fingerprint=result.fingerprint,
+        variant_hash=result.variant_hash or None,
+        variant_name=best.variant,
+        params=dict(best.params),
+        objective_ms=result.objective_ms,
+        speedup=speedup,
+        speedup_low=low,
+        speedup_high=high,
+        interval=interval,
+        shapes=shapes,
+    )

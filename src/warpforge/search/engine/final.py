@@ -33,8 +33,18 @@ from warpforge.search.engine.summary import FinalEntry, TaskSummary
 class Ending:
     """The last two steps of a task's run."""
 
-    def __init__(self, db: Database, spec: CampaignSpec, task: Task, pool: EvalPool, backend_name: str,
-                 incumbent: Incumbent, *, save: Callable[..., None], commit: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        db: Database,
+        spec: CampaignSpec,
+        task: Task,
+        pool: EvalPool,
+        backend_name: str,
+        incumbent: Incumbent,
+        *,
+        save: Callable[..., None],
+        commit: Callable[[], None],
+    ) -> None:
         self.db, self.spec, self.task, self.pool, self.incumbent = db, spec, task, pool, incumbent
         self.backend_name, self.backend_cls = backend_name, BACKENDS[backend_name]
         self.save, self.commit = save, commit
@@ -68,8 +78,9 @@ class Ending:
         return report
 
     def summarize(self, final: list[FinalEntry], arms: list[Arm]) -> TaskSummary:
-        rows = list(Reader(database=self.db).iter_evaluations(campaign=self.spec.name, task=self.task.name,
-                                                              final=False))
+        rows = list(
+            Reader(database=self.db).iter_evaluations(campaign=self.spec.name, task=self.task.name, final=False)
+        )
         measured = 0
         for arm in arms:
             summary = arm.summary
@@ -88,22 +99,44 @@ class Ending:
             source, gpu = (timing.source, timing.gpu) if timing else (self.backend_name, "a GPU")
             text = f"{measured} of {len(rows)} evaluations measured ({source} times from {gpu})"
         else:
-            text = (f"0 of {len(rows)} evaluations measured: no GPU here and no recorded GPU times for these "
-                    "variants; configurations were checked for correctness (Triton interpreter) and compiled for "
-                    f"{self.spec.target}, but not ranked by time. Run on a CUDA machine or record with "
-                    "benchmarks/record_spaces.py")
-        out = TaskSummary(self.task.name, self.backend_name, len(rows), measured, text, [a.summary for a in arms],
-                          workers=self.pool.describe, acceptance=self.incumbent.describe(), final=final)
+            text = (
+                f"0 of {len(rows)} evaluations measured: no GPU here and no recorded GPU times for these "
+                "variants; configurations were checked for correctness (Triton interpreter) and compiled for "
+                f"{self.spec.target}, but not ranked by time. Run on a CUDA machine or record with "
+                "benchmarks/record_spaces.py"
+            )
+        out = TaskSummary(
+            self.task.name,
+            self.backend_name,
+            len(rows),
+            measured,
+            text,
+            [a.summary for a in arms],
+            workers=self.pool.describe,
+            acceptance=self.incumbent.describe(),
+            final=final,
+        )
         if best is not None:
             out.best_variant, out.best_params, out.best_ms, out.best_speedup = (
-                best.variant, best.params, best.result.objective_ms, best.result.speedup)
+                best.variant,
+                best.params,
+                best.result.objective_ms,
+                best.result.speedup,
+            )
             chosen = next((f for f in final if f.chosen), None)
             if chosen is not None:
                 out.best_speedup, out.best_speedup_low, out.best_speedup_high = (
-                    chosen.speedup, chosen.speedup_low, chosen.speedup_high)
+                    chosen.speedup,
+                    chosen.speedup_low,
+                    chosen.speedup_high,
+                )
         with self.db.session() as s:  # the decision as data: readers never re-rank raw times (docs/design.md §3.5)
             campaign = store.get_campaign(s, self.spec.name)
             assert campaign is not None
-            store.save_decision(s, campaign, self.task.name, **decision_fields(
-                out, best, final, backend=self.backend_name, acceptance=self.incumbent.describe()))
+            store.save_decision(
+                s,
+                campaign,
+                self.task.name,
+                **decision_fields(out, best, final, backend=self.backend_name, acceptance=self.incumbent.describe()),
+            )
         return out

@@ -57,8 +57,9 @@ class MirroredStorage(InMemoryStorage):
         self._written: dict[int, FrozenTrial] = {}  # what the database holds, per in-memory trial id
 
     # --- loading (not mirrored: it comes from the database) -------------------------------------------
-    def load(self, study_id: int, trials: list[FrozenTrial], user_attrs: dict[str, Any],
-             system_attrs: dict[str, Any]) -> None:
+    def load(
+        self, study_id: int, trials: list[FrozenTrial], user_attrs: dict[str, Any], system_attrs: dict[str, Any]
+    ) -> None:
         for key, value in user_attrs.items():
             super().set_study_user_attr(study_id, key, value)
         for key, value in system_attrs.items():
@@ -77,8 +78,13 @@ class MirroredStorage(InMemoryStorage):
             self._mark(trial_id)
         return trial_id
 
-    def set_trial_param(self, trial_id: int, param_name: str, param_value_internal: float,
-                        distribution: optuna.distributions.BaseDistribution) -> None:
+    def set_trial_param(
+        self,
+        trial_id: int,
+        param_name: str,
+        param_value_internal: float,
+        distribution: optuna.distributions.BaseDistribution,
+    ) -> None:
         with self._lock:
             super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
             self._mark(trial_id)
@@ -124,8 +130,9 @@ def _json(value: Any) -> str:
     return json.dumps(value)
 
 
-def copy_trials(engine: Engine, study_id: int,
-                changes: list[tuple[FrozenTrial, FrozenTrial | None, int | None]]) -> list[tuple[FrozenTrial, int]]:
+def copy_trials(
+    engine: Engine, study_id: int, changes: list[tuple[FrozenTrial, FrozenTrial | None, int | None]]
+) -> list[tuple[FrozenTrial, int]]:
     """Write changed trials to Optuna's tables in ONE transaction; returns (trial, database id) pairs.
 
     Through RDBStorage's methods each param, attr and state change is its own transaction (~5 per
@@ -144,9 +151,15 @@ def copy_trials(engine: Engine, study_id: int,
             if old is not None and old.state.is_finished():
                 continue  # a finished trial never changes (Optuna refuses updates)
             if old is None or rdb_id is None:
-                key = conn.execute(trials_t.insert().values(
-                    number=t.number, study_id=study_id, state=t.state, datetime_start=t.datetime_start,
-                    datetime_complete=t.datetime_complete)).inserted_primary_key
+                key = conn.execute(
+                    trials_t.insert().values(
+                        number=t.number,
+                        study_id=study_id,
+                        state=t.state,
+                        datetime_start=t.datetime_start,
+                        datetime_complete=t.datetime_complete,
+                    )
+                ).inserted_primary_key
                 assert key is not None
                 rdb_id = int(key[0])
                 old_params: dict[str, Any] = {}
@@ -155,17 +168,26 @@ def copy_trials(engine: Engine, study_id: int,
             else:
                 old_params, old_user, old_system = old.params, old.user_attrs, old.system_attrs
                 if t.state != old.state:
-                    conn.execute(trials_t.update().where(trials_t.c.trial_id == rdb_id).values(
-                        state=t.state, datetime_start=t.datetime_start, datetime_complete=t.datetime_complete))
+                    conn.execute(
+                        trials_t.update()
+                        .where(trials_t.c.trial_id == rdb_id)
+                        .values(state=t.state, datetime_start=t.datetime_start, datetime_complete=t.datetime_complete)
+                    )
             for name, value in t.params.items():
                 if name not in old_params:
                     dist = t.distributions[name]
-                    params.append({"trial_id": rdb_id, "param_name": name,
-                                   "param_value": dist.to_internal_repr(value),
-                                   "distribution_json": distribution_to_json(dist)})
-            for table, rows, new, before in ((models.TrialUserAttributeModel.__table__, user, t.user_attrs, old_user),
-                                             (models.TrialSystemAttributeModel.__table__, system, t.system_attrs,
-                                              old_system)):
+                    params.append(
+                        {
+                            "trial_id": rdb_id,
+                            "param_name": name,
+                            "param_value": dist.to_internal_repr(value),
+                            "distribution_json": distribution_to_json(dist),
+                        }
+                    )
+            for table, rows, new, before in (
+                (models.TrialUserAttributeModel.__table__, user, t.user_attrs, old_user),
+                (models.TrialSystemAttributeModel.__table__, system, t.system_attrs, old_system),
+            ):
                 changed = [k for k, v in new.items() if before.get(k, _MISSING) != v]
                 stale = [k for k in changed if k in before]
                 if stale:
@@ -176,9 +198,12 @@ def copy_trials(engine: Engine, study_id: int,
                     stored, kind = models.TrialValueModel.value_to_stored_repr(v)
                     values.append({"trial_id": rdb_id, "objective": objective, "value": stored, "value_type": kind})
             out.append((t, rdb_id))
-        for table, rows in ((models.TrialParamModel.__table__, params), (models.TrialValueModel.__table__, values),
-                            (models.TrialUserAttributeModel.__table__, user),
-                            (models.TrialSystemAttributeModel.__table__, system)):
+        for table, rows in (
+            (models.TrialParamModel.__table__, params),
+            (models.TrialValueModel.__table__, values),
+            (models.TrialUserAttributeModel.__table__, user),
+            (models.TrialSystemAttributeModel.__table__, system),
+        ):
             if rows:
                 conn.execute(table.insert(), rows)
     return out
@@ -247,8 +272,12 @@ class StudyWriter:
                 self.flush(self._quiet)
             except Exception as exc:  # noqa: BLE001 - retried; the campaign's results are already stored
                 if self.error is None:
-                    log.warning("copying Optuna trials to the database failed (%s: %s); retrying. Results are "
-                                "stored; only optuna-dashboard's view lags", type(exc).__name__, exc)
+                    log.warning(
+                        "copying Optuna trials to the database failed (%s: %s); retrying. Results are "
+                        "stored; only optuna-dashboard's view lags",
+                        type(exc).__name__,
+                        exc,
+                    )
                 self.error = exc
             self._stop.wait(self.interval_s)
 
@@ -264,8 +293,12 @@ def open_study(name: str, writer: StudyWriter, sampler: str, seed: int | None) -
     """Create or load the study ``name`` in the writer's database and return its in-memory mirror."""
     stored = make_study(name, writer.rdb, sampler, seed)
     storage = MirroredStorage(writer, study_id(stored))
-    study = optuna.create_study(study_name=name, storage=storage, direction=StudyDirection.MINIMIZE,
-                                sampler=optuna.samplers.RandomSampler(seed=seed))
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        direction=StudyDirection.MINIMIZE,
+        sampler=optuna.samplers.RandomSampler(seed=seed),
+    )
     storage.load(study_id(study), stored.get_trials(deepcopy=False), stored.user_attrs, study_system_attrs(stored))
     writer.add(storage)
     return study

@@ -54,25 +54,47 @@ class ArmStats:
         if result.resources:
             self.last_resources = list(result.resources)
         if result.verdict is not Verdict.OK:
-            self.failures.appendleft(FailureNote(result.verdict.value, result.reason,
-                                                 result.message.splitlines()[0][:300] if result.message else "",
-                                                 dict(result.params)))
-        elif result.objective_ms is not None and (self.best is None or result.objective_ms < (self.best.objective_ms
-                                                                                               or float("inf"))):
+            self.failures.appendleft(
+                FailureNote(
+                    result.verdict.value,
+                    result.reason,
+                    result.message.splitlines()[0][:300] if result.message else "",
+                    dict(result.params),
+                )
+            )
+        elif result.objective_ms is not None and (
+            self.best is None or result.objective_ms < (self.best.objective_ms or float("inf"))
+        ):
             self.best = result
 
     def history(self, variant: Variant, origin: Origin) -> VariantHistory:
         best = self.best
-        resources = (best.resources if best is not None and best.resources else self.last_resources)
+        resources = best.resources if best is not None and best.resources else self.last_resources
         roofline = [s.roofline_pct for s in best.shapes if s.roofline_pct is not None] if best else []
         return VariantHistory(
-            variant=variant, origin=origin, evaluated=self.evaluated, verdicts=dict(self.verdicts),
-            failures=tuple(self.failures), best_ms=best.objective_ms if best else None,
-            best_params=dict(best.params) if best else None, best_speedup=best.speedup if best else None,
+            variant=variant,
+            origin=origin,
+            evaluated=self.evaluated,
+            verdicts=dict(self.verdicts),
+            failures=tuple(self.failures),
+            best_ms=best.objective_ms if best else None,
+            best_params=dict(best.params) if best else None,
+            best_speedup=best.speedup if best else None,
             roofline_pct=sum(roofline) / len(roofline) if roofline else None,
             resources=resources[0].model_dump() if resources else None,
-            shapes=tuple({"shape": dict(s.shape), "dtype": s.dtype, "p50_ms": s.p50_ms, "speedup": s.speedup,
-                          "roofline_pct": s.roofline_pct} for s in best.shapes) if best else ())
+            shapes=tuple(
+                {
+                    "shape": dict(s.shape),
+                    "dtype": s.dtype,
+                    "p50_ms": s.p50_ms,
+                    "speedup": s.speedup,
+                    "roofline_pct": s.roofline_pct,
+                }
+                for s in best.shapes
+            )
+            if best
+            else (),
+        )
 
 
 @dataclass(frozen=True)
@@ -121,8 +143,13 @@ class ProposalLoop(Generic[T]):
     def start(self, history: History, prepare: Callable[[Candidate], T]) -> None:
         """Start the next round in the background (one at a time)."""
         assert self._future is None, "a round is already in flight"
-        log.info("proposer %s: round %d started (%d evaluations done, %d left)", self.proposer.name, history.round,
-                 history.evaluations_done, history.budget_left)
+        log.info(
+            "proposer %s: round %d started (%d evaluations done, %d left)",
+            self.proposer.name,
+            history.round,
+            history.evaluations_done,
+            history.budget_left,
+        )
         self._future = self._submit(self._round(history, prepare))
         self.round += 1
 
@@ -136,8 +163,11 @@ class ProposalLoop(Generic[T]):
             return None
         except Exception as exc:  # noqa: BLE001 - a proposer bug ends its rounds, not the campaign
             self.failed = f"round {self.round - 1} raised {type(exc).__name__}: {exc}"
-            log.warning("proposer %s: %s; no further rounds, the campaign goes on with its arms",
-                        self.proposer.name, self.failed)
+            log.warning(
+                "proposer %s: %s; no further rounds, the campaign goes on with its arms",
+                self.proposer.name,
+                self.failed,
+            )
             out = []
         self._future = None
         return out

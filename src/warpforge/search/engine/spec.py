@@ -52,13 +52,29 @@ class CampaignSpec:
     task_files: list[str] = field(default_factory=list)
 
     def pool_config(self) -> PoolConfig:
-        return PoolConfig(workers=self.workers, compile_workers=self.compile_workers, use_ray=self.ray,
-                          address=self.ray_address, interpret_check=self.interpret_check)
+        return PoolConfig(
+            workers=self.workers,
+            compile_workers=self.compile_workers,
+            use_ray=self.ray,
+            address=self.ray_address,
+            interpret_check=self.interpret_check,
+        )
 
 
 # What a resumed campaign keeps from its stored spec: it continues the same search, on the same backend.
-RESUME_KEEPS = ("tasks", "backend", "sampler", "target", "seed", "seeds", "variant_files", "proposer",
-                "proposer_config", "allocator", "allocator_config")
+RESUME_KEEPS = (
+    "tasks",
+    "backend",
+    "sampler",
+    "target",
+    "seed",
+    "seeds",
+    "variant_files",
+    "proposer",
+    "proposer_config",
+    "allocator",
+    "allocator_config",
+)
 
 
 def resumed_spec(given: CampaignSpec, stored: dict[str, Any]) -> CampaignSpec:

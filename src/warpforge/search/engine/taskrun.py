@@ -49,9 +49,17 @@ log = logging.getLogger("warpforge.search.engine.campaign")
 class TaskRun:
     """One task's search: keep ``pool.depth`` proposals in flight, store each result, then tell it."""
 
-    def __init__(self, db: Database, spec: CampaignSpec, task: Task, pools: dict[str, EvalPool],
-                 config: PoolConfig, deadline: float | None, on_event: Callable[[Event], None] | None,
-                 on_start: Callable[[str, int], None] | None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        spec: CampaignSpec,
+        task: Task,
+        pools: dict[str, EvalPool],
+        config: PoolConfig,
+        deadline: float | None,
+        on_event: Callable[[Event], None] | None,
+        on_start: Callable[[str, int], None] | None,
+    ) -> None:
         self.db, self.spec, self.task, self.deadline = db, spec, task, deadline
         self.on_event, self.on_start = on_event, on_start
         self.backend_name = resolve_backend_name(spec.backend, task.name)
@@ -94,8 +102,9 @@ class TaskRun:
             if hasattr(self, "children"):
                 self.children.close()
             raise
-        self.ending = Ending(db, spec, task, self.pool, self.backend_name, self.incumbent, save=self.save,
-                             commit=self.commit)
+        self.ending = Ending(
+            db, spec, task, self.pool, self.backend_name, self.incumbent, save=self.save, commit=self.commit
+        )
 
     def run(self) -> tuple[TaskSummary, int]:
         try:
@@ -135,8 +144,13 @@ class TaskRun:
             assert campaign is not None  # created (or found) by run_campaign
             self.campaign_id = self.results.campaign_id = campaign.id
             self.stored = store.stored_param_keys(
-                s, list(self.by_hash), backend=self.backend_name, task_hash=self.task.source_hash,
-                versions=self.versions, campaign_id=self.campaign_id if self.reuse_campaign is not None else None)
+                s,
+                list(self.by_hash),
+                backend=self.backend_name,
+                task_hash=self.task.source_hash,
+                versions=self.versions,
+                campaign_id=self.campaign_id if self.reuse_campaign is not None else None,
+            )
         self._load_history()
         already = sum(a.strategy.n_told for a in self.arms)
         self.budget = max(self.spec.trials - (already if self.spec.resume else 0), 0)
@@ -161,8 +175,11 @@ class TaskRun:
         if self.rounds.failed:
             summary.notes.append(f"proposer {self.spec.proposer}: {self.rounds.failed}")
         if self.skipped:
-            summary.notes.append(f"{len(self.skipped)} proposed variant(s) skipped (could not be prepared): "
-                                 + "; ".join(self.skipped[:3]) + ("; ..." if len(self.skipped) > 3 else ""))
+            summary.notes.append(
+                f"{len(self.skipped)} proposed variant(s) skipped (could not be prepared): "
+                + "; ".join(self.skipped[:3])
+                + ("; ..." if len(self.skipped) > 3 else "")
+            )
         note = getattr(self.rounds.proposer, "note", "")  # e.g. the agent's calls, cost, and what stopped it
         if note:
             summary.notes.append(str(note))
@@ -181,17 +198,21 @@ class TaskRun:
         """The candidate's feasible configurations (its code runs in a child); raises CampaignError."""
         variant = candidate.variant
         if not variant.space and variant.model_new:
-            raise CampaignError(f"variant {variant.name} of {self.task.name} is a ModelNew without SPACE: a campaign "
-                                "tunes at least one parameter (add SPACE = {'BLOCK': [...]} and take BLOCK as a "
-                                "keyword of forward), or evaluate it as it is with `warpforge eval`")
+            raise CampaignError(
+                f"variant {variant.name} of {self.task.name} is a ModelNew without SPACE: a campaign "
+                "tunes at least one parameter (add SPACE = {'BLOCK': [...]} and take BLOCK as a "
+                "keyword of forward), or evaluate it as it is with `warpforge eval`"
+            )
         if not variant.space:
             raise CampaignError(f"variant {variant.name} of {self.task.name} has an empty SPACE: nothing to search")
         failure, configs = space_stage(self.children, Job(self.task, variant, {}))
         if failure is not None:
             raise CampaignError(f"variant {variant.name}: {failure.verdict.value}: {failure.message}")
         if not configs:
-            raise CampaignError(f"variant {variant.name} of {self.task.name}: no configuration of its SPACE "
-                                "satisfies constraints() on the benchmark shapes; widen SPACE or fix constraints")
+            raise CampaignError(
+                f"variant {variant.name} of {self.task.name}: no configuration of its SPACE "
+                "satisfies constraints() on the benchmark shapes; widen SPACE or fix constraints"
+            )
         return SearchSpace(variant.space, [tuple(c[n] for n in variant.space) for c in configs])
 
     def _add_arm(self, prepared: Prepared[SearchSpace]) -> int:
@@ -217,12 +238,20 @@ class TaskRun:
         """Variants this campaign evaluated for this task that round 0 did not propose again."""
         with self.db.session() as s:
             rows = store.campaign_variants(s, self.spec.name, self.task.name)
-            out = [Candidate(parse_variant(r.source, r.name), Origin(r.origin, r.proposer, tuple(r.parents or ()),
-                                                                     r.proposal_id, r.rationale or ""))
-                   for r in rows if r.source_hash not in self.by_hash]
+            out = [
+                Candidate(
+                    parse_variant(r.source, r.name),
+                    Origin(r.origin, r.proposer, tuple(r.parents or ()), r.proposal_id, r.rationale or ""),
+                )
+                for r in rows
+                if r.source_hash not in self.by_hash
+            ]
         if out:
-            log.info("resume: %d arm(s) added mid-run before are searched again: %s", len(out),
-                     ", ".join(c.variant.name for c in out))
+            log.info(
+                "resume: %d arm(s) added mid-run before are searched again: %s",
+                len(out),
+                ", ".join(c.variant.name for c in out),
+            )
         return out
 
     def _adopt_stored(self, strategy: Strategy, name: str) -> None:
@@ -230,23 +259,31 @@ class TaskRun:
         kill -9 between storing a result and the background copy of its trial): never evaluated twice."""
         with self.db.session() as s:
             rows = store.study_results(s, self.spec.name, name)
-        adopted = sum(strategy.adopt(p, ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
-                      for p, v, r, ms in rows)
+        adopted = sum(
+            strategy.adopt(p, ms, failed=v != Verdict.OK.value, attrs={"verdict": v, "reason": r})
+            for p, v, r, ms in rows
+        )
         if adopted:
-            log.info("%s: %d stored result(s) told to the study on resume (its copy had not reached them)", name,
-                     adopted)
+            log.info(
+                "%s: %d stored result(s) told to the study on resume (its copy had not reached them)", name, adopted
+            )
 
     def history(self) -> History:
         best = self.incumbent.best
         timing = best.result.timing if best is not None else None
-        return History(self.task.name, self.backend_name, timing.gpu if timing else None, self.rounds.round,
-                       self.done, max(self.budget - self.issued, 0),
-                       tuple(a.stats.history(a.variant, a.origin) for a in self.arms))
+        return History(
+            self.task.name,
+            self.backend_name,
+            timing.gpu if timing else None,
+            self.rounds.round,
+            self.done,
+            max(self.budget - self.issued, 0),
+            tuple(a.stats.history(a.variant, a.origin) for a in self.arms),
+        )
 
     def _next_round(self) -> None:
         self._take_round(timeout=0.0)
-        if (self.rounds.in_flight or self.rounds.failed or self.done == self.asked_at
-                or self.issued >= self.budget):
+        if self.rounds.in_flight or self.rounds.failed or self.done == self.asked_at or self.issued >= self.budget:
             return
         self.asked_at = self.done
         history = self.history()
@@ -261,22 +298,31 @@ class TaskRun:
                 log.warning("proposed variant %s skipped: %s", variant.name, p.error)
                 self.skipped.append(p.error)
             elif variant.task != self.task.name:
-                log.warning("proposed variant %s is for task %r, not %r: skipped", variant.name, variant.task,
-                            self.task.name)
+                log.warning(
+                    "proposed variant %s is for task %r, not %r: skipped", variant.name, variant.task, self.task.name
+                )
             elif variant.source_hash in self.by_hash:
                 log.info("proposed variant %s duplicates an arm (same source): skipped", variant.name)
             else:
                 self._add_arm(p)
-                log.info("new arm %s (%s from %s, parents %s) added after %d evaluations", variant.name,
-                         p.candidate.origin.kind, p.candidate.origin.proposer,
-                         ",".join(h[:12] for h in p.candidate.origin.parents) or "none", self.done)
+                log.info(
+                    "new arm %s (%s from %s, parents %s) added after %d evaluations",
+                    variant.name,
+                    p.candidate.origin.kind,
+                    p.candidate.origin.proposer,
+                    ",".join(h[:12] for h in p.candidate.origin.parents) or "none",
+                    self.done,
+                )
         if prepared is not None:
             self.asked_at = -1  # new arms: wants_more may be asked again at once
 
     # --- the loop ----------------------------------------------------------------------------------
     def _fill(self) -> None:
-        while (len(self.inflight) < self.pool.depth and self.issued < self.budget
-               and (self.deadline is None or time.monotonic() < self.deadline)):
+        while (
+            len(self.inflight) < self.pool.depth
+            and self.issued < self.budget
+            and (self.deadline is None or time.monotonic() < self.deadline)
+        ):
             arm = self.allocator.pick(self.arms, self.issued)
             if arm is None:
                 return
@@ -290,9 +336,15 @@ class TaskRun:
             cached = None
             if (arm.variant.source_hash, store.params_key(proposal.params)) in self.stored:
                 with self.db.session() as s:  # same source, params, backend, software, task: never evaluated again
-                    row = store.find_evaluation(s, arm.variant.source_hash, proposal.params, self.backend_name,
-                                                self.versions, task_hash=self.task.source_hash,
-                                                campaign=self.reuse_campaign)
+                    row = store.find_evaluation(
+                        s,
+                        arm.variant.source_hash,
+                        proposal.params,
+                        self.backend_name,
+                        self.versions,
+                        task_hash=self.task.source_hash,
+                        campaign=self.reuse_campaign,
+                    )
                     cached = store.result_of(row) if row is not None else None
                     again = cached is not None and row is not None and row.campaign_id != self.campaign_id
                 if again and cached is not None:
@@ -302,8 +354,12 @@ class TaskRun:
                     self.commit()
             # A dead worker or a worker-side bug says nothing about the candidate: evaluate it again.
             if cached is not None and cached.reason not in ("worker_died", "worker_error"):
-                log.info("%s %s: stored result reused (%s), not evaluated again", arm.variant.name, proposal.params,
-                         cached.summary())
+                log.info(
+                    "%s %s: stored result reused (%s), not evaluated again",
+                    arm.variant.name,
+                    proposal.params,
+                    cached.summary(),
+                )
                 self.reused += 1
                 self._finish(arm, proposal, job, cached, cached=True)
                 continue
@@ -352,8 +408,18 @@ class TaskRun:
         self._challenge(self.incumbent.offer(entry))
         if self.on_event is not None:
             best = self.incumbent.best
-            self.on_event(Event(self.task.name, arm.variant.name, self.done, self.budget, result, cached,
-                                best.ms if best else None, f"{best.variant} {best.params}" if best else None))
+            self.on_event(
+                Event(
+                    self.task.name,
+                    arm.variant.name,
+                    self.done,
+                    self.budget,
+                    result,
+                    cached,
+                    best.ms if best else None,
+                    f"{best.variant} {best.params}" if best else None,
+                )
+            )
 
     def _challenge(self, pair: tuple[Entry, Entry] | None) -> None:
         if pair is not None:
@@ -364,14 +430,30 @@ class TaskRun:
     # --- helpers shared with final.py --------------------------------------------------------------
     def job_spec(self, arm: Arm, params: dict[str, Any], key: str) -> JobSpec:
         if self._base is None:
-            self._base = JobSpec.of(Job(self.task, arm.variant, {}, seeds=self.spec.seeds, target=self.spec.target,
-                                        timeout_s=self.spec.timeout_s), "")
+            self._base = JobSpec.of(
+                Job(
+                    self.task,
+                    arm.variant,
+                    {},
+                    seeds=self.spec.seeds,
+                    target=self.spec.target,
+                    timeout_s=self.spec.timeout_s,
+                ),
+                "",
+            )
         return replace(self._base, key=key, variant=arm.variant, params=dict(params))
 
     def save(self, arm: Arm, result: EvalResult, trial_number: int | None, final: bool = False) -> None:
         """Queue a completed result for the next :meth:`commit` (not durable before it)."""
-        self.results.add(result, task=self.task, variant_id=arm.record_id, variant_hash=arm.variant.source_hash,
-                         study_name=arm.study_name, trial_number=trial_number, final=final)
+        self.results.add(
+            result,
+            task=self.task,
+            variant_id=arm.record_id,
+            variant_hash=arm.variant.source_hash,
+            study_name=arm.study_name,
+            trial_number=trial_number,
+            final=final,
+        )
 
     def commit(self) -> None:
         """Make every queued result durable: one transaction on the writer's connection."""
@@ -383,8 +465,11 @@ class TaskRun:
             return
         with self.db.session() as s:
             rows = store.results(s, campaign=self.spec.name, task=self.task.name, limit=100_000)
-            history = [(r.id, r.variant_hash, r.params, store.result_of(r)) for r in rows
-                       if r.verdict == Verdict.OK.value and r.objective_ms is not None and not r.final]
+            history = [
+                (r.id, r.variant_hash, r.params, store.result_of(r))
+                for r in rows
+                if r.verdict == Verdict.OK.value and r.objective_ms is not None and not r.final
+            ]
         self.incumbent.remeasure = False  # history is judged on its stored numbers, not re-measured
         for _, vhash, params, result in sorted(history, key=lambda h: h[0]):
             arm = self.by_hash.get(vhash)

@@ -48,9 +48,18 @@ class Escape(Policy):
 
     name = ESCAPE_ARM
 
-    def __init__(self, inner: Policy, model: Policy, patience: int = 10, min_gain: float = 0.02,
-                 every: int = 2, grow: int = 3, start_radius: int = 2, min_probed: int = 0,
-                 consensus_top: int | None = None) -> None:
+    def __init__(
+        self,
+        inner: Policy,
+        model: Policy,
+        patience: int = 10,
+        min_gain: float = 0.02,
+        every: int = 2,
+        grow: int = 3,
+        start_radius: int = 2,
+        min_probed: int = 0,
+        consensus_top: int | None = None,
+    ) -> None:
         self.inner, self.model = inner, model
         self.consensus_top = consensus_top
         self.min_probed = min_probed
@@ -63,7 +72,8 @@ class Escape(Policy):
     def stalled(self, values: list[float | None]) -> bool:
         """True when the best value has not improved by ``min_gain`` (relative) in ``patience`` evaluations."""
         return len(values) - last_gain(values, self.min_gain) >= self.patience > 0 and any(
-            v is not None for v in values)
+            v is not None for v in values
+        )
 
     def propose(self, ctx: Context, only: np.ndarray | None = None) -> Pick | None:
         if only is not None or not self.stalled(ctx.values):

@@ -53,8 +53,9 @@ class GPArm(ScoringArm):
 
     name = "gp"
 
-    def __init__(self, seed: int | None = None, max_candidates: int = 5000, n_startup: int = 5,
-                 ucb_beta: float | None = None) -> None:
+    def __init__(
+        self, seed: int | None = None, max_candidates: int = 5000, n_startup: int = 5, ucb_beta: float | None = None
+    ) -> None:
         # The fit and the argmax are deterministic: nothing to seed.
         super().__init__(max_candidates, n_startup, top_k=1)
         self.ucb_beta = ucb_beta
@@ -82,9 +83,14 @@ class GPArm(ScoringArm):
         x = features([ctx.rows[i] for i in told])
         with _one_thread():
             model = gp.fit_kernel_params(
-                X=x, Y=y, is_categorical=np.ones(len(cols), dtype=bool), log_prior=prior.default_log_prior,
-                minimum_noise=prior.DEFAULT_MINIMUM_NOISE_VAR, deterministic_objective=False,
-                gpr_cache=self._cache)
+                X=x,
+                Y=y,
+                is_categorical=np.ones(len(cols), dtype=bool),
+                log_prior=prior.default_log_prior,
+                minimum_noise=prior.DEFAULT_MINIMUM_NOISE_VAR,
+                deterministic_objective=False,
+                gpr_cache=self._cache,
+            )
             self._cache = model
             with torch.no_grad():
                 mean, var = model.posterior(torch.from_numpy(features(rows)))

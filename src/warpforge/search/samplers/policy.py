@@ -135,8 +135,12 @@ class ScoringArm(Policy):
             acq = self.acquisition(ctx, free)
         except (AttributeError, ImportError, TypeError, ValueError, RuntimeError) as exc:
             self.broken = True
-            log.warning("sampler arm %s broke (%s: %s); it falls back for the rest of this study", self.name,
-                        type(exc).__name__, exc)
+            log.warning(
+                "sampler arm %s broke (%s: %s); it falls back for the rest of this study",
+                self.name,
+                type(exc).__name__,
+                exc,
+            )
             return self.when_broken(ctx, only)
         order = np.argsort(-acq, kind="stable")[: self.top_k]
         best = order[0] if self.top_k == 1 else ctx.rng.choice(order)
@@ -158,5 +162,3 @@ def last_improvement(values: list[float | None]) -> int:
         if v is not None and v < best:
             best, last = v, i
     return last
-
-

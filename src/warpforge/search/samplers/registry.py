@@ -50,8 +50,20 @@ from warpforge.search.samplers.policy import (
 )
 from warpforge.search.samplers.space import SearchSpace
 
-__all__ = ["ARM_ATTR", "DEFAULT_SAMPLER", "REPAIR_ATTR", "SAMPLERS", "Context", "Pick", "Policy",
-           "UniformArm", "make_policy", "newer_policy_note", "ordinal_distributions", "resolve_sampler"]
+__all__ = [
+    "ARM_ATTR",
+    "DEFAULT_SAMPLER",
+    "REPAIR_ATTR",
+    "SAMPLERS",
+    "Context",
+    "Pick",
+    "Policy",
+    "UniformArm",
+    "make_policy",
+    "newer_policy_note",
+    "ordinal_distributions",
+    "resolve_sampler",
+]
 
 ARM_ATTR = "wf:arm"  # system attr: which policy arm proposed the trial
 REPAIR_ATTR = "wf:repair"  # system attr: "infeasible" / "duplicate" when the raw proposal was snapped
@@ -77,8 +89,9 @@ class OptunaArm(Policy):
             raw.update(self.sampler.sample_relative(ctx.study, ctx.trial, rel_space))
         for name, dist in dists.items():
             if name not in raw:
-                raw[name] = (dist.low if dist.single()
-                             else self.sampler.sample_independent(ctx.study, ctx.trial, name, dist))
+                raw[name] = (
+                    dist.low if dist.single() else self.sampler.sample_independent(ctx.study, ctx.trial, name, dist)
+                )
         target = np.array([int(raw[n]) for n in ctx.space.params])
         row = ctx.space.row(ctx.space.from_index(target))
         if row is not None and not ctx.seen[row]:
@@ -114,8 +127,16 @@ class TPEArm(ScoringArm):
 
     name = "tpe"
 
-    def __init__(self, seed: int | None, gamma: float = 0.1, gamma_max: int = 25, top_k: int = 3,
-                 max_candidates: int = 2000, n_startup: int = 5, independent: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int | None,
+        gamma: float = 0.1,
+        gamma_max: int = 25,
+        top_k: int = 3,
+        max_candidates: int = 2000,
+        n_startup: int = 5,
+        independent: bool = False,
+    ) -> None:
         super().__init__(max_candidates, n_startup, top_k)
         self.independent = independent
         self.tpe = optuna.samplers.TPESampler(seed=seed, multivariate=True)
@@ -139,7 +160,8 @@ class TPEArm(ScoringArm):
         cols = [j for j, v in enumerate(space.params.values()) if len(v) > 1]
         names = [space.names[j] for j in cols]
         dists: dict[str, BaseDistribution] = {
-            n: CategoricalDistribution(list(range(len(space.params[n])))) for n in names}
+            n: CategoricalDistribution(list(range(len(space.params[n])))) for n in names
+        }
         mat = space.index_matrix
 
         def observations(idx: list[int]) -> dict[str, np.ndarray]:
@@ -153,8 +175,9 @@ class TPEArm(ScoringArm):
         lo, hi = observations(below), observations(above)
         for g in groups:
             sub = {n: dists[n] for n in g}
-            acq += (cls({n: lo[n] for n in g}, sub, params).log_pdf({n: samples[n] for n in g})
-                    - cls({n: hi[n] for n in g}, sub, params).log_pdf({n: samples[n] for n in g}))
+            acq += cls({n: lo[n] for n in g}, sub, params).log_pdf({n: samples[n] for n in g}) - cls(
+                {n: hi[n] for n in g}, sub, params
+            ).log_pdf({n: samples[n] for n in g})
         return acq
 
 
@@ -200,8 +223,14 @@ class Portfolio(Policy):
 
     name = "portfolio"
 
-    def __init__(self, model: Policy, local: Policy | None = None, n_init: int = 5,
-                 local_every: int = 3, local_window: int | None = 14) -> None:
+    def __init__(
+        self,
+        model: Policy,
+        local: Policy | None = None,
+        n_init: int = 5,
+        local_every: int = 3,
+        local_window: int | None = 14,
+    ) -> None:
         self.model, self.local, self.uniform = model, local, UniformArm()
         self.n_init, self.local_every, self.local_window = n_init, local_every, local_window
 
@@ -214,8 +243,12 @@ class Portfolio(Policy):
             return self.model.propose(ctx, only)
         if n < self.n_init:
             return self.uniform.propose(ctx)
-        if self.local is not None and self.local_every and n % self.local_every == 0 and (
-                self.local_window is None or n - last_improvement(ctx.values) <= self.local_window):
+        if (
+            self.local is not None
+            and self.local_every
+            and n % self.local_every == 0
+            and (self.local_window is None or n - last_improvement(ctx.values) <= self.local_window)
+        ):
             pick = self.local.propose(ctx)
             if pick is not None:
                 return pick
@@ -227,8 +260,7 @@ def ordinal_distributions(space: SearchSpace) -> dict[str, IntDistribution]:
     return {name: IntDistribution(0, len(values) - 1) for name, values in space.params.items()}
 
 
-def nearest_unseen(space: SearchSpace, target: np.ndarray, seen: np.ndarray,
-                   rng: np.random.Generator) -> int | None:
+def nearest_unseen(space: SearchSpace, target: np.ndarray, seen: np.ndarray, rng: np.random.Generator) -> int | None:
     """Row of the unseen feasible configuration closest to ``target`` (ordinal indices) in scaled L1."""
     if seen.all():
         return None
@@ -283,8 +315,14 @@ def _portfolio(seed: int | None) -> Policy:
 def _escaping(seed: int | None, consensus_top: int | None) -> Policy:
     ei = GPArm(seed)
     portfolio = Portfolio(RoundRobin([ei, TPEArm(seed), GPArm(seed, ucb_beta=UCB_BETA)]), n_init=5)
-    return Escape(portfolio, ei, patience=ESCAPE_PATIENCE, min_gain=ESCAPE_MIN_GAIN,
-                  min_probed=ESCAPE_MIN_PROBED, consensus_top=consensus_top)
+    return Escape(
+        portfolio,
+        ei,
+        patience=ESCAPE_PATIENCE,
+        min_gain=ESCAPE_MIN_GAIN,
+        min_probed=ESCAPE_MIN_PROBED,
+        consensus_top=consensus_top,
+    )
 
 
 def _default(seed: int | None) -> Policy:
@@ -316,8 +354,9 @@ def _gp(seed: int | None) -> Policy:
 SAMPLERS: dict[str, PolicyFactory] = {
     "random": lambda seed: UniformArm(),
     "tpe": lambda seed: OptunaArm("tpe", _tpe(seed)),
-    "cmaes": lambda seed: OptunaArm("cmaes", optuna.samplers.CmaEsSampler(
-        seed=seed, n_startup_trials=5, warn_independent_sampling=False)),
+    "cmaes": lambda seed: OptunaArm(
+        "cmaes", optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=5, warn_independent_sampling=False)
+    ),
     "gp": lambda seed: OptunaArm("gp", optuna.samplers.GPSampler(seed=seed, n_startup_trials=5)),
     "qmc": lambda seed: OptunaArm("qmc", _qmc(seed)),
     "nsga2": lambda seed: OptunaArm("nsga2", optuna.samplers.NSGAIISampler(seed=seed, population_size=20)),
@@ -374,8 +413,10 @@ def newer_policy_note(stored: str) -> str | None:
     versions = POLICY_VERSIONS.get(base)
     if versions is None or version is None or version == len(versions):
         return None
-    return (f"this study keeps its sampler {stored} ({versions[version - 1]}); {base} is now {base}@{len(versions)} "
-            f"({versions[-1]}): a new campaign gets it")
+    return (
+        f"this study keeps its sampler {stored} ({versions[version - 1]}); {base} is now {base}@{len(versions)} "
+        f"({versions[-1]}): a new campaign gets it"
+    )
 
 
 def make_policy(name: str, seed: int | None = None) -> Policy:

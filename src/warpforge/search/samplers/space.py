@@ -111,16 +111,20 @@ class SearchSpace:
 
     # --- constructors ----------------------------------------------------------------------------
     @classmethod
-    def enumerate(cls, params: Mapping[str, Iterable[Any]],
-                  constraint: Callable[[dict[str, Any]], bool] | None = None) -> SearchSpace:
+    def enumerate(
+        cls, params: Mapping[str, Iterable[Any]], constraint: Callable[[dict[str, Any]], bool] | None = None
+    ) -> SearchSpace:
         """Cartesian product of ``params`` filtered by ``constraint`` (a variant's ``constraints``)."""
         plist = {k: list(v) for k, v in params.items()}
         size = math.prod(len(v) for v in plist.values())
         if size > MAX_ENUMERATE:
             raise UsageError(f"search space has {size} configurations, more than {MAX_ENUMERATE} to enumerate")
         names = list(plist)
-        feasible = [combo for combo in itertools.product(*plist.values())
-                    if constraint is None or constraint(dict(zip(names, combo)))]
+        feasible = [
+            combo
+            for combo in itertools.product(*plist.values())
+            if constraint is None or constraint(dict(zip(names, combo)))
+        ]
         return cls(plist, feasible)
 
     @classmethod

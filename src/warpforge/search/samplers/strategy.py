@@ -75,8 +75,9 @@ class FeasibleSampler(BaseSampler):
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return {k: d for k, d in self._dists.items() if not d.single()}
 
-    def sample_relative(self, study: Study, trial: FrozenTrial,
-                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
         ctx = self.context(study, trial)
         pick = self.policy.propose(ctx)
         if pick is None:
@@ -92,18 +93,17 @@ class FeasibleSampler(BaseSampler):
         index = self.space.to_index(self.space.feasible[pick.row])
         return {k: int(i) for k, i in zip(self.space.params, index) if k in search_space}
 
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
-                           param_distribution: BaseDistribution) -> Any:
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
         # Reached only for parameters outside the space (not produced by Strategy).
-        return optuna.samplers.RandomSampler().sample_independent(study, trial, param_name,
-                                                                  param_distribution)
+        return optuna.samplers.RandomSampler().sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         for s in self.policy.optuna_samplers():
             s.before_trial(study, trial)
 
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
-                    values: Sequence[float] | None) -> None:
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         for s in self.policy.optuna_samplers():
             s.after_trial(study, trial, state, values)
 
@@ -126,7 +126,7 @@ class FeasibleSampler(BaseSampler):
         done = self.fold(trials)
         seen = done.seen.copy()
         rows, values, failed, arms = list(done.rows), list(done.values), list(done.failed), list(done.arms)
-        for t in trials[done.count:]:
+        for t in trials[done.count :]:
             if t.number == trial.number:
                 continue
             row = self.row_of(t)
@@ -183,8 +183,9 @@ def _arm(t: FrozenTrial) -> str:
     return str(t.system_attrs.get(ARM_ATTR, ""))
 
 
-def make_study(name: str, storage: str | BaseStorage | None, sampler: str = DEFAULT_SAMPLER,
-               seed: int | None = None) -> optuna.Study:
+def make_study(
+    name: str, storage: str | BaseStorage | None, sampler: str = DEFAULT_SAMPLER, seed: int | None = None
+) -> optuna.Study:
     """Create, or load when it exists, a minimising study; ``sampler`` is validated and recorded.
 
     The space-aware sampler is installed by :class:`Strategy`, which knows the space; until then the
@@ -195,8 +196,13 @@ def make_study(name: str, storage: str | BaseStorage | None, sampler: str = DEFA
         'MINIMIZE'
     """
     recorded = resolve_sampler(sampler)  # fail early on an unknown name; wf-default -> wf-default@<current>
-    study = optuna.create_study(study_name=name, storage=storage, direction="minimize",
-                                sampler=optuna.samplers.RandomSampler(seed=seed), load_if_exists=True)
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        direction="minimize",
+        sampler=optuna.samplers.RandomSampler(seed=seed),
+        load_if_exists=True,
+    )
     if SAMPLER_ATTR not in study.user_attrs:  # a loaded study keeps the policy it was created with
         study.set_user_attr(SAMPLER_ATTR, recorded)
     return study
@@ -211,8 +217,9 @@ class Strategy:
     ``unmeasured``), so nothing evaluated is ever proposed again.
     """
 
-    def __init__(self, space: SearchSpace, study: optuna.Study, sampler: str = DEFAULT_SAMPLER,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self, space: SearchSpace, study: optuna.Study, sampler: str = DEFAULT_SAMPLER, seed: int | None = None
+    ) -> None:
         if len(space) == 0:
             raise ValueError("the search space has no feasible configuration")
         self.space = space
@@ -234,8 +241,7 @@ class Strategy:
             if t.state == TrialState.RUNNING:
                 self._running[t.number] = self.sampler.row_of(t)
             if t.state.is_finished():
-                self._record(t.number, self.sampler.row_of(t), t.value if t.state == TrialState.COMPLETE
-                             else None)
+                self._record(t.number, self.sampler.row_of(t), t.value if t.state == TrialState.COMPLETE else None)
 
     # --- the interface ----------------------------------------------------------------------------
     def recover(self) -> int:
@@ -251,8 +257,7 @@ class Strategy:
             self._running.pop(t.number, None)
             if row is not None and row not in self._told_rows:
                 index = self.space.to_index(self.space.feasible[row])
-                self.study.enqueue_trial(dict(zip(self.space.params, index)),
-                                         user_attrs={"requeued_from": t.number})
+                self.study.enqueue_trial(dict(zip(self.space.params, index)), user_attrs={"requeued_from": t.number})
                 n += 1
         return n
 
@@ -267,8 +272,9 @@ class Strategy:
         self._running[trial.number] = self.space.row(params)
         return Proposal(trial, params)
 
-    def tell(self, proposal: Proposal, value: float | None, *, failed: bool = False,
-             attrs: dict[str, Any] | None = None) -> None:
+    def tell(
+        self, proposal: Proposal, value: float | None, *, failed: bool = False, attrs: dict[str, Any] | None = None
+    ) -> None:
         """Record an evaluation: a value (ms, minimised), a failure, or unmeasured (value None)."""
         trial = proposal.trial
         for k, v in (attrs or {}).items():
@@ -286,8 +292,9 @@ class Strategy:
         self._running.pop(trial.number, None)
         self._record(trial.number, row, value)
 
-    def adopt(self, params: dict[str, Any], value: float | None, *, failed: bool = False,
-              attrs: dict[str, Any] | None = None) -> bool:
+    def adopt(
+        self, params: dict[str, Any], value: float | None, *, failed: bool = False, attrs: dict[str, Any] | None = None
+    ) -> bool:
         """Record an evaluation the study never heard of (stored, then the process died before its trial
         reached the study's database); False when the configuration is already told or outside the space."""
         row = self.space.row(params)
@@ -296,16 +303,24 @@ class Strategy:
         config = self.space.feasible[row]
         index = self.space.to_index(config)
         state = TrialState.FAIL if failed else (TrialState.PRUNED if value is None else TrialState.COMPLETE)
-        user_attrs = {CONFIG_ATTR: _jsonable(self.space.as_dict(config)), "adopted": True,
-                      **{k: _jsonable(v) for k, v in (attrs or {}).items()}}
+        user_attrs = {
+            CONFIG_ATTR: _jsonable(self.space.as_dict(config)),
+            "adopted": True,
+            **{k: _jsonable(v) for k, v in (attrs or {}).items()},
+        }
         if failed:
             user_attrs["failed"] = True
         elif value is None:
             user_attrs["unmeasured"] = True
-        self.study.add_trial(optuna.trial.create_trial(
-            state=state, value=float(value) if state == TrialState.COMPLETE and value is not None else None,
-            params={k: int(i) for k, i in zip(self.space.params, index)},
-            distributions=dict(self._dists), user_attrs=user_attrs))
+        self.study.add_trial(
+            optuna.trial.create_trial(
+                state=state,
+                value=float(value) if state == TrialState.COMPLETE and value is not None else None,
+                params={k: int(i) for k, i in zip(self.space.params, index)},
+                distributions=dict(self._dists),
+                user_attrs=user_attrs,
+            )
+        )
         self._record(-1, row, value if state == TrialState.COMPLETE else None)
         return True
 

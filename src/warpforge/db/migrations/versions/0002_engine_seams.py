@@ -13,13 +13,14 @@ What it carries forward from a 0001 database:
 - ``wf_decisions`` starts empty: decisions of campaigns finished before 0002 were never stored, and
   re-ranking their raw times would be exactly what the table exists to avoid.
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0002'
-down_revision: Union[str, Sequence[str], None] = '0001'
+revision: str = "0002"
+down_revision: Union[str, Sequence[str], None] = "0001"
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
@@ -47,8 +48,7 @@ EVAL_INDEXES = {
 
 def upgrade() -> None:
     with op.batch_alter_table("wf_variants", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("proposer", sa.String(length=100), nullable=False,
-                                      server_default="template"))
+        batch_op.add_column(sa.Column("proposer", sa.String(length=100), nullable=False, server_default="template"))
         batch_op.add_column(sa.Column("parents", sa.JSON(), nullable=False, server_default=sa.text("'[]'")))
         batch_op.add_column(sa.Column("proposal_id", sa.String(length=200), nullable=True))
         batch_op.add_column(sa.Column("rationale", sa.Text(), nullable=False, server_default=""))
@@ -57,8 +57,11 @@ def upgrade() -> None:
     with op.batch_alter_table("wf_evaluations", schema=None) as batch_op:
         batch_op.add_column(sa.Column("final", sa.Boolean(), nullable=False, server_default=sa.false()))
     name = _evaluations.c.study_name
-    op.execute(_evaluations.update().where(name.like("%" + SUFFIX))
-               .values(final=True, study_name=sa.func.substr(name, 1, sa.func.length(name) - len(SUFFIX))))
+    op.execute(
+        _evaluations.update()
+        .where(name.like("%" + SUFFIX))
+        .values(final=True, study_name=sa.func.substr(name, 1, sa.func.length(name) - len(SUFFIX)))
+    )
     with op.batch_alter_table("wf_evaluations", schema=None) as batch_op:
         for index, columns in EVAL_INDEXES.items():
             batch_op.create_index(index, columns, unique=False)
@@ -104,8 +107,11 @@ def downgrade() -> None:
     with op.batch_alter_table("wf_evaluations", schema=None) as batch_op:
         for index in EVAL_INDEXES:
             batch_op.drop_index(index)
-    op.execute(_evaluations.update().where(_evaluations.c.final == sa.true())
-               .values(study_name=sa.func.coalesce(_evaluations.c.study_name, "") + SUFFIX))
+    op.execute(
+        _evaluations.update()
+        .where(_evaluations.c.final == sa.true())
+        .values(study_name=sa.func.coalesce(_evaluations.c.study_name, "") + SUFFIX)
+    )
     with op.batch_alter_table("wf_evaluations", schema=None) as batch_op:
         batch_op.drop_column("final")
 

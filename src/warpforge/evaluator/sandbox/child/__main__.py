@@ -56,18 +56,22 @@ def _cap_address_space(budget: int) -> str | None:
     cap = _address_space() + budget
     gib = 1 << 30
     if hard != resource.RLIM_INFINITY and cap > hard:
-        return (f"the evaluator cannot cap this child's address space at {cap / gib:.2f} GiB (what torch and Triton "
-                f"map, {(cap - budget) / gib:.2f} GiB, plus the job's {budget / gib:.2f} GiB): the process inherited a "
-                f"hard limit of {hard / gib:.2f} GiB (ulimit -v or the sandbox); raise that limit")
+        return (
+            f"the evaluator cannot cap this child's address space at {cap / gib:.2f} GiB (what torch and Triton "
+            f"map, {(cap - budget) / gib:.2f} GiB, plus the job's {budget / gib:.2f} GiB): the process inherited a "
+            f"hard limit of {hard / gib:.2f} GiB (ulimit -v or the sandbox); raise that limit"
+        )
     try:
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
         probe = bytearray(HARNESS_HEADROOM)  # touched: the pages exist
         del probe
     except (MemoryError, ValueError, OSError) as exc:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-        return (f"the job's host memory budget of {budget / gib:.3g} GiB is below the harness's own needs "
-                f"({HARNESS_HEADROOM >> 20} MiB for the request, the case's inputs and the report, before any "
-                f"candidate code runs; {type(exc).__name__}): raise the budget (Job.host_memory_gb)")
+        return (
+            f"the job's host memory budget of {budget / gib:.3g} GiB is below the harness's own needs "
+            f"({HARNESS_HEADROOM >> 20} MiB for the request, the case's inputs and the report, before any "
+            f"candidate code runs; {type(exc).__name__}): raise the budget (Job.host_memory_gb)"
+        )
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     return None
 
@@ -80,9 +84,17 @@ def seccomp_profile(mode: str, interpret: bool) -> str:
 def wall_refusal(profile: str, exc: BaseException, nonce: Any) -> dict[str, Any]:
     """The report of a child whose seccomp filter did not install: the evaluator's error, sent before any
     candidate code is imported (the trusted side maps ``wall_not_installed`` to ``crashed``)."""
-    return {"error": {"stage": "harness", "kind": "wall_not_installed", "type": type(exc).__name__,
-                      "message": f"the {profile} seccomp filter did not install: {exc}", "traceback": ""},
-            "seccomp": f"none ({exc})", "nonce": nonce}
+    return {
+        "error": {
+            "stage": "harness",
+            "kind": "wall_not_installed",
+            "type": type(exc).__name__,
+            "message": f"the {profile} seccomp filter did not install: {exc}",
+            "traceback": "",
+        },
+        "seccomp": f"none ({exc})",
+        "nonce": nonce,
+    }
 
 
 def main() -> None:
@@ -113,8 +125,18 @@ def main() -> None:
     line = child_common.read_line()
     req = json.loads(line)
     if limit_error is not None:
-        child_common.emit({"error": {"stage": "harness", "kind": "evaluator_limit", "type": "EvaluatorLimit",
-                                     "message": limit_error, "traceback": ""}, "nonce": req.get("nonce")})
+        child_common.emit(
+            {
+                "error": {
+                    "stage": "harness",
+                    "kind": "evaluator_limit",
+                    "type": "EvaluatorLimit",
+                    "message": limit_error,
+                    "traceback": "",
+                },
+                "nonce": req.get("nonce"),
+            }
+        )
         os._exit(0)
     cpu_s = int(req.get("cpu_s") or 0)
     if cpu_s > 0:  # a backstop should the parent die unseen (sandbox.cpu_backstop_s): soft = hard, so the kernel
@@ -128,8 +150,14 @@ def main() -> None:
         candidate["params"] = expand(candidate.get("params") or {})
     if child_common.INTERPRET:
         libdevice.install()
-    handlers: dict[str, Any] = {"check": run_check, "compile": run_compile, "bench": run_bench,
-                                "space": run_space, "reference": run_reference, "ab": run_ab}
+    handlers: dict[str, Any] = {
+        "check": run_check,
+        "compile": run_compile,
+        "bench": run_bench,
+        "space": run_space,
+        "reference": run_reference,
+        "ab": run_ab,
+    }
     if req.get("triton_cache"):  # the warm kernel cache the parent seeded (evaluator/sandbox/kernel_cache.py); Triton
         # reads TRITON_CACHE_DIR at each compile, so setting it now, before the candidate, is in time
         os.environ["TRITON_CACHE_DIR"] = str(scratch / req["triton_cache"])

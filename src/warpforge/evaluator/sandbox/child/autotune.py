@@ -33,8 +33,10 @@ def install(params: dict[str, Any]) -> None:
 
     def autotune(configs: list[Any], key: list[str], **kwargs: Any) -> Any:
         if label is None:
-            raise AutotuneRefused("@triton.autotune without a configuration chosen by the evaluator (the variant's "
-                                  f"space is its configurations: {CONFIG_PARAM})")
+            raise AutotuneRefused(
+                "@triton.autotune without a configuration chosen by the evaluator (the variant's "
+                f"space is its configurations: {CONFIG_PARAM})"
+            )
         if not 0 <= index < len(configs):
             raise AutotuneRefused(f"configuration {label!r} is not one of the kernel's {len(configs)}")
         for name in values:  # the autotuner passes them to the kernel; launch never sees them

@@ -33,9 +33,11 @@ def training_call(module: Any, inputs: tuple[Any, ...], params: dict[str, Any]) 
     infer = as_tuple(module.launch(*args, **params))
     result = module.launch_forward(*args, **params)
     if type(result) is not tuple or len(result) != 2:
-        raise TrainingContractError(f"launch_forward returned {_kind(result)}"
-                                    f"{f' of {len(result)}' if isinstance(result, tuple) else ''}: it returns "
-                                    "(out, saved), saved a tuple of tensors")
+        raise TrainingContractError(
+            f"launch_forward returned {_kind(result)}"
+            f"{f' of {len(result)}' if isinstance(result, tuple) else ''}: it returns "
+            "(out, saved), saved a tuple of tensors"
+        )
     out, saved = result
     saved = tuple(saved) if type(saved) in (tuple, list) else (saved,)
     grads = as_tuple(module.launch_backward(grad_out, saved, *args, **params))
@@ -61,8 +63,9 @@ def upstream_gradient(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> 
     return torch.randn(tuple(shape), generator=gen, dtype=torch.float32).to(dtype)
 
 
-def timed_training(timer: Any, module: Any, work: tuple[Any, ...], grad_out: torch.Tensor,
-                   params: dict[str, Any]) -> tuple[float, float, float, list[Any]]:
+def timed_training(
+    timer: Any, module: Any, work: tuple[Any, ...], grad_out: torch.Tensor, params: dict[str, Any]
+) -> tuple[float, float, float, list[Any]]:
     """One timed training call (child/bench.py): (forward ms, backward ms, pending ms, outputs), the forward
     and the backward each timed alone (each after the timer's L2 flush), outputs = out then the gradients."""
     t_f, p_f, result = timer.time(lambda: module.launch_forward(*work, **params))
@@ -74,11 +77,14 @@ def timed_training(timer: Any, module: Any, work: tuple[Any, ...], grad_out: tor
     return t_f, t_b, p_f + p_b, [*as_tuple(out), *as_tuple(grads)]
 
 
-def timed_reference(timer: Any, reference: Any, inputs: tuple[Any, ...], grad_inputs: tuple[int, ...],
-                    grad_out: torch.Tensor) -> tuple[float, float]:
+def timed_reference(
+    timer: Any, reference: Any, inputs: tuple[Any, ...], grad_inputs: tuple[int, ...], grad_out: torch.Tensor
+) -> tuple[float, float]:
     """The reference timed the same way: torch's forward (recording the graph) and autograd's backward."""
-    leaves = [x.detach().requires_grad_(i in grad_inputs) if isinstance(x, torch.Tensor) and x.is_floating_point()
-              else x for i, x in enumerate(inputs)]
+    leaves = [
+        x.detach().requires_grad_(i in grad_inputs) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+        for i, x in enumerate(inputs)
+    ]
     with torch.enable_grad():
         t_f, _, out = timer.time(lambda: as_tuple(reference(*leaves))[0])
         t_b, _, _ = timer.time(lambda: torch.autograd.backward(out, grad_out))

@@ -52,8 +52,9 @@ class Timer:
 
     def __init__(self, device: str, flush_bytes: int) -> None:
         self.cuda = device.startswith("cuda")
-        self.cache = ORIGINAL_ALLOC["empty"](flush_bytes, dtype=torch.int8, device=device) \
-            if self.cuda and flush_bytes else None
+        self.cache = (
+            ORIGINAL_ALLOC["empty"](flush_bytes, dtype=torch.int8, device=device) if self.cuda and flush_bytes else None
+        )
 
     def time(self, fn: Any) -> tuple[float, float, Any]:
         if not self.cuda:
@@ -124,8 +125,14 @@ def run_reference(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         inputs = _inputs(task, case, case["seed"], req["device"])
         task.reference(*inputs)
         sync(req["device"])
-        cases.append({"id": case["id"], "ms": [timer.time(lambda inputs=inputs: task.reference(*inputs))[0]
-                                               for _ in range(int(req.get("reps", 5)))]})
+        cases.append(
+            {
+                "id": case["id"],
+                "ms": [
+                    timer.time(lambda inputs=inputs: task.reference(*inputs))[0] for _ in range(int(req.get("reps", 5)))
+                ],
+            }
+        )
     return {"cases": cases}
 
 
@@ -145,10 +152,17 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         inputs = _inputs(task, case, case["ref_seed"], device)
         if training:
             ref_grad = _grad_out(task, inputs, case["grad_seed"], device)
-            pairs = [timed_reference(timer, task.reference, inputs, task.grad_inputs, ref_grad)
-                     for _ in range(warmup + reps)][warmup:]
-            cases.append({"id": case["id"], "ref_ms": [f + b for f, b in pairs],
-                          "ref_forward_ms": [f for f, _ in pairs], "ref_backward_ms": [b for _, b in pairs]})
+            pairs = [
+                timed_reference(timer, task.reference, inputs, task.grad_inputs, ref_grad) for _ in range(warmup + reps)
+            ][warmup:]
+            cases.append(
+                {
+                    "id": case["id"],
+                    "ref_ms": [f + b for f, b in pairs],
+                    "ref_forward_ms": [f for f, _ in pairs],
+                    "ref_backward_ms": [b for _, b in pairs],
+                }
+            )
             continue
         samples = [timer.time(lambda inputs=inputs: task.reference(*inputs))[0] for _ in range(warmup + reps)][warmup:]
         cases.append({"id": case["id"], "ref_ms": samples})
@@ -207,8 +221,12 @@ def run_bench(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         record.update({"ms": ms, "pending_ms": pending, "saved": saved, "threads": watch.new_threads()})
         if grad_out is not None:
             record.update({"forward_ms": forward_ms, "backward_ms": backward_ms})
-    return {"cases": cases, "tampered": sorted(tampered), "state_changed": watch.state_changed(),
-            "device": _device_info(device)}
+    return {
+        "cases": cases,
+        "tampered": sorted(tampered),
+        "state_changed": watch.state_changed(),
+        "device": _device_info(device),
+    }
 
 
 def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
@@ -238,8 +256,10 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     rounds = int(req["rounds"])
     try:
         # per candidate and case: launch, or a ModelNew whose state shares the case's refilled work buffers
-        calls = [[entry_for(m, c).bind(work, case) for case, (_, work) in zip(req["cases"], prepared)]
-                 for m, c in zip(modules, req["candidates"])]
+        calls = [
+            [entry_for(m, c).bind(work, case) for case, (_, work) in zip(req["cases"], prepared)]
+            for m, c in zip(modules, req["candidates"])
+        ]
         mark("compile")
         for i, module in enumerate(modules):
             for k, (call, args) in enumerate(calls[i]):
@@ -268,10 +288,15 @@ def run_ab(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     except BaseException as exc:  # noqa: BLE001 - any failure of the interleaved calls is reported
         return {"error": error_info(exc, "ab")}
     entries = ["ModelNew" if c.get("model_new") else "launch" for c in req["candidates"]]
-    tampered = watch.tampered() + [f"wf_candidate_{i}.{entries[i]}" for i, m in enumerate(modules)
-                                   if getattr(m, entries[i]) is not launches[i]]
-    return {"samples": samples, "tampered": tampered, "threads": watch.new_threads(),
-            "state_changed": watch.state_changed()}
+    tampered = watch.tampered() + [
+        f"wf_candidate_{i}.{entries[i]}" for i, m in enumerate(modules) if getattr(m, entries[i]) is not launches[i]
+    ]
+    return {
+        "samples": samples,
+        "tampered": tampered,
+        "threads": watch.new_threads(),
+        "state_changed": watch.state_changed(),
+    }
 
 
 def _device_info(device: str) -> dict[str, Any]:
@@ -280,5 +305,11 @@ def _device_info(device: str) -> dict[str, Any]:
     if not device.startswith("cuda"):
         return {"name": "cpu", "triton": triton.__version__}
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return {"name": props.name, "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
-            "memory": props.total_memory, "cuda": torch.version.cuda, "triton": triton.__version__}
+    return {
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "sms": props.multi_processor_count,
+        "memory": props.total_memory,
+        "cuda": torch.version.cuda,
+        "triton": triton.__version__,
+    }

@@ -140,21 +140,36 @@ class _Runner:
         outs = as_tuple(out)
         kinds = [type(o).__name__ if type(o) is not torch.Tensor else "Tensor" for o in outs]
         spans = [_span(x) for x in inputs if isinstance(x, torch.Tensor)]
-        aliases = [type(o) is torch.Tensor and any(lo < _span(o)[1] and _span(o)[0] < hi for lo, hi in spans)
-                   for o in outs]
+        aliases = [
+            type(o) is torch.Tensor and any(lo < _span(o)[1] and _span(o)[0] < hi for lo, hi in spans) for o in outs
+        ]
         facts = {
-            "kinds": kinds, "aliases": aliases, "seconds": elapsed, "ops": sorted(recorder.ops),
-            "kernel_calls": self.gate.calls - calls_before, "threads": self.watch.new_threads(),
+            "kinds": kinds,
+            "aliases": aliases,
+            "seconds": elapsed,
+            "ops": sorted(recorder.ops),
+            "kernel_calls": self.gate.calls - calls_before,
+            "threads": self.watch.new_threads(),
             "tampered": self.watch.tampered() + self.sentinel.tampered(),
-            "state_changed": self.watch.state_changed(), "kernels": sorted(self.gate.kernels),
-            "grid": "shuffled" if shuffled else "in order", "grids": GridOrder.log[logged:], **extra,
-            "specs": list(self.gate.specs.values()), "refused_arguments": list(self.gate.refused),
+            "state_changed": self.watch.state_changed(),
+            "kernels": sorted(self.gate.kernels),
+            "grid": "shuffled" if shuffled else "in order",
+            "grids": GridOrder.log[logged:],
+            **extra,
+            "specs": list(self.gate.specs.values()),
+            "refused_arguments": list(self.gate.refused),
         }
         if all(k == "Tensor" for k in kinds):
             buffer = io.BytesIO()
-            SAVE({"out": [o.detach().to("cpu").clone() for o in outs],
-                  "inputs_after": [x.detach().to("cpu").clone() if isinstance(x, torch.Tensor) else x for x in inputs]},
-                 buffer)
+            SAVE(
+                {
+                    "out": [o.detach().to("cpu").clone() for o in outs],
+                    "inputs_after": [
+                        x.detach().to("cpu").clone() if isinstance(x, torch.Tensor) else x for x in inputs
+                    ],
+                },
+                buffer,
+            )
             data = buffer.getvalue()
             (self.scratch / out_name).write_bytes(data)
             facts["saved"] = out_name
@@ -189,13 +204,18 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
     by_id = {case["id"]: case for case in req["cases"]}
     try:
         for case in req["cases"]:
-            facts = runner.launch(case["id"], float(case["sentinel"]), f"out_{case['id']}.pt",
-                                  bool(case.get("shuffled")))
+            facts = runner.launch(
+                case["id"], float(case["sentinel"]), f"out_{case['id']}.pt", bool(case.get("shuffled"))
+            )
             report["cases"].append({"id": case["id"], **facts})
         rerun = req.get("rerun")
         if rerun:
-            facts = runner.launch(by_id[rerun["case"]]["id"], float(rerun["sentinel"]), "out_rerun.pt",
-                                  bool(by_id[rerun["case"]].get("shuffled")))
+            facts = runner.launch(
+                by_id[rerun["case"]]["id"],
+                float(rerun["sentinel"]),
+                "out_rerun.pt",
+                bool(by_id[rerun["case"]].get("shuffled")),
+            )
             report["rerun"] = {"case": rerun["case"], **facts}
     except _LaunchError as err:
         report["error"] = err.info

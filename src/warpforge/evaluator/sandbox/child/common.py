@@ -106,8 +106,11 @@ def error_info(exc: BaseException, stage: str) -> dict[str, Any]:
         kind = "resources"
     elif module.startswith("triton") and ("Compil" in name or "compil" in module):
         kind = "compile"
-    elif isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in low \
-            or "out of memory" in low:
+    elif (
+        isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+        or "can't allocate memory" in low
+        or "out of memory" in low
+    ):
         kind = "oom"
     elif "illegal memory access" in low or "illegal address" in low:
         kind = "illegal_memory_access"
@@ -138,8 +141,10 @@ def load_candidate(path: Path, name: str = "wf_candidate", *, sha256: str | None
     """
     data = path.read_bytes()
     if sha256 is None or hashlib.sha256(data).hexdigest() != sha256:
-        raise UnverifiedCandidate(f"{path.name} is not the source the evaluator checked (SHA-256 "
-                                  f"{hashlib.sha256(data).hexdigest()[:16]}, expected {(sha256 or 'none')[:16]})")
+        raise UnverifiedCandidate(
+            f"{path.name} is not the source the evaluator checked (SHA-256 "
+            f"{hashlib.sha256(data).hexdigest()[:16]}, expected {(sha256 or 'none')[:16]})"
+        )
     text = data.decode("utf-8")
     filename = str(path)
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
@@ -181,7 +186,7 @@ def _own_source(fn: Any, kernel: Any) -> str:
     try:
         src = textwrap.dedent(inspect.getsource(fn))
         found = re.search(r"^def\s+\w+\s*\(", src, re.MULTILINE)
-        return src[found.start():] if found else src
+        return src[found.start() :] if found else src
     except (OSError, TypeError):
         return repr(kernel)
 
@@ -285,8 +290,12 @@ class OpRecorder(TorchDispatchMode):
                 self.ops.add(f"in_kernel:{name}")
         elif self.gate.depth == 0:
             name = str(func.overloadpacket.__name__)
-            if name == "_to_copy" and args and isinstance(args[0], torch.Tensor) \
-                    and kwargs.get("dtype") not in (None, args[0].dtype):
+            if (
+                name == "_to_copy"
+                and args
+                and isinstance(args[0], torch.Tensor)
+                and kwargs.get("dtype") not in (None, args[0].dtype)
+            ):
                 name = "_to_copy(dtype)"
             self.ops.add(name)
         return func(*args, **kwargs)
@@ -361,14 +370,26 @@ def _watched() -> dict[str, Any]:
     """The functions the harness relies on for saving, timing and synchronizing."""
     ev = torch.cuda.Event
     return {
-        "time.perf_counter": time.perf_counter, "time.monotonic": time.monotonic, "time.time": time.time,
-        "torch.save": torch.save, "torch.load": torch.load, "torch.equal": torch.equal,
-        "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": ev,
-        "Event.record": getattr(ev, "record", None), "Event.elapsed_time": getattr(ev, "elapsed_time", None),
-        "Event.synchronize": getattr(ev, "synchronize", None), "Event.query": getattr(ev, "query", None),
-        "Tensor.clone": torch.Tensor.clone, "Tensor.to": torch.Tensor.to, "Tensor.cpu": torch.Tensor.cpu,
-        "Tensor.detach": torch.Tensor.detach, "Tensor.copy_": torch.Tensor.copy_,
-        "threading.enumerate": threading.enumerate, "os.write": os.write, "json.dumps": json.dumps,
+        "time.perf_counter": time.perf_counter,
+        "time.monotonic": time.monotonic,
+        "time.time": time.time,
+        "torch.save": torch.save,
+        "torch.load": torch.load,
+        "torch.equal": torch.equal,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": ev,
+        "Event.record": getattr(ev, "record", None),
+        "Event.elapsed_time": getattr(ev, "elapsed_time", None),
+        "Event.synchronize": getattr(ev, "synchronize", None),
+        "Event.query": getattr(ev, "query", None),
+        "Tensor.clone": torch.Tensor.clone,
+        "Tensor.to": torch.Tensor.to,
+        "Tensor.cpu": torch.Tensor.cpu,
+        "Tensor.detach": torch.Tensor.detach,
+        "Tensor.copy_": torch.Tensor.copy_,
+        "threading.enumerate": threading.enumerate,
+        "os.write": os.write,
+        "json.dumps": json.dumps,
     }
 
 

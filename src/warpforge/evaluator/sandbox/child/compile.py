@@ -36,8 +36,9 @@ def _resource_usage(cubin: bytes, scratch: Path) -> dict[str, dict[str, int]]:
         return {}
     path = scratch / "kernel.cubin"
     path.write_bytes(cubin)
-    text = subprocess.run([str(tool), "--dump-resource-usage", str(path)], capture_output=True, text=True,
-                          timeout=60).stdout
+    text = subprocess.run(
+        [str(tool), "--dump-resource-usage", str(path)], capture_output=True, text=True, timeout=60
+    ).stdout
     usage: dict[str, dict[str, int]] = {}
     current = None
     for line in text.splitlines():
@@ -143,34 +144,58 @@ def run_compile(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 binder = create_function_from_signature(fn.signature, fn.params, backend)
                 bound, specialization, options = binder(*args, **kwargs)
                 options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, options)
-                key = json.dumps([fn.__name__, signature, sorted(map(str, constexprs.items())),
-                                  sorted(map(str, options.__dict__.items()))])
+                key = json.dumps(
+                    [
+                        fn.__name__,
+                        signature,
+                        sorted(map(str, constexprs.items())),
+                        sorted(map(str, options.__dict__.items())),
+                    ]
+                )
                 if key in seen:
                     continue
                 seen.add(key)
                 start = time.perf_counter()
-                compiled = triton_compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                                          options=options.__dict__)
+                compiled = triton_compile(
+                    ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__
+                )
                 seconds = time.perf_counter() - start
             except BaseException as exc:  # noqa: BLE001 - the candidate's kernels compiled: reported
-                return {"error": error_info(exc, "compile"), "kernels": kernels, "compiled_hashes": sorted(hashes),
-                        "compiled_specs": specs, "failed_spec": spec_id}
+                return {
+                    "error": error_info(exc, "compile"),
+                    "kernels": kernels,
+                    "compiled_hashes": sorted(hashes),
+                    "compiled_specs": specs,
+                    "failed_spec": spec_id,
+                }
             usage = _resource_usage(compiled.asm["cubin"], scratch)
             regs = max((u.get("REG", 0) for u in usage.values()), default=None)
             stack = max((u.get("STACK", 0) for u in usage.values()), default=None)
-            kernels.append({
-                "kernel": fn.__name__, "source_hash": kernel_hash(fn), "shape": case["shape"], "dtype": case["dtype"],
-                "registers": regs,
-                "spill_bytes": stack, "shared_bytes": int(compiled.metadata.shared),
-                "num_warps": int(compiled.metadata.num_warps), "compile_s": seconds,
-            })
+            kernels.append(
+                {
+                    "kernel": fn.__name__,
+                    "source_hash": kernel_hash(fn),
+                    "shape": case["shape"],
+                    "dtype": case["dtype"],
+                    "registers": regs,
+                    "spill_bytes": stack,
+                    "shared_bytes": int(compiled.metadata.shared),
+                    "num_warps": int(compiled.metadata.num_warps),
+                    "compile_s": seconds,
+                }
+            )
     spec_shapes: list[dict[str, Any]] = []
     if req.get("spec_budget") and shapes_of:
         # a reference that cannot run on fake tensors (one reading values) tells nothing of a smaller shape
         reference_on_fakes = _reference_runs_on_fakes(task, next(iter(shapes_of.values())))
         spec_shapes = _smallest_shapes(req, specs, shapes_of, trace, task.fixed_keys)
-    return {"kernels": kernels, "target": req["target"], "compiled_hashes": sorted(hashes), "compiled_specs": specs,
-            "spec_shapes": spec_shapes}
+    return {
+        "kernels": kernels,
+        "target": req["target"],
+        "compiled_hashes": sorted(hashes),
+        "compiled_specs": specs,
+        "spec_shapes": spec_shapes,
+    }
 
 
 def _reference_runs_on_fakes(task: Any, case: dict[str, Any]) -> bool:
@@ -187,8 +212,13 @@ def _reference_runs_on_fakes(task: Any, case: dict[str, Any]) -> bool:
     return True
 
 
-def _smallest_shapes(req: dict[str, Any], specs: dict[str, str], shapes_of: dict[str, dict[str, Any]],
-                     trace: Any, fixed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def _smallest_shapes(
+    req: dict[str, Any],
+    specs: dict[str, str],
+    shapes_of: dict[str, dict[str, Any]],
+    trace: Any,
+    fixed: frozenset[str] = frozenset(),
+) -> list[dict[str, Any]]:
     """For each benchmark-shape specialization, the smallest shape (halving one dimension at a time, on fake
     tensors: milliseconds a try) whose launch has that same specialization, when its product of dimensions is
     within ``spec_budget``: the check interprets it there, so the compiled path of a benchmark shape is the
@@ -223,10 +253,16 @@ def _smallest_shapes(req: dict[str, Any], specs: dict[str, str], shapes_of: dict
             if not moved:
                 break
         fits = size(shape) <= budget
-        out.append({"key": key, "shape": shape if fits else None, "dtype": dtype,
-                    "smallest": shape, "benchmark": shapes_of[key]["shape"]})
+        out.append(
+            {
+                "key": key,
+                "shape": shape if fits else None,
+                "dtype": dtype,
+                "smallest": shape,
+                "benchmark": shapes_of[key]["shape"],
+            }
+        )
     return out
-
 
 
 def run_space(req: dict[str, Any], scratch: Path) -> dict[str, Any]:

@@ -64,8 +64,10 @@ def tf32_dot(a: np.ndarray, b: np.ndarray, precision: str) -> np.ndarray | None:
         a_small, b_small = _tf32_rna(a - a_big), _tf32_rna(b - b_big)
         small = np.matmul(a_small, b_big, dtype=np.float32) + np.matmul(a_big, b_small, dtype=np.float32)
         return small + np.matmul(a_big, b_big, dtype=np.float32)
-    raise InterpreterLayout(f"tl.dot input_precision {precision!r} on fp32 inputs: the interpreter layer knows "
-                            "tf32, tf32x3 and ieee only; check this kernel on a GPU")
+    raise InterpreterLayout(
+        f"tl.dot input_precision {precision!r} on fp32 inputs: the interpreter layer knows "
+        "tf32, tf32x3 and ieee only; check this kernel on a GPU"
+    )
 
 
 def saturate(data: np.ndarray, np_dtype: np.dtype) -> np.ndarray:
@@ -95,8 +97,9 @@ def install() -> None:
             raise InterpreterLayout(f"InterpreterBuilder.{name} is missing")
     dot_params = list(inspect.signature(builder.create_dot).parameters)
     if dot_params[:5] != ["self", "a", "b", "d", "input_precision"]:
-        raise InterpreterLayout(f"InterpreterBuilder.create_dot takes {dot_params}, not (self, a, b, d, "
-                                "input_precision, ...)")
+        raise InterpreterLayout(
+            f"InterpreterBuilder.create_dot takes {dot_params}, not (self, a, b, d, input_precision, ...)"
+        )
     original_dot = builder.create_dot
     get_np_dtype = getattr(interp, "_get_np_dtype", None)
     if get_np_dtype is None:
@@ -132,8 +135,10 @@ class BlockTruthRefused(TypeError):
     """``and``/``or``/``not`` (or ``if``) on a block tensor in a kernel."""
 
 
-BLOCK_TRUTH = ("and/or/not on a block tensor in a kernel: the compiled kernel combines both operands elementwise "
-               "(andi/ori), the interpreter keeps one of them; rewrite: (a) & (b), (a) | (b), ~a or a == 0")
+BLOCK_TRUTH = (
+    "and/or/not on a block tensor in a kernel: the compiled kernel combines both operands elementwise "
+    "(andi/ori), the interpreter keeps one of them; rewrite: (a) & (b), (a) | (b), ~a or a == 0"
+)
 
 
 def _strict_truth(interp: Any) -> None:

@@ -66,15 +66,32 @@ def check_layout() -> None:
 
     from warpforge.evaluator.sandbox.child.faithful import InterpreterLayout
 
-    missing = [name for name in ("GridExecutor", "_patch_lang", "_implicit_cvt", "interpreter_builder",
-                                 "InterpreterError", "TensorHandle") if not hasattr(interp, name)]
-    missing += [f"GridExecutor.{m}" for m in ("_init_args_hst", "_restore_args_dev")
-                if not hasattr(getattr(interp, "GridExecutor", None), m)]
-    missing += [f"interpreter_builder.{m}" for m in ("set_grid_dim", "set_grid_idx")
-                if not hasattr(getattr(interp, "interpreter_builder", None), m)]
+    missing = [
+        name
+        for name in (
+            "GridExecutor",
+            "_patch_lang",
+            "_implicit_cvt",
+            "interpreter_builder",
+            "InterpreterError",
+            "TensorHandle",
+        )
+        if not hasattr(interp, name)
+    ]
+    missing += [
+        f"GridExecutor.{m}"
+        for m in ("_init_args_hst", "_restore_args_dev")
+        if not hasattr(getattr(interp, "GridExecutor", None), m)
+    ]
+    missing += [
+        f"interpreter_builder.{m}"
+        for m in ("set_grid_dim", "set_grid_idx")
+        if not hasattr(getattr(interp, "interpreter_builder", None), m)
+    ]
     if missing:
-        raise InterpreterLayout(f"triton.runtime.interpreter lacks {missing}: the evaluator cannot run kernels "
-                                "faithfully on this Triton")
+        raise InterpreterLayout(
+            f"triton.runtime.interpreter lacks {missing}: the evaluator cannot run kernels faithfully on this Triton"
+        )
 
 
 class GridOrder:
@@ -116,9 +133,14 @@ class GridOrder:
                 args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
                 # a dtype constexpr reaches the kernel as the compiler passes it, a tl.constexpr (``DT.value`` in
                 # a jit helper failed only on the CPU); other constexprs stay the Python values they compile to
-                args = {name: (tl.constexpr(arg) if isinstance(arg, tl.dtype) else arg) if name in self.constexprs
-                        else _fp32(arg) if isinstance(arg, float) else interp._implicit_cvt(arg)
-                        for name, arg in args.items()}
+                args = {
+                    name: (tl.constexpr(arg) if isinstance(arg, tl.dtype) else arg)
+                    if name in self.constexprs
+                    else _fp32(arg)
+                    if isinstance(arg, float)
+                    else interp._implicit_cvt(arg)
+                    for name, arg in args.items()
+                }
                 grid = self.grid(args) if callable(self.grid) else self.grid
                 assert len(grid) <= 3, "grid must have at most 3 dimensions"
                 grid = tuple(grid) + (1,) * (3 - len(grid))

@@ -88,20 +88,26 @@ def _constexpr_value(name: str, value: Any) -> Any:
     if dtype is not None:
         return {"dtype": dtype}
     if isinstance(value, torch.Tensor):
-        raise ArgumentRefused("constexpr_tensor", f"the tensor passed as {name} (a tl.constexpr parameter): under "
-                              "the interpreter it would reach the kernel as a torch tensor and torch would compute "
-                              "with it; a tensor goes to a pointer parameter (no tl.constexpr annotation)")
-    raise ArgumentRefused("kernel_argument_type", f"{name} (a tl.constexpr parameter) received a "
-                          f"{type(value).__name__}: a constexpr is an int, float, bool, None, str or Triton dtype")
+        raise ArgumentRefused(
+            "constexpr_tensor",
+            f"the tensor passed as {name} (a tl.constexpr parameter): under "
+            "the interpreter it would reach the kernel as a torch tensor and torch would compute "
+            "with it; a tensor goes to a pointer parameter (no tl.constexpr annotation)",
+        )
+    raise ArgumentRefused(
+        "kernel_argument_type",
+        f"{name} (a tl.constexpr parameter) received a "
+        f"{type(value).__name__}: a constexpr is an int, float, bool, None, str or Triton dtype",
+    )
 
 
 def _int_kind(value: int) -> str:
     # triton.runtime.jit.mangle_type, the compiled kernel's parameter type (Triton 3.4-3.9)
-    if -2**31 <= value < 2**31:
+    if -(2**31) <= value < 2**31:
         return "i32"
     if 2**31 <= value < 2**32:
         return "u32"
-    if -2**63 <= value < 2**63:
+    if -(2**63) <= value < 2**63:
         return "i64"
     return "u64"
 
@@ -122,8 +128,11 @@ def _arg_kind(name: str, value: Any, depth: int = 0) -> list[Any]:
         return ["ptr", f"{base.dtype} as {getattr(value, 'dtype', '?')}"]
     if isinstance(value, tuple) and depth < MAX_ARG_DEPTH:
         return ["tuple", [_arg_kind(name, v, depth + 1) for v in value]]
-    raise ArgumentRefused("kernel_argument_type", f"{name} received a {type(value).__name__}: a kernel argument is "
-                          "a tensor (pointer), int, float, bool, None or a tuple of those")
+    raise ArgumentRefused(
+        "kernel_argument_type",
+        f"{name} received a {type(value).__name__}: a kernel argument is "
+        "a tensor (pointer), int, float, bool, None or a tuple of those",
+    )
 
 
 def constexpr_names(kernel: Any) -> set[str]:
@@ -156,8 +165,7 @@ def specialization(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
             out.append([name, "constexpr", _constexpr_value(name, value)])
         else:
             out.append([name, *_arg_kind(name, value)])
-    options = {k: kwargs.get(k, DEFAULT_OPTIONS.get(k)) for k in OPTION_NAMES
-               if k in kwargs or k in DEFAULT_OPTIONS}
+    options = {k: kwargs.get(k, DEFAULT_OPTIONS.get(k)) for k in OPTION_NAMES if k in kwargs or k in DEFAULT_OPTIONS}
     for k, v in options.items():
         if not isinstance(v, int) or isinstance(v, bool):
             raise ArgumentRefused("kernel_argument_type", f"{k}={v!r}: launch options are ints")
@@ -184,8 +192,15 @@ def rebuild_arguments(spec: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
             return triton.reinterpret(tensor, tl.dtype(view)) if view else tensor
         if tag == "tuple":
             return tuple(value(k) for k in kind[1])
-        return {"i1": True, "i32": 17, "u32": 2**31 + 17, "i64": 2**40 + 17, "u64": 2**63 + 17, "fp32": 1.5,
-                "none": None}[tag]
+        return {
+            "i1": True,
+            "i32": 17,
+            "u32": 2**31 + 17,
+            "i64": 2**40 + 17,
+            "u64": 2**63 + 17,
+            "fp32": 1.5,
+            "none": None,
+        }[tag]
 
     args: list[Any] = []
     for entry in spec["args"]:

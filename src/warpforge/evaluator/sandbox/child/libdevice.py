@@ -34,26 +34,75 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
 
 
 UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "rsqrt": lambda x: 1.0 / np.sqrt(x), "sqrt": np.sqrt, "cbrt": np.cbrt, "rcbrt": lambda x: 1.0 / np.cbrt(x),
-    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(10.0, x), "expm1": np.expm1,
-    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "erf": _vec(math.erf), "erfc": _vec(math.erfc), "lgamma": _vec(math.lgamma),
-    "tgamma": _vec(math.gamma), "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
-    "nearbyint": np.rint, "round": _round_half_away, "fabs": np.abs, "abs": np.abs,
-    "fast_expf": np.exp, "fast_logf": np.log, "fast_log2f": np.log2, "fast_log10f": np.log10,
-    "fast_sinf": np.sin, "fast_cosf": np.cos, "fast_tanf": np.tan, "rcp_rn": lambda x: 1.0 / x,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "sqrt": np.sqrt,
+    "cbrt": np.cbrt,
+    "rcbrt": lambda x: 1.0 / np.cbrt(x),
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "exp10": lambda x: np.power(10.0, x),
+    "expm1": np.expm1,
+    "log": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "log1p": np.log1p,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "erf": _vec(math.erf),
+    "erfc": _vec(math.erfc),
+    "lgamma": _vec(math.lgamma),
+    "tgamma": _vec(math.gamma),
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "rint": np.rint,
+    "nearbyint": np.rint,
+    "round": _round_half_away,
+    "fabs": np.abs,
+    "abs": np.abs,
+    "fast_expf": np.exp,
+    "fast_logf": np.log,
+    "fast_log2f": np.log2,
+    "fast_log10f": np.log10,
+    "fast_sinf": np.sin,
+    "fast_cosf": np.cos,
+    "fast_tanf": np.tan,
+    "rcp_rn": lambda x: 1.0 / x,
     "sqrt_rn": np.sqrt,
 }
 BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "pow": np.power, "powf": np.power, "atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot,
-    "fmin": np.fmin, "fmax": np.fmax, "copysign": np.copysign, "fdim": lambda a, b: np.maximum(a - b, 0.0),
-    "div_rn": np.divide, "fast_dividef": np.divide, "add_rn": np.add, "sub_rn": np.subtract, "mul_rn": np.multiply,
+    "pow": np.power,
+    "powf": np.power,
+    "atan2": np.arctan2,
+    "fmod": np.fmod,
+    "hypot": np.hypot,
+    "fmin": np.fmin,
+    "fmax": np.fmax,
+    "copysign": np.copysign,
+    "fdim": lambda a, b: np.maximum(a - b, 0.0),
+    "div_rn": np.divide,
+    "fast_dividef": np.divide,
+    "add_rn": np.add,
+    "sub_rn": np.subtract,
+    "mul_rn": np.multiply,
     "remainder": lambda a, b: a - b * np.rint(a / b),
 }
 INT_RESULT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "isnan": np.isnan, "isinf": np.isinf, "signbit": np.signbit, "finitef": np.isfinite, "isfinited": np.isfinite,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "signbit": np.signbit,
+    "finitef": np.isfinite,
+    "isfinited": np.isfinite,
 }
 
 
@@ -75,11 +124,15 @@ def _arrays(name: str, args: tuple[Any, ...]) -> tuple[list[np.ndarray], Any, tu
             dtypes.add("fp32")  # the compiled kernel's to_tensor of a Python float
             arrays.append(np.asarray(a, dtype=np.float32))
         else:
-            raise LibdeviceRefused(f"libdevice.{name} got {type(a).__name__}: the compiled kernel takes tensors or "
-                                   "floats of one float dtype")
+            raise LibdeviceRefused(
+                f"libdevice.{name} got {type(a).__name__}: the compiled kernel takes tensors or "
+                "floats of one float dtype"
+            )
     if len(dtypes) != 1 or dtypes - {"fp32", "fp64"}:
-        raise LibdeviceRefused(f"libdevice.{name} on {', '.join(sorted(dtypes))}: the compiled kernel dispatches on "
-                               "fp32 or fp64 arguments of one dtype only (cast with .to(tl.float32))")
+        raise LibdeviceRefused(
+            f"libdevice.{name} on {', '.join(sorted(dtypes))}: the compiled kernel dispatches on "
+            "fp32 or fp64 arguments of one dtype only (cast with .to(tl.float32))"
+        )
     return arrays, dtypes.pop(), shape
 
 
@@ -92,9 +145,11 @@ def emulated(name: str) -> Callable[..., Any]:
 
         table = UNARY if name in UNARY else BINARY if name in BINARY else INT_RESULT if name in INT_RESULT else None
         if table is None:
-            raise LibdeviceRefused(f"libdevice.{name} is not run by warpforge's interpreter (its compiled semantics "
-                                   "are not emulated): write it with tl functions, or judge it on a GPU "
-                                   "(--backend cuda)")
+            raise LibdeviceRefused(
+                f"libdevice.{name} is not run by warpforge's interpreter (its compiled semantics "
+                "are not emulated): write it with tl functions, or judge it on a GPU "
+                "(--backend cuda)"
+            )
         arity = 2 if table is BINARY else 1
         if len(args) != arity:
             raise LibdeviceRefused(f"libdevice.{name} takes {arity} argument(s), got {len(args)}")
@@ -124,7 +179,11 @@ def install() -> None:
         if getattr(module, "_warpforge_emulated", False):
             continue
         for attr, value in list(vars(module).items()):
-            if not attr.startswith("_") and callable(value) and not isinstance(value, type) \
-                    and getattr(value, "__module__", "") in MODULES:
+            if (
+                not attr.startswith("_")
+                and callable(value)
+                and not isinstance(value, type)
+                and getattr(value, "__module__", "") in MODULES
+            ):
                 setattr(module, attr, emulated(attr))
         module._warpforge_emulated = True  # type: ignore[attr-defined]

@@ -43,10 +43,15 @@ def load_reference_state(model: torch.nn.Module, names: list[str], state: tuple[
     if missing or unexpected:
         raise StateMismatch(
             f"ModelNew's state has {sorted(own) or 'no tensors'}; the reference's is {names or 'empty'}"
-            + (f" (missing {missing})" if missing else "") + (f" (unexpected {unexpected})" if unexpected else "")
-            + f": name your parameters like the reference's: {', '.join(names) or '(none)'}")
-    shapes = [f"{n}: {tuple(own[n].shape)} vs the reference's {tuple(t.shape)}" for n, t in zip(names, state)
-              if isinstance(t, torch.Tensor) and tuple(own[n].shape) != tuple(t.shape)]
+            + (f" (missing {missing})" if missing else "")
+            + (f" (unexpected {unexpected})" if unexpected else "")
+            + f": name your parameters like the reference's: {', '.join(names) or '(none)'}"
+        )
+    shapes = [
+        f"{n}: {tuple(own[n].shape)} vs the reference's {tuple(t.shape)}"
+        for n, t in zip(names, state)
+        if isinstance(t, torch.Tensor) and tuple(own[n].shape) != tuple(t.shape)
+    ]
     if shapes:
         raise StateMismatch(f"ModelNew's state has other shapes than the reference's ({'; '.join(shapes)})")
     torch.nn.Module.load_state_dict(model, dict(zip(names, state)), strict=True, assign=True)

@@ -33,18 +33,60 @@ import struct
 
 # (x86_64, aarch64) syscall numbers; None where the call does not exist on that architecture.
 SYSCALLS: dict[str, tuple[int | None, int | None]] = {
-    "fork": (57, None), "vfork": (58, None), "execve": (59, 221), "execveat": (322, 281),
-    "clone": (56, 220), "clone3": (435, 435), "ptrace": (101, 117), "process_vm_readv": (310, 270),
-    "process_vm_writev": (311, 271), "socket": (41, 198), "mount": (165, 40), "umount2": (166, 39),
-    "pivot_root": (155, 41), "chroot": (161, 51), "unshare": (272, 97), "setns": (308, 268), "bpf": (321, 280),
-    "perf_event_open": (298, 241), "userfaultfd": (323, 282), "keyctl": (250, 219), "add_key": (248, 217),
-    "request_key": (249, 218), "init_module": (175, 105), "finit_module": (313, 273),
-    "kexec_load": (246, 104), "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430),
+    "fork": (57, None),
+    "vfork": (58, None),
+    "execve": (59, 221),
+    "execveat": (322, 281),
+    "clone": (56, 220),
+    "clone3": (435, 435),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "socket": (41, 198),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "chroot": (161, 51),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "kexec_load": (246, 104),
+    "open_tree": (428, 428),
+    "move_mount": (429, 429),
+    "fsopen": (430, 430),
     "fsmount": (432, 432),
 }
-ALWAYS_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot",
-                 "unshare", "setns", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-                 "init_module", "finit_module", "kexec_load", "open_tree", "move_mount", "fsopen", "fsmount")
+ALWAYS_DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "init_module",
+    "finit_module",
+    "kexec_load",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsmount",
+)
 SPAWN_CALLS = ("fork", "vfork", "execve", "execveat")
 PROFILES = ("strict", "spawn")
 
@@ -80,8 +122,12 @@ def program(profile: str, arch: str | None = None) -> list[tuple[int, int, int, 
     def nr(name: str) -> int | None:
         return SYSCALLS[name][col]
 
-    prog = [_ins(LD_W_ABS, OFF_ARCH), _ins(JEQ_K, AUDIT_ARCH[arch], 1, 0), _ins(RET_K, RET_KILL_PROCESS),
-            _ins(LD_W_ABS, OFF_NR)]
+    prog = [
+        _ins(LD_W_ABS, OFF_ARCH),
+        _ins(JEQ_K, AUDIT_ARCH[arch], 1, 0),
+        _ins(RET_K, RET_KILL_PROCESS),
+        _ins(LD_W_ABS, OFF_NR),
+    ]
     if arch == "x86_64":  # the x32 ABI sets bit 30 of the number: same kernel entry, other numbers
         prog += [_ins(JGE_K, 0x40000000, 0, 1), _ins(RET_K, RET_KILL_PROCESS)]
     denied = list(ALWAYS_DENIED) + (list(SPAWN_CALLS) if profile == "strict" else [])
@@ -95,14 +141,24 @@ def program(profile: str, arch: str | None = None) -> list[tuple[int, int, int, 
     socket = nr("socket")
     assert socket is not None
     # socket(domain, ...): AF_UNIX only (the network namespace has no route out anyway).
-    prog += [_ins(JEQ_K, socket, 0, 4), _ins(LD_W_ABS, OFF_ARG0), _ins(JEQ_K, AF_UNIX, 0, 1),
-             _ins(RET_K, RET_ALLOW), _ins(RET_K, eperm)]
+    prog += [
+        _ins(JEQ_K, socket, 0, 4),
+        _ins(LD_W_ABS, OFF_ARG0),
+        _ins(JEQ_K, AF_UNIX, 0, 1),
+        _ins(RET_K, RET_ALLOW),
+        _ins(RET_K, eperm),
+    ]
     if profile == "strict":
         clone = nr("clone")
         assert clone is not None
         # clone(flags, ...): a thread (CLONE_THREAD) yes, a process no.
-        prog += [_ins(JEQ_K, clone, 0, 4), _ins(LD_W_ABS, OFF_ARG0), _ins(JSET_K, CLONE_THREAD, 0, 1),
-                 _ins(RET_K, RET_ALLOW), _ins(RET_K, eperm)]
+        prog += [
+            _ins(JEQ_K, clone, 0, 4),
+            _ins(LD_W_ABS, OFF_ARG0),
+            _ins(JSET_K, CLONE_THREAD, 0, 1),
+            _ins(RET_K, RET_ALLOW),
+            _ins(RET_K, eperm),
+        ]
     prog.append(_ins(RET_K, RET_ALLOW))
     return prog
 

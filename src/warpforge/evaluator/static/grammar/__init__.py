@@ -113,8 +113,7 @@ from warpforge.evaluator.static.grammar.rules import *  # noqa: F403 - the vocab
 from warpforge.evaluator.static.grammar.rules import GrammarError, check_source_text, parse_limited
 from warpforge.evaluator.static.vocab import StaticFinding
 
-__all__ = ["Grammar", "GrammarError", "HostCheck", "check_module", "check_source_text", "kernels_use",
-           "parse_limited"]
+__all__ = ["Grammar", "GrammarError", "HostCheck", "check_module", "check_source_text", "kernels_use", "parse_limited"]
 
 
 def check_module(source: str) -> StaticFinding | None:

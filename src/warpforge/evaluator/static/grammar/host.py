@@ -55,8 +55,9 @@ class HostCheck:
         positional = [*args.posonlyargs, *args.args][skip:]
         n_plain = len(positional) - len(args.defaults)
         self.tensors = {a.arg for a in positional[:n_plain]}
-        self.tensors |= {a.arg for a in positional[n_plain:]
-                         if a.arg not in self.g.space_keys() or a in args.posonlyargs}
+        self.tensors |= {
+            a.arg for a in positional[n_plain:] if a.arg not in self.g.space_keys() or a in args.posonlyargs
+        }
         if args.vararg is not None:
             self.tensors.add(args.vararg.arg)
 
@@ -99,8 +100,12 @@ class HostCheck:
 
     def untensored(self, node: ast.AST, what: str, reason: str = "tensor_use") -> None:
         if self.is_tensor(node):
-            raise self.fail(reason, node, f"{ast.unparse(node)[:60]} is a tensor, {what}: host code computes only "
-                            "on shapes and parameters; the values are the kernels' work")
+            raise self.fail(
+                reason,
+                node,
+                f"{ast.unparse(node)[:60]} is a tensor, {what}: host code computes only "
+                "on shapes and parameters; the values are the kernels' work",
+            )
 
     def bind(self, target: ast.AST, value: ast.AST | None = None, tensor: bool = False) -> None:
         if isinstance(target, ast.Name):
@@ -112,21 +117,34 @@ class HostCheck:
             else:
                 self.tensors.discard(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
-                else None
+            values = (
+                value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
+            )
             for i, e in enumerate(target.elts):
                 self.bind(e, values[i] if values else None, tensor=values is None and self.is_tensor(value))
         else:
-            raise self.fail("host_statement", target, f"assigns to {ast.unparse(target)[:60]}: host code binds "
-                            "local names only (no attribute or element stores: hooks and in-place compute)")
+            raise self.fail(
+                "host_statement",
+                target,
+                f"assigns to {ast.unparse(target)[:60]}: host code binds "
+                "local names only (no attribute or element stores: hooks and in-place compute)",
+            )
 
     def stmt(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
             target = node.targets[0]
-            if len(node.targets) != 1 or not isinstance(target, ast.Name) or target.id in self.module_names \
-                    or target.id in self.locals:
-                raise self.fail("kernel_use", node, "a lambda is bound once, to a new local name, as a grid "
-                                "(`grid = lambda META: (triton.cdiv(n, META['BLOCK']),)`)")
+            if (
+                len(node.targets) != 1
+                or not isinstance(target, ast.Name)
+                or target.id in self.module_names
+                or target.id in self.locals
+            ):
+                raise self.fail(
+                    "kernel_use",
+                    node,
+                    "a lambda is bound once, to a new local name, as a grid "
+                    "(`grid = lambda META: (triton.cdiv(n, META['BLOCK']),)`)",
+                )
             self.grid_lambdas[target.id] = node.value
         elif isinstance(node, ast.Assign):
             self.expr(node.value)
@@ -160,9 +178,14 @@ class HostCheck:
             self.expr(node.test)
             if node.msg is not None:
                 self.message(node.msg)
-        elif isinstance(node, ast.Raise) and node.cause is None and isinstance(node.exc, ast.Call) \
-                and isinstance(node.exc.func, ast.Name) and node.exc.func.id in HOST_ERRORS \
-                and not node.exc.keywords:
+        elif (
+            isinstance(node, ast.Raise)
+            and node.cause is None
+            and isinstance(node.exc, ast.Call)
+            and isinstance(node.exc.func, ast.Name)
+            and node.exc.func.id in HOST_ERRORS
+            and not node.exc.keywords
+        ):
             for a in node.exc.args:
                 self.message(a)
         elif isinstance(node, (ast.Pass, ast.Break, ast.Continue)):
@@ -173,19 +196,26 @@ class HostCheck:
             if isinstance(node.value, ast.Call):
                 self.call(node.value)  # its own production first (a kernel's method is kernel_use)
             if not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Subscript)):
-                raise self.fail("host_statement", node, f"the expression statement {ast.unparse(node)[:60]}: a "
-                                "bare expression in host code is a kernel launch `kernel[grid](...)`")
+                raise self.fail(
+                    "host_statement",
+                    node,
+                    f"the expression statement {ast.unparse(node)[:60]}: a "
+                    "bare expression in host code is a kernel launch `kernel[grid](...)`",
+                )
         else:
-            raise self.fail("host_statement", node, f"a {type(node).__name__} statement: host code is assignments, "
-                            "if, for, assert, raise, return and kernel launches (no while, with, try, import, "
-                            "def, lambda, global, del)")
+            raise self.fail(
+                "host_statement",
+                node,
+                f"a {type(node).__name__} statement: host code is assignments, "
+                "if, for, assert, raise, return and kernel launches (no while, with, try, import, "
+                "def, lambda, global, del)",
+            )
 
     def message(self, node: ast.expr) -> None:
         if isinstance(node, ast.JoinedStr):
             for part in node.values:
                 if isinstance(part, ast.FormattedValue):
-                    self.untensored(part.value, "formatted into a message (formatting reads its values)",
-                                    "host_read")
+                    self.untensored(part.value, "formatted into a message (formatting reads its values)", "host_read")
                     self.expr(part.value)
                     if part.format_spec is not None:
                         self.message(part.format_spec)
@@ -198,12 +228,19 @@ class HostCheck:
             return
         if isinstance(node, ast.Name):
             if node.id in self.grid_lambdas:
-                raise self.fail("kernel_use", node, f"the grid lambda {node.id} used as a value: it appears only as "
-                                f"kernel[{node.id}](...)")
+                raise self.fail(
+                    "kernel_use",
+                    node,
+                    f"the grid lambda {node.id} used as a value: it appears only as kernel[{node.id}](...)",
+                )
             if node.id in self.g.mutable and node.id not in self.locals and id(node) not in self.read_only:
-                raise self.fail("host_name", node, f"{node.id} is a list, dict or set bound at module level: host "
-                                "code reads it only as `v in NAME` or len(NAME) (an alias of it would carry state "
-                                "from one call to the next: `c = NAME; c += [1]`)")
+                raise self.fail(
+                    "host_name",
+                    node,
+                    f"{node.id} is a list, dict or set bound at module level: host "
+                    "code reads it only as `v in NAME` or len(NAME) (an alias of it would carry state "
+                    "from one call to the next: `c = NAME; c += [1]`)",
+                )
             if node.id in self.locals or node.id in self.g.constants:
                 return
             raise self.fail("host_name", node, self._name_use(node.id))
@@ -222,8 +259,11 @@ class HostCheck:
                 self.expr(v)
         elif isinstance(node, ast.Compare):
             identity = all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
-            self.read_only |= {id(c) for op, c in zip(node.ops, node.comparators)
-                               if isinstance(op, (ast.In, ast.NotIn)) and isinstance(c, ast.Name)}
+            self.read_only |= {
+                id(c)
+                for op, c in zip(node.ops, node.comparators)
+                if isinstance(op, (ast.In, ast.NotIn)) and isinstance(c, ast.Name)
+            }
             for v in [node.left, *node.comparators]:
                 if not identity:
                     self.untensored(v, "compared")
@@ -245,8 +285,11 @@ class HostCheck:
                 self.expr(v)
         elif isinstance(node, ast.Subscript):
             if isinstance(node.value, ast.Name) and node.value.id in self.g.jit:
-                raise self.fail("kernel_use", node, f"{node.value.id}[...] outside a launch: a kernel is used "
-                                "only as kernel[grid](args)")
+                raise self.fail(
+                    "kernel_use",
+                    node,
+                    f"{node.value.id}[...] outside a launch: a kernel is used only as kernel[grid](args)",
+                )
             self.expr(node.value)
             parts: list[ast.expr] = [node.slice]
             while parts:  # the index's components: tuple elements and slice bounds, not what they call
@@ -266,13 +309,21 @@ class HostCheck:
             self.attribute(node)
         elif isinstance(node, ast.Call):
             if isinstance(node.func, ast.Subscript):
-                raise self.fail("kernel_use", node, "a launch used as a value: kernel[grid](args) is a statement "
-                                "(its result is the compiled kernel, with its hooks)")
+                raise self.fail(
+                    "kernel_use",
+                    node,
+                    "a launch used as a value: kernel[grid](args) is a statement "
+                    "(its result is the compiled kernel, with its hooks)",
+                )
             self.call(node)
         else:
-            raise self.fail("host_statement", node, f"a {type(node).__name__} expression "
-                            f"({ast.unparse(node)[:60]}): not part of the host grammar (no lambda, comprehension, "
-                            "f-string outside messages, walrus, await or yield)")
+            raise self.fail(
+                "host_statement",
+                node,
+                f"a {type(node).__name__} expression "
+                f"({ast.unparse(node)[:60]}): not part of the host grammar (no lambda, comprehension, "
+                "f-string outside messages, walrus, await or yield)",
+            )
 
     def _name_use(self, name: str) -> str:
         if name in self.g.aliases:
@@ -295,14 +346,23 @@ class HostCheck:
             allowed = {"torch": TORCH_VALUES, "triton.language": DTYPES, "math": MATH_VALUES}.get(module, set())
             if node.attr in allowed:
                 return
-            raise self.fail("host_name", node, f"{dotted} as a value: host code names only dtypes "
-                            "(torch.float16, tl.float32) and math constants; functions are only called")
+            raise self.fail(
+                "host_name",
+                node,
+                f"{dotted} as a value: host code names only dtypes "
+                "(torch.float16, tl.float32) and math constants; functions are only called",
+            )
         if isinstance(node.value, ast.Name) and node.value.id in self.g.jit:
-            raise self.fail("kernel_use", node, f"{dotted}: a kernel's attributes (hooks, run, warmup) are "
-                            "not part of a variant")
+            raise self.fail(
+                "kernel_use", node, f"{dotted}: a kernel's attributes (hooks, run, warmup) are not part of a variant"
+            )
         if node.attr not in TENSOR_ATTRS:
-            raise self.fail("host_name", node, f".{node.attr} as a value: host code reads only "
-                            f"{', '.join(sorted(TENSOR_ATTRS))} (a bound method would be a callable value)")
+            raise self.fail(
+                "host_name",
+                node,
+                f".{node.attr} as a value: host code reads only "
+                f"{', '.join(sorted(TENSOR_ATTRS))} (a bound method would be a callable value)",
+            )
         self.expr(node.value)
 
     def call(self, node: ast.Call) -> None:
@@ -316,11 +376,18 @@ class HostCheck:
         func = node.func
         if isinstance(func, ast.Subscript):  # kernel[grid](...)
             if not self.entry:
-                raise self.fail("kernel_use", node, "a launch outside launch(): constraints and helpers compute "
-                                "on shape values only")
+                raise self.fail(
+                    "kernel_use",
+                    node,
+                    "a launch outside launch(): constraints and helpers compute on shape values only",
+                )
             if not (isinstance(func.value, ast.Name) and func.value.id in self.g.jit):
-                raise self.fail("kernel_use", node, f"{ast.unparse(func)[:60]}(...): only a @triton.jit function "
-                                "of this module is launched with [grid]")
+                raise self.fail(
+                    "kernel_use",
+                    node,
+                    f"{ast.unparse(func)[:60]}(...): only a @triton.jit function "
+                    "of this module is launched with [grid]",
+                )
             self.launch_args(func.value.id, node)
             self.grid(func.slice, func.value.id, node)
             return
@@ -339,11 +406,16 @@ class HostCheck:
                 self.allowlisted_call(node, func.id, self.g.aliases[func.id])
                 return
             if func.id in self.g.jit:
-                raise self.fail("kernel_use", node, f"{func.id}(...) without a grid: launch kernels as "
-                                f"{func.id}[grid](...)")
-            raise self.fail("host_name", node, f"calls {func.id}(): host code calls triton.cdiv, "
-                            "triton.next_power_of_2, math functions, torch allocation, the builtins "
-                            f"{', '.join(sorted(HOST_BUILTINS))} and its own helpers")
+                raise self.fail(
+                    "kernel_use", node, f"{func.id}(...) without a grid: launch kernels as {func.id}[grid](...)"
+                )
+            raise self.fail(
+                "host_name",
+                node,
+                f"calls {func.id}(): host code calls triton.cdiv, "
+                "triton.next_power_of_2, math functions, torch allocation, the builtins "
+                f"{', '.join(sorted(HOST_BUILTINS))} and its own helpers",
+            )
         if not isinstance(func, ast.Attribute):
             raise self.fail("host_name", node, f"calls {ast.unparse(func)[:60]}: not a name of the host grammar")
         dotted = dotted_name(func)
@@ -352,12 +424,19 @@ class HostCheck:
             self.allowlisted_call(node, dotted or "", canonical)
             return
         if isinstance(func.value, ast.Name) and func.value.id in self.g.jit:
-            raise self.fail("kernel_use", node, f"{dotted}(): a kernel's methods (add_pre_run_hook, run, warmup) "
-                            "are not part of a variant")
+            raise self.fail(
+                "kernel_use",
+                node,
+                f"{dotted}(): a kernel's methods (add_pre_run_hook, run, warmup) are not part of a variant",
+            )
         self.expr(func.value)  # the receiver first: np.asarray(x) is about np, not asarray
         if func.attr not in TENSOR_METHODS:
-            raise self.fail("torch_compute_call", node, f".{func.attr}() on a value: host code may call only "
-                            f"{', '.join(sorted(TENSOR_METHODS))}; compute belongs in a @triton.jit kernel")
+            raise self.fail(
+                "torch_compute_call",
+                node,
+                f".{func.attr}() on a value: host code may call only "
+                f"{', '.join(sorted(TENSOR_METHODS))}; compute belongs in a @triton.jit kernel",
+            )
         self.shape_args(node, func.attr)
 
     def allowlisted_call(self, node: ast.Call, dotted: str, canonical: str) -> None:
@@ -367,13 +446,20 @@ class HostCheck:
         allowed = {"torch": ALLOC_CALLS, "triton": TRITON_CALLS, "math": MATH_CALLS}.get(module, set())
         if attr in allowed:
             if module == "torch" and attr in TENSOR_ALLOC and not self.entry:
-                raise self.fail("tensor_use", node, f"{dotted}() outside launch(): constraints and helpers "
-                                "compute on shape values only (no allocation)")
+                raise self.fail(
+                    "tensor_use",
+                    node,
+                    f"{dotted}() outside launch(): constraints and helpers "
+                    "compute on shape values only (no allocation)",
+                )
             self.shape_args(node, attr if module == "torch" else "")
             return
-        raise self.fail("torch_compute_call" if module == "torch" else "host_name", node,
-                        f"calls {dotted}(): host code may call torch.{{{', '.join(sorted(ALLOC_CALLS))}}}, "
-                        f"triton.cdiv/next_power_of_2 and math.{{{', '.join(sorted(MATH_CALLS))}}} only")
+        raise self.fail(
+            "torch_compute_call" if module == "torch" else "host_name",
+            node,
+            f"calls {dotted}(): host code may call torch.{{{', '.join(sorted(ALLOC_CALLS))}}}, "
+            f"triton.cdiv/next_power_of_2 and math.{{{', '.join(sorted(MATH_CALLS))}}} only",
+        )
 
     def launch_args(self, kernel: str, node: ast.Call) -> None:
         """[kernel_argument] a tensor reaches only a pointer parameter (one without tl.constexpr: under the
@@ -384,22 +470,37 @@ class HostCheck:
         given: list[tuple[str | None, ast.expr]] = []
         for i, a in enumerate(node.args):
             if isinstance(a, ast.Starred):
-                raise self.fail("kernel_argument", a, f"*{ast.unparse(a.value)[:40]} in a launch of {kernel}: "
-                                "pass each kernel argument by position or name")
+                raise self.fail(
+                    "kernel_argument",
+                    a,
+                    f"*{ast.unparse(a.value)[:40]} in a launch of {kernel}: "
+                    "pass each kernel argument by position or name",
+                )
             given.append((names[i] if i < len(names) else None, a))
         for kw in node.keywords:
             if kw.arg is None:
-                raise self.fail("kernel_argument", kw.value, f"**{ast.unparse(kw.value)[:40]} in a launch of "
-                                f"{kernel}: pass each kernel argument by name")
+                raise self.fail(
+                    "kernel_argument",
+                    kw.value,
+                    f"**{ast.unparse(kw.value)[:40]} in a launch of {kernel}: pass each kernel argument by name",
+                )
             given.append((kw.arg, kw.value))
         for name, value in given:
             if isinstance(value, (ast.List, ast.Dict, ast.Set)):
-                raise self.fail("kernel_argument", value, f"{ast.unparse(value)[:40]} passed to {kernel}: a kernel "
-                                "argument is a tensor, a scalar or a tuple, never a list, dict or set")
+                raise self.fail(
+                    "kernel_argument",
+                    value,
+                    f"{ast.unparse(value)[:40]} passed to {kernel}: a kernel "
+                    "argument is a tensor, a scalar or a tuple, never a list, dict or set",
+                )
             if name in constexprs and self.is_tensor(value):
-                raise self.fail("constexpr_tensor", value, f"the tensor {ast.unparse(value)[:40]} passed to {kernel}'s "
-                                f"tl.constexpr parameter {name}: a tensor goes only to a pointer parameter (a "
-                                "constexpr gets a literal, a SPACE parameter or arithmetic on shapes)")
+                raise self.fail(
+                    "constexpr_tensor",
+                    value,
+                    f"the tensor {ast.unparse(value)[:40]} passed to {kernel}'s "
+                    f"tl.constexpr parameter {name}: a tensor goes only to a pointer parameter (a "
+                    "constexpr gets a literal, a SPACE parameter or arithmetic on shapes)",
+                )
 
     def shape_args(self, node: ast.Call, name: str) -> None:
         """[tensor_use] an allowlisted call takes shape values; only the template of ``*_like``/``view_as``
@@ -409,8 +510,11 @@ class HostCheck:
         if name in TEMPLATE_ARG and args and not isinstance(node.args[0], ast.Starred):
             args = args[1:]
         for a in [*args, *(k.value for k in node.keywords)]:
-            self.untensored(a, f"passed to {name or dotted_name(node.func)}() (it takes shape values; only a "
-                            "*_like/view_as template is a tensor)")
+            self.untensored(
+                a,
+                f"passed to {name or dotted_name(node.func)}() (it takes shape values; only a "
+                "*_like/view_as template is a tensor)",
+            )
 
     def grid(self, node: ast.expr, kernel: str = "", launch: ast.Call | None = None) -> None:
         """[kernel_use] a grid is a tuple of arithmetic, a local holding one, or ``lambda META: (...)`` (written
@@ -429,25 +533,40 @@ class HostCheck:
         if isinstance(node, ast.Name) and node.id in self.locals:
             self.untensored(node, "used as a grid (a grid is read on the host)", "host_read")
             return  # a local holds a value of this grammar, never a callable
-        raise self.fail("kernel_use", node, f"grid {ast.unparse(node)[:60]}: a grid is a tuple of arithmetic on "
-                        "shapes and parameters (no lambda, no function)")
+        raise self.fail(
+            "kernel_use",
+            node,
+            f"grid {ast.unparse(node)[:60]}: a grid is a tuple of arithmetic on "
+            "shapes and parameters (no lambda, no function)",
+        )
 
 
 class LambdaCheck(HostCheck):
     """One lambda's body as host code, its parameter read only as ``PARAM["KEY"]`` for the keys given
     (each mapped to whether it is a tensor)."""
 
-    def __init__(self, outer: HostCheck | None, g: GrammarView, lam: ast.Lambda, keys: dict[str, bool],
-                 what: str) -> None:
+    def __init__(
+        self, outer: HostCheck | None, g: GrammarView, lam: ast.Lambda, keys: dict[str, bool], what: str
+    ) -> None:
         args = lam.args
-        if args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults \
-                or len(args.args) != 1:
-            raise refuse("kernel_use" if what == "grid" else "decorator",
-                        f"line {lam.lineno}: {ast.unparse(lam)[:60]}: a {what} lambda takes one parameter "
-                        "(`lambda META: ...`), no defaults")
-        fn = ast.FunctionDef(name=f"a {what} lambda", args=ast.arguments(posonlyargs=[], args=[], vararg=None,
-                             kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]), body=[], decorator_list=[],
-                             returns=None, type_comment=None, lineno=lam.lineno, col_offset=lam.col_offset)
+        if args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults or len(args.args) != 1:
+            raise refuse(
+                "kernel_use" if what == "grid" else "decorator",
+                f"line {lam.lineno}: {ast.unparse(lam)[:60]}: a {what} lambda takes one parameter "
+                "(`lambda META: ...`), no defaults",
+            )
+        fn = ast.FunctionDef(
+            name=f"a {what} lambda",
+            args=ast.arguments(
+                posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+            ),
+            body=[],
+            decorator_list=[],
+            returns=None,
+            type_comment=None,
+            lineno=lam.lineno,
+            col_offset=lam.col_offset,
+        )
         super().__init__(g, fn)
         self.param = args.args[0].arg
         self.keys = keys
@@ -461,12 +580,18 @@ class LambdaCheck(HostCheck):
     def key(self, node: ast.AST) -> str | None:
         """``KEY`` when ``node`` is ``PARAM["KEY"]``."""
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == self.param:
-            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str) \
-                    and node.slice.value in self.keys:
+            if (
+                isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)
+                and node.slice.value in self.keys
+            ):
                 return node.slice.value
-            raise self.fail("kernel_use" if self.what == "grid" else "decorator", node,
-                            f"{ast.unparse(node)[:60]}: a {self.what} lambda reads {self.param}[\"NAME\"] only for "
-                            f"{', '.join(sorted(self.keys)) or 'no name'}")
+            raise self.fail(
+                "kernel_use" if self.what == "grid" else "decorator",
+                node,
+                f'{ast.unparse(node)[:60]}: a {self.what} lambda reads {self.param}["NAME"] only for '
+                f"{', '.join(sorted(self.keys)) or 'no name'}",
+            )
         return None
 
     def is_tensor(self, node: ast.AST | None) -> bool:
@@ -479,8 +604,11 @@ class LambdaCheck(HostCheck):
         if self.key(node) is not None:
             return
         if isinstance(node, ast.Name) and node.id == self.param:
-            raise self.fail("kernel_use" if self.what == "grid" else "decorator", node,
-                            f"{self.param} used as a value: a {self.what} lambda reads only {self.param}[\"NAME\"]")
+            raise self.fail(
+                "kernel_use" if self.what == "grid" else "decorator",
+                node,
+                f'{self.param} used as a value: a {self.what} lambda reads only {self.param}["NAME"]',
+            )
         super().expr(node)
 
 
@@ -496,8 +624,12 @@ def check_grid_lambda(host: HostCheck, lam: ast.Lambda, kernel: str, launch: ast
     keys = {p: tensor for p, tensor in keys.items() if not tensor}
     check = LambdaCheck(host, host.g, lam, keys, "grid")
     if not isinstance(lam.body, ast.Tuple) or not lam.body.elts:
-        raise check.fail("kernel_use", lam, f"grid {ast.unparse(lam)[:60]}: a grid lambda returns a tuple "
-                         "(`lambda META: (triton.cdiv(n, META['BLOCK']),)`)")
+        raise check.fail(
+            "kernel_use",
+            lam,
+            f"grid {ast.unparse(lam)[:60]}: a grid lambda returns a tuple "
+            "(`lambda META: (triton.cdiv(n, META['BLOCK']),)`)",
+        )
     for e in lam.body.elts:
         check.untensored(e, "in a grid (a grid is read on the host)", "host_read")
         check.expr(e)

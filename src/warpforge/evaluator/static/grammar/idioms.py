@@ -43,7 +43,7 @@ def decorator_prefix(g: GrammarView, fn: ast.FunctionDef) -> list[ast.Call]:
         name = g.canonical(dec.func) if isinstance(dec, ast.Call) else ""
         if name not in order:
             break
-        order = order[order.index(name) + 1:]
+        order = order[order.index(name) + 1 :]
         assert isinstance(dec, ast.Call)
         out.append(dec)
     return out
@@ -57,8 +57,9 @@ def decorator_nodes(g: GrammarView, fn: ast.FunctionDef) -> set[int]:
         out.add(id(dec.func))
         configs = keyword(dec, "configs")
         if isinstance(configs, (ast.List, ast.Tuple)):
-            out |= {id(c.func) for c in configs.elts if isinstance(c, ast.Call)
-                    and g.canonical(c.func) == "triton.Config"}
+            out |= {
+                id(c.func) for c in configs.elts if isinstance(c, ast.Call) and g.canonical(c.func) == "triton.Config"
+            }
     return out
 
 
@@ -74,30 +75,42 @@ def check_decorators(g: GrammarView, fn: ast.FunctionDef) -> None:
 def _params(fn: ast.FunctionDef, g: GrammarView) -> tuple[list[str], set[str]]:
     a = fn.args
     params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
-    return [p.arg for p in params], {p.arg for p in params if p.annotation is not None
-                                     and g.is_constexpr(p.annotation)}
+    return [p.arg for p in params], {p.arg for p in params if p.annotation is not None and g.is_constexpr(p.annotation)}
 
 
 def _check_autotune(g: GrammarView, fn: ast.FunctionDef, dec: ast.Call) -> None:
     where = f"line {dec.lineno}: @triton.autotune on {fn.name}"
     extra = [k.arg or "**" for k in dec.keywords if k.arg not in AUTOTUNE_ARGS]
     if dec.args or extra:
-        raise refuse("decorator", f"{where}: takes configs=[triton.Config(...), ...] and key=[...] only (by keyword); "
-                    f"{', '.join(extra) or 'positional arguments'} would run hooks or decide from the candidate's "
-                    "own measurements: the trusted side chooses the configuration")
+        raise refuse(
+            "decorator",
+            f"{where}: takes configs=[triton.Config(...), ...] and key=[...] only (by keyword); "
+            f"{', '.join(extra) or 'positional arguments'} would run hooks or decide from the candidate's "
+            "own measurements: the trusted side chooses the configuration",
+        )
     names, constexprs = _params(fn, g)
     key = keyword(dec, "key")
-    if key is None or not isinstance(key, (ast.List, ast.Tuple)) or not all(
-            isinstance(e, ast.Constant) and e.value in names for e in key.elts):
+    if (
+        key is None
+        or not isinstance(key, (ast.List, ast.Tuple))
+        or not all(isinstance(e, ast.Constant) and e.value in names for e in key.elts)
+    ):
         raise refuse("decorator", f"{where}: key=[...] lists {fn.name}'s parameter names as strings")
     configs = keyword(dec, "configs")
     if not isinstance(configs, (ast.List, ast.Tuple)) or not configs.elts:
         raise refuse("decorator", f"{where}: configs is a non-empty list of triton.Config(...) written out")
     for c in configs.elts:
-        if not (isinstance(c, ast.Call) and g.canonical(c.func) == "triton.Config" and len(c.args) == 1
-                and isinstance(c.args[0], ast.Dict)):
-            raise refuse("decorator", f"{where}: {ast.unparse(c)[:60]}: each configuration is "
-                        "triton.Config({'NAME': literal, ...}, num_warps=INT, num_stages=INT)")
+        if not (
+            isinstance(c, ast.Call)
+            and g.canonical(c.func) == "triton.Config"
+            and len(c.args) == 1
+            and isinstance(c.args[0], ast.Dict)
+        ):
+            raise refuse(
+                "decorator",
+                f"{where}: {ast.unparse(c)[:60]}: each configuration is "
+                "triton.Config({'NAME': literal, ...}, num_warps=INT, num_stages=INT)",
+            )
         _config_values(c, constexprs, where)
 
 
@@ -109,8 +122,9 @@ def _config_values(c: ast.Call, constexprs: set[str], where: str) -> None:
         raise refuse("decorator", f"{where}: {exc}") from None
     stray = sorted(set(values) - constexprs - {"num_warps", "num_stages"})
     if stray:
-        raise refuse("decorator", f"{where}: {stray[0]!r} in a triton.Config: its keys are tl.constexpr parameters "
-                    "of the kernel")
+        raise refuse(
+            "decorator", f"{where}: {stray[0]!r} in a triton.Config: its keys are tl.constexpr parameters of the kernel"
+        )
 
 
 def _check_heuristics(g: GrammarView, fn: ast.FunctionDef, dec: ast.Call) -> None:
@@ -122,11 +136,14 @@ def _check_heuristics(g: GrammarView, fn: ast.FunctionDef, dec: ast.Call) -> Non
     table = dec.args[0]
     for k, v in zip(table.keys, table.values):
         if not (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value in constexprs):
-            raise refuse("decorator", f"{where}: {ast.unparse(k) if k else '**'}: a heuristic computes a tl.constexpr "
-                        f"parameter of {fn.name}")
+            raise refuse(
+                "decorator",
+                f"{where}: {ast.unparse(k) if k else '**'}: a heuristic computes a tl.constexpr parameter of {fn.name}",
+            )
         if not isinstance(v, ast.Lambda):
-            raise refuse("decorator", f"{where}: {ast.unparse(v)[:40]}: each heuristic is written as "
-                        "`lambda args: expression`")
+            raise refuse(
+                "decorator", f"{where}: {ast.unparse(v)[:40]}: each heuristic is written as `lambda args: expression`"
+            )
         check = LambdaCheck(None, g, v, keys, "heuristic")
         check.untensored(v.body, "returned by a heuristic (it computes a tl.constexpr)")
         check.expr(v.body)

@@ -99,30 +99,48 @@ class Grammar:
             if isinstance(node, ast.ImportFrom):
                 if node.module == "__future__" and node.level == 0 and all(a.name in FUTURE for a in node.names):
                     continue
-                if node.module == "torch" and node.level == 0 and [(a.name, a.asname) for a in node.names] == \
-                        [("nn", None)]:  # `from torch import nn`: the same binding as `import torch.nn as nn`
+                if (
+                    node.module == "torch"
+                    and node.level == 0
+                    and [(a.name, a.asname) for a in node.names] == [("nn", None)]
+                ):  # `from torch import nn`: the same binding as `import torch.nn as nn`
                     self.modules["nn"] = "torch.nn"
                     continue
                 if node.level == 0 and self._libdevice_import(node):
                     continue
-                hint = rewrite_hint(node.module, *(a.name for a in node.names)) \
-                    if (node.module or "").partition(".")[0] == "triton" and node.level == 0 else ""
-                raise refuse("forbidden_import", f"line {node.lineno}: from {node.module or '.'} import ...: a "
-                            "variant imports only with `import torch`, `import triton`, `import math` and "
-                            "`import triton.language as tl`" + hint)
+                hint = (
+                    rewrite_hint(node.module, *(a.name for a in node.names))
+                    if (node.module or "").partition(".")[0] == "triton" and node.level == 0
+                    else ""
+                )
+                raise refuse(
+                    "forbidden_import",
+                    f"line {node.lineno}: from {node.module or '.'} import ...: a "
+                    "variant imports only with `import torch`, `import triton`, `import math` and "
+                    "`import triton.language as tl`" + hint,
+                )
             if not isinstance(node, ast.Import):
                 continue
             for alias in node.names:
-                if (alias.name, alias.asname) in IMPORTS or (alias.name, None) in IMPORTS and \
-                        alias.asname == alias.name:
+                if (
+                    (alias.name, alias.asname) in IMPORTS
+                    or (alias.name, None) in IMPORTS
+                    and alias.asname == alias.name
+                ):
                     self.modules[alias.asname or alias.name] = alias.name
                     continue
                 if alias.name in {name for name, _ in IMPORTS}:
-                    raise refuse("module_alias", f"line {node.lineno}: `import {alias.name} as {alias.asname}`: "
-                                "modules keep their own names (an alias hides what is reached through it)")
+                    raise refuse(
+                        "module_alias",
+                        f"line {node.lineno}: `import {alias.name} as {alias.asname}`: "
+                        "modules keep their own names (an alias hides what is reached through it)",
+                    )
                 hint = rewrite_hint(alias.name) if alias.name.partition(".")[0] == "triton" else ""
-                raise refuse("forbidden_import", f"line {node.lineno}: imports {alias.name}: a variant may import "
-                            "only torch, triton, math and triton.language as tl" + hint)
+                raise refuse(
+                    "forbidden_import",
+                    f"line {node.lineno}: imports {alias.name}: a variant may import "
+                    "only torch, triton, math and triton.language as tl" + hint,
+                )
 
     def _libdevice_import(self, node: ast.ImportFrom) -> bool:
         """[forbidden_import] ``from triton.language.extra[.cuda] import libdevice`` binds the module;
@@ -137,8 +155,11 @@ class Grammar:
         for name, asname in names:
             canonical = f"{node.module}.{name}"
             if name == "*" or name.startswith("_") or is_module(canonical) or not is_callable(canonical):
-                raise refuse("forbidden_import", f"line {node.lineno}: from {node.module} import {name}: only its "
-                            "public functions are imported by name")
+                raise refuse(
+                    "forbidden_import",
+                    f"line {node.lineno}: from {node.module} import {name}: only its "
+                    "public functions are imported by name",
+                )
             self.aliases[asname or name] = canonical
             self.imported.add(asname or name)
         return True
@@ -149,14 +170,25 @@ class Grammar:
         alias; every use of it is checked as the dotted name it stands for would be (``canonical``). A module,
         a value that is not a function, torch's or anything else stays a literal's production."""
         for node in self.tree.body:
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and isinstance(node.value, ast.Attribute)):
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Attribute)
+            ):
                 continue
             canonical = self.canonical(node.value)
             namespace, _, attr = canonical.rpartition(".")
-            if namespace == "triton" and attr in TRITON_CALLS or namespace in JIT_NAMESPACES and namespace != "math" \
-                    and not attr.startswith("_") and not is_module(canonical) and is_callable(canonical) \
-                    and canonical not in ALIAS_REFUSED:
+            if (
+                namespace == "triton"
+                and attr in TRITON_CALLS
+                or namespace in JIT_NAMESPACES
+                and namespace != "math"
+                and not attr.startswith("_")
+                and not is_module(canonical)
+                and is_callable(canonical)
+                and canonical not in ALIAS_REFUSED
+            ):
                 if node.targets[0].id in self.imported:
                     raise refuse("rebinding", f"line {node.lineno}: {node.targets[0].id} is imported and bound again")
                 self.aliases[node.targets[0].id] = canonical
@@ -167,35 +199,56 @@ class Grammar:
             if id(node) in self.exempt:
                 continue
             if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                raise refuse("private_access", f"line {node.lineno}: the private attribute .{node.attr}: a variant "
-                            "may not reach interpreter, torch or harness internals")
+                raise refuse(
+                    "private_access",
+                    f"line {node.lineno}: the private attribute .{node.attr}: a variant "
+                    "may not reach interpreter, torch or harness internals",
+                )
             if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
                 raise refuse("dynamic_access", f"line {node.lineno}: uses {node.id}")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CALLS:
-                raise refuse("dynamic_access", f"line {node.lineno}: calls {node.func.id}(): a variant may not look "
-                            "up, open or run code dynamically")
+                raise refuse(
+                    "dynamic_access",
+                    f"line {node.lineno}: calls {node.func.id}(): a variant may not look "
+                    "up, open or run code dynamically",
+                )
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 attr = node.func.attr
                 to_cpu = attr == "to" and (
                     any(isinstance(a, ast.Constant) and a.value == "cpu" for a in node.args)
-                    or any(k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value == "cpu"
-                           for k in node.keywords))
+                    or any(
+                        k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value == "cpu"
+                        for k in node.keywords
+                    )
+                )
                 if attr in HOST_READS or to_cpu:
-                    raise refuse("host_read", f"line {node.lineno}: .{attr}(){' to the CPU' if to_cpu else ''}: "
-                                "reading tensor memory on the host is computing outside the kernels")
+                    raise refuse(
+                        "host_read",
+                        f"line {node.lineno}: .{attr}(){' to the CPU' if to_cpu else ''}: "
+                        "reading tensor memory on the host is computing outside the kernels",
+                    )
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 module = self.modules.get(node.value.id)
                 if module == "torch" and node.attr not in TORCH_VALUES | ALLOC_CALLS:
-                    raise refuse("torch_compute_call", f"line {node.lineno}: torch.{node.attr}: host code may use "
-                                "torch only to allocate (" + ", ".join(sorted(ALLOC_CALLS)) + ") and name dtypes")
+                    raise refuse(
+                        "torch_compute_call",
+                        f"line {node.lineno}: torch.{node.attr}: host code may use "
+                        "torch only to allocate (" + ", ".join(sorted(ALLOC_CALLS)) + ") and name dtypes",
+                    )
                 if module == "torch.nn":
-                    raise refuse("torch_compute_call", f"line {node.lineno}: nn.{node.attr}: nn names only ModelNew's "
-                                "base (nn.Module), nn.Parameter and parameter-holding modules built in its __init__ "
-                                "(never called: their computation is torch's)")
+                    raise refuse(
+                        "torch_compute_call",
+                        f"line {node.lineno}: nn.{node.attr}: nn names only ModelNew's "
+                        "base (nn.Module), nn.Parameter and parameter-holding modules built in its __init__ "
+                        "(never called: their computation is torch's)",
+                    )
                 if module == "triton" and node.attr not in TRITON_CALLS | {"jit", "language"}:
-                    raise refuse("forbidden_import", f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
-                                "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant"
-                                + rewrite_hint(node.attr))
+                    raise refuse(
+                        "forbidden_import",
+                        f"line {node.lineno}: triton.{node.attr}: only triton.jit, "
+                        "triton.cdiv, triton.next_power_of_2 and triton.language are part of a variant"
+                        + rewrite_hint(node.attr),
+                    )
 
     # -- module statements -------------------------------------------------------------------------
     def _collect(self) -> None:
@@ -205,8 +258,10 @@ class Grammar:
                 if node.decorator_list:
                     a = node.args
                     params = [p for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
-                    self.jit_params[node.name] = ([p.arg for p in params], {
-                        p.arg for p in params if p.annotation is not None and self.is_constexpr(p.annotation)})
+                    self.jit_params[node.name] = (
+                        [p.arg for p in params],
+                        {p.arg for p in params if p.annotation is not None and self.is_constexpr(p.annotation)},
+                    )
 
     def is_constexpr(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -220,8 +275,11 @@ class Grammar:
             names: list[str] = []
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and \
-                    isinstance(node.value.value, str):
+            if (
+                isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
                 continue
             if isinstance(node, ast.FunctionDef):
                 self.signature(node)
@@ -230,12 +288,16 @@ class Grammar:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if isinstance(node, ast.AnnAssign) and not self._annotation(node.annotation):
                     # a module-level annotation is evaluated at import: `X: <any call> = 1` ran that call
-                    raise refuse("module_constant", f"line {node.lineno}: the annotation "
-                                f"{ast.unparse(node.annotation)[:40]}: annotations are names, literals or "
-                                "tl.constexpr")
+                    raise refuse(
+                        "module_constant",
+                        f"line {node.lineno}: the annotation "
+                        f"{ast.unparse(node.annotation)[:40]}: annotations are names, literals or "
+                        "tl.constexpr",
+                    )
                 if len(targets) != 1 or not isinstance(targets[0], ast.Name) or node.value is None:
-                    raise refuse("module_constant", f"line {node.lineno}: a module-level assignment binds one name "
-                                "to a literal")
+                    raise refuse(
+                        "module_constant", f"line {node.lineno}: a module-level assignment binds one name to a literal"
+                    )
                 if targets[0].id in self.aliases:  # checked where it is used, as the name it stands for
                     names = [targets[0].id]
                     self._bind_once(node, names, bound)
@@ -246,21 +308,29 @@ class Grammar:
                     except SpaceRefused as exc:
                         raise refuse(exc.reason, f"line {node.lineno}: {exc}") from None
                 if not self._literal(node.value):
-                    raise refuse("module_constant", f"line {node.lineno}: {targets[0].id} = "
-                                f"{ast.unparse(node.value)[:60]}: module-level values are literals, arithmetic on "
-                                "earlier constants, or dtypes")
+                    raise refuse(
+                        "module_constant",
+                        f"line {node.lineno}: {targets[0].id} = "
+                        f"{ast.unparse(node.value)[:60]}: module-level values are literals, arithmetic on "
+                        "earlier constants, or dtypes",
+                    )
                 names = [targets[0].id]
             elif isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-
                 check_class(self, node)
                 names = [node.name]
             elif isinstance(node, ast.ClassDef):
-                raise refuse("module_statement", f"line {node.lineno}: class {node.name}: a variant defines no "
-                            "classes but KernelBench's `class ModelNew(nn.Module)`")
+                raise refuse(
+                    "module_statement",
+                    f"line {node.lineno}: class {node.name}: a variant defines no "
+                    "classes but KernelBench's `class ModelNew(nn.Module)`",
+                )
             else:
-                raise refuse("module_statement", f"line {node.lineno}: a {type(node).__name__} statement at module "
-                            "level: a variant module holds imports, literal constants, SPACE, constraints, "
-                            "@triton.jit functions and launch only")
+                raise refuse(
+                    "module_statement",
+                    f"line {node.lineno}: a {type(node).__name__} statement at module "
+                    "level: a variant module holds imports, literal constants, SPACE, constraints, "
+                    "@triton.jit functions and launch only",
+                )
             self._bind_once(node, names, bound)
             for name in names:
                 if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -272,8 +342,11 @@ class Grammar:
         """[rebinding] each module-level name once (imported aliases included)."""
         for name in names:
             if name in bound:
-                raise refuse("rebinding", f"line {node.lineno}: {name} is bound twice at module level: each "
-                            "name (jit functions and aliases included) is defined once")
+                raise refuse(
+                    "rebinding",
+                    f"line {node.lineno}: {name} is bound twice at module level: each "
+                    "name (jit functions and aliases included) is defined once",
+                )
             bound[name] = node.lineno
 
     def signature(self, fn: ast.FunctionDef) -> None:
@@ -283,32 +356,52 @@ class Grammar:
             target = call.func if call else dec
             if dotted_name(target) != "triton.jit" or len(fn.decorator_list) != prefix + 1:
                 name = (dotted_name(target) or "").rpartition(".")[2]
-                raise refuse("decorator", f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: a kernel is "
-                            "decorated @triton.jit, last, with @triton.autotune(configs=..., key=...) and "
-                            "@triton.heuristics({...}) above it in that order" + rewrite_hint(name))
-            if call and (call.args or any(k.arg not in JIT_OPTIONS or not self._literal(k.value)
-                                          for k in call.keywords)):
-                raise refuse("decorator", f"line {fn.lineno}: @triton.jit(...) takes only literal "
-                            f"{', '.join(sorted(JIT_OPTIONS))}")
+                raise refuse(
+                    "decorator",
+                    f"line {fn.lineno}: @{ast.unparse(dec)[:60]} on {fn.name}: a kernel is "
+                    "decorated @triton.jit, last, with @triton.autotune(configs=..., key=...) and "
+                    "@triton.heuristics({...}) above it in that order" + rewrite_hint(name),
+                )
+            if call and (
+                call.args or any(k.arg not in JIT_OPTIONS or not self._literal(k.value) for k in call.keywords)
+            ):
+                raise refuse(
+                    "decorator",
+                    f"line {fn.lineno}: @triton.jit(...) takes only literal {', '.join(sorted(JIT_OPTIONS))}",
+                )
         args = fn.args
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
             if not self._literal(default) or not self._immutable(default):
-                raise refuse("module_constant", f"line {fn.lineno}: {fn.name}'s default "
-                            f"{ast.unparse(default)[:40]} is not a literal")
+                raise refuse(
+                    "module_constant",
+                    f"line {fn.lineno}: {fn.name}'s default {ast.unparse(default)[:40]} is not a literal",
+                )
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
             if a is not None and a.annotation is not None and not self._annotation(a.annotation):
-                raise refuse("module_statement", f"line {fn.lineno}: annotation {ast.unparse(a.annotation)[:40]} "
-                            f"of {fn.name}: annotations are names or tl.constexpr")
+                raise refuse(
+                    "module_statement",
+                    f"line {fn.lineno}: annotation {ast.unparse(a.annotation)[:40]} "
+                    f"of {fn.name}: annotations are names or tl.constexpr",
+                )
         if fn.returns is not None and not self._annotation(fn.returns):
-            raise refuse("module_statement", f"line {fn.lineno}: {fn.name}'s return annotation "
-                        f"{ast.unparse(fn.returns)[:40]}: annotations are int, float, bool, str, tuple, dict, "
-                        "tl.tensor, tl.constexpr, tl.dtype or a string")
+            raise refuse(
+                "module_statement",
+                f"line {fn.lineno}: {fn.name}'s return annotation "
+                f"{ast.unparse(fn.returns)[:40]}: annotations are int, float, bool, str, tuple, dict, "
+                "tl.tensor, tl.constexpr, tl.dtype or a string",
+            )
 
     def _immutable(self, node: ast.AST | None) -> bool:
         """No list, dict or set display in ``node``, nor a mutable constant: a default or a module constant
         outlives the call, and ``calls += [1]`` on one counted calls (state across calls)."""
-        return not any(isinstance(n, (ast.List, ast.Dict, ast.Set)) or isinstance(n, ast.Name) and n.id in self.mutable
-                       for n in ast.walk(node)) if node is not None else True
+        return (
+            not any(
+                isinstance(n, (ast.List, ast.Dict, ast.Set)) or isinstance(n, ast.Name) and n.id in self.mutable
+                for n in ast.walk(node)
+            )
+            if node is not None
+            else True
+        )
 
     def _annotation(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -324,8 +417,9 @@ class Grammar:
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return all(self._literal(e) for e in node.elts)
         if isinstance(node, ast.Dict):
-            return all(k is not None and self._literal(k) for k in node.keys) and \
-                all(self._literal(v) for v in node.values)
+            return all(k is not None and self._literal(k) for k in node.keys) and all(
+                self._literal(v) for v in node.values
+            )
         if isinstance(node, ast.UnaryOp):
             return self._literal(node.operand)
         if isinstance(node, ast.BinOp):
@@ -336,8 +430,11 @@ class Grammar:
             head, _, attr = self.canonical(node).rpartition(".")
             return head in ("torch", "triton.language") and attr in DTYPES or head == "math" and attr in MATH_VALUES
         if isinstance(node, ast.Call):  # tl.constexpr(literal)
-            return self.canonical(node.func) == "triton.language.constexpr" and not node.keywords \
+            return (
+                self.canonical(node.func) == "triton.language.constexpr"
+                and not node.keywords
                 and all(self._literal(a) for a in node.args)
+            )
         return False
 
     def space_keys(self) -> set[str]:
@@ -346,8 +443,13 @@ class Grammar:
             if isinstance(node, ast.Assign) and [dotted_name(t) for t in node.targets] == ["SPACE"]:
                 # a dict of lists, or a list of configurations (each a dict: its keys are launch's keywords)
                 tables = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-                return {k.value for d in tables if isinstance(d, ast.Dict) for k in d.keys
-                        if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+                return {
+                    k.value
+                    for d in tables
+                    if isinstance(d, ast.Dict)
+                    for k in d.keys
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                }
         return set()
 
     def canonical(self, node: ast.AST) -> str:
@@ -371,42 +473,67 @@ class Grammar:
         for node in body:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 local.add(node.id)
-        modules = {name for name, mod in self.modules.items()
-                   if mod in ("triton", "triton.language", "math") or mod in LIBDEVICE}
+        modules = {
+            name
+            for name, mod in self.modules.items()
+            if mod in ("triton", "triton.language", "math") or mod in LIBDEVICE
+        }
         # scalar constants only: a list, dict or set would be Python state under the interpreter
         # (``CALLS.append(1)`` in a kernel counted calls); ``_MODE: tl.constexpr = tl.constexpr(0)`` is one
-        constants = {name for name, value in self._module_values() if name not in self.aliases
-                     and self._literal_early(value) and name not in self._mutable_early()}
+        constants = {
+            name
+            for name, value in self._module_values()
+            if name not in self.aliases and self._literal_early(value) and name not in self._mutable_early()
+        }
         allowed = local | self.jit | constants | modules | set(self.aliases) | JIT_BUILTINS | {fn.name}
         parent = {id(child): node for node in body for child in ast.iter_child_nodes(node)}
         for node in body:
             if isinstance(node, JIT_BANNED_NODES):
-                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' contains a "
-                            f"{type(node).__name__} statement: kernels are Triton code only")
+                raise refuse(
+                    "jit_body_disallowed",
+                    f"line {node.lineno}: @triton.jit '{fn.name}' contains a "
+                    f"{type(node).__name__} statement: kernels are Triton code only",
+                )
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
                 self._jit_name_use(fn, node, parent.get(id(node)))
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in allowed:
-                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses "
-                            f"'{node.id}', which is not tl, triton, a parameter, a local, a constant or another "
-                            "jit function (names the interpreter injects, such as np, are not)")
+                raise refuse(
+                    "jit_body_disallowed",
+                    f"line {node.lineno}: @triton.jit '{fn.name}' uses "
+                    f"'{node.id}', which is not tl, triton, a parameter, a local, a constant or another "
+                    "jit function (names the interpreter injects, such as np, are not)",
+                )
             if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
-                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' stores into "
-                            f"{ast.unparse(node)[:40]}: a kernel binds local names only (stores go through tl.store)")
+                raise refuse(
+                    "jit_body_disallowed",
+                    f"line {node.lineno}: @triton.jit '{fn.name}' stores into "
+                    f"{ast.unparse(node)[:40]}: a kernel binds local names only (stores go through tl.store)",
+                )
             if isinstance(node, ast.Attribute) and (
-                    isinstance(node.value, ast.Constant)
-                    or isinstance(node.value, ast.Name) and node.value.id in self.jit | set(self.aliases)):
-                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
-                            f"{ast.unparse(node)[:40]}: a jit function or an alias of one is only called, a string "
-                            "has no methods in a kernel")
+                isinstance(node.value, ast.Constant)
+                or isinstance(node.value, ast.Name)
+                and node.value.id in self.jit | set(self.aliases)
+            ):
+                raise refuse(
+                    "jit_body_disallowed",
+                    f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                    f"{ast.unparse(node)[:40]}: a jit function or an alias of one is only called, a string "
+                    "has no methods in a kernel",
+                )
             if isinstance(node, ast.Attribute) and self.canonical(node):
                 self._jit_member(fn, node, parent.get(id(node)))
             elif isinstance(node, ast.Attribute) and node.attr not in jit_value_attrs():
-                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
-                            f".{node.attr}: a kernel reads only the attributes of Triton tensors, dtypes and "
-                            "constexprs (shape, dtype, to, ...)")
+                raise refuse(
+                    "jit_body_disallowed",
+                    f"line {node.lineno}: @triton.jit '{fn.name}' reads "
+                    f".{node.attr}: a kernel reads only the attributes of Triton tensors, dtypes and "
+                    "constexprs (shape, dtype, to, ...)",
+                )
             if isinstance(node, ast.Attribute) and node.attr in JIT_BANNED_ATTRS:
-                raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' reads "
-                            f".{node.attr} (the interpreter's raw buffers)")
+                raise refuse(
+                    "jit_body_disallowed",
+                    f"line {node.lineno}: @triton.jit '{fn.name}' reads .{node.attr} (the interpreter's raw buffers)",
+                )
 
     def _jit_name_use(self, fn: ast.FunctionDef, node: ast.Name, parent: ast.AST | None) -> None:
         """[jit_body_disallowed] a module is named only as the base of a member (``l = tl`` then
@@ -415,11 +542,19 @@ class Grammar:
         name = node.id
         callee = isinstance(parent, ast.Call) and parent.func is node
         argument = isinstance(parent, ast.Call) and node in parent.args or isinstance(parent, ast.keyword)
-        if name in self.modules and not (isinstance(parent, ast.Attribute) and parent.value is node) \
-                or name in JIT_BUILTINS and not callee \
-                or (name in self.jit or name in self.aliases) and not (callee or argument):
-            raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' uses {name} as a "
-                        "value: modules are named only as tl.member, builtins and jit functions only called")
+        if (
+            name in self.modules
+            and not (isinstance(parent, ast.Attribute) and parent.value is node)
+            or name in JIT_BUILTINS
+            and not callee
+            or (name in self.jit or name in self.aliases)
+            and not (callee or argument)
+        ):
+            raise refuse(
+                "jit_body_disallowed",
+                f"line {node.lineno}: @triton.jit '{fn.name}' uses {name} as a "
+                "value: modules are named only as tl.member, builtins and jit functions only called",
+            )
 
     def _jit_member(self, fn: ast.FunctionDef, node: ast.Attribute, parent: ast.AST | None) -> None:
         """[jit_body_disallowed] ``module.NAME`` in a kernel: the module is one of JIT_NAMESPACES and NAME is
@@ -431,16 +566,27 @@ class Grammar:
         if canonical in JIT_NAMESPACES and isinstance(parent, ast.Attribute) and parent.value is node:
             return
         if namespace in JIT_NAMESPACES and not is_module(canonical):
-            called = isinstance(parent, ast.Call) and (parent.func is node or node in parent.args) \
-                or isinstance(parent, ast.keyword) or isinstance(parent, ast.AnnAssign) and parent.annotation is node
+            called = (
+                isinstance(parent, ast.Call)
+                and (parent.func is node or node in parent.args)
+                or isinstance(parent, ast.keyword)
+                or isinstance(parent, ast.AnnAssign)
+                and parent.annotation is node
+            )
             if called or not is_callable(canonical):
                 return  # a function is called or passed; a value (tl.float32, math.pi) is a value
-            raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' binds "
-                        f"{ast.unparse(node)[:40]} as a value: functions of tl are only called (`s = tl.sum` then "
-                        "s.fn, s.cache, s.add_pre_run_hook reach Triton's objects)")
-        raise refuse("jit_body_disallowed", f"line {node.lineno}: @triton.jit '{fn.name}' names "
-                    f"{ast.unparse(node)[:40]}: a kernel uses members of tl, tl.math, tl.extra.cuda.libdevice "
-                    "and math only (no module as a value, no other module)")
+            raise refuse(
+                "jit_body_disallowed",
+                f"line {node.lineno}: @triton.jit '{fn.name}' binds "
+                f"{ast.unparse(node)[:40]} as a value: functions of tl are only called (`s = tl.sum` then "
+                "s.fn, s.cache, s.add_pre_run_hook reach Triton's objects)",
+            )
+        raise refuse(
+            "jit_body_disallowed",
+            f"line {node.lineno}: @triton.jit '{fn.name}' names "
+            f"{ast.unparse(node)[:40]}: a kernel uses members of tl, tl.math, tl.extra.cuda.libdevice "
+            "and math only (no module as a value, no other module)",
+        )
 
     def _mutable_early(self) -> set[str]:
         """Module names bound to a list, dict or set display, or to an earlier such name (``X = CALLS``)."""
@@ -448,8 +594,10 @@ class Grammar:
         for n in self.tree.body:
             if not isinstance(n, (ast.Assign, ast.AnnAssign)) or n.value is None:
                 continue
-            if any(isinstance(e, (ast.List, ast.Dict, ast.Set)) or isinstance(e, ast.Name) and e.id in mutable
-                   for e in ast.walk(n.value)):
+            if any(
+                isinstance(e, (ast.List, ast.Dict, ast.Set)) or isinstance(e, ast.Name) and e.id in mutable
+                for e in ast.walk(n.value)
+            ):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 mutable |= {t.id for t in targets if isinstance(t, ast.Name)}
         return mutable
@@ -490,5 +638,9 @@ def kernels_use(source: str, name: str) -> bool:
         return False
     target = f"triton.language.{name}"
     jit = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list]
-    return any(isinstance(node, ast.Attribute) and g.canonical(node) == target
-               for fn in jit for stmt in fn.body for node in ast.walk(stmt))
+    return any(
+        isinstance(node, ast.Attribute) and g.canonical(node) == target
+        for fn in jit
+        for stmt in fn.body
+        for node in ast.walk(stmt)
+    )

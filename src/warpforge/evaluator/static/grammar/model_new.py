@@ -46,16 +46,55 @@ from warpforge.evaluator.static.grammar.host import HostCheck
 from warpforge.evaluator.static.grammar.rules import DTYPES, HOST_BUILTINS, GrammarError, GrammarView, refuse
 
 # Modules that hold parameters and are only ever built, never called (their forward is torch's compute).
-PARAM_MODULES = {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-                 "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
-                 "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Embedding", "RMSNorm"}
+PARAM_MODULES = {
+    "Linear",
+    "Bilinear",
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "LayerNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "Embedding",
+    "RMSNorm",
+}
 TENSOR_CTORS = {"empty", "zeros", "ones", "randn", "rand"}
 # A submodule's tensors (its state) and its hyperparameters (plain values the constructor stored).
 SUB_TENSORS = {"weight", "bias", "running_mean", "running_var", "num_batches_tracked"}
-SUB_VALUES = {"in_features", "out_features", "in1_features", "in2_features", "in_channels", "out_channels",
-              "kernel_size", "stride", "padding", "dilation", "groups", "output_padding", "eps", "momentum",
-              "normalized_shape", "num_groups", "num_channels", "num_features", "num_embeddings", "embedding_dim",
-              "padding_idx", "affine", "elementwise_affine", "track_running_stats"}
+SUB_VALUES = {
+    "in_features",
+    "out_features",
+    "in1_features",
+    "in2_features",
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "dilation",
+    "groups",
+    "output_padding",
+    "eps",
+    "momentum",
+    "normalized_shape",
+    "num_groups",
+    "num_channels",
+    "num_features",
+    "num_embeddings",
+    "embedding_dim",
+    "padding_idx",
+    "affine",
+    "elementwise_affine",
+    "track_running_stats",
+}
 
 
 @functools.cache
@@ -79,9 +118,17 @@ def _is_super_init(stmt: ast.stmt) -> bool:
         return False
     call = stmt.value
     func = call.func
-    return (not call.args and not call.keywords and isinstance(func, ast.Attribute) and func.attr == "__init__"
-            and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
-            and func.value.func.id == "super" and not func.value.args and not func.value.keywords)
+    return (
+        not call.args
+        and not call.keywords
+        and isinstance(func, ast.Attribute)
+        and func.attr == "__init__"
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+        and not func.value.args
+        and not func.value.keywords
+    )
 
 
 def _self_attr(node: ast.AST, me: str) -> str | None:
@@ -115,8 +162,12 @@ def exempt_nodes(g: GrammarView) -> set[int]:
         value: ast.expr | None = None
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _self_attr(stmt.targets[0], "self"):
             value = stmt.value
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-                and _self_attr(stmt.value.func, "self") == "register_buffer" and len(stmt.value.args) == 2:
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and _self_attr(stmt.value.func, "self") == "register_buffer"
+            and len(stmt.value.args) == 2
+        ):
             ctor = stmt.value.args[1]
             if isinstance(ctor, ast.Call) and g.canonical(ctor.func).removeprefix("torch.") in TENSOR_CTORS:
                 out.add(id(ctor.func))
@@ -139,30 +190,53 @@ def check_class(g: GrammarView, cls: ast.ClassDef) -> None:
     if cls.decorator_list:
         raise refuse("decorator", f"{where}: a decorator on ModelNew (it could replace the class)")
     if cls.keywords:
-        raise refuse("model_new_class", f"{where}: keywords in the class statement (a metaclass runs code and "
-                    "shapes the class): ModelNew is `class ModelNew(nn.Module):`")
+        raise refuse(
+            "model_new_class",
+            f"{where}: keywords in the class statement (a metaclass runs code and "
+            "shapes the class): ModelNew is `class ModelNew(nn.Module):`",
+        )
     if len(cls.bases) != 1 or g.canonical(cls.bases[0]) != "torch.nn.Module":
         raise refuse("model_new_class", f"{where}: its one base is nn.Module (`import torch.nn as nn`)")
     seen: set[str] = set()
     for i, node in enumerate(cls.body):
-        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
-                and isinstance(node.value.value, str):
+        if (
+            i == 0
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             continue
         if isinstance(node, ast.FunctionDef) and node.decorator_list:
-            raise refuse("decorator", f"line {node.lineno}: @{ast.unparse(node.decorator_list[0])[:40]} on "
-                        f"ModelNew.{node.name}: ModelNew's methods are plain (no property, staticmethod, jit)")
+            raise refuse(
+                "decorator",
+                f"line {node.lineno}: @{ast.unparse(node.decorator_list[0])[:40]} on "
+                f"ModelNew.{node.name}: ModelNew's methods are plain (no property, staticmethod, jit)",
+            )
         if not isinstance(node, ast.FunctionDef) or node.name not in {"__init__", "forward"} or node.name in seen:
-            what = f"def {node.name}" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
-                f"a {type(node).__name__} statement"
-            raise refuse("model_new_class", f"line {node.lineno}: {what} in ModelNew: it defines only __init__ and "
-                        "forward, once each (the harness loads the state and calls it with nn.Module's own "
-                        "functions; no class attribute, no override)")
+            what = (
+                f"def {node.name}"
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else f"a {type(node).__name__} statement"
+            )
+            raise refuse(
+                "model_new_class",
+                f"line {node.lineno}: {what} in ModelNew: it defines only __init__ and "
+                "forward, once each (the harness loads the state and calls it with nn.Module's own "
+                "functions; no class attribute, no override)",
+            )
         seen.add(node.name)
         args = node.args
-        if not args.args or args.posonlyargs or node.name == "__init__" and (args.vararg or args.kwarg
-                                                                              or args.kwonlyargs):
-            raise refuse("model_new_class", f"line {node.lineno}: ModelNew.{node.name}'s parameters: "
-                        "`def __init__(self, a, b)` (the init inputs) and `def forward(self, x, ...)`")
+        if (
+            not args.args
+            or args.posonlyargs
+            or node.name == "__init__"
+            and (args.vararg or args.kwarg or args.kwonlyargs)
+        ):
+            raise refuse(
+                "model_new_class",
+                f"line {node.lineno}: ModelNew.{node.name}'s parameters: "
+                "`def __init__(self, a, b)` (the init inputs) and `def forward(self, x, ...)`",
+            )
         g.signature(node)
     if "forward" not in seen:
         raise refuse("model_new_class", f"{where}: defines no forward(self, ...)")
@@ -209,8 +283,11 @@ class InitCheck:
         shadow = self.locals & (set(self.g.modules) | self.g.constants | self.g.jit | self.g.host)
         if shadow:
             raise self.fail(self.fn, f"parameter {sorted(shadow)[0]} shadows a module-level name", "host_name")
-        body = [s for s in self.fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
-                                                 and isinstance(s.value.value, str))]
+        body = [
+            s
+            for s in self.fn.body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))
+        ]
         for i, stmt in enumerate(body):
             if _is_super_init(stmt):
                 if i != 0:
@@ -234,30 +311,46 @@ class InitCheck:
             if name is not None:
                 self.own(stmt, name)
                 kind = self.built(stmt.value)
-                {"tensor": self.state.tensors, "module": self.state.submodules,
-                 "value": self.state.values}[kind].add(name)
+                {"tensor": self.state.tensors, "module": self.state.submodules, "value": self.state.values}[kind].add(
+                    name
+                )
                 return
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-                and _self_attr(stmt.value.func, self.me) == "register_buffer":
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and _self_attr(stmt.value.func, self.me) == "register_buffer"
+        ):
             call = stmt.value
             name_node = call.args[0] if call.args else None
-            if len(call.args) != 2 or call.keywords or not isinstance(name_node, ast.Constant) \
-                    or not isinstance(name_node.value, str) or not name_node.value.isidentifier():
-                raise self.fail(stmt, "register_buffer takes a literal name and a torch constructor, no keywords "
-                                "(a non-persistent buffer would be state the reference's does not replace)")
+            if (
+                len(call.args) != 2
+                or call.keywords
+                or not isinstance(name_node, ast.Constant)
+                or not isinstance(name_node.value, str)
+                or not name_node.value.isidentifier()
+            ):
+                raise self.fail(
+                    stmt,
+                    "register_buffer takes a literal name and a torch constructor, no keywords "
+                    "(a non-persistent buffer would be state the reference's does not replace)",
+                )
             self.own(stmt, name_node.value)
             self.ctor(call.args[1])
             self.state.tensors.add(name_node.value)
             return
-        raise self.fail(stmt, f"{ast.unparse(stmt)[:60]!r}: __init__ calls super().__init__(), binds "
-                        "self.NAME to nn.Parameter(torch.empty/zeros/ones/randn/rand(...)), to a parameter-holding "
-                        f"module ({', '.join(sorted(PARAM_MODULES))}) or to a value of its init inputs, and "
-                        "registers buffers")
+        raise self.fail(
+            stmt,
+            f"{ast.unparse(stmt)[:60]!r}: __init__ calls super().__init__(), binds "
+            "self.NAME to nn.Parameter(torch.empty/zeros/ones/randn/rand(...)), to a parameter-holding "
+            f"module ({', '.join(sorted(PARAM_MODULES))}) or to a value of its init inputs, and "
+            "registers buffers",
+        )
 
     def own(self, node: ast.AST, name: str) -> None:
         if name.startswith("_") or name in module_names():
-            raise self.fail(node, f"self.{name}: a name nn.Module has (it would replace the harness's own)",
-                            "model_new_class")
+            raise self.fail(
+                node, f"self.{name}: a name nn.Module has (it would replace the harness's own)", "model_new_class"
+            )
         if name in self.state.names:
             raise self.fail(node, f"self.{name} is bound twice", "rebinding")
 
@@ -278,18 +371,26 @@ class InitCheck:
                 return "module"
         if any(isinstance(n, (ast.List, ast.Dict, ast.Set)) for n in ast.walk(value)):
             # the model outlives a call in the benchmark: `c = self.calls; c += [1]` in forward would count calls
-            raise self.fail(value, f"self.NAME = {ast.unparse(value)[:40]}: a list, dict or set on the model would "
-                            "carry state from one call to the next; use a tuple")
+            raise self.fail(
+                value,
+                f"self.NAME = {ast.unparse(value)[:40]}: a list, dict or set on the model would "
+                "carry state from one call to the next; use a tuple",
+            )
         self.value(value)
         return "value"
 
     def ctor(self, node: ast.expr) -> None:
-        if not (isinstance(node, ast.Call)
-                and self.g.canonical(node.func).removeprefix("torch.") in TENSOR_CTORS
-                and self.g.canonical(node.func).startswith("torch.")):
-            raise self.fail(node, f"{ast.unparse(node)[:60]}: a parameter or buffer is made by "
-                            f"torch.{{{', '.join(sorted(TENSOR_CTORS))}}}(shape...) (the harness then loads the "
-                            "reference's values into it)")
+        if not (
+            isinstance(node, ast.Call)
+            and self.g.canonical(node.func).removeprefix("torch.") in TENSOR_CTORS
+            and self.g.canonical(node.func).startswith("torch.")
+        ):
+            raise self.fail(
+                node,
+                f"{ast.unparse(node)[:60]}: a parameter or buffer is made by "
+                f"torch.{{{', '.join(sorted(TENSOR_CTORS))}}}(shape...) (the harness then loads the "
+                "reference's values into it)",
+            )
         for a in node.args:
             self.value(a.value if isinstance(a, ast.Starred) else a)
         for k in node.keywords:
@@ -329,16 +430,26 @@ class InitCheck:
             for bound in (node.lower, node.upper, node.step):
                 if bound is not None:
                     self.value(bound)
-        elif isinstance(node, ast.Attribute) and self.g.canonical(node).removeprefix("torch.") in DTYPES \
-                and self.g.canonical(node).startswith("torch."):
+        elif (
+            isinstance(node, ast.Attribute)
+            and self.g.canonical(node).removeprefix("torch.") in DTYPES
+            and self.g.canonical(node).startswith("torch.")
+        ):
             return
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and (node.func.id in HOST_BUILTINS or node.func.id in self.g.host) and not node.keywords:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and (node.func.id in HOST_BUILTINS or node.func.id in self.g.host)
+            and not node.keywords
+        ):
             for a in node.args:
                 self.value(a.value if isinstance(a, ast.Starred) else a)
         else:
-            raise self.fail(node, f"{ast.unparse(node)[:60]}: __init__ computes plain values from its init "
-                            "inputs only (literals, arithmetic, tuples, builtins, this module's helpers)")
+            raise self.fail(
+                node,
+                f"{ast.unparse(node)[:60]}: __init__ computes plain values from its init "
+                "inputs only (literals, arithmetic, tuples, builtins, this module's helpers)",
+            )
 
 
 class ForwardCheck(HostCheck):
@@ -353,7 +464,7 @@ class ForwardCheck(HostCheck):
         self.locals.discard(self.me)
 
     def _self_kind(self, node: ast.AST) -> str | None:
-        """"tensor", "value", "module" or "other" for ``self.X`` / ``self.SUB.Y``; None when not rooted at self."""
+        """ "tensor", "value", "module" or "other" for ``self.X`` / ``self.SUB.Y``; None when not rooted at self."""
         name = _self_attr(node, self.me)
         if name is not None:
             if name in self.model.tensors:
@@ -381,18 +492,30 @@ class ForwardCheck(HostCheck):
         if kind in ("tensor", "value"):
             return
         if kind == "module":
-            raise self.fail("host_name", node, f"{ast.unparse(node)} as a value: a submodule is read only "
-                            f"through its tensors ({', '.join(sorted(SUB_TENSORS))}) and hyperparameters")
+            raise self.fail(
+                "host_name",
+                node,
+                f"{ast.unparse(node)} as a value: a submodule is read only "
+                f"through its tensors ({', '.join(sorted(SUB_TENSORS))}) and hyperparameters",
+            )
         if kind == "other":
-            raise self.fail("host_name", node, f"{ast.unparse(node)}: forward reads on self only what __init__ "
-                            "bound (parameters, buffers, plain values, a submodule's weight/bias and "
-                            "hyperparameters)")
+            raise self.fail(
+                "host_name",
+                node,
+                f"{ast.unparse(node)}: forward reads on self only what __init__ "
+                "bound (parameters, buffers, plain values, a submodule's weight/bias and "
+                "hyperparameters)",
+            )
         super().attribute(node)
 
     def expr(self, node: ast.expr) -> None:
         if isinstance(node, ast.Name) and node.id == self.me:
-            raise self.fail("host_name", node, f"{self.me} as a value: forward reads self's parameters and "
-                            "values by name (self.weight), never the module itself")
+            raise self.fail(
+                "host_name",
+                node,
+                f"{self.me} as a value: forward reads self's parameters and "
+                "values by name (self.weight), never the module itself",
+            )
         super().expr(node)
 
     def callee(self, node: ast.Call) -> None:
@@ -400,7 +523,11 @@ class ForwardCheck(HostCheck):
         if isinstance(func, ast.Attribute):
             receiver = self._self_kind(func.value) if isinstance(func.value, ast.Attribute) else None
             if _self_attr(func, self.me) is not None or receiver in ("module", "other"):
-                raise self.fail("torch_compute_call", node, f"calls {ast.unparse(func)[:60]}(): a submodule or "
-                                "method of the model called is torch computing the answer; launch a @triton.jit "
-                                "kernel on its tensors (self.gemm.weight) instead")
+                raise self.fail(
+                    "torch_compute_call",
+                    node,
+                    f"calls {ast.unparse(func)[:60]}(): a submodule or "
+                    "method of the model called is torch computing the answer; launch a @triton.jit "
+                    "kernel on its tensors (self.gemm.weight) instead",
+                )
         super().callee(node)

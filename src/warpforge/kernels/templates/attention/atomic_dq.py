@@ -43,8 +43,22 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _attn_fwd_a(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, D, HQ, GROUP, qk_scale,
-              CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+def _attn_fwd_a(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    lse_ptr,
+    S,
+    D,
+    HQ,
+    GROUP,
+    qk_scale,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
     kvh = (bh // HQ) * (HQ // GROUP) + (bh % HQ) // GROUP
@@ -80,8 +94,11 @@ def _attn_fwd_a(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, D, HQ, GROUP, qk_scale,
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     out = acc / l_i[:, None]
-    tl.store(o_ptr + bh * S * D + rows[:, None] * D + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=(rows[:, None] < S) & d_ok)
+    tl.store(
+        o_ptr + bh * S * D + rows[:, None] * D + offs_d[None, :],
+        out.to(o_ptr.dtype.element_ty),
+        mask=(rows[:, None] < S) & d_ok,
+    )
     # natural-log logsumexp of the scaled scores, for the backward
     tl.store(lse_ptr + bh * S + rows, (m_i + tl.math.log2(l_i)) / 1.4426950408889634, mask=rows < S)
 
@@ -97,9 +114,26 @@ def _attn_bwd_delta_a(o_ptr, do_ptr, delta_ptr, n_rows, D, BLOCK_M: tl.constexpr
 
 
 @triton.jit
-def _attn_bwd_fused(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, dq32_ptr, S, D, HQ, GROUP,
-                    sm_scale, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_D: tl.constexpr):
+def _attn_bwd_fused(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    do_ptr,
+    lse_ptr,
+    delta_ptr,
+    dk_ptr,
+    dv_ptr,
+    dq32_ptr,
+    S,
+    D,
+    HQ,
+    GROUP,
+    sm_scale,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     start_n = tl.program_id(0) * BLOCK_N
     bkv = tl.program_id(1).to(tl.int64)
     hkv = HQ // GROUP
@@ -155,9 +189,24 @@ def launch(q, k, v, *, causal=True, **params):
     out = torch.empty_like(qc)
     lse = torch.empty((b, hq, s), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(s, params["BLOCK_M"]), b * hq)
-    _attn_fwd_a[grid](qc, kc, vc, out, lse, s, d, hq, hq // k.shape[1], LOG2E / math.sqrt(d),
-                    CAUSAL=causal, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
-                    BLOCK_D=triton.next_power_of_2(d), num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _attn_fwd_a[grid](
+        qc,
+        kc,
+        vc,
+        out,
+        lse,
+        s,
+        d,
+        hq,
+        hq // k.shape[1],
+        LOG2E / math.sqrt(d),
+        CAUSAL=causal,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_N=params["BLOCK_N"],
+        BLOCK_D=triton.next_power_of_2(d),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return out
 
 
@@ -167,9 +216,24 @@ def launch_forward(q, k, v, *, causal=True, **params):
     out = torch.empty_like(qc)
     lse = torch.empty((b, hq, s), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(s, params["BLOCK_M"]), b * hq)
-    _attn_fwd_a[grid](qc, kc, vc, out, lse, s, d, hq, hq // k.shape[1], LOG2E / math.sqrt(d),
-                    CAUSAL=causal, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
-                    BLOCK_D=triton.next_power_of_2(d), num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _attn_fwd_a[grid](
+        qc,
+        kc,
+        vc,
+        out,
+        lse,
+        s,
+        d,
+        hq,
+        hq // k.shape[1],
+        LOG2E / math.sqrt(d),
+        CAUSAL=causal,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_N=params["BLOCK_N"],
+        BLOCK_D=triton.next_power_of_2(d),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return out, (out, lse)
 
 
@@ -180,15 +244,34 @@ def launch_backward(grad_out, saved, q, k, v, *, causal=True, **params):
     qc, kc, vc, do = q.contiguous(), k.contiguous(), v.contiguous(), grad_out.contiguous()
     block_d = triton.next_power_of_2(d)
     delta = torch.empty((b, hq, s), device=q.device, dtype=torch.float32)
-    _attn_bwd_delta_a[(triton.cdiv(b * hq * s, 64),)](out, do, delta, b * hq * s, d, BLOCK_M=64, BLOCK_D=block_d,
-                                                     num_warps=4)
+    _attn_bwd_delta_a[(triton.cdiv(b * hq * s, 64),)](
+        out, do, delta, b * hq * s, d, BLOCK_M=64, BLOCK_D=block_d, num_warps=4
+    )
     dq32 = torch.zeros((b, hq, s, d), device=q.device, dtype=torch.float32)
     dk = torch.empty_like(kc)
     dv = torch.empty_like(vc)
     _attn_bwd_fused[(triton.cdiv(s, params["BWD_BLOCK_N"]), b * hkv)](
-        qc, kc, vc, do, lse, delta, dk, dv, dq32, s, d, hq, hq // hkv, 1.0 / math.sqrt(d),
-        CAUSAL=causal, BLOCK_M=params["BWD_BLOCK_M"], BLOCK_N=params["BWD_BLOCK_N"], BLOCK_D=block_d,
-        num_warps=params["num_warps"], num_stages=params["num_stages"])
+        qc,
+        kc,
+        vc,
+        do,
+        lse,
+        delta,
+        dk,
+        dv,
+        dq32,
+        s,
+        d,
+        hq,
+        hq // hkv,
+        1.0 / math.sqrt(d),
+        CAUSAL=causal,
+        BLOCK_M=params["BWD_BLOCK_M"],
+        BLOCK_N=params["BWD_BLOCK_N"],
+        BLOCK_D=block_d,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     dq = torch.empty_like(qc)
     n = b * hq * s * d
     _attn_cast[(triton.cdiv(n, 1024),)](dq32, dq, n, BLOCK=1024, num_warps=4)

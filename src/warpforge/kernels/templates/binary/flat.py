@@ -55,8 +55,9 @@ def _op(x, z, OP: tl.constexpr):
 
 
 @triton.jit
-def _flat_kernel(x_ptr, z_ptr, y_ptr, n, N, ZM, ZN, szm, szn, OP: tl.constexpr, Z_MODE: tl.constexpr,
-                 BLOCK: tl.constexpr):
+def _flat_kernel(
+    x_ptr, z_ptr, y_ptr, n, N, ZM, ZN, szm, szn, OP: tl.constexpr, Z_MODE: tl.constexpr, BLOCK: tl.constexpr
+):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if Z_MODE == 0:  # z has x's shape
@@ -90,6 +91,20 @@ def launch(x, z, **params):
     szm = zn if zm > 1 else 0
     szn = 1 if zn > 1 else 0
     grid = (triton.cdiv(m * n, params["BLOCK"]),)
-    _flat_kernel[grid](xc, zc, y, m * n, n, zm, zn, szm, szn, OP=OP, Z_MODE=mode, BLOCK=params["BLOCK"],
-                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _flat_kernel[grid](
+        xc,
+        zc,
+        y,
+        m * n,
+        n,
+        zm,
+        zn,
+        szm,
+        szn,
+        OP=OP,
+        Z_MODE=mode,
+        BLOCK=params["BLOCK"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

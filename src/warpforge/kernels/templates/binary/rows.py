@@ -57,8 +57,24 @@ def _op(x, z, OP: tl.constexpr):
 
 
 @triton.jit
-def _tile_kernel(x_ptr, z_ptr, y_ptr, M, N, ZM, ZN, sxm, sxn, szm, szn, sym, OP: tl.constexpr,
-                 Z_TILES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _tile_kernel(
+    x_ptr,
+    z_ptr,
+    y_ptr,
+    M,
+    N,
+    ZM,
+    ZN,
+    sxm,
+    sxn,
+    szm,
+    szn,
+    sym,
+    OP: tl.constexpr,
+    Z_TILES: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
@@ -83,7 +99,24 @@ def launch(x, z, **params):
     szm = z.stride(0) if zm > 1 else 0
     szn = z.stride(1) if zn > 1 else 0
     grid = (triton.cdiv(m, params["BLOCK_M"]), triton.cdiv(n, params["BLOCK_N"]))
-    _tile_kernel[grid](x, z, y, m, n, zm, zn, x.stride(0), x.stride(1), szm, szn, y.stride(0), OP=OP,
-                       Z_TILES=tiles, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
-                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _tile_kernel[grid](
+        x,
+        z,
+        y,
+        m,
+        n,
+        zm,
+        zn,
+        x.stride(0),
+        x.stride(1),
+        szm,
+        szn,
+        y.stride(0),
+        OP=OP,
+        Z_TILES=tiles,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -49,11 +49,28 @@ def constraints(params, shape):
 
 @triton.jit
 def _bmm_persistent_kernel(
-    a_ptr, b_ptr, c_ptr,
-    BATCH, M, N, K,
-    stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    BATCH,
+    M,
+    N,
+    K,
+    stride_ab,
+    stride_am,
+    stride_ak,
+    stride_bb,
+    stride_bk,
+    stride_bn,
+    stride_cb,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -82,11 +99,13 @@ def _bmm_persistent_kernel(
             offs_kk = kt * BLOCK_K + offs_k
             a = tl.load(
                 a_base + offs_am[:, None] * stride_am + offs_kk[None, :] * stride_ak,
-                mask=offs_kk[None, :] < K, other=0.0,
+                mask=offs_kk[None, :] < K,
+                other=0.0,
             )
             b = tl.load(
                 b_base + offs_kk[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
-                mask=offs_kk[:, None] < K, other=0.0,
+                mask=offs_kk[:, None] < K,
+                other=0.0,
             )
             acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
 
@@ -109,12 +128,29 @@ def launch(a, b, **params):
     items = B * triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(params["NUM_SMS"], items),)
     _bmm_persistent_kernel[grid](
-        a, b, c,
-        B, M, N, K,
-        a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
-        c.stride(0), c.stride(1), c.stride(2),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"],
-        GROUP_M=params["GROUP_M"], NUM_SMS=params["NUM_SMS"], DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        a,
+        b,
+        c,
+        B,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        a.stride(2),
+        b.stride(0),
+        b.stride(1),
+        b.stride(2),
+        c.stride(0),
+        c.stride(1),
+        c.stride(2),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
+        NUM_SMS=params["NUM_SMS"],
+        DOT_PRECISION=precision,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return c

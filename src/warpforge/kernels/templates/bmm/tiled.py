@@ -41,10 +41,25 @@ def constraints(params, shape):
 
 @triton.jit
 def _bmm_tiled_kernel(
-    a_ptr, b_ptr, c_ptr,
-    M, N, K,
-    stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_ab,
+    stride_am,
+    stride_ak,
+    stride_bb,
+    stride_bk,
+    stride_bn,
+    stride_cb,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -94,11 +109,27 @@ def launch(a, b, **params):
     # the batch on axis 1 (at most 65535 programs there; KernelBench's is 128)
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), B)
     _bmm_tiled_kernel[grid](
-        a, b, c,
-        M, N, K,
-        a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
-        c.stride(0), c.stride(1), c.stride(2),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"], DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        a.stride(2),
+        b.stride(0),
+        b.stride(1),
+        b.stride(2),
+        c.stride(0),
+        c.stride(1),
+        c.stride(2),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
+        DOT_PRECISION=precision,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return c

@@ -40,8 +40,22 @@ def _groups(c):
 
 
 @triton.jit
-def _stats_kernel(x_ptr, rm_ptr, rv_ptr, mean_ptr, rstd_ptr, C, S, SEG, REP, RSTRIDE, G, eps,
-                  KIND: tl.constexpr, BLOCK_R: tl.constexpr):
+def _stats_kernel(
+    x_ptr,
+    rm_ptr,
+    rv_ptr,
+    mean_ptr,
+    rstd_ptr,
+    C,
+    S,
+    SEG,
+    REP,
+    RSTRIDE,
+    G,
+    eps,
+    KIND: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+):
     q = tl.program_id(0).to(tl.int64)
     if KIND == "batch":
         mean = tl.load(rm_ptr + q).to(tl.float32)
@@ -77,8 +91,9 @@ def _stats_kernel(x_ptr, rm_ptr, rv_ptr, mean_ptr, rstd_ptr, C, S, SEG, REP, RST
 
 
 @triton.jit
-def _normalize_kernel(x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, y_ptr, C, S, G, CPG,
-                      KIND: tl.constexpr, BLOCK_S: tl.constexpr):
+def _normalize_kernel(
+    x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, y_ptr, C, S, G, CPG, KIND: tl.constexpr, BLOCK_S: tl.constexpr
+):
     row = tl.program_id(0).to(tl.int64)  # n * C + c
     c = row % C
     if KIND == "batch" or KIND == "batch_train":
@@ -112,11 +127,40 @@ def launch(x, w, b, running_mean, running_var, num_batches_tracked, **params):
         rep = 1
     mean = torch.empty((groups,), dtype=torch.float32, device=x.device)
     rstd = torch.empty((groups,), dtype=torch.float32, device=x.device)
-    _stats_kernel[(groups,)](x, running_mean, running_var, mean, rstd, c, s, seg, rep, c * s, g, EPS, KIND=KIND,
-                             BLOCK_R=params["BLOCK_R"], num_warps=params["num_warps"],
-                             num_stages=params["num_stages"])
+    _stats_kernel[(groups,)](
+        x,
+        running_mean,
+        running_var,
+        mean,
+        rstd,
+        c,
+        s,
+        seg,
+        rep,
+        c * s,
+        g,
+        EPS,
+        KIND=KIND,
+        BLOCK_R=params["BLOCK_R"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     y = torch.empty_like(x)
     grid = (n * c, triton.cdiv(s, params["BLOCK_S"]))
-    _normalize_kernel[grid](x, w, b, mean, rstd, y, c, s, g, cpg, KIND=KIND, BLOCK_S=params["BLOCK_S"],
-                            num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _normalize_kernel[grid](
+        x,
+        w,
+        b,
+        mean,
+        rstd,
+        y,
+        c,
+        s,
+        g,
+        cpg,
+        KIND=KIND,
+        BLOCK_S=params["BLOCK_S"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -37,8 +37,23 @@ def _groups(c):
 
 
 @triton.jit
-def _channel_norm_kernel(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, S, SEG, REP, RSTRIDE, G, CPG, eps,
-                         KIND: tl.constexpr, BLOCK: tl.constexpr):
+def _channel_norm_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    rm_ptr,
+    rv_ptr,
+    y_ptr,
+    S,
+    SEG,
+    REP,
+    RSTRIDE,
+    G,
+    CPG,
+    eps,
+    KIND: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     q = tl.program_id(0).to(tl.int64)
     if KIND == "batch" or KIND == "batch_train":
         base = q * S
@@ -97,7 +112,23 @@ def launch(x, w, b, running_mean, running_var, num_batches_tracked, **params):
         seg = cpg * s
         rep = 1
     y = torch.empty_like(x)
-    _channel_norm_kernel[(groups,)](x, w, b, running_mean, running_var, y, s, seg, rep, c * s, g, cpg, EPS,
-                                    KIND=KIND, BLOCK=params["BLOCK"], num_warps=params["num_warps"],
-                                    num_stages=params["num_stages"])
+    _channel_norm_kernel[(groups,)](
+        x,
+        w,
+        b,
+        running_mean,
+        running_var,
+        y,
+        s,
+        seg,
+        rep,
+        c * s,
+        g,
+        cpg,
+        EPS,
+        KIND=KIND,
+        BLOCK=params["BLOCK"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

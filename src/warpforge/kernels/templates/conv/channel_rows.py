@@ -224,11 +224,49 @@ def _steps(
 
 
 @triton.jit
-def _conv_tile(x_ptr, w_ptr, b_ptr, x_row, o_d, o_h, o_w, m_ok, g, offs_n, co, n_ok,
-               D, H, W, KD, KH, KW, CIN_G, K, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb,
-               TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
-               DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr):
+def _conv_tile(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    x_row,
+    o_d,
+    o_h,
+    o_w,
+    m_ok,
+    g,
+    offs_n,
+    co,
+    n_ok,
+    D,
+    H,
+    W,
+    KD,
+    KH,
+    KW,
+    CIN_G,
+    K,
+    sxc,
+    sxd,
+    sxh,
+    sxw,
+    sw0,
+    sw1,
+    swd,
+    swh,
+    sww,
+    sb,
+    TRANSPOSED: tl.constexpr,
+    STRIDE_D: tl.constexpr,
+    STRIDE_H: tl.constexpr,
+    STRIDE_W: tl.constexpr,
+    DIL_D: tl.constexpr,
+    DIL_H: tl.constexpr,
+    DIL_W: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
     # z = conv + bias of BLOCK_M output positions x BLOCK_N channels of group g (the implicit GEMM's tile):
     # offs_n the channels within the group, co the same channels among all C_out
     x_row = x_row + g * CIN_G * sxc
@@ -250,17 +288,31 @@ def _conv_tile(x_ptr, w_ptr, b_ptr, x_row, o_d, o_h, o_w, m_ok, g, offs_n, co, n
             i_d = t_d // STRIDE_D
             i_h = t_h // STRIDE_H
             i_w = t_w // STRIDE_W
-            ok = ((t_d >= 0) & (i_d * STRIDE_D == t_d) & (i_d < D) & (t_h >= 0) & (i_h * STRIDE_H == t_h)
-                  & (i_h < H) & (t_w >= 0) & (i_w * STRIDE_W == t_w) & (i_w < W))
+            ok = (
+                (t_d >= 0)
+                & (i_d * STRIDE_D == t_d)
+                & (i_d < D)
+                & (t_h >= 0)
+                & (i_h * STRIDE_H == t_h)
+                & (i_h < H)
+                & (t_w >= 0)
+                & (i_w * STRIDE_W == t_w)
+                & (i_w < W)
+            )
             a_ptrs = x_ptr + x_row[:, None] + (ci * sxc)[None, :] + i_d * sxd + i_h * sxh + i_w * sxw
         else:
             # input index o * stride - pad + k * dil, in [0, size) unless in the padding
             k_d = kd * DIL_D
             k_h = kh * DIL_H
             k_w = kw * DIL_W
-            ok = ((o_d[:, None] >= -k_d[None, :]) & (o_d[:, None] < (D - k_d)[None, :])
-                  & (o_h[:, None] >= -k_h[None, :]) & (o_h[:, None] < (H - k_h)[None, :])
-                  & (o_w[:, None] >= -k_w[None, :]) & (o_w[:, None] < (W - k_w)[None, :]))
+            ok = (
+                (o_d[:, None] >= -k_d[None, :])
+                & (o_d[:, None] < (D - k_d)[None, :])
+                & (o_h[:, None] >= -k_h[None, :])
+                & (o_h[:, None] < (H - k_h)[None, :])
+                & (o_w[:, None] >= -k_w[None, :])
+                & (o_w[:, None] < (W - k_w)[None, :])
+            )
             x_col = ci * sxc + k_d * sxd + k_h * sxh + k_w * sxw
             x_origin = x_row + o_d * sxd + o_h * sxh + o_w * sxw
             a_ptrs = x_ptr + (x_origin[:, None] + x_col[None, :])
@@ -278,12 +330,56 @@ def _conv_tile(x_ptr, w_ptr, b_ptr, x_row, o_d, o_h, o_w, m_ok, g, offs_n, co, n
 
 @triton.jit
 def _conv_rows_kernel(
-    x_ptr, w_ptr, b_ptr, p_ptr, y_ptr, s_ptr, t_ptr, c_ptr,
-    D, H, W, OD, OH, OW, KD, KH, KW, CIN_G, COUT_G, G, C_OUT, P, K,
-    sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, sp, syn, syc, syd, syh, syw,
-    TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
-    PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
-    DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    p_ptr,
+    y_ptr,
+    s_ptr,
+    t_ptr,
+    c_ptr,
+    D,
+    H,
+    W,
+    OD,
+    OH,
+    OW,
+    KD,
+    KH,
+    KW,
+    CIN_G,
+    COUT_G,
+    G,
+    C_OUT,
+    P,
+    K,
+    sxn,
+    sxc,
+    sxd,
+    sxh,
+    sxw,
+    sw0,
+    sw1,
+    swd,
+    swh,
+    sww,
+    sb,
+    sp,
+    syn,
+    syc,
+    syd,
+    syh,
+    syw,
+    TRANSPOSED: tl.constexpr,
+    STRIDE_D: tl.constexpr,
+    STRIDE_H: tl.constexpr,
+    STRIDE_W: tl.constexpr,
+    PAD_D: tl.constexpr,
+    PAD_H: tl.constexpr,
+    PAD_W: tl.constexpr,
+    DIL_D: tl.constexpr,
+    DIL_H: tl.constexpr,
+    DIL_W: tl.constexpr,
     # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
     OP1: tl.constexpr,
     A1: tl.constexpr,
@@ -304,9 +400,17 @@ def _conv_rows_kernel(
     A6: tl.constexpr,
     B6: tl.constexpr,
     # ---- end generated: parameters ----
-    RED_AT: tl.constexpr, RED_OP: tl.constexpr, SOFTMAX_AT: tl.constexpr, POOL_AT: tl.constexpr,
-    ONE_TILE: tl.constexpr, PRE_LAST: tl.constexpr, POOL_LAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    RED_AT: tl.constexpr,
+    RED_OP: tl.constexpr,
+    SOFTMAX_AT: tl.constexpr,
+    POOL_AT: tl.constexpr,
+    ONE_TILE: tl.constexpr,
+    PRE_LAST: tl.constexpr,
+    POOL_LAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     pid_p = tl.program_id(0)
     img = tl.program_id(1)
@@ -343,14 +447,54 @@ def _conv_rows_kernel(
             offs_n = n0 + tl.arange(0, BLOCK_N)  # output channel within the group
             n_ok = offs_n < COUT_G
             co = g * COUT_G + offs_n
-            z = _conv_tile(x_ptr, w_ptr, b_ptr, x_row, o_d, o_h, o_w, m_ok, g, offs_n, co, n_ok,
-                           D, H, W, KD, KH, KW, CIN_G, K, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb,
-                           TRANSPOSED, STRIDE_D, STRIDE_H, STRIDE_W, DIL_D, DIL_H, DIL_W,
-                           BLOCK_M, BLOCK_N, BLOCK_K, DOT_PRECISION)
+            z = _conv_tile(
+                x_ptr,
+                w_ptr,
+                b_ptr,
+                x_row,
+                o_d,
+                o_h,
+                o_w,
+                m_ok,
+                g,
+                offs_n,
+                co,
+                n_ok,
+                D,
+                H,
+                W,
+                KD,
+                KH,
+                KW,
+                CIN_G,
+                K,
+                sxc,
+                sxd,
+                sxh,
+                sxw,
+                sw0,
+                sw1,
+                swd,
+                swh,
+                sww,
+                sb,
+                TRANSPOSED,
+                STRIDE_D,
+                STRIDE_H,
+                STRIDE_W,
+                DIL_D,
+                DIL_H,
+                DIL_W,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+                DOT_PRECISION,
+            )
             # p is read 1 past the channels, so a div_p step's masked lanes stay finite
             pv = tl.load(p_ptr + co * sp, mask=n_ok, other=1.0).to(tl.float32)[None, :]
-            y = _steps(z, z, pv, 1, PRE_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
-                       OP6, A6, B6)
+            y = _steps(
+                z, z, pv, 1, PRE_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6
+            )
             col = n_ok[None, :]
             y_ptrs = y_ptr + y_row[:, None] + (co * syc)[None, :]
             if POOL_AT != 0:
@@ -363,8 +507,31 @@ def _conv_rows_kernel(
                 top = tl.max(tl.where(col, y, float("-inf")), axis=1)
                 e = tl.exp(tl.where(col, y - top[:, None], float("-inf")))  # (no exp of a masked lane's value)
                 e = e / tl.sum(e, axis=1)[:, None]
-                e = _steps(e, e, pv, SOFTMAX_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5,
-                           A5, B5, OP6, A6, B6)
+                e = _steps(
+                    e,
+                    e,
+                    pv,
+                    SOFTMAX_AT + 1,
+                    6,
+                    OP1,
+                    A1,
+                    B1,
+                    OP2,
+                    A2,
+                    B2,
+                    OP3,
+                    A3,
+                    B3,
+                    OP4,
+                    A4,
+                    B4,
+                    OP5,
+                    A5,
+                    B5,
+                    OP6,
+                    A6,
+                    B6,
+                )
                 tl.store(y_ptrs, e.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & col)
             elif RED_OP == "row_sum" or RED_OP == "row_mean":
                 red += tl.sum(tl.where(col, y, 0.0), axis=1)
@@ -387,16 +554,47 @@ def _conv_rows_kernel(
         tl.debug_barrier()
         done = tl.atomic_add(c_ptr + img, 1)
         if done == tl.num_programs(0) - 1:
-            _pooled(p_ptr, y_ptr, t_ptr + img * C_OUT, y_ptr + n * syn, C_OUT, P, sp, syc, OP1, A1, B1, OP2, A2,
-                    B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6, RED_AT, RED_OP, POOL_AT, POOL_LAST,
-                    BLOCK_N)
+            _pooled(
+                p_ptr,
+                y_ptr,
+                t_ptr + img * C_OUT,
+                y_ptr + n * syn,
+                C_OUT,
+                P,
+                sp,
+                syc,
+                OP1,
+                A1,
+                B1,
+                OP2,
+                A2,
+                B2,
+                OP3,
+                A3,
+                B3,
+                OP4,
+                A4,
+                B4,
+                OP5,
+                A5,
+                B5,
+                OP6,
+                A6,
+                B6,
+                RED_AT,
+                RED_OP,
+                POOL_AT,
+                POOL_LAST,
+                BLOCK_N,
+            )
     elif RED_AT != 0:
         if RED_OP == "row_mean":
             red = red / C_OUT
         if RED_OP == "row_logsumexp":
             red = tl.where(red == float("-inf"), red, red + tl.log(scaled))
-        r = _steps(red, red, red, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
-                   OP6, A6, B6)
+        r = _steps(
+            red, red, red, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6
+        )
         tl.store(y_ptr + y_row, r.to(y_ptr.dtype.element_ty), mask=m_ok)
     elif SOFTMAX_AT != 0 and not ONE_TILE:
         # pass 2: exp(y - max) / sum from the scratch this program wrote (the barrier makes every thread's
@@ -410,14 +608,44 @@ def _conv_rows_kernel(
             y = tl.load(s_ptr + s_row[:, None] + co[None, :], mask=mask, other=float("-inf"))
             pv = tl.load(p_ptr + co * sp, mask=c_ok, other=1.0).to(tl.float32)[None, :]
             e = tl.exp(y - top[:, None]) / scaled[:, None]
-            e = _steps(e, e, pv, SOFTMAX_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5,
-                       B5, OP6, A6, B6)
+            e = _steps(
+                e,
+                e,
+                pv,
+                SOFTMAX_AT + 1,
+                6,
+                OP1,
+                A1,
+                B1,
+                OP2,
+                A2,
+                B2,
+                OP3,
+                A3,
+                B3,
+                OP4,
+                A4,
+                B4,
+                OP5,
+                A5,
+                B5,
+                OP6,
+                A6,
+                B6,
+            )
             tl.store(y_ptr + y_row[:, None] + (co * syc)[None, :], e.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _pooled(
-    p_ptr, y_ptr, totals, out, C_OUT, P, sp, syc,
+    p_ptr,
+    y_ptr,
+    totals,
+    out,
+    C_OUT,
+    P,
+    sp,
+    syc,
     # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
     OP1: tl.constexpr,
     A1: tl.constexpr,
@@ -438,7 +666,11 @@ def _pooled(
     A6: tl.constexpr,
     B6: tl.constexpr,
     # ---- end generated: parameters ----
-    RED_AT: tl.constexpr, RED_OP: tl.constexpr, POOL_AT: tl.constexpr, POOL_LAST: tl.constexpr, BLOCK_N: tl.constexpr,
+    RED_AT: tl.constexpr,
+    RED_OP: tl.constexpr,
+    POOL_AT: tl.constexpr,
+    POOL_LAST: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     # An image's means (its totals read back by atomics, coherent with the other programs' additions), the steps
     # after the pooling, and a fold over the channels when one reduces them; stored at out (channel 0).
@@ -453,8 +685,31 @@ def _pooled(
         c_ok = co < C_OUT
         mean = tl.atomic_add(totals + co, tl.zeros((BLOCK_N,), tl.float32), mask=c_ok) / P
         pv = tl.load(p_ptr + co * sp, mask=c_ok, other=1.0).to(tl.float32)
-        v = _steps(mean, mean, pv, POOL_AT + 1, POOL_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5,
-                   A5, B5, OP6, A6, B6)
+        v = _steps(
+            mean,
+            mean,
+            pv,
+            POOL_AT + 1,
+            POOL_LAST,
+            OP1,
+            A1,
+            B1,
+            OP2,
+            A2,
+            B2,
+            OP3,
+            A3,
+            B3,
+            OP4,
+            A4,
+            B4,
+            OP5,
+            A5,
+            B5,
+            OP6,
+            A6,
+            B6,
+        )
         # lane-wise folds (each lane its own channels), combined across the lanes below
         if RED_AT == 0:
             tl.store(out + co * syc, v.to(y_ptr.dtype.element_ty), mask=c_ok)
@@ -483,8 +738,7 @@ def _pooled(
             r = tl.where(top == float("-inf"), top, safe + tl.log(tl.sum(scaled * tl.exp(red - safe), axis=0)))
         if RED_OP == "row_mean":
             r = r / C_OUT
-        r = _steps(r, r, r, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6,
-                   A6, B6)
+        r = _steps(r, r, r, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
         tl.store(out, r.to(y_ptr.dtype.element_ty))
 
 
@@ -515,22 +769,63 @@ def launch(x, w, b, p, **params):
     one_tile = bool(SOFTMAX_AT) and groups == 1 and C_out <= bn
     # a softmax over more channels than a tile parks its values in fp32 (the output may be half: exp of a
     # rounded value is off by its rounding times the value, 0.4 at 100 in fp16)
-    scratch = torch.empty((N * P, C_out), device=x.device, dtype=torch.float32) if SOFTMAX_AT and not one_tile \
-        else y
+    scratch = torch.empty((N * P, C_out), device=x.device, dtype=torch.float32) if SOFTMAX_AT and not one_tile else y
     # a pooling's per-image channel totals (fp32 whatever the output's dtype) and counts of finished programs
     totals = torch.zeros((N, C_out) if POOL_AT else (1,), device=x.device, dtype=torch.float32)
     count = torch.zeros((N if POOL_AT else 1,), device=x.device, dtype=torch.int32)
     # fp32 inputs: torch's fp32 convolution is IEEE fp32; TF32 alone is ~1e-3 off, tf32x3 within ~1e-6.
     precision = "tf32x3" if x.dtype == torch.float32 else "tf32"
     _conv_rows_kernel[(triton.cdiv(P, bm), N)](
-        x, w, b, p, y, scratch, totals, count,
-        D, H, W, OD, OH, OW, KD, KH, KW, C_in // groups, C_out // groups, groups, C_out, P,
+        x,
+        w,
+        b,
+        p,
+        y,
+        scratch,
+        totals,
+        count,
+        D,
+        H,
+        W,
+        OD,
+        OH,
+        OW,
+        KD,
+        KH,
+        KW,
+        C_in // groups,
+        C_out // groups,
+        groups,
+        C_out,
+        P,
         C_in // groups * KD * KH * KW,
-        x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
-        w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0), p.stride(0),
-        y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
-        TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
-        PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        x.stride(3),
+        x.stride(4),
+        w.stride(0),
+        w.stride(1),
+        w.stride(2),
+        w.stride(3),
+        w.stride(4),
+        b.stride(0),
+        p.stride(0),
+        y.stride(0),
+        y.stride(1),
+        y.stride(2),
+        y.stride(3),
+        y.stride(4),
+        TRANSPOSED=TRANSPOSED,
+        STRIDE_D=STRIDE_D,
+        STRIDE_H=STRIDE_H,
+        STRIDE_W=STRIDE_W,
+        PAD_D=PAD_D,
+        PAD_H=PAD_H,
+        PAD_W=PAD_W,
+        DIL_D=DIL_D,
+        DIL_H=DIL_H,
+        DIL_W=DIL_W,
         # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
         OP1=OP1,
         A1=A1,
@@ -551,10 +846,19 @@ def launch(x, w, b, p, **params):
         A6=A6,
         B6=B6,
         # ---- end generated: arguments ----
-        RED_AT=RED_AT, RED_OP=ops[RED_AT - 1] if RED_AT else "none", SOFTMAX_AT=SOFTMAX_AT, POOL_AT=POOL_AT,
+        RED_AT=RED_AT,
+        RED_OP=ops[RED_AT - 1] if RED_AT else "none",
+        SOFTMAX_AT=SOFTMAX_AT,
+        POOL_AT=POOL_AT,
         # the last step on tiles, and the last on a pooling's means before their reduction
-        ONE_TILE=one_tile, PRE_LAST=(POOL_AT or RED_AT or SOFTMAX_AT or 7) - 1, POOL_LAST=(RED_AT or 7) - 1,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        ONE_TILE=one_tile,
+        PRE_LAST=(POOL_AT or RED_AT or SOFTMAX_AT or 7) - 1,
+        POOL_LAST=(RED_AT or 7) - 1,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        DOT_PRECISION=precision,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y

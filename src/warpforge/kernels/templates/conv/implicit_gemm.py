@@ -213,13 +213,61 @@ def _steps(
 
 @triton.jit
 def _conv_kernel(
-    x_ptr, w_ptr, b_ptr, p_ptr, y_ptr,
-    D, H, W, OD, OH, OW, QD, QH, QW, KD, KH, KW, JD, JH, JW, CIN_G, COUT_G, M, K,
-    sxn, sxc, sxd, sxh, sxw, sw0, sw1, swd, swh, sww, sb, sp, syn, syc, syd, syh, syw,
-    PHASED: tl.constexpr, PH_D: tl.constexpr, PH_H: tl.constexpr, PH_W: tl.constexpr,
-    TRANSPOSED: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
-    PAD_D: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
-    DIL_D: tl.constexpr, DIL_H: tl.constexpr, DIL_W: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    p_ptr,
+    y_ptr,
+    D,
+    H,
+    W,
+    OD,
+    OH,
+    OW,
+    QD,
+    QH,
+    QW,
+    KD,
+    KH,
+    KW,
+    JD,
+    JH,
+    JW,
+    CIN_G,
+    COUT_G,
+    M,
+    K,
+    sxn,
+    sxc,
+    sxd,
+    sxh,
+    sxw,
+    sw0,
+    sw1,
+    swd,
+    swh,
+    sww,
+    sb,
+    sp,
+    syn,
+    syc,
+    syd,
+    syh,
+    syw,
+    PHASED: tl.constexpr,
+    PH_D: tl.constexpr,
+    PH_H: tl.constexpr,
+    PH_W: tl.constexpr,
+    TRANSPOSED: tl.constexpr,
+    STRIDE_D: tl.constexpr,
+    STRIDE_H: tl.constexpr,
+    STRIDE_W: tl.constexpr,
+    PAD_D: tl.constexpr,
+    PAD_H: tl.constexpr,
+    PAD_W: tl.constexpr,
+    DIL_D: tl.constexpr,
+    DIL_H: tl.constexpr,
+    DIL_W: tl.constexpr,
     # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
     OP1: tl.constexpr,
     A1: tl.constexpr,
@@ -240,7 +288,10 @@ def _conv_kernel(
     A6: tl.constexpr,
     B6: tl.constexpr,
     # ---- end generated: parameters ----
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -332,17 +383,31 @@ def _conv_kernel(
                 i_d = t_d // STRIDE_D
                 i_h = t_h // STRIDE_H
                 i_w = t_w // STRIDE_W
-                ok = ((t_d >= 0) & (i_d * STRIDE_D == t_d) & (i_d < D) & (t_h >= 0) & (i_h * STRIDE_H == t_h)
-                      & (i_h < H) & (t_w >= 0) & (i_w * STRIDE_W == t_w) & (i_w < W))
+                ok = (
+                    (t_d >= 0)
+                    & (i_d * STRIDE_D == t_d)
+                    & (i_d < D)
+                    & (t_h >= 0)
+                    & (i_h * STRIDE_H == t_h)
+                    & (i_h < H)
+                    & (t_w >= 0)
+                    & (i_w * STRIDE_W == t_w)
+                    & (i_w < W)
+                )
                 a_ptrs = x_ptr + x_row[:, None] + (ci * sxc)[None, :] + i_d * sxd + i_h * sxh + i_w * sxw
             else:
                 # input index o * stride - pad + k * dil, in [0, size) unless in the padding
                 k_d = kd * DIL_D
                 k_h = kh * DIL_H
                 k_w = kw * DIL_W
-                ok = ((o_d[:, None] >= -k_d[None, :]) & (o_d[:, None] < (D - k_d)[None, :])
-                      & (o_h[:, None] >= -k_h[None, :]) & (o_h[:, None] < (H - k_h)[None, :])
-                      & (o_w[:, None] >= -k_w[None, :]) & (o_w[:, None] < (W - k_w)[None, :]))
+                ok = (
+                    (o_d[:, None] >= -k_d[None, :])
+                    & (o_d[:, None] < (D - k_d)[None, :])
+                    & (o_h[:, None] >= -k_h[None, :])
+                    & (o_h[:, None] < (H - k_h)[None, :])
+                    & (o_w[:, None] >= -k_w[None, :])
+                    & (o_w[:, None] < (W - k_w)[None, :])
+                )
                 x_col = ci * sxc + k_d * sxd + k_h * sxh + k_w * sxw
                 x_origin = x_row + o_d * sxd + o_h * sxh + o_w * sxw
                 a_ptrs = x_ptr + (x_origin[:, None] + x_col[None, :])
@@ -361,8 +426,7 @@ def _conv_kernel(
     z = acc + bias.to(tl.float32)[None, :]
     pv = tl.load(p_ptr + co * sp, mask=n_ok, other=1.0).to(tl.float32)
     out = _steps(z, z, pv[None, :], 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
-    y_ptrs = (y_ptr + n[:, None] * syn + co[None, :] * syc + od[:, None] * syd + oh[:, None] * syh
-              + ow[:, None] * syw)
+    y_ptrs = y_ptr + n[:, None] * syn + co[None, :] * syc + od[:, None] * syd + oh[:, None] * syh + ow[:, None] * syw
     tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
@@ -402,14 +466,61 @@ def launch(x, w, b, p, **params):
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     grid = (triton.cdiv(M, bm) * ph[0] * ph[1] * ph[2], triton.cdiv(COUT_G, bn), groups)
     _conv_kernel[grid](
-        x, w, b, p, y,
-        D, H, W, OD, OH, OW, QD, QH, QW, KD, KH, KW, JD, JH, JW, CIN_G, COUT_G, M, K,
-        x.stride(0), x.stride(1), x.stride(2), x.stride(3), x.stride(4),
-        w.stride(0), w.stride(1), w.stride(2), w.stride(3), w.stride(4), b.stride(0), p.stride(0),
-        y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4),
-        PHASED=phased, PH_D=ph[0], PH_H=ph[1], PH_W=ph[2],
-        TRANSPOSED=TRANSPOSED, STRIDE_D=STRIDE_D, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W,
-        PAD_D=PAD_D, PAD_H=PAD_H, PAD_W=PAD_W, DIL_D=DIL_D, DIL_H=DIL_H, DIL_W=DIL_W,
+        x,
+        w,
+        b,
+        p,
+        y,
+        D,
+        H,
+        W,
+        OD,
+        OH,
+        OW,
+        QD,
+        QH,
+        QW,
+        KD,
+        KH,
+        KW,
+        JD,
+        JH,
+        JW,
+        CIN_G,
+        COUT_G,
+        M,
+        K,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        x.stride(3),
+        x.stride(4),
+        w.stride(0),
+        w.stride(1),
+        w.stride(2),
+        w.stride(3),
+        w.stride(4),
+        b.stride(0),
+        p.stride(0),
+        y.stride(0),
+        y.stride(1),
+        y.stride(2),
+        y.stride(3),
+        y.stride(4),
+        PHASED=phased,
+        PH_D=ph[0],
+        PH_H=ph[1],
+        PH_W=ph[2],
+        TRANSPOSED=TRANSPOSED,
+        STRIDE_D=STRIDE_D,
+        STRIDE_H=STRIDE_H,
+        STRIDE_W=STRIDE_W,
+        PAD_D=PAD_D,
+        PAD_H=PAD_H,
+        PAD_W=PAD_W,
+        DIL_D=DIL_D,
+        DIL_H=DIL_H,
+        DIL_W=DIL_W,
         # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
         OP1=OP1,
         A1=A1,
@@ -430,7 +541,11 @@ def launch(x, w, b, p, **params):
         A6=A6,
         B6=B6,
         # ---- end generated: arguments ----
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        DOT_PRECISION=precision,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y

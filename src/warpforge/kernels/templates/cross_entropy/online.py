@@ -26,9 +26,15 @@ def constraints(params, shape):
 
 @triton.jit
 def _ce_online_kernel(
-    logits_ptr, targets_ptr, loss_ptr, lse_ptr,
-    V, stride_row, stride_t,
-    BLOCK_V: tl.constexpr, STORE_LSE: tl.constexpr,
+    logits_ptr,
+    targets_ptr,
+    loss_ptr,
+    lse_ptr,
+    V,
+    stride_row,
+    stride_t,
+    BLOCK_V: tl.constexpr,
+    STORE_LSE: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * stride_row
@@ -57,18 +63,33 @@ def launch(logits, targets, **params):
         logits = logits.contiguous()
     loss = torch.empty((M,), device=logits.device, dtype=torch.float32)
     _ce_online_kernel[(M,)](
-        logits, targets, loss, loss,
-        V, logits.stride(0), targets.stride(0),
-        BLOCK_V=params["BLOCK_V"], STORE_LSE=False,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        logits,
+        targets,
+        loss,
+        loss,
+        V,
+        logits.stride(0),
+        targets.stride(0),
+        BLOCK_V=params["BLOCK_V"],
+        STORE_LSE=False,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return loss
 
 
 @triton.jit
 def _ce_bwd_kernel(
-    logits_ptr, targets_ptr, lse_ptr, dloss_ptr, dlogits_ptr,
-    V, stride_row, stride_t, stride_d, stride_dl,
+    logits_ptr,
+    targets_ptr,
+    lse_ptr,
+    dloss_ptr,
+    dlogits_ptr,
+    V,
+    stride_row,
+    stride_t,
+    stride_d,
+    stride_dl,
     BLOCK_V: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -91,10 +112,17 @@ def launch_forward(logits, targets, **params):
     loss = torch.empty((M,), device=logits.device, dtype=torch.float32)
     lse = torch.empty((M,), device=logits.device, dtype=torch.float32)
     _ce_online_kernel[(M,)](
-        logits, targets, loss, lse,
-        V, logits.stride(0), targets.stride(0),
-        BLOCK_V=params["BLOCK_V"], STORE_LSE=True,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        logits,
+        targets,
+        loss,
+        lse,
+        V,
+        logits.stride(0),
+        targets.stride(0),
+        BLOCK_V=params["BLOCK_V"],
+        STORE_LSE=True,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return loss, (lse,)
 
@@ -106,9 +134,18 @@ def launch_backward(grad_out, saved, logits, targets, **params):
         logits = logits.contiguous()
     dlogits = torch.empty((M, V), device=logits.device, dtype=logits.dtype)
     _ce_bwd_kernel[(M,)](
-        logits, targets, lse, grad_out, dlogits,
-        V, logits.stride(0), targets.stride(0), dlogits.stride(0), grad_out.stride(0),
+        logits,
+        targets,
+        lse,
+        grad_out,
+        dlogits,
+        V,
+        logits.stride(0),
+        targets.stride(0),
+        dlogits.stride(0),
+        grad_out.stride(0),
         BLOCK_V=params["BLOCK_V"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return (dlogits,)

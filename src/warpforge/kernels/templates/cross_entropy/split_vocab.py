@@ -30,8 +30,13 @@ def constraints(params, shape):
 
 @triton.jit
 def _ce_partial_kernel(
-    logits_ptr, pmax_ptr, psum_ptr,
-    V, stride_row, slice_len, num_splits,
+    logits_ptr,
+    pmax_ptr,
+    psum_ptr,
+    V,
+    stride_row,
+    slice_len,
+    num_splits,
     BLOCK_V: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -54,9 +59,18 @@ def _ce_partial_kernel(
 
 @triton.jit
 def _ce_combine_kernel(
-    logits_ptr, targets_ptr, pmax_ptr, psum_ptr, loss_ptr,
-    M, V, stride_row, stride_t, num_splits,
-    ROWS: tl.constexpr, SPLITS_P2: tl.constexpr,
+    logits_ptr,
+    targets_ptr,
+    pmax_ptr,
+    psum_ptr,
+    loss_ptr,
+    M,
+    V,
+    stride_row,
+    stride_t,
+    num_splits,
+    ROWS: tl.constexpr,
+    SPLITS_P2: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < M
@@ -89,15 +103,31 @@ def launch(logits, targets, **params):
     psum = torch.empty((M, splits), device=logits.device, dtype=torch.float32)
     loss = torch.empty((M,), device=logits.device, dtype=torch.float32)
     _ce_partial_kernel[(M, splits)](
-        logits, pmax, psum,
-        V, logits.stride(0), slice_len, splits,
+        logits,
+        pmax,
+        psum,
+        V,
+        logits.stride(0),
+        slice_len,
+        splits,
         BLOCK_V=block_v,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     _ce_combine_kernel[(triton.cdiv(M, _COMBINE_ROWS),)](
-        logits, targets, pmax, psum, loss,
-        M, V, logits.stride(0), targets.stride(0), splits,
-        ROWS=_COMBINE_ROWS, SPLITS_P2=triton.next_power_of_2(splits),
-        num_warps=4, num_stages=1,
+        logits,
+        targets,
+        pmax,
+        psum,
+        loss,
+        M,
+        V,
+        logits.stride(0),
+        targets.stride(0),
+        splits,
+        ROWS=_COMBINE_ROWS,
+        SPLITS_P2=triton.next_power_of_2(splits),
+        num_warps=4,
+        num_stages=1,
     )
     return loss

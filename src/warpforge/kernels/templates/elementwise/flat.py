@@ -99,8 +99,7 @@ def _op(x, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr):
 
 
 @triton.jit
-def _flat_kernel(x_ptr, y_ptr, n, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr,
-                 BLOCK: tl.constexpr):
+def _flat_kernel(x_ptr, y_ptr, n, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
@@ -113,6 +112,15 @@ def launch(x, **params):
     y = torch.empty_like(xc)
     n = xc.numel()
     grid = (triton.cdiv(n, params["BLOCK"]),)
-    _flat_kernel[grid](xc, y, n, OP=OP, OP_A=OP_A, OP_B=OP_B, BLOCK=params["BLOCK"],
-                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _flat_kernel[grid](
+        xc,
+        y,
+        n,
+        OP=OP,
+        OP_A=OP_A,
+        OP_B=OP_B,
+        BLOCK=params["BLOCK"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

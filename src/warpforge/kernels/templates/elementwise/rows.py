@@ -101,8 +101,20 @@ def _op(x, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr):
 
 
 @triton.jit
-def _tile_kernel(x_ptr, y_ptr, M, N, sxm, sxn, sym, OP: tl.constexpr, OP_A: tl.constexpr, OP_B: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _tile_kernel(
+    x_ptr,
+    y_ptr,
+    M,
+    N,
+    sxm,
+    sxn,
+    sym,
+    OP: tl.constexpr,
+    OP_A: tl.constexpr,
+    OP_B: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
@@ -116,7 +128,20 @@ def launch(x, **params):
     m, n = x2.shape
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(m, params["BLOCK_M"]), triton.cdiv(n, params["BLOCK_N"]))
-    _tile_kernel[grid](x2, y, m, n, x2.stride(0), x2.stride(1), y.stride(0), OP=OP, OP_A=OP_A, OP_B=OP_B,
-                       BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
-                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _tile_kernel[grid](
+        x2,
+        y,
+        m,
+        n,
+        x2.stride(0),
+        x2.stride(1),
+        y.stride(0),
+        OP=OP,
+        OP_A=OP_A,
+        OP_B=OP_B,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y.view(x.shape)

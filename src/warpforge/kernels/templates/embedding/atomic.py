@@ -35,8 +35,16 @@ def constraints(params, shape):
 
 @triton.jit
 def _emb_gather_kernel(
-    ids_ptr, w_ptr, out_ptr,
-    V, N, stride_ids, stride_wv, stride_wn, stride_om, stride_on,
+    ids_ptr,
+    w_ptr,
+    out_ptr,
+    V,
+    N,
+    stride_ids,
+    stride_wv,
+    stride_wn,
+    stride_om,
+    stride_on,
     BLOCK_N: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -44,15 +52,24 @@ def _emb_gather_kernel(
     idx = tl.load(ids_ptr + row * stride_ids).to(tl.int64)
     valid = (idx >= 0) & (idx < V)
     # an invalid id loads nothing (an empty column limit: the interpreter refuses vector_mask & scalar_bool)
-    vals = tl.load(w_ptr + tl.where(valid, idx, 0) * stride_wv + cols * stride_wn,
-                   mask=cols < tl.where(valid, N, 0), other=float("nan"))
+    vals = tl.load(
+        w_ptr + tl.where(valid, idx, 0) * stride_wv + cols * stride_wn,
+        mask=cols < tl.where(valid, N, 0),
+        other=float("nan"),
+    )
     tl.store(out_ptr + row * stride_om + cols * stride_on, vals, mask=cols < N)
 
 
 @triton.jit
 def _emb_scatter_add_kernel(
-    ids_ptr, g_ptr, acc_ptr,
-    V, N, stride_ids, stride_gm, stride_gn,
+    ids_ptr,
+    g_ptr,
+    acc_ptr,
+    V,
+    N,
+    stride_ids,
+    stride_gm,
+    stride_gn,
     BLOCK_N: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -79,9 +96,19 @@ def launch(ids, weight, **params):
     out = torch.empty((M, N), device=weight.device, dtype=weight.dtype)
     bn = params["BLOCK_N"]
     _emb_gather_kernel[(M, triton.cdiv(N, bn))](
-        ids, weight, out,
-        V, N, ids.stride(0), weight.stride(0), weight.stride(1), out.stride(0), out.stride(1),
-        BLOCK_N=bn, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        ids,
+        weight,
+        out,
+        V,
+        N,
+        ids.stride(0),
+        weight.stride(0),
+        weight.stride(1),
+        out.stride(0),
+        out.stride(1),
+        BLOCK_N=bn,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out
 
@@ -93,9 +120,19 @@ def launch_forward(ids, weight, **params):
     out = torch.empty((M, N), device=weight.device, dtype=weight.dtype)
     bn = params["BLOCK_N"]
     _emb_gather_kernel[(M, triton.cdiv(N, bn))](
-        ids, weight, out,
-        V, N, ids.stride(0), weight.stride(0), weight.stride(1), out.stride(0), out.stride(1),
-        BLOCK_N=bn, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        ids,
+        weight,
+        out,
+        V,
+        N,
+        ids.stride(0),
+        weight.stride(0),
+        weight.stride(1),
+        out.stride(0),
+        out.stride(1),
+        BLOCK_N=bn,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out, ()
 
@@ -106,13 +143,25 @@ def launch_backward(grad_out, saved, ids, weight, **params):
     bn = params["BLOCK_N"]
     acc = torch.zeros((V, N), device=weight.device, dtype=torch.float32)
     _emb_scatter_add_kernel[(M, triton.cdiv(N, bn))](
-        ids, grad_out, acc,
-        V, N, ids.stride(0), grad_out.stride(0), grad_out.stride(1),
-        BLOCK_N=bn, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        ids,
+        grad_out,
+        acc,
+        V,
+        N,
+        ids.stride(0),
+        grad_out.stride(0),
+        grad_out.stride(1),
+        BLOCK_N=bn,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     dw = torch.empty((V, N), device=weight.device, dtype=weight.dtype)
     total = V * N
     _emb_round_kernel[(triton.cdiv(total, _CAST_BLOCK),)](
-        acc, dw, total, BLOCK=_CAST_BLOCK, num_warps=4,
+        acc,
+        dw,
+        total,
+        BLOCK=_CAST_BLOCK,
+        num_warps=4,
     )
     return (dw,)

@@ -48,9 +48,19 @@ def constraints(params, shape):
 
 @triton.jit
 def _emb_tile_kernel(
-    ids_ptr, w_ptr, out_ptr,
-    M, V, N, stride_ids, stride_wv, stride_wn, stride_om, stride_on,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ids_ptr,
+    w_ptr,
+    out_ptr,
+    M,
+    V,
+    N,
+    stride_ids,
+    stride_wv,
+    stride_wn,
+    stride_om,
+    stride_on,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -65,8 +75,13 @@ def _emb_tile_kernel(
 
 @triton.jit
 def _emb_links_kernel(
-    ids_ptr, next_ptr, count_ptr, M, stride_ids,
-    BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr,
+    ids_ptr,
+    next_ptr,
+    count_ptr,
+    M,
+    stride_ids,
+    BLOCK_I: tl.constexpr,
+    BLOCK_J: tl.constexpr,
 ):
     i = tl.program_id(0) * BLOCK_I + tl.arange(0, BLOCK_I)
     i_mask = i < M
@@ -89,8 +104,18 @@ def _emb_links_kernel(
 
 @triton.jit
 def _emb_segment_sum_kernel(
-    ids_ptr, next_ptr, count_ptr, g_ptr, dw_ptr,
-    V, N, stride_ids, stride_gm, stride_gn, stride_dv, stride_dn,
+    ids_ptr,
+    next_ptr,
+    count_ptr,
+    g_ptr,
+    dw_ptr,
+    V,
+    N,
+    stride_ids,
+    stride_gm,
+    stride_gn,
+    stride_dv,
+    stride_dn,
     BLOCK_N: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -114,9 +139,21 @@ def launch(ids, weight, **params):
     out = torch.empty((M, N), device=weight.device, dtype=weight.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _emb_tile_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-        ids, weight, out,
-        M, V, N, ids.stride(0), weight.stride(0), weight.stride(1), out.stride(0), out.stride(1),
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        ids,
+        weight,
+        out,
+        M,
+        V,
+        N,
+        ids.stride(0),
+        weight.stride(0),
+        weight.stride(1),
+        out.stride(0),
+        out.stride(1),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out
 
@@ -128,9 +165,21 @@ def launch_forward(ids, weight, **params):
     out = torch.empty((M, N), device=weight.device, dtype=weight.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _emb_tile_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-        ids, weight, out,
-        M, V, N, ids.stride(0), weight.stride(0), weight.stride(1), out.stride(0), out.stride(1),
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        ids,
+        weight,
+        out,
+        M,
+        V,
+        N,
+        ids.stride(0),
+        weight.stride(0),
+        weight.stride(1),
+        out.stride(0),
+        out.stride(1),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out, ()
 
@@ -142,13 +191,31 @@ def launch_backward(grad_out, saved, ids, weight, **params):
     nxt = torch.empty((M,), device=ids.device, dtype=torch.int32)
     count = torch.empty((M,), device=ids.device, dtype=torch.int32)
     _emb_links_kernel[(triton.cdiv(M, _LINK_BLOCK_I),)](
-        ids, nxt, count, M, ids.stride(0),
-        BLOCK_I=_LINK_BLOCK_I, BLOCK_J=_LINK_BLOCK_J, num_warps=4,
+        ids,
+        nxt,
+        count,
+        M,
+        ids.stride(0),
+        BLOCK_I=_LINK_BLOCK_I,
+        BLOCK_J=_LINK_BLOCK_J,
+        num_warps=4,
     )
     dw = torch.zeros((V, N), device=weight.device, dtype=weight.dtype)
     _emb_segment_sum_kernel[(M, triton.cdiv(N, bn))](
-        ids, nxt, count, grad_out, dw,
-        V, N, ids.stride(0), grad_out.stride(0), grad_out.stride(1), dw.stride(0), dw.stride(1),
-        BLOCK_N=bn, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        ids,
+        nxt,
+        count,
+        grad_out,
+        dw,
+        V,
+        N,
+        ids.stride(0),
+        grad_out.stride(0),
+        grad_out.stride(1),
+        dw.stride(0),
+        dw.stride(1),
+        BLOCK_N=bn,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return (dw,)

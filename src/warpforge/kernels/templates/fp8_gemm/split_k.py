@@ -30,8 +30,21 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _fp8_gemm_split(a_ptr, as_ptr, b_ptr, bs_ptr, c32_ptr, M, N, K, KG, SPLIT_K,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _fp8_gemm_split(
+    a_ptr,
+    as_ptr,
+    b_ptr,
+    bs_ptr,
+    c32_ptr,
+    M,
+    N,
+    K,
+    KG,
+    SPLIT_K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     pid = tl.program_id(0)
     split = tl.program_id(1)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -68,9 +81,23 @@ def launch(a, a_scales, b, b_scales, **params):
     kg = triton.cdiv(k, SCALE_GROUP)
     c32 = torch.zeros((m, n), device=a.device, dtype=torch.float32)
     grid = (triton.cdiv(m, params["BLOCK_M"]) * triton.cdiv(n, params["BLOCK_N"]), params["SPLIT_K"])
-    _fp8_gemm_split[grid](a.contiguous(), a_scales.contiguous(), b.contiguous(), b_scales.contiguous(), c32,
-                          m, n, k, kg, params["SPLIT_K"], BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"],
-                          BLOCK_K=SCALE_GROUP, num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _fp8_gemm_split[grid](
+        a.contiguous(),
+        a_scales.contiguous(),
+        b.contiguous(),
+        b_scales.contiguous(),
+        c32,
+        m,
+        n,
+        k,
+        kg,
+        params["SPLIT_K"],
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_N=params["BLOCK_N"],
+        BLOCK_K=SCALE_GROUP,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     c = torch.empty((m, n), device=a.device, dtype=torch.bfloat16)
     _fp8_gemm_cast[(triton.cdiv(m * n, 1024),)](c32, c, m * n, BLOCK=1024, num_warps=4)
     return c

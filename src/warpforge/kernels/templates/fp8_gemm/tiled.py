@@ -32,8 +32,21 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _fp8_gemm_tiled(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, KG,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def _fp8_gemm_tiled(
+    a_ptr,
+    as_ptr,
+    b_ptr,
+    bs_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    KG,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -66,7 +79,21 @@ def launch(a, a_scales, b, b_scales, **params):
     kg = triton.cdiv(k, SCALE_GROUP)
     c = torch.empty((m, n), device=a.device, dtype=torch.bfloat16)
     grid = (triton.cdiv(m, params["BLOCK_M"]) * triton.cdiv(n, params["BLOCK_N"]),)
-    _fp8_gemm_tiled[grid](a.contiguous(), a_scales.contiguous(), b.contiguous(), b_scales.contiguous(), c,
-                          m, n, k, kg, BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"], BLOCK_K=SCALE_GROUP,
-                          GROUP_M=params["GROUP_M"], num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _fp8_gemm_tiled[grid](
+        a.contiguous(),
+        a_scales.contiguous(),
+        b.contiguous(),
+        b_scales.contiguous(),
+        c,
+        m,
+        n,
+        k,
+        kg,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_N=params["BLOCK_N"],
+        BLOCK_K=SCALE_GROUP,
+        GROUP_M=params["GROUP_M"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return c

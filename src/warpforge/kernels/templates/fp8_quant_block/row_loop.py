@@ -24,8 +24,9 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _quant_block_rows(x_ptr, q_ptr, s_ptr, M, K, N_GROUPS, BLOCK_M: tl.constexpr, GPI: tl.constexpr,
-                      GROUP_K: tl.constexpr):
+def _quant_block_rows(
+    x_ptr, q_ptr, s_ptr, M, K, N_GROUPS, BLOCK_M: tl.constexpr, GPI: tl.constexpr, GROUP_K: tl.constexpr
+):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     g_offs = tl.arange(0, GPI)
     k_offs = tl.arange(0, GROUP_K)
@@ -39,8 +40,9 @@ def _quant_block_rows(x_ptr, q_ptr, s_ptr, M, K, N_GROUPS, BLOCK_M: tl.constexpr
         scale = tl.maximum(tl.max(tl.abs(x), 2), 1e-4) / 448.0  # [BLOCK_M, GPI]
         q = tl.clamp(x / scale[:, :, None], -448.0, 448.0)
         tl.store(q_ptr + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
-        tl.store(s_ptr + rows[:, None] * N_GROUPS + grp[None, :], scale,
-                 mask=row_ok[:, None] & (grp[None, :] < N_GROUPS))
+        tl.store(
+            s_ptr + rows[:, None] * N_GROUPS + grp[None, :], scale, mask=row_ok[:, None] & (grp[None, :] < N_GROUPS)
+        )
 
 
 def launch(x, **params):
@@ -49,6 +51,16 @@ def launch(x, **params):
     q = torch.empty((m, k), device=x.device, dtype=torch.float8_e4m3fn)
     scales = torch.empty((m, groups), device=x.device, dtype=torch.float32)
     _quant_block_rows[(triton.cdiv(m, params["BLOCK_M"]),)](
-        x.contiguous(), q, scales, m, k, groups, BLOCK_M=params["BLOCK_M"], GPI=params["GROUPS_PER_ITER"],
-        GROUP_K=GROUP, num_warps=params["num_warps"], num_stages=params["num_stages"])
+        x.contiguous(),
+        q,
+        scales,
+        m,
+        k,
+        groups,
+        BLOCK_M=params["BLOCK_M"],
+        GPI=params["GROUPS_PER_ITER"],
+        GROUP_K=GROUP,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return q, scales

@@ -41,6 +41,15 @@ def launch(x, **params):
     q = torch.empty((m, k), device=x.device, dtype=torch.float8_e4m3fn)
     scales = torch.empty((m, groups), device=x.device, dtype=torch.float32)
     _quant_block_tiles[(triton.cdiv(m, params["BLOCK_M"]), groups)](
-        x.contiguous(), q, scales, m, k, groups, BLOCK_M=params["BLOCK_M"], GROUP_K=GROUP,
-        num_warps=params["num_warps"], num_stages=params["num_stages"])
+        x.contiguous(),
+        q,
+        scales,
+        m,
+        k,
+        groups,
+        BLOCK_M=params["BLOCK_M"],
+        GROUP_K=GROUP,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return q, scales

@@ -43,6 +43,7 @@ def launch(x, **params):
     xc = x.contiguous()
     q = torch.empty((m, h), device=x.device, dtype=torch.float8_e4m3fn)
     scales = torch.empty((m,), device=x.device, dtype=torch.float32)
-    _quant_token_looped[(m,)](xc, q, scales, h, BLOCK_H=params["BLOCK_H"],
-                              num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _quant_token_looped[(m,)](
+        xc, q, scales, h, BLOCK_H=params["BLOCK_H"], num_warps=params["num_warps"], num_stages=params["num_stages"]
+    )
     return q, scales

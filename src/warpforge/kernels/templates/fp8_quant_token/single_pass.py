@@ -39,6 +39,14 @@ def launch(x, **params):
     q = torch.empty((m, h), device=x.device, dtype=torch.float8_e4m3fn)
     scales = torch.empty((m,), device=x.device, dtype=torch.float32)
     _quant_token_kernel[(triton.cdiv(m, params["BLOCK_M"]),)](
-        xc, q, scales, m, h, BLOCK_M=params["BLOCK_M"], BLOCK_H=triton.next_power_of_2(h),
-        num_warps=params["num_warps"], num_stages=params["num_stages"])
+        xc,
+        q,
+        scales,
+        m,
+        h,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_H=triton.next_power_of_2(h),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return q, scales

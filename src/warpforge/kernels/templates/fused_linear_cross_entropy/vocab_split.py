@@ -48,8 +48,9 @@ def peak_extra_bytes(params, shape):
 
 
 @triton.jit
-def _flce_logits(h_ptr, w_ptr, rows, cols, M, H, V, BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr,
-                 BLOCK_H: tl.constexpr):
+def _flce_logits(
+    h_ptr, w_ptr, rows, cols, M, H, V, BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr
+):
     offs_h = tl.arange(0, BLOCK_H)
     acc = tl.zeros([BLOCK_M, BLOCK_V], dtype=tl.float32)
     for h0 in range(0, H, BLOCK_H):
@@ -61,8 +62,19 @@ def _flce_logits(h_ptr, w_ptr, rows, cols, M, H, V, BLOCK_M: tl.constexpr, BLOCK
 
 
 @triton.jit
-def _flce_fwd_split(h_ptr, w_ptr, t_ptr, part_ptr, M, H, V, V_PER_SPLIT,
-                    BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
+def _flce_fwd_split(
+    h_ptr,
+    w_ptr,
+    t_ptr,
+    part_ptr,
+    M,
+    H,
+    V,
+    V_PER_SPLIT,
+    BLOCK_M: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     split = tl.program_id(1)
     tgt = tl.load(t_ptr + rows, mask=rows < M, other=-100)
@@ -111,8 +123,23 @@ def _flce_combine(part_ptr, t_ptr, loss_ptr, lse_ptr, M, SPLITS, BLOCK: tl.const
 
 
 @triton.jit
-def _flce_bwd_slab(h_ptr, w_ptr, t_ptr, lse_ptr, g_ptr, dh32_ptr, dw32_ptr, M, H, V, V_START, V_END,
-                   BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
+def _flce_bwd_slab(
+    h_ptr,
+    w_ptr,
+    t_ptr,
+    lse_ptr,
+    g_ptr,
+    dh32_ptr,
+    dw32_ptr,
+    M,
+    H,
+    V,
+    V_START,
+    V_END,
+    BLOCK_M: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
     tgt = tl.load(t_ptr + rows, mask=row_ok, other=-100)
@@ -135,8 +162,11 @@ def _flce_bwd_slab(h_ptr, w_ptr, t_ptr, lse_ptr, g_ptr, dh32_ptr, dw32_ptr, M, H
             dh_mask = row_ok[:, None] & h_ok
             tl.store(dh_ptrs, tl.load(dh_ptrs, mask=dh_mask, other=0.0) + tl.dot(dl, b), mask=dh_mask)
             a = tl.load(h_ptr + rows[:, None] * H + hs[None, :], mask=dh_mask, other=0.0)
-            tl.atomic_add(dw32_ptr + (cols[:, None] - V_START) * H + hs[None, :], tl.dot(tl.trans(dl), a),
-                          mask=col_ok[:, None] & h_ok)
+            tl.atomic_add(
+                dw32_ptr + (cols[:, None] - V_START) * H + hs[None, :],
+                tl.dot(tl.trans(dl), a),
+                mask=col_ok[:, None] & h_ok,
+            )
 
 
 @triton.jit
@@ -157,9 +187,20 @@ def launch(h, w, target, **params):
     # whole BLOCK_V tiles per split, so only the last split has a partial tile
     per_split = triton.cdiv(triton.cdiv(v, splits), params["BLOCK_V"]) * params["BLOCK_V"]
     _flce_fwd_split[(triton.cdiv(m, params["BLOCK_M"]), splits)](
-        h.contiguous(), w.contiguous(), tc, parts, m, hdim, v, per_split,
-        BLOCK_M=params["BLOCK_M"], BLOCK_V=params["BLOCK_V"], BLOCK_H=params["BLOCK_H"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"])
+        h.contiguous(),
+        w.contiguous(),
+        tc,
+        parts,
+        m,
+        hdim,
+        v,
+        per_split,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_V=params["BLOCK_V"],
+        BLOCK_H=params["BLOCK_H"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     _flce_combine[(triton.cdiv(m, 256),)](parts, tc, loss, lse, m, splits, BLOCK=256, num_warps=4)
     return loss
 
@@ -175,9 +216,20 @@ def launch_forward(h, w, target, **params):
     # whole BLOCK_V tiles per split, so only the last split has a partial tile
     per_split = triton.cdiv(triton.cdiv(v, splits), params["BLOCK_V"]) * params["BLOCK_V"]
     _flce_fwd_split[(triton.cdiv(m, params["BLOCK_M"]), splits)](
-        h.contiguous(), w.contiguous(), tc, parts, m, hdim, v, per_split,
-        BLOCK_M=params["BLOCK_M"], BLOCK_V=params["BLOCK_V"], BLOCK_H=params["BLOCK_H"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"])
+        h.contiguous(),
+        w.contiguous(),
+        tc,
+        parts,
+        m,
+        hdim,
+        v,
+        per_split,
+        BLOCK_M=params["BLOCK_M"],
+        BLOCK_V=params["BLOCK_V"],
+        BLOCK_H=params["BLOCK_H"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     _flce_combine[(triton.cdiv(m, 256),)](parts, tc, loss, lse, m, splits, BLOCK=256, num_warps=4)
     return loss, (lse,)
 
@@ -194,9 +246,24 @@ def launch_backward(grad_out, saved, h, w, target, **params):
         v_end = min(v_start + slab, v)
         dw32 = torch.zeros((v_end - v_start, hdim), device=h.device, dtype=torch.float32)
         _flce_bwd_slab[(triton.cdiv(m, params["BLOCK_M"]),)](
-            hc, wc, tc, lse, g, dh32, dw32, m, hdim, v, v_start, v_end,
-            BLOCK_M=params["BLOCK_M"], BLOCK_V=params["BLOCK_V"], BLOCK_H=params["BLOCK_H"],
-            num_warps=params["num_warps"], num_stages=params["num_stages"])
+            hc,
+            wc,
+            tc,
+            lse,
+            g,
+            dh32,
+            dw32,
+            m,
+            hdim,
+            v,
+            v_start,
+            v_end,
+            BLOCK_M=params["BLOCK_M"],
+            BLOCK_V=params["BLOCK_V"],
+            BLOCK_H=params["BLOCK_H"],
+            num_warps=params["num_warps"],
+            num_stages=params["num_stages"],
+        )
         n = (v_end - v_start) * hdim
         _flce_cast[(triton.cdiv(n, 1024),)](dw32, dw[v_start:v_end], n, BLOCK=1024, num_warps=4)
     dh = torch.empty_like(hc)

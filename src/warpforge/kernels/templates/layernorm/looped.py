@@ -31,7 +31,15 @@ def constraints(params, shape):
 
 @triton.jit
 def _layernorm_welford_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK_N: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
@@ -74,8 +82,16 @@ def launch(x, w, b, **params):
     m = x2.shape[0]
     y = torch.empty_like(x2)
     _layernorm_welford_kernel[(m,)](
-        x2, w, b, y, n, x2.stride(0), y.stride(0), EPS,
+        x2,
+        w,
+        b,
+        y,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
         BLOCK_N=params["BLOCK_N"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)

@@ -39,8 +39,17 @@ def constraints(params, shape):
 
 @triton.jit
 def _layernorm_2d_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
-    ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * ROWS + tl.arange(0, ROWS)
@@ -71,8 +80,18 @@ def launch(x, w, b, **params):
     rows = _rows(params["TILE"], m, n)
     grid = (triton.cdiv(m, rows),)
     _layernorm_2d_kernel[grid](
-        x2, w, b, y, m, n, x2.stride(0), y.stride(0), EPS,
-        ROWS=rows, BLOCK_N=triton.next_power_of_2(n),
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        b,
+        y,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        ROWS=rows,
+        BLOCK_N=triton.next_power_of_2(n),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)

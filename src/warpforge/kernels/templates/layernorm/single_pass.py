@@ -39,8 +39,20 @@ def constraints(params, shape):
 
 @triton.jit
 def _layernorm_rows_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, stride_x, stride_y, eps,
-    BLOCK: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr, STORE_STATS: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    mean_ptr,
+    rstd_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK: tl.constexpr,
+    ROWS_PER_PROGRAM: tl.constexpr,
+    STORE_STATS: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -78,9 +90,22 @@ def launch(x, w, b, **params):
     rows = params["ROWS_PER_PROGRAM"]
     grid = (triton.cdiv(m, rows),)
     _layernorm_rows_kernel[grid](
-        x2, w, b, y, y, y, m, n, x2.stride(0), y.stride(0), EPS,
-        BLOCK=triton.next_power_of_2(n), ROWS_PER_PROGRAM=rows, STORE_STATS=False,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        b,
+        y,
+        y,
+        y,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        BLOCK=triton.next_power_of_2(n),
+        ROWS_PER_PROGRAM=rows,
+        STORE_STATS=False,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)
 
@@ -93,9 +118,21 @@ SUM_COLS = 128
 
 @triton.jit
 def _layernorm_bwd_kernel(
-    x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-    M, N, stride_x, stride_dy, stride_dx,
-    BLOCK: tl.constexpr, ROWS: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    dy_ptr,
+    mean_ptr,
+    rstd_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    db_part_ptr,
+    M,
+    N,
+    stride_x,
+    stride_dy,
+    stride_dx,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -147,9 +184,22 @@ def launch_forward(x, w, b, **params):
     rstd = torch.empty((m,), device=x.device, dtype=torch.float32)
     rows = params["ROWS_PER_PROGRAM"]
     _layernorm_rows_kernel[(triton.cdiv(m, rows),)](
-        x2, w, b, y, mean, rstd, m, n, x2.stride(0), y.stride(0), EPS,
-        BLOCK=triton.next_power_of_2(n), ROWS_PER_PROGRAM=rows, STORE_STATS=True,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        b,
+        y,
+        mean,
+        rstd,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        BLOCK=triton.next_power_of_2(n),
+        ROWS_PER_PROGRAM=rows,
+        STORE_STATS=True,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape), (mean, rstd)
 
@@ -167,9 +217,23 @@ def launch_backward(grad_out, saved, x, w, b, **params):
     dw_part = torch.empty((programs, n), device=x.device, dtype=torch.float32)
     db_part = torch.empty((programs, n), device=x.device, dtype=torch.float32)
     _layernorm_bwd_kernel[(programs,)](
-        x2, w, dy, mean, rstd, dx, dw_part, db_part, m, n, x2.stride(0), dy.stride(0), dx.stride(0),
-        BLOCK=triton.next_power_of_2(n), ROWS=rows,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        dy,
+        mean,
+        rstd,
+        dx,
+        dw_part,
+        db_part,
+        m,
+        n,
+        x2.stride(0),
+        dy.stride(0),
+        dx.stride(0),
+        BLOCK=triton.next_power_of_2(n),
+        ROWS=rows,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     dw = torch.empty_like(w)
     db = torch.empty_like(b)

@@ -51,11 +51,28 @@ def constraints(params, shape):
 
 @triton.jit
 def _gemm_bias_kernel(
-    a_ptr, b_ptr, bias_ptr, c_ptr, rowsum_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_cm, stride_cn, stride_rowsum,
-    HAS_BIAS: tl.constexpr, ROWSUM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    bias_ptr,
+    c_ptr,
+    rowsum_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_bias,
+    stride_cm,
+    stride_cn,
+    stride_rowsum,
+    HAS_BIAS: tl.constexpr,
+    ROWSUM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -98,8 +115,9 @@ def _gemm_bias_kernel(
         # every tile-column computed the same sums: the first one stores them (a column limit, not
         # `vector_mask & scalar_bool`, which the interpreter refuses)
         rows_limit = tl.where(pid_n == 0, M, 0)
-        tl.store(rowsum_ptr + offs_cm * stride_rowsum, rowsum.to(rowsum_ptr.dtype.element_ty),
-                 mask=offs_cm < rows_limit)
+        tl.store(
+            rowsum_ptr + offs_cm * stride_rowsum, rowsum.to(rowsum_ptr.dtype.element_ty), mask=offs_cm < rows_limit
+        )
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
@@ -112,12 +130,30 @@ def launch(x, w, b, **params):
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _gemm_bias_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-        x, w, b, y, y,
-        M, N, K,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(1), 0,
-        HAS_BIAS=True, ROWSUM=False,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x,
+        w,
+        b,
+        y,
+        y,
+        M,
+        N,
+        K,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        y.stride(0),
+        y.stride(1),
+        0,
+        HAS_BIAS=True,
+        ROWSUM=False,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y
 
@@ -130,12 +166,30 @@ def launch_forward(x, w, b, **params):
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _gemm_bias_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-        x, w, b, y, y,
-        M, N, K,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(1), 0,
-        HAS_BIAS=True, ROWSUM=False,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x,
+        w,
+        b,
+        y,
+        y,
+        M,
+        N,
+        K,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        y.stride(0),
+        y.stride(1),
+        0,
+        HAS_BIAS=True,
+        ROWSUM=False,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y, ()
 
@@ -150,11 +204,30 @@ def launch_backward(grad_out, saved, x, w, b, **params):
     # dx [M, K] = dy [M, N] @ w [N, K]: w in its own layout is the [inner, out] operand
     dx = torch.empty((M, K), device=x.device, dtype=x.dtype)
     _gemm_bias_kernel[(triton.cdiv(M, bm) * triton.cdiv(K, bn),)](
-        dy, w, dx, dx, dx,
-        M, K, N,
-        dy.stride(0), dy.stride(1), w.stride(0), w.stride(1), 0, dx.stride(0), dx.stride(1), 0,
-        HAS_BIAS=False, ROWSUM=False,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages,
+        dy,
+        w,
+        dx,
+        dx,
+        dx,
+        M,
+        K,
+        N,
+        dy.stride(0),
+        dy.stride(1),
+        w.stride(0),
+        w.stride(1),
+        0,
+        dx.stride(0),
+        dx.stride(1),
+        0,
+        HAS_BIAS=False,
+        ROWSUM=False,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=gm,
+        num_warps=warps,
+        num_stages=stages,
     )
 
     # dw [N, K] = dy^T [N, M] @ x [M, K]: dy read transposed by swapping its strides; db [N] = the row sums
@@ -162,10 +235,29 @@ def launch_backward(grad_out, saved, x, w, b, **params):
     dw = torch.empty((N, K), device=w.device, dtype=w.dtype)
     db = torch.empty((N,), device=b.device, dtype=b.dtype)
     _gemm_bias_kernel[(triton.cdiv(N, bm) * triton.cdiv(K, bn),)](
-        dy, x, dw, dw, db,
-        N, K, M,
-        dy.stride(1), dy.stride(0), x.stride(0), x.stride(1), 0, dw.stride(0), dw.stride(1), db.stride(0),
-        HAS_BIAS=False, ROWSUM=True,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages,
+        dy,
+        x,
+        dw,
+        dw,
+        db,
+        N,
+        K,
+        M,
+        dy.stride(1),
+        dy.stride(0),
+        x.stride(0),
+        x.stride(1),
+        0,
+        dw.stride(0),
+        dw.stride(1),
+        db.stride(0),
+        HAS_BIAS=False,
+        ROWSUM=True,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=gm,
+        num_warps=warps,
+        num_stages=stages,
     )
     return dx, dw, db

@@ -53,11 +53,25 @@ def constraints(params, shape):
 
 @triton.jit
 def _gemm_bias_kernel(
-    a_ptr, b_ptr, bias_ptr, c_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_cm, stride_cn,
+    a_ptr,
+    b_ptr,
+    bias_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_bias,
+    stride_cm,
+    stride_cn,
     HAS_BIAS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -100,8 +114,15 @@ def _gemm_bias_kernel(
 
 @triton.jit
 def _colsum_partial_kernel(
-    dy_ptr, part_ptr, M, N, stride_dym, stride_dyn, rows_per_program,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    dy_ptr,
+    part_ptr,
+    M,
+    N,
+    stride_dym,
+    stride_dyn,
+    rows_per_program,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     # program (column block, row slice): the fp32 sums of rows [slice * rows_per_program, +rows_per_program)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -133,12 +154,27 @@ def launch(x, w, b, **params):
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _gemm_bias_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-        x, w, b, y,
-        M, N, K,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(1),
+        x,
+        w,
+        b,
+        y,
+        M,
+        N,
+        K,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        y.stride(0),
+        y.stride(1),
         HAS_BIAS=True,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y
 
@@ -151,12 +187,27 @@ def launch_forward(x, w, b, **params):
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _gemm_bias_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-        x, w, b, y,
-        M, N, K,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(1),
+        x,
+        w,
+        b,
+        y,
+        M,
+        N,
+        K,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        y.stride(0),
+        y.stride(1),
         HAS_BIAS=True,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y, ()
 
@@ -171,21 +222,53 @@ def launch_backward(grad_out, saved, x, w, b, **params):
     # dx [M, K] = dy [M, N] @ w [N, K]: w in its own layout is the [inner, out] operand
     dx = torch.empty((M, K), device=x.device, dtype=x.dtype)
     _gemm_bias_kernel[(triton.cdiv(M, bm) * triton.cdiv(K, bn),)](
-        dy, w, dx, dx,
-        M, K, N,
-        dy.stride(0), dy.stride(1), w.stride(0), w.stride(1), 0, dx.stride(0), dx.stride(1),
+        dy,
+        w,
+        dx,
+        dx,
+        M,
+        K,
+        N,
+        dy.stride(0),
+        dy.stride(1),
+        w.stride(0),
+        w.stride(1),
+        0,
+        dx.stride(0),
+        dx.stride(1),
         HAS_BIAS=False,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=gm,
+        num_warps=warps,
+        num_stages=stages,
     )
 
     # dw [N, K] = dy^T [N, M] @ x [M, K]: dy read transposed by swapping its strides
     dw = torch.empty((N, K), device=w.device, dtype=w.dtype)
     _gemm_bias_kernel[(triton.cdiv(N, bm) * triton.cdiv(K, bn),)](
-        dy, x, dw, dw,
-        N, K, M,
-        dy.stride(1), dy.stride(0), x.stride(0), x.stride(1), 0, dw.stride(0), dw.stride(1),
+        dy,
+        x,
+        dw,
+        dw,
+        N,
+        K,
+        M,
+        dy.stride(1),
+        dy.stride(0),
+        x.stride(0),
+        x.stride(1),
+        0,
+        dw.stride(0),
+        dw.stride(1),
         HAS_BIAS=False,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=gm,
+        num_warps=warps,
+        num_stages=stages,
     )
 
     # db [N] = column sums of dy, in fp32: row slices over a 2-D grid, then the slices summed
@@ -196,11 +279,25 @@ def launch_backward(grad_out, saved, x, w, b, **params):
     split = triton.cdiv(M, rows_per_program)  # no empty slice: every plane of the buffer is written
     part = torch.empty((split, N), device=dy.device, dtype=torch.float32)
     _colsum_partial_kernel[(col_blocks, split)](
-        dy, part, M, N, dy.stride(0), dy.stride(1), rows_per_program,
-        BLOCK_M=_DB_BLOCK_M, BLOCK_N=_DB_BLOCK_N, num_warps=4,
+        dy,
+        part,
+        M,
+        N,
+        dy.stride(0),
+        dy.stride(1),
+        rows_per_program,
+        BLOCK_M=_DB_BLOCK_M,
+        BLOCK_N=_DB_BLOCK_N,
+        num_warps=4,
     )
     db = torch.empty((N,), device=b.device, dtype=b.dtype)
     _colsum_reduce_kernel[(triton.cdiv(N, _DB_REDUCE_BLOCK),)](
-        part, db, split, N, db.stride(0), BLOCK_N=_DB_REDUCE_BLOCK, num_warps=4,
+        part,
+        db,
+        split,
+        N,
+        db.stride(0),
+        BLOCK_N=_DB_REDUCE_BLOCK,
+        num_warps=4,
     )
     return dx, dw, db

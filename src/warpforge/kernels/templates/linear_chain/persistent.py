@@ -203,9 +203,22 @@ def _steps(
 
 @triton.jit
 def _linear_chain_persistent_kernel(
-    a_ptr, b_ptr, bias_ptr, p_ptr, c_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_p, stride_cm, stride_cn,
+    a_ptr,
+    b_ptr,
+    bias_ptr,
+    p_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_bias,
+    stride_p,
+    stride_cm,
+    stride_cn,
     # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
     OP1: tl.constexpr,
     A1: tl.constexpr,
@@ -227,8 +240,12 @@ def _linear_chain_persistent_kernel(
     B6: tl.constexpr,
     # ---- end generated: parameters ----
     PARAM_COLS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -252,11 +269,13 @@ def _linear_chain_persistent_kernel(
             offs_kk = kt * BLOCK_K + offs_k
             a = tl.load(
                 a_ptr + offs_am[:, None] * stride_am + offs_kk[None, :] * stride_ak,
-                mask=offs_kk[None, :] < K, other=0.0,
+                mask=offs_kk[None, :] < K,
+                other=0.0,
             )
             b = tl.load(
                 b_ptr + offs_kk[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
-                mask=offs_kk[:, None] < K, other=0.0,
+                mask=offs_kk[:, None] < K,
+                other=0.0,
             )
             acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
 
@@ -286,9 +305,21 @@ def launch(x, w, b, p, **params):
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     num_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     _linear_chain_persistent_kernel[(min(params["NUM_SMS"], num_tiles),)](
-        x, w, b, p, y,
-        M, N, K,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), p.stride(0), y.stride(0),
+        x,
+        w,
+        b,
+        p,
+        y,
+        M,
+        N,
+        K,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        p.stride(0),
+        y.stride(0),
         y.stride(1),
         # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
         OP1=OP1,
@@ -310,8 +341,14 @@ def launch(x, w, b, p, **params):
         A6=A6,
         B6=B6,
         # ---- end generated: arguments ----
-        PARAM_COLS=PARAM_COLS, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"],
-        GROUP_M=params["GROUP_M"], NUM_SMS=params["NUM_SMS"], DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        PARAM_COLS=PARAM_COLS,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
+        NUM_SMS=params["NUM_SMS"],
+        DOT_PRECISION=precision,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y

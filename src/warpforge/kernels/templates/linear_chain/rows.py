@@ -190,9 +190,23 @@ def _steps(
 
 @triton.jit
 def _linear_rows_kernel(
-    a_ptr, b_ptr, bias_ptr, c_ptr, s_ptr,
-    M, N, K, NP,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_cm, stride_cn, stride_sm,
+    a_ptr,
+    b_ptr,
+    bias_ptr,
+    c_ptr,
+    s_ptr,
+    M,
+    N,
+    K,
+    NP,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_bias,
+    stride_cm,
+    stride_cn,
+    stride_sm,
     # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
     OP1: tl.constexpr,
     A1: tl.constexpr,
@@ -213,9 +227,17 @@ def _linear_rows_kernel(
     A6: tl.constexpr,
     B6: tl.constexpr,
     # ---- end generated: parameters ----
-    RED_AT: tl.constexpr, RED_OP: tl.constexpr, SOFTMAX_AT: tl.constexpr, POOL_AT: tl.constexpr,
-    POOL_OP: tl.constexpr, POOL_K: tl.constexpr, PRE_LAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    RED_AT: tl.constexpr,
+    RED_OP: tl.constexpr,
+    SOFTMAX_AT: tl.constexpr,
+    POOL_AT: tl.constexpr,
+    POOL_OP: tl.constexpr,
+    POOL_K: tl.constexpr,
+    PRE_LAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -250,21 +272,43 @@ def _linear_rows_kernel(
         bias = tl.load(bias_ptr + offs_bn * stride_bias)
         z = acc + bias.to(tl.float32)[None, :]
         if POOL_AT == 0:
-            y = _steps(z, z, 1, PRE_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6,
-                       B6)
+            y = _steps(z, z, 1, PRE_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6)
             offs_on = offs_cn
         else:
             # pool each run of POOL_K columns (tiles start at multiples of POOL_K: BLOCK_N % POOL_K == 0); the
             # pooled columns past N // POOL_K (a partial run, or wrapped columns) are masked below
-            y = _steps(z, z, 1, POOL_AT - 1, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6,
-                       A6, B6)
+            y = _steps(
+                z, z, 1, POOL_AT - 1, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6
+            )
             runs = tl.reshape(y, (BLOCK_M, BLOCK_P, POOL_K))
             if POOL_OP == "row_pool_max":
                 y = tl.max(runs, axis=2)
             else:
                 y = tl.sum(runs, axis=2) / POOL_K
-            y = _steps(y, y, POOL_AT + 1, PRE_LAST, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
-                       OP6, A6, B6)
+            y = _steps(
+                y,
+                y,
+                POOL_AT + 1,
+                PRE_LAST,
+                OP1,
+                A1,
+                B1,
+                OP2,
+                A2,
+                B2,
+                OP3,
+                A3,
+                B3,
+                OP4,
+                A4,
+                B4,
+                OP5,
+                A5,
+                B5,
+                OP6,
+                A6,
+                B6,
+            )
             offs_on = n0 // POOL_K + tl.arange(0, BLOCK_P)
         col = (offs_on < NP)[None, :]
         if SOFTMAX_AT != 0:
@@ -291,8 +335,9 @@ def _linear_rows_kernel(
             red = red / NP
         if RED_OP == "row_logsumexp":
             red = tl.where(red == float("-inf"), red, red + tl.log(scaled))
-        r = _steps(red, red, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
-                   OP6, A6, B6)
+        r = _steps(
+            red, red, RED_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6
+        )
         tl.store(c_ptr + offs_cm * stride_cm, r.to(c_ptr.dtype.element_ty), mask=row)
     if SOFTMAX_AT != 0:
         # pass 2: exp(y - max) / sum from the scratch this program wrote (the barrier makes every thread's
@@ -304,10 +349,14 @@ def _linear_rows_kernel(
             mask = row[:, None] & (offs_p < NP)[None, :]
             y = tl.load(s_ptr + offs_cm[:, None] * stride_sm + offs_p[None, :], mask=mask, other=0.0)
             e = tl.exp(y - top[:, None]) / scaled[:, None]
-            e = _steps(e, e, SOFTMAX_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
-                       OP6, A6, B6)
-            tl.store(c_ptr + offs_cm[:, None] * stride_cm + offs_p[None, :] * stride_cn,
-                     e.to(c_ptr.dtype.element_ty), mask=mask)
+            e = _steps(
+                e, e, SOFTMAX_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6
+            )
+            tl.store(
+                c_ptr + offs_cm[:, None] * stride_cm + offs_p[None, :] * stride_cn,
+                e.to(c_ptr.dtype.element_ty),
+                mask=mask,
+            )
 
 
 def launch(x, w, b, p, **params):  # p [N]: read by no member this template takes (no PARAM_COLS)
@@ -327,9 +376,22 @@ def launch(x, w, b, p, **params):  # p [N]: read by no member this template take
     scratch = torch.empty((M, NP), device=x.device, dtype=torch.float32) if SOFTMAX_AT else y
     bm = params["BLOCK_M"]
     _linear_rows_kernel[(triton.cdiv(M, bm),)](
-        x, w, b, y, scratch,
-        M, N, K, NP,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), y.stride(0), y.stride(-1),
+        x,
+        w,
+        b,
+        y,
+        scratch,
+        M,
+        N,
+        K,
+        NP,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        y.stride(0),
+        y.stride(-1),
         scratch.stride(0),
         # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
         OP1=OP1,
@@ -351,10 +413,18 @@ def launch(x, w, b, p, **params):  # p [N]: read by no member this template take
         A6=A6,
         B6=B6,
         # ---- end generated: arguments ----
-        RED_AT=RED_AT, RED_OP=ops[RED_AT - 1] if RED_AT else "none", SOFTMAX_AT=SOFTMAX_AT, POOL_AT=POOL_AT,
-        POOL_OP=ops[POOL_AT - 1] if POOL_AT else "none", POOL_K=pool,
+        RED_AT=RED_AT,
+        RED_OP=ops[RED_AT - 1] if RED_AT else "none",
+        SOFTMAX_AT=SOFTMAX_AT,
+        POOL_AT=POOL_AT,
+        POOL_OP=ops[POOL_AT - 1] if POOL_AT else "none",
+        POOL_K=pool,
         PRE_LAST=(RED_AT or SOFTMAX_AT or 7) - 1,
-        BLOCK_M=bm, BLOCK_N=params["BLOCK_N"], BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        BLOCK_M=bm,
+        BLOCK_N=params["BLOCK_N"],
+        BLOCK_K=params["BLOCK_K"],
+        DOT_PRECISION=precision,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y

@@ -196,9 +196,22 @@ def _steps(
 
 @triton.jit
 def _linear_chain_kernel(
-    a_ptr, b_ptr, bias_ptr, p_ptr, c_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_p, stride_cm, stride_cn,
+    a_ptr,
+    b_ptr,
+    bias_ptr,
+    p_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_bias,
+    stride_p,
+    stride_cm,
+    stride_cn,
     # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
     OP1: tl.constexpr,
     A1: tl.constexpr,
@@ -220,7 +233,10 @@ def _linear_chain_kernel(
     B6: tl.constexpr,
     # ---- end generated: parameters ----
     PARAM_COLS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -276,9 +292,21 @@ def launch(x, w, b, p, **params):
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     _linear_chain_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-        x, w, b, p, y,
-        M, N, K,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), p.stride(0), y.stride(0),
+        x,
+        w,
+        b,
+        p,
+        y,
+        M,
+        N,
+        K,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        p.stride(0),
+        y.stride(0),
         y.stride(1),
         # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
         OP1=OP1,
@@ -300,8 +328,13 @@ def launch(x, w, b, p, **params):
         A6=A6,
         B6=B6,
         # ---- end generated: arguments ----
-        PARAM_COLS=PARAM_COLS, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=params["BLOCK_K"], GROUP_M=params["GROUP_M"],
+        PARAM_COLS=PARAM_COLS,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=params["BLOCK_K"],
+        GROUP_M=params["GROUP_M"],
         DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y

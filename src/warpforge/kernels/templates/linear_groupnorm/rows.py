@@ -42,6 +42,7 @@ EPS = 1e-05
 # H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
 _SMEM_BYTES = 232448
 
+
 # ---- generated: vocabulary (python -m warpforge.kernels.chain_regions) ----
 @triton.jit
 def _tanh(x):
@@ -178,17 +179,38 @@ SPACE = {
     "num_stages": [2, 3, 4],
 }
 
+
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     smem = params["num_stages"] * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
     # fp32 accumulator per thread: more than 128 registers spills; the steps keep z and y live besides it
     return smem <= _SMEM_BYTES and bm * bn <= 4096 * params["num_warps"]
 
+
 @triton.jit
 def _linear_groupnorm_rows_kernel(
-    a_ptr, b_ptr, bias_ptr, g_ptr, be_ptr, p_ptr, c_ptr, s_ptr,
-    M, N, K, GS,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_bias, stride_g, stride_be, stride_p, stride_cm, stride_cn,
+    a_ptr,
+    b_ptr,
+    bias_ptr,
+    g_ptr,
+    be_ptr,
+    p_ptr,
+    c_ptr,
+    s_ptr,
+    M,
+    N,
+    K,
+    GS,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_bias,
+    stride_g,
+    stride_be,
+    stride_p,
+    stride_cm,
+    stride_cn,
     stride_sm,
     # ---- generated: parameters (python -m warpforge.kernels.chain_regions) ----
     OP1: tl.constexpr,
@@ -210,8 +232,13 @@ def _linear_groupnorm_rows_kernel(
     A6: tl.constexpr,
     B6: tl.constexpr,
     # ---- end generated: parameters ----
-    NORM_AT: tl.constexpr, G: tl.constexpr, EPS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    NORM_AT: tl.constexpr,
+    G: tl.constexpr,
+    EPS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -236,10 +263,10 @@ def _linear_groupnorm_rows_kernel(
         bias = tl.load(bias_ptr + offs_bn * stride_bias).to(tl.float32)
         p = tl.load(p_ptr + offs_bn * stride_p).to(tl.float32)[None, :]
         z = acc + bias[None, :]
-        y = _steps(z, z, p, 1, NORM_AT - 1, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6,
-                   A6, B6)
-        tl.store(s_ptr + offs_cm[:, None] * stride_sm + offs_cn[None, :], y,
-                 mask=row[:, None] & (offs_cn < N)[None, :])
+        y = _steps(
+            z, z, p, 1, NORM_AT - 1, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6
+        )
+        tl.store(s_ptr + offs_cm[:, None] * stride_sm + offs_cn[None, :], y, mask=row[:, None] & (offs_cn < N)[None, :])
     # the barrier makes every thread's scratch stores visible to the others'
     tl.debug_barrier()
     # pass 2, group by group: the mean, the variance of the centered values (E[y^2] - E[y]^2 cancels in fp32
@@ -250,8 +277,9 @@ def _linear_groupnorm_rows_kernel(
         for c0 in range(0, GS, BLOCK_N):
             offs = c0 + tl.arange(0, BLOCK_N)
             mask = row[:, None] & (offs < GS)[None, :]
-            total += tl.sum(tl.load(s_ptr + offs_cm[:, None] * stride_sm + (g0 + offs)[None, :], mask=mask,
-                                    other=0.0), axis=1)
+            total += tl.sum(
+                tl.load(s_ptr + offs_cm[:, None] * stride_sm + (g0 + offs)[None, :], mask=mask, other=0.0), axis=1
+            )
         mean = total / GS
         squares = tl.zeros((BLOCK_M,), dtype=tl.float32)
         for c0 in range(0, GS, BLOCK_N):
@@ -271,10 +299,15 @@ def _linear_groupnorm_rows_kernel(
             beta = tl.load(be_ptr + feat * stride_be).to(tl.float32)
             p = tl.load(p_ptr + feat * stride_p).to(tl.float32)[None, :]
             yn = (y - mean[:, None]) * rstd[:, None] * gamma[None, :] + beta[None, :]
-            out = _steps(yn, yn, p, NORM_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5,
-                         OP6, A6, B6)
-            tl.store(c_ptr + offs_cm[:, None] * stride_cm + feat[None, :] * stride_cn,
-                     out.to(c_ptr.dtype.element_ty), mask=mask)
+            out = _steps(
+                yn, yn, p, NORM_AT + 1, 6, OP1, A1, B1, OP2, A2, B2, OP3, A3, B3, OP4, A4, B4, OP5, A5, B5, OP6, A6, B6
+            )
+            tl.store(
+                c_ptr + offs_cm[:, None] * stride_cm + feat[None, :] * stride_cn,
+                out.to(c_ptr.dtype.element_ty),
+                mask=mask,
+            )
+
 
 def launch(x, w, b, gamma, beta, p, **params):
     M, K = x.shape
@@ -288,10 +321,29 @@ def launch(x, w, b, gamma, beta, p, **params):
     scratch = torch.empty((M, N), device=x.device, dtype=torch.float32)
     bm = params["BLOCK_M"]
     _linear_groupnorm_rows_kernel[(triton.cdiv(M, bm),)](
-        x, w, b, gamma, beta, p, y, scratch,
-        M, N, K, N // GROUPS,
-        x.stride(0), x.stride(1), w.stride(1), w.stride(0), b.stride(0), gamma.stride(0), beta.stride(0),
-        p.stride(0), y.stride(0), y.stride(1), scratch.stride(0),
+        x,
+        w,
+        b,
+        gamma,
+        beta,
+        p,
+        y,
+        scratch,
+        M,
+        N,
+        K,
+        N // GROUPS,
+        x.stride(0),
+        x.stride(1),
+        w.stride(1),
+        w.stride(0),
+        b.stride(0),
+        gamma.stride(0),
+        beta.stride(0),
+        p.stride(0),
+        y.stride(0),
+        y.stride(1),
+        scratch.stride(0),
         # ---- generated: arguments (python -m warpforge.kernels.chain_regions) ----
         OP1=OP1,
         A1=A1,
@@ -312,8 +364,14 @@ def launch(x, w, b, gamma, beta, p, **params):
         A6=A6,
         B6=B6,
         # ---- end generated: arguments ----
-        NORM_AT=NORM_AT, G=GROUPS, EPS=EPS,
-        BLOCK_M=bm, BLOCK_N=params["BLOCK_N"], BLOCK_K=params["BLOCK_K"], DOT_PRECISION=precision,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        NORM_AT=NORM_AT,
+        G=GROUPS,
+        EPS=EPS,
+        BLOCK_M=bm,
+        BLOCK_N=params["BLOCK_N"],
+        BLOCK_K=params["BLOCK_K"],
+        DOT_PRECISION=precision,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y

@@ -50,8 +50,7 @@ def _elem_loss(p, t, OP: tl.constexpr):
 
 
 @triton.jit
-def _atomic_kernel(p_ptr, t_ptr, acc_ptr, count_ptr, y_ptr, n, iters, div, OP: tl.constexpr,
-                   BLOCK: tl.constexpr):
+def _atomic_kernel(p_ptr, t_ptr, acc_ptr, count_ptr, y_ptr, n, iters, div, OP: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     programs = tl.num_programs(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
@@ -83,6 +82,18 @@ def launch(pred, target, **params):
     count = torch.zeros((1,), dtype=torch.int32, device=pred.device)
     y = torch.empty((), dtype=pred.dtype, device=pred.device)
     div = n if REDUCTION == "mean" else (pred.shape[0] if REDUCTION == "batchmean" else 1)
-    _atomic_kernel[(programs,)](pred, target, cell, count, y, n, iters, float(div), OP=OP, BLOCK=params["BLOCK"],
-                                num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _atomic_kernel[(programs,)](
+        pred,
+        target,
+        cell,
+        count,
+        y,
+        n,
+        iters,
+        float(div),
+        OP=OP,
+        BLOCK=params["BLOCK"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -89,7 +89,16 @@ def launch(pred, target, **params):
     partials = torch.empty((programs,), dtype=torch.float32, device=pred.device)
     y = torch.empty((), dtype=pred.dtype, device=pred.device)
     div = n if REDUCTION == "mean" else (pred.shape[0] if REDUCTION == "batchmean" else 1)
-    _partial_kernel[(programs,)](pred, target, partials, n, OP=OP, BLOCK=params["BLOCK"], TILES=params["TILES"],
-                                 num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _partial_kernel[(programs,)](
+        pred,
+        target,
+        partials,
+        n,
+        OP=OP,
+        BLOCK=params["BLOCK"],
+        TILES=params["TILES"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     _finish_kernel[(1,)](partials, y, programs, float(div), BLOCK=FINISH_BLOCK, num_warps=4, num_stages=1)
     return y

@@ -26,8 +26,9 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _masked_scan_kernel(x_ptr, k_ptr, y_ptr, L, N, sxm, sxl, sxn, skm, skl, skn,
-                        BLOCK_L: tl.constexpr, BLOCK_N: tl.constexpr):
+def _masked_scan_kernel(
+    x_ptr, k_ptr, y_ptr, L, N, sxm, sxl, sxn, skm, skl, skn, BLOCK_L: tl.constexpr, BLOCK_N: tl.constexpr
+):
     m = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     pos = tl.arange(0, BLOCK_L)
@@ -45,8 +46,21 @@ def launch(x, mask, **params):
     keep = mask.view(torch.uint8)  # one byte an element, 0 or 1: Triton loads it as an integer
     y = torch.empty((m, length, n), dtype=x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _masked_scan_kernel[grid](x, keep, y, length, n, x.stride(0), x.stride(1), x.stride(2),
-                              keep.stride(0), keep.stride(1), keep.stride(2),
-                              BLOCK_L=triton.next_power_of_2(length), BLOCK_N=params["BLOCK_N"],
-                              num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _masked_scan_kernel[grid](
+        x,
+        keep,
+        y,
+        length,
+        n,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        keep.stride(0),
+        keep.stride(1),
+        keep.stride(2),
+        BLOCK_L=triton.next_power_of_2(length),
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -43,11 +43,23 @@ def constraints(params, shape):
 
 @triton.jit
 def _matmul_split_k_kernel(
-    a_ptr, b_ptr, part_ptr,
-    M, N, K, k_tiles_per_split,
-    stride_am, stride_ak, stride_bk, stride_bn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, TRI: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    part_ptr,
+    M,
+    N,
+    K,
+    k_tiles_per_split,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    TRI: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -77,11 +89,13 @@ def _matmul_split_k_kernel(
         offs_kk = kt * BLOCK_K + offs_k
         a = tl.load(
             a_ptr + offs_am[:, None] * stride_am + offs_kk[None, :] * stride_ak,
-            mask=offs_kk[None, :] < K, other=0.0,
+            mask=offs_kk[None, :] < K,
+            other=0.0,
         )
         b = tl.load(
             b_ptr + offs_kk[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
-            mask=offs_kk[:, None] < K, other=0.0,
+            mask=offs_kk[:, None] < K,
+            other=0.0,
         )
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
 
@@ -123,13 +137,33 @@ def launch(a, b, **params):
     part = torch.empty((split, M, N), device=a.device, dtype=torch.float32)
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
     _matmul_split_k_kernel[grid](
-        a, b, part,
-        M, N, K, k_per,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=params["GROUP_M"], DOT_PRECISION=precision, TRI=TRI,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        a,
+        b,
+        part,
+        M,
+        N,
+        K,
+        k_per,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=params["GROUP_M"],
+        DOT_PRECISION=precision,
+        TRI=TRI,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     _split_k_reduce_kernel[(triton.cdiv(M * N, _REDUCE_BLOCK),)](
-        part, c, M * N, SPLIT_K=split, BLOCK=_REDUCE_BLOCK, num_warps=4, num_stages=1,
+        part,
+        c,
+        M * N,
+        SPLIT_K=split,
+        BLOCK=_REDUCE_BLOCK,
+        num_warps=4,
+        num_stages=1,
     )
     return c

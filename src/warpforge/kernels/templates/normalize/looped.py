@@ -38,8 +38,9 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _normalize_kernel(x_ptr, y_ptr, R, N, sxm, sxr, sxn, OP: tl.constexpr, EPS: tl.constexpr,
-                      BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+def _normalize_kernel(
+    x_ptr, y_ptr, R, N, sxm, sxr, sxn, OP: tl.constexpr, EPS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr
+):
     m = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     rows = tl.arange(0, BLOCK_R)
@@ -74,7 +75,19 @@ def launch(x, **params):
     m, r, n = x.shape
     y = torch.empty((m, r, n), dtype=x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _normalize_kernel[grid](x, y, r, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, EPS=EPS,
-                            BLOCK_R=params["BLOCK_R"], BLOCK_N=params["BLOCK_N"],
-                            num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _normalize_kernel[grid](
+        x,
+        y,
+        r,
+        n,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        OP=OP,
+        EPS=EPS,
+        BLOCK_R=params["BLOCK_R"],
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

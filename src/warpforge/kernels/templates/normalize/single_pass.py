@@ -36,13 +36,17 @@ def constraints(params, shape):
     floor = min(MIN_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4, fits)
     # The floor binds only where one configuration can still serve every benchmark shape: R=65535 with N=1
     # needs BLOCK_N=1, so a shape whose whole R fits one program keeps every width (looped.py has the floor).
-    return (block_r <= MAX_BLOCK_R and block_r * params["BLOCK_N"] // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
-            and (params["BLOCK_N"] >= floor or block_r <= 4096))
+    return (
+        block_r <= MAX_BLOCK_R
+        and block_r * params["BLOCK_N"] // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
+        and (params["BLOCK_N"] >= floor or block_r <= 4096)
+    )
 
 
 @triton.jit
-def _normalize_kernel(x_ptr, y_ptr, R, N, sxm, sxr, sxn, OP: tl.constexpr, EPS: tl.constexpr,
-                      BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+def _normalize_kernel(
+    x_ptr, y_ptr, R, N, sxm, sxr, sxn, OP: tl.constexpr, EPS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr
+):
     m = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     r = tl.arange(0, BLOCK_R)[:, None].to(tl.int64)
@@ -67,7 +71,19 @@ def launch(x, **params):
     m, r, n = x.shape
     y = torch.empty((m, r, n), dtype=x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _normalize_kernel[grid](x, y, r, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, EPS=EPS,
-                            BLOCK_R=triton.next_power_of_2(r), BLOCK_N=params["BLOCK_N"],
-                            num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _normalize_kernel[grid](
+        x,
+        y,
+        r,
+        n,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        OP=OP,
+        EPS=EPS,
+        BLOCK_R=triton.next_power_of_2(r),
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

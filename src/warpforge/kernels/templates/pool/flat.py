@@ -66,11 +66,33 @@ def _count(start, size, K: tl.constexpr, P: tl.constexpr, COUNT_PAD: tl.constexp
 
 
 @triton.jit
-def _pool_flat_kernel(x_ptr, y_ptr, total, D, H, W, OD, OH, OW,
-                      OP: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, SD: tl.constexpr,
-                      SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-                      DLD: tl.constexpr, DLH: tl.constexpr, DLW: tl.constexpr, COUNT_PAD: tl.constexpr,
-                      DIVISOR: tl.constexpr, BLOCK: tl.constexpr):
+def _pool_flat_kernel(
+    x_ptr,
+    y_ptr,
+    total,
+    D,
+    H,
+    W,
+    OD,
+    OH,
+    OW,
+    OP: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DLD: tl.constexpr,
+    DLH: tl.constexpr,
+    DLW: tl.constexpr,
+    COUNT_PAD: tl.constexpr,
+    DIVISOR: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < total
     ow = offs % OW
@@ -107,8 +129,7 @@ def _pool_flat_kernel(x_ptr, y_ptr, total, D, H, W, OD, OH, OW,
         if DIVISOR > 0:
             acc = acc / DIVISOR
         else:
-            n = _count(d0, D, KD, PD, COUNT_PAD) * _count(h0, H, KH, PH, COUNT_PAD) * _count(w0, W, KW, PW,
-                                                                                             COUNT_PAD)
+            n = _count(d0, D, KD, PD, COUNT_PAD) * _count(h0, H, KH, PH, COUNT_PAD) * _count(w0, W, KW, PW, COUNT_PAD)
             acc = acc / n.to(tl.float32)
     tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
@@ -122,7 +143,33 @@ def launch(x, **params):
     y = torch.empty((n, c, od, oh, ow), dtype=x.dtype, device=x.device)
     total = n * c * od * oh * ow
     grid = (triton.cdiv(total, params["BLOCK"]),)
-    _pool_flat_kernel[grid](x, y, total, d, h, w, od, oh, ow, OP=OP, KD=KD, KH=KH, KW=KW, SD=SD, SH=SH, SW=SW,
-                            PD=PD, PH=PH, PW=PW, DLD=DLD, DLH=DLH, DLW=DLW, COUNT_PAD=COUNT_PAD, DIVISOR=DIVISOR,
-                            BLOCK=params["BLOCK"], num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _pool_flat_kernel[grid](
+        x,
+        y,
+        total,
+        d,
+        h,
+        w,
+        od,
+        oh,
+        ow,
+        OP=OP,
+        KD=KD,
+        KH=KH,
+        KW=KW,
+        SD=SD,
+        SH=SH,
+        SW=SW,
+        PD=PD,
+        PH=PH,
+        PW=PW,
+        DLD=DLD,
+        DLH=DLH,
+        DLW=DLW,
+        COUNT_PAD=COUNT_PAD,
+        DIVISOR=DIVISOR,
+        BLOCK=params["BLOCK"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

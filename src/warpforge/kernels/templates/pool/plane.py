@@ -70,11 +70,35 @@ def _count(start, size, K: tl.constexpr, P: tl.constexpr, COUNT_PAD: tl.constexp
 
 
 @triton.jit
-def _pool_plane_kernel(x_ptr, y_ptr, D, H, W, OD, OH, OW, tiles_w, tiles,
-                       OP: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, SD: tl.constexpr,
-                       SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-                       DLD: tl.constexpr, DLH: tl.constexpr, DLW: tl.constexpr, COUNT_PAD: tl.constexpr,
-                       DIVISOR: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
+def _pool_plane_kernel(
+    x_ptr,
+    y_ptr,
+    D,
+    H,
+    W,
+    OD,
+    OH,
+    OW,
+    tiles_w,
+    tiles,
+    OP: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DLD: tl.constexpr,
+    DLH: tl.constexpr,
+    DLW: tl.constexpr,
+    COUNT_PAD: tl.constexpr,
+    DIVISOR: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+):
     pid = tl.program_id(0).to(tl.int64)
     out_plane = pid // tiles  # n * C * OD + c * OD + od
     tile = pid % tiles
@@ -133,8 +157,35 @@ def launch(x, **params):
     tiles_w = triton.cdiv(ow, params["BLOCK_W"])
     tiles = triton.cdiv(oh, params["BLOCK_H"]) * tiles_w
     grid = (n * c * od * tiles,)
-    _pool_plane_kernel[grid](x, y, d, h, w, od, oh, ow, tiles_w, tiles, OP=OP, KD=KD, KH=KH, KW=KW, SD=SD, SH=SH,
-                             SW=SW, PD=PD, PH=PH, PW=PW, DLD=DLD, DLH=DLH, DLW=DLW, COUNT_PAD=COUNT_PAD,
-                             DIVISOR=DIVISOR, BLOCK_H=params["BLOCK_H"], BLOCK_W=params["BLOCK_W"],
-                             num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _pool_plane_kernel[grid](
+        x,
+        y,
+        d,
+        h,
+        w,
+        od,
+        oh,
+        ow,
+        tiles_w,
+        tiles,
+        OP=OP,
+        KD=KD,
+        KH=KH,
+        KW=KW,
+        SD=SD,
+        SH=SH,
+        SW=SW,
+        PD=PD,
+        PH=PH,
+        PW=PW,
+        DLD=DLD,
+        DLH=DLH,
+        DLW=DLW,
+        COUNT_PAD=COUNT_PAD,
+        DIVISOR=DIVISOR,
+        BLOCK_H=params["BLOCK_H"],
+        BLOCK_W=params["BLOCK_W"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

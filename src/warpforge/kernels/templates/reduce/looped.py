@@ -29,8 +29,7 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _reduce_kernel(x_ptr, y_ptr, R, N, sxm, sxr, sxn, OP: tl.constexpr, BLOCK_R: tl.constexpr,
-                   BLOCK_N: tl.constexpr):
+def _reduce_kernel(x_ptr, y_ptr, R, N, sxm, sxr, sxn, OP: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
     m = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     rows = tl.arange(0, BLOCK_R)
@@ -92,6 +91,18 @@ def launch(x, **params):
     index = OP == "argmax" or OP == "argmin"
     y = torch.empty((m, 1, n) if KEEPDIM else (m, n), dtype=torch.int64 if index else x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _reduce_kernel[grid](x, y, r, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, BLOCK_R=params["BLOCK_R"],
-                         BLOCK_N=params["BLOCK_N"], num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _reduce_kernel[grid](
+        x,
+        y,
+        r,
+        n,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        OP=OP,
+        BLOCK_R=params["BLOCK_R"],
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -37,8 +37,9 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr,
-                           STORE_RSTD: tl.constexpr):
+def _rmsnorm_looped_kernel(
+    x_ptr, w_ptr, y_ptr, rstd_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr, STORE_RSTD: tl.constexpr
+):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
@@ -61,7 +62,18 @@ def _rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, N, stride_x, stride_y,
 
 @triton.jit
 def _rmsnorm_looped_bwd_kernel(
-    dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, M, N, stride_dy, stride_x, stride_dx, rows_per_program,
+    dy_ptr,
+    x_ptr,
+    w_ptr,
+    rstd_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    M,
+    N,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    rows_per_program,
     BLOCK_N: tl.constexpr,
 ):
     # dx = rstd * (w*dy - x * rstd^2 * mean(x*w*dy)); dw = sum over rows of dy * x * rstd.
@@ -114,9 +126,18 @@ def launch(x, w, **params):
     m = x2.shape[0]
     y = torch.empty_like(x2)
     _rmsnorm_looped_kernel[(m,)](
-        x2, w, y, y, n, x2.stride(0), y.stride(0), EPS,
-        BLOCK_N=params["BLOCK_N"], STORE_RSTD=False,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        y,
+        y,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        BLOCK_N=params["BLOCK_N"],
+        STORE_RSTD=False,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)
 
@@ -130,9 +151,18 @@ def launch_forward(x, w, **params):
     y = torch.empty_like(x2)
     rstd = torch.empty((m,), device=x.device, dtype=torch.float32)
     _rmsnorm_looped_kernel[(m,)](
-        x2, w, y, rstd, n, x2.stride(0), y.stride(0), EPS,
-        BLOCK_N=params["BLOCK_N"], STORE_RSTD=True,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        y,
+        rstd,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        BLOCK_N=params["BLOCK_N"],
+        STORE_RSTD=True,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape), (rstd,)
 
@@ -149,8 +179,21 @@ def launch_backward(grad_out, saved, x, w, **params):
     programs = triton.cdiv(m, rows)
     part = torch.empty((programs, n), device=x.device, dtype=torch.float32)
     _rmsnorm_looped_bwd_kernel[(programs,)](
-        dy, x2, w, rstd, dx, part, m, n, dy.stride(0), x2.stride(0), dx.stride(0), rows,
-        BLOCK_N=params["BLOCK_N"], num_warps=params["num_warps"], num_stages=params["num_stages"],
+        dy,
+        x2,
+        w,
+        rstd,
+        dx,
+        part,
+        m,
+        n,
+        dy.stride(0),
+        x2.stride(0),
+        dx.stride(0),
+        rows,
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     dw = torch.empty_like(w)
     _dw_reduce_kernel[(triton.cdiv(n, REDUCE_BLOCK_N),)](part, dw, programs, n, BLOCK_N=REDUCE_BLOCK_N)

@@ -48,8 +48,18 @@ def constraints(params, shape):
 
 @triton.jit
 def _rmsnorm_2d_kernel(
-    x_ptr, w_ptr, y_ptr, rstd_ptr, M, N, stride_x, stride_y, eps,
-    ROWS: tl.constexpr, BLOCK_N: tl.constexpr, STORE_RSTD: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    rstd_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * ROWS + tl.arange(0, ROWS)
@@ -67,8 +77,20 @@ def _rmsnorm_2d_kernel(
 
 @triton.jit
 def _rmsnorm_2d_bwd_kernel(
-    dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, M, N, stride_dy, stride_x, stride_dx, tiles_per_program,
-    ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+    dy_ptr,
+    x_ptr,
+    w_ptr,
+    rstd_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    M,
+    N,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    tiles_per_program,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     # dx = rstd * (w*dy - x * rstd^2 * mean(x*w*dy)); dw = sum over rows of dy * x * rstd.
     pid = tl.program_id(0).to(tl.int64)
@@ -108,9 +130,20 @@ def launch(x, w, **params):
     y = torch.empty_like(x2)
     rows = _rows(params["TILE"], m, n)
     _rmsnorm_2d_kernel[(triton.cdiv(m, rows),)](
-        x2, w, y, y, m, n, x2.stride(0), y.stride(0), EPS,
-        ROWS=rows, BLOCK_N=triton.next_power_of_2(n), STORE_RSTD=False,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        y,
+        y,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        ROWS=rows,
+        BLOCK_N=triton.next_power_of_2(n),
+        STORE_RSTD=False,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)
 
@@ -125,9 +158,20 @@ def launch_forward(x, w, **params):
     rstd = torch.empty((m,), device=x.device, dtype=torch.float32)
     rows = _rows(params["TILE"], m, n)
     _rmsnorm_2d_kernel[(triton.cdiv(m, rows),)](
-        x2, w, y, rstd, m, n, x2.stride(0), y.stride(0), EPS,
-        ROWS=rows, BLOCK_N=triton.next_power_of_2(n), STORE_RSTD=True,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        y,
+        rstd,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        ROWS=rows,
+        BLOCK_N=triton.next_power_of_2(n),
+        STORE_RSTD=True,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape), (rstd,)
 
@@ -146,8 +190,21 @@ def launch_backward(grad_out, saved, x, w, **params):
     programs = triton.cdiv(tiles, per_program)
     part = torch.empty((programs, n), device=x.device, dtype=torch.float32)
     _rmsnorm_2d_bwd_kernel[(programs,)](
-        dy, x2, w, rstd, dx, part, m, n, dy.stride(0), x2.stride(0), dx.stride(0), per_program,
-        ROWS=rows, BLOCK_N=triton.next_power_of_2(n), num_warps=params["num_warps"],
+        dy,
+        x2,
+        w,
+        rstd,
+        dx,
+        part,
+        m,
+        n,
+        dy.stride(0),
+        x2.stride(0),
+        dx.stride(0),
+        per_program,
+        ROWS=rows,
+        BLOCK_N=triton.next_power_of_2(n),
+        num_warps=params["num_warps"],
     )
     dw = torch.empty_like(w)
     _dw_reduce_kernel[(triton.cdiv(n, REDUCE_BLOCK_N),)](part, dw, programs, n, BLOCK_N=REDUCE_BLOCK_N)

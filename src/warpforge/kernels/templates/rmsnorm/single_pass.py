@@ -40,8 +40,18 @@ def constraints(params, shape):
 
 @triton.jit
 def _rmsnorm_rows_kernel(
-    x_ptr, w_ptr, y_ptr, rstd_ptr, M, N, stride_x, stride_y, eps,
-    BLOCK: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr, STORE_RSTD: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    rstd_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK: tl.constexpr,
+    ROWS_PER_PROGRAM: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -61,7 +71,18 @@ def _rmsnorm_rows_kernel(
 
 @triton.jit
 def _rmsnorm_rows_bwd_kernel(
-    dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, M, N, stride_dy, stride_x, stride_dx, rows_per_program,
+    dy_ptr,
+    x_ptr,
+    w_ptr,
+    rstd_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    M,
+    N,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    rows_per_program,
     BLOCK: tl.constexpr,
 ):
     # dx = rstd * (w*dy - x * rstd^2 * mean(x*w*dy)); dw = sum over rows of dy * x * rstd.
@@ -101,9 +122,20 @@ def launch(x, w, **params):
     y = torch.empty_like(x2)
     rows = params["ROWS_PER_PROGRAM"]
     _rmsnorm_rows_kernel[(triton.cdiv(m, rows),)](
-        x2, w, y, y, m, n, x2.stride(0), y.stride(0), EPS,
-        BLOCK=triton.next_power_of_2(n), ROWS_PER_PROGRAM=rows, STORE_RSTD=False,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        y,
+        y,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        BLOCK=triton.next_power_of_2(n),
+        ROWS_PER_PROGRAM=rows,
+        STORE_RSTD=False,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)
 
@@ -118,9 +150,20 @@ def launch_forward(x, w, **params):
     rstd = torch.empty((m,), device=x.device, dtype=torch.float32)
     rows = params["ROWS_PER_PROGRAM"]
     _rmsnorm_rows_kernel[(triton.cdiv(m, rows),)](
-        x2, w, y, rstd, m, n, x2.stride(0), y.stride(0), EPS,
-        BLOCK=triton.next_power_of_2(n), ROWS_PER_PROGRAM=rows, STORE_RSTD=True,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        w,
+        y,
+        rstd,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        EPS,
+        BLOCK=triton.next_power_of_2(n),
+        ROWS_PER_PROGRAM=rows,
+        STORE_RSTD=True,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape), (rstd,)
 
@@ -137,8 +180,20 @@ def launch_backward(grad_out, saved, x, w, **params):
     programs = triton.cdiv(m, rows)
     part = torch.empty((programs, n), device=x.device, dtype=torch.float32)
     _rmsnorm_rows_bwd_kernel[(programs,)](
-        dy, x2, w, rstd, dx, part, m, n, dy.stride(0), x2.stride(0), dx.stride(0), rows,
-        BLOCK=triton.next_power_of_2(n), num_warps=params["num_warps"],
+        dy,
+        x2,
+        w,
+        rstd,
+        dx,
+        part,
+        m,
+        n,
+        dy.stride(0),
+        x2.stride(0),
+        dx.stride(0),
+        rows,
+        BLOCK=triton.next_power_of_2(n),
+        num_warps=params["num_warps"],
     )
     dw = torch.empty_like(w)
     _dw_reduce_kernel[(triton.cdiv(n, REDUCE_BLOCK_N),)](part, dw, programs, n, BLOCK_N=REDUCE_BLOCK_N)

@@ -23,8 +23,9 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _rotary_positions_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, H, S, HALF,
-                             SIGN: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_HALF: tl.constexpr):
+def _rotary_positions_kernel(
+    x_ptr, cos_ptr, sin_ptr, out_ptr, H, S, HALF, SIGN: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_HALF: tl.constexpr
+):
     pos = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     b = tl.program_id(1).to(tl.int64)
     cols = tl.arange(0, BLOCK_HALF)
@@ -54,9 +55,20 @@ def launch(x, cos, sin, **params):
     xc = x.contiguous()
     out = torch.empty_like(xc)
     grid = (triton.cdiv(s, params["BLOCK_S"]), b)
-    _rotary_positions_kernel[grid](xc, cos.contiguous(), sin.contiguous(), out, h, s, d // 2,
-                                   SIGN=1, BLOCK_S=params["BLOCK_S"], BLOCK_HALF=triton.next_power_of_2(d // 2),
-                                   num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _rotary_positions_kernel[grid](
+        xc,
+        cos.contiguous(),
+        sin.contiguous(),
+        out,
+        h,
+        s,
+        d // 2,
+        SIGN=1,
+        BLOCK_S=params["BLOCK_S"],
+        BLOCK_HALF=triton.next_power_of_2(d // 2),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return out
 
 
@@ -65,9 +77,20 @@ def launch_forward(x, cos, sin, **params):
     xc = x.contiguous()
     out = torch.empty_like(xc)
     grid = (triton.cdiv(s, params["BLOCK_S"]), b)
-    _rotary_positions_kernel[grid](xc, cos.contiguous(), sin.contiguous(), out, h, s, d // 2,
-                                   SIGN=1, BLOCK_S=params["BLOCK_S"], BLOCK_HALF=triton.next_power_of_2(d // 2),
-                                   num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _rotary_positions_kernel[grid](
+        xc,
+        cos.contiguous(),
+        sin.contiguous(),
+        out,
+        h,
+        s,
+        d // 2,
+        SIGN=1,
+        BLOCK_S=params["BLOCK_S"],
+        BLOCK_HALF=triton.next_power_of_2(d // 2),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return out, ()  # the backward needs only cos and sin, which are inputs
 
 
@@ -76,7 +99,18 @@ def launch_backward(grad_out, saved, x, cos, sin, **params):
     g = grad_out.contiguous()
     dx = torch.empty_like(g)
     grid = (triton.cdiv(s, params["BLOCK_S"]), b)
-    _rotary_positions_kernel[grid](g, cos.contiguous(), sin.contiguous(), dx, h, s, d // 2,
-                                   SIGN=-1, BLOCK_S=params["BLOCK_S"], BLOCK_HALF=triton.next_power_of_2(d // 2),
-                                   num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _rotary_positions_kernel[grid](
+        g,
+        cos.contiguous(),
+        sin.contiguous(),
+        dx,
+        h,
+        s,
+        d // 2,
+        SIGN=-1,
+        BLOCK_S=params["BLOCK_S"],
+        BLOCK_HALF=triton.next_power_of_2(d // 2),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return (dx,)

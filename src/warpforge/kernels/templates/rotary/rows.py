@@ -22,8 +22,18 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _rotary_rows_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, n_rows, S, HALF,
-                        SIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_HALF: tl.constexpr):
+def _rotary_rows_kernel(
+    x_ptr,
+    cos_ptr,
+    sin_ptr,
+    out_ptr,
+    n_rows,
+    S,
+    HALF,
+    SIGN: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, BLOCK_HALF)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < HALF)
@@ -53,9 +63,20 @@ def launch(x, cos, sin, **params):
     out = torch.empty_like(xc)
     n_rows = b * h * s
     grid = (triton.cdiv(n_rows, params["BLOCK_ROWS"]),)
-    _rotary_rows_kernel[grid](xc, cos.contiguous(), sin.contiguous(), out, n_rows, s, d // 2,
-                              SIGN=1, BLOCK_ROWS=params["BLOCK_ROWS"], BLOCK_HALF=triton.next_power_of_2(d // 2),
-                              num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _rotary_rows_kernel[grid](
+        xc,
+        cos.contiguous(),
+        sin.contiguous(),
+        out,
+        n_rows,
+        s,
+        d // 2,
+        SIGN=1,
+        BLOCK_ROWS=params["BLOCK_ROWS"],
+        BLOCK_HALF=triton.next_power_of_2(d // 2),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return out
 
 
@@ -65,9 +86,20 @@ def launch_forward(x, cos, sin, **params):
     out = torch.empty_like(xc)
     n_rows = b * h * s
     grid = (triton.cdiv(n_rows, params["BLOCK_ROWS"]),)
-    _rotary_rows_kernel[grid](xc, cos.contiguous(), sin.contiguous(), out, n_rows, s, d // 2,
-                              SIGN=1, BLOCK_ROWS=params["BLOCK_ROWS"], BLOCK_HALF=triton.next_power_of_2(d // 2),
-                              num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _rotary_rows_kernel[grid](
+        xc,
+        cos.contiguous(),
+        sin.contiguous(),
+        out,
+        n_rows,
+        s,
+        d // 2,
+        SIGN=1,
+        BLOCK_ROWS=params["BLOCK_ROWS"],
+        BLOCK_HALF=triton.next_power_of_2(d // 2),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return out, ()  # the backward needs only cos and sin, which are inputs
 
 
@@ -77,7 +109,18 @@ def launch_backward(grad_out, saved, x, cos, sin, **params):
     dx = torch.empty_like(g)
     n_rows = b * h * s
     grid = (triton.cdiv(n_rows, params["BLOCK_ROWS"]),)
-    _rotary_rows_kernel[grid](g, cos.contiguous(), sin.contiguous(), dx, n_rows, s, d // 2,
-                              SIGN=-1, BLOCK_ROWS=params["BLOCK_ROWS"], BLOCK_HALF=triton.next_power_of_2(d // 2),
-                              num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _rotary_rows_kernel[grid](
+        g,
+        cos.contiguous(),
+        sin.contiguous(),
+        dx,
+        n_rows,
+        s,
+        d // 2,
+        SIGN=-1,
+        BLOCK_ROWS=params["BLOCK_ROWS"],
+        BLOCK_HALF=triton.next_power_of_2(d // 2),
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return (dx,)

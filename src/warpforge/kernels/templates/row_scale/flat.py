@@ -41,5 +41,6 @@ def launch(s, x, **params):
     y = torch.empty_like(x)
     total = M * N
     _row_scale_flat_kernel[(triton.cdiv(total, params["BLOCK"]),)](
-        s, x, y, total, N, BLOCK=params["BLOCK"], num_warps=params["num_warps"], num_stages=params["num_stages"])
+        s, x, y, total, N, BLOCK=params["BLOCK"], num_warps=params["num_warps"], num_stages=params["num_stages"]
+    )
     return y

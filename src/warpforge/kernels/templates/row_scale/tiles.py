@@ -25,8 +25,9 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _row_scale_tiles_kernel(s_ptr, x_ptr, y_ptr, M, N, stride_xm, stride_xn, stride_ym, stride_yn,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _row_scale_tiles_kernel(
+    s_ptr, x_ptr, y_ptr, M, N, stride_xm, stride_xn, stride_ym, stride_yn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < M
@@ -35,8 +36,7 @@ def _row_scale_tiles_kernel(s_ptr, x_ptr, y_ptr, M, N, stride_xm, stride_xn, str
     rows64 = rows.to(tl.int64)
     x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0)
     y = s[:, None] * x.to(tl.float32)
-    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, y.to(y_ptr.dtype.element_ty),
-             mask=mask)
+    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def launch(s, x, **params):
@@ -47,7 +47,19 @@ def launch(s, x, **params):
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     # rows on axis 0 (up to 2^31 programs), column blocks on axis 1 (65535 at most: N < 2^25 with 512)
     grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
-    _row_scale_tiles_kernel[grid](s, x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-                                  BLOCK_M=bm, BLOCK_N=bn, num_warps=params["num_warps"],
-                                  num_stages=params["num_stages"])
+    _row_scale_tiles_kernel[grid](
+        s,
+        x,
+        y,
+        M,
+        N,
+        x.stride(0),
+        x.stride(1),
+        y.stride(0),
+        y.stride(1),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -38,5 +38,6 @@ def launch(x, s, **params):
     total = x.numel()
     # 65536 x 16384 is 2^30 elements: offsets in int64, 2^30 / 8192 = 131072 programs on axis 0 (limit 2^31)
     _scale_flat_kernel[(triton.cdiv(total, params["BLOCK"]),)](
-        x, y, s, total, BLOCK=params["BLOCK"], num_warps=params["num_warps"], num_stages=params["num_stages"])
+        x, y, s, total, BLOCK=params["BLOCK"], num_warps=params["num_warps"], num_stages=params["num_stages"]
+    )
     return y

@@ -32,8 +32,20 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: tl.constexpr,
-                 EXCLUSIVE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_N: tl.constexpr):
+def _scan_kernel(
+    x_ptr,
+    y_ptr,
+    L,
+    N,
+    sxm,
+    sxl,
+    sxn,
+    OP: tl.constexpr,
+    REVERSE: tl.constexpr,
+    EXCLUSIVE: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     m = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
@@ -69,7 +81,20 @@ def launch(x, **params):
     m, length, n = x.shape
     y = torch.empty((m, length, n), dtype=x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _scan_kernel[grid](x, y, length, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, REVERSE=REVERSE,
-                       EXCLUSIVE=EXCLUSIVE, BLOCK_L=params["BLOCK_L"], BLOCK_N=params["BLOCK_N"],
-                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _scan_kernel[grid](
+        x,
+        y,
+        length,
+        n,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        OP=OP,
+        REVERSE=REVERSE,
+        EXCLUSIVE=EXCLUSIVE,
+        BLOCK_L=params["BLOCK_L"],
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -32,8 +32,20 @@ def constraints(params, shape):
 
 
 @triton.jit
-def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: tl.constexpr,
-                 EXCLUSIVE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_N: tl.constexpr):
+def _scan_kernel(
+    x_ptr,
+    y_ptr,
+    L,
+    N,
+    sxm,
+    sxl,
+    sxn,
+    OP: tl.constexpr,
+    REVERSE: tl.constexpr,
+    EXCLUSIVE: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     m = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     pos = tl.arange(0, BLOCK_L)
@@ -44,22 +56,37 @@ def _scan_kernel(x_ptr, y_ptr, L, N, sxm, sxl, sxn, OP: tl.constexpr, REVERSE: t
     src = (L - 1 - q) if REVERSE else q
     dst = (L - 1 - pos) if REVERSE else pos
     load_ok = ((q >= 0) & (q < L))[:, None] & col_ok[None, :]
-    x = tl.load(x_ptr + m * sxm + src[:, None].to(tl.int64) * sxl + cols[None, :] * sxn, mask=load_ok,
-                other=fill).to(tl.float32)
+    x = tl.load(x_ptr + m * sxm + src[:, None].to(tl.int64) * sxl + cols[None, :] * sxn, mask=load_ok, other=fill).to(
+        tl.float32
+    )
     if OP == "sum":
         y = tl.cumsum(x, axis=0)
     else:
         y = tl.cumprod(x, axis=0)
     out_ok = (pos < L)[:, None] & col_ok[None, :]
-    tl.store(y_ptr + m * L * N + dst[:, None].to(tl.int64) * N + cols[None, :], y.to(y_ptr.dtype.element_ty),
-             mask=out_ok)
+    tl.store(
+        y_ptr + m * L * N + dst[:, None].to(tl.int64) * N + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=out_ok
+    )
 
 
 def launch(x, **params):
     m, length, n = x.shape
     y = torch.empty((m, length, n), dtype=x.dtype, device=x.device)
     grid = (m, triton.cdiv(n, params["BLOCK_N"]))
-    _scan_kernel[grid](x, y, length, n, x.stride(0), x.stride(1), x.stride(2), OP=OP, REVERSE=REVERSE,
-                       EXCLUSIVE=EXCLUSIVE, BLOCK_L=triton.next_power_of_2(length), BLOCK_N=params["BLOCK_N"],
-                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+    _scan_kernel[grid](
+        x,
+        y,
+        length,
+        n,
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        OP=OP,
+        REVERSE=REVERSE,
+        EXCLUSIVE=EXCLUSIVE,
+        BLOCK_L=triton.next_power_of_2(length),
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
+    )
     return y

@@ -56,8 +56,13 @@ def launch(x, **params):
     m = x2.shape[0]
     y = torch.empty_like(x2)
     _softmax_online_kernel[(m,)](
-        x2, y, n, x2.stride(0), y.stride(0),
+        x2,
+        y,
+        n,
+        x2.stride(0),
+        y.stride(0),
         BLOCK_N=params["BLOCK_N"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)

@@ -35,8 +35,17 @@ def constraints(params, shape):
 
 @triton.jit
 def _softmax_rows_kernel(
-    x_ptr, y_ptr, max_ptr, logsum_ptr, M, N, stride_x, stride_y,
-    BLOCK: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr, STORE_LSE: tl.constexpr,
+    x_ptr,
+    y_ptr,
+    max_ptr,
+    logsum_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    BLOCK: tl.constexpr,
+    ROWS_PER_PROGRAM: tl.constexpr,
+    STORE_LSE: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -67,18 +76,37 @@ def launch(x, **params):
     rows = params["ROWS_PER_PROGRAM"]
     grid = (triton.cdiv(m, rows),)
     _softmax_rows_kernel[grid](
-        x2, y, y, y, m, n, x2.stride(0), y.stride(0),
-        BLOCK=triton.next_power_of_2(n), ROWS_PER_PROGRAM=rows, STORE_LSE=False,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        y,
+        y,
+        y,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        BLOCK=triton.next_power_of_2(n),
+        ROWS_PER_PROGRAM=rows,
+        STORE_LSE=False,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape)
 
 
-
 @triton.jit
 def _softmax_bwd_rows_kernel(
-    x_ptr, max_ptr, logsum_ptr, dy_ptr, dx_ptr, M, N, stride_x, stride_dy, stride_dx,
-    BLOCK: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr,
+    x_ptr,
+    max_ptr,
+    logsum_ptr,
+    dy_ptr,
+    dx_ptr,
+    M,
+    N,
+    stride_x,
+    stride_dy,
+    stride_dx,
+    BLOCK: tl.constexpr,
+    ROWS_PER_PROGRAM: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -104,9 +132,19 @@ def launch_forward(x, **params):
     log_sum = torch.empty((m,), device=x.device, dtype=torch.float32)
     rows = params["ROWS_PER_PROGRAM"]
     _softmax_rows_kernel[(triton.cdiv(m, rows),)](
-        x2, y, row_max, log_sum, m, n, x2.stride(0), y.stride(0),
-        BLOCK=triton.next_power_of_2(n), ROWS_PER_PROGRAM=rows, STORE_LSE=True,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        y,
+        row_max,
+        log_sum,
+        m,
+        n,
+        x2.stride(0),
+        y.stride(0),
+        BLOCK=triton.next_power_of_2(n),
+        ROWS_PER_PROGRAM=rows,
+        STORE_LSE=True,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return y.view(x.shape), (row_max, log_sum)
 
@@ -120,8 +158,19 @@ def launch_backward(grad_out, saved, x, **params):
     dx = torch.empty_like(x2)
     rows = params["ROWS_PER_PROGRAM"]
     _softmax_bwd_rows_kernel[(triton.cdiv(m, rows),)](
-        x2, row_max, log_sum, dy, dx, m, n, x2.stride(0), dy.stride(0), dx.stride(0),
-        BLOCK=triton.next_power_of_2(n), ROWS_PER_PROGRAM=rows,
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        x2,
+        row_max,
+        log_sum,
+        dy,
+        dx,
+        m,
+        n,
+        x2.stride(0),
+        dy.stride(0),
+        dx.stride(0),
+        BLOCK=triton.next_power_of_2(n),
+        ROWS_PER_PROGRAM=rows,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return (dx.view(x.shape),)

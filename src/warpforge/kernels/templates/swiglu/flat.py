@@ -58,7 +58,13 @@ def launch(a, b, **params):
     n = a.numel()
     block = params["BLOCK"]
     _swiglu_flat_kernel[(triton.cdiv(n, block),)](
-        a, b, out, n, BLOCK=block, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        a,
+        b,
+        out,
+        n,
+        BLOCK=block,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out
 
@@ -71,7 +77,13 @@ def launch_forward(a, b, **params):
     n = a.numel()
     block = params["BLOCK"]
     _swiglu_flat_kernel[(triton.cdiv(n, block),)](
-        a, b, out, n, BLOCK=block, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        a,
+        b,
+        out,
+        n,
+        BLOCK=block,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out, ()
 
@@ -85,6 +97,14 @@ def launch_backward(grad_out, saved, a, b, **params):
     n = a.numel()
     block = params["BLOCK"]
     _swiglu_flat_bwd_kernel[(triton.cdiv(n, block),)](
-        dout, a, b, da, db, n, BLOCK=block, num_warps=params["num_warps"], num_stages=params["num_stages"],
+        dout,
+        a,
+        b,
+        da,
+        db,
+        n,
+        BLOCK=block,
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return da, db

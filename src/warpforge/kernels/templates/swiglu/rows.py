@@ -31,10 +31,16 @@ def constraints(params, shape):
 
 @triton.jit
 def _swiglu_rows_kernel(
-    a_ptr, b_ptr, out_ptr,
-    M, N,
-    stride_am, stride_bm, stride_om,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    out_ptr,
+    M,
+    N,
+    stride_am,
+    stride_bm,
+    stride_om,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
@@ -53,10 +59,20 @@ def _swiglu_rows_kernel(
 
 @triton.jit
 def _swiglu_rows_bwd_kernel(
-    dout_ptr, a_ptr, b_ptr, da_ptr, db_ptr,
-    M, N,
-    stride_dm, stride_am, stride_bm, stride_dam, stride_dbm,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    dout_ptr,
+    a_ptr,
+    b_ptr,
+    da_ptr,
+    db_ptr,
+    M,
+    N,
+    stride_dm,
+    stride_am,
+    stride_bm,
+    stride_dam,
+    stride_dbm,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
@@ -88,11 +104,18 @@ def launch(a, b, **params):
     out = torch.empty((m, n), device=a.device, dtype=a.dtype)
     block_m = params["BLOCK_M"]
     _swiglu_rows_kernel[(triton.cdiv(m, block_m),)](
-        a2, b2, out,
-        m, n,
-        a2.stride(0), b2.stride(0), out.stride(0),
-        BLOCK_M=block_m, BLOCK_N=params["BLOCK_N"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        a2,
+        b2,
+        out,
+        m,
+        n,
+        a2.stride(0),
+        b2.stride(0),
+        out.stride(0),
+        BLOCK_M=block_m,
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out.view(a.shape)
 
@@ -110,11 +133,18 @@ def launch_forward(a, b, **params):
     out = torch.empty((m, n), device=a.device, dtype=a.dtype)
     block_m = params["BLOCK_M"]
     _swiglu_rows_kernel[(triton.cdiv(m, block_m),)](
-        a2, b2, out,
-        m, n,
-        a2.stride(0), b2.stride(0), out.stride(0),
-        BLOCK_M=block_m, BLOCK_N=params["BLOCK_N"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        a2,
+        b2,
+        out,
+        m,
+        n,
+        a2.stride(0),
+        b2.stride(0),
+        out.stride(0),
+        BLOCK_M=block_m,
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return out.view(a.shape), ()
 
@@ -135,10 +165,21 @@ def launch_backward(grad_out, saved, a, b, **params):
     db = torch.empty((m, n), device=b.device, dtype=b.dtype)
     block_m = params["BLOCK_M"]
     _swiglu_rows_bwd_kernel[(triton.cdiv(m, block_m),)](
-        d2, a2, b2, da, db,
-        m, n,
-        d2.stride(0), a2.stride(0), b2.stride(0), da.stride(0), db.stride(0),
-        BLOCK_M=block_m, BLOCK_N=params["BLOCK_N"],
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        d2,
+        a2,
+        b2,
+        da,
+        db,
+        m,
+        n,
+        d2.stride(0),
+        a2.stride(0),
+        b2.stride(0),
+        da.stride(0),
+        db.stride(0),
+        BLOCK_M=block_m,
+        BLOCK_N=params["BLOCK_N"],
+        num_warps=params["num_warps"],
+        num_stages=params["num_stages"],
     )
     return da.view(a.shape), db.view(b.shape)

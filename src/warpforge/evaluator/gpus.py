@@ -46,8 +46,8 @@ def peaks_for(device_name: str) -> GpuPeaks | None:
             src = {**row, **measured} if isinstance(measured, dict) else row
             return GpuPeaks(
                 device_name,
-                float(src["tensor_tflops"]),
+                float(src["tensor_tflops"]),  # type: ignore[arg-type]
                 float(src["fp32_tflops"]),  # type: ignore[arg-type]
-                float(src["hbm_tbps"]),
-            )  # type: ignore[arg-type]
+                float(src["hbm_tbps"]),  # type: ignore[arg-type]
+            )
     return None

@@ -270,8 +270,8 @@ def _optuna_search(
             recompute=recompute,  # type: ignore[arg-type]
             zero=(zero if zero in ok else ok[-1]) if dp * cp > 1 else 0,
             expert_tp=etp,
-            precision=precision,
-        )  # type: ignore[arg-type]
+            precision=precision,  # type: ignore[arg-type]
+        )
 
     for plan in enqueue:
         mesh = (plan.tp, plan.cp, plan.pp, plan.ep, plan.dp, plan.etp)

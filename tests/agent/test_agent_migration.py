@@ -29,7 +29,7 @@ def _alembic(db: Database, revision: str, up: bool) -> None:
 def test_0003_matches_the_models_and_downgrades(db_url: str) -> None:
     db = Database(db_url)
     db.upgrade()
-    assert db.current_revision() == "0006"
+    assert db.current_revision() == "0007_static_summary"
     with db.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     agent_diff = [d for d in diff if "wf_agent" in repr(d)]

@@ -152,7 +152,7 @@ def test_read_only_database_fails_cleanly(tmp_path: Path) -> None:
 
 def test_doctor_and_db_upgrade(tmp_path: Path) -> None:
     up = json.loads(wf("db", "upgrade", "--json", db=tmp_path / "wf.db", check=True).stdout)
-    assert up["revision"] == "0006"  # head: 0006_optimize_runs
+    assert up["revision"] == "0007_static_summary"  # head: 0007_static_summary
     checks = json.loads(wf("doctor", "--json", db=tmp_path / "wf.db").stdout)
     by_name = {c["name"]: c for c in checks}
     assert by_name["triton interpreter"]["ok"] and by_name["database"]["ok"]

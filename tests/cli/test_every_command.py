@@ -66,7 +66,8 @@ COMMANDS = dict(_walk(typer.main.get_command(app)))
 def _required(name: str, command: Any, tmp: Path) -> list[str]:
     args: list[str] = []
     for p in command.params:
-        if not p.required:
+        # export's tasks are optional to the parser (--optimize-run ID stands for them) but one of the two is needed
+        if not p.required and not (name == "export" and p.name == "task_names"):
             continue
         if p.name == "variant_file":
             args.append(str(tmp / "variant.py"))

@@ -8,7 +8,8 @@ evaluator package's docstring states the same contract):
   reading a dead child's saved outputs through ``sandbox.readback``) is inside that entry. Resuming a
   suspended generator frame is not a new entry: leaving a ``with pool.running(...)`` block resumes the
   sandbox context entered before its child started, and that only releases the scratch directory the
-  judge has just read. ``result.py`` and ``gpus.py`` are data every part reads, not a part.
+  judge has just read. ``result.py``, ``gpus.py`` and ``sandbox/job.py`` (the job a run describes, and the
+  result it builds) are data every part reads, not a part.
 - Entries, consecutive repeats collapsed, run: ``static`` once and first (the candidate's bytes, before
   anything of it runs), then the sandbox and the judge in phases. Each sandbox stretch starts at least one
   child and reads what it left, so the sandbox is never entered again for bookkeeping once judging began;
@@ -51,6 +52,8 @@ from warpforge.kernels.variant import builtin_variants
 
 EVALUATOR = "warpforge.evaluator."
 PARTS = ("static", "sandbox", "run", "judge")
+# Data modules inside a part: the job sits below the judge (sandbox/job.py) but is read by every part.
+DATA = {"warpforge.evaluator.sandbox.job"}
 CONTRACT = "warpforge.evaluator.run.backend"
 CHILD_START = "warpforge.evaluator.sandbox.supervisor.ChildPool.running"
 EXPECTED = ["static", "sandbox", "judge", "sandbox", "judge"]
@@ -61,6 +64,8 @@ def part_of(frame: FrameType) -> str | None:
     """The evaluator subpackage a frame's function belongs to; None outside the evaluator and for its data."""
     module = str(frame.f_globals.get("__name__", ""))
     if not module.startswith(EVALUATOR):
+        return None
+    if module in DATA:
         return None
     part = module[len(EVALUATOR) :].split(".", 1)[0]
     return part if part in PARTS else None

@@ -107,9 +107,8 @@ def test_the_bias_dropped_is_incorrect(backend, task) -> None:
 
 def test_a_model_new_ignoring_the_loaded_state_is_caught(backend, task) -> None:
     # Its own parameter (`my_bias`, zeros) instead of the reference's `bias`: the state cannot be loaded.
-    source = ANSWER.replace("self.bias = nn.Parameter", "self.my_bias = nn.Parameter").replace(
-        "self.bias, y", "self.my_bias, y"
-    )
+    source = ANSWER.replace("self.bias", "self.my_bias")  # where it is bound and where forward reads it
+    assert source.count("self.my_bias") == 2
     result = evaluate(backend, task, source)
     assert result.verdict is Verdict.REJECTED and result.reason == "state_mismatch", result.message
     assert "gemm.weight" in result.message and "my_bias" in result.message

@@ -559,7 +559,7 @@ def test_the_reader_finds_the_commands_and_only_them() -> None:
     best = next(d for d in DOCS if d.code == "warpforge best rmsnorm --limit 3")
     assert transcript.expected_exit == 0 and best.expected_exit == 1  # "# exit 1: no timed winner; ..."
     # A wrapped synopsis is one command; a heredoc's lines are not commands; trees and python blocks are skipped.
-    assert any(c.startswith("warpforge export TASK...") and c.endswith("[--patch] [--json]") for c in codes)
+    assert any(c.startswith("warpforge export (TASK... |") and c.endswith("[--patch] [--json]") for c in codes)
     assert not any(c.startswith(("from ", "models:", "print(", "src/", "evaluator/", "DIR/")) for c in codes)
     assert any(c == "python - <<'EOF'" and "Reader(" in d.heredoc for d, c in zip(DOCS, codes))
     assert simple_commands("A=1 warpforge run $(warpforge problems --paths | grep x) --json > /dev/null &") == [

@@ -17,7 +17,8 @@ Besides the ops (export/package.py), the package gets:
 
 Example::
 
-    >>> bundle = optimize_bundle("wf_opt", specs, target_files, settings, summary)   # doctest: +SKIP
+    >>> bundle = optimize_bundle("wf_opt", shipped_source(path, "optimize/patching.py"), specs, prefix,
+    ...                          target_files, settings, summary)                  # doctest: +SKIP
     >>> sorted(bundle.package_files)                                                  # doctest: +SKIP
     ['_patch.py', '_patching.py', 'patches.json']
 """
@@ -44,11 +45,10 @@ class OptimizeBundle:
     readme: dict[str, Any] = field(default_factory=dict)
 
 
-def patching_source() -> str:
-    """optimize/patching.py as the package ships it: self-contained, generated from the installed source."""
-    import warpforge.optimize.patching as patching
-
-    return standalone_source(Path(str(patching.__file__)).read_text(), "optimize/patching.py", roots=None)
+def shipped_source(path: Path, label: str) -> str:
+    """A module of warpforge as a package ships it: self-contained, with what it imports from warpforge written
+    in (export/standalone.py). The caller names the file, so export imports nothing of the packages above it."""
+    return standalone_source(path.read_text(), label, roots=None)
 
 
 def target_files(kind: str, spec: str) -> dict[str, bytes]:
@@ -64,6 +64,7 @@ def target_files(kind: str, spec: str) -> dict[str, bytes]:
 
 def optimize_bundle(
     ns: str,
+    patching_source: str,
     patches_text: str,
     model_prefix: str,
     target: dict[str, bytes],
@@ -72,7 +73,8 @@ def optimize_bundle(
 ) -> OptimizeBundle:
     """The bundle of one optimize run. ``patches_text``: patches.json as the proof read it (optimize/patch_spec.py
     ``dump_patches``); ``settings``: kind, file, batch, seq, dtype, seed, steps, lr, train and the proof's
-    tolerances; ``summary``: the README's facts (regions patched, verified, untimed ops)."""
+    tolerances; ``summary``: the README's facts (regions patched, verified, untimed ops); ``patching_source``:
+    the patcher the proof ran (optimize/patching.py), made self-contained by :func:`shipped_source`."""
     import jinja2
 
     env = jinja2.Environment(
@@ -88,7 +90,7 @@ def optimize_bundle(
     doc["model_prefix"] = model_prefix
     package = {
         "patches.json": (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode(),
-        "_patching.py": patching_source().encode(),
+        "_patching.py": patching_source.encode(),
         "_patch.py": (RUNTIME / "_patch.py").read_bytes(),
     }
     root = {f"tests/target/{name}": data for name, data in target.items()}

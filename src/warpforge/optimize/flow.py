@@ -242,7 +242,8 @@ def write_package(
 ) -> None:
     """The optimize run's package: the ops and ``patch(model)`` over the patches of ``patches_text``
     (export/optimize_package.py). ``bundle_source``: the target's files and settings and the README's facts."""
-    from warpforge.export.optimize_package import optimize_bundle
+    import warpforge.optimize.patching as patching
+    from warpforge.export.optimize_package import optimize_bundle, shipped_source
     from warpforge.export.package import render_package, write_tree
 
     summary = dict(bundle_source["summary"], proven=checks is not None)
@@ -261,6 +262,7 @@ def write_package(
         )
     bundle = optimize_bundle(
         ns,
+        shipped_source(Path(str(patching.__file__)), "optimize/patching.py"),
         patches_text,
         bundle_source["model_prefix"],
         {k: v.encode() for k, v in bundle_source["target"].items()},

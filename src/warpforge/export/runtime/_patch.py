@@ -26,7 +26,12 @@ from typing import Any
 
 import torch
 
-from . import _patching  # type: ignore[attr-defined]  # generated at export beside this file
+from ._patching import (  # type: ignore[import-not-found]  # generated at export beside this file
+    PatchSpec,
+    apply_patches,
+    load_patches,
+    remove_patches,
+)
 
 PATCHES = Path(__file__).with_name("patches.json")
 _STATE = "_warpforge_patch"
@@ -37,9 +42,9 @@ def _document() -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {"patches": doc}
 
 
-def specs() -> list[_patching.PatchSpec]:
+def specs() -> list[PatchSpec]:
     """Every verified region's patch, as ``patches.json`` stores it."""
-    return _patching.load_patches(PATCHES.read_text())
+    return load_patches(PATCHES.read_text())
 
 
 def regions() -> list[str]:
@@ -47,7 +52,7 @@ def regions() -> list[str]:
     return sorted({s.region for s in specs()})
 
 
-def _for_model(model: torch.nn.Module, chosen: list[_patching.PatchSpec]) -> list[_patching.PatchSpec]:
+def _for_model(model: torch.nn.Module, chosen: list[PatchSpec]) -> list[PatchSpec]:
     """The specs with module paths of ``model``: the proof patched a wrapper of a causal LM (its module
     ``lm``), a user patches the LM itself."""
     prefix = str(_document().get("model_prefix", ""))
@@ -84,7 +89,7 @@ def patch(model: torch.nn.Module, *, regions: Iterable[str] | None = None) -> li
             "the code these kernels were verified on"
         )
     package = importlib.import_module(__name__.rpartition(".")[0])
-    model.__dict__[_STATE] = _patching.apply_patches(model, chosen, package)
+    model.__dict__[_STATE] = apply_patches(model, chosen, package)
     return sorted({s.region for s in chosen})
 
 
@@ -92,7 +97,7 @@ def unpatch(model: torch.nn.Module) -> None:
     """Undo :func:`patch`: forwards, hooks and rebound helpers as they were (nothing for an unpatched model)."""
     counters = model.__dict__.pop(_STATE, None)
     if counters is not None:
-        _patching.remove_patches(counters)
+        remove_patches(counters)
 
 
 def patch_report(model: torch.nn.Module) -> dict[str, dict[str, Any]]:

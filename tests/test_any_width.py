@@ -23,6 +23,7 @@ SUBSET = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["80", "200"])
 def test_width_sensitive_cli_tests_pass_at_any_outer_width(columns: str) -> None:
     env = {**os.environ, "COLUMNS": columns}

@@ -29,6 +29,7 @@ def bench(*args: str, folder: Path = LEVEL1) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow
 def test_a_problem_no_template_computes_is_a_row_saying_what_was_tried() -> None:
     proc = bench("--problems", UNMATCHED, "--json", folder=SHIPPED / "level2")
     assert proc.returncode == 0, proc.stderr
@@ -38,6 +39,7 @@ def test_a_problem_no_template_computes_is_a_row_saying_what_was_tried() -> None
     assert all(f"{task}:" in row["why"] for task in ("linear", "matmul", "softmax"))  # each task tried, named
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the timing columns hold numbers")
 def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
     proc = bench("--problems", UNMATCHED, folder=SHIPPED / "level2")
@@ -46,6 +48,7 @@ def test_the_table_fits_80_columns_and_never_times_the_interpreter() -> None:
     assert "fast_1.0 needs a GPU" in proc.stdout
 
 
+@pytest.mark.slow
 def test_per_level_counts_and_the_families_that_matched(tmp_path: Path) -> None:
     """A benchmark root: one summary per level folder (the expected counts are what these two files are: a ReLU
     any elementwise template computes, and a level-2 convolution and norm nothing matches); two problems at once

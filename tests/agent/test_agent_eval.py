@@ -50,6 +50,7 @@ def test_agent_eval_scripted_counts_what_the_script_answers(tmp_path: Path) -> N
     assert any("stopped by calls" in n for n in task["notes"])
 
 
+@pytest.mark.slow
 def test_agent_eval_plans_counts_top5_per_model_and_preset(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WARPFORGE_LLM", "OPENAI"))}
     env["PYTHONPATH"] = str(ROOT / "src")

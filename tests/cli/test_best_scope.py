@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def best(db: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -18,6 +20,7 @@ def best(db: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_nothing_stored_is_one_line_without_an_empty_table_or_an_export_hint(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'wf.db'}"
     subprocess.run(

@@ -50,6 +50,7 @@ def test_tasks_lists_builtin_and_task_files() -> None:
         assert names[name]["check_shapes"], name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("variant", "verdict", "code"), [("good", "ok", 0), ("wrong", "incorrect", 1), ("return_input", "rejected", 1)]
 )
@@ -68,7 +69,11 @@ def test_eval_prints_the_verdict(variant: str, verdict: str, code: int) -> None:
         (("eval", TASK, GOOD, "--params", "{not json"), "--params is not valid JSON"),
         (("eval", "softmax", GOOD), "implements task 'double', not 'softmax'"),
         (("run", "softmax", "--sampler", "nope"), "unknown sampler 'nope'"),
-        (("run", TASK, "--variant-file", str(PLANTED / "no_valid_config.py")), "no configuration of its SPACE"),
+        pytest.param(  # a campaign's start-up (database, a child for the constraints): 17 s on 2 cores
+            ("run", TASK, "--variant-file", str(PLANTED / "no_valid_config.py")),
+            "no configuration of its SPACE",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str, tmp_path: Path) -> None:
@@ -78,7 +83,7 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str, tm
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_campaign_stores_every_evaluation_and_reports_honestly(tmp_path: Path) -> None:
     db = tmp_path / "wf.db"
     proc = wf("run", TASK, "--variant-file", GOOD, "--trials", "4", "--campaign", "c", "--json", db=db)
@@ -97,7 +102,7 @@ def test_campaign_stores_every_evaluation_and_reports_honestly(tmp_path: Path) -
     assert again.returncode == 1 and "--resume" in again.stderr
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     db = tmp_path / "wf.db"
     env = {**os.environ, "WARPFORGE_DB": f"sqlite:///{db}"}
@@ -140,6 +145,7 @@ def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path: Path) -> 
     assert len(keys) == len(set(keys)) == 6  # nothing evaluated twice, and the budget was completed
 
 
+@pytest.mark.slow
 def test_read_only_database_fails_cleanly(tmp_path: Path) -> None:
     path = tmp_path / "ro.db"
     wf("db", "upgrade", db=path, check=True)
@@ -150,6 +156,7 @@ def test_read_only_database_fails_cleanly(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_doctor_and_db_upgrade(tmp_path: Path) -> None:
     up = json.loads(wf("db", "upgrade", "--json", db=tmp_path / "wf.db", check=True).stdout)
     assert up["revision"] == "0007_static_summary"  # head: 0007_static_summary

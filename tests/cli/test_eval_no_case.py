@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parents[1] / "kernels" / "kernelbench"
 
 
+@pytest.mark.slow
 def test_a_failure_before_any_case_says_no_case_was_checked() -> None:
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("TRITON_INTERPRET", None)

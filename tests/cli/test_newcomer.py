@@ -153,6 +153,7 @@ def test_first_config_follows_space_order_among_feasible() -> None:
     assert first_config(variant, {"BLOCK": 128}, feasible) is None
 
 
+@pytest.mark.slow
 def test_pick_params_runs_constraints_in_a_child(tmp_path: Path) -> None:
     task = get_task(TASK)
     # BLOCK >= 32 * num_warps: (128, 8) breaks it, (128, 4) is the first in SPACE order that holds.
@@ -187,6 +188,7 @@ def test_eval_default_satisfies_the_constraints(tmp_path: Path) -> None:
     assert result["verdict"] == "ok" and result["params"] == {"BLOCK": 128, "num_warps": 4}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("space", "constraints", "params", "needles"),
     [
@@ -277,6 +279,7 @@ def campaigns(db: Path) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_before_its_first_evaluation_keeps_no_name(tmp_path: Path) -> None:
     # Old: the failed run stored campaign "nv" and the corrected re-run was told to pass --resume.
     db = tmp_path / "wf.db"
@@ -288,6 +291,7 @@ def test_a_run_that_fails_before_its_first_evaluation_keeps_no_name(tmp_path: Pa
 
 
 # --- 4. tasks by path ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_kernelbench_file_without_variants_gets_a_next_step(tmp_path: Path) -> None:
     # Old: "the template proposer has no variants for task 'cumsum'" after reserving the campaign name. A sort:
     # no template family computes it (a ReLU is the elementwise family's now, a cumsum the scan family's).
@@ -329,6 +333,7 @@ def test_doctor_points_to_replay_only_when_recordings_exist(tmp_path: Path, monk
 
 
 # --- 6. 80 columns --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tasks_at_80_columns_cut_nothing() -> None:
     # Old: descriptions wrapped over 12 lines per task and shapes were cut ("M=4096,V=320…").
     proc = wf("tasks", "--task-file", str(KERNELBENCH))

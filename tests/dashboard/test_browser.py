@@ -15,7 +15,7 @@ from urllib.parse import quote
 import fill
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.ci]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typing import Any
 import fill
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.ci]
 CPU_CAMPAIGN = "cpu-rmsnorm"
 
 

@@ -32,6 +32,9 @@ from warpforge.kernels.task import all_tasks, load_task_file
 from warpforge.kernels.taskdef import shape_key
 from warpforge.kernels.variant import load_variant
 
+# The slow fixtures here run in CI too (`make test-ci`): they are what a verdict of ok rests on.
+pytestmark = pytest.mark.ci
+
 ROOT = Path(__file__).parent / "adversarial"
 FIXTURES = load_manifest(ROOT / "manifest.json")
 CPU = [f for f in FIXTURES if f.applies_to("interpret")]
@@ -67,10 +70,15 @@ def test_manifest_is_complete() -> None:
 
 # The default tier keeps the honest controls and every fixture the grammar refuses before anything runs (fast);
 # the 57 that run candidate code in a sandboxed child (~6 min on 2 cores) are in the slow tier, which .ci/run
-# runs too (`make test-slow`).
+# runs too (`make test-ci`). So are the two softmax controls: the interpreter runs their rows over every
+# adversarial input (65 s and 32 s on 2 cores, a third of all the controls' time).
+SLOW_CONTROLS = {"control_softmax", "control_softmax_online"}
+
+
 def _tier(f: Any) -> Any:
     runtime = f.expected_verdict != "ok" and (f.runtime_only or f.expected_verdict != "rejected")
-    return pytest.param(f.name, marks=pytest.mark.slow) if runtime else f.name
+    slow = runtime or f.name in SLOW_CONTROLS
+    return pytest.param(f.name, marks=pytest.mark.slow) if slow else f.name
 
 
 @pytest.mark.parametrize("name", [_tier(f) for f in CPU])
@@ -143,6 +151,7 @@ def test_timed_calls_are_rechecked_with_fresh_inputs(name: str, double) -> None:
     assert failure is not None and failure.reason == "timed_output_incorrect", failure and failure.message
 
 
+@pytest.mark.slow
 def test_honest_bench_and_ab_on_the_interpreter(double) -> None:
     job = Job(double, load_variant(ROOT / "control_double.py"), dict(PARAMS))
     other = Job(double, load_variant(ROOT / "control_double.py"), {"BLOCK": 128, "num_warps": 4})
@@ -217,6 +226,7 @@ def test_speed_of_light_rejects_replayed_times(tmp_path: Path, double) -> None:
     assert result.verdict is Verdict.REJECTED and result.reason == "below_speed_of_light"
 
 
+@pytest.mark.slow
 def test_run_manifest_hands_each_outcome_over_as_it_ends() -> None:
     # gpu_check streams these: a GPU run stopped at its time limit keeps the fixtures that finished.
     seen: list[object] = []

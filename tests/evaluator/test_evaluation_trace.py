@@ -206,6 +206,7 @@ def traced() -> tuple[EvalResult, Tracer]:
     return result, tracer
 
 
+@pytest.mark.slow
 def test_the_traced_evaluation_is_an_honest_ok(traced: tuple[EvalResult, Tracer]) -> None:
     result, tracer = traced
     assert result.verdict is Verdict.OK, result.message

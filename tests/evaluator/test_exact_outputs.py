@@ -69,11 +69,13 @@ def test_an_honest_argmax_is_ok_every_time(backend) -> None:
     assert all(r.verdict is Verdict.OK for r in verdicts), [(r.verdict, r.reason, r.message) for r in verdicts]
 
 
+@pytest.mark.slow
 def test_a_wrong_argmax_is_incorrect(backend) -> None:
     result = evaluate(backend, ARGMAX.replace("tl.argmax(vals, axis=0)", "tl.argmin(vals, axis=0)"))
     assert result.verdict is Verdict.INCORRECT and result.reason == "wrong_values", result.message
 
 
+@pytest.mark.slow
 def test_an_integer_output_written_in_part_is_named(backend) -> None:
     source = ARGMAX.replace("_argmax[(B, N)]", "_argmax[(B, N // 2)]")
     assert source != ARGMAX

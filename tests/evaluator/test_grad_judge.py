@@ -161,6 +161,7 @@ def test_notes_and_names() -> None:
 ADV = Path(__file__).parent / "adversarial"
 
 
+@pytest.mark.slow
 def test_training_bench_times_forward_and_backward_and_rechecks_gradients() -> None:
     """The timing plumbing on the interpreter (its times are never an objective: only their presence and the
     rechecks are tested): forward and backward are timed apart, their sum is the objective, the reference is

@@ -75,6 +75,7 @@ def test_an_expired_phase_is_named_with_its_limit() -> None:
     assert clock.deadline() == 6.0 and clock.expired_phase() == ("launch", 5.0)
 
 
+@pytest.mark.slow
 def test_the_aot_stage_warms_the_cache_and_a_later_child_compiles_nothing_again() -> None:
     """The AOT compile child writes its kernels into the candidate's warm cache; a second compiling child for
     the same candidate gets them seeded and adds no entry: every lookup hit (Triton writes an entry per miss).

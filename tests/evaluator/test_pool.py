@@ -131,7 +131,7 @@ def gpu_pool(**kwargs: Any) -> RayPool:
     return pool
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_one_actor_per_gpu_node_with_a_cpu_compile_stage(cluster: Any) -> None:
     pool = gpu_pool()
     try:
@@ -148,7 +148,7 @@ def test_one_actor_per_gpu_node_with_a_cpu_compile_stage(cluster: Any) -> None:
         assert c.attempts == 1
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_a_killed_actor_is_replaced_and_its_job_retried(cluster: Any) -> None:
     pool = gpu_pool(eval_s=3.0)
     try:
@@ -166,7 +166,7 @@ def test_a_killed_actor_is_replaced_and_its_job_retried(cluster: Any) -> None:
     assert result is not None and result.verdict is Verdict.OK and done["victim"].attempts == 2
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_a_job_that_keeps_killing_its_worker_is_crashed_and_the_pool_goes_on(cluster: Any) -> None:
     pool = gpu_pool(max_attempts=2, backend_kwargs={"die_on": {"BLOCK": 1024}})
     try:
@@ -183,7 +183,7 @@ def test_a_job_that_keeps_killing_its_worker_is_crashed_and_the_pool_goes_on(clu
     assert all(done[k].result.verdict is Verdict.OK for k in ("fine", "after"))  # type: ignore[union-attr]
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_cpu_actors_run_the_interpreter_backend_in_fresh_children(cluster: Any) -> None:
     pool = make_pool("interpret", PoolConfig(workers=2, use_ray=True))
     try:
@@ -198,7 +198,7 @@ def test_cpu_actors_run_the_interpreter_backend_in_fresh_children(cluster: Any) 
     assert done["wrong"].result is not None and done["wrong"].result.verdict is Verdict.INCORRECT
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_a_campaign_on_the_cluster_goes_on_past_a_worker_killing_job(cluster: Any, tmp_path: Path) -> None:
     from warpforge.search.engine.campaign import CampaignSpec, run_campaign
 

@@ -99,7 +99,7 @@ def test_auto_prefers_recordings_without_a_gpu(tmp_path: Path, monkeypatch: pyte
     assert resolve_backend_name("auto", "double") == "replay"
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_campaign_ranks_by_recorded_times(tmp_path: Path) -> None:
     record(tmp_path / "rec")
     env = {**os.environ, "WARPFORGE_RECORDINGS": str(tmp_path / "rec"), "WARPFORGE_DB": f"sqlite:///{tmp_path}/wf.db"}

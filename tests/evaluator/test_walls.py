@@ -133,7 +133,7 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-c", "from warpforge.cli import main; main()", *args]
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_sigkill_of_the_orchestrator_leaves_no_candidate_running(tmp_path: Path) -> None:
     """``warpforge eval`` of a kernel that never returns (kernel_hang), SIGKILLed once a candidate has spun for
     10 CPU seconds (its imports cost ~3): every candidate process (the spinning one and the warm spares) must

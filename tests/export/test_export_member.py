@@ -54,6 +54,7 @@ print("equal", tuple(out.shape), "max abs err %.3g" % (out.double() - want).abs(
 )
 
 
+@pytest.mark.slow
 def test_a_member_searched_then_exported_runs_without_warpforge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,7 +22,7 @@ Export reads through ``warpforge.db.queries.Reader``. Where the campaign engine 
 (seams-db's wf_decisions writer), the test stores the one the campaign summary reports (accepted best, interval).
 
 Marked slow (about 6-10 minutes on 2 busy cores; the venv alone installs ~400 MB); CI runs it through
-``make test-export`` (.ci/run).
+``make test-ci`` (.ci/run).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from warpforge.export.plan import plan_task
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ci]
 NS = "rt_kernels"
 GPU = "SYNTHETIC-GPU (test recording, not a measurement)"
 

@@ -55,6 +55,7 @@ def test_each_task_ships_a_training_template() -> None:
         assert get_task(name).has_backward
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("task_name", "variant"), TRAINING, ids=lambda v: getattr(v, "name", v))
 def test_forward_and_backward_match_autograd(task_name: str, variant: Variant) -> None:
     task = get_task(task_name)

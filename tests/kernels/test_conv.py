@@ -723,6 +723,7 @@ def _matched_chain(tmp_path: Path) -> tuple[Path, Path]:
     return copy, gemm
 
 
+@pytest.mark.slow
 def test_a_matched_chain_is_judged_ok(tmp_path: Path) -> None:
     """KernelBench 1's kind of problem at small sizes through the real judge (hidden shapes, adversarial inputs;
     ~30 s in the interpreter), ending in ``x * mish(x)`` (a step every conv template once lacked: each stopped at

@@ -305,6 +305,7 @@ def _judge(copy: Path, variant: Path) -> str:
 JUDGED = ["25_Conv2d_Min_Tanh_Tanh", "67_Conv2d_GELU_GlobalAvgPool"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", JUDGED)
 def test_kernelbench_level2_problems_are_judged_ok(
     name: str, kernelbench_file: Callable[[int, str], Path], tmp_path: Path

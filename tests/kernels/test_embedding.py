@@ -357,6 +357,7 @@ def _one_dtype(job: Job) -> Job:
     return job
 
 
+@pytest.mark.slow
 def test_atomic_judged_ok_in_fp16(interpret) -> None:
     result = interpret.evaluate(_one_dtype(Job(TASK, VARIANTS["atomic"], _middle("atomic"))))
     assert result.verdict is Verdict.OK, f"{result.reason}: {result.message}"
@@ -364,6 +365,7 @@ def test_atomic_judged_ok_in_fp16(interpret) -> None:
     assert any("one_id" in label for label in result.checked) and any("edge_ids" in label for label in result.checked)
 
 
+@pytest.mark.slow
 def test_a_stored_gradient_is_judged_incorrect(interpret, tmp_path: Path) -> None:
     variant = load_variant(_store_variant(tmp_path))
     result = interpret.evaluate(_one_dtype(Job(TASK, variant, _middle("atomic"))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from warpforge.evaluator.result import Verdict
@@ -26,6 +27,7 @@ def test_kernelbench_file_follows_the_task_contract() -> None:
     assert task.bytes_moved(task.shapes[0], torch.float32) == 2 * 16 * 1031 * 4
 
 
+@pytest.mark.slow
 def test_kernelbench_task_evaluates_a_triton_variant() -> None:
     backend = get_backend("interpret")
     try:

@@ -185,6 +185,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_literal_image_sizes_over_the_budget_are_checked_at_batch_1_and_the_note_says_why(tmp_path: Path) -> None:
     path = tmp_path / "conv.py"
     path.write_text(IMAGE)
@@ -221,6 +222,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_split_k_configurations_that_pass_constraints_compile_in_fp32(tmp_path: Path) -> None:
     """Compile facts, not the formula: the split_k configuration with the most shared memory among those its
     constraints accept for an fp32 problem compiles for sm_90 within its limit (with 2-byte tiles assumed by the
@@ -312,6 +314,7 @@ def test_a_transposed_operand_is_matmul_on_a_strided_view(
         assert text.count(".transpose(-2, -1)") == sum(flags) and ".contiguous()" not in text  # a view, no copy
 
 
+@pytest.mark.slow
 def test_an_fp32_transposed_gemm_is_judged_ok_at_fp32_accuracy(tmp_path: Path) -> None:
     """The judge's faithful tl.dot (TF32 for fp32 inputs unless told otherwise) on the adapted template: the
     templates multiply fp32 as tf32x3, within KernelBench's 1e-4 (TF32 alone is ~1e-3 off and is incorrect)."""
@@ -340,6 +343,7 @@ def test_an_fp32_transposed_gemm_is_judged_ok_at_fp32_accuracy(tmp_path: Path) -
     assert result.verdict.value == "ok", result.message
 
 
+@pytest.mark.slow
 def test_a_layernorm_without_affine_is_layernorm_with_its_weights_filled_and_judged_ok(tmp_path: Path) -> None:
     """``FILL_INPUTS``: the problem passes x alone, the task takes (x, w, b); the adapted launch makes w = 1 and
     b = 0 from x's last dimension, and the judge runs it on the problem's own reference."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from warpforge.evaluator.result import Verdict
@@ -42,6 +43,7 @@ def write(tmp_path: Path, rows: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sizes_that_cannot_be_derived_keep_the_files_shape_and_say_so(tmp_path: Path) -> None:
     task = load_task_file(write(tmp_path, "4"))
     assert task.shapes == task.check_shapes == [{"x0_d0": 4, "x0_d1": 33}]

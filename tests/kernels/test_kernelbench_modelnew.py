@@ -78,6 +78,7 @@ def test_a_differently_named_state_is_refused_naming_the_reference_s_names(task)
         load_reference_state(model, list(task.param_names), (inputs[1][:-1], inputs[2]))
 
 
+@pytest.mark.slow
 def test_a_hand_written_model_new_is_ok(backend, task) -> None:
     result = evaluate(backend, task, ANSWER)
     assert result.verdict is Verdict.OK, result.message
@@ -114,6 +115,7 @@ def test_a_model_new_ignoring_the_loaded_state_is_caught(backend, task) -> None:
     assert "gemm.weight" in result.message and "my_bias" in result.message
 
 
+@pytest.mark.slow
 def test_a_kernel_variant_gets_the_state_as_trailing_inputs(backend) -> None:
     task = load_task_file(HERE / "linear_relu.py")
     assert task.param_names == ("linear.weight", "linear.bias")

@@ -96,6 +96,7 @@ def launch(x, BLOCK=1024):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("body", "verdict"), [("x", Verdict.INCORRECT), ("tl.maximum(x, 0.0)", Verdict.OK)])
 def test_a_copy_as_relu_is_refused_and_a_relu_passes(body: str, verdict: Verdict) -> None:
     task = problem("19_ReLU")

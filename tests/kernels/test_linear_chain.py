@@ -193,6 +193,7 @@ def test_templates_pass_the_grammar_and_name_the_default_member() -> None:
             assert f"\n{key} = {json.dumps(value)}\n" in variant.source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PARAMS))
 def test_chains_on_the_templates_match_torch_in_fp32(name: str) -> None:
     failures = []

@@ -126,6 +126,7 @@ def test_members_refuse_what_the_templates_cannot_compute() -> None:
             linear_groupnorm.member(steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PARAMS))
 def test_chains_on_the_templates_match_torch_in_fp32(name: str) -> None:
     """Groups of 1 to 104 features (16, 4 or 2 groups of N = 16, 112, 208): the padded lanes of `grouped` stay

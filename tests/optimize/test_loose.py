@@ -108,6 +108,7 @@ def test_a_residual_add_is_a_loose_region_of_the_binary_family() -> None:
     assert not [r for r in regions if r.name == "<root> (own ops)" and r.share > 0.01]
 
 
+@pytest.mark.slow
 def test_only_the_numbers_decide_a_mask_that_is_not_causal_is_no_attention() -> None:
     torch.manual_seed(0)
     mask = torch.ones(1, 1, 16, 16)

@@ -88,7 +88,7 @@ def test_measured_random_agrees_with_the_exact_expectation() -> None:
     assert abs(rec.mean - rec.random) < 4 * rec.stderr + 0.01
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 @needs_spaces
 def test_default_beats_random_at_small_budget() -> None:
     (rec,) = bench([SPACES / "pnpoly" / "RTX_3090.json.gz"], [DEFAULT_SAMPLER], [50], repeats=6, jobs=2)

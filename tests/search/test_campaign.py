@@ -139,7 +139,7 @@ print(json.dumps(run_campaign(spec, pool_config=config).to_dict()))
 )
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_kill_9_mid_campaign_then_resume_loses_nothing_and_reruns_the_in_flight(tmp_path: Path) -> None:
     db, script = tmp_path / "wf.db", tmp_path / "killed.py"
     script.write_text(KILLED)
@@ -259,7 +259,7 @@ def test_campaign_ends_with_a_top_k_rebenchmark_and_a_speedup_interval(tmp_path:
     assert rows(db, "select count(*) from wf_evaluations where study_name like '%final'") == [(0,)]
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_cli_runs_workers_in_process_and_refuses_a_shared_gpu(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["WARPFORGE_DB"] = f"sqlite:///{tmp_path / 'wf.db'}"

@@ -93,7 +93,7 @@ def _task() -> Task:
     return get_task(TASK)
 
 
-@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (.ci/run runs it)
+@pytest.mark.slow  # ~15-50 s on 2 cores: the slow tier (`make test-slow`)
 def test_a_proposer_sees_first_results_and_its_child_is_evaluated_with_lineage(tmp_path: Path) -> None:
     db = tmp_path / "wf.db"
     ChildProposer.seen.clear()

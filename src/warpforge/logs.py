@@ -24,6 +24,16 @@ from typing import IO, Any
 ROOT = "warpforge"
 
 
+class InertFormatter(logging.Formatter):
+    """The message with every control character written as its escape (warpforge/inert.py): a log line may quote
+    a candidate's text, and a terminal would act on its escape sequences."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from warpforge.inert import inert
+
+        return inert(super().format(record))
+
+
 class JsonLines(logging.Formatter):
     """One JSON object per record: ts (epoch s), level, logger, msg (and exc when there is one)."""
 
@@ -54,7 +64,7 @@ def configure(verbose: int = 0, json_lines: bool = False, stream: IO[str] | None
         handler.setFormatter(JsonLines())
     elif verbose <= 0:  # warnings only: one "note:" line each, folded by the terminal alone (80 columns)
         handler = logging.StreamHandler(stream or sys.stderr)
-        handler.setFormatter(logging.Formatter("note: %(message)s"))
+        handler.setFormatter(InertFormatter("note: %(message)s"))
     else:
         from rich.console import Console
         from rich.logging import RichHandler
@@ -62,6 +72,7 @@ def configure(verbose: int = 0, json_lines: bool = False, stream: IO[str] | None
         handler = RichHandler(
             console=Console(file=stream or sys.stderr), show_path=verbose > 1, rich_tracebacks=False, markup=False
         )
+        handler.setFormatter(InertFormatter("%(message)s"))  # RichHandler renders the message as Text, as is
     setattr(handler, "_warpforge", True)  # noqa: B010 - marks the handler this module installed
     logger.addHandler(handler)
     logger.setLevel(level_for(verbose))

@@ -18,9 +18,10 @@ PARAMS = '{"ROWS_PER_PROGRAM": 1, "num_warps": 4, "num_stages": 1}'
 
 class _Engine:
     pool = None
+    message = "ValueError: [/red] [bold]not markup\ufffd"
 
     def evaluate(self, job: Any) -> EvalResult:
-        return job.result(Verdict.RUNTIME_ERROR, "exception", "ValueError: [/red] [bold]not markup\ufffd")
+        return job.result(Verdict.RUNTIME_ERROR, "exception", self.message)
 
     def close(self) -> None:
         pass
@@ -34,6 +35,20 @@ def test_the_candidates_message_is_printed_verbatim(monkeypatch: pytest.MonkeyPa
     res = CliRunner().invoke(app, ["eval", "softmax", str(TEMPLATE), "--params", PARAMS])
     assert res.exit_code == 1, res.output
     assert "ValueError: [/red] [bold]not markup" in res.stdout and "internal error" not in res.output
+
+
+def test_escape_sequences_in_the_candidates_message_are_printed_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warpforge.evaluator.run.backend as backends
+
+    engine = _Engine()
+    # erase the verdict line, return the cursor and print a green "ok" over it
+    engine.message = "ValueError: boom\x1b[2K\r\x1b[32mok\x1b[0m"
+    monkeypatch.setattr(backends, "usable_backend", lambda *a, **k: "interpret")
+    monkeypatch.setattr(backends, "get_backend", lambda *a, **k: engine)
+    res = CliRunner().invoke(app, ["eval", "softmax", str(TEMPLATE), "--params", PARAMS])
+    assert res.exit_code == 1, res.output
+    assert "\x1b" not in res.output and "\r" not in res.output
+    assert "ValueError: boom\\x1b[2K\\x0d\\x1b[32mok\\x1b[0m" in res.stdout
 
 
 def test_params_text_is_escaped_for_rich() -> None:

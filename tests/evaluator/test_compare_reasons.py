@@ -83,6 +83,27 @@ def test_non_finite_pattern_must_match() -> None:
     assert compare_outputs([y], r64, rlp, *FP32).reason == "wrong_values"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        (float("-inf"), None),  # the same infinity
+        (0.0, "wrong_values"),  # a finite value where the reference is -inf
+        (float("inf"), "wrong_values"),  # the other infinity
+        (float("nan"), "wrong_values"),
+        (-3.4e38, "wrong_values"),  # fp32's most negative finite value is not -inf
+    ],
+)
+def test_an_infinite_reference_needs_the_same_infinity(written: float, expected: str | None) -> None:
+    x = vector(n=16)
+    x[5] = float("-inf")  # affine keeps the sign: the reference is -inf at 5, finite elsewhere
+    r64, rlp = references(affine, (x,))
+    assert float(r64[0][5]) == float("-inf") and bool(torch.isfinite(r64[0][torch.arange(16) != 5]).all())
+    y = rlp[0].clone()
+    y[5] = written
+    found = compare_outputs([y], r64, rlp, *FP32)
+    assert (found.reason if found else None) == expected, found
+
+
 # --- refine: output_unwritten, constant_output ------------------------------------------------------
 def test_output_unwritten_when_the_sentinel_is_everywhere() -> None:
     x = vector()

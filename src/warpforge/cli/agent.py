@@ -15,14 +15,14 @@ import sys
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from warpforge.errors import UsageError
+from warpforge.inert import InertConsole
 
 app = typer.Typer(help="The LLM agent: its stored calls.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
+out = InertConsole()
+err = InertConsole(stderr=True)
 
 
 @app.command("transcripts")

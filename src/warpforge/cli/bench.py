@@ -73,9 +73,9 @@ def bench_search(
     if json_out:
         typer.echo(text)
     else:
-        from rich.console import Console
+        from warpforge.inert import InertConsole
 
-        console = Console()  # the terminal's width; piped, $COLUMNS or 80 (the table folds to fit)
+        console = InertConsole()  # the terminal's width; piped, $COLUMNS or 80 (the table folds to fit)
         console.print(render_table(records, console.width))
         for note in table_notes(records):
             console.print(note, highlight=False)
@@ -84,7 +84,7 @@ def bench_search(
         targets = render_targets(records)
         if targets is not None:
             # The targets table has no narrow layout yet: piped, it keeps the 160 columns it always had
-            (console if console.is_terminal else Console(width=max(console.width, 160))).print(targets)
+            (console if console.is_terminal else InertConsole(width=max(console.width, 160))).print(targets)
             console.print(
                 "difference: the default minus the best Kernel Tuner strategy, ± one standard error of "
                 "the difference; 'met' = at or above within one standard error. Spaces with the same "

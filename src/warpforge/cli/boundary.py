@@ -25,12 +25,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape as rich_escape
 
 from warpforge.errors import WarpforgeError
+from warpforge.inert import InertConsole
 
-err = Console(stderr=True)
+err = InertConsole(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 _GUARDED = "__warpforge_boundary__"
 log = logging.getLogger("warpforge.cli")

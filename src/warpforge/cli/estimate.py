@@ -16,12 +16,13 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-out = Console()
-err = Console(stderr=True)
+from warpforge.inert import InertConsole
+
+out = InertConsole()
+err = InertConsole(stderr=True)
 
 
 def _us(v: float) -> str:

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-err = Console(stderr=True)
-out = Console()
+from warpforge.inert import InertConsole
+
+err = InertConsole(stderr=True)
+out = InertConsole()
 
 
 def export(

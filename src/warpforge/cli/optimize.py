@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-err = Console(stderr=True)
-out = Console()
+from warpforge.inert import InertConsole
+
+err = InertConsole(stderr=True)
+out = InertConsole()
 
 if TYPE_CHECKING:
     from warpforge.optimize.report import OptimizeReport

@@ -143,12 +143,11 @@ def agent_json(r: PlanAgentResult) -> dict[str, Any]:
 
 
 def print_agent(r: PlanAgentResult, where: str) -> None:
-    from rich.console import Console
-
     from warpforge.cli.plan_render import print_search
+    from warpforge.inert import InertConsole
 
     print_search(r.search, None, where, r.stored_plans)
-    console = Console()
+    console = InertConsole()
     console.print(proposals_table(r.proposals, f"plans proposed by the LLM (campaign {r.campaign})"))
     console.print(r.note, highlight=False, markup=False)
 

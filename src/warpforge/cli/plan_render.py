@@ -22,18 +22,18 @@ from __future__ import annotations
 import re
 import textwrap
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from warpforge.inert import InertConsole
 from warpforge.parallel.explain import LABELS, time_split
 from warpforge.parallel.export import Export
 from warpforge.parallel.prediction import Prediction
 from warpforge.parallel.search import SearchResult
 
 
-def _console() -> Console:
-    return Console(soft_wrap=False)
+def _console() -> InertConsole:
+    return InertConsole(soft_wrap=False)
 
 
 def gpus_label(gpus: int, cluster: str, gpus_per_node: int | None) -> str:
@@ -72,7 +72,7 @@ def legend(labels: list[str]) -> str:
     return "plan: " + "; ".join(parts)
 
 
-def _export(console: Console, ex: Export | None) -> None:
+def _export(console: InertConsole, ex: Export | None) -> None:
     if ex is None:
         return
     console.print(f"\n[bold]{ex.format} export[/bold]")

@@ -25,9 +25,10 @@ def problems_command(
     json_out: bool = typer.Option(False, "--json", help="print machine-readable JSON on stdout"),
 ) -> None:
     """List KernelBench problems to run: the shipped ones, --dir folders, ../shared/kernelbench."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from warpforge.inert import InertConsole
 
     found = [p for p in list_problems(list(dirs)) if level is None or p.level == level]
     if json_out:
@@ -37,7 +38,7 @@ def problems_command(
         first = {(p.level, p.name): p.path for p in reversed(found)}
         sys.stdout.write("".join(f"{first[p.level, p.name]}\n" for p in found if first[p.level, p.name] == p.path))
         return
-    console = Console()
+    console = InertConsole()
     table = Table(title="KernelBench problems", caption="paths: warpforge problems --paths")
     table.add_column("level", justify="right", no_wrap=True)
     table.add_column("problem", overflow="fold")

@@ -24,14 +24,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from warpforge.errors import UsageError
+from warpforge.inert import InertConsole
 
-out = Console()
-err = Console(stderr=True)
+out = InertConsole()
+err = InertConsole(stderr=True)
 
 WIDE = 120  # at this width every column fits on one line; below it uniform columns move above the table
 FACTS_LEGEND = (

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 
@@ -22,6 +21,7 @@ from warpforge.cli import helpfix
 from warpforge.cli.boundary import guard_all, usage_error_line
 from warpforge.cli.results import params_text as _params_text
 from warpforge.errors import UsageError
+from warpforge.inert import InertConsole
 
 helpfix.install()
 app = typer.Typer(
@@ -32,8 +32,8 @@ app = typer.Typer(
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-out = Console()
-err = Console(stderr=True)
+out = InertConsole()
+err = InertConsole(stderr=True)
 
 DbOpt = typer.Option(None, "--db", help="database URL (default: $WARPFORGE_DB, else a SQLite file in the user data)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON on stdout")

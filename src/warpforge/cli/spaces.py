@@ -20,7 +20,7 @@ def spaces_command(
     """List the recorded GPU tuning spaces bench-search can use: the shipped ones, --dir, ../shared/spaces."""
     import sys
 
-    from rich.console import Console
+    from warpforge.inert import InertConsole
 
     found = list_spaces(list(dirs))
     if json_out:
@@ -29,7 +29,7 @@ def spaces_command(
     if paths:
         sys.stdout.write("".join(f"{p}\n" for p in unique_paths(found)))
         return
-    console = Console()
+    console = InertConsole()
     for table in spaces_tables(found):
         console.print(table)
     console.print(

@@ -52,11 +52,24 @@ def plotly_js() -> Path:
     return path
 
 
+def _inert_value(value: Any) -> Any:
+    """Every string a page prints, control characters and bidi overrides written as escapes (warpforge/inert.py);
+    markup stays markup (it is escaped text already, or the page's own)."""
+    from markupsafe import Markup
+
+    from warpforge.inert import inert
+
+    if isinstance(value, Markup):
+        return Markup(inert(str(value)))  # the same markup, control characters written as escapes
+    return inert(value) if isinstance(value, str) else value
+
+
 def templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(HERE / "templates"))  # autoescape is on for .html templates
     from warpforge.dashboard import fmt
 
     t.env.filters.update(fmt.FILTERS)
+    t.env.finalize = _inert_value
     return t
 
 

@@ -21,13 +21,15 @@ test: venv
 
 # The slow tier: every template compiled for sm_90, every adversarial fixture, export's fresh-venv round trips, the
 # dashboard in headless chromium, the optimize flows, the planner's full validation (~90 min on 2 cores; run it
-# before a release). .ci/run runs the default tier and `make test-ci`: the slow tests marked `ci`, the end-to-end
-# proofs a change must not break, within CI's budget.
+# before a release). .ci/run runs the default tier and `make test-ci`: the slow tests marked `ci` (the adversarial
+# fixtures that run code, the browser, export's fresh-venv round trip; ~17 min on 2 cores), within CI's budget.
 test-slow: venv
 	.venv/bin/python -m pytest -q -m slow -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
+# One file per worker (--dist loadfile): their module fixtures (a fresh venv, seeded campaigns: 3-7 min each on
+# 2 cores) are built once, not once per worker.
 test-ci: venv
-	.venv/bin/python -m pytest -q -m "slow and ci" -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -m "slow and ci" -n $(PYTEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 test-all: test test-slow
 

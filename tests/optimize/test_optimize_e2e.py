@@ -14,7 +14,7 @@ import pytest
 
 # ~8 min on 2 cores (four one-trial campaigns, then the proof in the interpreter): past pytest-timeout's 600 s
 # default under CI's load
-pytestmark = [pytest.mark.slow, pytest.mark.ci, pytest.mark.long, pytest.mark.timeout(3000)]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(3000)]
 
 LAYERS = 2
 

@@ -98,7 +98,6 @@ def test_benchmark_exits_cleanly_without_data(tmp_path: Path, capsys: pytest.Cap
 
 
 @pytest.mark.slow
-@pytest.mark.ci
 @pytest.mark.long
 def test_benchmark_meets_a100_targets_and_reports_h100(
     shared_parallel: Path, capsys: pytest.CaptureFixture[str]

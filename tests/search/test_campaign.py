@@ -95,7 +95,8 @@ def test_several_proposals_in_flight_each_stored_once_and_told(tmp_path: Path) -
     assert rows(db, "select count(*), count(distinct params_key) from wf_evaluations") == [(5, 5)]
     # every stored evaluation's trial was told: nothing is left RUNNING
     states = rows(db, "select state, count(*) from trials group by state")
-    assert dict(states) == {"COMPLETE": 5}
+    verdicts = rows(db, "select verdict, reason, message from wf_evaluations")
+    assert dict(states) == {"COMPLETE": 5}, verdicts
 
 
 def test_each_result_is_committed_before_its_trial_is_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

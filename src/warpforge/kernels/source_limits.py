@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 
 # The largest template is 4.6 KB and 130 lines; 64 KiB / 2000 lines leaves room for long honest
 # kernels and keeps a 2 MB source of statements from costing the orchestrator a parse (measured:
@@ -72,11 +73,23 @@ def check_source_text(source: str, cookie: bool = True) -> None:
             )
 
 
+# CPython 3.11's conversion of a parsed tree into ast objects keeps its recursion depth in per-interpreter state:
+# two threads parsing at once can fail with "SystemError: AST constructor recursion depth mismatch" (an in-process
+# pool of 3 workers did, 1 evaluation in ~10 campaigns). Every parse on an evaluation's path takes this lock.
+PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` under :data:`PARSE_LOCK` (safe from several threads)."""
+    with PARSE_LOCK:
+        return ast.parse(source, filename=filename)
+
+
 def parse_limited(source: str, cookie: bool = True) -> ast.Module:
     """Parse within the limits; every failure is a SourceRefused, never an exception of the parser."""
     check_source_text(source, cookie)
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
         raise _fail("syntax_error", f"line {exc.lineno or 1}: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:

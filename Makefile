@@ -20,9 +20,9 @@ test: venv
 	.venv/bin/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 # The slow tier: every template compiled for sm_90, every adversarial fixture, export's fresh-venv round trips, the
-# dashboard in headless chromium, the optimize flows, the planner's full validation (~90 min on 2 cores; run it
+# dashboard in headless chromium, the optimize flows, the planner's full validation (over an hour on 2 cores; run it
 # before a release). .ci/run runs the default tier and `make test-ci`: the slow tests marked `ci` (the adversarial
-# fixtures that run code, the browser, export's fresh-venv round trip; ~17 min on 2 cores), within CI's budget.
+# fixtures that run code, the browser, export's fresh-venv round trip; 16 min on 2 cores), within CI's budget.
 test-slow: venv
 	.venv/bin/python -m pytest -q -m slow -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 

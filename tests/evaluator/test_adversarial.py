@@ -71,7 +71,7 @@ def test_manifest_is_complete() -> None:
 # The default tier keeps the honest controls and every fixture the grammar refuses before anything runs (fast);
 # the 57 that run candidate code in a sandboxed child (~6 min on 2 cores) are in the slow tier, which .ci/run
 # runs too (`make test-ci`). So are the two softmax controls: the interpreter runs their rows over every
-# adversarial input (65 s and 32 s on 2 cores, a third of all the controls' time).
+# adversarial input (65 s and 32 s on 2 cores, over half of all the controls' time).
 SLOW_CONTROLS = {"control_softmax", "control_softmax_online"}
 
 

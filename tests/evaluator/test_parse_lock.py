@@ -1,6 +1,6 @@
 """Every parse of a variant's text takes one lock: CPython 3.11 keeps the ast constructor's recursion depth in
-per-interpreter state, and an in-process pool of 3 workers once stored ``crashed: worker_error`` with
-"SystemError: AST constructor recursion depth mismatch (before=39, after=34)" for an honest variant."""
+per-interpreter state, so two worker threads of the in-process pool parsing at once can fail with "SystemError:
+AST constructor recursion depth mismatch" and lose an honest evaluation as ``crashed: worker_error``."""
 
 from __future__ import annotations
 

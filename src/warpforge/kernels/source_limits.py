@@ -74,8 +74,8 @@ def check_source_text(source: str, cookie: bool = True) -> None:
 
 
 # CPython 3.11's conversion of a parsed tree into ast objects keeps its recursion depth in per-interpreter state:
-# two threads parsing at once can fail with "SystemError: AST constructor recursion depth mismatch" (an in-process
-# pool of 3 workers did, 1 evaluation in ~10 campaigns). Every parse on an evaluation's path takes this lock.
+# two threads parsing at once can fail with "SystemError: AST constructor recursion depth mismatch" (the in-process
+# pool runs several worker threads). Every parse on an evaluation's path takes this lock.
 PARSE_LOCK = threading.Lock()
 
 

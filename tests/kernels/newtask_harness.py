@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.taskdef import Task
 from warpforge.kernels.variant import Variant
 
@@ -31,7 +32,7 @@ def load(variant: Variant) -> ModuleType:
 def valid_configs(variant: Variant, module: ModuleType, *shapes: dict[str, int]) -> list[dict[str, Any]]:
     """The variant's configurations its constraints() accept at every one of ``shapes``."""
     check = getattr(module, "constraints", None)
-    return [c for c in variant.configs() if check is None or all(check(c, shape) for shape in shapes)]
+    return [c for c in variant.configs() if check is None or all(check(c, constraint_shape(shape)) for shape in shapes)]
 
 
 def representative(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:

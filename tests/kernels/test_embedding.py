@@ -24,6 +24,7 @@ from warpforge.evaluator.result import Verdict
 from warpforge.evaluator.run.backend import get_backend
 from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants, load_variant
 
@@ -35,7 +36,7 @@ MODULES = {name: load(v) for name, v in VARIANTS.items()}
 def _feasible(name: str) -> list[dict[str, Any]]:
     """Configurations every benchmark shape accepts (what the search draws from)."""
     module = MODULES[name]
-    return [c for c in VARIANTS[name].configs() if all(module.constraints(c, s) for s in TASK.shapes)]
+    return [c for c in VARIANTS[name].configs() if all(module.constraints(c, constraint_shape(s)) for s in TASK.shapes)]
 
 
 def _truth(ids: torch.Tensor, weight: torch.Tensor, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

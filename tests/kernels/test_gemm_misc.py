@@ -19,6 +19,7 @@ from newtask_harness import DEVICE, load, nan_allocations, representative, valid
 from warpforge.evaluator.judge.compare import compare_outputs
 from warpforge.evaluator.judge.matching import find_match
 from warpforge.evaluator.static.grammar import check_module
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.variant import builtin_variants
 
@@ -114,7 +115,7 @@ def test_the_judge_passes_every_template(task_name: str, name: str) -> None:
     task = get_task(task_name)
     variant = next(v for v in builtin_variants(task_name) if v.name == name)
     module = load(variant)
-    configs = [c for c in variant.configs() if all(module.constraints(c, s) for s in task.shapes)]
+    configs = [c for c in variant.configs() if all(module.constraints(c, constraint_shape(s)) for s in task.shapes)]
     backend = get_backend("interpret")
     try:
         result = backend.evaluate(Job(task, variant, configs[len(configs) // 2]))

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from warpforge.evaluator.judge.matching import Match, find_match, matched_files
 from warpforge.evaluator.static.grammar import check_module
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import load_task_file
 from warpforge.kernels.taskdef import Task
 
@@ -196,7 +197,7 @@ def test_kernelbench_losses_are_ok_under_the_interpreter_backend(
     task = load_task_file(copy)
     variant = load_variant(variants[0])
     module = module_of(variants[0])
-    feasible = [c for c in variant.configs() if all(module.constraints(c, s) for s in task.shapes)]
+    feasible = [c for c in variant.configs() if all(module.constraints(c, constraint_shape(s)) for s in task.shapes)]
     backend = get_backend("interpret")
     try:
         result = backend.evaluate(Job(task, variant, feasible[len(feasible) // 2]))

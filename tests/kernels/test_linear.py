@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from newtask_harness import DEVICE, assert_close, load, module_from, nan_allocations, representative
 
 from warpforge.evaluator.judge.compare import compare_outputs, references
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
 
@@ -29,7 +30,7 @@ CPU_DTYPES = [torch.float16, torch.float32] if DEVICE == "cpu" else TASK.dtypes
 def _feasible(name: str) -> list[dict[str, Any]]:
     """Configurations every benchmark shape accepts (what the search draws from)."""
     module = MODULES[name]
-    return [c for c in VARIANTS[name].configs() if all(module.constraints(c, s) for s in TASK.shapes)]
+    return [c for c in VARIANTS[name].configs() if all(module.constraints(c, constraint_shape(s)) for s in TASK.shapes)]
 
 
 def _truth(
@@ -208,11 +209,11 @@ def test_space_holds_hopper_configs(tile: tuple[int, ...], names: tuple[str, ...
     config = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": warps, "num_stages": stages}
     for name in names:
         assert config in VARIANTS[name].configs()
-        assert all(MODULES[name].constraints(config, s) for s in TASK.shapes), name
+        assert all(MODULES[name].constraints(config, constraint_shape(s)) for s in TASK.shapes), name
 
 
 def test_constraints_reject_spilling_and_oversized_tiles() -> None:
-    shape = TASK.shapes[0]
+    shape = constraint_shape(TASK.shapes[0])
     base = {"GROUP_M": 8, "num_stages": 3}
     for module in MODULES.values():
         check = module.constraints

@@ -26,6 +26,7 @@ from warpforge.evaluator.judge.compare import compare_outputs
 from warpforge.evaluator.judge.matching import find_match, matched_files
 from warpforge.evaluator.static.grammar import check_module
 from warpforge.kernels.fx_chain import chain_steps
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import get_task, load_task_file
 from warpforge.kernels.tasks import linear_chain
 from warpforge.kernels.variant import builtin_variants
@@ -249,7 +250,7 @@ def test_a_pooling_fits_the_tiles_and_refuses_what_they_cannot_hold() -> None:
     for key, value in linear_chain.member(WIDE_CHAINS["avgpool_gelu_max"][0])[2].items():
         setattr(rows, key, value)
     assert (rows.POOL_AT, rows.RED_AT, rows.SOFTMAX_AT) == (1, 3, 0)
-    shape = {"M": 64, "N": 64, "K": 64}
+    shape = constraint_shape({"M": 64, "N": 64, "K": 64})
     assert rows.constraints({**PARAMS["rows"], "BLOCK_N": 32}, shape)
     rows.A1 = 32.0
     assert not rows.constraints({**PARAMS["rows"], "BLOCK_N": 32}, shape)

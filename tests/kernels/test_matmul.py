@@ -12,6 +12,7 @@ import pytest
 import torch
 from newtask_harness import load, representative, valid_configs
 
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
 
@@ -132,12 +133,12 @@ def test_tiled_grouped_space_holds_hopper_configs(tile: tuple[int, ...]) -> None
     bm, bn, bk, warps, stages = tile
     config = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": warps, "num_stages": stages}
     assert config in VARIANTS["tiled_grouped"].configs()
-    assert all(MODULES["tiled_grouped"].constraints(config, s) for s in TASK.shapes)
+    assert all(MODULES["tiled_grouped"].constraints(config, constraint_shape(s)) for s in TASK.shapes)
 
 
 def test_constraints_reject_spilling_and_oversized_tiles() -> None:
     check = MODULES["tiled_grouped"].constraints
-    shape = TASK.shapes[0]
+    shape = constraint_shape(TASK.shapes[0])
     base = {"GROUP_M": 8, "num_stages": 3}
     assert not check({**base, "BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8}, shape)  # registers
     assert not check({**base, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4}, shape)  # registers

@@ -18,6 +18,7 @@ from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
 from warpforge.evaluator.run.stages import compile_stage
 from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import builtin_variants
 
@@ -40,7 +41,7 @@ def _middle_config(task_name: str, variant_name: str) -> tuple[object, object, d
     feasible = [
         c
         for c in valid_configs(variant, module, task.shapes[0])
-        if all(module.constraints(c, s) for s in task.shapes + task.check_shapes)
+        if all(module.constraints(c, constraint_shape(s)) for s in task.shapes + task.check_shapes)
     ]
     assert feasible, f"{variant_name}: no configuration fits every shape"
     assert len(variant.configs()) <= 500, "SPACE sized for the search's budgets: a few hundred configs at most"

@@ -8,6 +8,7 @@ import pytest
 import torch
 from newtask_harness import load, representative, valid_configs
 
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import get_task
 from warpforge.kernels.variant import TEMPLATES_DIR, builtin_variants
 
@@ -111,7 +112,7 @@ def test_templates_parse_and_differ() -> None:
 
 def test_rows_constraints_reject_spilling_blocks() -> None:
     check = MODULES["rows"].constraints
-    shape = TASK.shapes[0]
+    shape = constraint_shape(TASK.shapes[0])
     assert not check({"BLOCK_M": 16, "BLOCK_N": 2048, "num_warps": 16, "num_stages": 1}, shape)
     assert check({"BLOCK_M": 8, "BLOCK_N": 2048, "num_warps": 8, "num_stages": 1}, shape)
 

@@ -90,17 +90,10 @@ def test_the_inverse_rotation_is_no_rotary() -> None:
 
 
 def _fake_package(op: Any) -> types.ModuleType:
-    """An exported package's surface as patching reads it: ``NS.rotary`` and its selection table."""
+    """An exported package's surface as patching reads it: ``NS.rotary`` and its configuration for a call."""
     package = types.ModuleType("wf_fake_pkg")
     sub = types.ModuleType("wf_fake_pkg.rotary")
-    sub._config = types.SimpleNamespace(  # type: ignore[attr-defined]
-        interpreting=lambda: True,
-        shape_of=lambda inputs, dims: {},
-        dtype_of=lambda inputs: "float32",
-        device_name=lambda device: "cpu",
-    )
-    sub._TABLE = types.SimpleNamespace(select=lambda *a: "config")  # type: ignore[attr-defined]
-    sub._DIMS, sub._constraints = {}, None  # type: ignore[attr-defined]
+    sub._params = lambda inputs: {"BLOCK": 64}  # type: ignore[attr-defined]
     sys.modules[sub.__name__] = sub
     package.rotary = op  # type: ignore[attr-defined]
     return package

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import torch
@@ -18,31 +17,6 @@ from warpforge.optimize.patching import apply_patches
 NS = "wf_test_patch_stub"
 
 
-class _Config:
-    """The exported package's ``_config`` as ``_kernel_fits`` reads it: the interpreter on, every shape fits."""
-
-    @staticmethod
-    def interpreting() -> bool:
-        return True
-
-    @staticmethod
-    def shape_of(inputs: Any, dims: Any) -> dict[str, int]:
-        return {}
-
-    @staticmethod
-    def dtype_of(inputs: Any) -> str:
-        return "float32"
-
-    @staticmethod
-    def device_name(device: Any) -> None:
-        return None
-
-
-class _Table:
-    def select(self, *args: Any) -> dict[str, int]:
-        return {"BLOCK": 1}
-
-
 @pytest.fixture()
 def package() -> Iterator[types.ModuleType]:
     ops = {
@@ -52,7 +26,7 @@ def package() -> Iterator[types.ModuleType]:
     pkg = types.ModuleType(NS)
     for name, fn in ops.items():
         op = types.ModuleType(f"{NS}.{name}")
-        op._config, op._TABLE, op._DIMS, op._constraints = _Config, _Table(), {}, None  # type: ignore[attr-defined]
+        op._params = lambda inputs: {"BLOCK": 1}  # type: ignore[attr-defined]  # the configuration for any call
         sys.modules[op.__name__] = op
         setattr(pkg, name, fn)
     sys.modules[NS] = pkg

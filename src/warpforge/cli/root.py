@@ -145,18 +145,18 @@ def _lines(text: str, sep: str, width: int) -> str:
 
 # NVIDIA compute capabilities Triton's bundled ptxas compiles for (Triton 3.9): any other number reached the
 # child and ended every configuration as crashed/runtime_error instead of being refused here.
-KNOWN_TARGETS = (70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
 
 
 def check_target(target: str) -> str:
     """``--target`` as written (``sm_90``, ``sm_90a``) when Triton compiles for it, else a usage error."""
     import re
 
+    from warpforge.kernels.targets import LIMITS
+
     match = re.fullmatch(r"sm_?(\d+)a?", target.strip())
-    if match is None or int(match.group(1)) not in KNOWN_TARGETS:
+    if match is None or int(match.group(1)) not in LIMITS:
         raise UsageError(
-            f"unknown --target {target!r}: use one of "
-            f"{', '.join(f'sm_{c}' for c in KNOWN_TARGETS)} (e.g. sm_90 for H100)"
+            f"unknown --target {target!r}: use one of {', '.join(f'sm_{c}' for c in LIMITS)} (e.g. sm_90 for H100)"
         )
     return target.strip()
 

@@ -34,6 +34,7 @@ from warpforge.compile_facts import static_rank
 from warpforge.db.rows import params_key
 from warpforge.export.op_plan import ExportRefused, GpuTable, OpPlan, ReaderLike, TunedEntry
 from warpforge.kernels.members import op_identifier, split_member
+from warpforge.kernels.targets import DEFAULT_TARGET, REGISTERS_PER_SM, SMEM_BYTES, limits
 from warpforge.kernels.taskdef import Task
 
 
@@ -139,11 +140,24 @@ def _plan(reader: ReaderLike, task: Task, gpu: str | None, allow_untimed: bool) 
         "speedup_note": "against the task's eager PyTorch reference, geometric mean over the benchmark shapes"
         + (f"; {winner.note}" if winner.note else ""),
         "versions": dict(first.versions) if first is not None else {},
+        "limits": target_limits(_target_of(first)),
         "date": _date(winner.created_at),
         "untimed": False,
     }
     dtypes = tuple(sorted({s.dtype for s in winner.shapes}))
     return OpPlan(task, winner.variant_name, winner.variant_hash, source, tables, info, False, dtypes)
+
+
+def _target_of(detail: Any) -> str | None:
+    """The compile target an evaluation's kernels were compiled for (its stored resources), if any."""
+    kernels = list((getattr(detail, "resources", None) or {}).values())
+    return kernels[0].get("target") if kernels else None
+
+
+def target_limits(target: str | None) -> dict[str, int]:
+    """What the kernel's constraints read at run time where no GPU says its own (kernel_info's ``limits``)."""
+    lim = limits(target or DEFAULT_TARGET)
+    return {SMEM_BYTES: lim.shared_bytes, REGISTERS_PER_SM: lim.registers_per_sm}
 
 
 def _table(reader: ReaderLike, decision: Any, ok: list[Any]) -> GpuTable:
@@ -203,8 +217,7 @@ def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPla
         resources = (detail.result or {}).get("resources") if detail is not None else None
         ranked.append((static_rank(resources), e.id, e, detail))
     rank, _, best, detail = min(ranked, key=lambda r: (r[0], r[1]))
-    kernels = list((detail.resources or {}).values()) if detail is not None else []
-    target = kernels[0].get("target") if kernels else None
+    target = _target_of(detail)
     source = _variant_source(reader, best.variant_hash, task.name)
     versions = dict(detail.versions) if detail is not None else {}
     checked = (detail.result or {}).get("checked", []) if detail is not None else []
@@ -229,6 +242,7 @@ def _plan_untimed(reader: ReaderLike, task: Task, decisions: list[Any]) -> OpPla
         f"{'unknown' if math.isinf(rank[1]) else f'{-rank[1]:.0%}'}, registers "
         f"{rank[2]:g}, shared memory {rank[3]:g} B), verified ok on {best.device or best.backend}",
         "versions": versions,
+        "limits": target_limits(target),
         "date": _date(best.created_at),
         "untimed": True,
     }

@@ -62,20 +62,7 @@ def _tensors_of(args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tenso
 
 def _kernel_fits(package: ModuleType, op: str, inputs: Sequence[Any]) -> bool:
     """The exported op would run its Triton kernel for these inputs (not its PyTorch fallback)."""
-    mod = sys.modules[f"{package.__name__}.{op}"]
-    config = mod._config
-    first = next(t for t in inputs if isinstance(t, torch.Tensor))
-    if first.device.type == "cpu" and not config.interpreting():
-        return False
-    return (
-        mod._TABLE.select(
-            config.shape_of(inputs, mod._DIMS),
-            config.dtype_of(inputs),
-            config.device_name(first.device),
-            mod._constraints,
-        )
-        is not None
-    )
+    return sys.modules[f"{package.__name__}.{op}"]._params(tuple(inputs)) is not None
 
 
 def _run(

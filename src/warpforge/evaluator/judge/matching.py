@@ -49,6 +49,7 @@ from warpforge.evaluator.judge.match_adapters import (
 )
 from warpforge.kernels.kernelbench import ALIAS_ATTR, KEEP_AT_MOST, MATCH_ATTR
 from warpforge.kernels.members import template_files, with_constants
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.taskdef import DEFAULT_TOLERANCES, Member, Shape, Task, shape_key
 
 SEEDS = (0, 1, 2)
@@ -713,7 +714,9 @@ def _feasible(template: Path, shapes: list[Shape]) -> bool:
         return False
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return any(all(module.constraints(params, dict(shape)) for shape in shapes) for params in variant.configs())
+    return any(
+        all(module.constraints(params, constraint_shape(shape)) for shape in shapes) for params in variant.configs()
+    )
 
 
 def no_match_message(problem: Task, tried: list[str]) -> str:

@@ -26,6 +26,7 @@ from warpforge.evaluator.run.stages import check_stage, compile_stage, phase_bud
 from warpforge.evaluator.run.timing import BenchSettings, ab_stage, bench_stage, measured_result, reference_stage
 from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
+from warpforge.kernels.targets import LIMITS
 from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.cuda")
@@ -65,6 +66,13 @@ class CudaBackend(Backend):
         # check and the benchmark look them up instead of compiling them inside their phases.
         major, minor = torch.cuda.get_device_capability()
         job.target = f"sm_{major}{minor}"
+        if major * 10 + minor not in LIMITS:
+            return job.result(
+                Verdict.UNSUPPORTED,
+                "unknown_target",
+                f"this GPU is {job.target}; the shared-memory table (kernels/targets.py) knows "
+                + ", ".join(f"sm_{a}" for a in LIMITS),
+            )
         failure, resources = compile_stage(self.pool, job)
         if failure is not None:
             failure.resources = resources

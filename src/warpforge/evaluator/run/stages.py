@@ -34,14 +34,12 @@ from warpforge.evaluator.sandbox.job import Job, training_check, training_note
 from warpforge.evaluator.sandbox.protocol import CheckRequest
 from warpforge.evaluator.sandbox.supervisor import ChildOutcome, ChildPool
 from warpforge.evaluator.static.checks import check_source
+from warpforge.kernels.targets import constraint_shape, limits
 from warpforge.kernels.taskdef import Shape, dtype_name, shape_key
 
 CANDIDATE_FILE = "candidate.py"
 ARGUMENT_RULES = frozenset({"constexpr_tensor", "kernel_argument_type"})
 TASK_DIR = "task"
-# Largest dynamic shared memory per block (bytes) by compute capability: sm_90 232448 (227 KB),
-# sm_80 166912 (163 KB), sm_86/89 101376 (99 KB).
-SHARED_LIMIT = {90: 232448, 80: 166912, 86: 101376, 89: 101376}
 # Our start-up in a GPU child (the "context" phase: CUDA context creation, from the child's "context" mark to
 # the mode's first one) is never the candidate's time; it gets a bound of its own, generous because a loaded
 # node or a first driver load is slow, and it only stops a child that never gets going.
@@ -448,7 +446,7 @@ def check_stage(
         "candidate_sha256": job.variant.source_hash,
         "params": job.params,
         "device": device,
-        "constraint_shapes": job.shapes,
+        "constraint_shapes": [constraint_shape(s, job.target) for s in job.shapes],
         "grid_seed": plan.grid_seed or 0,
         "cases": [{"id": c.id, "sentinel": c.sentinel, "shuffled": c.id in plan.shuffled} for c in plan.cases],
     }
@@ -561,10 +559,9 @@ def compile_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[Re
                 "no_triton_kernel",
                 "launch ran no @triton.jit kernel: the variant must launch a Triton kernel",
             ), resources
-        arch = int("".join(ch for ch in job.target if ch.isdigit()) or 90)
-        limit = SHARED_LIMIT.get(arch)
+        limit = limits(job.target).shared_bytes
         for r in resources:
-            if limit is not None and r.shared_bytes is not None and r.shared_bytes > limit:
+            if r.shared_bytes is not None and r.shared_bytes > limit:
                 return job.result(
                     Verdict.INVALID_CONFIG,
                     "out_of_resources",
@@ -718,7 +715,7 @@ def space_stage(pool: ChildPool, job: Job) -> tuple[EvalResult | None, list[dict
         "candidate": CANDIDATE_FILE,
         "candidate_sha256": job.variant.source_hash,
         "space": job.variant.space,
-        "shapes": job.shapes,
+        "shapes": [constraint_shape(s, job.target) for s in job.shapes],
     }
     with pool.running(
         request, job.env(interpret=True), budget_s(job), _write_candidate(job), rss_limit_bytes=job.rss_limit_bytes

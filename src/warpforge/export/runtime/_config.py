@@ -82,6 +82,29 @@ def device_name(device: Any) -> str | None:
     return str(torch.cuda.get_device_name(device))
 
 
+# The constraint keys a GPU reports itself (torch's device properties).
+_DEVICE_LIMITS = (("SMEM_BYTES", "shared_memory_per_block_optin"), ("REGISTERS_PER_SM", "regs_per_multiprocessor"))
+
+
+def limits_of(device: Any, info: Mapping[str, Any]) -> dict[str, int]:
+    """What a kernel's ``constraints`` read besides the call's shape: the device's shared memory per block and
+    registers per SM. A GPU says its own; on the CPU (the interpreter) they are the compile target's the op was
+    exported for (``kernel_info.json``'s ``limits``)."""
+    limits = {k: int(v) for k, v in dict(info.get("limits") or {}).items()}
+    if getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        props = torch.cuda.get_device_properties(device)
+        for key, attr in (
+            ("SMEM_BYTES", "shared_memory_per_block_optin"),
+            ("REGISTERS_PER_SM", "regs_per_multiprocessor"),
+        ):
+            value = getattr(props, attr, None)
+            if value:
+                limits[key] = int(value)
+    return limits
+
+
 def _distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
     keys = set(a) & set(b)
     return math.sqrt(sum((math.log(max(a[k], 1)) - math.log(max(b[k], 1))) ** 2 for k in keys))
@@ -109,10 +132,12 @@ class ConfigTable:
         dtype: str,
         gpu: str | None,
         constraints: Callable[[dict[str, Any], dict[str, int]], bool] | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> dict[str, Any] | None:
-        key = (tuple(sorted(shape.items())), dtype, gpu)
+        """The configuration for one call; ``limits`` (:func:`limits_of`) join the shape ``constraints`` see."""
+        key = (tuple(sorted(shape.items())), dtype, gpu, tuple(sorted((limits or {}).items())))
         if key not in self._cache:
-            self._cache[key] = self._select(dict(shape), dtype, gpu, constraints)
+            self._cache[key] = self._select(dict(shape), dtype, gpu, constraints, dict(limits or {}))
         return self._cache[key]
 
     @staticmethod
@@ -128,9 +153,10 @@ class ConfigTable:
         dtype: str,
         gpu: str | None,
         constraints: Callable[[dict[str, Any], dict[str, int]], bool] | None,
+        limits: dict[str, int],
     ) -> dict[str, Any] | None:
         def fits(params: Mapping[str, Any]) -> bool:
-            return constraints is None or bool(constraints(dict(params), dict(shape)))
+            return constraints is None or bool(constraints(dict(params), {**shape, **limits}))
 
         table = self.primary if gpu is None else self.tables.get(gpu.casefold())
         if table is None:

@@ -22,8 +22,6 @@ SPACE = {
 }
 
 LOG2E = 1.4426950408889634
-# H100/H200: 227 KiB of shared memory per block.
-SMEM_BYTES = 232448
 
 
 def constraints(params, shape):
@@ -31,7 +29,7 @@ def constraints(params, shape):
     bm, bn, warps, stages = params["BLOCK_M"], params["BLOCK_N"], params["num_warps"], params["num_stages"]
     bbm, bbn = params["BWD_BLOCK_M"], params["BWD_BLOCK_N"]
     # forward: q tile resident, K and V tiles pipelined num_stages deep (2-byte dtypes)
-    if (bm * d + 2 * stages * bn * d) * 2 > SMEM_BYTES:
+    if (bm * d + 2 * stages * bn * d) * 2 > shape["SMEM_BYTES"]:
         return False
     # forward registers: fp32 accumulator (BLOCK_M x D) and score tile (BLOCK_M x BLOCK_N) per thread
     if (bm * d + bm * bn) // (32 * warps) > 192:
@@ -39,7 +37,7 @@ def constraints(params, shape):
     # dK/dV: two fp32 accumulators and the resident K, V (BWD_BLOCK_N x D), the transposed scores
     if (2 * bbn * d + 2 * bbn * bbm) // (32 * warps) > 192:
         return False
-    return (2 * bbn * d + 2 * stages * bbm * d) * 2 <= SMEM_BYTES
+    return (2 * bbn * d + 2 * stages * bbm * d) * 2 <= shape["SMEM_BYTES"]
 
 
 @triton.jit

@@ -24,8 +24,6 @@ SPACE = {
     "num_stages": [2, 3, 4, 5],
 }
 
-_SMEM_BYTES = 232448  # H100/H200 shared memory per block
-
 
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
@@ -33,7 +31,7 @@ def constraints(params, shape):
     # 4-byte elements unless the shape says otherwise: the task runs fp32 too (a matched problem's shape carries
     # ELEM_BYTES)
     smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
-    if smem > _SMEM_BYTES:
+    if smem > shape["SMEM_BYTES"]:
         return False
     if bm * bn > 4096 * warps:  # fp32 accumulator over 128 registers per thread spills
         return False
@@ -42,7 +40,7 @@ def constraints(params, shape):
     if (bm * bn + (bm * bk + bk * bn) // 2) > 240 * 32 * warps:
         return False
     # two programs per SM must both fit: shared memory, and 2 x 32*warps threads x ~230 registers <= 64K
-    if params["NUM_SMS"] > 132 and (2 * smem > _SMEM_BYTES or warps > 4):
+    if params["NUM_SMS"] > 132 and (2 * smem > shape["SMEM_BYTES"] or warps > 4):
         return False
     return True
 

@@ -22,8 +22,8 @@ SPACE = {
     "num_stages": [2, 3, 4, 5],
 }
 
-# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages A and B tiles
-_SMEM_BYTES = 232448
+# The pipeline holds num_stages A and B tiles in shared memory: at most the target's
+# shape["SMEM_BYTES"] per block (the harness adds it: kernels/targets.py).
 
 
 def constraints(params, shape):
@@ -31,7 +31,7 @@ def constraints(params, shape):
     warps, stages = params["num_warps"], params["num_stages"]
     # 4-byte elements unless the shape says otherwise: the task runs fp32 too (a matched problem's shape carries
     # ELEM_BYTES); 128x256x64 in 3 stages is 144 KiB in fp16, 288 KiB in fp32
-    if stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4) > _SMEM_BYTES:
+    if stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4) > shape["SMEM_BYTES"]:
         return False
     # fp32 accumulator per thread: more than 128 registers spills (e.g. 128x256 needs 8 warps)
     if bm * bn > 4096 * warps:

@@ -65,15 +65,15 @@ SPACE = {
     "num_stages": [2, 3, 4],
 }
 
-# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
-_SMEM_BYTES = 232448
+# The pipeline holds num_stages x and w tiles in shared memory: at most the target's
+# shape["SMEM_BYTES"] per block (the harness adds it: kernels/targets.py).
 
 
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
     smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
-    if smem > _SMEM_BYTES or bm * bn < 4096:
+    if smem > shape["SMEM_BYTES"] or bm * bn < 4096:
         return False
     # the fp32 accumulator and the gather's [BLOCK_M, BLOCK_K] index tiles share 255 registers a thread:
     # 64 accumulator values a thread at most (128x128 needs 8 warps), 32 index values

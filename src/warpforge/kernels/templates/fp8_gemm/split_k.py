@@ -19,12 +19,11 @@ SPACE = {
 }
 
 SCALE_GROUP = 128
-SMEM_BYTES = 232448  # H100/H200: 227 KiB per block
 
 
 def constraints(params, shape):
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
-    if params["num_stages"] * (bm + bn) * SCALE_GROUP > SMEM_BYTES:
+    if params["num_stages"] * (bm + bn) * SCALE_GROUP > shape["SMEM_BYTES"]:
         return False
     return 2 * bm * bn // (32 * params["num_warps"]) <= 128
 

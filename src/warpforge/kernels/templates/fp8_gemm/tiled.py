@@ -19,13 +19,12 @@ SPACE = {
 }
 
 SCALE_GROUP = 128
-SMEM_BYTES = 232448  # H100/H200: 227 KiB per block
 
 
 def constraints(params, shape):
     bm, bn = params["BLOCK_M"], params["BLOCK_N"]
     # 1-byte A and B tiles of 128 along K, num_stages deep
-    if params["num_stages"] * (bm + bn) * SCALE_GROUP > SMEM_BYTES:
+    if params["num_stages"] * (bm + bn) * SCALE_GROUP > shape["SMEM_BYTES"]:
         return False
     # fp32 accumulator plus the step's fp32 product: above 128 values per thread spills
     return 2 * bm * bn // (32 * params["num_warps"]) <= 128

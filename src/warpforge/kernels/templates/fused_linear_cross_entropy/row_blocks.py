@@ -26,7 +26,6 @@ SPACE = {
 }
 
 IGNORE_INDEX = -100
-SMEM_BYTES = 232448  # H100/H200: 227 KiB per block
 
 
 def constraints(params, shape):
@@ -35,7 +34,7 @@ def constraints(params, shape):
     # The backward's pipelined tiles, num_stages deep in 2-byte dtypes: h and dh [BLOCK_M, BLOCK_H], w
     # [BLOCK_V, BLOCK_H] and the logits' gradient [BLOCK_M, BLOCK_V] (the forward alone needs h and w: counted
     # so, 64/128/128 at 3 stages compiled to 245,760 bytes, over sm_90's 232,448).
-    if stages * (2 * bm * bh + bv * bh + bm * bv) * 2 > SMEM_BYTES:
+    if stages * (2 * bm * bh + bv * bh + bm * bv) * 2 > shape["SMEM_BYTES"]:
         return False
     # the fp32 logits tile plus (backward) the dh and dw product tiles per thread: above 192 values spills
     return (bm * bv + bm * bh + bv * bh) // (32 * warps) <= 192

@@ -28,8 +28,8 @@ SPACE = {
     "num_stages": [2, 3, 4, 5],
 }
 
-# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages A and B tiles
-_SMEM_BYTES = 232448
+# The pipeline holds num_stages A and B tiles in shared memory: at most the target's
+# shape["SMEM_BYTES"] per block (the harness adds it: kernels/targets.py).
 # db stage 1: 128 columns of 2-byte dy are 256 contiguous bytes per row (two full 128-byte lines); 32 rows per
 # step keep the fp32 partial tile at 32 values per thread at 4 warps.
 _DB_BLOCK_M = 32
@@ -43,7 +43,7 @@ _DB_REDUCE_BLOCK = 1024
 def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     warps, stages = params["num_warps"], params["num_stages"]
-    if stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2) > _SMEM_BYTES:  # 4 for fp32 (ELEM_BYTES)
+    if stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2) > shape["SMEM_BYTES"]:  # 4 for fp32 (ELEM_BYTES)
         return False
     # fp32 accumulator per thread: more than 128 registers spills (e.g. 128x256 needs 8 warps)
     if bm * bn > 4096 * warps:

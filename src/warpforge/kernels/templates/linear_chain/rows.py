@@ -56,8 +56,8 @@ SPACE = {
     "num_stages": [2, 3, 4],
 }
 
-# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
-_SMEM_BYTES = 232448
+# The pipeline holds num_stages x and w tiles in shared memory: at most the target's
+# shape["SMEM_BYTES"] per block (the harness adds it: kernels/targets.py).
 
 
 def constraints(params, shape):
@@ -66,7 +66,7 @@ def constraints(params, shape):
     # a pooling's runs must not straddle tiles, and a tile pools to at least 2 values
     pool = int((A1, A2, A3, A4, A5, A6)[POOL_AT - 1]) if POOL_AT else 1
     # fp32 accumulator per thread: more than 128 registers spills; the chain keeps z and y live besides it
-    return smem <= _SMEM_BYTES and bm * bn <= 4096 * params["num_warps"] and bn % pool == 0 and bn >= 2 * pool
+    return smem <= shape["SMEM_BYTES"] and bm * bn <= 4096 * params["num_warps"] and bn % pool == 0 and bn >= 2 * pool
 
 
 # ---- generated: vocabulary (python -m warpforge.kernels.chain_regions) ----

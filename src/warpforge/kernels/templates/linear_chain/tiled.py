@@ -46,8 +46,8 @@ SPACE = {
     "num_stages": [2, 3, 4, 5],
 }
 
-# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
-_SMEM_BYTES = 232448
+# The pipeline holds num_stages x and w tiles in shared memory: at most the target's
+# shape["SMEM_BYTES"] per block (the harness adds it: kernels/targets.py).
 
 
 def constraints(params, shape):
@@ -56,7 +56,7 @@ def constraints(params, shape):
     # 4 bytes unless told: fp32 is this task's first dtype (sm_90, 128x128x64 at 4 stages: 262,144 bytes in fp32,
     # over the limit, where the 2-byte count said 131,072); a matched problem's shape carries ELEM_BYTES
     smem = stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
-    if smem > _SMEM_BYTES:
+    if smem > shape["SMEM_BYTES"]:
         return False
     # fp32 accumulator per thread: more than 128 registers spills (e.g. 128x256 needs 8 warps); the chain keeps
     # z and y live besides it, so the same bound leaves it the other half of the 255

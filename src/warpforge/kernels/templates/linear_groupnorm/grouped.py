@@ -38,8 +38,8 @@ NORM_AT = 1
 GROUPS = 16
 EPS = 1e-05
 
-# H100/H200: 227 KiB of shared memory per block; the pipeline holds num_stages x and w tiles
-_SMEM_BYTES = 232448
+# The pipeline holds num_stages x and w tiles in shared memory: at most the target's
+# shape["SMEM_BYTES"] per block (the harness adds it: kernels/targets.py).
 
 
 def _padded_group(n):
@@ -189,7 +189,7 @@ def constraints(params, shape):
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     smem = params["num_stages"] * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 4)
     # whole groups per tile; the fp32 tile and its centered copy live together: at most 64 of each per thread
-    return smem <= _SMEM_BYTES and bn >= _padded_group(shape["N"]) and bm * bn <= 2048 * params["num_warps"]
+    return smem <= shape["SMEM_BYTES"] and bn >= _padded_group(shape["N"]) and bm * bn <= 2048 * params["num_warps"]
 
 
 @triton.jit

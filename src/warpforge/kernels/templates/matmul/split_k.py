@@ -25,7 +25,6 @@ SPACE = {
     "num_stages": [2, 3, 4, 5],
 }
 
-_SMEM_BYTES = 232448  # H100/H200 shared memory per block
 _REDUCE_BLOCK = 1024
 
 
@@ -34,7 +33,7 @@ def constraints(params, shape):
     warps, stages = params["num_warps"], params["num_stages"]
     # pipelined A/B tiles (4-byte elements for fp32 inputs, see ELEM_BYTES), or the fp32 partial tile staged
     # through shared memory on store
-    if max(stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2), bm * bn * 4) > _SMEM_BYTES:
+    if max(stages * (bm * bk + bk * bn) * shape.get("ELEM_BYTES", 2), bm * bn * 4) > shape["SMEM_BYTES"]:
         return False
     if bm * bn > 4096 * warps:  # fp32 accumulator over 128 registers per thread spills
         return False

@@ -46,6 +46,7 @@ def main() -> int:
         print("record_spaces: no CUDA GPU here; recordings must come from a real GPU. Nothing recorded.")
         return 0
     gpu = torch.cuda.get_device_name(0)
+    target = "sm_{}{}".format(*torch.cuda.get_device_capability(0))  # constraints judged with this GPU's limits
     start = time.monotonic()
     backend = get_backend("cuda")
     written = 0
@@ -54,7 +55,7 @@ def main() -> int:
             task = get_task(task_name)
             dtype = task.dtypes[0]
             for variant in builtin_variants(task.name):
-                failure, configs = space_stage(backend.pool, Job(task, variant, {}))
+                failure, configs = space_stage(backend.pool, Job(task, variant, {}, target=target))
                 if failure is not None or not configs or len(configs) > args.max_space:
                     print(f"skip {task.name}/{variant.name}: {failure.message if failure else len(configs)} configs")
                     continue

@@ -33,6 +33,7 @@ from typer.testing import CliRunner
 from warpforge.cli import app
 from warpforge.export.standalone import imports_warpforge
 from warpforge.kernels.members import op_identifier
+from warpforge.kernels.targets import constraint_shape
 from warpforge.kernels.task import builtin_task_names, get_task
 from warpforge.kernels.taskdef import dtype_name
 from warpforge.kernels.variant import builtin_variants
@@ -82,7 +83,7 @@ def _config(path: Path, shape: dict[str, int], configs: list[dict[str, Any]]) ->
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     accept = getattr(module, "constraints", lambda params, shape: True)
-    found = [c for c in configs if accept(c, shape)]
+    found = [c for c in configs if accept(c, constraint_shape(shape))]
     assert found, f"{path}: no configuration of SPACE fits {shape}"
     # the least work per program first: the interpreter's time grows with the block sizes
     return min(found, key=lambda c: math.prod(v for v in c.values() if isinstance(v, int) and v > 0))

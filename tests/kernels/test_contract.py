@@ -15,6 +15,7 @@ from warpforge.evaluator.run.backend import BACKENDS, get_backend
 from warpforge.evaluator.run.stages import compile_stage, space_stage
 from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
+from warpforge.kernels.targets import limits
 from warpforge.kernels.task import builtin_task_names, get_task, load_task_file
 from warpforge.kernels.taskdef import KINDS, TaskError
 from warpforge.kernels.variant import builtin_variants, load_variant
@@ -96,7 +97,7 @@ def test_template_has_feasible_space_and_compiles_for_sm90(task_name: str, varia
     failure, resources = compile_stage(pool, Job(task, variant, max(configs, key=_weight)))
     assert failure is None, failure.message
     assert all(r.registers and r.registers <= 255 for r in resources)
-    assert all(r.shared_bytes is not None and r.shared_bytes <= 232448 for r in resources)
+    assert all(r.shared_bytes is not None and r.shared_bytes <= limits("sm_90").shared_bytes for r in resources)
 
 
 def _weight(config: dict) -> float:

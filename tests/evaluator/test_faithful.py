@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -148,3 +149,41 @@ def test_a_kernel_parameter_named_like_a_launch_option_is_rebuilt_once() -> None
         *args, **{k: v for k, v in options.items() if k in inspect.signature(tutorial.fn).parameters}
     )
     assert spec_key(specialization(tutorial, tuple(args), options, "h")) == spec_key(spec)
+
+
+BF16_DOT = textwrap.dedent("""
+    import json, sys
+    import torch, triton, triton.language as tl
+    from warpforge.evaluator.sandbox.child import faithful
+
+    @triton.jit
+    def dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+        rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(16, 32, generator=gen).bfloat16()
+    b = torch.randn(32, 16, generator=gen).bfloat16()
+    exact = a.double() @ b.double()  # bf16 values multiplied exactly, summed in float64
+    errors = {}
+    for name in ("triton", "faithful"):
+        if name == "faithful":
+            faithful.install()
+        c = torch.empty(16, 16)
+        dot[(1,)](a, b, c, 16, 16, 32)
+        errors[name] = float((c.double() - exact).abs().max() / exact.abs().max())
+    print(json.dumps(errors))
+""")
+
+
+def test_bf16_dot_is_the_compiled_product() -> None:
+    """mma...f32.bf16.bf16.f32 multiplies the bf16 values exactly and sums in fp32: within fp32 rounding of the
+    float64 sum of the same products; Triton's own interpreter multiplies the bit patterns."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", BF16_DOT], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    errors = json.loads(out.stdout.strip().splitlines()[-1])
+    assert errors["faithful"] < 32 * 2.0**-24  # 32 fp32 additions at most, each within half an ulp
+    assert errors["triton"] > 1e3  # the reason for the layer: the raw interpreter is not the GPU here

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from warpforge.db import store
 from warpforge.db.session import Database
 from warpforge.evaluator.result import EvalResult, Resources, ShapeResult, Timing, Verdict, aggregate
 from warpforge.kernels.task import get_task
-from warpforge.kernels.variant import builtin_variants
+from warpforge.kernels.variant import builtin_variants, load_variant
 
 GPU = "SYNTHETIC-TEST-GPU (recorded-labelled test data, not a measurement)"
 VERSIONS = {"torch": "2.13.0+cpu", "triton": "3.9.0", "warpforge": "0.1.0"}
@@ -30,10 +31,12 @@ def save(
     resources: list[tuple[int, int, int]] | None = None,
     campaign: str = "c1",
     gpu: str = GPU,
+    source: Path | None = None,
 ) -> int:
-    """One evaluation; ``times`` maps a shape key ("M=4096,N=4096") to (p20, p50, p80) in ms (recorded)."""
+    """One evaluation; ``times`` maps a shape key ("M=4096,N=4096") to (p20, p50, p80) in ms (recorded);
+    ``source``: a variant file of the test's own instead of the built-in template ``variant_name``."""
     task = get_task(task_name)
-    v = variant(task_name, variant_name)
+    v = load_variant(source) if source is not None else variant(task_name, variant_name)
     shapes = []
     for key, (p20, p50, p80) in (times or {}).items():
         shape = {k: int(x) for k, x in (kv.split("=") for kv in key.split(","))}

@@ -37,6 +37,7 @@ from warpforge.export.source import (
     effective_grad_tolerances,
     effective_tolerances,
     op_signature,
+    self_check_tolerances,
     shape_map,
     training_facts,
     wrap_launches,
@@ -200,6 +201,7 @@ def render_package(
                 first_tensor=first_tensor,
                 first_index=sig.names.index(first_tensor),
                 dims=repr({k: list(v) for k, v in sorted(shape_map(plan.task).items())}),
+                tolerances=repr(self_check_tolerances(plan.task)),
             )
             .encode()
         )
@@ -224,6 +226,7 @@ def render_package(
     pkg["kernel_info.json"] = _json(info_all)
     pkg["_config.py"] = (RUNTIME / "_config.py").read_bytes()
     pkg["_testing.py"] = (RUNTIME / "_testing.py").read_bytes()
+    pkg["_selfcheck.py"] = (RUNTIME / "_selfcheck.py").read_bytes()
     if trained:
         pkg["_training.py"] = (RUNTIME / "_training.py").read_bytes()
     pkg["_kernels/__init__.py"] = b'"""The winning Triton kernels and launchers, one module per op."""\n'

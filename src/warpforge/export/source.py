@@ -221,6 +221,12 @@ def effective_tolerances(task: Task) -> dict[str, tuple[float, float]]:
     return {dtype_name(d): task.tolerance(d) for d in task.dtypes}
 
 
+def self_check_tolerances(task: Task) -> dict[str, tuple[float, float]]:
+    """(atol, rtol) for an op's first-use check: the task's dtypes and the three a caller may bring besides."""
+    dtypes = sorted({*task.dtypes, torch.float16, torch.bfloat16, torch.float32}, key=dtype_name)
+    return {dtype_name(d): task.tolerance(d) for d in dtypes}
+
+
 @dataclass(frozen=True)
 class TrainingFacts:
     """How an op trains: the inputs it differentiates and how many tensors ``launch_forward`` saves."""

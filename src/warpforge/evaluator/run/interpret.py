@@ -17,8 +17,6 @@ import logging
 import math
 import platform
 
-import torch
-
 from warpforge.evaluator.result import EvalResult, Verdict
 from warpforge.evaluator.run.backend import Backend, register
 from warpforge.evaluator.run.interpreter_dtypes import fp8_dtypes
@@ -26,7 +24,6 @@ from warpforge.evaluator.run.provenance import fingerprint
 from warpforge.evaluator.run.stages import check_stage, compile_stage, largest_checked, spec_stage
 from warpforge.evaluator.sandbox.job import Job
 from warpforge.evaluator.sandbox.supervisor import ChildPool
-from warpforge.evaluator.static.grammar import kernels_use
 from warpforge.kernels.taskdef import Shape, Task, shape_key
 
 log = logging.getLogger("warpforge.evaluator.run.interpret")
@@ -151,18 +148,10 @@ def scale_shapes(task: Task) -> tuple[list[Shape], str]:
 
 def interpret_checks(pool: ChildPool, job: Job) -> EvalResult:
     """Correctness under the interpreter on CHECK_SHAPES, then AOT compilation; no times."""
+    # Every dtype is checked: the child's interpreter computes bf16 tl.dot as the compiled kernel does
+    # (sandbox/child/faithful.py; Triton's own multiplies the raw bit patterns).
     dtypes = list(job.dtypes)
     unchecked: list[str] = []
-    if torch.bfloat16 in dtypes and kernels_use(job.variant.source, "dot"):  # the AST, never the text
-        # docs/design.md §8: the interpreter computes tl.dot on bf16 wrongly (relative error ~1e9): unsupported there.
-        dtypes.remove(torch.bfloat16)
-        unchecked.append("bfloat16: the Triton interpreter computes tl.dot on bf16 wrongly; check on a GPU")
-    if not dtypes:
-        return job.result(
-            Verdict.UNSUPPORTED,
-            "interpreter_bf16_dot",
-            "bf16 tl.dot cannot be checked in the Triton interpreter; use --backend cuda",
-        )
     # Compile first: Triton's real front-end names compile errors that the interpreter would only meet as
     # Python exceptions, and a compile (0.5-1.5 s) is cheaper than the interpreter checks.
     failure, resources = compile_stage(pool, job)

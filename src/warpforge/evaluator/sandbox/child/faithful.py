@@ -10,6 +10,10 @@ catalogue with its evidence is docs/evaluator.md, "Interpreter and compiled kern
   reads only the top 19 bits (sign, exponent, 10 mantissa bits): the inputs are truncated to TF32 here.
   "tf32x3" splits each input as ``cvt.rna.tf32.f32`` does (big = round-to-nearest-away TF32, small = TF32 of the
   rest) and sums the three products; "ieee" (``fma.rn.f32``) is exact fp32, as numpy already is.
+- ``tl.dot`` on bf16 inputs: the interpreter multiplies the raw uint16 bit patterns it holds bf16 in (an error of
+  ~1e9 on N(0, 1) inputs); the compiled kernel's ``mma...f32.bf16.bf16.f32`` multiplies the bf16 values exactly
+  (8-bit mantissas: a product fits fp32's 24) and accumulates in fp32. Here the operands are widened to fp32 and
+  multiplied in fp32 (numpy), the accumulator added: the compiled sum, up to the order of its additions.
 - float to integer (``.to(tl.int32)``): ``cvt.rzi.s32.f32`` rounds toward zero and saturates, NaN gives 0;
   numpy's ``astype`` gives INT_MIN for out-of-range values and NaN. Narrow targets go through the PTX's own
   16-bit conversion (``cvt.rzi.u16.f32`` then truncation for uint8, likewise s16 for int8).
@@ -105,14 +109,25 @@ def install() -> None:
     if get_np_dtype is None:
         raise InterpreterLayout("triton.runtime.interpreter has no _get_np_dtype")
 
+    convert_float = getattr(interp, "_convert_float", None)
+
+    def widened(x: Any) -> np.ndarray:
+        import triton.language as tl
+
+        if convert_float is None:
+            raise InterpreterLayout("triton.runtime.interpreter has no _convert_float for bf16")
+        return np.asarray(convert_float(x.data, tl.bfloat16, tl.float32, None)).view(np.float32)
+
     def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, *rest: Any, **kw: Any) -> Any:
         if a.data.dtype == np.float32 and b.data.dtype == np.float32:
             product = tf32_dot(a.data, b.data, _precision_name(input_precision))
             if product is not None:
                 return handle(product.astype(d.data.dtype) + d.data, d.dtype.scalar)
+        if str(a.dtype.scalar) == "bf16" and str(b.dtype.scalar) == "bf16":
+            if d.data.dtype != np.float32:
+                raise InterpreterLayout(f"tl.dot on bf16 accumulating in {d.dtype.scalar}: not emulated")
+            return handle(np.matmul(widened(a), widened(b)) + d.data, d.dtype.scalar)
         return original_dot(self, a, b, d, input_precision, *rest, **kw)
-
-    convert_float = getattr(interp, "_convert_float", None)
 
     def fp_to_int(self: Any, src: Any, dst_type: Any) -> Any:
         data = src.data

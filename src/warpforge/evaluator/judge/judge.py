@@ -98,6 +98,19 @@ def perturb_dim(value: int, rng: random.Random) -> int:
     return rng.choice(choices) if choices else value + 1
 
 
+def race_message(found: list[Any], label: str) -> str:
+    """The first race a launch reported (child/races.py), for a person: the element and the two programs."""
+    first = found[0] if isinstance(found[0], dict) else {}
+    programs = first.get("programs") or [[], []]
+    where = str(first.get("where", "?"))[:80]  # the child's claim: printed through inert() where read
+    kind = "both store" if first.get("kind") == "store/store" else "one stores, the other loads"
+    return (
+        f"programs {tuple(programs[0])} and {tuple(programs[1])} of one launch touch {where} ({label}): {kind} "
+        f"without an atomic, so a GPU running them at once loses or reads a partial update ({len(found)} race(s) "
+        "reported); use tl.atomic_add (or another atomic) for shared accumulators"
+    )
+
+
 def hidden_shapes(task: Task, rng: random.Random, count: int = 1) -> list[Shape]:
     """Small shapes nobody has seen, derived from CHECK_SHAPES with the parent's unpredictable RNG.
 
@@ -425,6 +438,9 @@ class Judge:
                     f"{info['threads']} thread(s) still ran "
                     f"after launch returned ({case.label}); work must finish inside launch",
                 )
+            found = info.get("races")
+            if isinstance(found, list) and found:
+                return _fail(job, Verdict.INCORRECT, "data_race", race_message(found, case.label))
             raw = info.get("refused_arguments")
             refused: list[dict[str, Any]] = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
             if refused:  # the launcher refused an argument and launch carried on without that launch

@@ -98,6 +98,7 @@ class LaunchFacts(TypedDict, total=False):
     kernels: list[str]  # source hashes of the kernels launched
     grid: str
     grids: list[list[Any]]  # per Triton launch under the interpreter: [gx, gy, gz, shuffled, order digest]
+    races: list[dict[str, Any]]  # per case under the interpreter: races between one launch's programs (child/races.py)
     saved: str  # file name in the scratch directory
     sha256: str  # of that file's bytes, checked before it is judged
     error: ErrorFacts

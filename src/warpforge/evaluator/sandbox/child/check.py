@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.sandbox.child import faithful
+from warpforge.evaluator.sandbox.child import faithful, races
 from warpforge.evaluator.sandbox.child.backward import training_call
 from warpforge.evaluator.sandbox.child.common import (
     INTERPRET,
@@ -50,6 +50,7 @@ from warpforge.evaluator.sandbox.child.common import (
 )
 from warpforge.evaluator.sandbox.child.grid import GridOrder
 from warpforge.evaluator.sandbox.child.model_new import STATE_MISMATCH, StateMismatch, entry_for
+from warpforge.evaluator.sandbox.child.races import Races
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -124,7 +125,7 @@ class _Runner:
         self.gate.specs.clear()
         self.gate.refused.clear()
         GridOrder.shuffled = shuffled
-        logged = len(GridOrder.log)
+        logged, raced = len(GridOrder.log), len(Races.found)
         mark("launch")
         start = time.perf_counter()
         try:
@@ -155,6 +156,7 @@ class _Runner:
             "kernels": sorted(self.gate.kernels),
             "grid": "shuffled" if shuffled else "in order",
             "grids": GridOrder.log[logged:],
+            "races": Races.found[raced:],
             **extra,
             "specs": list(self.gate.specs.values()),
             "refused_arguments": list(self.gate.refused),
@@ -183,6 +185,7 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
         try:  # fail closed: an interpreter this layer does not know is never judged
             GridOrder.install(int(req.get("grid_seed", 0)))
             faithful.install()
+            races.install()
         except faithful.InterpreterLayout as exc:
             return {"error": error_info(exc, "interpreter")}
     if req["device"].startswith("cuda"):

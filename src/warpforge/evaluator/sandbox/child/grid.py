@@ -18,6 +18,8 @@ import hashlib
 import random
 from typing import Any
 
+from warpforge.evaluator.sandbox.child.races import Races
+
 
 def order_digest(order: list[tuple[int, int, int]]) -> str:
     """What the judge compares: 16 hex digits of the SHA-256 of the program order."""
@@ -94,6 +96,16 @@ def check_layout() -> None:
         )
 
 
+def args_hst_named(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The launch's host arguments by parameter name (where a race's address is reported)."""
+    import inspect
+
+    try:
+        return dict(inspect.getcallargs(fn, *args, **kwargs))
+    except TypeError:
+        return {f"arg{i}": a for i, a in enumerate(args)}
+
+
 class GridOrder:
     """Replaces ``GridExecutor.__call__`` with the same steps over a (possibly shuffled) program order."""
 
@@ -147,15 +159,19 @@ class GridOrder:
                 interp.interpreter_builder.set_grid_dim(*grid)
                 order = expected_order(grid, bool(cls.shuffled), cls.rng)
                 cls.log.append([*grid[:3], bool(cls.shuffled), order_digest(order)])
+                Races.begin()
                 try:
-                    for x, y, z in order:
+                    for index, (x, y, z) in enumerate(order):
+                        Races.program = index
                         interp.interpreter_builder.set_grid_idx(x, y, z)
                         self.fn(**args)
+                    Races.end(order, args_hst_named(self.fn, args_hst, kwargs_hst))
                 except Exception as e:
                     if triton.knobs.compilation.front_end_debugging:
                         raise
                     raise interp.InterpreterError(repr(e)) from e
             finally:
+                Races.recording = False
                 patch_scope.restore()
                 Phase.now = "plumbing"
             self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)

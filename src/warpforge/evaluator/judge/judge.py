@@ -84,6 +84,8 @@ class CheckPlan:
     shuffled: frozenset[int] = frozenset()  # the cases whose launches run their programs shuffled
     # A training check (evaluator/judge/gradients.py): each case's upstream gradient, sent after its inputs.
     grad_outs: dict[int, torch.Tensor] = field(default_factory=dict)
+    # Interpreter only: the seeds of the pair's runs under perturbed arithmetic (child/perturb.py).
+    perturb_seeds: tuple[int, ...] = ()
 
 
 def _primes(lo: int, hi: int) -> list[int]:
@@ -96,6 +98,24 @@ def perturb_dim(value: int, rng: random.Random) -> int:
         return rng.randint(1, 4)
     choices = _primes(value // 2, int(value * HIDDEN_GROWTH) + 2)
     return rng.choice(choices) if choices else value + 1
+
+
+def split(plain: Sequence[torch.Tensor], moved: Sequence[torch.Tensor]) -> str:
+    """Where a perturbed run's outputs leave the plain run's: the first element that differs most."""
+    for i, (a, b) in enumerate(zip(plain, moved)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"output {i} came back {tuple(b.shape)} {b.dtype}, not {tuple(a.shape)} {a.dtype}"
+        if a.is_floating_point():
+            diff = (a.double() - b.double()).abs().nan_to_num(nan=math.inf)
+            if diff.numel() and float(diff.max()) > 0:
+                at = int(diff.argmax())
+                return f"output {i} splits at flat index {at}: {float(a.flatten()[at]):.6g} plain, " + (
+                    f"{float(b.flatten()[at]):.6g} perturbed"
+                )
+        elif not torch.equal(a, b):
+            at = int((a != b).flatten().nonzero()[0])
+            return f"output {i} splits at flat index {at}: {a.flatten()[at].item()} plain, {b.flatten()[at].item()}"
+    return "the outputs agree with the plain run's elementwise at the largest difference"
 
 
 def race_message(found: list[Any], label: str) -> str:
@@ -273,8 +293,17 @@ class Judge:
         return self._refs[case.id]
 
     def _hashes(self) -> dict[str, str]:
-        facts = [*self.report.get("cases", []), self.report.get("rerun") or {}, self.report.get("ghost") or {}]
+        facts = [
+            *self.report.get("cases", []),
+            self.report.get("rerun") or {},
+            self.report.get("ghost") or {},
+            *self._perturbed_facts(),
+        ]
         return {f["saved"]: f.get("sha256", "") for f in facts if isinstance(f, dict) and f.get("saved")}
+
+    def _perturbed_facts(self) -> list[LaunchFacts]:
+        runs = self.report.get("perturbed")
+        return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
 
     def load(self, name: str) -> dict[str, Any] | None:
         """A saved output, only if its bytes are those whose hash the child reported (else None)."""
@@ -294,6 +323,7 @@ class Judge:
             or self._launches()
             or self._pair()
             or self._values()
+            or self._perturbed()
             or self._ghost()
             or self._compiled()
         )
@@ -324,6 +354,7 @@ class Judge:
         rerun = self.report.get("rerun")
         if rerun:
             facts.append(rerun)
+        facts += self._perturbed_facts()  # launched after the rerun, in the child's order
         for info in facts:
             shuffled = info.get("case", info.get("id")) in self.plan.shuffled  # the rerun reports "case"
             grids = info.get("grids")
@@ -604,6 +635,44 @@ class Judge:
                 return self._explain(case, outs, r64, rlp, mismatch, previous)
             previous.append((case, outs))
             self.checked.append(case.label)
+        return None
+
+    def _perturbed(self) -> EvalResult | None:
+        """The pair's case under two seeds of perturbed arithmetic (child/perturb.py) must still be right: a kernel
+        whose path depends on the last bits of a result answers otherwise there (its unperturbed run passed)."""
+        pair, seeds = self.plan.pair, self.plan.perturb_seeds
+        if pair is None or not seeds:
+            return None
+        runs = self._perturbed_facts()
+        if [r.get("seed") for r in runs] != list(seeds) or any(r.get("case") != pair.id for r in runs):
+            return _fail(
+                self.job,
+                Verdict.REJECTED,
+                "missing_artefact",
+                f"the perturbed runs of {pair.label} were requested with seeds {list(seeds)} and did not come back",
+            )
+        plain = self.load(f"out_{pair.id}.pt")
+        for i, (seed, run) in enumerate(zip(seeds, runs)):
+            saved = self.load(f"out_perturbed_{i}.pt") if run.get("saved") else None
+            if saved is None or plain is None:
+                return _fail(
+                    self.job,
+                    Verdict.REJECTED,
+                    "missing_artefact",
+                    f"the perturbed run {i} of {pair.label} did not come back (or came back altered)",
+                )
+            mismatch = self.matches(pair, saved["out"])
+            if mismatch is not None:
+                return _fail(
+                    self.job,
+                    Verdict.INCORRECT,
+                    "arithmetic_dependent",
+                    f"right with the interpreter's arithmetic, wrong with every result moved within its compiled "
+                    f"error bound (1-2 ulp, seed {seed}) on {pair.label}: the output depends on the last bits of "
+                    f"its arithmetic, which the GPU computes otherwise; {split(plain['out'], saved['out'])}; "
+                    f"{mismatch.message}",
+                )
+        self.checked.append(f"{pair.label} under perturbed arithmetic (seeds {', '.join(map(str, seeds))})")
         return None
 
     def _explain(

@@ -348,14 +348,15 @@ def child_failure(job: Job, outcome: ChildOutcome, what: str) -> EvalResult | No
 
 class CaseFeed:
     """Answers the check child's ``need`` marks: a case's inputs, only after the candidate is imported
-    (mark ``imported``), each case once (the rerun/ghost case three times). Nothing is on disk."""
+    (mark ``imported``), each case once (the pair's case once more for the rerun, the ghost and each perturbed
+    run). Nothing is on disk."""
 
     def __init__(self, plan: CheckPlan) -> None:
         self.by_id = {c.id: c for c in plan.cases}
         self.grad_outs = plan.grad_outs  # a training check sends each case's upstream gradient after its inputs
         self.allowed = {c.id: 1 for c in plan.cases}
         if plan.pair is not None:
-            self.allowed[plan.pair.id] = 3
+            self.allowed[plan.pair.id] = 3 + len(plan.perturb_seeds)
         self.imported = False
         self.refused: list[str] = []
 
@@ -456,6 +457,9 @@ def check_stage(
     if plan.pair is not None:
         request["rerun"] = {"case": plan.pair.id, "sentinel": plan.rerun_sentinel}
         request["ghost"] = {"case": plan.pair.id, "sentinel": float("nan")}
+        if interpret:  # the pair again under two seeds of perturbed arithmetic (child/perturb.py)
+            plan.perturb_seeds = (rng.getrandbits(31), rng.getrandbits(31))
+            request["perturbed"] = {"case": plan.pair.id, "seeds": list(plan.perturb_seeds)}
     cuda = device.startswith("cuda")
     feed = CaseFeed(plan)
     prepare: Any = _write_candidate(job)

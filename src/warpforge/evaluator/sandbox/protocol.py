@@ -57,9 +57,15 @@ class _CheckRequestBase(TypedDict):
     cases: list[CaseRequest]
 
 
+class PerturbedRequest(TypedDict):
+    case: int
+    seeds: list[int]  # one perturbed run of the case per seed (child/perturb.py)
+
+
 class CheckRequest(_CheckRequestBase, total=False):
     rerun: RerunRequest
     ghost: RerunRequest
+    perturbed: PerturbedRequest
     training: bool  # each case's inputs end with grad_out; launch, launch_forward, launch_backward run
     model_new: dict[str, Any]  # {"param_names": [...]} for a ModelNew variant (child/model_new.py)
     scratch: str  # added by supervisor.ChildPool.run
@@ -120,6 +126,7 @@ class CheckReport(TypedDict, total=False):
     cases: list[CaseFacts]
     rerun: LaunchFacts
     ghost: LaunchFacts
+    perturbed: list[LaunchFacts]
     state_before: dict[str, Any]
     state_after: dict[str, Any]
     state_changed_end: list[str]

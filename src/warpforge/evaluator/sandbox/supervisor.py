@@ -59,7 +59,7 @@ AS_LIMIT_ENV = "WARPFORGE_CHILD_AS_BYTES"
 # Files the harness itself leaves in a scratch directory; anything else was written by the candidate.
 HARNESS_FILES = re.compile(
     r"(stdout\.txt|stderr\.txt|kernel\.cubin|candidate(_[ab])?\.py|task|triton-cache|"
-    r"out_(\d+|rerun|ghost)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)"
+    r"out_(\d+|rerun|ghost|perturbed_\d)\.pt|timed_\d+_\d+\.pt|timed_ab_\d_\d+\.pt)"
 )
 # How the child is started: from the same warpforge tree as this process (an editable install may point
 # elsewhere), in isolated mode (-I: neither the working directory nor PYTHONPATH can plant modules).

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluator.sandbox.child import faithful, races
+from warpforge.evaluator.sandbox.child import faithful, perturb, races
 from warpforge.evaluator.sandbox.child.backward import training_call
 from warpforge.evaluator.sandbox.child.common import (
     INTERPRET,
@@ -186,6 +186,7 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
             GridOrder.install(int(req.get("grid_seed", 0)))
             faithful.install()
             races.install()
+            perturb.install()
         except faithful.InterpreterLayout as exc:
             return {"error": error_info(exc, "interpreter")}
     if req["device"].startswith("cuda"):
@@ -220,6 +221,19 @@ def run_check(req: dict[str, Any], scratch: Path) -> dict[str, Any]:
                 bool(by_id[rerun["case"]].get("shuffled")),
             )
             report["rerun"] = {"case": rerun["case"], **facts}
+        perturbed = req.get("perturbed")
+        if perturbed:  # the pair's case again under the judge's seeds of perturbed arithmetic (child/perturb.py)
+            case = by_id[perturbed["case"]]
+            report["perturbed"] = []
+            for i, seed in enumerate(perturbed["seeds"]):
+                perturb.Perturb.start(int(seed))
+                try:
+                    facts = runner.launch(
+                        case["id"], float(case["sentinel"]), f"out_perturbed_{i}.pt", bool(case.get("shuffled"))
+                    )
+                finally:
+                    perturb.Perturb.stop()
+                report["perturbed"].append({"case": perturbed["case"], "seed": int(seed), **facts})
     except _LaunchError as err:
         report["error"] = err.info
         return report

@@ -163,6 +163,12 @@ BF16_DOT = textwrap.dedent("""
         b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
 
+    @triton.jit
+    def to_bf16(x_ptr, y_ptr, z_ptr, N: tl.constexpr):
+        x = tl.load(x_ptr + tl.arange(0, N))
+        tl.store(y_ptr + tl.arange(0, N), x.to(tl.bfloat16))
+        tl.store(z_ptr + tl.arange(0, N), x.to(tl.bfloat16, fp_downcast_rounding="rtne"))
+
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(16, 32, generator=gen).bfloat16()
     b = torch.randn(32, 16, generator=gen).bfloat16()
@@ -174,11 +180,19 @@ BF16_DOT = textwrap.dedent("""
         c = torch.empty(16, 16)
         dot[(1,)](a, b, c, 16, 16, 32)
         errors[name] = float((c.double() - exact).abs().max() / exact.abs().max())
+        # fp32 -> bf16 against torch's round-to-nearest-even (cvt.rn.bf16.f32), ties and NaN included
+        x = torch.cat([torch.randn(1021, generator=gen), torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, float("nan")])])
+        y, z = torch.empty(1024, dtype=torch.bfloat16), torch.empty(1024, dtype=torch.bfloat16)
+        to_bf16[(1,)](x, y, z, 1024)
+        want = x.to(torch.bfloat16)
+        errors[name + "_bf16"] = [int((y.view(torch.int16) != want.view(torch.int16))[:-1].sum()),
+                                  int((z.view(torch.int16) != want.view(torch.int16))[:-1].sum()),
+                                  bool(y[-1].isnan())]
     print(json.dumps(errors))
 """)
 
 
-def test_bf16_dot_is_the_compiled_product() -> None:
+def test_bf16_dot_and_conversion_are_the_compiled_ones() -> None:
     """mma...f32.bf16.bf16.f32 multiplies the bf16 values exactly and sums in fp32: within fp32 rounding of the
     float64 sum of the same products; Triton's own interpreter multiplies the bit patterns."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC)}
@@ -187,3 +201,7 @@ def test_bf16_dot_is_the_compiled_product() -> None:
     errors = json.loads(out.stdout.strip().splitlines()[-1])
     assert errors["faithful"] < 32 * 2.0**-24  # 32 fp32 additions at most, each within half an ulp
     assert errors["triton"] > 1e3  # the reason for the layer: the raw interpreter is not the GPU here
+    # fp32 -> bf16: every value as torch rounds it (nearest even), where Triton's interpreter truncates (about
+    # half the random values differ) and its "rtne" rounds ties up (1 + 2**-8 is a tie: even is 1)
+    assert errors["faithful_bf16"] == [0, 0, True]
+    assert errors["triton_bf16"][0] > 300 and errors["triton_bf16"][1] >= 1

@@ -14,6 +14,9 @@ catalogue with its evidence is docs/evaluator.md, "Interpreter and compiled kern
   ~1e9 on N(0, 1) inputs); the compiled kernel's ``mma...f32.bf16.bf16.f32`` multiplies the bf16 values exactly
   (8-bit mantissas: a product fits fp32's 24) and accumulates in fp32. Here the operands are widened to fp32 and
   multiplied in fp32 (numpy), the accumulator added: the compiled sum, up to the order of its additions.
+- fp32 to bf16 (``.to(tl.bfloat16)``, and ``fp_downcast_rounding="rtne"``): the interpreter truncates (and its
+  "rtne" rounds half up); the compiled ``cvt.rn.bf16.f32`` rounds to nearest even, so honest bf16 outputs were
+  judged on values the GPU never writes. Converted here as the PTX does (NaN kept quiet; overflow to infinity).
 - float to integer (``.to(tl.int32)``): ``cvt.rzi.s32.f32`` rounds toward zero and saturates, NaN gives 0;
   numpy's ``astype`` gives INT_MIN for out-of-range values and NaN. Narrow targets go through the PTX's own
   16-bit conversion (``cvt.rzi.u16.f32`` then truncation for uint8, likewise s16 for int8).
@@ -51,6 +54,14 @@ def _tf32_rna(x: np.ndarray) -> np.ndarray:
     special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
     rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
     return np.where(special, bits, rounded).view(np.float32)
+
+
+def bf16_rne(x: np.ndarray) -> np.ndarray:
+    """cvt.rn.bf16.f32: fp32 to bf16 bits (uint16, as the interpreter holds bf16), rounded to nearest even."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    quiet = (bits >> np.uint32(16)) | np.uint32(0x40)
+    return np.where(np.isnan(x), quiet, rounded).astype(np.uint16)
 
 
 def _precision_name(value: Any) -> str:
@@ -96,7 +107,7 @@ def install() -> None:
         raise InterpreterLayout("triton.runtime.interpreter has no InterpreterBuilder/TensorHandle")
     if getattr(builder, "_warpforge_faithful", False):
         return
-    for name in ("create_dot", "create_fp_to_si", "create_fp_to_ui"):
+    for name in ("create_dot", "create_fp_to_si", "create_fp_to_ui", "cast_impl", "create_fp_to_fp"):
         if not callable(getattr(builder, name, None)):
             raise InterpreterLayout(f"InterpreterBuilder.{name} is missing")
     dot_params = list(inspect.signature(builder.create_dot).parameters)
@@ -139,6 +150,23 @@ def install() -> None:
             data = convert_float(data, tl.bfloat16, tl.float32, None).view(np.float32)
         return handle(saturate(data, get_np_dtype(dst_type)), dst_type.scalar)
 
+    cast, fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
+
+    def to_bf16(src: Any, dst_type: Any) -> bool:
+        return str(src.dtype.scalar) == "fp32" and str(dst_type.scalar) == "bf16"
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        if to_bf16(src, dst_type):
+            return handle(bf16_rne(src.data), dst_type.scalar)
+        return cast(self, src, dst_type)
+
+    def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        if to_bf16(src, dst_type) and _precision_name(rounding_mode) == "rtne":
+            return handle(bf16_rne(src.data), dst_type.scalar)
+        return fp_to_fp(self, src, dst_type, rounding_mode)
+
+    builder.cast_impl = cast_impl
+    builder.create_fp_to_fp = create_fp_to_fp
     builder.create_dot = create_dot
     builder.create_fp_to_si = fp_to_int
     builder.create_fp_to_ui = fp_to_int

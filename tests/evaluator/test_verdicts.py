@@ -65,7 +65,8 @@ def test_good_variant_reports_checks_and_resources(backend, task) -> None:
     assert result.verdict is Verdict.OK
     # 3 check shapes x 2 dtypes x 2 seeds, plus one hidden shape x 2 dtypes, each compared against the
     # float64 reference (and, on the first evaluation of a source here, its benchmark-scale cases)
-    assert len([c for c in result.checked if "benchmark scale" not in c]) == 14
+    assert len([c for c in result.checked if "benchmark scale" not in c and "perturbed" not in c]) == 14
+    assert sum("under perturbed arithmetic (seeds " in c for c in result.checked) == 1  # the pair, two seeds
     assert sum("hidden" in label for label in result.checked) == 2
     assert not result.measured and result.timing is None  # the interpreter never times
     assert result.resources and result.resources[0].registers and result.resources[0].registers > 0

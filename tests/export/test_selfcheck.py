@@ -83,3 +83,9 @@ def test_the_first_call_at_an_unjudged_shape_catches_a_kernel_wrong_only_there(t
     assert judged[:4] == [{"M": 3, "N": 1009}, "float16", "cpu", True] and judged[4][0] == "the call's own inputs"
     assert unjudged[:4] == [{"M": 8, "N": 4096}, "float16", "cpu", False]
     assert unjudged[5].startswith("the call's own inputs: AssertionError")
+
+    # off from the environment, read when the package is imported
+    env["WFCHECK_SELF_CHECK"] = "0"
+    off = "import sys; sys.modules['warpforge'] = None; import wfcheck; print(wfcheck._selfcheck.enabled())"
+    proc = subprocess.run([sys.executable, "-c", off], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr[-2000:]

@@ -84,25 +84,23 @@ def device_name(device: Any) -> str | None:
 
 # The constraint keys a GPU reports itself (torch's device properties).
 _DEVICE_LIMITS = (("SMEM_BYTES", "shared_memory_per_block_optin"), ("REGISTERS_PER_SM", "regs_per_multiprocessor"))
+_device_limits: dict[str, dict[str, int]] = {}
 
 
 def limits_of(device: Any, info: Mapping[str, Any]) -> dict[str, int]:
     """What a kernel's ``constraints`` read besides the call's shape: the device's shared memory per block and
-    registers per SM. A GPU says its own; on the CPU (the interpreter) they are the compile target's the op was
-    exported for (``kernel_info.json``'s ``limits``)."""
+    registers per SM. A GPU says its own (read once per device: this runs on every call); on the CPU (the
+    interpreter) they are the compile target's the op was exported for (``kernel_info.json``'s ``limits``)."""
     limits = {k: int(v) for k, v in dict(info.get("limits") or {}).items()}
-    if getattr(device, "type", "cpu") == "cuda":
+    if getattr(device, "type", "cpu") != "cuda":
+        return limits
+    key = str(device)
+    if key not in _device_limits:
         import torch
 
         props = torch.cuda.get_device_properties(device)
-        for key, attr in (
-            ("SMEM_BYTES", "shared_memory_per_block_optin"),
-            ("REGISTERS_PER_SM", "regs_per_multiprocessor"),
-        ):
-            value = getattr(props, attr, None)
-            if value:
-                limits[key] = int(value)
-    return limits
+        _device_limits[key] = {k: int(getattr(props, a)) for k, a in _DEVICE_LIMITS if getattr(props, a, None)}
+    return {**limits, **_device_limits[key]}
 
 
 def _distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:

@@ -12,7 +12,8 @@ says why. A CPU ``ok`` is then a claim the first GPU confirms or retracts by its
 The check costs one reference call in float64 and one in the call's dtype, plus a kernel and two reference calls
 per adversarial set, once per signature; calls traced by ``torch.compile`` are not checked (no values to compare).
 ``<ns>.verified()`` lists each signature checked, where, and the outcome; ``<NS>_SELF_CHECK=0`` in the
-environment, or ``<ns>.self_check(False)``, turns the check off (production after verification).
+environment before the package is imported, or ``<ns>.self_check(False)``, turns the check off (production after
+verification).
 
 Example::
 
@@ -52,7 +53,6 @@ class Checked:
 
 
 _records: dict[tuple[str, str, str, str], Checked] = {}
-_switch: list[bool] = []
 
 
 def _env_name() -> str:
@@ -60,11 +60,13 @@ def _env_name() -> str:
     return package.replace(".", "_").upper() + "_SELF_CHECK"
 
 
+_switch: list[bool] = [os.environ.get(_env_name(), "1").strip().lower() not in ("0", "false", "no", "off")]
+
+
 def enabled() -> bool:
-    """Whether new signatures are checked: ``self_check()``'s last word, else the environment (on by default)."""
-    if _switch:
-        return _switch[-1]
-    return os.environ.get(_env_name(), "1").strip().lower() not in ("0", "false", "no", "off")
+    """Whether new signatures are checked: ``self_check()``'s last word, else the environment at import (on by
+    default). Read on every call of an op, so nothing is looked up here."""
+    return _switch[-1]
 
 
 def self_check(on: bool = True) -> None:

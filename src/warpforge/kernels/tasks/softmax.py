@@ -62,9 +62,9 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 def grad_scales(x: torch.Tensor, g: torch.Tensor) -> tuple[float]:
     """The magnitude of the terms dx is computed from (the judge scales atol by it where it exceeds the gradient's
     own RMS): dx = y * (g - sum(g * y)) subtracts terms of size y*|g| and y*|sum(g * y)|, which cancel where a row
-    is near one-hot (large-magnitude logits): there an fp32 kernel is an ulp of |g| off whatever it does, while
-    the gradient's RMS is small. An honest kernel failed by 1.04 ulp (allowed 1.17e-7) at M=17, N=1031 where the
-    terms' RMS is 67x the gradient's."""
+    is near one-hot (large-magnitude logits): there an fp32 kernel is about an ulp of |g| off whatever it does
+    (1.04 ulp at M=17, N=1031 against an allowance of 1.17e-7 from the gradient's RMS), and the terms' RMS is 67x
+    the gradient's."""
     y = torch.softmax(x, dim=-1)
     terms = y * (g.abs() + (g * y).sum(dim=-1, keepdim=True).abs())
     return (float(terms.pow(2).mean().sqrt()),)
